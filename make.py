@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Set up and run loopctl's jobs on a fresh machine (Python 3.11+ and pip are all it needs).
+
+    python3 make.py demo    # make .venv, install loopctl, run the main job (no API key needed)
+    python3 make.py test    # make .venv, install loopctl and its dev tools, run ruff, mypy and pytest
+    python3 make.py bench   # the benchmarks (installs the peer libraries into .venv-bench)
+
+Every job creates its own virtual environment in the checkout (``.venv``) and installs into it only when
+``pyproject.toml`` changed since the last install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+
+
+def _venv(name: str, spec: str, extra: list[str] | None = None) -> Path:
+    env_dir = ROOT / name
+    py = env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    if not py.exists():
+        print(f"make.py: creating {name}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(env_dir)
+    stamp = env_dir / ".loopctl-installed"
+    inputs = (ROOT / "pyproject.toml").read_bytes() + spec.encode() + " ".join(extra or []).encode()
+    digest = hashlib.sha256(inputs).hexdigest()
+    if not stamp.exists() or stamp.read_text() != digest:
+        print(f"make.py: installing {spec} into {name}", flush=True)
+        _run([str(py), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+        _run([str(py), "-m", "pip", "install", "-q", "-e", spec, *(extra or [])])
+        stamp.write_text(digest)
+    return py
+
+
+def _run(cmd: list[str]) -> None:
+    result = subprocess.run(cmd, cwd=ROOT)
+    if result.returncode != 0:
+        sys.exit(result.returncode)
+
+
+def demo(args: list[str]) -> None:
+    py = _venv(".venv", ".[all]")
+    _run([str(py), str(ROOT / "examples" / "build_conversation.py"), *args])
+
+
+def test(args: list[str]) -> None:
+    py = _venv(".venv", ".[dev]")
+    _run([str(py), "-m", "ruff", "check", "src", "tests", "bench"])
+    _run([str(py), "-m", "mypy"])
+    _run([str(py), "-m", "pytest", *args])
+
+
+def bench(args: list[str]) -> None:
+    py = _venv(".venv-bench", ".[dev]", ["-r", str(ROOT / "bench" / "requirements.txt")])
+    scripts = args or sorted(str(p) for p in (ROOT / "bench").glob("bench_*.py"))
+    for script in scripts:
+        _run([str(py), script])
+
+
+JOBS = {"demo": demo, "test": test, "bench": bench}
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] not in JOBS:
+        print(__doc__)
+        sys.exit(2)
+    JOBS[sys.argv[1]](sys.argv[2:])
+
+
+if __name__ == "__main__":
+    main()

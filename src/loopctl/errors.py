@@ -1,0 +1,257 @@
+"""The one error tree of loopctl.
+
+Every error the library raises on purpose derives from :class:`LoopError`, so a caller can catch one base.
+Each error says, in its text, what was wrong and where, and answers :attr:`LoopError.retryable`: whether
+sending the same thing again later could succeed (a rate limit, an overload, a dropped stream) or not (a bad
+conversation, a bad key).
+
+The tree is split the way h11 splits its protocol errors: errors about what *the caller* built
+(:class:`InvalidMessage`, :class:`InvalidConversation`, :class:`ConversationFileError`) are also
+``ValueError``; errors about what *the provider* sent or said are :class:`ProviderError`.
+
+This module is pure: no I/O.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthenticationError",
+    "CompactionError",
+    "CompactionNoProgress",
+    "CompactionOverflow",
+    "ContextOverflow",
+    "ConversationFileError",
+    "InvalidConversation",
+    "InvalidMessage",
+    "InvalidRequest",
+    "LoopError",
+    "MachineStateError",
+    "MissingAPIKey",
+    "ModelNotFound",
+    "Overloaded",
+    "ProviderError",
+    "ProviderProtocolError",
+    "RateLimited",
+    "ServerError",
+    "StreamTruncated",
+    "ToolError",
+    "ToolTimeout",
+    "UnsupportedContent",
+]
+
+
+class LoopError(Exception):
+    """Base of every error loopctl raises on purpose.
+
+    ``str(err)`` is a human sentence naming what went wrong and where. :attr:`retryable` says whether the
+    same operation may succeed if tried again later.
+    """
+
+    retryable: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# --- errors in what the caller built -------------------------------------------------------------------
+
+
+class InvalidMessage(LoopError, ValueError):
+    """A message or part that does not fit the model (spec: ``python-api.md``, "Wire form").
+
+    Raised for a wrong type, a missing required key, an unknown part ``type``, an ``encoding`` other than
+    ``base64``, image data that is not base64, or a string that cannot be written as UTF-8 (a lone
+    surrogate). :attr:`path` is where the bad value sits, in the form ``parts[2].source.data``
+    (empty for the top-level value); the text says what was expected.
+    """
+
+    def __init__(self, path: str, expected: str) -> None:
+        self.path = path
+        self.expected = expected
+        where = path or "<message>"
+        super().__init__(f"{where}: {expected}")
+
+
+class InvalidConversation(LoopError, ValueError):
+    """A conversation that breaks one or more of the pairing and placement rules.
+
+    Raised by ``check_conversation(messages, strict=True)``; :attr:`problems` holds every
+    :class:`~loopctl.message.ConversationProblem` found, each with its path and the rule it breaks.
+    """
+
+    def __init__(self, problems: list[object]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"the conversation breaks {len(problems)} rule(s):\n{lines}")
+
+
+class ConversationFileError(LoopError, ValueError):
+    """A conversation file that cannot be read: not JSON, the wrong shape, or a newer ``format_version``.
+
+    :attr:`source` names the file (a path, or ``"<string>"``). Reading never changes the file.
+    """
+
+    def __init__(self, source: str, problem: str) -> None:
+        self.source = source
+        self.problem = problem
+        super().__init__(f"{source}: {problem}")
+
+
+class UnsupportedContent(LoopError, ValueError):
+    """A request builder met content it cannot carry (for example a part type from a newer release).
+
+    The text names the part and its path in the conversation.
+    """
+
+
+class MachineStateError(LoopError, RuntimeError):
+    """The loop machine was fed something its current state does not accept (you misused it)."""
+
+
+# --- errors from the provider ----------------------------------------------------------------------------
+
+
+class ProviderError(LoopError):
+    """Something the provider said or sent.
+
+    :attr:`provider` names the API (``"anthropic"``, ``"openai"``, ``"openai-responses"``, ``"gemini"``),
+    :attr:`status` the HTTP status when there was one, :attr:`provider_message` the provider's own error
+    text, and :attr:`body` the raw error body (a JSON value or text) when one was received.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int | None = None,
+        provider_message: str | None = None,
+        body: object = None,
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.provider_message = provider_message
+        self.body = body
+        prefix = f"{provider}: " if provider else ""
+        status_part = f" (HTTP {status})" if status is not None else ""
+        super().__init__(f"{prefix}{message}{status_part}")
+
+
+class RateLimited(ProviderError):
+    """The provider refused the request for rate or quota reasons (HTTP 429). Retryable.
+
+    :attr:`retry_after` is the wait the provider asked for, in seconds, or ``None``.
+    """
+
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: object) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+
+
+class Overloaded(ProviderError):
+    """The provider is overloaded (Anthropic 529 ``overloaded_error``, HTTP 503). Retryable.
+
+    :attr:`retry_after` is the wait the provider asked for, in seconds, or ``None``.
+    """
+
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: object) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+
+
+class ServerError(ProviderError):
+    """The provider failed on its side (HTTP 5xx other than an overload). Retryable."""
+
+    retryable = True
+
+
+class StreamTruncated(ProviderError):
+    """A streamed reply ended before its final event (the connection dropped). Retryable.
+
+    A retry starts the message afresh; nothing of the cut reply is kept.
+    """
+
+    retryable = True
+
+
+class InvalidRequest(ProviderError):
+    """The provider rejected the request as malformed (HTTP 400 ``invalid_request_error`` and kin)."""
+
+
+class ContextOverflow(InvalidRequest):
+    """The request is longer than the model's context window (a provider 400 that says so)."""
+
+
+class ModelNotFound(InvalidRequest):
+    """The provider does not know the model, or the account may not use it (HTTP 404)."""
+
+
+class AuthenticationError(ProviderError):
+    """The API key is missing, wrong or lacks permission (HTTP 401/403)."""
+
+
+class MissingAPIKey(AuthenticationError):
+    """No API key was given and the provider's usual environment variable is unset.
+
+    :attr:`env_var` names the variable to set.
+    """
+
+    def __init__(self, provider: str, env_var: str) -> None:
+        self.env_var = env_var
+        super().__init__(f"no API key: set the {env_var} environment variable", provider=provider)
+
+
+class ProviderProtocolError(ProviderError):
+    """The provider sent something that is not a valid reply (garbage where JSON or SSE belongs)."""
+
+
+# --- errors in the loop itself ----------------------------------------------------------------------------
+
+
+class ToolError(LoopError):
+    """A tool could not run. The engine turns these into error results the model reads; they reach the
+    caller only from direct tool calls."""
+
+
+class ToolTimeout(ToolError):
+    """A tool ran past its timeout (seconds in :attr:`timeout`)."""
+
+    def __init__(self, tool: str, timeout: float) -> None:
+        self.tool = tool
+        self.timeout = timeout
+        super().__init__(f"tool {tool!r} timed out after {timeout:g} s")
+
+
+class CompactionError(LoopError):
+    """A compaction pass could not bring the conversation under the budget.
+
+    :attr:`tokens_before` and :attr:`tokens_after` are estimates in tokens; :attr:`target` is the size the
+    pass aimed for, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tokens_before: int | None = None,
+        tokens_after: int | None = None,
+        target: int | None = None,
+    ) -> None:
+        self.tokens_before = tokens_before
+        self.tokens_after = tokens_after
+        self.target = target
+        super().__init__(message)
+
+
+class CompactionNoProgress(CompactionError):
+    """A compaction pass saved nothing; the run ends rather than loop forever."""
+
+
+class CompactionOverflow(CompactionError):
+    """Even the parts a pass must keep (the first message, ``Durable`` results with their calls, the
+    protected tail) do not fit the target; the numbers are on the error."""

@@ -1,0 +1,231 @@
+"""Conversation checks: every broken pairing or placement rule, each with its path and the rule's name.
+
+The rules come from the guide's pairing rules ("Parts") and its placement limits ("Roles", "Images",
+"Thinking parts"); ``python-api.md`` names the API. An empty ``parts`` list is legal (silence) and is never
+a problem by itself. A conversation that ends on an assistant message whose calls are not answered yet is
+legal too: that is the state of a run waiting for its tools.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loopctl.errors import InvalidConversation
+from loopctl.message.model import (
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+__all__ = ["ConversationProblem", "ConversationRule", "check_conversation"]
+
+
+class ConversationRule(enum.StrEnum):
+    """The rules :func:`check_conversation` checks; each value is the ``rule`` of a problem."""
+
+    TOOL_RESULT_WITHOUT_CALL = "tool_result_answers_an_earlier_call"
+    """A tool result's ``call_id`` matches a tool call of the assistant message it answers (the latest
+    assistant message before it)."""
+    DUPLICATE_TOOL_RESULT = "tool_call_answered_once"
+    """A tool call is answered by one result, not several."""
+    DUPLICATE_TOOL_CALL_ID = "tool_call_ids_unique_within_turn"
+    """Tool-call ids are unique within a turn (one assistant message)."""
+    UNANSWERED_TOOL_CALL = "tool_call_answered_before_next_assistant"
+    """Every tool call is answered before the next assistant message."""
+    TOOL_RESULT_OUTSIDE_USER = "tool_results_only_in_user_messages"
+    """Tool results ride only in user messages."""
+    TOOL_CALL_OUTSIDE_ASSISTANT = "tool_calls_only_in_assistant_messages"
+    """Tool calls ride only in assistant messages."""
+    IMAGE_OUTSIDE_USER = "images_only_in_user_messages"
+    """Images ride only in user messages, including inside tool results."""
+    THINKING_OUTSIDE_ASSISTANT = "thinking_only_in_assistant_messages"
+    """Thinking rides only in assistant messages."""
+    INVALID_UNICODE = "strings_are_valid_unicode"
+    """Every string is valid Unicode: no lone surrogate (as a careless truncation leaves)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationProblem:
+    """One broken rule: where (``messages[3].parts[1]``), which :class:`ConversationRule`, and a readable
+    detail."""
+
+    path: str
+    rule: ConversationRule
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.detail} [{self.rule.value}]"
+
+
+def check_conversation(messages: Sequence[Message], *, strict: bool = False) -> list[ConversationProblem]:
+    """Every problem in ``messages``, in the order found (an empty list for a sound conversation).
+
+    With ``strict=True`` a non-empty result is raised instead, as
+    :class:`~loopctl.errors.InvalidConversation` listing every problem.
+    """
+    problems: list[ConversationProblem] = []
+    add = problems.append
+    # Calls of the open turn (the latest assistant message): id -> (path, answered?)
+    open_calls: dict[str, list[Any]] = {}
+    older_calls: set[str] = set()
+
+    for mi, msg in enumerate(messages):
+        mpath = f"messages[{mi}]"
+        role = msg.role
+        if role is Role.ASSISTANT:
+            for call_id, (cpath, answered) in open_calls.items():
+                if not answered:
+                    add(
+                        ConversationProblem(
+                            cpath,
+                            ConversationRule.UNANSWERED_TOOL_CALL,
+                            f"tool call {call_id!r} has no result before the next assistant message ({mpath})",
+                        )
+                    )
+            older_calls.update(open_calls)
+            open_calls = {}
+        for pi, part in enumerate(msg.parts):
+            ppath = f"{mpath}.parts[{pi}]"
+            _check_strings(part, ppath, add)
+            if isinstance(part, ToolCallPart):
+                if role is not Role.ASSISTANT:
+                    add(
+                        ConversationProblem(
+                            ppath,
+                            ConversationRule.TOOL_CALL_OUTSIDE_ASSISTANT,
+                            f"a tool call in a {role.value} message",
+                        )
+                    )
+                    continue
+                if part.id in open_calls:
+                    add(
+                        ConversationProblem(
+                            ppath,
+                            ConversationRule.DUPLICATE_TOOL_CALL_ID,
+                            f"tool-call id {part.id!r} is used twice in this turn (first at {open_calls[part.id][0]})",
+                        )
+                    )
+                    continue
+                open_calls[part.id] = [ppath, False]
+            elif isinstance(part, ToolResultPart):
+                if role is not Role.USER:
+                    add(
+                        ConversationProblem(
+                            ppath,
+                            ConversationRule.TOOL_RESULT_OUTSIDE_USER,
+                            f"a tool result in a {role.value} message",
+                        )
+                    )
+                if role is not Role.USER and not part.output.is_string():
+                    for oi, sub in enumerate(part.output.parts):
+                        if isinstance(sub, ImagePart):
+                            add(
+                                ConversationProblem(
+                                    f"{ppath}.output[{oi}]",
+                                    ConversationRule.IMAGE_OUTSIDE_USER,
+                                    f"an image inside a tool result in a {role.value} message",
+                                )
+                            )
+                entry = open_calls.get(part.call_id)
+                if entry is None:
+                    where = (
+                        "answers a call of an earlier turn"
+                        if part.call_id in older_calls
+                        else "answers no earlier tool call"
+                    )
+                    add(
+                        ConversationProblem(
+                            ppath,
+                            ConversationRule.TOOL_RESULT_WITHOUT_CALL,
+                            f"tool result for {part.call_id!r} {where}",
+                        )
+                    )
+                elif entry[1]:
+                    add(
+                        ConversationProblem(
+                            ppath,
+                            ConversationRule.DUPLICATE_TOOL_RESULT,
+                            f"tool call {part.call_id!r} is answered twice (first answer before this one)",
+                        )
+                    )
+                else:
+                    entry[1] = True
+            elif isinstance(part, ImagePart) and role is not Role.USER:
+                add(
+                    ConversationProblem(
+                        ppath, ConversationRule.IMAGE_OUTSIDE_USER, f"an image in a {role.value} message"
+                    )
+                )
+            elif isinstance(part, ThinkingPart) and role is not Role.ASSISTANT:
+                add(
+                    ConversationProblem(
+                        ppath, ConversationRule.THINKING_OUTSIDE_ASSISTANT, f"thinking in a {role.value} message"
+                    )
+                )
+    if strict and problems:
+        raise InvalidConversation(list(problems))
+    return problems
+
+
+def _check_strings(part: object, path: str, add: Any) -> None:
+    for sub, value in _strings_of(part, path):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            add(
+                ConversationProblem(
+                    sub,
+                    ConversationRule.INVALID_UNICODE,
+                    f"lone surrogate {value[exc.start]!r} at character {exc.start}",
+                )
+            )
+
+
+def _strings_of(part: object, path: str) -> Iterable[tuple[str, str]]:
+    if isinstance(part, TextPart):
+        yield f"{path}.text", part.text
+        if part.item_id is not None:
+            yield f"{path}.item_id", part.item_id
+    elif isinstance(part, ThinkingPart):
+        for name in ("text", "signature", "redacted", "provider", "item_id"):
+            value = getattr(part, name)
+            if value is not None:
+                yield f"{path}.{name}", value
+    elif isinstance(part, ToolCallPart):
+        yield f"{path}.id", part.id
+        yield f"{path}.name", part.name
+        if part.item_id is not None:
+            yield f"{path}.item_id", part.item_id
+        yield from _json_strings(part.input, f"{path}.input")
+    elif isinstance(part, ToolResultPart):
+        yield f"{path}.call_id", part.call_id
+        yield f"{path}.name", part.name
+        root = part.output.root
+        if isinstance(root, str):
+            yield f"{path}.output", root
+        else:
+            for i, sub in enumerate(root):
+                yield from _strings_of(sub, f"{path}.output[{i}]")
+    elif isinstance(part, ImagePart):
+        yield f"{path}.source.media_type", part.source.media_type
+
+
+def _json_strings(value: Any, path: str) -> Iterable[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield path, k
+            yield from _json_strings(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _json_strings(v, f"{path}[{i}]")

@@ -1,0 +1,704 @@
+"""The conversation model: ``Message{role, parts}`` and its five part kinds.
+
+Normative source: ``spec/000_75b8c42ebf9fa697.txt`` (the "Messages" guide) and ``spec/python-api.md``.
+Every value here is an immutable pydantic model compared by value; a message in a history never changes
+under you. The JSON wire form is written by hand (``to_dict``) so that key order and the "always written" /
+"written only when set" rules are exactly the guide's, and read through pydantic so that bad input is
+refused with a path, never coerced.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import binascii
+import enum
+import json
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar, Union, cast
+
+import orjson
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    RootModel,
+    StrictBool,
+    StrictStr,
+    Tag,
+    ValidationError,
+    field_validator,
+)
+
+from loopctl.errors import InvalidMessage
+
+__all__ = [
+    "ImagePart",
+    "ImageSource",
+    "Message",
+    "MessagePart",
+    "Part",
+    "Retention",
+    "Role",
+    "TextPart",
+    "ThinkingPart",
+    "ToolCallPart",
+    "ToolContent",
+    "ToolContentPart",
+    "ToolResultPart",
+]
+
+
+class Role(enum.StrEnum):
+    """Who sent a message (guide, "Roles").
+
+    ``USER`` is a human turn and also carries tool results; ``ASSISTANT`` is the model's reply;
+    ``SYSTEM`` is context the framework injects, folded per provider by the request builders.
+    """
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+
+
+class Retention(enum.StrEnum):
+    """How compaction may treat a tool result (guide, "Retention classes"). Untagged is ``None``.
+
+    ``REQUERY``: re-derivable (a file read, a search hit); cleared after the untagged pool runs out, with a
+    marker naming the call. ``DURABLE``: not re-derivable; never pruned, summarized rather than deleted.
+    Wire form: ``{"type": "requery"}`` / ``{"type": "durable"}`` (bare strings also read).
+    """
+
+    REQUERY = "requery"
+    DURABLE = "durable"
+
+
+def _read_retention(value: object) -> object:
+    """Accept ``{"type": "requery"}``, ``"requery"`` or a :class:`Retention`; refuse anything else."""
+    if value is None or isinstance(value, Retention):
+        return value
+    if isinstance(value, dict):
+        if "type" not in value:
+            raise ValueError('expected {"type": "requery"} or {"type": "durable"}, got an object without "type"')
+        value = value["type"]
+    if isinstance(value, str):
+        try:
+            return Retention(value)
+        except ValueError:
+            pass
+    raise ValueError(f'expected "requery" or "durable", got {value!r}')
+
+
+_CONFIG = ConfigDict(frozen=True, extra="ignore", validate_default=False, hide_input_in_errors=True)
+
+
+class ImageSource(BaseModel):
+    """Base64 image bytes with their media type (guide, "Images").
+
+    Wire form: ``{"encoding": "base64", "media_type": "image/png", "data": "<base64>"}``. ``encoding`` is
+    always ``"base64"``; ``data`` must be standard base64 (RFC 4648 section 4, padded, no line breaks) or
+    :class:`~loopctl.errors.InvalidMessage` is raised.
+    """
+
+    model_config = _CONFIG
+
+    encoding: Literal["base64"] = "base64"
+    """Always ``"base64"``; any other value is refused."""
+    media_type: StrictStr
+    """MIME type of the image, e.g. ``"image/png"``."""
+    data: StrictStr
+    """The image bytes, base64-encoded."""
+
+    @field_validator("data")
+    @classmethod
+    def _data_is_base64(cls, data: str) -> str:
+        try:
+            binascii.a2b_base64(data, strict_mode=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"expected standard base64 image data ({exc})") from None
+        return data
+
+    @classmethod
+    def new_base64(cls, media_type: str, data: str) -> ImageSource:
+        """Build a source from a media type and base64 text; raises ``InvalidMessage`` if ``data`` is not
+        base64."""
+        return _validate(cls, {"media_type": media_type, "data": data}, "source")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire object: ``{"encoding", "media_type", "data"}`` in that order."""
+        return {"encoding": "base64", "media_type": self.media_type, "data": self.data}
+
+    def __repr__(self) -> str:
+        return f"ImageSource(media_type={self.media_type!r}, data=<{len(self.data)} base64 chars>)"
+
+
+class MessagePart(BaseModel):
+    """One part of a message (guide, "Parts"): the base of the five kinds.
+
+    The kinds are :class:`TextPart`, :class:`ImagePart`, :class:`ToolCallPart`, :class:`ThinkingPart` and
+    :class:`ToolResultPart`, told apart on the wire by ``"type"``. The constructors ``MessagePart.text``,
+    ``MessagePart.tool_call`` and ``MessagePart.tool_result`` build the common kinds.
+    """
+
+    model_config = _CONFIG
+
+    if TYPE_CHECKING:
+        # Assigned after the subclasses are built (see the end of this module): a classmethod named
+        # ``text`` on the base would otherwise become the default of TextPart's ``text`` field, and a
+        # missing ``text`` on input would silently read as the constructor.
+        @classmethod
+        def text(cls, text: str) -> TextPart: ...
+
+    @staticmethod
+    def tool_call(id: str, name: str, input: Any) -> ToolCallPart:  # noqa: A002 - the guide's names
+        """A tool call: the model asks to run ``name`` with JSON ``input`` under the provider-assigned ``id``."""
+        return ToolCallPart(id=id, name=name, input=input)
+
+    @staticmethod
+    def tool_result(
+        call_id: str, name: str, output: ToolContent | str | Sequence[ToolContentPart], is_error: bool = False
+    ) -> ToolResultPart:
+        """A tool result answering the call ``call_id`` of tool ``name``.
+
+        ``is_error`` is always stored as a bool (``python-api.md``); ``retention`` starts untagged (``None``).
+        """
+        return ToolResultPart(call_id=call_id, name=name, output=output, is_error=is_error)
+
+    @staticmethod
+    def from_dict(data: object) -> Part:
+        """Read one part from its wire object; raises ``InvalidMessage`` naming the bad path."""
+        return _validate(_PART_ADAPTER, data, "")
+
+    # --- readers ---------------------------------------------------------------------------------------
+
+    def is_text(self) -> bool:
+        """True for a :class:`TextPart`."""
+        return False
+
+    def is_image(self) -> bool:
+        """True for an :class:`ImagePart`."""
+        return False
+
+    def is_tool_call(self) -> bool:
+        """True for a :class:`ToolCallPart`."""
+        return False
+
+    def is_thinking(self) -> bool:
+        """True for a :class:`ThinkingPart`."""
+        return False
+
+    def is_tool_result(self) -> bool:
+        """True for a :class:`ToolResultPart`."""
+        return False
+
+    def as_text(self) -> str | None:
+        """The text of a :class:`TextPart`, else ``None`` (a thinking part is not text)."""
+        return None
+
+    def with_retention(self, retention: Retention | None) -> MessagePart:
+        """A copy tagged with ``retention``; only tool results carry one, other kinds come back unchanged."""
+        return self
+
+    def display(self) -> str | None:
+        """This part's chunk of ``str(message)`` (guide, "Display"), or ``None`` when it adds none."""
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire object, ``type`` first, then the fields in declaration order."""
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        """Compact JSON of :meth:`to_dict`, non-ASCII written as UTF-8; raises ``InvalidMessage`` for a
+        string that cannot be written (a lone surrogate)."""
+        return _dumps(self.to_dict(), self)
+
+    def __str__(self) -> str:
+        return self.display() or ""
+
+    def __repr_args__(self) -> Any:
+        # Unset optional keys are noise in a debugger; the wire form omits them too.
+        for name, value in super().__repr_args__():
+            if value is None and name in _OPTIONAL_KEYS:
+                continue
+            yield name, value
+
+
+_OPTIONAL_KEYS = frozenset({"item_id", "signature", "redacted", "provider", "retention"})
+
+
+class TextPart(MessagePart):
+    """Plain text. Wire: ``{"type": "text", "text": "hello"}``."""
+
+    type: Literal["text"] = Field(default="text", repr=False)
+    text: StrictStr  # type: ignore[assignment]
+    """The text, fully assembled (streamed deltas concatenated)."""
+    item_id: StrictStr | None = None
+    """Extension (``docs/wire-format.md``): the provider's id of the output item this text came in (OpenAI
+    Responses ``msg_…``), sent back so a preceding reasoning item keeps its following item. Omitted when
+    unset."""
+
+    def is_text(self) -> bool:
+        return True
+
+    def as_text(self) -> str:
+        return self.text
+
+    def display(self) -> str:
+        return self.text
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.item_id is None:
+            return {"type": "text", "text": self.text}
+        return {"type": "text", "text": self.text, "item_id": self.item_id}
+
+
+class ImagePart(MessagePart):
+    """A base64 image; valid only in user messages and tool results (guide, "Images").
+
+    Wire: ``{"type": "image", "source": {"encoding": "base64", "media_type": "image/png", "data": "…"}}``.
+    """
+
+    type: Literal["image"] = Field(default="image", repr=False)
+    source: ImageSource
+    """The image bytes and media type."""
+
+    def is_image(self) -> bool:
+        return True
+
+    def display(self) -> str:
+        return f"[Image: {self.source.media_type}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "image", "source": self.source.to_dict()}
+
+
+class ToolCallPart(MessagePart):
+    """The model asks to run a tool. Wire: ``{"type": "tool_call", "id", "name", "input"}``.
+
+    ``id`` is assigned by the provider and unique within a turn; ``input`` is any JSON value (usually an
+    object).
+    """
+
+    type: Literal["tool_call"] = Field(default="tool_call", repr=False)
+    id: StrictStr
+    """The provider's call id; the :class:`ToolResultPart` that answers it carries the same ``call_id``."""
+    name: StrictStr
+    """The tool's name, as offered in the request's tools."""
+    input: JsonValue
+    """The arguments, a JSON value (a streamed ``""`` reads as ``{}``)."""
+    item_id: StrictStr | None = None
+    """Extension (``docs/wire-format.md``): the provider's item id of this call when it differs from the call
+    id (OpenAI Responses ``fc_…``). Omitted when unset."""
+
+    def is_tool_call(self) -> bool:
+        return True
+
+    def display(self) -> str:
+        return f"[Tool: {self.name} with input: {_display_json(self.input)}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": "tool_call", "id": self.id, "name": self.name, "input": self.input}
+        if self.item_id is not None:
+            d["item_id"] = self.item_id
+        return d
+
+
+class ThinkingPart(MessagePart):
+    """The model's private reasoning (guide, "Thinking parts").
+
+    Wire: ``{"type": "thinking", "text": "…", "signature": "…"}``; ``signature``, ``redacted`` and the
+    extensions are written only when set. Signatures and redacted payloads are opaque and replayed verbatim,
+    only to the provider named in ``provider`` (``python-api.md``, "Provider signatures").
+    """
+
+    type: Literal["thinking"] = Field(default="thinking", repr=False)
+    text: StrictStr  # type: ignore[assignment]
+    """The visible reasoning (or summary); ``""`` for a redacted block."""
+    signature: StrictStr | None = None
+    """The provider's signature over this block (Anthropic ``signature``, Gemini ``thoughtSignature``, OpenAI
+    Responses ``encrypted_content``), exactly as received."""
+    redacted: StrictStr | None = None
+    """The opaque payload of a block the provider withheld (Anthropic ``redacted_thinking.data``)."""
+    provider: StrictStr | None = None
+    """Extension: who minted ``signature``/``redacted`` (``"anthropic"``, ``"gemini"``, ``"openai"``)."""
+    item_id: StrictStr | None = None
+    """Extension: the provider's id of the reasoning item (OpenAI Responses ``rs_…``)."""
+
+    def is_thinking(self) -> bool:
+        return True
+
+    def display(self) -> None:
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": "thinking", "text": self.text}
+        if self.signature is not None:
+            d["signature"] = self.signature
+        if self.redacted is not None:
+            d["redacted"] = self.redacted
+        if self.provider is not None:
+            d["provider"] = self.provider
+        if self.item_id is not None:
+            d["item_id"] = self.item_id
+        return d
+
+
+ToolContentPart: TypeAlias = Annotated[Union[TextPart, ImagePart], Field(discriminator="type")]
+"""A part of a multipart tool output: a :class:`TextPart` or an :class:`ImagePart` (same JSON shapes)."""
+
+
+def _tool_content_tag(value: object) -> str | None:
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "multipart"
+    return None
+
+
+_ToolContentRoot: TypeAlias = Annotated[
+    Union[Annotated[StrictStr, Tag("string")], Annotated[tuple[ToolContentPart, ...], Tag("multipart")]],
+    Discriminator(
+        _tool_content_tag,
+        custom_error_type="tool_content_type",
+        custom_error_message="expected a string or an array of text/image parts",
+    ),
+]
+
+
+class ToolContent(RootModel[_ToolContentRoot]):
+    """A tool's output (guide, "Tool output content"): plain text or a list of text and image parts.
+
+    Untagged on the wire: a bare JSON string, or a bare array of ``text``/``image`` parts. A plain ``str`` is
+    accepted wherever a ``ToolContent`` is. ``str(content)`` joins the text parts with ``"\\n"`` and skips
+    images.
+    """
+
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
+
+    @classmethod
+    def from_string(cls, text: str) -> ToolContent:
+        """The text form."""
+        return cls(text)
+
+    @classmethod
+    def from_multipart(cls, parts: Iterable[TextPart | ImagePart]) -> ToolContent:
+        """The multipart form (text and images, in order)."""
+        return cls(tuple(parts))
+
+    def is_string(self) -> bool:
+        """True for the text form."""
+        return isinstance(self.root, str)
+
+    @property
+    def parts(self) -> tuple[TextPart | ImagePart, ...]:
+        """The parts of the multipart form; the text form reads as one :class:`TextPart`."""
+        root = self.root
+        return (TextPart(text=root),) if isinstance(root, str) else root
+
+    def images(self) -> tuple[ImagePart, ...]:
+        """The image parts, in order (none for the text form)."""
+        root = self.root
+        return () if isinstance(root, str) else tuple(p for p in root if isinstance(p, ImagePart))
+
+    def to_wire(self) -> str | list[dict[str, Any]]:
+        """The wire value: the string itself, or the list of part objects."""
+        root = self.root
+        return root if isinstance(root, str) else [p.to_dict() for p in root]
+
+    def __str__(self) -> str:
+        root = self.root
+        if isinstance(root, str):
+            return root
+        return "\n".join(p.text for p in root if isinstance(p, TextPart))
+
+    def __repr__(self) -> str:
+        return f"ToolContent({self.root!r})"
+
+
+def _read_tool_content(value: object) -> object:
+    if isinstance(value, (str, ToolContent)):
+        return value
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+class ToolResultPart(MessagePart):
+    """The answer to a tool call; rides in a user message (guide, "Parts", pairing rules).
+
+    Wire: ``{"type": "tool_result", "call_id", "name", "output", "is_error"[, "retention"]}``. ``name`` is
+    always written (``""`` when empty, and ``""`` when missing on input, for old data); ``is_error`` is always
+    written (``true``, ``false`` or ``null``); ``retention`` only when set.
+    """
+
+    type: Literal["tool_result"] = Field(default="tool_result", repr=False)
+    call_id: StrictStr
+    """The ``id`` of the :class:`ToolCallPart` this answers."""
+    name: StrictStr = ""
+    """The called tool's name; Gemini matches results by name. ``""`` in old data."""
+    output: ToolContent
+    """What the tool returned."""
+    is_error: StrictBool | None = None
+    """``True`` marks a failed run; ``None`` and ``False`` both mean success."""
+    retention: Retention | None = None
+    """How compaction may treat this result; ``None`` is untagged."""
+
+    _read_output = field_validator("output", mode="before")(_read_tool_content)
+    _read_retention = field_validator("retention", mode="before")(_read_retention)
+
+    def is_tool_result(self) -> bool:
+        return True
+
+    def failed(self) -> bool:
+        """True when ``is_error`` is ``True`` (``None`` and ``False`` are success)."""
+        return self.is_error is True
+
+    def with_retention(self, retention: Retention | None) -> ToolResultPart:
+        return self.model_copy(update={"retention": None if retention is None else Retention(retention)})
+
+    def display(self) -> str:
+        return f"[Tool Result: {self.output}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        output = self.output.root
+        d: dict[str, Any] = {
+            "type": "tool_result",
+            "call_id": self.call_id,
+            "name": self.name,
+            "output": output if isinstance(output, str) else [p.to_dict() for p in output],
+            "is_error": self.is_error,
+        }
+        if self.retention is not None:
+            d["retention"] = {"type": self.retention.value}
+        return d
+
+
+Part: TypeAlias = Annotated[
+    Union[TextPart, ImagePart, ToolCallPart, ThinkingPart, ToolResultPart], Field(discriminator="type")
+]
+"""Any of the five part kinds, discriminated by ``type``."""
+
+PART_TYPES: tuple[str, ...] = ("text", "image", "tool_call", "thinking", "tool_result")
+"""The ``type`` values this release knows."""
+
+
+class Message(BaseModel):
+    """One turn of a conversation: a sender and a bundle of parts (guide, "The shape").
+
+    ``parts`` is stored as a tuple and may be empty (silence). Wire: ``{"role": "user", "parts": [...]}``.
+    Build with :meth:`user`, :meth:`assistant` or :meth:`new`; there is deliberately no ``Message.system``
+    (system guidance belongs in the session's system prompt).
+    """
+
+    model_config = _CONFIG
+
+    role: Role
+    """Who spoke."""
+    parts: tuple[Part, ...] = ()
+    """What was said, in order."""
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user message with one text part."""
+        return cls(role=Role.USER, parts=(TextPart(text=text),))
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        """An assistant message with one text part."""
+        return cls(role=Role.ASSISTANT, parts=(TextPart(text=text),))
+
+    @classmethod
+    def new(cls, role: Role | str, parts: Iterable[MessagePart] = ()) -> Message:
+        """A message with any role and parts (full control); raises ``InvalidMessage`` on bad input."""
+        return _validate(cls, {"role": role, "parts": tuple(parts)}, "")
+
+    @classmethod
+    def from_dict(cls, data: object) -> Message:
+        """Read a message from its wire object; raises ``InvalidMessage`` naming the bad path
+        (``parts[2].source.data``) and what was expected."""
+        return _validate(cls, data, "")
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> Message:
+        """Read a message from JSON text; raises ``InvalidMessage`` for bad JSON or a bad shape."""
+        try:
+            return cls.model_validate_json(data)
+        except ValidationError as exc:
+            raise _invalid(exc, "") from None
+
+    # --- readers ---------------------------------------------------------------------------------------
+
+    def text_content(self) -> str:
+        """All text parts joined with no separator (``"a"`` + ``"b"`` is ``"ab"``); other kinds skipped."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    def tool_call_parts(self) -> list[tuple[str, str, Any]]:
+        """``(id, name, input)`` for every tool call, in order."""
+        return [(p.id, p.name, p.input) for p in self.parts if isinstance(p, ToolCallPart)]
+
+    def tool_calls(self) -> list[ToolCallPart]:
+        """The tool-call parts, in order."""
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    def tool_results(self) -> list[ToolResultPart]:
+        """The tool-result parts, in order."""
+        return [p for p in self.parts if isinstance(p, ToolResultPart)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire object: ``{"role": ..., "parts": [...]}``."""
+        return {"role": self.role.value, "parts": [p.to_dict() for p in self.parts]}
+
+    def to_json(self) -> str:
+        """Compact JSON (no spaces, non-ASCII as UTF-8); the same message always gives the same bytes.
+
+        Raises ``InvalidMessage`` for a string that cannot be written as UTF-8 (a lone surrogate)."""
+        return _dumps(self.to_dict(), self)
+
+    def __str__(self) -> str:
+        """The guide's Display: one chunk per part joined with ``"\\n"``; thinking adds no chunk."""
+        return "\n".join(chunk for p in self.parts if (chunk := p.display()) is not None)
+
+
+# The guide's constructor ``MessagePart.text(s)``; assigned here, after TextPart and ThinkingPart have
+# collected their own ``text`` fields, so it can never be taken for a field default.
+def _text_constructor(cls: type[MessagePart], text: str) -> TextPart:
+    """A text part (guide: ``MessagePart::text``)."""
+    return TextPart(text=text)
+
+
+MessagePart.text = classmethod(_text_constructor)  # type: ignore[assignment,method-assign]
+
+
+# --- JSON helpers ------------------------------------------------------------------------------------------
+
+from pydantic import TypeAdapter  # noqa: E402 - kept next to its only uses
+
+_PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
+
+
+def _display_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _dumps(obj: Any, origin: object) -> str:
+    return _dumps_bytes(obj).decode()
+
+
+def _dumps_bytes(obj: Any) -> bytes:
+    """Compact UTF-8 JSON. orjson does the work; numbers it cannot write (integers past 64 bits) fall back
+    to the standard library, which writes the same shape. A lone surrogate raises ``InvalidMessage`` with
+    its path."""
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError as exc:
+        if "surrogates" in str(exc) or "UTF-8" in str(exc):
+            path = _find_bad_string(obj, "")
+            raise InvalidMessage(path, "expected a string that is valid Unicode (found a lone surrogate)") from None
+        try:
+            return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+        except ValueError as exc2:
+            raise InvalidMessage("", f"expected JSON-compatible values ({exc2})") from None
+
+
+def _find_bad_string(value: Any, path: str) -> str:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+        return ""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _find_bad_string(k, path) or _find_bad_string(v, f"{path}.{k}" if path else str(k))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _find_bad_string(v, f"{path}[{i}]")
+            if found:
+                return found
+    return ""
+
+
+# --- validation errors -------------------------------------------------------------------------------------
+
+
+def _path_of(loc: tuple[int | str, ...], prefix: str) -> str:
+    """Turn a pydantic error location into a wire path such as ``messages[3].parts[1].source.data``.
+
+    pydantic adds the tags of the unions it tried (``text``, ``tool_call``, ``string``, ``dict``...) to the
+    location; they are not part of the wire path and are dropped here.
+    """
+    out = prefix
+    items = list(loc)
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if isinstance(item, int):
+            out += f"[{item}]"
+            if i + 1 < len(items) and items[i + 1] in _PART_TAGS:
+                i += 1  # the discriminated-union tag of a part
+        else:
+            out += f".{item}" if out else item
+            after_tag = i >= 2 and items[i - 1] in _PART_TAGS and isinstance(items[i - 2], int)
+            if item == "output" and after_tag:
+                i += 1  # the ToolContent tag ("string" / "multipart")
+            elif item == "input" and after_tag:
+                # A JsonValue location alternates a type tag and a key or index.
+                for key in items[i + 2 :: 2]:
+                    out += f"[{key}]" if isinstance(key, int) else f".{key}"
+                break
+        i += 1
+    return out
+
+
+_PART_TAGS = frozenset(PART_TYPES)
+
+
+_EXPECTED = {
+    "missing": "a value is required here (missing key)",
+    "string_type": "expected a string",
+    "bool_type": "expected true, false or null",
+    "literal_error": None,
+    "union_tag_invalid": None,
+    "union_tag_not_found": 'expected an object with a "type" key',
+    "model_type": "expected an object",
+    "model_attributes_type": "expected an object",
+    "tuple_type": "expected an array",
+    "list_type": "expected an array",
+    "enum": None,
+    "json_invalid": None,
+}
+
+
+def _invalid(exc: ValidationError, prefix: str) -> InvalidMessage:
+    err = exc.errors(include_url=False, include_input=False)[0]
+    path = _path_of(tuple(err["loc"]), prefix)
+    kind = err["type"]
+    expected = _EXPECTED.get(kind)
+    if kind == "union_tag_invalid":
+        ctx = err.get("ctx") or {}
+        expected = f"unknown part type {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
+    elif kind == "json_invalid":
+        expected = f"invalid JSON ({err['msg']})"
+    elif expected is None:
+        msg = err["msg"]
+        for lead, repl in (("Value error, ", ""), ("Input should be ", "expected ")):
+            if msg.startswith(lead):
+                msg = repl + msg[len(lead) :]
+        expected = msg
+    return InvalidMessage(path, expected)
+
+
+_T = TypeVar("_T")
+
+
+def _validate(target: type[_T] | TypeAdapter[_T], data: object, prefix: str) -> _T:
+    try:
+        if isinstance(target, TypeAdapter):
+            return target.validate_python(data)
+        return cast(_T, target.model_validate(data))  # type: ignore[attr-defined]
+    except ValidationError as exc:
+        raise _invalid(exc, prefix) from None

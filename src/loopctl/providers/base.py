@@ -1,0 +1,155 @@
+"""What every provider module shares: the neutral request, the client protocol, and the stream-decoder base.
+
+A provider module (``openai_chat``, ``openai_responses``, ``anthropic``, ``gemini``) is a pure codec:
+
+- ``build_request(messages, *, model, system=None, tools=(), max_tokens=None, temperature=None, stop=None,
+  tool_choice=None, reasoning_effort=None, stream=False, extra=None, ...) -> dict``: the JSON body;
+- ``parse_response(body) -> ModelResponse`` for a non-streamed reply (an error body raises);
+- ``StreamDecoder`` (``feed(chunk) -> list[StreamEvent]``, ``finish() -> ModelResponse``) and
+  ``parse_stream(chunks) -> ModelResponse``;
+- ``error_from_http(status, body, headers) -> ProviderError`` for a non-2xx reply.
+
+A client (the only place with I/O) turns a :class:`ModelRequest` into one of those bodies, sends it, and
+decodes the reply. Pure module: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+import orjson
+
+from loopctl.errors import ProviderError, ProviderProtocolError
+from loopctl.message import Message
+from loopctl.providers.sse import ServerSentEvent, SSEDecoder
+from loopctl.response import ModelResponse
+from loopctl.stream import StreamAccumulator, StreamEvent
+from loopctl.tool import ToolChoice, ToolSchema
+
+__all__ = [
+    "EventCallback",
+    "ModelClient",
+    "ModelRequest",
+    "ReasoningEffort",
+    "SSEStreamDecoder",
+]
+
+ReasoningEffort: TypeAlias = Literal["minimal", "low", "medium", "high"]
+"""How hard a reasoning model should think; each codec maps it to its provider's control."""
+
+EventCallback: TypeAlias = Callable[[StreamEvent], None]
+"""Called with each stream event as it is decoded."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One model call, provider-neutral: the conversation, the system prompt, the tools and the generation
+    settings. ``max_tokens`` is in tokens; ``temperature`` as the provider takes it; ``extra`` is merged into
+    the provider's body last (anything the provider accepts that has no option here)."""
+
+    messages: Sequence[Message]
+    system: str | None = None
+    tools: Sequence[ToolSchema] = ()
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stop: Sequence[str] | None = None
+    tool_choice: ToolChoice | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """Anything that answers a :class:`ModelRequest` with a :class:`~loopctl.response.ModelResponse`.
+
+    ``generate`` streams when ``stream`` is true, calling ``on_event`` with each decoded event; it raises
+    :class:`~loopctl.errors.ProviderError` subclasses (``retryable`` tells which are worth another try).
+    """
+
+    provider: str
+    model: str
+
+    async def generate(
+        self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
+    ) -> ModelResponse:
+        """Send ``request`` and return the reply."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+class SSEStreamDecoder:
+    """Base of the codecs' ``StreamDecoder``: SSE framing, error bodies, and the accumulator.
+
+    A subclass sets :attr:`provider` and implements :meth:`on_event` (one SSE event in, neutral events out)
+    and :meth:`error_body` (an error JSON body to a typed error). A body that is plain JSON rather than an
+    event stream (providers answer a stream request that way when they reject it) is collected and raised
+    from :meth:`finish` as a typed error, never decoded as a half-built message.
+    """
+
+    provider: str = ""
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder()
+        self.accumulator = StreamAccumulator(self.provider)
+        self._mode: Literal["?", "sse", "json"] = "?"
+        self._json = bytearray()
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        """Decode ``chunk`` (split anywhere) and return the events it completes."""
+        if self._mode == "?":
+            head = chunk.lstrip()
+            if not head:
+                self._json += chunk
+                return []
+            if head[:1] in (b"{", b"["):
+                self._mode = "json"
+            else:
+                self._mode = "sse"
+                if self._json:
+                    chunk = bytes(self._json) + chunk
+                    self._json = bytearray()
+        if self._mode == "json":
+            self._json += chunk
+            return []
+        out: list[StreamEvent] = []
+        for sse in self._sse.feed(chunk):
+            events = self.on_event(sse)
+            for event in events:
+                self.accumulator.add(event)
+            out.extend(events)
+        return out
+
+    def finish(self) -> ModelResponse:
+        """The complete reply; raises the provider's typed error for an error body or event, and
+        :class:`~loopctl.errors.StreamTruncated` for a stream cut short."""
+        if self._mode == "json":
+            try:
+                body = orjson.loads(self._json)
+            except orjson.JSONDecodeError:
+                raise ProviderProtocolError(
+                    "the stream body is neither an event stream nor JSON", provider=self.provider
+                ) from None
+            raise self.error_body(body)
+        self._sse.close()
+        return self.accumulator.finish()
+
+    def on_event(self, event: ServerSentEvent) -> list[StreamEvent]:
+        """Translate one SSE event into neutral events (and raise on an error event)."""
+        raise NotImplementedError
+
+    def error_body(self, body: Any) -> ProviderError:
+        """The typed error for an error body received in place of a stream."""
+        raise NotImplementedError
+
+    @classmethod
+    def parse(cls, chunks: Iterable[bytes]) -> ModelResponse:
+        """Decode a whole stream: feed every chunk, then :meth:`finish`."""
+        decoder = cls()
+        for chunk in chunks:
+            decoder.feed(chunk)
+        return decoder.finish()

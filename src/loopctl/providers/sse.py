@@ -1,0 +1,129 @@
+"""Server-sent events framing, per the WHATWG HTML standard, section 9.2.6 ("Interpreting an event stream").
+
+Incremental: bytes go in split anywhere (even between the CR and LF of one line end, or inside a UTF-8
+character), events come out whole. Lines end with CR, LF or CRLF; a line starting with ``:`` is a comment;
+``data`` lines of one event are joined with ``"\\n"``; one optional space after the colon is dropped; an
+empty line dispatches the event; a leading byte-order mark is skipped; at the end of the stream an event
+without its closing empty line is discarded (it is incomplete). Event types and ``[DONE]`` sentinels are the
+codec's business.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+
+__all__ = ["SSEDecoder", "ServerSentEvent"]
+
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSentEvent:
+    """One dispatched event: its ``event`` type (``"message"`` when none was named), ``data`` and ``id``."""
+
+    event: str
+    data: str
+    id: str | None = None
+
+
+class SSEDecoder:
+    """Turns a byte stream into :class:`ServerSentEvent` values.
+
+    :meth:`feed` takes any chunk and returns the events completed by it; :meth:`close` marks the end and
+    reports whether an incomplete event was dropped.
+    """
+
+    __slots__ = ("_buf", "_data", "_event", "_id", "_pending_cr", "_started", "_text", "_utf8")
+
+    def __init__(self) -> None:
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._buf = ""
+        self._pending_cr = False
+        self._started = False
+        self._data: list[str] = []
+        self._event = ""
+        self._id: str | None = None
+        self._text = False
+
+    def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        """Decode ``chunk`` and return the events it completes (possibly none)."""
+        text = self._utf8.decode(chunk)
+        if not self._started and text:
+            self._started = True
+            if text[0] == "\ufeff":
+                text = text[1:]
+        if self._pending_cr:
+            # The previous chunk ended on CR: a LF now belongs to the same line end.
+            self._pending_cr = False
+            if text.startswith("\n"):
+                text = text[1:]
+        if not text:
+            return []
+        buf = self._buf + text if self._buf else text
+        if "\r" not in buf:
+            # The common case: LF line ends only.
+            lines = buf.split("\n")
+            self._buf = lines.pop()
+        else:
+            lines = []
+            start = 0
+            for m in _EOL.finditer(buf):
+                lines.append(buf[start : m.start()])
+                start = m.end()
+            if start == len(buf) and buf.endswith("\r"):
+                self._pending_cr = True
+            self._buf = buf[start:]
+        events: list[ServerSentEvent] = []
+        for line in lines:
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def close(self) -> bool:
+        """End of stream. Returns True if an incomplete event (no closing empty line) was discarded."""
+        tail = self._utf8.decode(b"", final=True)
+        incomplete = bool(self._buf or tail or self._data or self._event)
+        self._buf = ""
+        self._data = []
+        self._event = ""
+        return incomplete
+
+    @property
+    def saw_field(self) -> bool:
+        """True once any ``data``/``event`` field was read: the body really is an event stream."""
+        return self._text
+
+    def _line(self, line: str) -> ServerSentEvent | None:
+        if not line:
+            if not self._data:
+                self._event = ""
+                return None
+            event = ServerSentEvent(self._event or "message", "\n".join(self._data), self._id)
+            self._data = []
+            self._event = ""
+            return event
+        if line[0] == ":":
+            return None
+        colon = line.find(":")
+        if colon == -1:
+            name, value = line, ""
+        else:
+            name = line[:colon]
+            value = line[colon + 1 :]
+            if value.startswith(" "):
+                value = value[1:]
+        if name == "data":
+            self._text = True
+            self._data.append(value)
+        elif name == "event":
+            self._text = True
+            self._event = value
+        elif name == "id" and "\0" not in value:
+            self._id = value
+        # "retry" and unknown fields are ignored, as the standard says.
+        return None

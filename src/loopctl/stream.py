@@ -1,0 +1,264 @@
+"""Provider-neutral stream events, and the accumulator that turns them into a :class:`ModelResponse`.
+
+A provider's stream decoder reads its wire format and emits these events; the same events go to observers
+(the CLI prints text and thinking deltas as they come). Events address parts by ``index``: the position of
+the part in the final message, allocated in order as parts start (0, 1, 2, ...).
+
+Rules the accumulator keeps:
+- text and thinking deltas are joined once, at the end (no quadratic string building);
+- a thinking signature is latched (set, not appended) once per block, and replayed verbatim later;
+- a tool call's streamed argument fragments are joined and parsed at the end: ``""`` reads as ``{}``;
+  text that is not JSON (a call cut off by ``max_tokens``) becomes ``input={}`` plus an
+  :class:`~loopctl.response.InvalidToolCall` on the response;
+- a stream that never reached :class:`ResponseFinished` is truncated: :meth:`StreamAccumulator.finish`
+  raises :class:`~loopctl.errors.StreamTruncated`, never a half-built message.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeAlias, Union
+
+import orjson
+
+from loopctl.errors import ProviderProtocolError, StreamTruncated
+from loopctl.message import (
+    Message,
+    MessagePart,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+)
+from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
+
+__all__ = [
+    "PartFinished",
+    "PartStarted",
+    "ResponseFinished",
+    "ResponseStarted",
+    "StreamAccumulator",
+    "StreamEvent",
+    "TextDelta",
+    "ThinkingDelta",
+    "ThinkingSignature",
+    "ToolCallDelta",
+    "UsageReported",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseStarted:
+    """The reply began: the provider's response id and the model that answers, when known."""
+
+    id: str | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartStarted:
+    """A new part at ``index`` (always the next free index), with its initial content.
+
+    A :class:`~loopctl.message.ToolCallPart` starts with its id and name; its ``input`` stands unless
+    :class:`ToolCallDelta` fragments follow. A redacted thinking block arrives whole here.
+    """
+
+    index: int
+    part: MessagePart
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """More text for the :class:`~loopctl.message.TextPart` at ``index``."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """More reasoning text for the :class:`~loopctl.message.ThinkingPart` at ``index``."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingSignature:
+    """The signature of the thinking part at ``index``, latched as received (replaces any earlier one)."""
+
+    index: int
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A fragment of the JSON arguments of the tool call at ``index``."""
+
+    index: int
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartFinished:
+    """The part at ``index`` is complete (a hint for observers; the accumulator needs no such event)."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReported:
+    """Token usage so far; each report replaces the previous one (providers report running totals)."""
+
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFinished:
+    """The reply is complete, with the normalized stop reason and the provider's raw value."""
+
+    stop_reason: StopReason
+    raw_stop_reason: str | None = None
+
+
+StreamEvent: TypeAlias = Union[
+    ResponseStarted,
+    PartStarted,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingSignature,
+    ToolCallDelta,
+    PartFinished,
+    UsageReported,
+    ResponseFinished,
+]
+"""Any of the stream events above."""
+
+
+class StreamAccumulator:
+    """Builds a :class:`~loopctl.response.ModelResponse` from :data:`StreamEvent` values.
+
+    ``provider`` names the API in errors. Feed events with :meth:`add`; call :meth:`finish` once at the end.
+    Raises :class:`~loopctl.errors.ProviderProtocolError` for an event that addresses a part that does not
+    exist or has another kind (the decoder, or the provider, broke the protocol).
+    """
+
+    __slots__ = ("_chunks", "_id", "_model", "_parts", "_provider", "_raw_stop", "_stop", "_usage")
+
+    def __init__(self, provider: str = "") -> None:
+        self._provider = provider
+        self._parts: list[MessagePart] = []
+        self._chunks: list[list[str] | None] = []
+        self._usage = Usage()
+        self._stop: StopReason | None = None
+        self._raw_stop: str | None = None
+        self._id: str | None = None
+        self._model: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once a :class:`ResponseFinished` event was added."""
+        return self._stop is not None
+
+    @property
+    def usage(self) -> Usage:
+        """The latest usage reported."""
+        return self._usage
+
+    def add(self, event: StreamEvent) -> None:
+        """Apply one event."""
+        if isinstance(event, (TextDelta, ThinkingDelta, ToolCallDelta)):
+            self._delta(event.index, type(event)).append(
+                event.arguments if isinstance(event, ToolCallDelta) else event.text
+            )
+        elif isinstance(event, PartStarted):
+            if event.index != len(self._parts):
+                raise self._error(f"part {event.index} started, but the next part is {len(self._parts)}")
+            self._parts.append(event.part)
+            self._chunks.append(None)
+        elif isinstance(event, ThinkingSignature):
+            part = self._part(event.index, ThinkingPart)
+            self._parts[event.index] = part.model_copy(update={"signature": event.signature})
+        elif isinstance(event, UsageReported):
+            self._usage = event.usage
+        elif isinstance(event, ResponseStarted):
+            self._id = event.id if event.id is not None else self._id
+            self._model = event.model if event.model is not None else self._model
+        elif isinstance(event, ResponseFinished):
+            self._stop = event.stop_reason
+            self._raw_stop = event.raw_stop_reason
+
+    def message(self) -> Message:
+        """The assistant message built so far (deltas joined, tool arguments parsed)."""
+        return self._build()[0]
+
+    def finish(self) -> ModelResponse:
+        """The complete response. Raises :class:`~loopctl.errors.StreamTruncated` if the stream never
+        finished."""
+        if self._stop is None:
+            raise StreamTruncated("the stream ended before the reply was complete", provider=self._provider)
+        message, invalid = self._build()
+        return ModelResponse(
+            message=message,
+            usage=self._usage,
+            stop_reason=self._stop,
+            raw_stop_reason=self._raw_stop,
+            model=self._model,
+            id=self._id,
+            invalid_tool_calls=tuple(invalid),
+        )
+
+    # --- internals -------------------------------------------------------------------------------------
+
+    def _delta(self, index: int, kind: type) -> list[str]:
+        self._part(index, _KIND[kind])
+        chunks = self._chunks[index]
+        if chunks is None:
+            chunks = self._chunks[index] = []
+        return chunks
+
+    def _part(self, index: int, kind: type[Any]) -> Any:
+        if not 0 <= index < len(self._parts):
+            raise self._error(f"an event for part {index}, which was never started")
+        part = self._parts[index]
+        if not isinstance(part, kind):
+            raise self._error(f"an event for a {kind.__name__} at part {index}, which is a {type(part).__name__}")
+        return part
+
+    def _error(self, what: str) -> ProviderProtocolError:
+        return ProviderProtocolError(f"stream protocol error: {what}", provider=self._provider)
+
+    def _build(self) -> tuple[Message, list[InvalidToolCall]]:
+        parts: list[MessagePart] = []
+        invalid: list[InvalidToolCall] = []
+        for part, chunks in zip(self._parts, self._chunks, strict=True):
+            if chunks is not None:
+                joined = "".join(chunks)
+                if isinstance(part, (TextPart, ThinkingPart)):
+                    part = part.model_copy(update={"text": part.text + joined})
+                elif isinstance(part, ToolCallPart):
+                    value, error = parse_arguments(joined)
+                    if error is not None:
+                        invalid.append(InvalidToolCall(part.id, part.name, joined, error))
+                    part = part.model_copy(update={"input": value})
+            parts.append(part)
+        return Message(role=Role.ASSISTANT, parts=tuple(parts)), invalid
+
+
+_KIND: dict[type, type[MessagePart]] = {TextDelta: TextPart, ThinkingDelta: ThinkingPart, ToolCallDelta: ToolCallPart}
+
+
+def parse_arguments(text: str) -> tuple[Any, str | None]:
+    """Parse tool-call arguments sent as JSON text.
+
+    Returns ``(value, None)``; ``""`` (or only whitespace) reads as ``{}``. Text that is not JSON returns
+    ``({}, reason)`` so the caller can record an :class:`~loopctl.response.InvalidToolCall`.
+    """
+    if not text.strip():
+        return {}, None
+    try:
+        return orjson.loads(text), None
+    except orjson.JSONDecodeError as exc:
+        return {}, f"arguments are not valid JSON: {exc}"
