@@ -5,6 +5,13 @@ Codec modules: ``openai_chat`` (OpenAI Chat Completions and compatible servers),
 no clock. The shared types are in :mod:`loopctl.providers.base`.
 """
 
-from loopctl.providers.base import EventCallback, ModelClient, ModelRequest, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.base import (
+    ConversionCache,
+    EventCallback,
+    ModelClient,
+    ModelRequest,
+    ReasoningEffort,
+    SSEStreamDecoder,
+)
 
-__all__ = ["EventCallback", "ModelClient", "ModelRequest", "ReasoningEffort", "SSEStreamDecoder"]
+__all__ = ["ConversionCache", "EventCallback", "ModelClient", "ModelRequest", "ReasoningEffort", "SSEStreamDecoder"]

@@ -29,6 +29,7 @@ from loopctl.stream import StreamAccumulator, StreamEvent
 from loopctl.tool import ToolChoice, ToolSchema
 
 __all__ = [
+    "ConversionCache",
     "EventCallback",
     "ModelClient",
     "ModelRequest",
@@ -153,3 +154,45 @@ class SSEStreamDecoder:
         for chunk in chunks:
             decoder.feed(chunk)
         return decoder.finish()
+
+
+class ConversionCache:
+    """Remembers what each message converted to, so a long conversation is converted once, not per call.
+
+    Messages are immutable, so a message object's conversion never changes; entries are keyed by the object
+    itself (its ``id``, with the object held so the id cannot be reused) plus a ``key`` naming whatever
+    request option changes the conversion (for example whether thinking may be replayed). Entries for
+    messages that stop appearing (after a compaction) are dropped by :meth:`sweep`, which a request builder
+    calls once per build.
+    """
+
+    __slots__ = ("_entries", "_seen")
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[int, Any], tuple[Message, Any]] = {}
+        self._seen: set[tuple[int, Any]] = set()
+
+    def get(self, message: Message, key: Any = None) -> Any | None:
+        """The cached conversion of ``message`` under ``key``, or ``None``."""
+        k = (id(message), key)
+        entry = self._entries.get(k)
+        if entry is not None and entry[0] is message:
+            self._seen.add(k)
+            return entry[1]
+        return None
+
+    def put(self, message: Message, value: Any, key: Any = None) -> None:
+        """Remember ``value`` as the conversion of ``message`` under ``key``."""
+        k = (id(message), key)
+        self._entries[k] = (message, value)
+        self._seen.add(k)
+
+    def sweep(self) -> None:
+        """Forget the entries not used since the last sweep, when they have grown to outnumber the used ones
+        (so a sweep costs, amortized, O(1) per used entry)."""
+        if len(self._entries) > 2 * len(self._seen) + 64:
+            self._entries = {k: v for k, v in self._entries.items() if k in self._seen}
+        self._seen = set()
+
+    def __len__(self) -> int:
+        return len(self._entries)
