@@ -1,0 +1,767 @@
+"""Anthropic Messages codec: loopctl messages to a ``POST /v1/messages`` body, and replies back to messages.
+
+Pure: no I/O, no clock. What goes in the URL and headers (``anthropic-version``, beta flags, the API key)
+is the client's business; this module only builds and reads JSON bodies and SSE streams.
+
+Request rules (each with its source; ``docs/providers/anthropic.md`` is the long form):
+
+- **System**: top-level ``system`` gets the ``system`` argument first, then the text of every
+  ``Role.SYSTEM`` message, joined with ``"\\n"``; system messages never appear in ``messages`` (the guide,
+  "Roles"; Messages API reference, ``system``).
+- **Tool results** ride user-side as ``tool_result`` blocks at the *start* of one user message; results the
+  history split over several user messages are merged, other user content follows them ("In the user
+  message containing tool results, the tool_result blocks must come FIRST in the content array. Any text
+  must come AFTER all tool results": platform.claude.com/docs/en/agents-and-tools/tool-use/handle-tool-calls).
+  ``is_error: true`` is carried; ``content`` holds text and image blocks (SDK ``ToolResultBlockParam``), and
+  is omitted for an empty result (allowed: same page, "content ... or omitted").
+- **No empty text**: empty or whitespace-only text blocks are dropped ("text content blocks must contain
+  non-whitespace text"); a message left with nothing is dropped, never sent as ``content: []``.
+- **Alternation**: adjacent same-role messages are merged in the request view only (the SDK's
+  ``MessageCreateParams.messages``: consecutive same-role turns are one turn).
+- **Thinking** is replayed verbatim, in place, only when ``ThinkingPart.provider == "anthropic"`` and it is
+  signed (``thinking`` + ``signature``) or redacted (``redacted_thinking`` + ``data``); everything else is
+  omitted from the request and stays in history (the project's replay policy, ``python-api.md``
+  "Provider signatures"). Thinking blocks must open their assistant message ("If an assistant message
+  contains any thinking blocks, the first block must be thinking or redacted_thinking": API 400 text), so
+  a thinking part that follows text or a tool call in the same (merged) message is omitted too.
+- **Tool-use ids** must match ``^[a-zA-Z0-9_-]+$`` (API 400 "tool_use.id: String should match pattern");
+  other ids are rewritten with :func:`~loopctl.providers._common.rewrite_tool_id`, identically on
+  ``tool_use.id`` and ``tool_result.tool_use_id``.
+- **Prompt caching** (``prompt_cache=True``): ``cache_control: {"type": "ephemeral"}`` on the last tool, on
+  the system prompt and on the last block of the last two user turns, at most four in all (the documented
+  limit), never on a thinking block or an empty one (platform.claude.com/docs/en/build-with-claude/
+  prompt-caching: the prefix is tools, system, messages, in that order; a breakpoint looks back about 20
+  blocks for an earlier hit, so the previous turn's breakpoint is kept to catch a turn that added more).
+
+Reply rules: stop reasons map to :class:`~loopctl.response.StopReason` (``refusal`` -> ``REFUSAL``,
+``model_context_window_exceeded`` -> ``MAX_TOKENS``); usage ``input_tokens`` is input + cache read + cache
+creation; ``message_delta`` usage is cumulative; ``signature_delta`` is latched whole; ``redacted_thinking``
+arrives whole in ``content_block_start``; ``ping`` and unknown events are ignored; an ``error`` event
+raises its typed error from :meth:`StreamDecoder.feed`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from loopctl.errors import ContextOverflow, InvalidRequest, ProviderError, ProviderProtocolError, UnsupportedContent
+from loopctl.message import (
+    ImagePart,
+    Message,
+    MessagePart,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from loopctl.providers._common import classify_http_error, parse_retry_after, rewrite_tool_id
+from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.sse import ServerSentEvent
+from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
+from loopctl.stream import (
+    PartFinished,
+    PartStarted,
+    ResponseFinished,
+    ResponseStarted,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingSignature,
+    ToolCallDelta,
+    UsageReported,
+    parse_arguments,
+)
+from loopctl.tool import ForceTool, ToolChoice, ToolSchema
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "MAX_CACHE_BREAKPOINTS",
+    "PROVIDER",
+    "THINKING_BUDGETS",
+    "StreamDecoder",
+    "build_request",
+    "build_request_from",
+    "error_from_http",
+    "parse_response",
+    "parse_stream",
+]
+
+PROVIDER: Final = "anthropic"
+"""The name used in errors and in ``ThinkingPart.provider``."""
+
+DEFAULT_MAX_TOKENS: Final = 8192
+"""``max_tokens`` when the caller gives none (the API requires one). With extended thinking on and no
+``max_tokens`` given, the default is ``budget_tokens + DEFAULT_MAX_TOKENS``, so thinking never eats the
+answer's room."""
+
+THINKING_BUDGETS: Final[Mapping[str, int]] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+"""``reasoning_effort`` -> ``thinking.budget_tokens`` (tokens). The API wants ``1024 <= budget_tokens <
+max_tokens`` (SDK ``ThinkingConfigEnabledParam``); a budget that does not fit an explicit ``max_tokens`` is
+lowered to ``max_tokens - 1``, and thinking is left off when even 1024 does not fit."""
+
+MIN_THINKING_BUDGET: Final = 1024
+"""The smallest ``budget_tokens`` the API accepts."""
+
+MAX_CACHE_BREAKPOINTS: Final = 4
+"""The most ``cache_control`` breakpoints one request may carry (prompt-caching docs)."""
+
+IMAGE_MEDIA_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""The media types a base64 image source may have (SDK ``Base64ImageSourceParam``)."""
+
+_CACHE_KEY: Final = PROVIDER
+# Error ``type`` -> the HTTP status the errors page gives it (platform.claude.com/docs/en/api/errors), used
+# when an error arrives without a status (a stream ``error`` event, an error body in place of a stream).
+_STATUS_OF_ERROR: Final[Mapping[str, int]] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+# "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000" is Anthropic's other
+# context-window 400 (besides "prompt is too long"), which the shared matcher does not know.
+_CONTEXT_LIMIT = re.compile(r"exceed(?:s|ed)? (?:the )?context limit", re.IGNORECASE)
+
+_STOP_REASONS: Final[Mapping[str, StopReason]] = {
+    "end_turn": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_CALL,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "model_context_window_exceeded": StopReason.MAX_TOKENS,
+    "stop_sequence": StopReason.STOP_SEQUENCE,
+    "refusal": StopReason.REFUSAL,
+    # "pause_turn" (a long server-tool turn paused) has no neutral counterpart; it reads as END_TURN with
+    # the raw value kept, like any value this release does not know.
+}
+
+
+# --- request ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Converted:
+    """One message in Anthropic's terms, cached per message object; never mutated once built.
+
+    ``content`` is already normalized as a single message: tool results first (user), thinking only at
+    the start (assistant), no empty text.
+    """
+
+    role: str
+    content: list[dict[str, Any]]
+    system_text: str = ""
+
+
+def build_request(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    system: str | None = None,
+    tools: Sequence[ToolSchema] = (),
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stop: Sequence[str] | None = None,
+    tool_choice: ToolChoice | None = None,
+    reasoning_effort: ReasoningEffort | None = None,
+    stream: bool = False,
+    extra: Mapping[str, Any] | None = None,
+    cache: ConversionCache | None = None,
+    prompt_cache: bool = True,
+) -> dict[str, Any]:
+    """The JSON body of a Messages API request for ``messages``.
+
+    ``max_tokens`` (tokens) defaults to :data:`DEFAULT_MAX_TOKENS`. ``reasoning_effort`` turns on extended
+    thinking with ``budget_tokens`` from :data:`THINKING_BUDGETS`; it is left off when ``tool_choice``
+    forces a tool (the API refuses thinking with forced tool use), and for a request that continues a tool
+    loop whose assistant turn does not open with a replayable thinking block (the API's "a final assistant
+    message must start with a thinking block" 400). ``temperature`` is sent only when thinking is off
+    (thinking is incompatible with temperature changes: extended-thinking docs, "Feature compatibility").
+    ``stop`` becomes ``stop_sequences``; ``tool_choice`` maps ``"auto"``/``"required"``/``"none"``/
+    :class:`~loopctl.tool.ForceTool` to ``auto``/``any``/``none``/``tool`` and is sent only with tools.
+    ``prompt_cache`` places the cache breakpoints described in the module docstring. ``stream=True`` sets
+    ``"stream": true``. ``extra`` is merged into the body last (shallow). ``cache`` reuses each message's
+    conversion between calls; the body is the same with or without it.
+
+    The returned body shares content blocks with ``cache`` (and with the messages' tool inputs): treat it
+    as read-only. Raises :class:`~loopctl.errors.UnsupportedContent` naming the path
+    (``messages[3].parts[1]``) for content Anthropic cannot carry: a part type this release does not know,
+    a part in a role that cannot hold it, an image media type outside :data:`IMAGE_MEDIA_TYPES`, or a tool
+    call whose ``input`` is not a JSON object.
+    """
+    pieces = _convert_all(messages, cache)
+
+    system_texts = [system] if system is not None and system.strip() else []
+    turns: list[tuple[str, list[dict[str, Any]]]] = []
+    for piece in pieces:
+        if piece.role == "system":
+            if piece.system_text.strip():
+                system_texts.append(piece.system_text)
+        elif piece.content:
+            if turns and turns[-1][0] == piece.role:
+                turns[-1] = (piece.role, _merge(piece.role, turns[-1][1], piece.content))
+            else:
+                turns.append((piece.role, piece.content))
+
+    thinking = _thinking_config(reasoning_effort, max_tokens, tool_choice, bool(tools), turns)
+    if thinking is not None:
+        budget = thinking["budget_tokens"]
+        max_out = max_tokens if max_tokens is not None else budget + DEFAULT_MAX_TOKENS
+    else:
+        max_out = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS
+    if turns and turns[-1][0] == "assistant":
+        _fix_prefill(turns, thinking_on=thinking is not None)
+
+    tool_list = [_tool(t) for t in tools]
+    system_blocks = [{"type": "text", "text": "\n".join(system_texts)}] if system_texts else []
+    if prompt_cache:
+        _place_cache_breakpoints(tool_list, system_blocks, turns)
+
+    body: dict[str, Any] = {"model": model, "max_tokens": max_out}
+    if system_blocks:
+        body["system"] = system_blocks
+    body["messages"] = [{"role": role, "content": content} for role, content in turns]
+    if tool_list:
+        body["tools"] = tool_list
+        if tool_choice is not None:
+            body["tool_choice"] = _tool_choice(tool_choice)
+    if thinking is not None:
+        body["thinking"] = thinking
+    elif temperature is not None:
+        body["temperature"] = temperature
+    if stop:
+        body["stop_sequences"] = list(stop)
+    if stream:
+        body["stream"] = True
+    if extra:
+        body.update(extra)
+    return body
+
+
+def build_request_from(
+    request: ModelRequest, *, model: str, stream: bool = False, cache: ConversionCache | None = None
+) -> dict[str, Any]:
+    """:func:`build_request` for a :class:`~loopctl.providers.base.ModelRequest` (prompt caching on)."""
+    return build_request(
+        request.messages,
+        model=model,
+        system=request.system,
+        tools=request.tools,
+        max_tokens=request.max_tokens,
+        temperature=request.temperature,
+        stop=request.stop,
+        tool_choice=request.tool_choice,
+        reasoning_effort=request.reasoning_effort,
+        stream=stream,
+        extra=request.extra,
+        cache=cache,
+    )
+
+
+def _convert_all(messages: Sequence[Message], cache: ConversionCache | None) -> list[_Converted]:
+    if cache is None:
+        return [_convert_message(m, mi) for mi, m in enumerate(messages)]
+    out: list[_Converted] = []
+    for mi, m in enumerate(messages):
+        piece = cache.get(m, _CACHE_KEY)
+        if piece is None:
+            piece = _convert_message(m, mi)
+            cache.put(m, piece, _CACHE_KEY)
+        out.append(piece)
+    cache.sweep()
+    return out
+
+
+def _convert_message(message: Message, mi: int) -> _Converted:
+    role = message.role
+    where = f"messages[{mi}]"
+    if role is Role.SYSTEM:
+        texts: list[str] = []
+        for pi, part in enumerate(message.parts):
+            if isinstance(part, TextPart):
+                texts.append(part.text)
+            else:
+                raise _unsupported(part, f"{where}.parts[{pi}]", "a system message (Anthropic's system is text)")
+        return _Converted("system", [], "".join(texts))
+    if role is Role.USER:
+        results: list[dict[str, Any]] = []
+        others: list[dict[str, Any]] = []
+        for pi, part in enumerate(message.parts):
+            path = f"{where}.parts[{pi}]"
+            if isinstance(part, ToolResultPart):
+                results.append(_tool_result(part, path))
+            elif isinstance(part, TextPart):
+                if part.text.strip():
+                    others.append({"type": "text", "text": part.text})
+            elif isinstance(part, ImagePart):
+                others.append(_image(part, path))
+            else:
+                raise _unsupported(part, path, "a user message")
+        return _Converted("user", results + others if results else others)
+    blocks: list[dict[str, Any]] = []
+    opened = False  # a non-thinking block was emitted: later thinking cannot be replayed in this message
+    for pi, part in enumerate(message.parts):
+        path = f"{where}.parts[{pi}]"
+        if isinstance(part, ThinkingPart):
+            block = _thinking_block(part)
+            if block is not None and not opened:
+                blocks.append(block)
+        elif isinstance(part, TextPart):
+            if part.text.strip():
+                blocks.append({"type": "text", "text": part.text})
+                opened = True
+        elif isinstance(part, ToolCallPart):
+            if not isinstance(part.input, dict):
+                raise UnsupportedContent(
+                    f"{path}.input: Anthropic tool_use input must be a JSON object, "
+                    f"got {type(part.input).__name__} (tool call {part.id!r})"
+                )
+            blocks.append({"type": "tool_use", "id": rewrite_tool_id(part.id), "name": part.name, "input": part.input})
+            opened = True
+        else:
+            raise _unsupported(part, path, "an assistant message")
+    return _Converted("assistant", blocks)
+
+
+def _unsupported(part: object, path: str, place: str) -> UnsupportedContent:
+    if isinstance(part, (TextPart, ImagePart, ToolCallPart, ThinkingPart, ToolResultPart)):
+        return UnsupportedContent(f"{path}: a {part.type!r} part cannot be sent to Anthropic in {place}")
+    kind = getattr(part, "type", None) or type(part).__name__
+    return UnsupportedContent(
+        f"{path}: unknown part type {kind!r} (from a newer release?); the Anthropic codec cannot send it"
+    )
+
+
+def _thinking_block(part: ThinkingPart) -> dict[str, Any] | None:
+    """The block that replays ``part`` verbatim, or ``None`` when the replay policy omits it."""
+    if part.provider != PROVIDER:
+        return None
+    if part.redacted is not None:
+        return {"type": "redacted_thinking", "data": part.redacted}
+    if part.signature:
+        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+    return None
+
+
+def _image(part: ImagePart, path: str) -> dict[str, Any]:
+    media_type = part.source.media_type
+    if media_type not in IMAGE_MEDIA_TYPES:
+        raise UnsupportedContent(
+            f"{path}: image media type {media_type!r} is not one Anthropic accepts "
+            f"({', '.join(sorted(IMAGE_MEDIA_TYPES))})"
+        )
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": part.source.data}}
+
+
+def _tool_result(part: ToolResultPart, path: str) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": rewrite_tool_id(part.call_id)}
+    root = part.output.root
+    if isinstance(root, str):
+        if root.strip():
+            block["content"] = root
+    else:
+        items: list[dict[str, Any]] = []
+        for oi, sub in enumerate(root):
+            if isinstance(sub, TextPart):
+                if sub.text.strip():
+                    items.append({"type": "text", "text": sub.text})
+            else:
+                items.append(_image(sub, f"{path}.output[{oi}]"))
+        if items:
+            block["content"] = items
+    if part.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _merge(role: str, first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two adjacent same-role contents as one, keeping each role's shape rules."""
+    if role == "user":
+        if not any(b["type"] == "tool_result" for b in second):
+            return first + second
+        both = first + second
+        return [b for b in both if b["type"] == "tool_result"] + [b for b in both if b["type"] != "tool_result"]
+    merged = list(first)
+    opened = any(b["type"] not in ("thinking", "redacted_thinking") for b in first)
+    for b in second:
+        if b["type"] in ("thinking", "redacted_thinking"):
+            if not opened:
+                merged.append(b)
+        else:
+            merged.append(b)
+            opened = True
+    return merged
+
+
+def _thinking_config(
+    effort: ReasoningEffort | None,
+    max_tokens: int | None,
+    tool_choice: ToolChoice | None,
+    has_tools: bool,
+    turns: list[tuple[str, list[dict[str, Any]]]],
+) -> dict[str, Any] | None:
+    if effort is None:
+        return None
+    try:
+        budget = THINKING_BUDGETS[effort]
+    except KeyError:
+        raise UnsupportedContent(f"reasoning_effort {effort!r} is not one of {', '.join(THINKING_BUDGETS)}") from None
+    if has_tools and (tool_choice == "required" or isinstance(tool_choice, ForceTool)):
+        return None
+    if max_tokens is not None:
+        budget = min(budget, max_tokens - 1)
+        if budget < MIN_THINKING_BUDGET:
+            return None
+    if not _turn_opens_with_thinking(turns):
+        return None
+    return {"type": "enabled", "budget_tokens": budget}
+
+
+def _turn_opens_with_thinking(turns: list[tuple[str, list[dict[str, Any]]]]) -> bool:
+    """False when the request continues a tool loop whose assistant turn does not start with thinking.
+
+    The turn starts at the assistant message after the last user message that holds no tool result; when
+    the request ends on tool results, that message must open with a thinking block or the API answers 400
+    ("When thinking is enabled, a final assistant message must start with a thinking block").
+    """
+    if not turns or turns[-1][0] != "user" or turns[-1][1][0]["type"] != "tool_result":
+        return True
+    for i in range(len(turns) - 1, -1, -1):
+        role, content = turns[i]
+        if role == "user" and not any(b["type"] == "tool_result" for b in content):
+            break
+    else:
+        i = -1
+    if i + 1 >= len(turns) or turns[i + 1][0] != "assistant":
+        return True
+    return turns[i + 1][1][0]["type"] in ("thinking", "redacted_thinking")
+
+
+def _fix_prefill(turns: list[tuple[str, list[dict[str, Any]]]], *, thinking_on: bool) -> None:
+    """A request that ends on an assistant message (a prefill) may not end in whitespace ("final assistant
+    content cannot end with trailing whitespace") nor, with thinking off, hold thinking ("When thinking is
+    disabled, an assistant message in the final position cannot contain thinking")."""
+    role, content = turns[-1]
+    if not thinking_on:
+        content = [b for b in content if b["type"] not in ("thinking", "redacted_thinking")]
+    if content and content[-1]["type"] == "text":
+        text = content[-1]["text"].rstrip()
+        content = content[:-1] + ([{**content[-1], "text": text}] if text else [])
+    if content:
+        turns[-1] = (role, content)
+    else:
+        turns.pop()
+
+
+def _place_cache_breakpoints(
+    tools: list[dict[str, Any]],
+    system_blocks: list[dict[str, Any]],
+    turns: list[tuple[str, list[dict[str, Any]]]],
+) -> None:
+    """Mark the last tool, the system prompt and the last two user turns (at most four breakpoints)."""
+    used = 0
+    if tools:
+        tools[-1] = {**tools[-1], "cache_control": {"type": "ephemeral"}}
+        used += 1
+    if system_blocks:
+        system_blocks[-1] = {**system_blocks[-1], "cache_control": {"type": "ephemeral"}}
+        used += 1
+    user_marks = 0
+    for ti in range(len(turns) - 1, -1, -1):
+        if user_marks == 2 or used == MAX_CACHE_BREAKPOINTS:
+            break
+        role, content = turns[ti]
+        if role != "user":
+            continue
+        for bi in range(len(content) - 1, -1, -1):
+            block = content[bi]
+            if block["type"] == "tool_result" and "content" not in block:
+                continue  # an empty block may not carry a breakpoint
+            marked = list(content)  # the cached list stays as it was
+            marked[bi] = {**block, "cache_control": {"type": "ephemeral"}}
+            turns[ti] = (role, marked)
+            used += 1
+            user_marks += 1
+            break
+
+
+def _tool(tool: ToolSchema) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        out["description"] = tool.description
+    out["input_schema"] = dict(tool.input_schema)
+    return out
+
+
+def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    if isinstance(choice, ForceTool):
+        return {"type": "tool", "name": choice.name}
+    if choice == "required":
+        return {"type": "any"}
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    raise UnsupportedContent(f"tool_choice {choice!r} is not 'auto', 'none', 'required' or a ForceTool")
+
+
+# --- replies ------------------------------------------------------------------------------------------------
+
+
+def parse_response(body: Mapping[str, Any]) -> ModelResponse:
+    """A non-streamed reply (a ``Message`` object) as a :class:`~loopctl.response.ModelResponse`.
+
+    An error body (``{"type": "error", "error": {...}}``) raises its typed error; a reply that is not a
+    message, or holds a content block type this release does not know, raises
+    :class:`~loopctl.errors.ProviderProtocolError` naming it. Tool inputs that arrive as JSON text are
+    parsed (``""`` reads as ``{}``; text that is not JSON gives ``{}`` plus an
+    :class:`~loopctl.response.InvalidToolCall`).
+    """
+    if not isinstance(body, Mapping):
+        raise ProviderProtocolError(f"expected a JSON object, got {type(body).__name__}", provider=PROVIDER)
+    if body.get("type") == "error" or ("error" in body and "content" not in body):
+        raise _error_from_body(body, None)
+    content = body.get("content")
+    if not isinstance(content, list):
+        raise ProviderProtocolError("the reply has no content list", provider=PROVIDER, body=body)
+    parts: list[MessagePart] = []
+    invalid: list[InvalidToolCall] = []
+    for i, block in enumerate(content):
+        part = _decode_block(block, f"content[{i}]")
+        if isinstance(part, ToolCallPart) and not isinstance(block.get("input"), dict):
+            raw = block.get("input")
+            text = raw if isinstance(raw, str) else orjson.dumps(raw).decode() if raw is not None else ""
+            value, error = parse_arguments(text)
+            if error is not None or not isinstance(value, dict):
+                invalid.append(InvalidToolCall(part.id, part.name, text, error or "input is not a JSON object"))
+                value = {}
+            part = part.model_copy(update={"input": value})
+        parts.append(part)
+    raw_stop = body.get("stop_reason")
+    has_calls = any(isinstance(p, ToolCallPart) for p in parts)
+    return ModelResponse(
+        message=Message(role=Role.ASSISTANT, parts=tuple(parts)),
+        usage=_usage(body.get("usage") or {}),
+        stop_reason=_stop_reason(raw_stop, has_calls),
+        raw_stop_reason=raw_stop,
+        model=body.get("model"),
+        id=body.get("id"),
+        invalid_tool_calls=tuple(invalid),
+    )
+
+
+def _decode_block(block: Any, where: str) -> MessagePart:
+    if not isinstance(block, Mapping):
+        raise ProviderProtocolError(f"{where}: expected a content block object", provider=PROVIDER)
+    part = _block_part(block)
+    if part is None:
+        raise ProviderProtocolError(
+            f"{where}: content block type {block.get('type')!r} is not one the Anthropic codec reads "
+            "(text, thinking, redacted_thinking, tool_use)",
+            provider=PROVIDER,
+        )
+    return part
+
+
+def _block_part(block: Mapping[str, Any]) -> MessagePart | None:
+    """A reply content block (or the start of a streamed one) as a part; ``None`` for an unknown type.
+
+    A thinking block's signature ``""`` (streamed blocks start so, ``signature_delta`` follows) reads as no
+    signature; a tool call's input that is not an object reads as ``{}`` (the stream's deltas, or the
+    caller's parse, supply the real one).
+    """
+    kind = block.get("type")
+    if kind == "text":
+        return TextPart(text=block.get("text") or "")
+    if kind == "thinking":
+        signature = block.get("signature") or None
+        return ThinkingPart(text=block.get("thinking") or "", signature=signature, provider=PROVIDER)
+    if kind == "redacted_thinking":
+        return ThinkingPart(text="", redacted=block.get("data") or "", provider=PROVIDER)
+    if kind == "tool_use":
+        raw = block.get("input")
+        name = block.get("name") or ""
+        return ToolCallPart(id=block.get("id") or "", name=name, input=raw if isinstance(raw, dict) else {})
+    return None
+
+
+def _usage(raw: Mapping[str, Any]) -> Usage:
+    """Anthropic usage -> :class:`Usage`: input counts cached tokens too (input + cache read + creation)."""
+    fresh = raw.get("input_tokens") or 0
+    read = raw.get("cache_read_input_tokens") or 0
+    written = raw.get("cache_creation_input_tokens") or 0
+    details = raw.get("output_tokens_details")
+    reasoning = (details.get("thinking_tokens") or 0) if isinstance(details, Mapping) else 0
+    return Usage(
+        input_tokens=fresh + read + written,
+        output_tokens=raw.get("output_tokens") or 0,
+        cache_read_tokens=read,
+        cache_write_tokens=written,
+        reasoning_tokens=reasoning,
+    )
+
+
+def _stop_reason(raw: str | None, has_calls: bool) -> StopReason:
+    stop = _STOP_REASONS.get(raw or "", StopReason.END_TURN)
+    if has_calls and stop is StopReason.END_TURN:
+        return StopReason.TOOL_CALL
+    return stop
+
+
+class StreamDecoder(SSEStreamDecoder):
+    """Decodes a Messages API event stream (``stream: true``) into neutral stream events.
+
+    Events (platform.claude.com/docs/en/build-with-claude/streaming): ``message_start``,
+    ``content_block_start``/``_delta``/``_stop``, ``message_delta`` (stop reason, cumulative usage),
+    ``message_stop``; ``ping`` and unknown event types are ignored; ``error`` raises its typed error from
+    :meth:`feed` (``overloaded_error`` -> :class:`~loopctl.errors.Overloaded` and so on). The event's
+    ``type`` is read from its JSON (runs of spaces before the closing brace are valid JSON whitespace), so
+    a missing ``event:`` line costs nothing. A stream cut before ``message_stop`` raises
+    :class:`~loopctl.errors.StreamTruncated` from :meth:`finish`.
+    """
+
+    provider = PROVIDER
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._index: dict[int, int] = {}
+        self._usage_raw: dict[str, Any] = {}
+        self._raw_stop: str | None = None
+        self._has_calls = False
+
+    def on_event(self, event: ServerSentEvent) -> list[StreamEvent]:
+        """One SSE event -> neutral events; raises on an ``error`` event."""
+        data = event.data
+        if not data:
+            return []
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise ProviderProtocolError(
+                f"stream event {event.event!r} carries data that is not JSON: {data[:200]!r}", provider=PROVIDER
+            ) from None
+        if not isinstance(obj, dict):
+            return []
+        kind = obj.get("type") or event.event
+        if kind == "content_block_delta":
+            return self._delta(obj)
+        if kind == "content_block_start":
+            return self._start(obj)
+        if kind == "content_block_stop":
+            index = self._index.get(obj.get("index", -1))
+            return [] if index is None else [PartFinished(index)]
+        if kind == "message_start":
+            message = obj.get("message") or {}
+            self._usage_raw = dict(message.get("usage") or {})
+            return [ResponseStarted(message.get("id"), message.get("model")), UsageReported(_usage(self._usage_raw))]
+        if kind == "message_delta":
+            out: list[StreamEvent] = []
+            delta = obj.get("delta") or {}
+            if delta.get("stop_reason") is not None:
+                self._raw_stop = delta["stop_reason"]
+            usage = obj.get("usage")
+            if isinstance(usage, dict):
+                # Cumulative totals: each field present replaces the running one.
+                self._usage_raw.update((k, v) for k, v in usage.items() if v is not None)
+                out.append(UsageReported(_usage(self._usage_raw)))
+            return out
+        if kind == "message_stop":
+            return [ResponseFinished(_stop_reason(self._raw_stop, self._has_calls), self._raw_stop)]
+        if kind == "error":
+            raise _error_from_body(obj, None)
+        return []  # "ping", and event types added after this release
+
+    def _start(self, obj: dict[str, Any]) -> list[StreamEvent]:
+        block = obj.get("content_block") or {}
+        part = _block_part(block) if isinstance(block, dict) else None
+        if part is None:
+            raise ProviderProtocolError(
+                f"content block type {block.get('type')!r} at index {obj.get('index')} is not one the Anthropic "
+                "codec reads (text, thinking, redacted_thinking, tool_use)",
+                provider=PROVIDER,
+            )
+        if isinstance(part, ToolCallPart):
+            self._has_calls = True
+        index = len(self._index)
+        self._index[obj.get("index", index)] = index
+        return [PartStarted(index, part)]
+
+    def _delta(self, obj: dict[str, Any]) -> list[StreamEvent]:
+        index = self._index.get(obj.get("index", -1))
+        if index is None:
+            raise ProviderProtocolError(
+                f"a content_block_delta for block {obj.get('index')}, which never started", provider=PROVIDER
+            )
+        delta = obj.get("delta") or {}
+        kind = delta.get("type")
+        if kind == "text_delta":
+            return [TextDelta(index, delta.get("text") or "")]
+        if kind == "input_json_delta":
+            return [ToolCallDelta(index, delta.get("partial_json") or "")]
+        if kind == "thinking_delta":
+            return [ThinkingDelta(index, delta.get("thinking") or "")]
+        if kind == "signature_delta":
+            return [ThinkingSignature(index, delta.get("signature") or "")]
+        return []  # citations_delta, and delta types added after this release
+
+    def error_body(self, body: Any) -> ProviderError:
+        """The typed error for a JSON error body sent in place of the stream."""
+        return _error_from_body(body, None)
+
+
+def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:
+    """Decode a whole event stream (chunks split anywhere) into a :class:`~loopctl.response.ModelResponse`."""
+    return StreamDecoder.parse(chunks)
+
+
+# --- errors -------------------------------------------------------------------------------------------------
+
+
+def error_from_http(
+    status: int, body: bytes | str | Mapping[str, Any] | None, headers: Mapping[str, str] | None = None
+) -> ProviderError:
+    """The typed error for a non-2xx reply (platform.claude.com/docs/en/api/errors).
+
+    429 ``rate_limit_error`` -> :class:`~loopctl.errors.RateLimited` and 529 ``overloaded_error`` ->
+    :class:`~loopctl.errors.Overloaded`, each with ``retry_after`` seconds from the ``retry-after`` header;
+    400 ``invalid_request_error`` -> :class:`~loopctl.errors.InvalidRequest`, or
+    :class:`~loopctl.errors.ContextOverflow` when it says "prompt is too long" or "exceed context limit";
+    401/403 -> :class:`~loopctl.errors.AuthenticationError`; 404 -> :class:`~loopctl.errors.ModelNotFound`;
+    other 5xx -> :class:`~loopctl.errors.ServerError`. A body that is not JSON keeps its text as the message.
+    """
+    parsed: Any = body
+    if isinstance(body, (bytes, str)):
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+            parsed = text.strip() or None
+    return _error_from_body(parsed, status, parse_retry_after(headers))
+
+
+def _error_from_body(body: Any, status: int | None, retry_after: float | None = None) -> ProviderError:
+    message: str | None = None
+    error_type: str | None = None
+    if isinstance(body, Mapping):
+        err = body.get("error")
+        if isinstance(err, Mapping):
+            message = err.get("message") if isinstance(err.get("message"), str) else None
+            error_type = err.get("type") if isinstance(err.get("type"), str) else None
+        elif isinstance(err, str):
+            message = err
+    elif isinstance(body, str):
+        message = body
+    if status is None:
+        status = _STATUS_OF_ERROR.get(error_type or "", 500)
+    error = classify_http_error(
+        PROVIDER, status, message=message, error_type=error_type, body=body, retry_after=retry_after
+    )
+    if type(error) is InvalidRequest and message and _CONTEXT_LIMIT.search(message):
+        return ContextOverflow(message, provider=PROVIDER, status=status, provider_message=message, body=body)
+    return error
