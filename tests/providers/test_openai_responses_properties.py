@@ -94,15 +94,8 @@ def test_valid_conversations_build_bodies_the_sdk_type_accepts(
             assert following.get("type") in ("function_call", "message")
             assert "id" in following
 
-    # Foreign signatures never travel; easy messages are never empty.
-    foreign = {
-        p.signature or p.redacted
-        for m in conversation
-        for p in m.parts
-        if isinstance(p, ThinkingPart) and p.provider != "openai" and (p.signature or p.redacted)
-    }
-    sent = json.dumps(items)
-    assert not any(json.dumps(s)[1:-1] in sent for s in foreign if len(s) > 3)
+    # (Foreign signatures cannot travel: every encrypted_content sent was checked above to be this
+    # provider's.) Easy messages are never empty.
     for item in items:
         if "role" in item and "type" not in item:
             assert item["content"] != ""

@@ -58,6 +58,7 @@ from loopctl.message import (
     ToolResultPart,
 )
 from loopctl.providers._common import classify_http_error, parse_retry_after, rewrite_tool_id
+from loopctl.providers._openai_strict import strict_schema
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
@@ -164,7 +165,8 @@ def build_request(
             "(use the Chat Completions codec, or drop `stop`)"
         )
     options = _Options(system_role=system_role, store_off=store is False)
-    key = (system_role, options.store_off)
+    # Namespaced, so one cache can serve several codecs.
+    key = ("openai_responses", system_role, options.store_off)
     items: list[dict[str, Any]] = []
     if system and not system_as_instructions:
         items.append({"role": system_role, "content": system})
@@ -467,73 +469,6 @@ def _tool(tool: ToolSchema, strict: bool) -> dict[str, Any]:
     if tool.description:
         out["description"] = tool.description
     return out
-
-
-class _NotStrict(Exception):
-    pass
-
-
-def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``schema`` rewritten into OpenAI's strict dialect, or ``None`` when it cannot be.
-
-    The rules (OpenAI function-calling guide, "Strict mode", and openai-python ``lib/_pydantic.py``
-    ``to_strict_json_schema``): every object has ``additionalProperties: false``; every property is listed in
-    ``required``, and a property that was optional becomes nullable (``"type": [t, "null"]`` or an ``anyOf``
-    with ``{"type": "null"}``); ``oneOf`` becomes ``anyOf``; ``default`` is not permitted and is dropped.
-    A schema with an open-ended object (``additionalProperties`` that is not ``false``, or
-    ``patternProperties``), or whose root is not an object, has no strict form: ``None`` is returned and the
-    tool is sent non-strict. The input is not changed.
-    """
-    try:
-        out = _strict(schema)
-    except _NotStrict:
-        return None
-    # The root of a function's parameters must be an object.
-    return out if isinstance(out, dict) and out.get("type") == "object" else None
-
-
-def _strict(node: Any) -> Any:
-    if isinstance(node, list):
-        return [_strict(v) for v in node]
-    if not isinstance(node, Mapping):
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key == "default":
-            continue
-        if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, Mapping):
-            out[key] = {k: _strict(v) for k, v in value.items()}
-        elif key == "oneOf":
-            out["anyOf"] = _strict(value)
-        elif key in ("items", "anyOf", "allOf", "prefixItems", "not"):
-            out[key] = _strict(value)
-        else:
-            out[key] = value
-    is_object = out.get("type") == "object" or "properties" in out
-    if is_object:
-        if "patternProperties" in out or out.get("additionalProperties", False) is not False:
-            raise _NotStrict
-        out["additionalProperties"] = False
-        props: dict[str, Any] = out.get("properties", {})
-        was_required = set(out.get("required", ()))
-        out["properties"] = {k: (v if k in was_required else _nullable(v)) for k, v in props.items()}
-        out["required"] = list(props)
-    return out
-
-
-def _nullable(schema: Any) -> Any:
-    if not isinstance(schema, dict):
-        return schema
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return schema if kind == "null" else {**schema, "type": [kind, "null"]}
-    if isinstance(kind, list):
-        return schema if "null" in kind else {**schema, "type": [*kind, "null"]}
-    if "anyOf" in schema and isinstance(schema["anyOf"], list):
-        if any(isinstance(v, dict) and v.get("type") == "null" for v in schema["anyOf"]):
-            return schema
-        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
-    return {"anyOf": [schema, {"type": "null"}]}
 
 
 # --- reply -----------------------------------------------------------------------------------------------------
