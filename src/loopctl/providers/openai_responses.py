@@ -142,7 +142,8 @@ def build_request(
     - ``system_as_instructions``: send ``system`` as top-level ``instructions`` instead of a first inline
       message (``Role.SYSTEM`` messages stay inline either way);
     - ``reasoning_summary``: ``reasoning.summary`` (``"auto"``, ``"concise"``, ``"detailed"``); unset by
-      default because some organisations must be verified to receive summaries;
+      default because an unverified organisation gets a 400 for it ("Your organization must be verified to
+      generate reasoning summaries", continuedev/continue#9283);
     - ``encrypted_reasoning``: ask for ``include: ["reasoning.encrypted_content"]``, the payload that lets a
       reasoning item be replayed without server-side storage. Default: on when ``reasoning_effort`` is set
       (the API refuses it for non-reasoning models: "Encrypted content is not supported with this model",
