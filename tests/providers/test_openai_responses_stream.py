@@ -242,6 +242,44 @@ class TestEvents:
         ]
         assert decode(sse(events)).message.parts == (TextPart(text="whole", item_id="msg_1"),)
 
+    def test_text_that_arrives_only_in_content_part_done_is_used(self) -> None:
+        events = [
+            created(),
+            text_events()[0],
+            event(
+                "response.content_part.added", output_index=0, content_index=0, part={"type": "output_text", "text": ""}
+            ),
+            event(
+                "response.content_part.done",
+                output_index=0,
+                content_index=0,
+                part={"type": "output_text", "text": "late"},
+            ),
+            completed(),
+        ]
+        assert decode(sse(events)).message.parts == (TextPart(text="late", item_id="msg_1"),)
+
+    def test_summary_that_arrives_only_in_summary_part_done_is_used(self) -> None:
+        rs = {"id": "rs_1", "type": "reasoning", "summary": []}
+        events = [
+            created(),
+            event("response.output_item.added", output_index=0, item=rs),
+            event(
+                "response.reasoning_summary_part.added",
+                output_index=0,
+                summary_index=0,
+                part={"type": "summary_text", "text": ""},
+            ),
+            event(
+                "response.reasoning_summary_part.done",
+                output_index=0,
+                summary_index=0,
+                part={"type": "summary_text", "text": "s"},
+            ),
+            completed(),
+        ]
+        assert decode(sse(events)).message.parts == (ThinkingPart(text="s", provider="openai", item_id="rs_1"),)
+
     def test_reasoning_summary_parts_and_latched_encrypted_content(self) -> None:
         rs = {"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "partial"}
         events = [

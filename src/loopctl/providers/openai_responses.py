@@ -634,8 +634,8 @@ class _Item:
 class StreamDecoder(SSEStreamDecoder):
     """Decodes a Responses event stream into neutral :data:`~loopctl.stream.StreamEvent` values.
 
-    Events read (openai-python ``types/responses/response_stream_event.py``): ``response.created`` (id,
-    model); ``response.output_item.added`` / ``.done``; ``response.content_part.added``;
+    Events read (openai-python ``types/responses/response_stream_event.py``): ``response.created`` and
+    ``response.in_progress`` (id, model); ``response.output_item.added`` / ``.done``; ``response.content_part.added``;
     ``response.output_text.delta`` and ``response.refusal.delta``; ``response.function_call_arguments.delta``
     / ``.done`` (keyed by ``output_index``, so parallel calls stay apart);
     ``response.reasoning_summary_part.added`` and ``response.reasoning_summary_text.delta``;
@@ -761,7 +761,13 @@ class StreamDecoder(SSEStreamDecoder):
         if state is None:
             return []
         sub = int(data.get("content_index", 0))
-        text = data.get("text") if data.get("type") == "response.output_text.done" else data.get("refusal")
+        kind = data.get("type")
+        if kind == "response.content_part.done":
+            part = data.get("part")
+            part = part if isinstance(part, Mapping) else {}
+            text = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
+        else:
+            text = data.get("text") if kind == "response.output_text.done" else data.get("refusal")
         return self._fill_text(state, sub, text)
 
     def _fill_text(self, state: _Item, sub: int, text: Any) -> list[StreamEvent]:
@@ -884,6 +890,7 @@ class StreamDecoder(SSEStreamDecoder):
 
 _HANDLERS: dict[str, Any] = {
     "response.created": StreamDecoder._created,
+    "response.in_progress": StreamDecoder._created,
     "response.output_item.added": StreamDecoder._item_added,
     "response.output_item.done": StreamDecoder._item_done,
     "response.content_part.added": StreamDecoder._content_added,
@@ -891,11 +898,13 @@ _HANDLERS: dict[str, Any] = {
     "response.refusal.delta": StreamDecoder._text_delta,
     "response.output_text.done": StreamDecoder._text_done,
     "response.refusal.done": StreamDecoder._text_done,
+    "response.content_part.done": StreamDecoder._text_done,
     "response.function_call_arguments.delta": StreamDecoder._arguments_delta,
     "response.function_call_arguments.done": StreamDecoder._arguments_done,
     "response.reasoning_summary_part.added": StreamDecoder._summary_added,
     "response.reasoning_summary_text.delta": StreamDecoder._summary_delta,
     "response.reasoning_summary_text.done": StreamDecoder._summary_done,
+    "response.reasoning_summary_part.done": StreamDecoder._summary_done,
     "response.completed": StreamDecoder._finished,
     "response.incomplete": StreamDecoder._finished,
     "response.failed": StreamDecoder._failed,
