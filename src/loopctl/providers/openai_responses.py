@@ -1,0 +1,1019 @@
+"""The OpenAI Responses codec (``POST /v1/responses``): messages to a request body, replies back to messages.
+
+Pure: no I/O, no clock. The client sends what :func:`build_request` returns and feeds the reply to
+:func:`parse_response`, :class:`StreamDecoder` or :func:`error_from_http`.
+
+How each part rides (``docs/providers/openai_responses.md`` has the full table and sources):
+
+- user text and images: one input message (``{"role": "user", "content": ...}``), images as ``input_image``
+  data URLs;
+- tool results: one ``function_call_output`` item each (``call_id``, ``output``); a multipart result keeps
+  its images in place, as ``input_image`` items of ``output`` (openai-python
+  ``types/responses/response_input_item_param.py``, ``FunctionCallOutput.output: str |
+  ResponseFunctionCallOutputItemListParam``);
+- tool calls: ``function_call`` items (``call_id``, ``name``, ``arguments`` as a JSON string, and the item id
+  ``fc_…`` from :attr:`ToolCallPart.item_id <loopctl.message.ToolCallPart.item_id>`);
+- assistant text with an item id: an output ``message`` item (``id`` ``msg_…``, ``output_text`` content);
+  without one, the easy form ``{"role": "assistant", "content": text}``;
+- thinking: ``reasoning`` items (``id`` ``rs_…``, ``summary``, ``encrypted_content``), one
+  :class:`~loopctl.message.ThinkingPart` per summary part, replayed under the pairing rule below;
+- system: ``Role.SYSTEM`` messages stay inline where they stand as ``developer`` messages; the ``system``
+  argument comes first, inline, or as top-level ``instructions`` on request.
+
+Reasoning pairing rule. The API refuses a reasoning item sent without the item that followed it in the reply
+(``Item 'rs_…' of type 'reasoning' was provided without its required following item``, recorded in
+``responses-error-400-reasoning-without-following-item``), and an item sent with its id but without its
+reasoning item (``Item 'fc_…' of type 'function_call' was provided without its required 'reasoning' item``,
+e.g. cline/cline#12242, openai/openai-python#3009). So a reasoning item is replayed only when the part right
+after its thinking parts, in the same message, is a text or tool-call part carrying an ``item_id`` (the
+original following item, sent with that id). When a reasoning item of this provider is left out, the text and
+tool calls after it, up to the next replayed reasoning item, are sent without their item ids (id-less items
+are always accepted: they are new input, not references to stored output).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import orjson
+
+from loopctl.errors import (
+    Overloaded,
+    ProviderError,
+    ProviderProtocolError,
+    RateLimited,
+    UnsupportedContent,
+)
+from loopctl.message import (
+    ImagePart,
+    Message,
+    MessagePart,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from loopctl.providers._common import classify_http_error, parse_retry_after, rewrite_tool_id
+from loopctl.providers._openai_strict import strict_schema
+from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.sse import ServerSentEvent
+from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
+from loopctl.stream import (
+    PartFinished,
+    PartStarted,
+    ResponseFinished,
+    ResponseStarted,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingSignature,
+    ToolCallDelta,
+    UsageReported,
+    parse_arguments,
+)
+from loopctl.tool import ForceTool, ToolChoice, ToolSchema
+
+__all__ = [
+    "PROVIDER",
+    "StreamDecoder",
+    "build_request",
+    "build_request_from",
+    "error_from_http",
+    "parse_response",
+    "parse_stream",
+    "strict_schema",
+]
+
+PROVIDER = "openai"
+"""The name in errors and in :attr:`ThinkingPart.provider <loopctl.message.ThinkingPart.provider>`."""
+
+ReasoningSummary = Literal["auto", "concise", "detailed"]
+SystemRole = Literal["developer", "system"]
+
+# The Responses API refuses a ``call_id`` longer than 64 characters (``string_above_max_length``, e.g.
+# AnswerDotAI/fastllm#45); ids other providers minted are rewritten to 64 safe characters, identically on the
+# call and on its result.
+_MAX_CALL_ID = 64
+
+_ENCRYPTED_REASONING = "reasoning.encrypted_content"
+
+
+# --- request -------------------------------------------------------------------------------------------------
+
+
+def build_request(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    system: str | None = None,
+    tools: Sequence[ToolSchema] = (),
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stop: Sequence[str] | None = None,
+    tool_choice: ToolChoice | None = None,
+    reasoning_effort: ReasoningEffort | None = None,
+    stream: bool = False,
+    extra: Mapping[str, Any] | None = None,
+    cache: ConversionCache | None = None,
+    system_role: SystemRole = "developer",
+    system_as_instructions: bool = False,
+    reasoning_summary: ReasoningSummary | None = None,
+    encrypted_reasoning: bool | None = None,
+    store: bool | None = None,
+    strict_tools: bool = False,
+) -> dict[str, Any]:
+    """The JSON body of a ``POST /v1/responses`` request for ``messages``.
+
+    Common options: ``max_tokens`` (tokens) -> ``max_output_tokens``; ``temperature`` as is; ``tool_choice``
+    ``"auto"``/``"none"``/``"required"`` as is, :class:`~loopctl.tool.ForceTool` -> ``{"type": "function",
+    "name": ...}``; ``reasoning_effort`` -> ``reasoning.effort``; ``stream=True`` -> ``"stream": true``;
+    ``extra`` is merged into the body last (it wins). ``stop`` is refused: the Responses API has no stop
+    sequences (no ``stop`` in openai-python ``ResponseCreateParams``), so a non-empty ``stop`` raises
+    :class:`~loopctl.errors.UnsupportedContent` rather than being dropped silently.
+
+    Responses options:
+
+    - ``system_role``: the role of inline system text, ``"developer"`` (default; what OpenAI's reasoning
+      models read system text as) or ``"system"``;
+    - ``system_as_instructions``: send ``system`` as top-level ``instructions`` instead of a first inline
+      message (``Role.SYSTEM`` messages stay inline either way);
+    - ``reasoning_summary``: ``reasoning.summary`` (``"auto"``, ``"concise"``, ``"detailed"``); unset by
+      default because an unverified organisation gets a 400 for it ("Your organization must be verified to
+      generate reasoning summaries", continuedev/continue#9283);
+    - ``encrypted_reasoning``: ask for ``include: ["reasoning.encrypted_content"]``, the payload that lets a
+      reasoning item be replayed without server-side storage. Default: on when ``reasoning_effort`` is set
+      (the API refuses it for non-reasoning models: "Encrypted content is not supported with this model",
+      pydantic/pydantic-ai#2865);
+    - ``store``: sent as ``store`` when set. With ``store=False`` nothing is kept server-side, so a reasoning
+      part without encrypted content cannot be resolved by its id and is left out;
+    - ``strict_tools``: send tools with ``strict: true`` in OpenAI's strict schema dialect
+      (:func:`strict_schema`); tools are sent with ``strict: false`` otherwise, because Responses treats an
+      absent ``strict`` as strict.
+
+    ``cache`` reuses each message's converted items between calls (the body is the same with or without
+    it); the body shares those items, so treat it as read-only. Raises
+    :class:`~loopctl.errors.UnsupportedContent` for a part this API cannot carry (a part type from a newer
+    release, an image in an assistant message, a tool call outside an assistant message...), naming its path
+    (``messages[3].parts[1]``).
+    """
+    if stop:
+        raise UnsupportedContent(
+            f"{PROVIDER}: the Responses API has no stop sequences; `stop` ({list(stop)!r}) cannot be sent "
+            "(use the Chat Completions codec, or drop `stop`)"
+        )
+    options = _Options(system_role=system_role, store_off=store is False)
+    # Namespaced, so one cache can serve several codecs.
+    key = ("openai_responses", system_role, options.store_off)
+    items: list[dict[str, Any]] = []
+    if system and not system_as_instructions:
+        items.append({"role": system_role, "content": system})
+    for index, message in enumerate(messages):
+        converted: tuple[dict[str, Any], ...] | None = cache.get(message, key) if cache is not None else None
+        if converted is None:
+            converted = _convert_message(message, index, options)
+            if cache is not None:
+                cache.put(message, converted, key)
+        items.extend(converted)
+    if cache is not None:
+        cache.sweep()
+
+    body: dict[str, Any] = {"model": model}
+    if system and system_as_instructions:
+        body["instructions"] = system
+    body["input"] = items
+    if tools:
+        body["tools"] = [_tool(t, strict_tools) for t in tools]
+    if tool_choice is not None:
+        body["tool_choice"] = (
+            {"type": "function", "name": tool_choice.name} if isinstance(tool_choice, ForceTool) else tool_choice
+        )
+    if max_tokens is not None:
+        body["max_output_tokens"] = max_tokens
+    if temperature is not None:
+        body["temperature"] = temperature
+    reasoning: dict[str, Any] = {}
+    if reasoning_effort is not None:
+        reasoning["effort"] = reasoning_effort
+    if reasoning_summary is not None:
+        reasoning["summary"] = reasoning_summary
+    if reasoning:
+        body["reasoning"] = reasoning
+    if encrypted_reasoning if encrypted_reasoning is not None else reasoning_effort is not None:
+        body["include"] = [_ENCRYPTED_REASONING]
+    if store is not None:
+        body["store"] = store
+    if stream:
+        body["stream"] = True
+    if extra:
+        body.update(extra)
+    return body
+
+
+def build_request_from(
+    request: ModelRequest,
+    *,
+    model: str,
+    stream: bool = False,
+    cache: ConversionCache | None = None,
+    **provider_specific: Any,
+) -> dict[str, Any]:
+    """:func:`build_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the clients call);
+    ``provider_specific`` takes the Responses options of :func:`build_request`."""
+    return build_request(
+        request.messages,
+        model=model,
+        system=request.system,
+        tools=request.tools,
+        max_tokens=request.max_tokens,
+        temperature=request.temperature,
+        stop=request.stop,
+        tool_choice=request.tool_choice,
+        reasoning_effort=request.reasoning_effort,
+        stream=stream,
+        extra=request.extra,
+        cache=cache,
+        **provider_specific,
+    )
+
+
+class _Options:
+    """The options that change how one message converts (they are part of the cache key)."""
+
+    __slots__ = ("store_off", "system_role")
+
+    def __init__(self, *, system_role: SystemRole, store_off: bool) -> None:
+        self.system_role = system_role
+        self.store_off = store_off
+
+
+def _convert_message(message: Message, index: int, options: _Options) -> tuple[dict[str, Any], ...]:
+    path = f"messages[{index}]"
+    if message.role is Role.ASSISTANT:
+        return tuple(_assistant_items(message.parts, path, options))
+    if message.role is Role.USER:
+        return tuple(_user_items(message.parts, path))
+    return tuple(_system_items(message.parts, path, options))
+
+
+def _unsupported(part: MessagePart, path: str, why: str) -> UnsupportedContent:
+    kind = getattr(part, "type", type(part).__name__)
+    return UnsupportedContent(f"{path}: {PROVIDER} Responses cannot carry {why} (part type {kind!r})")
+
+
+def _check_known(part: MessagePart, path: str) -> None:
+    if not isinstance(part, (TextPart, ImagePart, ToolCallPart, ThinkingPart, ToolResultPart)):
+        raise _unsupported(part, path, "a part type this release does not know")
+
+
+def _system_items(parts: Sequence[MessagePart], path: str, options: _Options) -> list[dict[str, Any]]:
+    texts: list[str] = []
+    for i, part in enumerate(parts):
+        ppath = f"{path}.parts[{i}]"
+        _check_known(part, ppath)
+        if isinstance(part, TextPart):
+            texts.append(part.text)
+        elif isinstance(part, ThinkingPart):
+            continue  # thinking is replayed only where the model wrote it (assistant messages)
+        else:
+            raise _unsupported(part, ppath, "this part in a system message")
+    text = "".join(texts)
+    return [{"role": options.system_role, "content": text}] if text else []
+
+
+def _image_url(part: ImagePart) -> str:
+    return f"data:{part.source.media_type};base64,{part.source.data}"
+
+
+def _input_content(part: TextPart | ImagePart) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return {"type": "input_text", "text": part.text} if part.text else None
+    return {"type": "input_image", "image_url": _image_url(part), "detail": "auto"}
+
+
+def _user_items(parts: Sequence[MessagePart], path: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if not content:
+            return
+        if len(content) == 1 and content[0]["type"] == "input_text":
+            items.append({"role": "user", "content": content[0]["text"]})
+        else:
+            items.append({"role": "user", "content": list(content)})
+        content.clear()
+
+    for i, part in enumerate(parts):
+        ppath = f"{path}.parts[{i}]"
+        _check_known(part, ppath)
+        if isinstance(part, (TextPart, ImagePart)):
+            piece = _input_content(part)
+            if piece is not None:
+                content.append(piece)
+        elif isinstance(part, ToolResultPart):
+            # Results travel as their own items; text around them keeps its place.
+            flush()
+            items.append(_function_call_output(part))
+        elif isinstance(part, ThinkingPart):
+            continue
+        else:
+            raise _unsupported(part, ppath, "a tool call in a user message")
+    flush()
+    return items
+
+
+def _function_call_output(part: ToolResultPart) -> dict[str, Any]:
+    """A ``function_call_output`` item. The API has no error flag on it, so ``is_error`` does not travel
+    (openai-python ``FunctionCallOutput``: ``call_id``, ``output``, ``type``, ``id``, ``status``...)."""
+    root = part.output.root
+    output: str | list[dict[str, Any]]
+    if isinstance(root, str):
+        output = root
+    else:
+        pieces = [piece for sub in root if (piece := _input_content(sub)) is not None]
+        output = pieces if pieces else ""
+    return {
+        "type": "function_call_output",
+        "call_id": rewrite_tool_id(part.call_id, max_len=_MAX_CALL_ID),
+        "output": output,
+    }
+
+
+def _assistant_items(parts: Sequence[MessagePart], path: str, options: _Options) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    n = len(parts)
+    # True after a reasoning item of this provider was left out: the items that followed it lose their ids.
+    orphaned = False
+    seen_reasoning: set[str] = set()
+    i = 0
+    while i < n:
+        part = parts[i]
+        ppath = f"{path}.parts[{i}]"
+        _check_known(part, ppath)
+        if isinstance(part, ThinkingPart):
+            ours = part.provider == PROVIDER and part.item_id is not None
+            j = i + 1
+            if ours:
+                while j < n and _same_reasoning(parts[j], part.item_id):
+                    j += 1
+            if ours and _replayable(parts[i:j], options) and _is_following_item(parts, j):
+                item_id = part.item_id
+                assert item_id is not None
+                if item_id not in seen_reasoning:
+                    seen_reasoning.add(item_id)
+                    items.append(_reasoning_item(parts[i:j], item_id))
+                    orphaned = False
+                else:
+                    orphaned = True
+            elif ours:
+                orphaned = True
+            i = j
+        elif isinstance(part, TextPart):
+            item_id = None if orphaned else part.item_id
+            texts = [part.text]
+            j = i + 1
+            while j < n:
+                nxt = parts[j]
+                if not isinstance(nxt, TextPart) or (None if orphaned else nxt.item_id) != item_id:
+                    break
+                texts.append(nxt.text)
+                j += 1
+            if item_id is not None:
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "id": item_id,
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": t, "annotations": []} for t in texts],
+                    }
+                )
+            elif joined := "".join(texts):
+                items.append({"role": "assistant", "content": joined})
+            i = j
+        elif isinstance(part, ToolCallPart):
+            item: dict[str, Any] = {
+                "type": "function_call",
+                "call_id": rewrite_tool_id(part.id, max_len=_MAX_CALL_ID),
+                "name": part.name,
+                "arguments": _dumps(part.input),
+            }
+            if part.item_id is not None and not orphaned:
+                item["id"] = part.item_id
+            items.append(item)
+            i += 1
+        elif isinstance(part, ImagePart):
+            raise _unsupported(part, ppath, "an image in an assistant message")
+        else:
+            raise _unsupported(part, ppath, "a tool result in an assistant message")
+    return items
+
+
+def _same_reasoning(part: MessagePart, item_id: str | None) -> bool:
+    return isinstance(part, ThinkingPart) and part.provider == PROVIDER and part.item_id == item_id
+
+
+def _replayable(group: Sequence[MessagePart], options: _Options) -> bool:
+    """A reasoning item can be sent: with its encrypted content, or by id alone while the API stores items."""
+    return not options.store_off or any(isinstance(p, ThinkingPart) and p.signature for p in group)
+
+
+def _is_following_item(parts: Sequence[MessagePart], j: int) -> bool:
+    """The part at ``j`` is the item that followed a reasoning item in the reply: text or a tool call that
+    still carries the provider's item id."""
+    if j >= len(parts):
+        return False
+    nxt = parts[j]
+    return isinstance(nxt, (TextPart, ToolCallPart)) and nxt.item_id is not None
+
+
+def _reasoning_item(group: Sequence[MessagePart], item_id: str) -> dict[str, Any]:
+    """Rebuild a ``reasoning`` item from its thinking parts: one ``summary_text`` per part (none for a single
+    empty part), ``encrypted_content`` from the first part that carries one."""
+    thinking = [p for p in group if isinstance(p, ThinkingPart)]
+    summary: list[dict[str, Any]] = []
+    if not (len(thinking) == 1 and thinking[0].text == ""):
+        summary = [{"type": "summary_text", "text": p.text} for p in thinking]
+    item: dict[str, Any] = {"type": "reasoning", "id": item_id, "summary": summary}
+    signature = next((p.signature for p in thinking if p.signature is not None), None)
+    if signature is not None:
+        item["encrypted_content"] = signature
+    return item
+
+
+def _dumps(value: Any) -> str:
+    """Compact JSON text (the form models emit arguments in); integers past 64 bits fall back to the
+    standard library."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# --- tools ------------------------------------------------------------------------------------------------------
+
+
+def _tool(tool: ToolSchema, strict: bool) -> dict[str, Any]:
+    parameters: dict[str, Any] | None = None
+    if strict:
+        parameters = strict_schema(tool.input_schema)
+    out: dict[str, Any] = {
+        "type": "function",
+        "name": tool.name,
+        "parameters": parameters if parameters is not None else dict(tool.input_schema),
+        "strict": parameters is not None,
+    }
+    if tool.description:
+        out["description"] = tool.description
+    return out
+
+
+# --- reply -----------------------------------------------------------------------------------------------------
+
+
+def parse_response(body: Mapping[str, Any]) -> ModelResponse:
+    """A non-streamed reply (a ``Response`` object) as a :class:`~loopctl.response.ModelResponse`.
+
+    ``output`` items become parts in order: ``reasoning`` -> one :class:`~loopctl.message.ThinkingPart` per
+    summary part (``provider="openai"``, ``item_id`` the ``rs_…`` id, ``signature`` the
+    ``encrypted_content`` on the first; an item without summary gives one part with ``text=""``);
+    ``message`` -> a :class:`~loopctl.message.TextPart` per ``output_text`` or ``refusal`` content
+    (``item_id`` the ``msg_…`` id); ``function_call`` -> a :class:`~loopctl.message.ToolCallPart`
+    (``id`` the ``call_id``, ``item_id`` the ``fc_…`` id; arguments that are not JSON give ``input={}`` and an
+    :class:`~loopctl.response.InvalidToolCall`). An error body, or a ``failed`` response, raises the typed
+    error; an output item or content type this codec does not know raises
+    :class:`~loopctl.errors.ProviderProtocolError` naming it.
+    """
+    if not isinstance(body, Mapping):
+        raise ProviderProtocolError(f"a reply must be a JSON object, not {type(body).__name__}", provider=PROVIDER)
+    error = body.get("error")
+    status = body.get("status")
+    if isinstance(error, Mapping) or status == "failed":
+        raise _error_from_object(
+            error if isinstance(error, Mapping) else {"message": "the response failed"},
+            body=dict(body),
+            default_status=500 if status == "failed" else 400,
+        )
+    if status not in (None, "completed", "incomplete"):
+        raise ProviderProtocolError(f"the response is not finished (status {status!r})", provider=PROVIDER)
+    output = body.get("output")
+    if not isinstance(output, list):
+        raise ProviderProtocolError("the reply has no `output` list", provider=PROVIDER)
+    parts: list[MessagePart] = []
+    invalid: list[InvalidToolCall] = []
+    refusal = False
+    for n, item in enumerate(output):
+        where = f"output[{n}]"
+        kind = item.get("type") if isinstance(item, Mapping) else None
+        if kind == "reasoning":
+            parts.extend(_reasoning_parts(item, where))
+        elif kind == "message":
+            for c, content in enumerate(_list(item.get("content"))):
+                text, is_refusal = _message_text(content, f"{where}.content[{c}]")
+                refusal = refusal or is_refusal
+                parts.append(TextPart(text=text, item_id=_field(item, "id", where)))
+        elif kind == "function_call":
+            arguments = _field(item, "arguments", where) or ""
+            value, problem = parse_arguments(arguments)
+            call = ToolCallPart(
+                id=_field(item, "call_id", where, required=True),
+                name=_field(item, "name", where, required=True),
+                input=value,
+                item_id=_field(item, "id", where),
+            )
+            if problem is not None:
+                invalid.append(InvalidToolCall(call.id, call.name, arguments, problem))
+            parts.append(call)
+        else:
+            raise ProviderProtocolError(f"{where}: unknown output item type {kind!r}", provider=PROVIDER)
+    details = body.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, Mapping) else None
+    stop, raw = _stop_reason(status, reason, any(isinstance(p, ToolCallPart) for p in parts), refusal)
+    return ModelResponse(
+        message=Message(role=Role.ASSISTANT, parts=tuple(parts)),
+        usage=_usage(body.get("usage")),
+        stop_reason=stop,
+        raw_stop_reason=raw,
+        model=body.get("model"),
+        id=body.get("id"),
+        invalid_tool_calls=tuple(invalid),
+    )
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _field(item: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> Any:
+    """A string field of a reply item (``None`` when absent and not required); anything else is the
+    provider's protocol error."""
+    value = item.get(key)
+    if isinstance(value, str) or (value is None and not required):
+        return value
+    what = "missing" if value is None else f"not a string ({type(value).__name__})"
+    raise ProviderProtocolError(f"{where}.{key} is {what}", provider=PROVIDER)
+
+
+def _message_text(content: Any, where: str) -> tuple[str, bool]:
+    """The text of one ``message`` content and whether it is a ``refusal`` (kept as text: it is what the model
+    said; the stop reason reports it)."""
+    kind = content.get("type") if isinstance(content, Mapping) else None
+    if kind == "output_text":
+        return _field(content, "text", where) or "", False
+    if kind == "refusal":
+        return _field(content, "refusal", where) or "", True
+    raise ProviderProtocolError(f"{where}: unknown message content type {kind!r}", provider=PROVIDER)
+
+
+def _reasoning_parts(item: Mapping[str, Any], where: str) -> list[ThinkingPart]:
+    item_id = _field(item, "id", where)
+    signature = _field(item, "encrypted_content", where)
+    summaries = _list(item.get("summary"))
+    texts = [
+        _field(s, "text", f"{where}.summary[{k}]") or "" for k, s in enumerate(summaries) if isinstance(s, Mapping)
+    ]
+    texts = texts or [""]
+    return [
+        ThinkingPart(text=text, signature=signature if k == 0 else None, provider=PROVIDER, item_id=item_id)
+        for k, text in enumerate(texts)
+    ]
+
+
+def _stop_reason(status: Any, reason: Any, has_tool_call: bool, refusal: bool) -> tuple[StopReason, str | None]:
+    """``incomplete`` with ``max_output_tokens`` -> max_tokens, with ``content_filter`` -> refusal (any other
+    reason cut the reply short too: max_tokens); ``completed`` -> tool_call when the reply calls tools,
+    refusal when it holds a refusal, else end_turn. The raw value is the incomplete reason or the status."""
+    if status == "incomplete":
+        raw = reason if isinstance(reason, str) else "incomplete"
+        return (StopReason.REFUSAL if raw == "content_filter" else StopReason.MAX_TOKENS), raw
+    raw = status if isinstance(status, str) else "completed"
+    if has_tool_call:
+        return StopReason.TOOL_CALL, raw
+    if refusal:
+        return StopReason.REFUSAL, raw
+    return StopReason.END_TURN, raw
+
+
+def _usage(usage: Any) -> Usage:
+    """``input_tokens`` already counts the cached ones (``input_tokens_details.cached_tokens`` are "retrieved
+    from the cache"), ``output_tokens`` the reasoning ones (openai-python ``ResponseUsage``)."""
+    if not isinstance(usage, Mapping):
+        return Usage()
+    inp = usage.get("input_tokens_details")
+    out = usage.get("output_tokens_details")
+    inp = inp if isinstance(inp, Mapping) else {}
+    out = out if isinstance(out, Mapping) else {}
+    return Usage(
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cache_read_tokens=int(inp.get("cached_tokens") or 0),
+        cache_write_tokens=int(inp.get("cache_write_tokens") or 0),
+        reasoning_tokens=int(out.get("reasoning_tokens") or 0),
+    )
+
+
+# --- stream ---------------------------------------------------------------------------------------------------
+
+
+class _Item:
+    """What the decoder knows of one output item (keyed by ``output_index``)."""
+
+    __slots__ = ("filled", "id", "kind", "parts")
+
+    def __init__(self, kind: str, item_id: str | None) -> None:
+        self.kind = kind
+        self.id = item_id
+        self.parts: dict[int, int] = {}  # content / summary index (0 for a call) -> part index
+        self.filled: set[int] = set()  # sub-indexes that received text (or arguments)
+
+
+class StreamDecoder(SSEStreamDecoder):
+    """Decodes a Responses event stream into neutral :data:`~loopctl.stream.StreamEvent` values.
+
+    Events read (openai-python ``types/responses/response_stream_event.py``): ``response.created`` and
+    ``response.in_progress`` (id, model); ``response.output_item.added`` / ``.done``; ``response.content_part.added``;
+    ``response.output_text.delta`` and ``response.refusal.delta``; ``response.function_call_arguments.delta``
+    / ``.done`` (keyed by ``output_index``, so parallel calls stay apart);
+    ``response.reasoning_summary_part.added`` and ``response.reasoning_summary_text.delta``;
+    ``response.completed`` and ``response.incomplete`` (usage, stop reason). A reasoning item's
+    ``encrypted_content`` is latched from ``response.output_item.done``: the SDK documents that the value in
+    ``response.output_item.added`` may be incomplete (``ResponseReasoningItemParam.encrypted_content``).
+    ``response.failed`` and ``error`` events raise the typed error from :meth:`feed`. ``sequence_number``,
+    ``obfuscation``, ``[DONE]`` and unknown event types are ignored; an unknown output item or content type
+    raises :class:`~loopctl.errors.ProviderProtocolError`.
+    """
+
+    provider = PROVIDER
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._items: dict[int, _Item] = {}
+        self._next = 0
+        self._has_tool_call = False
+        self._refusal = False
+
+    def error_body(self, body: Any) -> ProviderError:
+        """The typed error for an error body sent in place of a stream."""
+        error = body.get("error") if isinstance(body, Mapping) else None
+        if not isinstance(error, Mapping):
+            return ProviderProtocolError("the stream body is JSON but not an error", provider=PROVIDER, body=body)
+        return _error_from_object(error, body=body)
+
+    def on_event(self, event: ServerSentEvent) -> list[StreamEvent]:
+        """Translate one SSE event (see the class docstring)."""
+        if event.data == "[DONE]":
+            return []
+        try:
+            data = orjson.loads(event.data)
+        except orjson.JSONDecodeError:
+            raise ProviderProtocolError(f"an event that is not JSON: {event.data[:80]!r}", provider=PROVIDER) from None
+        if not isinstance(data, dict):
+            return []
+        kind = data.get("type") or event.event
+        handler = _HANDLERS.get(kind)
+        return handler(self, data) if handler is not None else []
+
+    # --- handlers ------------------------------------------------------------------------------------------
+
+    def _start(self, part: MessagePart) -> tuple[int, PartStarted]:
+        index = self._next
+        self._next += 1
+        return index, PartStarted(index, part)
+
+    def _item(self, data: Mapping[str, Any], kind: str | None = None) -> _Item | None:
+        item = self._items.get(data.get("output_index", -1))
+        if item is None:
+            item_id = data.get("item_id")
+            item = next((it for it in self._items.values() if item_id is not None and it.id == item_id), None)
+        if item is None or (kind is not None and item.kind != kind):
+            return None
+        return item
+
+    def _created(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        response = data.get("response")
+        if not isinstance(response, Mapping):
+            return []
+        return [ResponseStarted(id=response.get("id"), model=response.get("model"))]
+
+    def _item_added(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        item = data.get("item")
+        if not isinstance(item, Mapping):
+            return []
+        kind = item.get("type")
+        state = _Item(str(kind), item.get("id"))
+        self._items[data.get("output_index", len(self._items))] = state
+        if kind == "message":
+            return []  # its parts start with response.content_part.added
+        if kind == "reasoning":
+            index, started = self._start(ThinkingPart(text="", provider=PROVIDER, item_id=state.id))
+            state.parts[0] = index
+            return [started]
+        if kind == "function_call":
+            self._has_tool_call = True
+            index, started = self._start(
+                ToolCallPart(id=item.get("call_id") or "", name=item.get("name") or "", input={}, item_id=state.id)
+            )
+            state.parts[0] = index
+            out: list[StreamEvent] = [started]
+            if item.get("arguments"):
+                state.filled.add(0)
+                out.append(ToolCallDelta(index, item["arguments"]))
+            return out
+        raise ProviderProtocolError(f"unknown output item type {kind!r} in the stream", provider=PROVIDER)
+
+    def _content_added(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        state = self._item(data, "message")
+        if state is None:
+            return []
+        part = data.get("part")
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind not in ("output_text", "refusal"):
+            raise ProviderProtocolError(f"unknown message content type {kind!r} in the stream", provider=PROVIDER)
+        self._refusal = self._refusal or kind == "refusal"
+        return self._open_text(state, int(data.get("content_index", 0)))
+
+    def _open_text(self, state: _Item, sub: int) -> list[StreamEvent]:
+        if sub in state.parts:
+            return []
+        index, started = self._start(TextPart(text="", item_id=state.id))
+        state.parts[sub] = index
+        return [started]
+
+    def _text_delta(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        state = self._item(data, "message")
+        if state is None:
+            return []
+        if data.get("type") == "response.refusal.delta":
+            self._refusal = True
+        sub = int(data.get("content_index", 0))
+        out = self._open_text(state, sub)
+        state.filled.add(sub)
+        out.append(TextDelta(state.parts[sub], str(data.get("delta") or "")))
+        return out
+
+    def _text_done(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        # Only a fallback: the text arrived whole, with no deltas.
+        state = self._item(data, "message")
+        if state is None:
+            return []
+        sub = int(data.get("content_index", 0))
+        kind = data.get("type")
+        if kind == "response.content_part.done":
+            part = data.get("part")
+            part = part if isinstance(part, Mapping) else {}
+            text = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
+        else:
+            text = data.get("text") if kind == "response.output_text.done" else data.get("refusal")
+        return self._fill_text(state, sub, text)
+
+    def _fill_text(self, state: _Item, sub: int, text: Any) -> list[StreamEvent]:
+        if sub in state.filled or not text:
+            return []
+        out = self._open_text(state, sub)
+        state.filled.add(sub)
+        out.append(TextDelta(state.parts[sub], str(text)))
+        return out
+
+    def _arguments_delta(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        state = self._item(data, "function_call")
+        if state is None:
+            return []
+        state.filled.add(0)
+        return [ToolCallDelta(state.parts[0], str(data.get("delta") or ""))]
+
+    def _arguments_done(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        state = self._item(data, "function_call")
+        if state is None or 0 in state.filled or not data.get("arguments"):
+            return []
+        state.filled.add(0)
+        return [ToolCallDelta(state.parts[0], str(data["arguments"]))]
+
+    def _summary_added(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        state = self._item(data, "reasoning")
+        if state is None:
+            return []
+        return self._open_summary(state, int(data.get("summary_index", 0)))
+
+    def _open_summary(self, state: _Item, sub: int) -> list[StreamEvent]:
+        if sub in state.parts:
+            return []
+        index, started = self._start(ThinkingPart(text="", provider=PROVIDER, item_id=state.id))
+        state.parts[sub] = index
+        return [started]
+
+    def _summary_delta(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        state = self._item(data, "reasoning")
+        if state is None:
+            return []
+        sub = int(data.get("summary_index", 0))
+        out = self._open_summary(state, sub)
+        state.filled.add(sub)
+        out.append(ThinkingDelta(state.parts[sub], str(data.get("delta") or "")))
+        return out
+
+    def _summary_done(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        state = self._item(data, "reasoning")
+        if state is None:
+            return []
+        text = data.get("text")
+        if text is None and isinstance(data.get("part"), Mapping):
+            text = data["part"].get("text")
+        return self._fill_summary(state, int(data.get("summary_index", 0)), text)
+
+    def _fill_summary(self, state: _Item, sub: int, text: Any) -> list[StreamEvent]:
+        # Only a fallback: the summary arrived whole, with no deltas.
+        if sub in state.filled or not text:
+            return []
+        out = self._open_summary(state, sub)
+        state.filled.add(sub)
+        out.append(ThinkingDelta(state.parts[sub], str(text)))
+        return out
+
+    def _item_done(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        item = data.get("item")
+        state = self._items.get(data.get("output_index", -1))
+        if not isinstance(item, Mapping) or state is None:
+            return []
+        out: list[StreamEvent] = []
+        if state.kind == "reasoning":
+            for sub, summary in enumerate(_list(item.get("summary"))):
+                if isinstance(summary, Mapping):
+                    out += self._fill_summary(state, sub, summary.get("text"))
+            if item.get("encrypted_content"):
+                out.append(ThinkingSignature(state.parts[0], str(item["encrypted_content"])))
+        elif state.kind == "function_call":
+            if 0 not in state.filled and item.get("arguments"):
+                state.filled.add(0)
+                out.append(ToolCallDelta(state.parts[0], str(item["arguments"])))
+        elif state.kind == "message":
+            for sub, content in enumerate(_list(item.get("content"))):
+                text, is_refusal = _message_text(content, f"output[{data.get('output_index')}].content[{sub}]")
+                self._refusal = self._refusal or is_refusal
+                if sub not in state.parts:
+                    out += self._open_text(state, sub)
+                out += self._fill_text(state, sub, text)
+        out.extend(PartFinished(index) for index in sorted(state.parts.values()))
+        return out
+
+    def _finished(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        response = data.get("response")
+        response = response if isinstance(response, Mapping) else {}
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, Mapping) else None
+        status = response.get("status") or ("incomplete" if data.get("type") == "response.incomplete" else None)
+        stop, raw = _stop_reason(status, reason, self._has_tool_call, self._refusal)
+        out: list[StreamEvent] = []
+        if response.get("id") is not None or response.get("model") is not None:
+            out.append(ResponseStarted(id=response.get("id"), model=response.get("model")))
+        out.append(UsageReported(_usage(response.get("usage"))))
+        out.append(ResponseFinished(stop, raw))
+        return out
+
+    def _failed(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        response = data.get("response")
+        error = response.get("error") if isinstance(response, Mapping) else None
+        if not isinstance(error, Mapping):
+            error = {"message": "the response failed"}
+        raise _error_from_object(error, body=data, default_status=500)
+
+    def _error(self, data: Mapping[str, Any]) -> list[StreamEvent]:
+        # The `error` event carries code/message/param at the top level (ResponseErrorEvent, whose "type" is
+        # the event's own); some servers nest them under "error".
+        nested = data.get("error")
+        error = nested if isinstance(nested, Mapping) else {k: v for k, v in data.items() if k != "type"}
+        raise _error_from_object(error, body=data, default_status=500)
+
+
+_HANDLERS: dict[str, Any] = {
+    "response.created": StreamDecoder._created,
+    "response.in_progress": StreamDecoder._created,
+    "response.output_item.added": StreamDecoder._item_added,
+    "response.output_item.done": StreamDecoder._item_done,
+    "response.content_part.added": StreamDecoder._content_added,
+    "response.output_text.delta": StreamDecoder._text_delta,
+    "response.refusal.delta": StreamDecoder._text_delta,
+    "response.output_text.done": StreamDecoder._text_done,
+    "response.refusal.done": StreamDecoder._text_done,
+    "response.content_part.done": StreamDecoder._text_done,
+    "response.function_call_arguments.delta": StreamDecoder._arguments_delta,
+    "response.function_call_arguments.done": StreamDecoder._arguments_done,
+    "response.reasoning_summary_part.added": StreamDecoder._summary_added,
+    "response.reasoning_summary_text.delta": StreamDecoder._summary_delta,
+    "response.reasoning_summary_text.done": StreamDecoder._summary_done,
+    "response.reasoning_summary_part.done": StreamDecoder._summary_done,
+    "response.completed": StreamDecoder._finished,
+    "response.incomplete": StreamDecoder._finished,
+    "response.failed": StreamDecoder._failed,
+    "error": StreamDecoder._error,
+}
+
+
+def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:
+    """Decode a whole Responses event stream (chunks split anywhere) into a
+    :class:`~loopctl.response.ModelResponse`; raises as :meth:`StreamDecoder.finish` does."""
+    return StreamDecoder.parse(chunks)
+
+
+# --- errors -----------------------------------------------------------------------------------------------------
+
+
+def error_from_http(
+    status: int, body: bytes | str | Mapping[str, Any] | None, headers: Mapping[str, str] | None = None
+) -> ProviderError:
+    """The typed error for a non-2xx reply: ``{"error": {"message", "type", "code", "param"}}``.
+
+    Classified by ``providers._common.classify_http_error`` on the status and the error ``code`` (or ``type``
+    when there is no code): 429 -> :class:`~loopctl.errors.RateLimited`, 503 ->
+    :class:`~loopctl.errors.Overloaded`, 401/403 -> :class:`~loopctl.errors.AuthenticationError`, 404 ->
+    :class:`~loopctl.errors.ModelNotFound`, ``context_length_exceeded`` ->
+    :class:`~loopctl.errors.ContextOverflow`, other 4xx -> :class:`~loopctl.errors.InvalidRequest`, 5xx ->
+    :class:`~loopctl.errors.ServerError`. ``retry_after`` (seconds) comes from ``retry-after-ms`` /
+    ``retry-after`` headers, else from the message's "Please try again in 1.5s".
+    """
+    parsed: Any = body
+    if isinstance(body, (bytes, bytearray, str)):
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            parsed = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else body
+    error = parsed.get("error") if isinstance(parsed, Mapping) else None
+    if not isinstance(error, Mapping):
+        text = parsed.strip()[:200] if isinstance(parsed, str) and parsed.strip() else None
+        return classify_http_error(PROVIDER, status, message=text, body=parsed, retry_after=parse_retry_after(headers))
+    message = _text(error.get("message"))
+    kind = _text(error.get("code")) or _text(error.get("type"))
+    retry = parse_retry_after(headers)
+    if retry is None:
+        retry = _retry_from_message(message)
+    return classify_http_error(PROVIDER, status, message=message, error_type=kind, body=parsed, retry_after=retry)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+# The HTTP status an error code stands for, for errors that arrive without one (inside a 200 stream, or a
+# body handed to parse_response): only the error class is taken from it; the error carries no status.
+_CODE_STATUS = {
+    "rate_limit_exceeded": 429,
+    "insufficient_quota": 429,
+    "rate_limit_error": 429,
+    "server_error": 500,
+    "internal_error": 500,
+    "api_error": 500,
+    "vector_store_timeout": 500,
+    "server_is_overloaded": 503,
+    "overloaded": 503,
+    "invalid_api_key": 401,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "model_not_found": 404,
+    "not_found_error": 404,
+    # What the request asked for cannot be done; sending it again will not help.
+    "invalid_request_error": 400,
+    "context_length_exceeded": 400,
+    "invalid_prompt": 400,
+    "bio_policy": 400,
+    "data_residency_mismatch": 400,
+    "misalignment_policy_violation": 400,
+}
+
+
+def _error_from_object(error: Mapping[str, Any], *, body: Any, default_status: int = 400) -> ProviderError:
+    """The typed error for an error object that came without an HTTP status: an error body given to
+    :func:`parse_response` or sent in place of a stream (``default_status`` 400), or a stream ``error`` /
+    ``response.failed`` event (500: the request was accepted, so an unexplained failure is the server's).
+
+    Codes are those of openai-python ``ResponseError.code`` and the API's error bodies; image codes
+    (``invalid_image``, ``image_too_large``...) are request errors."""
+    message = _text(error.get("message"))
+    code = _text(error.get("code"))
+    kind = _text(error.get("type"))
+    status = _CODE_STATUS.get(code or "") or _CODE_STATUS.get(kind or "")
+    if status is None and code is not None and ("image" in code or code.startswith("invalid")):
+        status = 400
+    cls = type(classify_http_error(PROVIDER, status or default_status, message=message, error_type=code or kind))
+    text = message or f"error {code or kind or 'without a message'}"
+    kw: dict[str, Any] = {"provider": PROVIDER, "provider_message": message, "body": body}
+    if issubclass(cls, (RateLimited, Overloaded)):
+        return cls(text, retry_after=_retry_from_message(message), **kw)
+    return cls(text, **kw)
+
+
+_RETRY_IN = re.compile(r"try again in\s+((?:\d+(?:\.\d+)?(?:h|ms|m|s))+)", re.IGNORECASE)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _retry_from_message(message: str | None) -> float | None:
+    """Seconds from OpenAI's rate-limit text ("Please try again in 1m12.5s", "in 20ms")."""
+    if not message:
+        return None
+    found = _RETRY_IN.search(message)
+    if found is None:
+        return None
+    return sum(float(n) * _UNIT[u] for n, u in _DURATION.findall(found.group(1)))
