@@ -16,7 +16,7 @@ from loopctl.errors import (
     RateLimited,
     ServerError,
 )
-from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart
+from loopctl.message import Message, TextPart, ThinkingPart, ToolCallPart
 from loopctl.providers import openai_chat
 from loopctl.response import InvalidToolCall, StopReason, Usage
 
