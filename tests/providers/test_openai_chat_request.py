@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
@@ -75,16 +75,6 @@ class TestSystem:
             {"role": "user", "content": "hi"},
         ]
 
-    def test_system_message_in_the_middle_stays_where_it_stands(self) -> None:
-        messages = [user("hi"), assistant("hello"), system("Now answer in French."), user("and now?")]
-        assert chat(messages, system="Be brief.") == [
-            {"role": "system", "content": "Be brief."},
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": "hello"},
-            {"role": "system", "content": "Now answer in French."},
-            {"role": "user", "content": "and now?"},
-        ]
-
     def test_system_role_option_sends_developer_messages(self) -> None:
         out = chat([system("rules"), user("hi")], system="first", system_role="developer")
         assert [m["role"] for m in out] == ["developer", "developer", "user"]
@@ -96,16 +86,6 @@ class TestSystem:
     def test_system_message_text_parts_are_one_string(self) -> None:
         message = Message.new(Role.SYSTEM, [TextPart(text="a"), TextPart(text="b")])
         assert chat([message]) == [{"role": "system", "content": "ab"}]
-
-    def test_system_message_between_calls_and_results_moves_after_the_tool_messages(self) -> None:
-        # OpenAI requires the tool messages right after the assistant message that made the calls.
-        messages = [user("go"), assistant(call("c1")), system("Hurry."), user(result("c1", "done"))]
-        assert chat(messages) == [
-            {"role": "user", "content": "go"},
-            {"role": "assistant", "content": None, "tool_calls": [tool_call("c1")]},
-            {"role": "tool", "tool_call_id": "c1", "content": "done"},
-            {"role": "system", "content": "Hurry."},
-        ]
 
     def test_image_in_a_system_message_is_unsupported(self) -> None:
         message = Message.model_construct(role=Role.SYSTEM, parts=(png(),))
@@ -121,18 +101,6 @@ def tool_call(call_id: str, name: str = "read", arguments: str = '{"path": "a.tx
 
 
 class TestAssistantTurn:
-    def test_assistant_turn_with_only_tool_calls_has_content_null(self) -> None:
-        out = chat([user("go"), assistant(call("c1"), call("c2", "list", {}))])
-        assert out[1] == {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [tool_call("c1"), tool_call("c2", "list", "{}")],
-        }
-
-    def test_empty_text_beside_tool_calls_still_gives_content_null(self) -> None:
-        out = chat([user("go"), assistant("", call("c1"))])
-        assert out[1]["content"] is None
-
     def test_text_beside_tool_calls_is_the_content(self) -> None:
         out = chat([user("go"), assistant("Reading it.", call("c1"))])
         assert out[1] == {"role": "assistant", "content": "Reading it.", "tool_calls": [tool_call("c1")]}
@@ -204,55 +172,6 @@ class TestToolResults:
             },
         ]
 
-    def test_tool_result_holding_a_png_moves_the_image_to_a_user_message_after_the_tool_messages(self) -> None:
-        shot = ToolContent.from_multipart([TextPart(text="the screen:"), png()])
-        messages = [
-            user("look"),
-            assistant(call("c1", "screenshot", {}), call("c2")),
-            user(result("c1", shot), result("c2")),
-        ]
-        assert chat(messages)[2:] == [
-            {
-                "role": "tool",
-                "tool_call_id": "c1",
-                "content": "the screen:\n[the image of this result follows in the next user message]",
-            },
-            {"role": "tool", "tool_call_id": "c2", "content": "ok"},
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": "[images returned by tool call c1]"},
-                    {"type": "image_url", "image_url": {"url": PNG_URL}},
-                ],
-            },
-        ]
-
-    def test_images_of_several_results_move_in_order(self) -> None:
-        jpeg = ImagePart(source=ImageSource(media_type="image/jpeg", data="/9j/"))
-        messages = [
-            user("look"),
-            assistant(call("c1"), call("c2")),
-            user(
-                result("c2", ToolContent.from_multipart([jpeg])),
-                result("c1", ToolContent.from_multipart([png(), png()])),
-            ),
-        ]
-        out = chat(messages)
-        assert out[2] == {
-            "role": "tool",
-            "tool_call_id": "c1",
-            "content": "[the 2 images of this result follow in the next user message]",
-        }
-        assert out[3]["content"] == "[the image of this result follows in the next user message]"
-        assert [p.get("text") or p["image_url"]["url"][:15] for p in out[4]["content"]] == [
-            "[images returned by tool call c1]",
-            "data:image/png;",
-            "data:image/png;",
-            "[images returned by tool call c2]",
-            "data:image/jpeg",
-        ]
-        assert len(out) == 5
-
     def test_multipart_text_output_is_joined_with_newlines(self) -> None:
         output = ToolContent.from_multipart([TextPart(text="line 1"), TextPart(text="line 2")])
         out = chat([user("go"), assistant(call("c1")), user(result("c1", output))])
@@ -298,69 +217,6 @@ class TestUserContent:
     def test_empty_text_parts_are_dropped_beside_other_content(self) -> None:
         assert chat([user("", "hi", "")]) == [{"role": "user", "content": "hi"}]
         assert chat([Message.new(Role.USER, [])]) == [{"role": "user", "content": ""}]
-
-
-# --- thinking: the replay policy ------------------------------------------------------------------------------
-
-
-class TestThinkingPolicy:
-    @pytest.mark.parametrize("provider", [None, "anthropic", "gemini", "openai", "openai-compatible"])
-    def test_thinking_parts_are_never_sent(self, provider: str | None) -> None:
-        thinking = ThinkingPart(text="secret reasoning", signature="SIG-xyz", provider=provider, item_id=None)
-        with_thinking = [user("go"), assistant(thinking, "answer", call("c1")), user(result("c1"))]
-        without = [user("go"), assistant("answer", call("c1")), user(result("c1"))]
-        body = openai_chat.build_request(with_thinking, model="gpt-4o")
-        assert body == openai_chat.build_request(without, model="gpt-4o")
-        text = json.dumps(body)
-        assert "secret reasoning" not in text
-        assert "SIG-xyz" not in text
-
-    def test_thinking_only_turn_is_an_empty_assistant_message(self) -> None:
-        redacted = ThinkingPart(text="", redacted="opaque", provider="anthropic")
-        assert chat([user("go"), assistant(redacted), user("again")])[1] == {"role": "assistant", "content": ""}
-
-    def test_compatible_reasoning_is_replayed_only_when_asked(self) -> None:
-        messages = [
-            user("go"),
-            assistant(
-                ThinkingPart(text="I should read ", provider="openai-compatible"),
-                ThinkingPart(text="the file.", provider="openai-compatible"),
-                ThinkingPart(text="not mine", signature="s", provider="anthropic"),
-                call("c1"),
-            ),
-            user(result("c1")),
-        ]
-        replayed = chat(messages, replay_reasoning_content=True)[1]
-        assert replayed == {
-            "role": "assistant",
-            "content": None,
-            "reasoning_content": "I should read the file.",
-            "tool_calls": [tool_call("c1")],
-        }
-        assert "reasoning_content" not in chat(messages)[1]
-
-    def test_thinking_in_a_user_message_is_dropped_too(self) -> None:
-        message = Message.new(Role.USER, [TextPart(text="hi"), ThinkingPart(text="x")])
-        assert chat([message]) == [{"role": "user", "content": "hi"}]
-
-
-# --- parts from a newer release -------------------------------------------------------------------------------
-
-
-class AudioPart(MessagePart):
-    """Stands for a part kind a later release might add."""
-
-    type: Literal["audio"] = "audio"
-    data: str = ""
-
-
-class TestUnknownPart:
-    @pytest.mark.parametrize("role", [Role.USER, Role.ASSISTANT, Role.SYSTEM])
-    def test_part_type_from_a_newer_release_is_unsupported_content_naming_its_path(self, role: Role) -> None:
-        newer = Message.model_construct(role=role, parts=(TextPart(text="x"), AudioPart()))
-        with pytest.raises(UnsupportedContent) as info:
-            chat([user("hi"), assistant("yes"), user("more"), newer])
-        assert str(info.value) == "messages[3].parts[1]: unknown part type 'audio'; this release cannot convert it"
 
 
 # --- tool-call ids --------------------------------------------------------------------------------------------

@@ -49,13 +49,6 @@ class TestReply:
         )
         assert reply.usage == Usage(9, 3)
 
-    def test_tool_call_with_empty_arguments_reads_as_empty_object(self) -> None:
-        reply = openai_chat.parse_response(
-            completion({"content": None, "tool_calls": [call("c1", "now", "")]}, "tool_calls")
-        )
-        assert reply.message.parts == (ToolCallPart(id="c1", name="now", input={}),)
-        assert reply.invalid_tool_calls == ()
-
     def test_arguments_that_are_not_json_give_empty_input_and_an_invalid_tool_call(self) -> None:
         reply = openai_chat.parse_response(
             completion({"content": None, "tool_calls": [call("c1", "w", '{"a": ')]}, "length")

@@ -72,6 +72,7 @@ __all__ = [
     "COMPATIBLE_REASONING",
     "PROVIDER",
     "TOOL_CALL_ID_MAX_LENGTH",
+    "TOOL_ERROR_MARKER",
     "StreamDecoder",
     "build_request",
     "build_request_from",
@@ -171,8 +172,8 @@ def build_request(
     ``"system"`` is accepted by every model and compatible server); ``strict_tools`` (``strict: true`` and
     each schema converted by :func:`strict_schema`); ``image_detail`` (``image_url.detail`` of every image);
     ``replay_reasoning_content`` (send back the text of ``ThinkingPart(provider="openai-compatible")`` parts as
-    the assistant message's ``reasoning_content``, as DeepSeek's thinking mode requires after tool calls;
-    OpenAI rejects the field); ``tool_call_id_max_length`` (ids longer than this, or outside
+    the assistant message's ``reasoning_content``, as DeepSeek's thinking mode requires after tool calls; not
+    a field of OpenAI's own API); ``tool_call_id_max_length`` (ids longer than this, or outside
     ``[A-Za-z0-9_-]``, are rewritten by :func:`~loopctl.providers._common.rewrite_tool_id`).
 
     Raises :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1]``) of a part the
@@ -252,11 +253,12 @@ def build_request_from(
 def _assemble(pieces: list[_Piece], out: list[dict[str, Any]]) -> None:
     """Lay the converted messages out in Chat's order.
 
-    OpenAI requires the tool messages answering an assistant's ``tool_calls`` to follow it directly ("An
-    assistant message with 'tool_calls' must be followed by tool messages responding to each
-    'tool_call_id'"), so the results of a turn are gathered from every message up to the next assistant
-    message and placed first, in the order of the calls; then the user message holding the images moved out of
-    them; then, in their original order, the system messages and user content that stood among the results.
+    OpenAI requires the tool messages answering an assistant's ``tool_calls`` to follow it directly (a 400
+    otherwise: "An assistant message with 'tool_calls' must be followed by tool messages responding to each
+    'tool_call_id'", reported in BerriAI/litellm#10083), so the results of a turn are gathered from every
+    message up to the next assistant message and placed first, in the order of the calls; then the user
+    message holding the images moved out of them; then, in their original order, the system messages and user
+    content that stood among the results.
     """
     i, n = 0, len(pieces)
     while i < n:
@@ -331,7 +333,7 @@ def _convert_user(message: Message, path: str, opts: _Options) -> _Piece:
         elif isinstance(part, ImagePart):
             content.append(_image_url(part, opts))
         elif isinstance(part, ToolResultPart):
-            replies.append(_tool_reply(part, opts))
+            replies.append(_tool_reply(part, ppath, opts))
         elif not isinstance(part, ThinkingPart):
             raise _unsupported(part, ppath, "a user message")
     if not content and replies:
@@ -376,8 +378,11 @@ def _convert_assistant(message: Message, path: str, opts: _Options) -> _Piece:
     return _Piece(Role.ASSISTANT, assistant, tool_call_ids=tuple(c["id"] for c in calls))
 
 
-def _tool_reply(part: ToolResultPart, opts: _Options) -> _ToolReply:
+def _tool_reply(part: ToolResultPart, path: str, opts: _Options) -> _ToolReply:
     call_id = rewrite_tool_id(part.call_id, max_len=opts.tool_call_id_max_length)
+    for oi, sub in enumerate(part.output.parts):
+        if not isinstance(sub, (TextPart, ImagePart)):
+            raise _unsupported(sub, f"{path}.output[{oi}]", "a tool result")
     text = str(part.output)
     images = part.output.images()
     if part.failed():
