@@ -1,0 +1,957 @@
+"""OpenAI Chat Completions codec (``POST /v1/chat/completions``), also for any OpenAI-compatible server.
+
+Messages go in, a JSON request body comes out (:func:`build_request`); a reply body (:func:`parse_response`)
+or an SSE stream (:class:`StreamDecoder`, :func:`parse_stream`) comes back as a
+:class:`~loopctl.response.ModelResponse`; an HTTP error becomes a typed error (:func:`error_from_http`).
+``docs/providers/openai_chat.md`` states every rule with its source; the main ones:
+
+- System messages stay inline where they stand (``role: "system"``, or ``"developer"`` with
+  ``system_role``); the ``system`` argument becomes a first system message.
+- One ``role: "tool"`` message per tool result, right after the assistant message that made the calls, in
+  the order of the calls. Tool messages carry text only, so the images of a result move, in order, to a
+  user message right after the tool messages, and the tool message says so in a short note. Chat has no
+  ``is_error`` field: a failed result's text starts with ``[tool error]``.
+- An assistant turn that only calls tools has ``content: null``; ``arguments`` is JSON text.
+- Thinking is never sent (Chat Completions has no reasoning replay), except the ``reasoning_content`` that an
+  OpenAI-compatible server minted, when the caller opts in with ``replay_reasoning_content`` (DeepSeek's
+  thinking mode wants it back after tool calls). ``reasoning_content`` / ``reasoning`` fields of replies are
+  decoded into ``ThinkingPart(provider="openai-compatible")``.
+- Tool-call ids longer than 40 characters or outside ``[A-Za-z0-9_-]`` are rewritten deterministically.
+
+Pure: no I/O, no clock. Never imports the ``openai`` SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import orjson
+
+from loopctl.errors import (
+    ContextOverflow,
+    InvalidRequest,
+    Overloaded,
+    ProviderError,
+    ProviderProtocolError,
+    RateLimited,
+    ServerError,
+    UnsupportedContent,
+)
+from loopctl.message import (
+    ImagePart,
+    Message,
+    MessagePart,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from loopctl.providers._common import classify_http_error, is_context_overflow, parse_retry_after, rewrite_tool_id
+from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.sse import ServerSentEvent
+from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
+from loopctl.stream import (
+    PartStarted,
+    ResponseFinished,
+    ResponseStarted,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    UsageReported,
+    parse_arguments,
+)
+from loopctl.tool import ForceTool, ToolChoice, ToolSchema
+
+__all__ = [
+    "COMPATIBLE_REASONING",
+    "PROVIDER",
+    "TOOL_CALL_ID_MAX_LENGTH",
+    "TOOL_ERROR_MARKER",
+    "StreamDecoder",
+    "build_request",
+    "build_request_from",
+    "error_from_http",
+    "parse_response",
+    "parse_stream",
+    "strict_schema",
+]
+
+PROVIDER: Final = "openai"
+"""The name used in errors (``ProviderError.provider``)."""
+
+COMPATIBLE_REASONING: Final = "openai-compatible"
+"""``ThinkingPart.provider`` of reasoning text decoded from a compatible server's ``reasoning_content`` /
+``reasoning`` field (OpenAI itself never returns reasoning on Chat Completions)."""
+
+TOOL_CALL_ID_MAX_LENGTH: Final = 40
+"""OpenAI refuses longer tool-call ids: ``Invalid 'messages[2].tool_calls[0].id': string too long. Expected a
+string with maximum length 40`` (code ``string_above_max_length``; reported in agno-agi/agno#5382,
+microsoft/autogen#6377)."""
+
+TOOL_ERROR_MARKER: Final = "[tool error] "
+"""Put before the text of a failed tool result: Chat's tool message has no error field."""
+
+SystemRole = Literal["system", "developer"]
+MaxTokensParam = Literal["max_completion_tokens", "max_tokens"]
+ImageDetail = Literal["auto", "low", "high"]
+
+
+# --- building requests -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """What changes how a message converts; part of the cache key."""
+
+    system_role: SystemRole
+    image_detail: ImageDetail | None
+    replay_reasoning_content: bool
+    tool_call_id_max_length: int
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolReply:
+    """One tool result: its ``role: "tool"`` message and the user content parts moved out of it (a label,
+    then its images)."""
+
+    tool_call_id: str
+    message: dict[str, Any]
+    moved: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """One message converted. ``message`` is the Chat message (``None`` when nothing remains, such as a user
+    message that holds only tool results); ``tool_call_ids`` are an assistant's calls in order; ``replies``
+    are a user message's tool results in order. Cached: never mutated."""
+
+    role: Role
+    message: dict[str, Any] | None
+    tool_call_ids: tuple[str, ...] = ()
+    replies: tuple[_ToolReply, ...] = ()
+
+
+def build_request(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    system: str | None = None,
+    tools: Sequence[ToolSchema] = (),
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stop: Sequence[str] | None = None,
+    tool_choice: ToolChoice | None = None,
+    reasoning_effort: ReasoningEffort | None = None,
+    stream: bool = False,
+    extra: Mapping[str, Any] | None = None,
+    cache: ConversionCache | None = None,
+    system_role: SystemRole = "system",
+    max_tokens_param: MaxTokensParam = "max_completion_tokens",
+    strict_tools: bool = False,
+    image_detail: ImageDetail | None = None,
+    replay_reasoning_content: bool = False,
+    tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
+) -> dict[str, Any]:
+    """The JSON body of a Chat Completions request for ``messages``.
+
+    Common options: ``max_tokens`` (tokens) is sent as ``max_completion_tokens`` (OpenAI deprecated
+    ``max_tokens`` and o-series models refuse it; ``max_tokens_param="max_tokens"`` for servers that only
+    know the old name); ``temperature``; ``stop`` (a list); ``tool_choice`` (``"auto"``, ``"none"``,
+    ``"required"`` or :class:`~loopctl.tool.ForceTool`); ``reasoning_effort`` (passed as is);
+    ``stream=True`` adds ``stream: true`` and ``stream_options: {"include_usage": true}``; ``extra`` is merged
+    into the body last (shallow). ``cache`` reuses each message's conversion between calls (the body is the
+    same with or without it, and shares structure with the cache: do not mutate it).
+
+    Provider-specific options: ``system_role`` (``"developer"`` for the role OpenAI's reasoning models name;
+    ``"system"`` is accepted by every model and compatible server); ``strict_tools`` (``strict: true`` and
+    each schema converted by :func:`strict_schema`); ``image_detail`` (``image_url.detail`` of every image);
+    ``replay_reasoning_content`` (send back the text of ``ThinkingPart(provider="openai-compatible")`` parts as
+    the assistant message's ``reasoning_content``, as DeepSeek's thinking mode requires after tool calls; not
+    a field of OpenAI's own API); ``tool_call_id_max_length`` (ids longer than this, or outside
+    ``[A-Za-z0-9_-]``, are rewritten by :func:`~loopctl.providers._common.rewrite_tool_id`).
+
+    Raises :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1]``) of a part the
+    API cannot carry: a part type this release does not know, an image outside user messages and tool results,
+    a tool call outside an assistant message, a tool result outside a user message, tool-call input that is
+    not JSON, or a tool schema strict mode cannot express. Raises ``ValueError`` for a bad option value.
+    """
+    if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
+        raise ValueError(f"max_tokens_param must be 'max_completion_tokens' or 'max_tokens', not {max_tokens_param!r}")
+    if system_role not in ("system", "developer"):
+        raise ValueError(f"system_role must be 'system' or 'developer', not {system_role!r}")
+    opts = _Options(system_role, image_detail, replay_reasoning_content, tool_call_id_max_length)
+    pieces: list[_Piece] = []
+    for index, message in enumerate(messages):
+        piece = cache.get(message, opts) if cache is not None else None
+        if piece is None:
+            piece = _convert_message(message, f"messages[{index}]", opts)
+            if cache is not None:
+                cache.put(message, piece, opts)
+        pieces.append(piece)
+    if cache is not None:
+        cache.sweep()
+
+    chat: list[dict[str, Any]] = []
+    if system:
+        chat.append({"role": system_role, "content": system})
+    _assemble(pieces, chat)
+
+    body: dict[str, Any] = {"model": model, "messages": chat}
+    if tools:
+        body["tools"] = [_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)]
+    if tool_choice is not None:
+        body["tool_choice"] = _tool_choice(tool_choice)
+    if max_tokens is not None:
+        body[max_tokens_param] = max_tokens
+    if temperature is not None:
+        body["temperature"] = temperature
+    if stop is not None:
+        body["stop"] = list(stop)
+    if reasoning_effort is not None:
+        body["reasoning_effort"] = reasoning_effort
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    if extra:
+        body.update(extra)
+    return body
+
+
+def build_request_from(
+    request: ModelRequest,
+    *,
+    model: str,
+    stream: bool = False,
+    cache: ConversionCache | None = None,
+    **provider_specific: Any,
+) -> dict[str, Any]:
+    """:func:`build_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the clients use);
+    ``provider_specific`` takes :func:`build_request`'s provider-specific options."""
+    return build_request(
+        request.messages,
+        model=model,
+        system=request.system,
+        tools=request.tools,
+        max_tokens=request.max_tokens,
+        temperature=request.temperature,
+        stop=request.stop,
+        tool_choice=request.tool_choice,
+        reasoning_effort=request.reasoning_effort,
+        stream=stream,
+        extra=request.extra,
+        cache=cache,
+        **provider_specific,
+    )
+
+
+def _assemble(pieces: list[_Piece], out: list[dict[str, Any]]) -> None:
+    """Lay the converted messages out in Chat's order.
+
+    OpenAI requires the tool messages answering an assistant's ``tool_calls`` to follow it directly (a 400
+    otherwise: "An assistant message with 'tool_calls' must be followed by tool messages responding to each
+    'tool_call_id'", reported in BerriAI/litellm#10083), so the results of a turn are gathered from every
+    message up to the next assistant message and placed first, in the order of the calls; then the user
+    message holding the images moved out of them; then, in their original order, the system messages and user
+    content that stood among the results.
+    """
+    i, n = 0, len(pieces)
+    while i < n:
+        piece = pieces[i]
+        if piece.role is not Role.ASSISTANT or not piece.tool_call_ids:
+            if piece.replies:  # results with no call before them: sent where they stand
+                _emit_replies(list(piece.replies), out)
+            if piece.message is not None:
+                out.append(piece.message)
+            i += 1
+            continue
+        if piece.message is not None:  # always, for an assistant
+            out.append(piece.message)
+        wanted = set(piece.tool_call_ids)
+        answers: dict[str, _ToolReply] = {}
+        others: list[_ToolReply] = []
+        rest: list[dict[str, Any]] = []
+        i += 1
+        while i < n and pieces[i].role is not Role.ASSISTANT:
+            for reply in pieces[i].replies:
+                if reply.tool_call_id in wanted and reply.tool_call_id not in answers:
+                    answers[reply.tool_call_id] = reply
+                else:
+                    others.append(reply)
+            message = pieces[i].message
+            if message is not None:
+                rest.append(message)
+            i += 1
+        ordered = [answers[c] for c in piece.tool_call_ids if c in answers]
+        _emit_replies(ordered + others, out)
+        out.extend(rest)
+
+
+def _emit_replies(replies: list[_ToolReply], out: list[dict[str, Any]]) -> None:
+    moved: list[dict[str, Any]] = []
+    for reply in replies:
+        out.append(reply.message)
+        moved.extend(reply.moved)
+    if moved:
+        out.append({"role": "user", "content": moved})
+
+
+def _convert_message(message: Message, path: str, opts: _Options) -> _Piece:
+    role = message.role
+    if role is Role.ASSISTANT:
+        return _convert_assistant(message, path, opts)
+    if role is Role.USER:
+        return _convert_user(message, path, opts)
+    return _convert_system(message, path, opts)
+
+
+def _convert_system(message: Message, path: str, opts: _Options) -> _Piece:
+    texts: list[str] = []
+    for pi, part in enumerate(message.parts):
+        if isinstance(part, TextPart):
+            texts.append(part.text)
+        elif not isinstance(part, ThinkingPart):  # thinking is never sent (the replay policy)
+            raise _unsupported(part, f"{path}.parts[{pi}]", "a system message")
+    text = "".join(texts)
+    # An empty system message says nothing; it is left out rather than sent as "".
+    return _Piece(Role.SYSTEM, {"role": opts.system_role, "content": text} if text else None)
+
+
+def _convert_user(message: Message, path: str, opts: _Options) -> _Piece:
+    content: list[dict[str, Any]] = []
+    replies: list[_ToolReply] = []
+    for pi, part in enumerate(message.parts):
+        ppath = f"{path}.parts[{pi}]"
+        if isinstance(part, TextPart):
+            if part.text:
+                content.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            content.append(_image_url(part, opts))
+        elif isinstance(part, ToolResultPart):
+            replies.append(_tool_reply(part, ppath, opts))
+        elif not isinstance(part, ThinkingPart):
+            raise _unsupported(part, ppath, "a user message")
+    if not content and replies:
+        return _Piece(Role.USER, None, replies=tuple(replies))
+    if len(content) == 1 and content[0]["type"] == "text":
+        user: dict[str, Any] = {"role": "user", "content": content[0]["text"]}
+    else:
+        user = {"role": "user", "content": content or ""}
+    return _Piece(Role.USER, user, replies=tuple(replies))
+
+
+def _convert_assistant(message: Message, path: str, opts: _Options) -> _Piece:
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for pi, part in enumerate(message.parts):
+        ppath = f"{path}.parts[{pi}]"
+        if isinstance(part, TextPart):
+            texts.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            calls.append(
+                {
+                    "id": rewrite_tool_id(part.id, max_len=opts.tool_call_id_max_length),
+                    "type": "function",
+                    "function": {"name": part.name, "arguments": _arguments(part.input, f"{ppath}.input")},
+                }
+            )
+        elif isinstance(part, ThinkingPart):
+            # The replay policy: only reasoning a compatible server minted, and only when asked for.
+            if opts.replay_reasoning_content and part.provider == COMPATIBLE_REASONING:
+                reasoning.append(part.text)
+        else:
+            raise _unsupported(part, ppath, "an assistant message")
+    # Consecutive text parts are one logical stream (the guide's text_content); one string suits every
+    # compatible server. A turn that only calls tools has content null, not "".
+    text = "".join(texts)
+    assistant: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    if reasoning:
+        assistant["reasoning_content"] = "".join(reasoning)
+    if calls:
+        assistant["tool_calls"] = calls
+    return _Piece(Role.ASSISTANT, assistant, tool_call_ids=tuple(c["id"] for c in calls))
+
+
+def _tool_reply(part: ToolResultPart, path: str, opts: _Options) -> _ToolReply:
+    call_id = rewrite_tool_id(part.call_id, max_len=opts.tool_call_id_max_length)
+    for oi, sub in enumerate(part.output.parts):
+        if not isinstance(sub, (TextPart, ImagePart)):
+            raise _unsupported(sub, f"{path}.output[{oi}]", "a tool result")
+    text = str(part.output)
+    images = part.output.images()
+    if part.failed():
+        text = TOOL_ERROR_MARKER + text
+    moved: tuple[dict[str, Any], ...] = ()
+    if images:
+        note = (
+            "[the image of this result follows in the next user message]"
+            if len(images) == 1
+            else f"[the {len(images)} images of this result follow in the next user message]"
+        )
+        text = f"{text}\n{note}" if text else note
+        label = {"type": "text", "text": f"[images returned by tool call {call_id}]"}
+        moved = (label, *(_image_url(image, opts) for image in images))
+    return _ToolReply(call_id, {"role": "tool", "tool_call_id": call_id, "content": text}, moved)
+
+
+def _image_url(part: ImagePart, opts: _Options) -> dict[str, Any]:
+    source = part.source
+    image_url: dict[str, Any] = {"url": f"data:{source.media_type};base64,{source.data}"}
+    if opts.image_detail is not None:
+        image_url["detail"] = opts.image_detail
+    return {"type": "image_url", "image_url": image_url}
+
+
+def _arguments(value: Any, path: str) -> str:
+    # Python's default separators (", ", ": ") are the spacing OpenAI's models write, so a replayed call
+    # reads as the model wrote it (the recorded follow-ups match byte for byte).
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UnsupportedContent(f"{path}: tool-call input is not a JSON value ({exc})") from None
+
+
+def _unsupported(part: MessagePart, path: str, where: str) -> UnsupportedContent:
+    kind = getattr(part, "type", None) or type(part).__name__
+    if kind in ("text", "image", "tool_call", "tool_result", "thinking"):
+        return UnsupportedContent(f"{path}: a {kind!r} part cannot be sent in {where} to OpenAI Chat Completions")
+    return UnsupportedContent(f"{path}: unknown part type {kind!r}; this release cannot convert it")
+
+
+def _tool(tool: ToolSchema, path: str, strict: bool) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        function["description"] = tool.description
+    if strict:
+        function["parameters"] = strict_schema(tool.input_schema, path=f"{path}.input_schema")
+        function["strict"] = True
+    else:
+        function["parameters"] = _plain(tool.input_schema)
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: ToolChoice) -> Any:
+    if isinstance(choice, ForceTool):
+        return {"type": "function", "function": {"name": choice.name}}
+    if choice not in ("auto", "none", "required"):
+        raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or ForceTool, not {choice!r}")
+    return choice
+
+
+def _plain(value: Any) -> Any:
+    """A deep copy made of dicts and lists only (schemas may be any Mapping / Sequence)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# --- strict mode -------------------------------------------------------------------------------------------
+
+_NULL: Final = {"type": "null"}
+
+
+def strict_schema(schema: Mapping[str, Any], *, path: str = "schema") -> dict[str, Any]:
+    """``schema`` converted to the dialect of OpenAI's strict mode (Structured Outputs, "Supported schemas").
+
+    The documented rules applied: every object gets ``additionalProperties: false``; every property is listed
+    in ``required``; a property that was optional becomes nullable (``"type": [T, "null"]``, ``null`` added to
+    an ``enum``, or ``{"anyOf": [..., {"type": "null"}]}``), so the model sends ``null`` where it would have
+    left the key out; a one-entry ``allOf`` is inlined and ``"default": null`` dropped (as the openai SDK's
+    ``to_strict_json_schema`` does). Recurses into ``properties``, ``items``, ``anyOf``, ``$defs`` and
+    ``definitions``. Other keywords pass unchanged; OpenAI answers an unsupported one with a 400.
+
+    Raises :class:`~loopctl.errors.UnsupportedContent` (naming the path) for what strict mode cannot express: a
+    root that is not an object, and an object that allows extra keys (``additionalProperties`` true or a
+    schema: a free-form map).
+    """
+    root = _plain(schema)
+    if not isinstance(root, dict) or not _is_object(root):
+        raise UnsupportedContent(f"{path}: strict mode needs an object schema at the root")
+    return _strict(root, path)
+
+
+def _is_object(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in schema
+
+
+def _strict(schema: dict[str, Any], path: str) -> dict[str, Any]:
+    out = dict(schema)
+    for defs in ("$defs", "definitions"):
+        if isinstance(out.get(defs), dict):
+            out[defs] = {
+                k: _strict(v, f"{path}.{defs}.{k}") if isinstance(v, dict) else v for k, v in out[defs].items()
+            }
+    all_of = out.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict):
+        del out["allOf"]
+        out = {**all_of[0], **out}
+    if "default" in out and out["default"] is None:
+        del out["default"]
+    if _is_object(out):
+        extra = out.get("additionalProperties", False)
+        if extra is not False:
+            raise UnsupportedContent(
+                f"{path}: strict mode cannot express an object with additionalProperties {extra!r} (a free-form map)"
+            )
+        out["additionalProperties"] = False
+        properties = out.get("properties")
+        if isinstance(properties, dict):
+            required = set(out.get("required") or ())
+            converted: dict[str, Any] = {}
+            for key, sub in properties.items():
+                value = _strict(sub, f"{path}.properties.{key}") if isinstance(sub, dict) else sub
+                converted[key] = value if key in required or not isinstance(value, dict) else _nullable(value)
+            out["properties"] = converted
+            out["required"] = list(properties)
+        else:
+            out["properties"] = {}
+            out["required"] = []
+    if isinstance(out.get("items"), dict):
+        out["items"] = _strict(out["items"], f"{path}.items")
+    if isinstance(out.get("anyOf"), list):
+        out["anyOf"] = [
+            _strict(v, f"{path}.anyOf[{i}]") if isinstance(v, dict) else v for i, v in enumerate(out["anyOf"])
+        ]
+    return out
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` that also accepts ``null``."""
+    if "anyOf" in schema and isinstance(schema["anyOf"], list):
+        if any(isinstance(v, dict) and v.get("type") == "null" for v in schema["anyOf"]):
+            return schema
+        return {**schema, "anyOf": [*schema["anyOf"], dict(_NULL)]}
+    kind = schema.get("type")
+    if isinstance(kind, str) and "$ref" not in schema:
+        out = {**schema, "type": [kind, "null"] if kind != "null" else "null"}
+    elif isinstance(kind, list):
+        out = {**schema, "type": kind if "null" in kind else [*kind, "null"]}
+    else:  # a bare $ref, or a schema with no type: wrap it
+        return {"anyOf": [schema, dict(_NULL)]}
+    if isinstance(out.get("enum"), list) and None not in out["enum"]:
+        out["enum"] = [*out["enum"], None]
+    return out
+
+
+# --- reading replies ---------------------------------------------------------------------------------------
+
+
+def parse_response(body: Mapping[str, Any]) -> ModelResponse:
+    """A non-streamed reply (a ``chat.completion`` object) as a :class:`~loopctl.response.ModelResponse`.
+
+    Reads ``choices[0]``: ``reasoning_content`` / ``reasoning`` (compatible servers) into a ``ThinkingPart``
+    with ``provider="openai-compatible"``; ``content`` (a non-empty string) and ``refusal`` into text parts;
+    ``tool_calls`` (and the legacy ``function_call``) into ``ToolCallPart``s, arguments parsed (``""`` reads as
+    ``{}``; text that is not JSON gives ``input={}`` and an ``InvalidToolCall``). Raises the typed error of an
+    error body, and :class:`~loopctl.errors.ProviderProtocolError` for a reply without choices, a tool call of
+    an unknown type or audio output.
+    """
+    if not isinstance(body, Mapping):
+        raise ProviderProtocolError(
+            f"expected a JSON object as the reply, got {type(body).__name__}", provider=PROVIDER
+        )
+    if _is_error_body(body):
+        raise _error_from_body(body, status=None)
+    choice = _first_choice(body.get("choices"))
+    if choice is None:
+        raise ProviderProtocolError("the reply has no choices", provider=PROVIDER, body=dict(body))
+    message = choice.get("message")
+    if not isinstance(message, Mapping):
+        raise ProviderProtocolError("choices[0] has no message", provider=PROVIDER, body=dict(body))
+    response_id = _str(body.get("id"))
+    parts: list[MessagePart] = []
+    invalid: list[InvalidToolCall] = []
+    reasoning = _reasoning_of(message)
+    if reasoning:
+        parts.append(ThinkingPart(text=reasoning, provider=COMPATIBLE_REASONING))
+    content = message.get("content")
+    if isinstance(content, str):
+        if content:
+            parts.append(TextPart(text=content))
+    elif isinstance(content, list):  # some compatible servers answer with content parts
+        for item in content:
+            if isinstance(item, Mapping) and item.get("type") == "text" and item.get("text"):
+                parts.append(TextPart(text=str(item["text"])))
+            else:
+                kind = item.get("type") if isinstance(item, Mapping) else type(item).__name__
+                raise ProviderProtocolError(f"unknown content part type {kind!r} in the reply", provider=PROVIDER)
+    elif content is not None:
+        raise ProviderProtocolError("message.content is neither a string nor null", provider=PROVIDER)
+    refusal = _str(message.get("refusal"))
+    if refusal:
+        parts.append(TextPart(text=refusal))
+    if message.get("audio"):
+        raise ProviderProtocolError("the reply holds audio, which loopctl does not request", provider=PROVIDER)
+    calls = message.get("tool_calls") or []
+    legacy = message.get("function_call")
+    if isinstance(legacy, Mapping):
+        calls = [*calls, {"type": "function", "function": legacy}]
+    for position, call in enumerate(calls):
+        if not isinstance(call, Mapping):
+            raise ProviderProtocolError("a tool call is not an object", provider=PROVIDER)
+        function = _function_of(call)
+        call_id = _str(call.get("id")) or _derived_id(response_id, position)
+        name = _str(function.get("name")) or ""
+        arguments = function.get("arguments")
+        text = (
+            arguments if isinstance(arguments, str) else "" if arguments is None else orjson.dumps(arguments).decode()
+        )
+        value, error = parse_arguments(text)
+        if error is not None:
+            invalid.append(InvalidToolCall(call_id, name, text, error))
+        parts.append(ToolCallPart(id=call_id, name=name, input=value))
+    raw = _str(choice.get("finish_reason"))
+    has_calls = any(isinstance(p, ToolCallPart) for p in parts)
+    return ModelResponse(
+        message=Message(role=Role.ASSISTANT, parts=tuple(parts)),
+        usage=_usage(body.get("usage")),
+        stop_reason=_stop_reason(raw, has_calls=has_calls, refused=bool(refusal)),
+        raw_stop_reason=raw,
+        model=_str(body.get("model")),
+        id=response_id,
+        invalid_tool_calls=tuple(invalid),
+    )
+
+
+def _first_choice(choices: Any) -> Mapping[str, Any] | None:
+    """The choice with ``index`` 0 (loopctl asks for one completion; ``n > 1`` extras are ignored)."""
+    if not isinstance(choices, list):
+        return None
+    for choice in choices:
+        if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+            return choice
+    return None
+
+
+def _reasoning_of(fields: Mapping[str, Any]) -> str | None:
+    # DeepSeek and older vLLM name it reasoning_content; OpenRouter and vLLM >= 0.11 name it reasoning.
+    value = fields.get("reasoning_content")
+    if not isinstance(value, str):
+        value = fields.get("reasoning")
+    return value if isinstance(value, str) else None
+
+
+def _function_of(call: Mapping[str, Any]) -> Mapping[str, Any]:
+    kind = call.get("type", "function")
+    if kind not in ("function", None):
+        raise ProviderProtocolError(f"unknown tool call type {kind!r} in the reply", provider=PROVIDER)
+    function = call.get("function") or {}
+    if not isinstance(function, Mapping):
+        raise ProviderProtocolError("tool_calls[].function is not an object", provider=PROVIDER)
+    return function
+
+
+def _derived_id(response_id: str | None, position: int) -> str:
+    """An id for a call that arrived without one (legacy ``function_call``, some compatible servers): unique
+    per response and deterministic, so a result pairs with it."""
+    return f"call_{response_id or 'chatcmpl'}_{position}"
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _usage(usage: Any) -> Usage:
+    """OpenAI's ``usage`` as a :class:`~loopctl.response.Usage`.
+
+    ``prompt_tokens`` already includes the cached ones (``prompt_tokens_details.cached_tokens``), and
+    ``completion_tokens`` the reasoning ones (``completion_tokens_details.reasoning_tokens``); DeepSeek's
+    ``prompt_cache_hit_tokens`` stands in when ``cached_tokens`` is absent. Chat reports no cache writes.
+    """
+    if not isinstance(usage, Mapping):
+        return Usage()
+    prompt_details = usage.get("prompt_tokens_details")
+    completion_details = usage.get("completion_tokens_details")
+    cached = _int(prompt_details.get("cached_tokens")) if isinstance(prompt_details, Mapping) else 0
+    if not cached:
+        cached = _int(usage.get("prompt_cache_hit_tokens"))
+    reasoning = _int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else 0
+    return Usage(
+        input_tokens=_int(usage.get("prompt_tokens")),
+        output_tokens=_int(usage.get("completion_tokens")),
+        cache_read_tokens=cached,
+        reasoning_tokens=reasoning,
+    )
+
+
+def _stop_reason(raw: str | None, *, has_calls: bool, refused: bool) -> StopReason:
+    """``finish_reason`` as a :class:`~loopctl.response.StopReason` (values from the SDK's
+    ``ChatCompletionChunk``: stop, length, tool_calls, content_filter, function_call).
+
+    ``stop`` covers both a natural end and a matched stop sequence (Chat does not tell them apart), so it reads
+    as ``end_turn``; with tool calls in the reply it reads as ``tool_call`` (compatible servers say ``stop``
+    there). A ``refusal`` in the reply reads as ``refusal``. Unknown values read as ``end_turn``, or
+    ``tool_call`` when the reply calls tools.
+    """
+    if raw in ("tool_calls", "function_call"):
+        return StopReason.TOOL_CALL
+    if raw == "length":
+        return StopReason.MAX_TOKENS
+    if raw == "content_filter" or refused:
+        return StopReason.REFUSAL
+    if has_calls:
+        return StopReason.TOOL_CALL
+    return StopReason.END_TURN
+
+
+# --- streams -----------------------------------------------------------------------------------------------
+
+
+class StreamDecoder(SSEStreamDecoder):
+    """Decodes a Chat Completions SSE stream (``chat.completion.chunk`` objects) into neutral stream events.
+
+    Stream rules (openai SDK ``ChatCompletionChunk`` and ``ChatCompletionStreamOptionsParam``; the recorded
+    streams): deltas of ``choices[0]`` carry ``content``, ``refusal``, ``tool_calls`` (keyed by ``index``: the
+    first chunk of a call has its ``id``, ``name`` and ``"arguments": ""``, later ones only argument
+    fragments; parallel calls have distinct indices) and, from compatible servers, ``reasoning_content`` /
+    ``reasoning``. With ``include_usage`` a final chunk with ``"choices": []`` carries the usage. ``data:
+    [DONE]`` (any spacing) ends the stream and is its final event: a stream cut before it raises
+    :class:`~loopctl.errors.StreamTruncated` from :meth:`finish`, even after a ``finish_reason``. A chunk
+    holding an ``error`` object raises the typed error from :meth:`feed`. ``obfuscation`` and other unknown
+    fields are ignored; so are events named other than ``message`` / ``error``.
+
+    Parts are started in the order their content arrives; a change of kind (reasoning, text, a new tool
+    call) starts a new part. A call that arrives without an ``id`` gets ``call_<response id>_<position>``;
+    a call that reuses a known ``index`` with a new ``id`` is a new call (some servers send every call at
+    index 0).
+    """
+
+    provider = PROVIDER
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._started = False
+        self._done = False
+        self._next = 0
+        self._open: tuple[str, int] | None = None  # kind and index of the part receiving deltas
+        self._calls_by_index: dict[int, int] = {}  # wire tool-call index -> part index
+        self._call_ids: dict[str, int] = {}  # tool-call id -> part index
+        self._last_call: int | None = None
+        self._response_id: str | None = None
+        self._finish_reason: str | None = None
+        self._refused = False
+
+    def on_event(self, event: ServerSentEvent) -> list[StreamEvent]:
+        if self._done or event.event not in ("message", "error"):
+            return []
+        data = event.data.strip()
+        if not data:
+            return []
+        if data == "[DONE]":
+            self._done = True
+            stop = _stop_reason(self._finish_reason, has_calls=bool(self._call_ids), refused=self._refused)
+            return [ResponseFinished(stop, self._finish_reason)]
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise ProviderProtocolError(f"a stream event is not JSON: {data[:200]!r}", provider=PROVIDER) from None
+        if not isinstance(chunk, dict):
+            raise ProviderProtocolError("a stream event is not a JSON object", provider=PROVIDER)
+        if event.event == "error" or _is_error_body(chunk):
+            raise _error_from_body(chunk, status=None)
+        out: list[StreamEvent] = []
+        if not self._started:
+            self._started = True
+            self._response_id = _str(chunk.get("id"))
+            out.append(ResponseStarted(id=self._response_id, model=_str(chunk.get("model"))))
+        choice = _first_choice(chunk.get("choices"))
+        if choice is not None:
+            delta = choice.get("delta")
+            if isinstance(delta, Mapping):
+                self._delta(delta, out)
+            finish = _str(choice.get("finish_reason"))
+            if finish:
+                self._finish_reason = finish
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            out.append(UsageReported(_usage(usage)))
+        return out
+
+    def error_body(self, body: Any) -> ProviderError:
+        if isinstance(body, Mapping) and _is_error_body(body):
+            return _error_from_body(body, status=None)
+        return ProviderProtocolError("the stream body is JSON but not an error object", provider=PROVIDER, body=body)
+
+    def _delta(self, delta: Mapping[str, Any], out: list[StreamEvent]) -> None:
+        reasoning = _reasoning_of(delta)
+        if reasoning:
+            index = self._part("thinking", out)
+            out.append(ThinkingDelta(index, reasoning))
+        for key in ("content", "refusal"):
+            text = delta.get(key)
+            if isinstance(text, str) and text:
+                self._refused = self._refused or key == "refusal"
+                out.append(TextDelta(self._part("text", out), text))
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for call in calls:
+                if isinstance(call, Mapping):
+                    self._tool_call(call, out)
+        legacy = delta.get("function_call")
+        if isinstance(legacy, Mapping):
+            self._tool_call({"index": -1, "type": "function", "function": legacy}, out)
+
+    def _part(self, kind: Literal["text", "thinking"], out: list[StreamEvent]) -> int:
+        if self._open is not None and self._open[0] == kind:
+            return self._open[1]
+        part: MessagePart = (
+            TextPart(text="") if kind == "text" else ThinkingPart(text="", provider=COMPATIBLE_REASONING)
+        )
+        return self._start(kind, part, out)
+
+    def _start(self, kind: str, part: MessagePart, out: list[StreamEvent]) -> int:
+        index = self._next
+        self._next += 1
+        self._open = (kind, index)
+        out.append(PartStarted(index, part))
+        return index
+
+    def _tool_call(self, call: Mapping[str, Any], out: list[StreamEvent]) -> None:
+        wire = call.get("index")
+        wire_index = wire if isinstance(wire, int) and not isinstance(wire, bool) else None
+        call_id = _str(call.get("id")) or None
+        function = _function_of(call)
+        index: int | None
+        if call_id is not None:
+            index = self._call_ids.get(call_id)  # a new id is a new call, even at a known index
+        elif wire_index is not None:
+            index = self._calls_by_index.get(wire_index)
+        else:
+            index = self._last_call
+        if index is None:
+            call_id = call_id or _derived_id(self._response_id, len(self._call_ids))
+            name = _str(function.get("name")) or ""
+            index = self._start("tool_call", ToolCallPart(id=call_id, name=name, input={}), out)
+            self._call_ids[call_id] = index
+        if wire_index is not None:
+            self._calls_by_index[wire_index] = index
+        self._last_call = index
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            if arguments:
+                out.append(ToolCallDelta(index, arguments))
+        elif arguments is not None:  # a server that sends the arguments as an object
+            out.append(ToolCallDelta(index, orjson.dumps(arguments).decode()))
+
+
+def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:
+    """Decode a whole stream (bytes split anywhere) into a :class:`~loopctl.response.ModelResponse`; raises as
+    :meth:`StreamDecoder.finish` does."""
+    return StreamDecoder.parse(chunks)
+
+
+# --- errors ------------------------------------------------------------------------------------------------
+
+_RETRY_IN = re.compile(r"try again in ((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)", re.IGNORECASE)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)", re.IGNORECASE)
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_QUOTA_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "credit_balance_exhausted",
+        "organization_spend_limit_exceeded",
+        "project_spend_limit_exceeded",
+        "organization_usage_limit_exceeded",
+    }
+)
+
+
+def error_from_http(
+    status: int, body: bytes | str | Mapping[str, Any] | None, headers: Mapping[str, str] | None = None
+) -> ProviderError:
+    """The typed error for a non-2xx reply: ``{"error": {"message", "type", "param", "code"}}`` (OpenAI), or the
+    shapes compatible servers use (``{"error": "text"}``, a top-level ``message``).
+
+    Mapping (via :func:`~loopctl.providers._common.classify_http_error`, the ``code`` taking precedence over
+    the ``type``): 429 ``rate_limit_exceeded`` -> ``RateLimited``; 429 ``insufficient_quota`` (and the billing
+    codes under that type) -> ``RateLimited`` with ``retryable`` false, since waiting does not refill a
+    quota; 400 ``context_length_exceeded`` -> ``ContextOverflow``; other 400s -> ``InvalidRequest``; 401/403 ->
+    ``AuthenticationError``; 404 ``model_not_found`` -> ``ModelNotFound``; 503 -> ``Overloaded``; other 5xx
+    -> ``ServerError``. ``retry_after`` (seconds) comes from the ``retry-after-ms`` / ``retry-after`` headers,
+    else from the message's "Please try again in 1.5s".
+    """
+    parsed = _parse_body(body)
+    message, kind, code = _error_fields(parsed)
+    retry_after = parse_retry_after(headers)
+    if retry_after is None:
+        retry_after = _retry_after_in(message)
+    error = classify_http_error(
+        PROVIDER, status, message=message, error_type=code or kind, body=parsed, retry_after=retry_after
+    )
+    if isinstance(error, RateLimited) and (kind in _QUOTA_CODES or code in _QUOTA_CODES):
+        error.retryable = False
+    return error
+
+
+def _parse_body(body: bytes | str | Mapping[str, Any] | None) -> Any:
+    if isinstance(body, (bytes, str)):
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    return body
+
+
+def _error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
+    """``(message, type, code)`` of an error body; each ``None`` when absent."""
+    if isinstance(body, str):
+        return (body.strip() or None), None, None
+    if not isinstance(body, Mapping):
+        return None, None, None
+    error = body.get("error")
+    if isinstance(error, str):
+        return error, None, None
+    if not isinstance(error, Mapping):
+        error = body  # vLLM and FastAPI servers put the fields at the top level
+    message = _str(error.get("message")) or _str(error.get("detail"))
+    return message, _str(error.get("type")), _str(error.get("code"))
+
+
+def _is_error_body(body: Mapping[str, Any]) -> bool:
+    return bool(body.get("error")) or body.get("object") == "error"
+
+
+def _error_from_body(body: Mapping[str, Any], *, status: int | None) -> ProviderError:
+    """The typed error for an error object met outside an HTTP error status (a stream chunk, or a 200 body);
+    classified by its ``code`` / ``type`` alone. An unknown kind is a ``ServerError`` (retryable): mid-stream
+    failures are the server's (``"type": "server_error"`` in OpenAI's)."""
+    message, kind, code = _error_fields(body)
+    text = message or "an error object in the reply"
+    kw: dict[str, Any] = {"provider": PROVIDER, "status": status, "provider_message": message, "body": dict(body)}
+    names = {(kind or "").lower(), (code or "").lower()}
+    if names & _QUOTA_CODES:
+        error: ProviderError = RateLimited(text, retry_after=None, **kw)
+        error.retryable = False
+        return error
+    if names & {"rate_limit_exceeded", "rate_limit_error", "tokens", "requests"}:
+        return RateLimited(text, retry_after=_retry_after_in(message), **kw)
+    if names & {"overloaded", "overloaded_error", "engine_overloaded"}:
+        return Overloaded(text, retry_after=_retry_after_in(message), **kw)
+    if is_context_overflow(message, code):
+        return ContextOverflow(text, **kw)
+    if names & {"invalid_request_error", "badrequesterror"}:
+        return InvalidRequest(text, **kw)
+    return ServerError(text, **kw)
+
+
+def _retry_after_in(message: str | None) -> float | None:
+    """Seconds from OpenAI's "Please try again in 20s" / "in 1m30s" / "in 6ms", or ``None``."""
+    if not message:
+        return None
+    found = _RETRY_IN.search(message)
+    if found is None:
+        return None
+    return sum(float(n) * _SECONDS[unit.lower()] for n, unit in _DURATION.findall(found.group(1)))
