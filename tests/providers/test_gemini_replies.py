@@ -472,6 +472,19 @@ class TestVertexPartialArgs:
         )
         assert decode(body)[0].message == assistant(ToolCallPart(id="resp1_0", name="f", input={"a": "x"}))
 
+    @pytest.mark.parametrize(
+        ("piece", "match"),
+        [
+            ({"jsonPath": "$.a[3]", "numberValue": 1}, "skips elements"),
+            ({"jsonPath": "$.a", "stringValue": 5}, "stringValue is not a string"),
+            ({"stringValue": "x"}, "no jsonPath"),
+        ],
+    )
+    def test_malformed_pieces_are_protocol_errors(self, piece: dict[str, Any], match: str) -> None:
+        body = sse(chunk({"functionCall": {"name": "f", "willContinue": True, "partialArgs": [piece]}}))
+        with pytest.raises(ProviderProtocolError, match=match):
+            decode(body)
+
     def test_an_unsupported_json_path_is_a_protocol_error(self) -> None:
         body = sse(
             chunk(

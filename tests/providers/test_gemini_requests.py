@@ -317,9 +317,9 @@ class TestPartTypeFromANewerRelease:
             gemini.build_request([user("hi"), message], model=G3)
 
     def test_parts_in_a_role_gemini_cannot_carry_are_refused_with_their_path(self) -> None:
-        with pytest.raises(UnsupportedContent, match=r"messages\[1\]\.parts\[0\]: a image part .*assistant"):
+        with pytest.raises(UnsupportedContent, match=r"messages\[1\]\.parts\[0\]: the image part .*assistant"):
             gemini.build_request([user("hi"), assistant(png())], model=G3)
-        with pytest.raises(UnsupportedContent, match=r"messages\[0\]\.parts\[0\]: a tool_call part .*user"):
+        with pytest.raises(UnsupportedContent, match=r"messages\[0\]\.parts\[0\]: the tool_call part .*user"):
             gemini.build_request([user(call("c1"))], model=G3)
 
 

@@ -254,7 +254,8 @@ def _contents(
     contents: list[dict[str, Any]] = []
     system_texts: list[str] = []
     calls: dict[str, tuple[str, bool]] = {}  # call id -> (tool name, minted by Gemini)
-    order: dict[str, int] = {}  # call id -> position among all calls, to order the responses
+    order: dict[str, int] = {}  # call id -> position of the latest call with that id, to order responses
+    seen = 0  # calls seen so far
     role = ""
     parts: list[dict[str, Any]] = []
     responses: list[tuple[int, dict[str, Any]]] = []
@@ -295,12 +296,13 @@ def _contents(
             role, parts, responses, media = piece.role, [], [], []
         parts.extend(piece.parts)
         if piece.responses:
-            unknown = len(order)  # after every known call
-            responses.extend((order.get(call_id, unknown), part) for call_id, part in piece.responses)
+            # A result whose call is unknown goes after every known one.
+            responses.extend((order.get(call_id, seen), part) for call_id, part in piece.responses)
             media.extend(piece.media)
         for call_id, name, minted in piece.calls:
             calls[call_id] = (name, minted)
-            order[call_id] = len(order)
+            order[call_id] = seen
+            seen += 1
     flush()
     return contents, system_texts
 
@@ -430,7 +432,7 @@ def _is_base64(text: str) -> bool:
 
 def _misplaced(part: MessagePart, i: int, j: int, where: str) -> UnsupportedContent:
     kind = getattr(part, "type", type(part).__name__)
-    return UnsupportedContent(f"messages[{i}].parts[{j}]: a {kind} part cannot be sent to Gemini in {where}")
+    return UnsupportedContent(f"messages[{i}].parts[{j}]: the {kind} part cannot be sent to Gemini in {where}")
 
 
 def _unknown(part: MessagePart, i: int, j: int) -> UnsupportedContent:
@@ -599,6 +601,8 @@ class _OpenCall:
             tokens = _json_path(path, f"{where}.partialArgs[{k}]")
             if "stringValue" in piece:
                 value: Any = piece["stringValue"]
+                if not isinstance(value, str):
+                    raise _protocol(f"{where}.partialArgs[{k}].stringValue is not a string")
                 if path in self.strings:
                     previous = _get(self.args, tokens)
                     value = (previous if isinstance(previous, str) else "") + value
@@ -633,8 +637,10 @@ def _json_path(path: str, where: str) -> list[str | int]:
         name, index, quoted, double = match.groups()
         if index is not None:
             tokens.append(int(index))
+        elif name is not None:
+            tokens.append(name)
         else:
-            tokens.append(name if name is not None else (quoted if quoted is not None else double))
+            tokens.append(re.sub(r"\\(.)", r"\1", quoted if quoted is not None else double))
         pos = match.end()
     if not tokens:
         raise _protocol(f"{where}: a jsonPath must name an argument, got {path!r}")
@@ -668,7 +674,10 @@ def _set(root: dict[str, Any], tokens: list[str | int], value: Any, where: str) 
         else:
             if not isinstance(container, list):
                 raise _protocol(f"{where}: jsonPath goes through a value that is not an array")
-            container.extend([None] * (token + 1 - len(container)))
+            if token > len(container):  # arrays stream in order: an index may only extend by one
+                raise _protocol(f"{where}: jsonPath index {token} skips elements")
+            if token == len(container):
+                container.append(None)
             if last:
                 container[token] = value
                 return
