@@ -203,8 +203,10 @@ def _strings_of(part: object, path: str) -> Iterable[tuple[str, str]]:
     elif isinstance(part, ToolCallPart):
         yield f"{path}.id", part.id
         yield f"{path}.name", part.name
-        if part.item_id is not None:
-            yield f"{path}.item_id", part.item_id
+        for name in ("item_id", "provider"):
+            value = getattr(part, name)
+            if value is not None:
+                yield f"{path}.{name}", value
         yield from _json_strings(part.input, f"{path}.input")
     elif isinstance(part, ToolResultPart):
         yield f"{path}.call_id", part.call_id

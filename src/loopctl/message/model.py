@@ -278,7 +278,7 @@ class ToolCallPart(MessagePart):
     """The model asks to run a tool. Wire: ``{"type": "tool_call", "id", "name", "input"}``.
 
     ``id`` is assigned by the provider and unique within a turn; ``input`` is any JSON value (usually an
-    object).
+    object). The extensions ``item_id`` and ``provider`` are written only when set.
     """
 
     type: Literal["tool_call"] = Field(default="tool_call", repr=False)
@@ -291,6 +291,10 @@ class ToolCallPart(MessagePart):
     item_id: StrictStr | None = None
     """Extension (``docs/wire-format.md``): the provider's item id of this call when it differs from the call
     id (OpenAI Responses ``fc_…``). Omitted when unset."""
+    provider: StrictStr | None = None
+    """Extension (``docs/wire-format.md``): the provider that minted ``id``, set when a codec must know it to
+    send the id back (``"gemini"``: Gemini's ``functionCall.id`` is echoed only to Gemini, while the ids the
+    Gemini codec derives for calls that came without one are never sent). Omitted when unset."""
 
     def is_tool_call(self) -> bool:
         return True
@@ -302,6 +306,8 @@ class ToolCallPart(MessagePart):
         d: dict[str, Any] = {"type": "tool_call", "id": self.id, "name": self.name, "input": self.input}
         if self.item_id is not None:
             d["item_id"] = self.item_id
+        if self.provider is not None:
+            d["provider"] = self.provider
         return d
 
 
