@@ -19,6 +19,7 @@ __all__ = [
     "CompactionError",
     "CompactionNoProgress",
     "CompactionOverflow",
+    "ConnectionFailed",
     "ContextOverflow",
     "ConversationFileError",
     "InvalidConversation",
@@ -31,6 +32,7 @@ __all__ = [
     "Overloaded",
     "ProviderError",
     "ProviderProtocolError",
+    "ProviderTimeout",
     "RateLimited",
     "ServerError",
     "StreamTruncated",
@@ -166,6 +168,18 @@ class Overloaded(ProviderError):
 
 class ServerError(ProviderError):
     """The provider failed on its side (HTTP 5xx other than an overload). Retryable."""
+
+    retryable = True
+
+
+class ConnectionFailed(ProviderError):
+    """The provider could not be reached (DNS, refused or reset connection) before a reply began. Retryable."""
+
+    retryable = True
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer within the client's timeout. Retryable."""
 
     retryable = True
 
