@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from loopctl.errors import ConversationFileError, MachineStateError
 from loopctl.engine import (
     CallLLM,
     CallTools,
@@ -18,6 +17,7 @@ from loopctl.engine import (
     Prune,
     coherent_prefix,
 )
+from loopctl.errors import ConversationFileError, MachineStateError
 from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolResultPart
 from loopctl.response import StopReason
 
