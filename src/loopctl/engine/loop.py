@@ -121,7 +121,11 @@ class BareLoop:
 
     def run_sync(self, input: str | Message, config: RunConfig | None = None) -> Run:  # noqa: A002
         """:meth:`run` on a fresh event loop. Raises ``RuntimeError`` inside a running event loop."""
-        return asyncio.run(self.run(input, config))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(input, config))
+        raise RuntimeError("run_sync() cannot be called inside a running event loop; await run() instead")
 
     async def run(
         self,
