@@ -44,7 +44,7 @@ from typing import Any, TypeAlias, Union, overload
 
 import orjson
 
-from loopctl.errors import MachineStateError
+from loopctl.errors import InvalidMessage, MachineStateError
 from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.message.model import _invalid
 from loopctl.response import StopReason
@@ -604,11 +604,21 @@ class LoopMachine:
                 "<machine>",
                 f"format_version {version} is newer than this release of loopctl reads ({MACHINE_FORMAT_VERSION})",
             )
+
+        def read(kind: Any, key: str) -> list[Any]:
+            out = []
+            for i, item in enumerate(doc[key]):
+                try:
+                    out.append(kind.model_validate(item))
+                except ValidationError as exc:
+                    raise _invalid(exc, f"{key}[{i}]") from None
+            return out
+
         try:
-            history = [Message.model_validate(m) for m in doc["history"]]
-            pending = [Message.model_validate(m) for m in doc["pending"]]
-            calls = tuple(ToolCallPart.model_validate(c) for c in doc["calls"])
-            results = [ToolResultPart.model_validate(r) for r in doc["machine_results"]]
+            history = read(Message, "history")
+            pending = read(Message, "pending")
+            calls = tuple(read(ToolCallPart, "calls"))
+            results = read(ToolResultPart, "machine_results")
             m = cls(history)
             m._messages.extend(pending)
             m.state = MachineState(doc["state"])
@@ -626,8 +636,8 @@ class LoopMachine:
             m._pruned_at = doc.get("pruned_at")
             o = doc["outcome"]
             m._outcome = Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")))
-        except ValidationError as exc:
-            raise _invalid(exc, "") from None
+        except InvalidMessage:
+            raise
         except (KeyError, TypeError, ValueError) as exc:
             raise ConversationFileError("<machine>", f"not a machine file ({type(exc).__name__}: {exc})") from None
         return m
