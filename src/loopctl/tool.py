@@ -1,19 +1,44 @@
-"""Tools: what the model may call.
+"""Tools: what the model may call, and how a call becomes a result.
 
-This module starts with :class:`ToolSchema`, the provider-neutral description of a tool that the request
-builders convert to each provider's dialect. (The engine issue adds the ``Tool`` protocol, the ``@tool``
-decorator, ``ToolOutput`` and ``ToolRegistry`` here.)
+- :class:`ToolSchema` is the provider-neutral description the request builders convert to each provider's
+  dialect.
+- :class:`Tool` is the protocol the engine runs: a name, a description, an input schema, and an async
+  ``call``. :func:`tool` builds one from a plain function, its type hints and its docstring (pydantic makes
+  the schema and validates the model's input against it before the call).
+- :class:`ToolOutput` is what a tool may return to say more than text: images, ``is_error``, and a
+  ``retention`` class (guide, "Retention classes": ``Requery`` for re-derivable results such as a file read,
+  ``Durable`` for results that are not).
+- :class:`ToolRegistry` holds the tools of a loop, with their schemas computed once.
 
-Pure: no I/O.
+Nothing here touches the network; a tool's own body may do anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, Union
+from typing import Any, Literal, Protocol, TypeAlias, Union, get_type_hints, overload, runtime_checkable
 
-__all__ = ["ForceTool", "ToolChoice", "ToolSchema"]
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from loopctl.message import ImagePart, Retention, TextPart, ToolContent
+
+__all__ = [
+    "ForceTool",
+    "FunctionTool",
+    "Tool",
+    "ToolChoice",
+    "ToolContext",
+    "ToolInputError",
+    "ToolOutput",
+    "ToolRegistry",
+    "ToolSchema",
+    "tool",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +64,287 @@ class ForceTool:
 ToolChoice: TypeAlias = Union[Literal["auto", "none", "required"], ForceTool]
 """``"auto"`` (the model decides), ``"none"`` (no tool calls), ``"required"`` (at least one call, any tool),
 or :class:`ForceTool` (that tool)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a tool returns when plain text is not enough.
+
+    ``content`` is text, or a sequence of :class:`~loopctl.message.TextPart` / :class:`~loopctl.message.ImagePart`
+    (a multipart result: the standard way to hand the model a picture). ``is_error`` marks a failed run the
+    model should read as such. ``retention`` tags how compaction may treat the result (``None`` untagged,
+    ``Retention.REQUERY``, ``Retention.DURABLE``).
+    """
+
+    content: str | Sequence[TextPart | ImagePart] | ToolContent = ""
+    is_error: bool = False
+    retention: Retention | None = None
+
+    def tool_content(self) -> ToolContent:
+        """The content as a :class:`~loopctl.message.ToolContent`."""
+        c = self.content
+        if isinstance(c, ToolContent):
+            return c
+        if isinstance(c, str):
+            return ToolContent.from_string(c)
+        return ToolContent.from_multipart(c)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a running tool may know about its call: the provider's ``call_id`` and the tool ``name``."""
+
+    call_id: str
+    name: str
+
+
+class ToolInputError(ValueError):
+    """The model's input does not fit the tool's schema; the text names the field. The engine sends it back
+    to the model as an error result."""
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """Anything the engine can run: ``name``, ``description``, ``input_schema`` (a JSON Schema object), and
+    ``async call(input, context)`` returning a ``str``, a :class:`ToolOutput`, or any JSON value (sent as
+    JSON text). Raising :class:`ToolInputError` reports bad input; any other exception becomes an error
+    result the model can read."""
+
+    @property
+    def name(self) -> str:
+        """The name the model calls the tool by."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        ...
+
+    @property
+    def input_schema(self) -> Mapping[str, Any]:
+        """JSON Schema of the input object."""
+        ...
+
+    def call(self, input: Any, context: ToolContext) -> Awaitable[Any]:  # noqa: A002 - the wire name
+        """Run the tool on the model's ``input``."""
+        ...
+
+
+def schema_of(t: Tool) -> ToolSchema:
+    """The :class:`ToolSchema` of a tool."""
+    return ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
+
+
+class FunctionTool:
+    """A :class:`Tool` made from a Python function by :func:`tool`.
+
+    The input model is built once from the function's signature; each call validates the model's input
+    against it (raising :class:`ToolInputError` naming the field) before the function runs. A plain ``def``
+    runs in a worker thread (so blocking I/O does not stall the loop) unless ``inline=True``; an
+    ``async def`` runs on the loop. A parameter annotated :class:`ToolContext` receives the call's context
+    and is not part of the schema.
+    """
+
+    __slots__ = ("_context_param", "_fn", "_inline", "_is_async", "_model", "description", "input_schema", "name")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        inline: bool = False,
+    ) -> None:
+        self._fn = fn
+        self._is_async = inspect.iscoroutinefunction(fn)
+        self._inline = inline
+        self.name = name or fn.__name__
+        summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
+        self.description = description if description is not None else summary
+        self._model, self._context_param = _input_model(fn, self.name, param_docs)
+        schema = self._model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            if isinstance(prop, dict):
+                prop.pop("title", None)
+        self.input_schema: Mapping[str, Any] = schema
+
+    async def call(self, input: Any, context: ToolContext) -> Any:  # noqa: A002 - the wire name
+        """Validate ``input`` and run the function. Raises :class:`ToolInputError` for bad input."""
+        if not isinstance(input, dict):
+            raise ToolInputError(f"expected a JSON object as input, got {type(input).__name__}")
+        try:
+            parsed = self._model.model_validate(input)
+        except ValidationError as exc:
+            raise ToolInputError(_describe_validation(exc)) from None
+        kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        if self._context_param is not None:
+            kwargs[self._context_param] = context
+        if self._is_async:
+            return await self._fn(**kwargs)
+        if self._inline:
+            return self._fn(**kwargs)
+        return await asyncio.to_thread(self._fn, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the underlying function directly (no validation)."""
+        return self._fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"FunctionTool(name={self.name!r})"
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, inline: bool = False
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    inline: bool = False,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(name=..., description=..., inline=...)``.
+
+    The schema comes from the type hints (pydantic); the description from the docstring's first paragraph;
+    each parameter's description from a Google-style ``Args:`` section. Defaults make a parameter optional.
+    """
+    if fn is not None:
+        return FunctionTool(fn, name=name, description=description, inline=inline)
+
+    def wrap(f: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(f, name=name, description=description, inline=inline)
+
+    return wrap
+
+
+class ToolRegistry:
+    """The tools of a loop, by name, with their schemas computed once.
+
+    Raises ``ValueError`` for two tools with the same name.
+    """
+
+    __slots__ = ("_names", "_schemas", "_tools")
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            if t.name in self._tools:
+                raise ValueError(f"two tools are named {t.name!r}")
+            self._tools[t.name] = t
+        self._schemas = tuple(schema_of(t) for t in self._tools.values())
+        self._names = frozenset(self._tools)
+
+    @property
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        """The schemas, in registration order."""
+        return self._schemas
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The tool names."""
+        return self._names
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or ``None``."""
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+
+def to_tool_output(value: Any) -> ToolOutput:
+    """Normalize what a tool returned: ``str`` as text, :class:`ToolOutput` as is, ``None`` as ``""``, a
+    :class:`~loopctl.message.ToolContent` or a list of text/image parts as content, anything else as
+    compact JSON text."""
+    if isinstance(value, ToolOutput):
+        return value
+    if isinstance(value, str):
+        return ToolOutput(value)
+    if value is None:
+        return ToolOutput("")
+    if isinstance(value, ToolContent):
+        return ToolOutput(value)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(p, (TextPart, ImagePart)) for p in value):
+        return ToolOutput(tuple(value))
+    if isinstance(value, BaseModel):
+        return ToolOutput(value.model_dump_json())
+    try:
+        return ToolOutput(orjson.dumps(value).decode())
+    except TypeError:
+        return ToolOutput(str(value))
+
+
+# --- building the input model -------------------------------------------------------------------------------
+
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$", re.IGNORECASE)
+_ARG_LINE = re.compile(r"^\s+(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The summary (text before the first section) and per-parameter descriptions from ``Args:``."""
+    lines = doc.splitlines()
+    summary: list[str] = []
+    params: dict[str, str] = {}
+    i = 0
+    while i < len(lines) and not _ARGS_HEADER.match(lines[i]) and not re.match(r"^\s*\w+:\s*$", lines[i]):
+        summary.append(lines[i])
+        i += 1
+    current: str | None = None
+    if i < len(lines) and _ARGS_HEADER.match(lines[i]):
+        for line in lines[i + 1 :]:
+            if line.strip() and not line.startswith((" ", "\t")):
+                break
+            m = _ARG_LINE.match(line)
+            if m and (len(line) - len(line.lstrip())) <= 8:
+                current = m.group(1).lstrip("*")
+                params[current] = m.group(3).strip()
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}".strip()
+    return "\n".join(summary).strip(), params
+
+
+def _input_model(
+    fn: Callable[..., Any], name: str, param_docs: Mapping[str, str]
+) -> tuple[type[BaseModel], str | None]:
+    sig = inspect.signature(fn)
+    hints = get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for pname, param in sig.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
+        annotation = hints.get(pname, Any)
+        if annotation is ToolContext:
+            context_param = pname
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
+    model = create_model(f"{name}_input", __config__=ConfigDict(extra="forbid", strict=False), **fields)
+    return model, context_param
+
+
+def _describe_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False)[:5]:
+        loc = ".".join(str(x) for x in err["loc"]) or "input"
+        parts.append(f"{loc}: {err['msg']}")
+    return "invalid input: " + "; ".join(parts)
+
+
+ToolFunction: TypeAlias = Callable[..., Any]
+"""A function :func:`tool` accepts."""

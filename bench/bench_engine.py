@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Agent-loop overhead: loopctl against LangGraph, pydantic-ai and the OpenAI Agents SDK, in one run.
+
+The workload and the method are those of the peer harness in ../shared/bench/anchors_overhead.py, whose
+adapters for the peers this script imports (so the peers run exactly as measured there):
+
+- W(N): one run; a scripted model (instant, no network, turn derived from len(history) in O(1)) answers N
+  times with one ``echo`` tool call (a 200-character argument the tool returns), then a final answer.
+- C(K): K concurrent W(5) runs on one event loop.
+
+Each measurement runs in a fresh subprocess after a W(2) warm-up. Reported: per-turn overhead (wall / model
+calls), the mean time of one turn over the first and the last 10% of turns, peak RSS, C(K) wall time,
+loopctl's ratio to each peer, and the cold ``import loopctl`` time (and whether any provider SDK got
+imported). Telemetry is off everywhere.
+
+    python3 make.py bench bench/bench_engine.py          # or, in a venv with the peers installed:
+    python bench/bench_engine.py [--ns 10,100,500,1000] [--k 1000] [--peers langgraph,pydantic_ai,openai_agents]
+
+The peer harness is looked up in $LOOPCTL_PEER_HARNESS, then ../shared/bench next to the checkout; without
+it (or without the peers installed) only loopctl is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+PAYLOAD = ("The quick brown fox jumps over the lazy dog. " * 5)[:200]
+FINAL = "done"
+
+
+def _harness() -> ModuleType | None:
+    candidates = [
+        os.environ.get("LOOPCTL_PEER_HARNESS", ""),
+        str(ROOT.parent / "shared" / "bench"),
+        str(ROOT.parent.parent / "shared" / "bench"),
+    ]
+    for c in candidates:
+        path = Path(c) / "anchors_overhead.py" if c else None
+        if path and path.exists():
+            spec = importlib.util.spec_from_file_location("anchors_overhead", path)
+            assert spec and spec.loader
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    return None
+
+
+H = _harness()
+CALL_TIMES: list[float] = []
+RECORD = False
+TOOL_CALLS = 0
+
+
+def _note() -> None:
+    if RECORD:
+        CALL_TIMES.append(time.perf_counter())
+
+
+def setup_loopctl(n: int) -> Any:
+    from loopctl.engine import BareLoop, RunConfig, SessionConfig
+    from loopctl.message import Message, Role, ToolCallPart
+    from loopctl.response import ModelResponse, StopReason, Usage
+    from loopctl.testing import ScriptedClient
+    from loopctl.tool import tool
+
+    usage = Usage(input_tokens=100, output_tokens=20)
+    final = ModelResponse(Message.assistant(FINAL), usage, StopReason.END_TURN)
+
+    def reply(request: Any) -> ModelResponse:
+        _note()
+        turn = (len(request.messages) - 1) // 2  # [user] -> [user, call, result] -> ...
+        if turn < n:
+            msg = Message(
+                role=Role.ASSISTANT, parts=(ToolCallPart(id=f"call_{turn}", name="echo", input={"text": PAYLOAD}),)
+            )
+            return ModelResponse(msg, usage, StopReason.TOOL_CALL)
+        return final
+
+    @tool
+    async def echo(text: str) -> str:
+        """Echo the input text back."""
+        global TOOL_CALLS
+        TOOL_CALLS += 1
+        return text
+
+    # W(1000) holds ~2,000 messages; a 1M-token window keeps compaction out of a workload the peers run
+    # without any (the context is still counted every turn).
+    config = SessionConfig(system_prompt="You are a test agent.", context_window=1_000_000)
+    run_config = RunConfig(max_turns=n + 5, stream=False)
+
+    async def run_once() -> tuple[str, int]:
+        loop = BareLoop(ScriptedClient(reply, keep_requests=False), [echo], config)
+        run = await loop.run("go", run_config)
+        return run.output, len(loop.history)
+
+    return run_once
+
+
+def _tool_calls() -> int:
+    return TOOL_CALLS + (H.TOOL_CALLS if H else 0)
+
+
+def _adapter(fw: str, n: int) -> Any:
+    if fw == "loopctl":
+        return setup_loopctl(n)
+    assert H is not None
+    return H.ADAPTERS[fw](n)
+
+
+def _set_record(on: bool) -> None:
+    global RECORD
+    RECORD = on
+    if H is not None:
+        H.RECORD_CALL_TIMES = on
+
+
+def _calls() -> list[float]:
+    return CALL_TIMES + (H.CALL_TIMES if H else [])
+
+
+def _clear() -> None:
+    CALL_TIMES.clear()
+    if H is not None:
+        H.CALL_TIMES.clear()
+
+
+def _status_kb(key: str) -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _reset_hwm() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+async def task_series(fw: str, ns: list[int]) -> dict[str, Any]:
+    warm = _adapter(fw, 2)
+    await warm()
+    rows = []
+    for n in ns:
+        run_once = _adapter(fw, n)
+        batch = max(1, 100 // (n + 1))
+        gc.collect()
+        rss0 = _status_kb("VmRSS")
+        reset = _reset_hwm()
+        wall = 0.0
+        firsts, lasts = [], []
+        for _ in range(batch):
+            _clear()
+            _set_record(True)
+            c0 = _tool_calls()
+            t0 = time.perf_counter()
+            out, msgs = await run_once()
+            t1 = time.perf_counter()
+            _set_record(False)
+            assert out == FINAL, out
+            assert _tool_calls() - c0 == n, (_tool_calls() - c0, n)
+            times = _calls()
+            assert len(times) == n + 1, (len(times), n + 1)
+            gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+            k = max(1, len(gaps) // 10)
+            firsts.append(statistics.fmean(gaps[:k]) if gaps else 0.0)
+            lasts.append(statistics.fmean(gaps[-k:]) if gaps else 0.0)
+            wall += t1 - t0
+        hwm = _status_kb("VmHWM")
+        rows.append(
+            {
+                "n": n,
+                "calls": n + 1,
+                "msgs": msgs,
+                "wall": wall / batch,
+                "first": statistics.median(firsts),
+                "last": statistics.median(lasts),
+                "rss_kb": (hwm - rss0) if reset else -1,
+            }
+        )
+    return {"rows": rows}
+
+
+async def task_conc(fw: str, k: int, n: int) -> dict[str, Any]:
+    warm = _adapter(fw, 2)
+    await warm()
+    run_once = _adapter(fw, n)
+    gc.collect()
+    rss0 = _status_kb("VmRSS")
+    reset = _reset_hwm()
+    c0 = _tool_calls()
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(run_once() for _ in range(k)))
+    wall = time.perf_counter() - t0
+    assert all(r[0] == FINAL for r in results)
+    assert _tool_calls() - c0 == k * n
+    hwm = _status_kb("VmHWM")
+    return {"wall": wall, "rss_kb": (hwm - rss0) if reset else -1}
+
+
+def import_time() -> dict[str, Any]:
+    code = (
+        "import time, sys; t=time.perf_counter(); import loopctl; d=time.perf_counter()-t; "
+        "import json; print(json.dumps({'s': d, 'sdks': sorted(m for m in ('openai','anthropic','google.genai') "
+        "if m in sys.modules)}))"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    samples = []
+    sdks: list[str] = []
+    for _ in range(5):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        res = json.loads(out.stdout)
+        samples.append(res["s"])
+        sdks = res["sdks"]
+    return {"median_ms": statistics.median(samples) * 1000, "sdks": sdks}
+
+
+def run_worker(args: list[str], timeout: float = 900) -> dict[str, Any] | None:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", *args]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"  ! {args}: timed out", flush=True)
+        return None
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])  # type: ignore[no-any-return]
+    print(f"  ! {args}: failed\n{p.stderr[-2000:]}", flush=True)
+    return None
+
+
+def worker(argv: list[str]) -> None:
+    fw, task, *nums = argv
+    ns = [int(x) for x in nums]
+    if task == "series":
+        res = asyncio.run(task_series(fw, ns))
+    else:
+        res = asyncio.run(task_conc(fw, ns[0], ns[1]))
+    print("RESULT " + json.dumps(res), flush=True)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker(sys.argv[2:])
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ns", default="10,100,500,1000")
+    ap.add_argument("--peer-ns", default="10,100,500", help="W(N) sizes for the peers (W(1000) is slow there)")
+    ap.add_argument("--k", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--peers", default="langgraph,pydantic_ai,openai_agents")
+    ap.add_argument("--no-conc-peers", action="store_true", help="skip the peers' C(K) (slow: 35-90 s each)")
+    a = ap.parse_args()
+    ns = [int(x) for x in a.ns.split(",")]
+    peer_ns = [int(x) for x in a.peer_ns.split(",")]
+    peers = [p for p in a.peers.split(",") if p]
+    if H is None:
+        print("peer harness not found (set LOOPCTL_PEER_HARNESS): measuring loopctl only")
+        peers = []
+    else:
+        ok = []
+        for p in peers:
+            if run_worker([p, "series", "2"], 300) is not None:
+                ok.append(p)
+            else:
+                print(f"  ! {p} does not run here (not installed?); skipped")
+        peers = ok
+
+    imp = import_time()
+    print(
+        f"cold `import loopctl`: {imp['median_ms']:.1f} ms (median of 5); provider SDKs imported: "
+        f"{imp['sdks'] or 'none'}  [target < 150 ms, none]"
+    )
+
+    series: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for fw in ["loopctl", *peers]:
+        sizes = ns if fw == "loopctl" else peer_ns
+        series[fw] = {n: [] for n in sizes}
+        for _ in range(a.reps):
+            r = run_worker([fw, "series", *map(str, sizes)])
+            if r:
+                for row in r["rows"]:
+                    series[fw][row["n"]].append(row)
+    med = statistics.median
+
+    def per_turn(fw: str, n: int) -> float | None:
+        rows = series.get(fw, {}).get(n) or []
+        return med([r["wall"] / r["calls"] for r in rows]) if rows else None
+
+    print(
+        "\nW(N): per-turn overhead (wall / model calls), ms; turn @start / @end = mean turn time over the first / last 10%"
+    )
+    print(f"{'framework':<15}{'N':>6}{'per-turn':>10}{'@start':>9}{'@end':>9}{'end/start':>10}{'peak RSS KB':>13}")
+    for fw, by_n in series.items():
+        for n, rows in by_n.items():
+            if not rows:
+                continue
+            first, last = med([r["first"] for r in rows]), med([r["last"] for r in rows])
+            print(
+                f"{fw:<15}{n:>6}{per_turn(fw, n) * 1e3:>10.3f}{first * 1e3:>9.3f}{last * 1e3:>9.3f}"
+                f"{(last / first if first else float('nan')):>10.2f}{med([r['rss_kb'] for r in rows]):>13.0f}"
+            )
+    if peers:
+        print("\nloopctl per-turn overhead as a fraction of each peer's (target <= 0.10 of the best peer at every N)")
+        for n in ns:
+            mine = per_turn("loopctl", n)
+            cells = []
+            for p in peers:
+                theirs = per_turn(p, n)
+                cells.append(f"{p} {mine / theirs:.3f}" if mine and theirs else f"{p} n/a")
+            print(f"  N={n:<5} " + "  ".join(cells))
+
+    print(f"\nC({a.k}): {a.k} concurrent W(5) runs on one event loop")
+    conc: dict[str, float] = {}
+    for fw in ["loopctl", *([] if a.no_conc_peers else peers)]:
+        r = run_worker([fw, "conc", str(a.k), "5"], 1800)
+        if r:
+            conc[fw] = r["wall"]
+            print(
+                f"  {fw:<15} {r['wall']:8.2f} s   {r['wall'] / (a.k * 6) * 1e3:.3f} ms/model call   "
+                f"peak RSS {r['rss_kb'] / a.k:.0f} KB/run"
+            )
+    if "loopctl" in conc:
+        for p in peers:
+            if p in conc:
+                print(f"  loopctl / {p}: {conc['loopctl'] / conc[p]:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""The ``loopctl`` command line.
+
+``loopctl run "TASK" --model SPEC --root DIR`` runs an agent with the built-in file tools over DIR, streams
+the transcript, and saves the session; ``--resume FILE`` continues a saved session. ``--model demo`` runs a
+scripted task through a local fake provider server and a real client, with no API key.
+``loopctl show FILE`` prints a saved session or conversation; ``loopctl check FILE`` checks one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from loopctl.errors import ConversationFileError, LoopError, MissingAPIKey
+
+__all__ = ["main"]
+
+_EXIT = {"completed": 0, "cancelled": 130}
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="loopctl")
+def main() -> None:
+    """loopctl: run LLM agents that call tools in a loop."""
+
+
+@main.command()
+@click.argument("task")
+@click.option(
+    "--model", "-m", "model", help='provider:model (openai:, openai-responses:, anthropic:, gemini:) or "demo".'
+)
+@click.option(
+    "--root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The folder the file tools may use (default: the current folder, or the resumed session's).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Allow file changes without asking.")
+@click.option("--session", "session_path", type=click.Path(dir_okay=False, path_type=Path), help="Where to save.")
+@click.option("--resume", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Continue a session.")
+@click.option("--system", "system_prompt", help="A system prompt for the session.")
+@click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(1), help="Output token limit per model call.")
+@click.option("--reasoning-effort", type=click.Choice(["minimal", "low", "medium", "high"]))
+@click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens.")
+@click.option("--no-stream", is_flag=True, help="Wait for whole replies instead of streaming them.")
+@click.option("--hide-thinking", is_flag=True, help="Do not print the model's reasoning.")
+def run(
+    task: str,
+    model: str | None,
+    root: Path | None,
+    yes: bool,
+    session_path: Path | None,
+    resume: Path | None,
+    system_prompt: str | None,
+    max_turns: int,
+    max_tokens: int | None,
+    reasoning_effort: str | None,
+    context_window: int | None,
+    no_stream: bool,
+    hide_thinking: bool,
+) -> None:
+    """Run TASK with an agent that can list, read, search, write and edit files under --root."""
+    console = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        code = asyncio.run(
+            _run(
+                console,
+                task=task,
+                model=model,
+                root=root,
+                yes=yes,
+                session_path=session_path,
+                resume=resume,
+                system_prompt=system_prompt,
+                max_turns=max_turns,
+                max_tokens=max_tokens,
+                reasoning_effort=reasoning_effort,
+                context_window=context_window,
+                stream=not no_stream,
+                show_thinking=not hide_thinking,
+            )
+        )
+    except MissingAPIKey as exc:
+        err.print(Text(f"error: {exc}", style="bold red"))
+        err.print('Or try the whole stack with no key: loopctl run "TASK" --model demo --root DIR')
+        sys.exit(2)
+    except (ConversationFileError, LoopError, click.UsageError) as exc:
+        err.print(Text(f"error: {exc}", style="bold red"))
+        sys.exit(2)
+    sys.exit(code)
+
+
+async def _run(console: Console, **opts: Any) -> int:
+    from loopctl.cli.files import WRITE_TOOLS, FileTools
+    from loopctl.cli.render import Transcript
+    from loopctl.engine import BareLoop, Deny, LoopMachine, MachineState, RunConfig, SessionConfig
+    from loopctl.session import Session
+
+    resume: Path | None = opts["resume"]
+    session: Session | None = Session.load(resume) if resume else None
+    model = opts["model"] or (session.model if session else None)
+    if not model:
+        raise click.UsageError("--model is required (or --resume a session that names one)")
+    root = opts["root"] or (Path(session.root) if session and session.root else Path("."))
+    system_prompt = opts["system_prompt"] or (session.system_prompt if session else None)
+    files = FileTools(root)
+    machine = session.machine if session else LoopMachine()
+    if machine.state not in (MachineState.START, MachineState.TERMINAL):
+        machine.cancel()  # a session saved mid-run: keep its coherent prefix
+    path = opts["session_path"] or resume or _default_session_path()
+
+    def permission(call: Any) -> Any:
+        if call.name not in WRITE_TOOLS or opts["yes"]:
+            return True
+        if not sys.stdin.isatty():
+            return Deny(f"{call.name} was not approved: the CLI cannot ask (stdin is not a terminal); run with --yes")
+        transcript.close()
+        target = call.input.get("path", "?") if isinstance(call.input, dict) else "?"
+        ok = click.confirm(f"Allow {call.name} on {target}?", default=False)
+        return True if ok else Deny(f"The user did not allow {call.name} on {target}.")
+
+    transcript = Transcript(console, show_thinking=opts["show_thinking"])
+    session_obj = Session(machine, model=model, root=str(files.root), system_prompt=system_prompt)
+
+    def autosave(event: Any) -> None:
+        from loopctl.engine import ToolCallFinished, TurnFinished
+
+        if isinstance(event, (TurnFinished, ToolCallFinished)):
+            with contextlib.suppress(OSError):
+                session_obj.save(path)
+
+    async with _client(model, files.root) as client:
+        config = SessionConfig(
+            system_prompt=system_prompt or _DEFAULT_SYSTEM.format(root=files.root),
+            **({"context_window": opts["context_window"]} if opts["context_window"] else {}),
+        )
+        loop = BareLoop(
+            client, files.tools(), config, observers=[transcript, autosave], permission=permission, machine=machine
+        )
+        run_config = RunConfig(
+            max_turns=opts["max_turns"],
+            max_tokens=opts["max_tokens"],
+            reasoning_effort=opts["reasoning_effort"],
+            stream=opts["stream"],
+        )
+        cancel = asyncio.Event()
+        with _sigint(cancel, console):
+            result = await loop.run(opts["task"], run_config, cancel=cancel)
+    transcript.close()
+    session_obj.save(path)
+    _summary(console, result, path, model)
+    return _EXIT.get(result.outcome.kind.value, 1)
+
+
+_DEFAULT_SYSTEM = (
+    "You are a careful coding agent working in the folder {root}. Use the file tools to look before you "
+    "change anything; keep changes small; when done, answer with a short summary of what you did."
+)
+
+
+def _default_session_path() -> Path:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path(".loopctl") / "sessions" / f"{stamp}.json"
+
+
+@contextlib.asynccontextmanager
+async def _client(model: str, root: Path) -> Any:
+    """The model client for ``model``; ``demo`` starts the fake provider server for the scripted demo."""
+    from loopctl.providers import from_string
+
+    if model != "demo":
+        client = from_string(model)
+        try:
+            yield client
+        finally:
+            await client.aclose()
+        return
+    from loopctl.testing.demo import demo_script
+    from loopctl.testing.server import FakeProviderServer
+
+    with FakeProviderServer(demo_script(root)) as server:
+        client = from_string("openai:demo-model", base_url=f"{server.base_url}/v1", api_key="demo-key")
+        try:
+            yield client
+        finally:
+            await client.aclose()
+
+
+@contextlib.contextmanager
+def _sigint(cancel: asyncio.Event, console: Console) -> Iterator[None]:
+    """Ctrl-C sets ``cancel`` (the run stops at its next await and keeps a coherent history); a second
+    Ctrl-C interrupts at once."""
+    loop = asyncio.get_running_loop()
+
+    def on_sigint() -> None:
+        if cancel.is_set():
+            loop.remove_signal_handler(signal.SIGINT)
+            raise KeyboardInterrupt
+        console.print(Text("\n⏹ cancelling… (Ctrl-C again to stop at once)", style="yellow"))
+        cancel.set()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    except (NotImplementedError, RuntimeError):  # not the main thread, or a platform without it
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+def _summary(console: Console, result: Any, path: Path, model: str) -> None:
+    u = result.usage
+    outcome = result.outcome
+    style = "green" if outcome.kind.value == "completed" else "yellow" if outcome.kind.value == "cancelled" else "red"
+    line = f"● {outcome.kind.value}"
+    if outcome.error:
+        line += f": {outcome.error}"
+    console.print(Text(line, style=f"bold {style}"))
+    console.print(
+        Text(
+            f"  {len(result.turns)} turns · {u.input_tokens:,} tokens in ({u.cache_read_tokens:,} cached) · "
+            f"{u.output_tokens:,} out · {result.duration:.1f} s",
+            style="dim",
+        )
+    )
+    console.print(Text(f'  session saved to {path}; continue with: loopctl run "..." --resume {path}', style="dim"))
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def show(file: Path) -> None:
+    """Print a saved session or conversation file."""
+    messages = _read_messages(file)
+    console = Console(highlight=False)
+    for m in messages:
+        console.print(Text(f"── {m.role.value}", style="bold"))
+        console.print(Text(str(m)))
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def check(file: Path) -> None:
+    """Check a saved session or conversation file against the pairing and placement rules."""
+    from loopctl.message import check_conversation
+
+    messages = _read_messages(file)
+    problems = check_conversation(messages)
+    for p in problems:
+        click.echo(str(p))
+    click.echo(f"{len(messages)} messages, {len(problems)} problems")
+    sys.exit(1 if problems else 0)
+
+
+def _read_messages(file: Path) -> list[Any]:
+    from loopctl.message import load_conversation
+    from loopctl.session import Session
+
+    err = Console(stderr=True, highlight=False)
+    try:
+        head = file.read_bytes()[:4096]
+        if b'"loopctl-session"' in head or b'"kind"' in head:
+            return list(Session.load(file).machine.full_history())
+        return load_conversation(file)
+    except (ConversationFileError, LoopError) as exc:
+        err.print(Text(f"error: {exc}", style="bold red"))
+        sys.exit(2)

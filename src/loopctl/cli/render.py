@@ -1,0 +1,128 @@
+"""The CLI's transcript: an observer of the loop's events that prints to the terminal with rich.
+
+Text streams as it comes; thinking is dimmed; tool calls and results are shown on one line each; a spinner
+runs while the model is working.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.status import Status
+from rich.text import Text
+
+from loopctl.engine.events import (
+    CompactionFinished,
+    LoopEvent,
+    ModelRetry,
+    ModelStreamEvent,
+    RunFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+)
+from loopctl.stream import TextDelta, ThinkingDelta
+
+__all__ = ["Transcript"]
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    text = text.replace("\n", "⏎")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Transcript:
+    """Prints a run as it happens. Call it with each :data:`~loopctl.engine.LoopEvent`."""
+
+    def __init__(self, console: Console | None = None, *, show_thinking: bool = True) -> None:
+        self.console = console or Console(highlight=False)
+        self.show_thinking = show_thinking
+        self._status: Status | None = None
+        self._mode: str | None = None  # "text" or "thinking" while a stream is being printed
+
+    def __call__(self, event: LoopEvent) -> None:
+        c = self.console
+        if isinstance(event, TurnStarted):
+            self._spin("thinking…")
+        elif isinstance(event, ModelStreamEvent):
+            e = event.event
+            if isinstance(e, TextDelta) and e.text:
+                self._stop_spin()
+                if self._mode != "text":
+                    self._end_line()
+                    self._mode = "text"
+                c.print(Text(e.text), end="")
+            elif isinstance(e, ThinkingDelta) and e.text and self.show_thinking:
+                self._stop_spin()
+                if self._mode != "thinking":
+                    self._end_line()
+                    self._mode = "thinking"
+                c.print(Text(e.text, style="dim italic"), end="")
+        elif isinstance(event, ModelRetry):
+            self._stop_spin()
+            self._end_line()
+            c.print(
+                Text(
+                    f"↻ {type(event.error).__name__}: {event.error} — retrying in {event.delay:.1f} s "
+                    f"(attempt {event.attempt}); the partial reply above is discarded",
+                    style="yellow",
+                )
+            )
+        elif isinstance(event, TurnFinished):
+            self._stop_spin()
+            self._end_line()
+        elif isinstance(event, ToolCallStarted):
+            self._stop_spin()
+            self._end_line()
+            args = (
+                ", ".join(f"{k}={_short(v, 40)}" for k, v in event.call.input.items())
+                if isinstance(event.call.input, dict)
+                else _short(event.call.input)
+            )
+            c.print(Text.assemble(("→ ", "cyan"), (event.call.name, "bold cyan"), (f"({args})", "cyan")))
+            self._spin(f"running {event.call.name}…")
+        elif isinstance(event, ToolCallFinished):
+            self._stop_spin()
+            r = event.result
+            mark, style = ("✗", "red") if r.is_error else ("✓", "green")
+            text = str(r.output)
+            lines = text.count("\n") + 1 if text else 0
+            c.print(Text(f"  {mark} {event.call.name}: {_short(text, 100)}  [{lines} lines]", style=style))
+        elif isinstance(event, CompactionFinished):
+            self._stop_spin()
+            self._end_line()
+            c.print(
+                Text(
+                    f"⇣ {event.kind} ({event.reason}): {event.tokens_before:,} → {event.tokens_after:,} tokens",
+                    style="magenta",
+                )
+            )
+        elif isinstance(event, RunFinished):
+            self._stop_spin()
+            self._end_line()
+
+    def _spin(self, label: str) -> None:
+        if not self.console.is_terminal:
+            return
+        self._stop_spin()
+        self._status = self.console.status(label, spinner="dots")
+        self._status.start()
+
+    def _stop_spin(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def _end_line(self) -> None:
+        if self._mode is not None:
+            self.console.print()
+            self._mode = None
+
+    def close(self) -> None:
+        """Stop any spinner and finish the current line."""
+        self._stop_spin()
+        self._end_line()

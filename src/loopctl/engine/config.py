@@ -1,0 +1,65 @@
+"""Configuration of a loop: :class:`SessionConfig` once per session, :class:`RunConfig` per run.
+
+Pure data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from loopctl.providers.base import ReasoningEffort
+from loopctl.tool import ToolChoice
+
+__all__ = ["RunConfig", "SessionConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """Settings that hold for the whole session.
+
+    ``system_prompt``: standing guidance, routed by each provider codec to where it belongs.
+    ``context_window``: the model's window in tokens (default 200,000). ``compact_threshold``: compaction
+    starts strictly above this fraction of the window (default 0.80) when ``auto_compact`` is on; emergency
+    compaction at 95% is always on. ``budget`` optionally replaces these numbers with a full
+    :class:`~loopctl.compact.ContextBudget` (lines, target, token counter); ``compactor`` is the compaction
+    pass to run (default: the truncating compactor).
+    """
+
+    system_prompt: str | None = None
+    context_window: int = 200_000
+    compact_threshold: float = 0.80
+    auto_compact: bool = True
+    budget: Any = None
+    compactor: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Settings for one run.
+
+    ``max_turns``: model calls per run (default 200). ``tool_dispatch``: run a turn's tool calls in
+    ``"parallel"`` (at most ``max_concurrency`` at once) or ``"sequential"`` order. ``tool_timeout``: seconds a
+    tool may run before its call becomes an error result (``None``: no limit). ``stream``: stream the model's
+    reply (observers see deltas). Generation settings passed to the codec: ``max_tokens`` (tokens),
+    ``temperature``, ``reasoning_effort``, ``tool_choice``, ``stop``, and ``extra`` (merged into the provider's
+    request body). Retries: a retryable error (rate limit, overload, server error, dropped stream) is retried
+    up to ``max_retries`` times, waiting the provider's ``retry_after`` when given, else exponential backoff
+    with jitter from ``retry_initial_delay`` up to ``retry_max_delay`` seconds.
+    """
+
+    max_turns: int = 200
+    tool_dispatch: Literal["parallel", "sequential"] = "parallel"
+    max_concurrency: int = 8
+    tool_timeout: float | None = 120.0
+    stream: bool = True
+    max_tokens: int | None = None
+    temperature: float | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    tool_choice: ToolChoice | None = None
+    stop: Sequence[str] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    max_retries: int = 4
+    retry_initial_delay: float = 1.0
+    retry_max_delay: float = 60.0

@@ -1,0 +1,127 @@
+"""What observers of a run see: small, frozen, typed events.
+
+An observer is any callable taking one :data:`LoopEvent`; the CLI is one. Observers are called on the event
+loop, in order, and must not block; an exception in an observer propagates (it is a bug in the observer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeAlias, Union
+
+from loopctl.message import Message, ToolCallPart, ToolResultPart
+from loopctl.response import StopReason, Usage
+from loopctl.stream import StreamEvent
+
+__all__ = [
+    "CompactionFinished",
+    "LoopEvent",
+    "ModelRetry",
+    "ModelStreamEvent",
+    "Observer",
+    "RunFinished",
+    "RunStarted",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "TurnFinished",
+    "TurnStarted",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """A run began with ``input``."""
+
+    input: Message
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    """Model call number ``turn`` (from 1) is about to be sent with ``messages`` messages."""
+
+    turn: int
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStreamEvent:
+    """A stream event of turn ``turn``'s reply (text and thinking deltas, tool-call starts...)."""
+
+    turn: int
+    event: StreamEvent
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRetry:
+    """Model call ``turn`` failed with a retryable ``error`` and will be retried (attempt ``attempt``, from
+    1) after ``delay`` seconds. Anything streamed for this turn so far is void: the retry starts afresh."""
+
+    turn: int
+    attempt: int
+    error: Exception
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    """The model answered turn ``turn`` with ``message``; ``usage`` in tokens; ``duration`` in seconds."""
+
+    turn: int
+    message: Message
+    usage: Usage
+    stop_reason: StopReason
+    duration: float
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """A tool call is about to run (after the permission check)."""
+
+    turn: int
+    call: ToolCallPart
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    """A tool call finished with ``result`` after ``duration`` seconds."""
+
+    turn: int
+    call: ToolCallPart
+    result: ToolResultPart
+    duration: float
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionFinished:
+    """A prune or compaction pass (``kind``: ``"prune"``, ``"truncate"``, ``"summarize"``...) ran; token
+    estimates before and after."""
+
+    kind: str
+    reason: str
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    """The run ended; ``run`` is the :class:`~loopctl.engine.Run` record."""
+
+    run: object
+
+
+LoopEvent: TypeAlias = Union[
+    RunStarted,
+    TurnStarted,
+    ModelStreamEvent,
+    ModelRetry,
+    TurnFinished,
+    ToolCallStarted,
+    ToolCallFinished,
+    CompactionFinished,
+    RunFinished,
+]
+"""Any event an observer may see."""
+
+Observer: TypeAlias = Callable[[LoopEvent], None]
+"""A callable that takes each :data:`LoopEvent`."""

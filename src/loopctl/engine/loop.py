@@ -1,0 +1,532 @@
+"""The driver: the hands of an agent run.
+
+:class:`BareLoop` asks the :class:`~loopctl.engine.LoopMachine` what to do, does it (calls the model, runs
+tools, runs compaction passes), feeds the outcome back, and repeats until the machine says ``Done``. It
+decides nothing the machine decides; it is the only part of the engine that touches the network, the clock
+and tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from tenacity import RetryCallState, wait_random_exponential
+
+from loopctl.engine.config import RunConfig, SessionConfig
+from loopctl.engine.events import (
+    CompactionFinished,
+    LoopEvent,
+    ModelRetry,
+    ModelStreamEvent,
+    Observer,
+    RunFinished,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+)
+from loopctl.engine.machine import (
+    CallLLM,
+    CallTools,
+    Compact,
+    Done,
+    LoopMachine,
+    MachinePolicy,
+    MachineState,
+    Prune,
+)
+from loopctl.engine.permission import Approve, Deny, Modify, PermissionCallback
+from loopctl.engine.run import Run, ToolCallRecord, Turn
+from loopctl.errors import ContextOverflow, LoopError
+from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
+from loopctl.providers.base import ModelClient, ModelRequest
+from loopctl.response import ModelResponse, Usage
+from loopctl.stream import StreamEvent
+from loopctl.tool import Tool, ToolContext, ToolInputError, ToolRegistry, to_tool_output
+
+__all__ = ["BareLoop"]
+
+_T = TypeVar("_T")
+
+
+class _Cancelled(Exception):
+    """The cancel signal fired during an await."""
+
+
+class BareLoop:
+    """Runs agent loops over one conversation: a model client, tools, and a session's settings.
+
+    ``client`` is any :class:`~loopctl.providers.ModelClient` (the real clients, or
+    :class:`~loopctl.testing.ScriptedClient`). ``tools`` are :class:`~loopctl.tool.Tool` values (or a
+    :class:`~loopctl.tool.ToolRegistry`). ``observers`` receive typed events. ``permission`` decides each tool
+    call before it runs. The conversation lives in a :class:`~loopctl.engine.LoopMachine`; successive runs
+    continue it. One run at a time per loop.
+    """
+
+    def __init__(
+        self,
+        client: ModelClient,
+        tools: ToolRegistry | Iterable[Tool] = (),
+        config: SessionConfig | None = None,
+        *,
+        observers: Sequence[Observer] = (),
+        permission: PermissionCallback | None = None,
+        machine: LoopMachine | None = None,
+    ) -> None:
+        self.client = client
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.config = config or SessionConfig()
+        self.observers = list(observers)
+        self.permission = permission
+        self._machine = machine or LoopMachine()
+        self._budget = _make_budget(self.config)
+        self._counter = self._budget.counter
+        self._compactor = self.config.compactor
+        self._running = False
+
+    # --- sessions ------------------------------------------------------------------------------------------
+
+    @property
+    def machine(self) -> LoopMachine:
+        """The machine holding the conversation (do not feed it while a run is active)."""
+        return self._machine
+
+    @property
+    def history(self) -> Sequence[Message]:
+        """The committed conversation."""
+        return self._machine.history
+
+    def into_machine(self) -> LoopMachine:
+        """A copy of the machine, to save (``to_json``) and resume elsewhere with :meth:`from_machine`."""
+        return LoopMachine.from_json(self._machine.to_json())
+
+    @classmethod
+    def from_machine(
+        cls,
+        machine: LoopMachine,
+        client: ModelClient,
+        tools: ToolRegistry | Iterable[Tool] = (),
+        config: SessionConfig | None = None,
+        **kwargs: Any,
+    ) -> BareLoop:
+        """A loop that continues ``machine``'s conversation."""
+        return cls(client, tools, config, machine=machine, **kwargs)
+
+    # --- running -------------------------------------------------------------------------------------------
+
+    def run_sync(self, input: str | Message, config: RunConfig | None = None) -> Run:  # noqa: A002
+        """:meth:`run` on a fresh event loop. Raises ``RuntimeError`` inside a running event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(input, config))
+        raise RuntimeError("run_sync() cannot be called inside a running event loop; await run() instead")
+
+    async def run(
+        self,
+        input: str | Message,  # noqa: A002 - the issue's name
+        config: RunConfig | None = None,
+        *,
+        cancel: asyncio.Event | None = None,
+    ) -> Run:
+        """Run the loop on ``input`` until the model answers without tool calls, a limit is reached, the run
+        fails, or ``cancel`` is set. Returns the :class:`~loopctl.engine.Run` record; errors end the run
+        (see ``run.outcome``) rather than raise, except ``asyncio.CancelledError``, which is re-raised after
+        the machine has salvaged the conversation."""
+        if self._running:
+            raise RuntimeError("this loop is already running; start another BareLoop for concurrent runs")
+        self._running = True
+        try:
+            return await self._run(input, config or RunConfig(), cancel)
+        finally:
+            self._running = False
+
+    async def _run(self, input: str | Message, cfg: RunConfig, cancel: asyncio.Event | None) -> Run:  # noqa: A002
+        m = self._machine
+        policy = MachinePolicy(
+            max_turns=cfg.max_turns,
+            context_window=self._budget.window,
+            compact_threshold=self._budget.threshold,
+            auto_compact=self.config.auto_compact,
+            emergency=self._budget.emergency,
+            prune_threshold=self._budget.prune_line,
+        )
+        started = time.perf_counter()
+        m.accept_input(input)
+        first = m.pending[-1]
+        count = self._counter.count
+        m.context_tokens = count(m.full_history())
+        emit = self._emit if self.observers else None
+        if emit:
+            emit(RunStarted(first))
+        turns: list[Turn] = []
+        usage = Usage()
+        turn_input: list[Message] = [first]
+        names = self.tools.names
+        last: ModelResponse | None = None
+        last_duration = 0.0
+        try:
+            while True:
+                if cancel is not None and cancel.is_set():
+                    m.cancel()
+                step = m.next_step(policy)
+                if isinstance(step, CallLLM):
+                    t0 = time.perf_counter()
+                    try:
+                        response = await self._call_model(step.turn, cfg, cancel, emit)
+                    except _Cancelled:
+                        m.cancel()
+                        continue
+                    except ContextOverflow as exc:
+                        m.fail(exc, overflow=True)
+                        continue
+                    except LoopError as exc:
+                        m.fail(exc)
+                        continue
+                    last_duration = time.perf_counter() - t0
+                    last = response
+                    usage = usage + response.usage
+                    msg = response.message
+                    ctx = m.context_tokens + count([msg])
+                    if response.usage.input_tokens:
+                        self._calibrate(m.full_history(), response.usage.input_tokens)
+                    m.model_response(
+                        msg,
+                        names,
+                        ctx,
+                        stop_reason=response.stop_reason,
+                        invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
+                    )
+                    if emit:
+                        emit(TurnFinished(step.turn, msg, response.usage, response.stop_reason, last_duration))
+                    turns.append(self._turn(step.turn, turn_input, response, (), last_duration))
+                    turn_input = []
+                    if msg.tool_calls() and m.state is MachineState.AWAITING_MODEL:
+                        # The machine answered every call itself (unknown tools, cut-off calls).
+                        committed = m.pending[-1]
+                        answered = self._with_machine_results(msg, committed, [])
+                        turns[-1] = self._turn(step.turn, turns[-1].input, response, answered, last_duration)
+                        turn_input = [committed]
+                elif isinstance(step, CallTools):
+                    try:
+                        records = await self._run_tools(step, cfg, cancel, emit)
+                    except _Cancelled:
+                        m.cancel()
+                        continue
+                    results = [r.result for r in records]
+                    message = Message(role=Role.USER, parts=tuple(results))
+                    m.tool_results([message], m.context_tokens + count([message]))
+                    committed = m.pending[-1]
+                    assert last is not None
+                    all_records = self._with_machine_results(last.message, committed, records)
+                    turns[-1] = self._turn(step.turn, turns[-1].input, last, all_records, last_duration)
+                    turn_input = [committed]
+                elif isinstance(step, Prune):
+                    self._prune(step, emit)
+                elif isinstance(step, Compact):
+                    await self._compact(step, emit)
+                elif isinstance(step, Done):
+                    break
+        except asyncio.CancelledError:
+            m.cancel()
+            raise
+        except BaseException as exc:
+            if m.state not in (MachineState.TERMINAL, MachineState.START):
+                m.fail(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            raise
+        run = Run(
+            outcome=m.outcome,
+            output=_final_text(m.history),
+            turns=tuple(turns),
+            usage=usage,
+            duration=time.perf_counter() - started,
+        )
+        if emit:
+            emit(RunFinished(run))
+        return run
+
+    # --- the model -----------------------------------------------------------------------------------------
+
+    async def _call_model(
+        self,
+        turn: int,
+        cfg: RunConfig,
+        cancel: asyncio.Event | None,
+        emit: Callable[[LoopEvent], None] | None,
+    ) -> ModelResponse:
+        history = self._machine.full_history()
+        request = ModelRequest(
+            messages=history,
+            system=self.config.system_prompt,
+            tools=self.tools.schemas,
+            max_tokens=cfg.max_tokens,
+            temperature=cfg.temperature,
+            stop=cfg.stop,
+            tool_choice=cfg.tool_choice,
+            reasoning_effort=cfg.reasoning_effort,
+            extra=cfg.extra,
+        )
+        on_event: Callable[[StreamEvent], None] | None = None
+        if emit is not None:
+            e = emit
+
+            def on_event(event: StreamEvent) -> None:
+                e(ModelStreamEvent(turn, event))
+
+            emit(TurnStarted(turn, len(history)))
+        attempt = 0
+        while True:
+            try:
+                coro = self.client.generate(request, stream=cfg.stream, on_event=on_event)
+                return await _race(coro, cancel)
+            except LoopError as exc:
+                if not exc.retryable or attempt >= cfg.max_retries:
+                    raise
+                attempt += 1
+                delay = _retry_delay(exc, attempt, cfg)
+                if emit is not None:
+                    emit(ModelRetry(turn, attempt, exc, delay))
+                await _race(asyncio.sleep(delay), cancel)
+
+    # --- tools ---------------------------------------------------------------------------------------------
+
+    async def _run_tools(
+        self,
+        step: CallTools,
+        cfg: RunConfig,
+        cancel: asyncio.Event | None,
+        emit: Callable[[LoopEvent], None] | None,
+    ) -> list[ToolCallRecord]:
+        calls = step.calls
+        if len(calls) == 1 or cfg.tool_dispatch == "sequential":
+            out = []
+            for call in calls:
+                out.append(await _race(self._run_one(step.turn, call, cfg, emit), cancel))
+            return out
+        sem = asyncio.Semaphore(max(1, cfg.max_concurrency))
+
+        async def limited(call: ToolCallPart) -> ToolCallRecord:
+            async with sem:
+                return await self._run_one(step.turn, call, cfg, emit)
+
+        return list(await _race(asyncio.gather(*(limited(c) for c in calls)), cancel))
+
+    async def _run_one(
+        self, turn: int, call: ToolCallPart, cfg: RunConfig, emit: Callable[[LoopEvent], None] | None
+    ) -> ToolCallRecord:
+        tool = self.tools.get(call.name)
+        assert tool is not None  # the machine answers unknown tools itself
+        args = call.input
+        if self.permission is not None:
+            decision = self.permission(call)
+            if inspect.isawaitable(decision):
+                decision = await decision
+            if decision is False or isinstance(decision, Deny):
+                reason = decision.reason if isinstance(decision, Deny) else Deny().reason
+                result = ToolResultPart(call_id=call.id, name=call.name, output=reason, is_error=True)
+                if emit:
+                    emit(ToolCallFinished(turn, call, result, 0.0))
+                return ToolCallRecord(call, result, 0.0, ran=False)
+            if isinstance(decision, Modify):
+                args = decision.input
+            elif not (decision is True or isinstance(decision, Approve)):
+                raise TypeError(f"a permission callback returned {decision!r}; expected Approve, Deny or Modify")
+        if emit:
+            emit(ToolCallStarted(turn, call))
+        t0 = time.perf_counter()
+        result = await self._execute(tool, call, args, cfg.tool_timeout)
+        duration = time.perf_counter() - t0
+        if emit:
+            emit(ToolCallFinished(turn, call, result, duration))
+        return ToolCallRecord(call, result, duration)
+
+    async def _execute(self, tool: Tool, call: ToolCallPart, args: Any, timeout: float | None) -> ToolResultPart:
+        context = ToolContext(call.id, call.name)
+        try:
+            if timeout is None:
+                value = await tool.call(args, context)
+            else:
+                async with asyncio.timeout(timeout):
+                    value = await tool.call(args, context)
+        except ToolInputError as exc:
+            return _error_result(call, f"Invalid input for tool {call.name!r}: {exc}")
+        except TimeoutError:
+            return _error_result(call, f"Tool {call.name!r} timed out after {timeout:g} s and was stopped.")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool's failure is the model's to read, not the loop's to die of
+            return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+        try:
+            out = to_tool_output(value)
+            return ToolResultPart(
+                call_id=call.id,
+                name=call.name,
+                output=out.tool_content(),
+                is_error=out.is_error,
+                retention=out.retention,
+            )
+        except LoopError as exc:
+            return _error_result(call, f"Tool {call.name!r} returned output that cannot be sent: {exc}")
+
+    # --- compaction ----------------------------------------------------------------------------------------
+
+    def _prune(self, step: Prune, emit: Callable[[LoopEvent], None] | None) -> None:
+        m = self._machine
+        before = m.context_tokens
+        messages = list(m.full_history())
+        pruned = self._budget.prune(messages, step.needed)
+        after = self._counter.count(pruned) if pruned is not messages else before
+        m.prune_result(pruned, before, after)
+        if emit:
+            emit(CompactionFinished("prune", "prune_line", before, after))
+
+    async def _compact(self, step: Compact, emit: Callable[[LoopEvent], None] | None) -> None:
+        m = self._machine
+        before = m.context_tokens
+        messages = list(m.full_history())
+        try:
+            compacted = await self._budget.compact(messages, self._compactor, self.client)
+        except LoopError as exc:
+            m.fail(exc, overflow=True)
+            return
+        if compacted is None:
+            m.compaction_noop(before, before)
+            after = before
+        else:
+            after = self._counter.count(compacted)
+            m.compaction_result(compacted, before, after)
+        if emit:
+            emit(CompactionFinished("compact", step.reason.value, before, after))
+
+    def _calibrate(self, messages: Sequence[Message], reported: int) -> None:
+        calibrate = getattr(self._counter, "calibrate", None)
+        if calibrate is not None:
+            calibrate(messages, reported)
+
+    # --- helpers -------------------------------------------------------------------------------------------
+
+    def _emit(self, event: LoopEvent) -> None:
+        for observer in self.observers:
+            observer(event)
+
+    @staticmethod
+    def _turn(
+        index: int,
+        turn_input: Sequence[Message],
+        response: ModelResponse,
+        records: Sequence[ToolCallRecord],
+        duration: float,
+    ) -> Turn:
+        return Turn(
+            index=index,
+            input=tuple(turn_input),
+            output=response.message,
+            tool_calls=tuple(records),
+            usage=response.usage,
+            stop_reason=response.stop_reason,
+            duration=duration,
+        )
+
+    @staticmethod
+    def _with_machine_results(
+        reply: Message, committed: Message, records: Sequence[ToolCallRecord]
+    ) -> tuple[ToolCallRecord, ...]:
+        """Records for every call of the turn in call order, including those the machine answered itself."""
+        ran = {r.call.id: r for r in records}
+        results = {p.call_id: p for p in committed.parts if isinstance(p, ToolResultPart)}
+        out = []
+        for call in reply.tool_calls():
+            rec = ran.get(call.id)
+            if rec is None:
+                rec = ToolCallRecord(call, results[call.id], 0.0, ran=False)
+            else:
+                rec = ToolCallRecord(call, results.get(call.id, rec.result), rec.duration, rec.ran)
+            out.append(rec)
+        return tuple(out)
+
+
+async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
+    """Await ``aw``, or raise :class:`_Cancelled` (cancelling ``aw``) as soon as ``cancel`` is set."""
+    if cancel is None:
+        return await aw
+    if cancel.is_set():
+        if inspect.iscoroutine(aw):
+            aw.close()
+        raise _Cancelled
+    task = asyncio.ensure_future(aw)
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        waiter.cancel()
+        raise
+    if task in done:
+        waiter.cancel()
+        return task.result()
+    task.cancel()
+    # Wait for the cancelled task to unwind (its outcome no longer matters) without swallowing a
+    # cancellation of our own.
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
+    raise _Cancelled
+
+
+def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
+    """Seconds to wait before retry ``attempt`` (from 1): the provider's ``retry_after`` when it gave one
+    (capped at ``cfg.retry_max_delay``), else exponential backoff with full jitter (tenacity's)."""
+    retry_after = getattr(exc, "retry_after", None)
+    if isinstance(retry_after, (int, float)) and retry_after >= 0:
+        return float(min(retry_after, cfg.retry_max_delay))
+    wait = wait_random_exponential(multiplier=cfg.retry_initial_delay, max=cfg.retry_max_delay)
+    state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
+    state.attempt_number = attempt
+    return float(wait(state))
+
+
+def _error_result(call: ToolCallPart, text: str) -> ToolResultPart:
+    return ToolResultPart(call_id=call.id, name=call.name, output=text, is_error=True)
+
+
+def _final_text(history: Sequence[Message]) -> str:
+    for i in range(len(history) - 1, -1, -1):
+        msg = history[i]
+        if msg.role is Role.ASSISTANT:
+            return "".join(p.text for p in msg.parts if isinstance(p, TextPart))
+    return ""
+
+
+class _SimpleBudget:
+    """Stand-in until :mod:`loopctl.compact` provides the real budget: the numbers from the session config,
+    a character-based counter, no pruning, and no compaction (a no-op pass)."""
+
+    def __init__(self, config: SessionConfig) -> None:
+        self.window = config.context_window
+        self.threshold = config.compact_threshold
+        self.emergency = 0.95
+        self.prune_line = 0.60
+        self.counter = _CharCounter()
+
+    def prune(self, messages: list[Message], needed: int) -> list[Message]:
+        return messages
+
+    async def compact(self, messages: list[Message], compactor: Any, client: ModelClient) -> list[Message] | None:
+        return None
+
+
+class _CharCounter:
+    def count(self, messages: Iterable[Message]) -> int:
+        total = 0
+        for m in messages:
+            total += 4 + len(m.to_json()) // 4
+        return total
+
+
+def _make_budget(config: SessionConfig) -> Any:
+    return config.budget if config.budget is not None else _SimpleBudget(config)

@@ -1,0 +1,675 @@
+"""The loop machine: the brain of an agent run, as pure, serializable data.
+
+Like ``h11.Connection`` one level up: feeds go in (the user's input, the model's reply, tool results,
+compaction results), steps come out (:class:`CallLLM`, :class:`CallTools`, :class:`Prune`,
+:class:`Compact`, :class:`Done`). It never calls a model, runs a tool, sleeps or reads a clock; the driver
+(:class:`~loopctl.engine.BareLoop`) does, and feeds the outcome back. Save it with :meth:`LoopMachine.to_json`
+and resume it anywhere with :meth:`LoopMachine.from_json`: a restored machine takes exactly the same next step.
+
+State table (``state`` -> what :meth:`LoopMachine.next_step` returns, which feed it waits for):
+
+=====================  ===========================================  ====================================
+state                  next_step                                    feeds accepted
+=====================  ===========================================  ====================================
+``START``              ``Done(IDLE)`` (nothing to do yet)            ``accept_input``
+``AWAITING_MODEL``     checks, in order: cancelled -> turn limit     ``model_response``, ``cancel``,
+                       -> emergency compaction (>= 95% of the        ``fail``
+                       window, always on) -> prune line (passed,
+                       grown since the last prune) -> threshold
+                       compaction (strictly above, when on) ->
+                       ``CallLLM``
+``AWAITING_TOOLS``     ``CallTools(turn, calls)``                   ``tool_results``, ``cancel``, ``fail``
+``AWAITING_COMPACTION`` the same ``Prune``/``Compact`` again        ``prune_result``,
+                                                                    ``compaction_result``,
+                                                                    ``compaction_noop``, ``cancel``,
+                                                                    ``fail``
+``TERMINAL``           ``Done(outcome)``                            ``accept_input`` (a new run)
+=====================  ===========================================  ====================================
+
+Asking twice without a feed in between gives the same step.
+
+Run exit (``pending`` is this run's messages, ``history`` the committed runs): success commits pending into
+history; a cancel, a turn limit or an ordinary failure keeps the longest prefix of pending in which every tool
+call has its result and drops the rest; a run that cannot fit the window is discarded whole. Messages are
+never rewritten except by a prune or compaction pass, so thinking stays verbatim and each request's message
+list starts with the previous request's, byte for byte.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias, Union, overload
+
+import orjson
+
+from loopctl.errors import InvalidMessage, MachineStateError
+from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
+from loopctl.message.model import _invalid
+from loopctl.response import StopReason
+
+__all__ = [
+    "MACHINE_FORMAT_VERSION",
+    "CallLLM",
+    "CallTools",
+    "Compact",
+    "CompactReason",
+    "Done",
+    "LoopMachine",
+    "MachinePolicy",
+    "MachineState",
+    "Outcome",
+    "OutcomeKind",
+    "Prune",
+    "Step",
+]
+
+MACHINE_FORMAT_VERSION = 1
+"""The machine file format this release writes and the newest it reads (policy: ``docs/wire-format.md``)."""
+
+
+class MachineState(enum.StrEnum):
+    """Where the machine is in a run (see the module's state table)."""
+
+    START = "start"
+    AWAITING_MODEL = "awaiting_model"
+    AWAITING_TOOLS = "awaiting_tools"
+    AWAITING_COMPACTION = "awaiting_compaction"
+    TERMINAL = "terminal"
+
+
+class OutcomeKind(enum.StrEnum):
+    """How a run ended.
+
+    ``COMPLETED``: the model answered without calling tools. ``REFUSED``: the provider stopped for content
+    filtering or safety. ``MAX_TOKENS``: the final answer was cut off by the output limit. ``MAX_TURNS``: the
+    turn limit was reached. ``CANCELLED``: the caller cancelled. ``FAILED``: an error ended the run.
+    ``CONTEXT_OVERFLOW``: the run could not fit the window and was discarded. ``IDLE``: no run yet.
+    """
+
+    COMPLETED = "completed"
+    REFUSED = "refused"
+    MAX_TOKENS = "max_tokens"
+    MAX_TURNS = "max_turns"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+    CONTEXT_OVERFLOW = "context_overflow"
+    IDLE = "idle"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The end of a run: its :class:`OutcomeKind` and, for failures, the error's ``error_type`` (the class
+    name) and ``error`` text, and whether the error was ``retryable``."""
+
+    kind: OutcomeKind
+    error: str | None = None
+    error_type: str | None = None
+    retryable: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True for ``COMPLETED``."""
+        return self.kind is OutcomeKind.COMPLETED
+
+
+class CompactReason(enum.StrEnum):
+    """Why a compaction was asked for: the emergency line (>= 95% of the window, always on) or the
+    threshold (strictly above it, when auto-compaction is on)."""
+
+    EMERGENCY = "emergency"
+    THRESHOLD = "threshold"
+
+
+@dataclass(frozen=True, slots=True)
+class CallLLM:
+    """Call the model with :meth:`LoopMachine.full_history`; ``turn`` counts model calls in this run from 1."""
+
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class CallTools:
+    """Run these tool calls (in this order) and feed :meth:`LoopMachine.tool_results`."""
+
+    turn: int
+    calls: tuple[ToolCallPart, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Prune:
+    """Run the prune pass over :meth:`LoopMachine.full_history`: the context (``context_tokens``) passed the
+    prune line; the pass should free at least ``needed`` tokens. Feed :meth:`LoopMachine.prune_result`."""
+
+    context_tokens: int
+    needed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Compact:
+    """Compact :meth:`LoopMachine.full_history`; feed ``compaction_result`` or ``compaction_noop``."""
+
+    reason: CompactReason
+    context_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The run is over: see :attr:`outcome`."""
+
+    outcome: Outcome
+
+
+Step: TypeAlias = Union[CallLLM, CallTools, Prune, Compact, Done]
+"""What the machine asks for next."""
+
+
+@dataclass(frozen=True, slots=True)
+class MachinePolicy:
+    """The numbers the machine decides by. Token counts are estimates in tokens.
+
+    ``max_turns``: model calls per run. ``context_window``: the model's window. ``compact_threshold``:
+    compaction starts strictly above this fraction of the window (when ``auto_compact``). ``emergency``:
+    compaction at or above this fraction, always. ``prune_threshold``: the prune pass runs above this
+    fraction, and again only after the context grew by ``prune_step`` (a fraction of the window) since the
+    last pass. ``prune_target``: the size (a fraction of the window) a prune pass aims for.
+    """
+
+    max_turns: int = 200
+    context_window: int = 200_000
+    compact_threshold: float = 0.80
+    auto_compact: bool = True
+    emergency: float = 0.95
+    prune_threshold: float = 0.60
+    prune_step: float = 0.05
+    prune_target: float = 0.50
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        if self.context_window < 1:
+            raise ValueError("context_window must be a positive number of tokens")
+        if not 0 < self.compact_threshold <= self.emergency <= 1:
+            raise ValueError("expected 0 < compact_threshold <= emergency <= 1")
+
+
+class _View(Sequence[Message]):
+    """A read-only snapshot of the first ``n`` messages of an append-only list: O(1) to make."""
+
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[Message], n: int) -> None:
+        self._items = items
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return self._items[: self._n][index]
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError("message index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Message]:
+        items = self._items
+        for i in range(self._n):
+            yield items[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return len(other) == self._n and all(a == b for a, b in zip(self, other, strict=False))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"<{self._n} messages>"
+
+
+@dataclass
+class _Turn:
+    calls: list[ToolCallPart] = field(default_factory=list)
+    machine_results: dict[str, ToolResultPart] = field(default_factory=dict)
+
+
+class LoopMachine:
+    """The agent loop's state and decisions (see the module docstring for the state table).
+
+    ``history`` holds committed runs; ``pending`` this run's messages; ``turn`` the model calls made in this
+    run; ``context_tokens`` the latest estimate of the conversation's size, in tokens, fed by the driver.
+    Misuse (a feed the current state does not accept) raises :class:`~loopctl.errors.MachineStateError`.
+    """
+
+    __slots__ = (
+        "_calls",
+        "_machine_results",
+        "_messages",
+        "_n_history",
+        "_outcome",
+        "_pruned_at",
+        "_step",
+        "context_tokens",
+        "state",
+        "turn",
+    )
+
+    def __init__(self, history: Iterable[Message] = ()) -> None:
+        # One append-only list holds history then pending; ``_n_history`` splits it. Anything that is not an
+        # append builds a new list, so views handed out earlier stay valid snapshots.
+        self._messages: list[Message] = list(history)
+        self._n_history = len(self._messages)
+        self.state = MachineState.START
+        self.turn = 0
+        self.context_tokens = 0
+        self._outcome = Outcome(OutcomeKind.IDLE)
+        self._calls: tuple[ToolCallPart, ...] = ()
+        self._machine_results: dict[str, ToolResultPart] = {}
+        self._step: Prune | Compact | None = None
+        self._pruned_at: int | None = None
+
+    # --- reading -------------------------------------------------------------------------------------------
+
+    @property
+    def history(self) -> Sequence[Message]:
+        """The committed conversation (previous runs), oldest first."""
+        return _View(self._messages, self._n_history)
+
+    @property
+    def pending(self) -> Sequence[Message]:
+        """This run's messages so far (its input, the model's replies, tool results)."""
+        return self._messages[self._n_history :]
+
+    def full_history(self) -> Sequence[Message]:
+        """History then pending: what the model is sent. An O(1) read-only snapshot."""
+        return _View(self._messages, len(self._messages))
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the last run ended (``IDLE`` before the first)."""
+        return self._outcome
+
+    # --- deciding ------------------------------------------------------------------------------------------
+
+    def next_step(self, policy: MachinePolicy) -> Step:
+        """What to do next under ``policy`` (see the module's state table for the checks and their order).
+
+        Deciding ``Done`` also finishes the run (a turn limit salvages the coherent prefix); asking again
+        gives the same ``Done``.
+        """
+        state = self.state
+        if state is MachineState.TERMINAL or state is MachineState.START:
+            return Done(self._outcome)
+        if state is MachineState.AWAITING_TOOLS:
+            answered = self._machine_results
+            return CallTools(self.turn, tuple(c for c in self._calls if c.id not in answered))
+        if state is MachineState.AWAITING_COMPACTION:
+            assert self._step is not None
+            return self._step
+        # AWAITING_MODEL
+        if self.turn >= policy.max_turns:
+            self._end(Outcome(OutcomeKind.MAX_TURNS), salvage=True)
+            return Done(self._outcome)
+        window = policy.context_window
+        ctx = self.context_tokens
+        if ctx >= policy.emergency * window:
+            return self._await(Compact(CompactReason.EMERGENCY, ctx))
+        prune_line = policy.prune_threshold * window
+        if ctx > prune_line and (self._pruned_at is None or ctx >= self._pruned_at + policy.prune_step * window):
+            needed = max(0, ctx - int(policy.prune_target * window))
+            return self._await(Prune(ctx, needed))
+        if policy.auto_compact and ctx > policy.compact_threshold * window:
+            return self._await(Compact(CompactReason.THRESHOLD, ctx))
+        return CallLLM(self.turn + 1)
+
+    def _await(self, step: Prune | Compact) -> Prune | Compact:
+        self._step = step
+        self.state = MachineState.AWAITING_COMPACTION
+        return step
+
+    # --- feeds ---------------------------------------------------------------------------------------------
+
+    def accept_input(self, input: str | Message) -> None:  # noqa: A002 - the issue's name
+        """Start a run with the user's ``input`` (text, or a user message with images). Accepted in
+        ``START`` and ``TERMINAL``."""
+        self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
+        message = Message.user(input) if isinstance(input, str) else input
+        if message.role is not Role.USER:
+            raise MachineStateError(f"accept_input takes a user message, got a {message.role.value} message")
+        self._messages.append(message)
+        self.turn = 0
+        self._outcome = Outcome(OutcomeKind.IDLE)
+        self._pruned_at = None
+        self.state = MachineState.AWAITING_MODEL
+
+    def model_response(
+        self,
+        message: Message,
+        available_tools: Iterable[str],
+        context_tokens: int,
+        *,
+        stop_reason: StopReason | None = None,
+        invalid_calls: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        """Feed the model's reply (``message``, an assistant message).
+
+        ``available_tools`` names the tools that exist; a call naming another tool is answered by the machine
+        itself with an error result listing the tools that exist. ``invalid_calls`` are ``(call_id, reason)``
+        pairs for calls that must not run (arguments cut off by ``max_tokens``, not JSON); the machine
+        answers them with an error result too. ``context_tokens`` is the conversation's size with this reply.
+        With no tool calls the run completes (``REFUSED`` or ``MAX_TOKENS`` when ``stop_reason`` says so).
+        """
+        self._expect(MachineState.AWAITING_MODEL, feed="model_response")
+        if message.role is not Role.ASSISTANT:
+            raise MachineStateError(f"model_response takes an assistant message, got a {message.role.value} message")
+        self._messages.append(message)
+        self.turn += 1
+        self.context_tokens = context_tokens
+        calls = tuple(p for p in message.parts if isinstance(p, ToolCallPart))
+        if not calls:
+            if stop_reason is StopReason.REFUSAL:
+                self._end(Outcome(OutcomeKind.REFUSED), salvage=False)
+            elif stop_reason is StopReason.MAX_TOKENS:
+                self._end(Outcome(OutcomeKind.MAX_TOKENS), salvage=False)
+            else:
+                self._end(Outcome(OutcomeKind.COMPLETED), salvage=False)
+            return
+        tools = available_tools if isinstance(available_tools, (set, frozenset)) else frozenset(available_tools)
+        invalid = dict(invalid_calls)
+        machine_results: dict[str, ToolResultPart] = {}
+        to_run: list[ToolCallPart] = []
+        for call in calls:
+            if call.id in invalid:
+                machine_results[call.id] = ToolResultPart(
+                    call_id=call.id,
+                    name=call.name,
+                    output=f"The call was not run: {invalid[call.id]}",
+                    is_error=True,
+                )
+            elif call.name not in tools:
+                known = ", ".join(sorted(tools)) or "(none)"
+                machine_results[call.id] = ToolResultPart(
+                    call_id=call.id,
+                    name=call.name,
+                    output=f"Unknown tool {call.name!r}. The tools that exist are: {known}.",
+                    is_error=True,
+                )
+            else:
+                to_run.append(call)
+        self._calls = calls
+        self._machine_results = machine_results
+        if to_run:
+            self.state = MachineState.AWAITING_TOOLS
+        else:
+            self._commit_results([])
+
+    def tool_results(self, messages: Iterable[Message], context_tokens: int | None = None) -> None:
+        """Feed the results of the calls of the last :class:`CallTools` (in one or more user messages).
+
+        The machine puts every result of the turn (its own error results included) into one user message, in
+        the order the model asked; other parts of the given messages follow them. Raises
+        ``MachineStateError`` for a result that answers no call of the step, a call answered twice, or a call
+        left unanswered. ``context_tokens`` is the conversation's size with the results, when known.
+        """
+        self._expect(MachineState.AWAITING_TOOLS, feed="tool_results")
+        results: list[ToolResultPart] = []
+        other: list[Any] = []
+        for m in messages:
+            if m.role is not Role.USER:
+                raise MachineStateError(f"tool results ride in user messages, got a {m.role.value} message")
+            for p in m.parts:
+                if isinstance(p, ToolResultPart):
+                    results.append(p)
+                else:
+                    other.append(p)
+        self._commit_results(results, other)
+        if context_tokens is not None:
+            self.context_tokens = context_tokens
+
+    def _commit_results(self, results: list[ToolResultPart], other: Sequence[Any] = ()) -> None:
+        by_id: dict[str, ToolResultPart] = dict(self._machine_results)
+        expected = {c.id for c in self._calls if c.id not in self._machine_results}
+        for r in results:
+            if r.call_id not in expected:
+                raise MachineStateError(f"tool result for {r.call_id!r} answers no call of this step")
+            if r.call_id in by_id:
+                raise MachineStateError(f"tool call {r.call_id!r} is answered twice")
+            by_id[r.call_id] = r
+        missing = [c.id for c in self._calls if c.id not in by_id]
+        if missing:
+            raise MachineStateError(f"tool calls without a result: {', '.join(missing)}")
+        ordered = []
+        for c in self._calls:
+            r = by_id[c.id]
+            ordered.append(r if r.name else r.model_copy(update={"name": c.name}))
+        self._messages.append(Message(role=Role.USER, parts=(*ordered, *other)))
+        self._calls = ()
+        self._machine_results = {}
+        self.state = MachineState.AWAITING_MODEL
+
+    def prune_result(self, messages: Sequence[Message], tokens_before: int, tokens_after: int) -> None:
+        """Feed the prune pass's output: the full history with old tool results replaced by markers (same
+        number of messages, same order). A pass that freed nothing is fine: the machine does not ask again
+        until the context grows."""
+        self._expect(MachineState.AWAITING_COMPACTION, feed="prune_result")
+        if not isinstance(self._step, Prune):
+            raise MachineStateError("prune_result answers a Prune step; the machine asked for a Compact")
+        if len(messages) != len(self._messages):
+            raise MachineStateError(
+                f"a prune pass keeps every message: got {len(messages)}, expected {len(self._messages)}"
+            )
+        self._messages = list(messages)
+        self.context_tokens = tokens_after
+        self._pruned_at = tokens_after
+        self._step = None
+        self.state = MachineState.AWAITING_MODEL
+
+    def compaction_result(self, messages: Sequence[Message], tokens_before: int, tokens_after: int) -> None:
+        """Feed a compaction pass's output: ``messages`` replace the whole conversation (history and pending;
+        pending is cleared, the run goes on). A pass that saved nothing (``tokens_after >= tokens_before``)
+        ends the run with a "compaction made no progress" failure instead of looping; a pass that leaves the
+        conversation at or above the emergency line cannot fit the window: the run is discarded."""
+        self._expect(MachineState.AWAITING_COMPACTION, feed="compaction_result")
+        if not isinstance(self._step, Compact):
+            raise MachineStateError("compaction_result answers a Compact step; the machine asked for a Prune")
+        if tokens_after >= tokens_before:
+            self._step = None
+            self._end(self._no_progress(tokens_before, tokens_after), salvage=True)
+            return
+        self._messages = list(messages)
+        self._n_history = len(self._messages)
+        self.context_tokens = tokens_after
+        self._pruned_at = None
+        self._step = None
+        self.state = MachineState.AWAITING_MODEL
+
+    def compaction_noop(self, tokens_before: int, tokens_after: int) -> None:
+        """The compaction pass changed nothing: both buffers stay as they are and the run ends with the
+        no-progress failure (it would otherwise ask for the same pass forever)."""
+        self._expect(MachineState.AWAITING_COMPACTION, feed="compaction_noop")
+        self._step = None
+        self._end(self._no_progress(tokens_before, tokens_after), salvage=True)
+
+    def cancel(self) -> None:
+        """Cancel the run: keep the longest coherent prefix of pending (every tool call answered), drop the
+        rest. A no-op when no run is active."""
+        if self.state in (MachineState.START, MachineState.TERMINAL):
+            return
+        self._end(Outcome(OutcomeKind.CANCELLED), salvage=True)
+
+    def fail(self, error: BaseException | str, *, overflow: bool = False) -> None:
+        """End the run with an error. Keeps the coherent prefix of pending; with ``overflow=True`` (the run
+        cannot fit the window) the run is discarded whole."""
+        if self.state in (MachineState.START, MachineState.TERMINAL):
+            raise MachineStateError("fail() needs an active run")
+        if isinstance(error, BaseException):
+            outcome = Outcome(
+                OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED,
+                error=str(error),
+                error_type=type(error).__name__,
+                retryable=bool(getattr(error, "retryable", False)),
+            )
+        else:
+            outcome = Outcome(OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED, error=error)
+        self._end(outcome, salvage=not overflow)
+
+    # --- run exit ------------------------------------------------------------------------------------------
+
+    def _no_progress(self, before: int, after: int) -> Outcome:
+        return Outcome(
+            OutcomeKind.FAILED,
+            error=f"compaction made no progress ({before} tokens before, {after} after)",
+            error_type="CompactionNoProgress",
+        )
+
+    def _end(self, outcome: Outcome, *, salvage: bool) -> None:
+        if outcome.kind is OutcomeKind.CONTEXT_OVERFLOW:
+            self._messages = self._messages[: self._n_history]
+        elif salvage:
+            keep = coherent_prefix(self._messages, self._n_history)
+            if keep < len(self._messages):
+                self._messages = self._messages[:keep]
+        self._n_history = len(self._messages)
+        self._calls = ()
+        self._machine_results = {}
+        self._step = None
+        self._outcome = outcome
+        self.state = MachineState.TERMINAL
+
+    def _expect(self, *states: MachineState, feed: str) -> None:
+        if self.state not in states:
+            wanted = " or ".join(s.value for s in states)
+            raise MachineStateError(f"{feed}() is not accepted in state {self.state.value} (expected {wanted})")
+
+    # --- persistence ---------------------------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        """The whole machine as JSON (``docs/wire-format.md``, "Machine files"); the same machine always gives
+        the same text."""
+        step: dict[str, Any] | None = None
+        if isinstance(self._step, Prune):
+            step = {"type": "prune", "context_tokens": self._step.context_tokens, "needed": self._step.needed}
+        elif isinstance(self._step, Compact):
+            step = {"type": "compact", "reason": self._step.reason.value, "context_tokens": self._step.context_tokens}
+        o = self._outcome
+        doc = {
+            "format_version": MACHINE_FORMAT_VERSION,
+            "state": self.state.value,
+            "turn": self.turn,
+            "context_tokens": self.context_tokens,
+            "history": [m.to_dict() for m in self._messages[: self._n_history]],
+            "pending": [m.to_dict() for m in self._messages[self._n_history :]],
+            "calls": [c.to_dict() for c in self._calls],
+            "machine_results": [r.to_dict() for r in self._machine_results.values()],
+            "step": step,
+            "pruned_at": self._pruned_at,
+            "outcome": {
+                "kind": o.kind.value,
+                "error": o.error,
+                "error_type": o.error_type,
+                "retryable": o.retryable,
+            },
+        }
+        return orjson.dumps(doc).decode()
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> LoopMachine:
+        """Restore a machine saved by :meth:`to_json`. Raises
+        :class:`~loopctl.errors.ConversationFileError` for text that is not a machine file or a newer
+        ``format_version``, and :class:`~loopctl.errors.InvalidMessage` for a bad message inside."""
+        from pydantic import ValidationError
+
+        from loopctl.errors import ConversationFileError
+
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise ConversationFileError("<machine>", f"not valid JSON ({exc})") from None
+        if not isinstance(doc, dict):
+            raise ConversationFileError("<machine>", "expected a JSON object")
+        version = doc.get("format_version")
+        if not isinstance(version, int) or version < 1:
+            raise ConversationFileError("<machine>", "missing or invalid format_version")
+        if version > MACHINE_FORMAT_VERSION:
+            raise ConversationFileError(
+                "<machine>",
+                f"format_version {version} is newer than this release of loopctl reads ({MACHINE_FORMAT_VERSION})",
+            )
+
+        def read(kind: Any, key: str) -> list[Any]:
+            out = []
+            for i, item in enumerate(doc[key]):
+                try:
+                    out.append(kind.model_validate(item))
+                except ValidationError as exc:
+                    raise _invalid(exc, f"{key}[{i}]") from None
+            return out
+
+        try:
+            history = read(Message, "history")
+            pending = read(Message, "pending")
+            calls = tuple(read(ToolCallPart, "calls"))
+            results = read(ToolResultPart, "machine_results")
+            m = cls(history)
+            m._messages.extend(pending)
+            m.state = MachineState(doc["state"])
+            m.turn = int(doc["turn"])
+            m.context_tokens = int(doc["context_tokens"])
+            m._calls = calls
+            m._machine_results = {r.call_id: r for r in results}
+            step = doc.get("step")
+            if step is None:
+                m._step = None
+            elif step["type"] == "prune":
+                m._step = Prune(int(step["context_tokens"]), int(step["needed"]))
+            else:
+                m._step = Compact(CompactReason(step["reason"]), int(step["context_tokens"]))
+            m._pruned_at = doc.get("pruned_at")
+            o = doc["outcome"]
+            m._outcome = Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")))
+        except InvalidMessage:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConversationFileError("<machine>", f"not a machine file ({type(exc).__name__}: {exc})") from None
+        return m
+
+    def __repr__(self) -> str:
+        return (
+            f"LoopMachine(state={self.state.value}, turn={self.turn}, history={self._n_history}, "
+            f"pending={len(self._messages) - self._n_history}, context_tokens={self.context_tokens})"
+        )
+
+
+def coherent_prefix(messages: Sequence[Message], start: int = 0) -> int:
+    """The length of the longest prefix of ``messages`` (from ``start``) in which every tool call has its
+    result: the salvage rule for a run that ends early."""
+    open_calls: set[str] = set()
+    keep = start
+    for i in range(start, len(messages)):
+        m = messages[i]
+        for p in m.parts:
+            if isinstance(p, ToolCallPart):
+                open_calls.add(p.id)
+            elif isinstance(p, ToolResultPart):
+                open_calls.discard(p.call_id)
+        if not open_calls:
+            keep = i + 1
+    return keep
+
+
+# Kept for readers of the text of a Done outcome.
+def final_text(messages: Sequence[Message]) -> str:
+    """The text of the last assistant message, or ``""``."""
+    for m in reversed(messages):
+        if m.role is Role.ASSISTANT:
+            return "".join(p.text for p in m.parts if isinstance(p, TextPart))
+    return ""

@@ -1,0 +1,138 @@
+"""A model client that answers from a script: no network, no keys, deterministic.
+
+Pure apart from ``asyncio``: it never sleeps unless a step asks it to (``Delay``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeAlias, Union
+
+from loopctl.errors import LoopError
+from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart
+from loopctl.providers.base import EventCallback, ModelRequest
+from loopctl.response import ModelResponse, StopReason, Usage
+from loopctl.stream import (
+    PartStarted,
+    ResponseFinished,
+    ResponseStarted,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingSignature,
+    UsageReported,
+)
+
+__all__ = ["Delay", "ScriptExhausted", "ScriptStep", "ScriptedClient"]
+
+
+class ScriptExhausted(LoopError):
+    """The model was called more times than the script has replies."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delay:
+    """Wait ``seconds`` before answering with ``then`` (to test timeouts and cancellation)."""
+
+    seconds: float
+    then: Any
+
+
+ScriptStep: TypeAlias = Union[Message, ModelResponse, str, BaseException, Delay, Callable[[ModelRequest], Any]]
+"""One scripted reply: an assistant ``Message``, a full ``ModelResponse``, plain text (an assistant text
+message), an exception to raise, a :class:`Delay`, or a callable that takes the request and returns any of
+these."""
+
+
+class ScriptedClient:
+    """A :class:`~loopctl.providers.ModelClient` whose replies are given up front.
+
+    ``script`` is a list of :data:`ScriptStep` (used in order) or one callable used for every call.
+    Every request is kept in :attr:`requests`. ``usage`` is reported with each reply unless a step gives a
+    ``ModelResponse`` of its own. With ``stream=True`` and an ``on_event`` callback, the reply is replayed as
+    stream events (one delta per text or thinking part).
+    """
+
+    provider = "scripted"
+
+    def __init__(
+        self,
+        script: Iterable[ScriptStep] | Callable[[ModelRequest], Any],
+        *,
+        model: str = "scripted",
+        usage: Usage | None = None,
+        keep_requests: bool = True,
+    ) -> None:
+        self.model = model
+        self._fn: Callable[[ModelRequest], Any] | None = script if callable(script) else None
+        self._script: list[Any] = [] if callable(script) else list(script)
+        self._next = 0
+        self._usage = usage or Usage()
+        self._keep = keep_requests
+        self.requests: list[ModelRequest] = []
+        self.calls = 0
+
+    async def generate(
+        self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
+    ) -> ModelResponse:
+        """Answer ``request`` with the next scripted step."""
+        self.calls += 1
+        if self._keep:
+            self.requests.append(request)
+        if self._fn is not None:
+            step = self._fn(request)
+        else:
+            if self._next >= len(self._script):
+                raise ScriptExhausted(f"the script has {len(self._script)} replies; call {self.calls} has none")
+            step = self._script[self._next]
+            self._next += 1
+        response = await self._resolve(step, request)
+        if stream and on_event is not None:
+            for event in _events(response):
+                on_event(event)
+        return response
+
+    async def _resolve(self, step: Any, request: ModelRequest) -> ModelResponse:
+        while True:
+            if isinstance(step, Delay):
+                await asyncio.sleep(step.seconds)
+                step = step.then
+            elif isinstance(step, BaseException):
+                raise step
+            elif callable(step) and not isinstance(step, (Message, ModelResponse)):
+                step = step(request)
+            else:
+                break
+        if isinstance(step, ModelResponse):
+            return step
+        if isinstance(step, str):
+            step = Message.assistant(step)
+        if not isinstance(step, Message) or step.role is not Role.ASSISTANT:
+            raise TypeError(f"a scripted reply must be an assistant Message, got {step!r}")
+        stop = StopReason.TOOL_CALL if step.tool_calls() else StopReason.END_TURN
+        return ModelResponse(message=step, usage=self._usage, stop_reason=stop, model=self.model)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def _events(response: ModelResponse) -> list[StreamEvent]:
+    events: list[StreamEvent] = [ResponseStarted(response.id, response.model)]
+    for i, part in enumerate(response.message.parts):
+        if isinstance(part, TextPart):
+            events.append(PartStarted(i, TextPart(text="")))
+            events.append(TextDelta(i, part.text))
+        elif isinstance(part, ThinkingPart):
+            events.append(PartStarted(i, part.model_copy(update={"text": "", "signature": None})))
+            events.append(ThinkingDelta(i, part.text))
+            if part.signature is not None:
+                events.append(ThinkingSignature(i, part.signature))
+        elif isinstance(part, ToolCallPart):
+            events.append(PartStarted(i, part))
+        else:
+            events.append(PartStarted(i, part))
+    events.append(UsageReported(response.usage))
+    events.append(ResponseFinished(response.stop_reason, response.raw_stop_reason))
+    return events

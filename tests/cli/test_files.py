@@ -1,0 +1,97 @@
+"""The CLI's file tools: what they return, their retention tags, and confinement to the root."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from loopctl.cli.files import FileTools, PathOutsideRoot
+from loopctl.message import Retention
+from loopctl.tool import ToolContext, ToolOutput
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("def main():\n    # TODO: handle errors\n    return 1\n")
+    (root / "README.md").write_text("hello\nTODO: write docs\n")
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("TODO: not searched")
+    (tmp_path / "secret.txt").write_text("TOP SECRET")
+    return root
+
+
+async def call(ft: FileTools, name: str, **args: object) -> ToolOutput:
+    tool = {t.name: t for t in ft.tools()}[name]
+    out = await tool.call(dict(args), ToolContext("c", name))
+    assert isinstance(out, ToolOutput)
+    return out
+
+
+async def test_list_files_shows_folders_with_a_slash_and_skips_vcs_folders(project: Path) -> None:
+    out = await call(FileTools(project), "list_files")
+    assert out.content == "README.md\nsrc/"
+    assert out.retention is Retention.REQUERY
+    rec = await call(FileTools(project), "list_files", recursive=True)
+    assert rec.content == "README.md\nsrc/\nsrc/app.py"
+
+
+async def test_read_file_numbers_lines_and_is_requery(project: Path) -> None:
+    out = await call(FileTools(project), "read_file", path="src/app.py")
+    assert out.content == "    1\tdef main():\n    2\t    # TODO: handle errors\n    3\t    return 1"
+    assert out.retention is Retention.REQUERY
+    part = await call(FileTools(project), "read_file", path="src/app.py", offset=1, limit=1)
+    assert part.content == "    2\t    # TODO: handle errors"
+
+
+async def test_search_returns_file_line_hits(project: Path) -> None:
+    out = await call(FileTools(project), "search", pattern="TODO")
+    assert out.content == "README.md:2: TODO: write docs\nsrc/app.py:2: # TODO: handle errors"
+
+
+async def test_write_and_edit_are_durable_and_change_the_file(project: Path) -> None:
+    ft = FileTools(project)
+    w = await call(ft, "write_file", path="notes/TODO.md", content="- a\n")
+    assert (w.content, w.retention, w.is_error) == ("created notes/TODO.md (4 bytes)", Retention.DURABLE, False)
+    e = await call(ft, "edit_file", path="notes/TODO.md", old="- a", new="- b")
+    assert e.retention is Retention.DURABLE
+    assert (project / "notes" / "TODO.md").read_text() == "- b\n"
+
+
+async def test_edit_refuses_an_ambiguous_or_missing_old_text(project: Path) -> None:
+    ft = FileTools(project)
+    out = await call(ft, "edit_file", path="README.md", old="zzz", new="y")
+    assert out.is_error is True
+    assert out.content == "Error: `old` must occur exactly once in 'README.md'; it occurs 0 times"
+
+
+@pytest.mark.parametrize("path", ["../secret.txt", "/etc/passwd", "src/../../secret.txt"])
+async def test_paths_that_escape_the_root_are_refused(project: Path, path: str) -> None:
+    out = await call(FileTools(project), "read_file", path=path)
+    assert out.is_error is True
+    assert out.content == f"Refused: {path!r} is outside the project root; only paths inside it are allowed"
+
+
+async def test_a_symlink_that_escapes_the_root_is_refused(project: Path) -> None:
+    os.symlink(project.parent / "secret.txt", project / "link.txt")
+    os.symlink(project.parent, project / "up")
+    ft = FileTools(project)
+    out = await call(ft, "read_file", path="link.txt")
+    assert out.is_error is True
+    assert "outside the project root" in str(out.content)
+    w = await call(ft, "write_file", path="up/evil.txt", content="x")
+    assert w.is_error is True
+    assert not (project.parent / "evil.txt").exists()
+    listing = await call(ft, "list_files")
+    assert "link.txt" not in str(listing.content)
+    assert "TOP SECRET" not in str((await call(ft, "search", pattern="SECRET")).content)
+
+
+def test_resolve_accepts_the_root_itself_and_refuses_nul(project: Path) -> None:
+    ft = FileTools(project)
+    assert ft.resolve(".") == project.resolve()
+    with pytest.raises(PathOutsideRoot):
+        ft.resolve("a\0b")

@@ -1,0 +1,436 @@
+"""The driver against the scripted client: tools, failures, cancellation, retries, limits, observers."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from loopctl.engine import (
+    Approve,
+    BareLoop,
+    Deny,
+    LoopMachine,
+    ModelRetry,
+    Modify,
+    OutcomeKind,
+    RunConfig,
+    SessionConfig,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+)
+from loopctl.errors import InvalidRequest, Overloaded, RateLimited, StreamTruncated
+from loopctl.message import (
+    ImagePart,
+    ImageSource,
+    Message,
+    MessagePart,
+    Retention,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    check_conversation,
+)
+from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
+from loopctl.testing import ScriptedClient
+from loopctl.testing.scripted import Delay
+from loopctl.tool import ToolContext, ToolOutput, tool
+
+FAST = RunConfig(retry_initial_delay=0.001, retry_max_delay=0.01)
+
+
+def calls(*specs: tuple[str, str, dict[str, Any]]) -> Message:
+    return Message.new(Role.ASSISTANT, [MessagePart.tool_call(i, n, a) for i, n, a in specs])
+
+
+@tool
+async def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+@tool
+async def boom(text: str) -> str:
+    """Always fails."""
+    raise ValueError(f"cannot handle {text}")
+
+
+@tool
+async def hang(seconds: float) -> str:
+    """Sleeps."""
+    await asyncio.sleep(seconds)
+    return "woke"
+
+
+def results(loop: BareLoop, index: int = 2) -> list[ToolResultPart]:
+    return [p for p in loop.history[index].parts if isinstance(p, ToolResultPart)]
+
+
+async def test_a_tool_call_round_trip_commits_the_whole_exchange() -> None:
+    client = ScriptedClient([calls(("c1", "echo", {"text": "hi"})), "done"])
+    loop = BareLoop(client, [echo])
+    run = await loop.run("go")
+    assert run.outcome.kind is OutcomeKind.COMPLETED
+    assert run.output == "done"
+    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT, Role.USER, Role.ASSISTANT]
+    assert results(loop) == [ToolResultPart(call_id="c1", name="echo", output="hi", is_error=False)]
+    assert len(run.turns) == 2
+    assert run.turns[0].tool_calls[0].result.output.root == "hi"
+    assert run.turns[1].input == (loop.history[2],)
+    assert check_conversation(list(loop.history)) == []
+
+
+async def test_a_tool_that_raises_becomes_an_error_result_the_model_reads() -> None:
+    client = ScriptedClient([calls(("c1", "boom", {"text": "x"})), "sorry"])
+    loop = BareLoop(client, [boom])
+    run = await loop.run("go")
+    assert run.ok
+    (r,) = results(loop)
+    assert r.is_error is True
+    assert str(r.output) == "Tool 'boom' failed: ValueError: cannot handle x"
+
+
+async def test_a_tool_that_hangs_past_its_timeout_becomes_an_error_result() -> None:
+    client = ScriptedClient([calls(("c1", "hang", {"seconds": 10})), "ok"])
+    loop = BareLoop(client, [hang])
+    run = await loop.run("go", RunConfig(tool_timeout=0.05))
+    assert run.ok
+    (r,) = results(loop)
+    assert r.is_error is True
+    assert str(r.output) == "Tool 'hang' timed out after 0.05 s and was stopped."
+
+
+async def test_an_unknown_tool_is_answered_with_the_tools_that_exist() -> None:
+    client = ScriptedClient([calls(("c1", "rm_rf", {})), "ok"])
+    loop = BareLoop(client, [echo, boom])
+    run = await loop.run("go")
+    assert run.ok
+    (r,) = results(loop)
+    assert str(r.output) == "Unknown tool 'rm_rf'. The tools that exist are: boom, echo."
+    assert run.turns[0].tool_calls[0].ran is False
+
+
+async def test_invalid_tool_input_goes_back_to_the_model_naming_the_field() -> None:
+    client = ScriptedClient([calls(("c1", "echo", {"txt": "typo"})), "ok"])
+    loop = BareLoop(client, [echo])
+    await loop.run("go")
+    (r,) = results(loop)
+    assert r.is_error is True
+    assert "text: Field required" in str(r.output)
+    assert "txt: Extra inputs are not permitted" in str(r.output)
+
+
+async def test_parallel_calls_finishing_out_of_order_are_committed_in_call_order() -> None:
+    order: list[str] = []
+
+    @tool
+    async def slow(name: str, delay: float) -> str:
+        """Sleeps, then returns its name."""
+        await asyncio.sleep(delay)
+        order.append(name)
+        return name
+
+    reply = calls(
+        ("a", "slow", {"name": "a", "delay": 0.06}),
+        ("b", "slow", {"name": "b", "delay": 0.0}),
+        ("c", "slow", {"name": "c", "delay": 0.03}),
+    )
+    loop = BareLoop(ScriptedClient([reply, "ok"]), [slow])
+    await loop.run("go")
+    assert order == ["b", "c", "a"]
+    assert [str(r.output) for r in results(loop)] == ["a", "b", "c"]
+
+
+async def test_sequential_dispatch_runs_one_call_at_a_time() -> None:
+    running = 0
+    peak = 0
+
+    @tool
+    async def probe(n: int) -> str:
+        """Counts concurrency."""
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return str(n)
+
+    reply = calls(*[(f"c{i}", "probe", {"n": i}) for i in range(4)])
+    loop = BareLoop(ScriptedClient([reply, "ok"]), [probe])
+    await loop.run("go", RunConfig(tool_dispatch="sequential"))
+    assert peak == 1
+    loop2 = BareLoop(ScriptedClient([reply, "ok"]), [probe])
+    peak = 0
+    await loop2.run("go", RunConfig(max_concurrency=2))
+    assert peak == 2
+
+
+async def test_cancel_mid_tool_keeps_only_the_coherent_prefix() -> None:
+    cancel = asyncio.Event()
+
+    @tool
+    async def block() -> str:
+        """Blocks until cancelled."""
+        cancel.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    client = ScriptedClient([calls(("c1", "echo", {"text": "x"})), calls(("c2", "block", {})), "unused"])
+    loop = BareLoop(client, [echo, block])
+    run = await loop.run("go", cancel=cancel)
+    assert run.outcome.kind is OutcomeKind.CANCELLED
+    # The first exchange completed and stays; the call that was cancelled is dropped with its turn.
+    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT, Role.USER]
+    assert check_conversation(list(loop.history)) == []
+
+
+async def test_cancel_while_waiting_for_the_model() -> None:
+    cancel = asyncio.Event()
+    client = ScriptedClient([Delay(30, "never")])
+    loop = BareLoop(client)
+    task = asyncio.create_task(loop.run("go", cancel=cancel))
+    await asyncio.sleep(0.01)
+    cancel.set()
+    run = await asyncio.wait_for(task, 2)
+    assert run.outcome.kind is OutcomeKind.CANCELLED
+    assert list(loop.history) == [Message.user("go")]
+
+
+async def test_task_cancellation_salvages_and_propagates() -> None:
+    client = ScriptedClient([calls(("c1", "hang", {"seconds": 30}))])
+    loop = BareLoop(client, [hang])
+    task = asyncio.create_task(loop.run("go"))
+    await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert loop.machine.outcome.kind is OutcomeKind.CANCELLED
+    assert list(loop.history) == [Message.user("go")]
+
+
+async def test_a_rate_limit_then_success_is_retried_honouring_retry_after() -> None:
+    seen: list[ModelRetry] = []
+    client = ScriptedClient([RateLimited("slow down", retry_after=0.01), Overloaded("busy"), "fine"])
+    loop = BareLoop(client, observers=[lambda e: seen.append(e) if isinstance(e, ModelRetry) else None])
+    run = await loop.run("go", FAST)
+    assert run.ok
+    assert run.output == "fine"
+    assert [(e.attempt, type(e.error).__name__) for e in seen] == [(1, "RateLimited"), (2, "Overloaded")]
+    assert seen[0].delay == 0.01
+
+
+async def test_a_stream_cut_mid_reply_is_retried_from_scratch() -> None:
+    client = ScriptedClient([StreamTruncated("connection dropped"), "whole answer"])
+    loop = BareLoop(client)
+    run = await loop.run("go", FAST)
+    assert run.output == "whole answer"
+    assert client.calls == 2
+    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT]
+
+
+async def test_retries_give_up_after_max_retries() -> None:
+    client = ScriptedClient([RateLimited("no")] * 3)
+    loop = BareLoop(client)
+    run = await loop.run("go", RunConfig(max_retries=2, retry_initial_delay=0.001, retry_max_delay=0.001))
+    assert run.outcome.kind is OutcomeKind.FAILED
+    assert run.outcome.error_type == "RateLimited"
+    assert run.outcome.retryable is True
+    assert client.calls == 3
+
+
+async def test_a_non_retryable_provider_error_fails_the_run_keeping_history() -> None:
+    client = ScriptedClient([calls(("c1", "echo", {"text": "x"})), InvalidRequest("bad", provider="anthropic")])
+    loop = BareLoop(client, [echo])
+    run = await loop.run("go", FAST)
+    assert run.outcome.kind is OutcomeKind.FAILED
+    assert run.outcome.error == "anthropic: bad"
+    assert len(loop.history) == 3  # the completed exchange stays
+    assert client.calls == 2
+
+
+async def test_a_max_tokens_stop_in_the_middle_of_a_tool_call_does_not_run_the_cut_call() -> None:
+    ran: list[str] = []
+
+    @tool
+    async def note(text: str) -> str:
+        """Records."""
+        ran.append(text)
+        return "noted"
+
+    cut = ModelResponse(
+        message=calls(("c1", "note", {"text": "whole"}), ("c2", "note", {})),
+        stop_reason=StopReason.MAX_TOKENS,
+        invalid_tool_calls=(InvalidToolCall("c2", "note", '{"text": "hal', "arguments are not valid JSON"),),
+    )
+    loop = BareLoop(ScriptedClient([cut, "retrying later"]), [note])
+    run = await loop.run("go")
+    assert ran == ["whole"]
+    r1, r2 = results(loop)
+    assert r1.is_error is False
+    assert r2.is_error is True
+    assert str(r2.output) == "The call was not run: arguments are not valid JSON"
+    assert run.ok
+
+
+async def test_a_refusal_ends_the_run_with_a_clear_outcome() -> None:
+    refusal = ModelResponse(message=Message.assistant(""), stop_reason=StopReason.REFUSAL, raw_stop_reason="refusal")
+    run = await BareLoop(ScriptedClient([refusal])).run("do something bad")
+    assert run.outcome.kind is OutcomeKind.REFUSED
+
+
+async def test_the_turn_limit_ends_the_run_with_coherent_history() -> None:
+    client = ScriptedClient(lambda req: calls((f"c{len(req.messages)}", "echo", {"text": "again"})))
+    loop = BareLoop(client, [echo])
+    run = await loop.run("go", RunConfig(max_turns=3))
+    assert run.outcome.kind is OutcomeKind.MAX_TURNS
+    assert client.calls == 3
+    assert len(loop.history) == 7
+    assert check_conversation(list(loop.history)) == []
+
+
+async def test_permission_can_approve_deny_or_modify_a_call() -> None:
+    def decide(call: MessagePart) -> Any:
+        text = call.input["text"]  # type: ignore[attr-defined]
+        if text == "deny":
+            return Deny("not allowed here")
+        if text == "modify":
+            return Modify({"text": "modified"})
+        return Approve()
+
+    reply = calls(("a", "echo", {"text": "ok"}), ("b", "echo", {"text": "deny"}), ("c", "echo", {"text": "modify"}))
+    loop = BareLoop(ScriptedClient([reply, "done"]), [echo], permission=decide)
+    run = await loop.run("go")
+    a, b, c = results(loop)
+    assert (str(a.output), a.is_error) == ("ok", False)
+    assert (str(b.output), b.is_error) == ("not allowed here", True)
+    assert (str(c.output), c.is_error) == ("modified", False)
+    assert loop.history[1].tool_calls()[2].input == {"text": "modify"}  # history keeps the model's call
+    assert [r.ran for r in run.turns[0].tool_calls] == [True, False, True]
+
+
+async def test_an_async_permission_callback_is_awaited() -> None:
+    async def never(call: MessagePart) -> bool:
+        return False
+
+    loop = BareLoop(ScriptedClient([calls(("a", "echo", {"text": "x"})), "ok"]), [echo], permission=never)
+    await loop.run("go")
+    assert results(loop)[0].is_error is True
+
+
+async def test_tool_output_carries_images_errors_and_retention() -> None:
+    png = "iVBORw0KGgo="
+
+    @tool
+    async def shot(ctx: ToolContext) -> ToolOutput:
+        """Screenshot."""
+        return ToolOutput(
+            [TextPart(text=f"call {ctx.call_id}"), ImagePart(source=ImageSource(media_type="image/png", data=png))],
+            retention=Retention.DURABLE,
+        )
+
+    loop = BareLoop(ScriptedClient([calls(("s1", "shot", {})), "seen"]), [shot])
+    await loop.run("go")
+    (r,) = results(loop)
+    assert r.retention is Retention.DURABLE
+    assert str(r.output) == "call s1"
+    assert len(r.output.images()) == 1
+    assert "ctx" not in shot.input_schema["properties"]
+
+
+async def test_observers_see_typed_events_in_order() -> None:
+    events: list[Any] = []
+    loop = BareLoop(ScriptedClient([calls(("c1", "echo", {"text": "x"})), "done"]), [echo], observers=[events.append])
+    await loop.run("go")
+    kinds = [type(e).__name__ for e in events if type(e).__name__ != "ModelStreamEvent"]
+    assert kinds == [
+        "RunStarted",
+        "TurnStarted",
+        "TurnFinished",
+        "ToolCallStarted",
+        "ToolCallFinished",
+        "TurnStarted",
+        "TurnFinished",
+        "RunFinished",
+    ]
+    texts = [e.event.text for e in events if type(e).__name__ == "ModelStreamEvent" and hasattr(e.event, "text")]
+    assert texts == ["done"]
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert finished[0].result.output.root == "x"
+    plain = [e for e in events if type(e).__name__ != "ModelStreamEvent"]
+    assert isinstance(plain[3], ToolCallStarted)
+    assert isinstance(plain[2], TurnFinished)
+
+
+async def test_a_session_moves_between_processes_through_the_machine() -> None:
+    loop = BareLoop(ScriptedClient([calls(("c1", "echo", {"text": "x"})), "first"]), [echo])
+    await loop.run("one")
+    saved = loop.into_machine().to_json()
+    restored = BareLoop.from_machine(LoopMachine.from_json(saved), ScriptedClient(["second"]), [echo])
+    run = await restored.run("two")
+    assert run.output == "second"
+    assert [str(m) for m in restored.history] == [
+        "one",
+        '[Tool: echo with input: {"text":"x"}]',
+        "[Tool Result: x]",
+        "first",
+        "two",
+        "second",
+    ]
+
+
+async def test_each_request_starts_with_the_previous_request_byte_for_byte_over_20_turns() -> None:
+    def reply(req: Any) -> Message:
+        n = len(req.messages)
+        if n >= 41:
+            return Message.assistant("finished")
+        return Message.new(
+            Role.ASSISTANT,
+            [
+                ThinkingPart(text=f"step {n}: thinking ü", signature=f"sig{n}", provider="anthropic"),
+                TextPart(text=f"calling {n}"),
+                MessagePart.tool_call(f"call_{n}", "echo", {"text": f"value {n} 🚀"}),
+            ],
+        )
+
+    client = ScriptedClient(reply)
+    loop = BareLoop(client, [echo])
+    run = await loop.run("start")
+    assert run.ok
+    assert len(client.requests) == 21
+    previous = b""
+    for req in client.requests:
+        body = b"[" + b",".join(m.to_json().encode() for m in req.messages)
+        assert body.startswith(previous)
+        previous = body
+    # Thinking stays verbatim in history across turns.
+    assert loop.history[1].parts[0] == ThinkingPart(text="step 1: thinking ü", signature="sig1", provider="anthropic")
+
+
+async def test_run_sync_runs_on_a_fresh_event_loop() -> None:
+    loop = BareLoop(ScriptedClient(["hi"]))
+    with pytest.raises(RuntimeError, match="inside a running event loop"):
+        loop.run_sync("x")
+
+
+def test_run_sync_outside_an_event_loop() -> None:
+    run = BareLoop(ScriptedClient(["hi"])).run_sync("x")
+    assert run.output == "hi"
+
+
+async def test_usage_is_summed_over_turns() -> None:
+    client = ScriptedClient([calls(("c1", "echo", {"text": "x"})), "ok"], usage=Usage(100, 10, 50, 0, 3))
+    run = await BareLoop(client, [echo]).run("go")
+    assert run.usage == Usage(200, 20, 100, 0, 6)
+
+
+async def test_the_system_prompt_and_tool_schemas_reach_the_client() -> None:
+    client = ScriptedClient(["ok"])
+    await BareLoop(client, [echo], SessionConfig(system_prompt="be brief")).run("go", RunConfig(max_tokens=77))
+    req = client.requests[0]
+    assert req.system == "be brief"
+    assert [t.name for t in req.tools] == ["echo"]
+    assert req.tools[0].input_schema["required"] == ["text"]
+    assert req.max_tokens == 77

@@ -1,0 +1,425 @@
+"""The loop machine, rule by rule: transitions, the check order, salvage, persistence."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopctl.engine import (
+    CallLLM,
+    CallTools,
+    Compact,
+    CompactReason,
+    Done,
+    LoopMachine,
+    MachinePolicy,
+    MachineState,
+    OutcomeKind,
+    Prune,
+    coherent_prefix,
+)
+from loopctl.errors import ConversationFileError, MachineStateError
+from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolResultPart
+from loopctl.response import StopReason
+
+POLICY = MachinePolicy(max_turns=5, context_window=1000, compact_threshold=0.8, auto_compact=True)
+TOOLS = {"read", "write"}
+
+
+def call(id: str, name: str = "read", **input: object) -> MessagePart:
+    return MessagePart.tool_call(id, name, input or {"path": "a"})
+
+
+def assistant(*parts: MessagePart) -> Message:
+    return Message.new(Role.ASSISTANT, parts)
+
+
+def result(id: str, text: str = "ok", name: str = "read") -> Message:
+    return Message.new(Role.USER, [MessagePart.tool_result(id, name, text)])
+
+
+def started(ctx: int = 10) -> LoopMachine:
+    m = LoopMachine()
+    m.accept_input("hello")
+    m.context_tokens = ctx
+    return m
+
+
+# --- states and the check order ------------------------------------------------------------------------------
+
+
+def test_a_new_machine_starts_idle_and_asks_for_nothing() -> None:
+    m = LoopMachine()
+    assert m.state is MachineState.START
+    assert m.next_step(POLICY) == Done(m.outcome)
+    assert m.outcome.kind is OutcomeKind.IDLE
+
+
+def test_accept_input_starts_a_run_and_the_first_step_calls_the_model() -> None:
+    m = started()
+    assert m.state is MachineState.AWAITING_MODEL
+    assert m.pending == [Message.user("hello")]
+    assert m.next_step(POLICY) == CallLLM(1)
+
+
+def test_asking_twice_without_a_feed_gives_the_same_step_in_every_state() -> None:
+    m = started()
+    assert m.next_step(POLICY) == m.next_step(POLICY) == CallLLM(1)
+    m.model_response(assistant(call("c1")), TOOLS, 20)
+    assert m.next_step(POLICY) == m.next_step(POLICY)
+    m.tool_results([result("c1")], 960)
+    first = m.next_step(POLICY)
+    assert first == m.next_step(POLICY) == Compact(CompactReason.EMERGENCY, 960)
+    m.cancel()
+    assert m.next_step(POLICY) == m.next_step(POLICY) == Done(m.outcome)
+
+
+def test_terminal_is_checked_first() -> None:
+    m = started(ctx=999)
+    m.model_response(Message.assistant("bye"), TOOLS, 999)
+    assert m.state is MachineState.TERMINAL
+    assert m.next_step(POLICY) == Done(m.outcome)
+    assert m.outcome.kind is OutcomeKind.COMPLETED
+
+
+def test_cancelled_is_checked_before_the_turn_limit() -> None:
+    m = started()
+    m.turn = 99
+    m.cancel()
+    assert m.next_step(POLICY).outcome.kind is OutcomeKind.CANCELLED  # type: ignore[union-attr]
+
+
+def test_turn_limit_is_checked_before_compaction() -> None:
+    m = started(ctx=990)
+    m.turn = POLICY.max_turns
+    step = m.next_step(POLICY)
+    assert isinstance(step, Done)
+    assert step.outcome.kind is OutcomeKind.MAX_TURNS
+
+
+def test_emergency_compaction_at_95_percent_is_always_on() -> None:
+    policy = MachinePolicy(max_turns=5, context_window=1000, auto_compact=False)
+    m = started(ctx=950)
+    assert m.next_step(policy) == Compact(CompactReason.EMERGENCY, 950)
+
+
+def test_emergency_is_checked_before_the_prune_line() -> None:
+    m = started(ctx=960)
+    assert m.next_step(POLICY) == Compact(CompactReason.EMERGENCY, 960)
+
+
+def test_just_below_the_emergency_line_is_not_an_emergency() -> None:
+    m = started(ctx=949)
+    step = m.next_step(POLICY)
+    assert not (isinstance(step, Compact) and step.reason is CompactReason.EMERGENCY)
+
+
+def test_prune_runs_past_the_prune_line_before_threshold_compaction() -> None:
+    m = started(ctx=850)
+    assert m.next_step(POLICY) == Prune(850, 850 - 500)
+
+
+def test_threshold_compaction_is_strictly_above_the_threshold() -> None:
+    m = started(ctx=800)
+    m._pruned_at = 800  # already pruned at this size
+    assert m.next_step(POLICY) == CallLLM(1)
+    m.context_tokens = 801
+    assert m.next_step(POLICY) == Compact(CompactReason.THRESHOLD, 801)
+
+
+def test_threshold_compaction_is_off_when_auto_compact_is_off() -> None:
+    policy = MachinePolicy(max_turns=5, context_window=1000, auto_compact=False)
+    m = started(ctx=900)
+    m._pruned_at = 900
+    assert m.next_step(policy) == CallLLM(1)
+
+
+def test_below_every_line_the_machine_calls_the_model() -> None:
+    m = started(ctx=600)
+    assert m.next_step(POLICY) == CallLLM(1)
+
+
+# --- the model's reply ----------------------------------------------------------------------------------------
+
+
+def test_a_reply_without_tool_calls_completes_the_run_and_commits_pending() -> None:
+    m = started()
+    m.model_response(Message.assistant("done"), TOOLS, 30)
+    assert m.outcome.kind is OutcomeKind.COMPLETED
+    assert list(m.history) == [Message.user("hello"), Message.assistant("done")]
+    assert m.pending == []
+    assert m.context_tokens == 30
+
+
+def test_a_refusal_ends_the_run_as_refused() -> None:
+    m = started()
+    m.model_response(Message.assistant("I can't help with that."), TOOLS, 30, stop_reason=StopReason.REFUSAL)
+    assert m.outcome.kind is OutcomeKind.REFUSED
+    assert m.history[-1] == Message.assistant("I can't help with that.")
+
+
+def test_a_final_answer_cut_by_max_tokens_ends_as_max_tokens() -> None:
+    m = started()
+    m.model_response(Message.assistant("The answer is"), TOOLS, 30, stop_reason=StopReason.MAX_TOKENS)
+    assert m.outcome.kind is OutcomeKind.MAX_TOKENS
+
+
+def test_tool_calls_ask_for_the_tools_in_the_order_the_model_asked() -> None:
+    m = started()
+    reply = assistant(ThinkingPart(text="hm", signature="s"), call("c1"), call("c2", "write"))
+    m.model_response(reply, TOOLS, 40)
+    step = m.next_step(POLICY)
+    assert isinstance(step, CallTools)
+    assert step.turn == 1
+    assert [c.id for c in step.calls] == ["c1", "c2"]
+
+
+def test_an_unknown_tool_is_answered_by_the_machine_naming_the_tools_that_exist() -> None:
+    m = started()
+    m.model_response(assistant(call("c1", "delete_everything")), TOOLS, 40)
+    assert m.state is MachineState.AWAITING_MODEL  # nothing to run
+    answer = m.pending[-1].parts[0]
+    assert isinstance(answer, ToolResultPart)
+    assert answer.call_id == "c1" and answer.name == "delete_everything" and answer.is_error is True
+    assert str(answer.output) == "Unknown tool 'delete_everything'. The tools that exist are: read, write."
+
+
+def test_an_unknown_tool_among_known_ones_is_answered_in_the_call_order() -> None:
+    m = started()
+    m.model_response(assistant(call("c1"), call("c2", "nope"), call("c3", "write")), TOOLS, 40)
+    step = m.next_step(POLICY)
+    assert [c.id for c in step.calls] == ["c1", "c3"]  # type: ignore[union-attr]
+    m.tool_results([result("c3", "w", "write"), result("c1")])
+    parts = m.pending[-1].parts
+    assert [p.call_id for p in parts] == ["c1", "c2", "c3"]  # type: ignore[union-attr]
+    assert [p.is_error for p in parts] == [False, True, False]  # type: ignore[union-attr]
+
+
+def test_a_call_cut_off_by_max_tokens_is_answered_not_run() -> None:
+    m = started()
+    m.model_response(
+        assistant(call("c1"), call("c2")),
+        TOOLS,
+        40,
+        stop_reason=StopReason.MAX_TOKENS,
+        invalid_calls=[("c2", "arguments are not valid JSON")],
+    )
+    step = m.next_step(POLICY)
+    assert [c.id for c in step.calls] == ["c1"]  # type: ignore[union-attr]
+    m.tool_results([result("c1")])
+    cut = m.pending[-1].parts[1]
+    assert isinstance(cut, ToolResultPart) and cut.is_error
+    assert str(cut.output) == "The call was not run: arguments are not valid JSON"
+
+
+def test_model_response_takes_only_assistant_messages() -> None:
+    m = started()
+    with pytest.raises(MachineStateError, match="assistant"):
+        m.model_response(Message.user("x"), TOOLS, 1)
+
+
+# --- tool results --------------------------------------------------------------------------------------------
+
+
+def test_all_results_of_a_turn_go_into_one_user_message_in_call_order_with_names_filled() -> None:
+    m = started()
+    m.model_response(assistant(call("c1"), call("c2", "write")), TOOLS, 40)
+    unnamed = Message.new(Role.USER, [MessagePart.tool_result("c2", "", "w")])
+    m.tool_results([unnamed, result("c1")], 60)
+    last = m.pending[-1]
+    assert last.role is Role.USER
+    assert [(p.call_id, p.name) for p in last.parts] == [("c1", "read"), ("c2", "write")]  # type: ignore[union-attr]
+    assert m.context_tokens == 60
+    assert m.next_step(POLICY) == CallLLM(2)
+
+
+def test_a_result_for_no_call_of_the_step_is_refused() -> None:
+    m = started()
+    m.model_response(assistant(call("c1")), TOOLS, 40)
+    with pytest.raises(MachineStateError, match="answers no call"):
+        m.tool_results([result("c1"), result("zz")])
+
+
+def test_a_call_answered_twice_is_refused() -> None:
+    m = started()
+    m.model_response(assistant(call("c1")), TOOLS, 40)
+    with pytest.raises(MachineStateError, match="answered twice"):
+        m.tool_results([result("c1"), result("c1")])
+
+
+def test_a_call_left_unanswered_is_refused() -> None:
+    m = started()
+    m.model_response(assistant(call("c1"), call("c2")), TOOLS, 40)
+    with pytest.raises(MachineStateError, match="without a result: c2"):
+        m.tool_results([result("c1")])
+
+
+def test_feeds_the_state_does_not_accept_are_refused() -> None:
+    m = LoopMachine()
+    with pytest.raises(MachineStateError, match="model_response"):
+        m.model_response(Message.assistant("x"), TOOLS, 1)
+    m.accept_input("hi")
+    with pytest.raises(MachineStateError, match="accept_input"):
+        m.accept_input("again")
+    with pytest.raises(MachineStateError, match="tool_results"):
+        m.tool_results([])
+    with pytest.raises(MachineStateError, match="compaction_result"):
+        m.compaction_result([], 1, 0)
+
+
+# --- compaction and pruning ---------------------------------------------------------------------------------
+
+
+def _awaiting_compaction(ctx: int = 960) -> LoopMachine:
+    m = LoopMachine([Message.user("old"), Message.assistant("old answer")])
+    m.accept_input("new")
+    m.context_tokens = ctx
+    assert isinstance(m.next_step(POLICY), Compact)
+    return m
+
+
+def test_compaction_result_replaces_history_and_clears_pending() -> None:
+    m = _awaiting_compaction()
+    summary = [Message.user("summary of everything")]
+    m.compaction_result(summary, 960, 100)
+    assert list(m.history) == summary
+    assert m.pending == []
+    assert m.context_tokens == 100
+    assert m.next_step(POLICY) == CallLLM(1)
+
+
+def test_a_compaction_that_saved_nothing_ends_the_run_instead_of_looping() -> None:
+    m = _awaiting_compaction()
+    m.compaction_result([Message.user("x")], 960, 960)
+    assert m.outcome.kind is OutcomeKind.FAILED
+    assert m.outcome.error == "compaction made no progress (960 tokens before, 960 after)"
+    assert list(m.history) == [Message.user("old"), Message.assistant("old answer"), Message.user("new")]
+
+
+def test_compaction_noop_leaves_both_buffers_untouched_and_ends_with_no_progress() -> None:
+    m = _awaiting_compaction()
+    before = list(m.full_history())
+    m.compaction_noop(960, 960)
+    assert m.outcome.kind is OutcomeKind.FAILED
+    assert "no progress" in (m.outcome.error or "")
+    assert list(m.full_history()) == before
+
+
+def test_prune_result_keeps_every_message_and_is_not_asked_again_until_the_context_grows() -> None:
+    m = started(ctx=700)
+    step = m.next_step(POLICY)
+    assert step == Prune(700, 200)
+    pruned = [Message.user("hello (pruned)")]
+    m.prune_result(pruned, 700, 650)
+    assert list(m.full_history()) == pruned
+    assert m.next_step(POLICY) == CallLLM(1)
+    m.context_tokens = 699  # grew by less than prune_step (5% of 1000)
+    assert m.next_step(POLICY) == CallLLM(1)
+    m.context_tokens = 700
+    assert isinstance(m.next_step(POLICY), Prune)
+
+
+def test_a_prune_result_of_another_length_is_refused() -> None:
+    m = started(ctx=700)
+    m.next_step(POLICY)
+    with pytest.raises(MachineStateError, match="keeps every message"):
+        m.prune_result([], 700, 0)
+
+
+def test_a_run_that_cannot_fit_the_window_is_discarded() -> None:
+    m = LoopMachine([Message.user("old"), Message.assistant("kept")])
+    m.accept_input("new")
+    m.model_response(assistant(call("c1")), TOOLS, 40)
+    m.tool_results([result("c1")])
+    m.fail("prompt is too long", overflow=True)
+    assert m.outcome.kind is OutcomeKind.CONTEXT_OVERFLOW
+    assert list(m.history) == [Message.user("old"), Message.assistant("kept")]
+
+
+# --- run exit and salvage -------------------------------------------------------------------------------
+
+
+def test_cancel_keeps_a_completed_tool_exchange_and_drops_an_unanswered_one() -> None:
+    m = started()
+    m.model_response(assistant(call("c1")), TOOLS, 40)
+    m.tool_results([result("c1")])
+    m.model_response(assistant(TextPart(text="now writing"), call("c2", "write")), TOOLS, 50)
+    m.cancel()
+    assert m.outcome.kind is OutcomeKind.CANCELLED
+    assert list(m.history) == [Message.user("hello"), assistant(call("c1")), result("c1")]
+
+
+def test_an_ordinary_failure_salvages_the_same_coherent_prefix() -> None:
+    m = started()
+    m.model_response(assistant(call("c1")), TOOLS, 40)
+    m.fail(RuntimeError("network down"))
+    assert m.outcome.kind is OutcomeKind.FAILED
+    assert m.outcome.error == "network down" and m.outcome.error_type == "RuntimeError"
+    assert list(m.history) == [Message.user("hello")]
+
+
+def test_coherent_prefix_counts_only_prefixes_with_every_call_answered() -> None:
+    msgs = [Message.user("a"), assistant(call("x"), call("y")), result("x"), result("y"), assistant(call("z"))]
+    assert coherent_prefix(msgs) == 4
+    assert coherent_prefix(msgs[:3]) == 1
+
+
+def test_a_new_run_continues_the_committed_history() -> None:
+    m = started()
+    m.model_response(Message.assistant("one"), TOOLS, 10)
+    m.accept_input("second")
+    assert m.turn == 0
+    assert list(m.full_history()) == [Message.user("hello"), Message.assistant("one"), Message.user("second")]
+
+
+def test_full_history_is_a_snapshot_that_later_appends_do_not_change() -> None:
+    m = started()
+    snap = m.full_history()
+    m.model_response(Message.assistant("x"), TOOLS, 10)
+    assert len(snap) == 1 and list(snap) == [Message.user("hello")]
+
+
+# --- persistence --------------------------------------------------------------------------------------------
+
+
+def _machines_in_every_state() -> dict[str, LoopMachine]:
+    out: dict[str, LoopMachine] = {"start": LoopMachine()}
+    m = started()
+    out["awaiting_model"] = m
+    m2 = started()
+    m2.model_response(assistant(ThinkingPart(text="t", signature="sig"), call("c1"), call("c2", "nope")), TOOLS, 40)
+    out["awaiting_tools"] = m2
+    out["awaiting_compaction"] = _awaiting_compaction()
+    m4 = started(ctx=700)
+    m4.next_step(POLICY)
+    out["awaiting_prune"] = m4
+    m5 = started()
+    m5.model_response(Message.assistant("bye"), TOOLS, 10)
+    out["terminal"] = m5
+    m6 = started()
+    m6.fail(RuntimeError("boom"))
+    out["failed"] = m6
+    return out
+
+
+@pytest.mark.parametrize("name", list(_machines_in_every_state()))
+def test_a_restored_machine_takes_exactly_the_same_next_step(name: str) -> None:
+    m = _machines_in_every_state()[name]
+    text = m.to_json()
+    restored = LoopMachine.from_json(text)
+    assert restored.to_json() == text
+    assert restored.next_step(POLICY) == m.next_step(POLICY)
+    assert list(restored.full_history()) == list(m.full_history())
+    assert restored.state is m.state
+
+
+def test_a_machine_file_from_a_newer_release_is_refused() -> None:
+    text = LoopMachine().to_json().replace('"format_version":1', '"format_version":9')
+    with pytest.raises(ConversationFileError, match="format_version 9 is newer"):
+        LoopMachine.from_json(text)
+
+
+def test_a_corrupt_machine_file_is_a_typed_error() -> None:
+    with pytest.raises(ConversationFileError, match="not valid JSON"):
+        LoopMachine.from_json("{nope")
+    with pytest.raises(ConversationFileError, match="not a machine file"):
+        LoopMachine.from_json('{"format_version":1}')
