@@ -177,7 +177,7 @@ def _default_session_path() -> Path:
 @contextlib.asynccontextmanager
 async def _client(model: str, root: Path) -> Any:
     """The model client for ``model``; ``demo`` starts the fake provider server for the scripted demo."""
-    from loopctl.providers import from_string
+    from loopctl.providers.clients import from_string
 
     if model != "demo":
         client = from_string(model)

@@ -81,7 +81,7 @@ class _Client:
                 if on_event is not None:
                     for event in events:
                         on_event(event)
-        except (httpx.TransportError, _transport_errors()) as exc:
+        except _TRANSPORT_ERRORS as exc:
             raise StreamTruncated(f"the stream broke off: {exc or type(exc).__name__}", provider=self.provider) from exc
         response: ModelResponse = decoder.finish()
         return response
@@ -90,9 +90,7 @@ class _Client:
         try:
             body = orjson.loads(content)
         except orjson.JSONDecodeError:
-            raise ProviderProtocolError(
-                f"the reply is not JSON: {content[:200]!r}", provider=self.provider
-            ) from None
+            raise ProviderProtocolError(f"the reply is not JSON: {content[:200]!r}", provider=self.provider) from None
         response: ModelResponse = self.codec.parse_response(body)
         return response
 
@@ -107,10 +105,13 @@ class _Client:
 def _transport_errors() -> tuple[type[BaseException], ...]:
     """The transport error classes of httpx2 (used by the newest SDKs) when it is installed."""
     try:
-        import httpx2  # type: ignore[import-not-found]
+        import httpx2
     except ImportError:
         return ()
     return (httpx2.TransportError,)
+
+
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.TransportError, *_transport_errors())
 
 
 def _key(explicit: str | None, provider: str, *names: str) -> str:
@@ -160,7 +161,7 @@ class _SDKClient(_Client):
             raise ProviderTimeout(f"no reply in time ({exc})", provider=self.provider) from None
         except sdk.APIConnectionError as exc:
             cause = exc.__cause__
-            if cause is not None and isinstance(cause, (httpx.TransportError, *_transport_errors())) and stream:
+            if cause is not None and isinstance(cause, _TRANSPORT_ERRORS) and stream:
                 raise StreamTruncated(f"the connection broke off: {cause}", provider=self.provider) from None
             raise ConnectionFailed(f"cannot reach the provider ({exc})", provider=self.provider) from None
 
