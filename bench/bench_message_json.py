@@ -51,7 +51,7 @@ from loopctl.message import (
 )
 
 N_MESSAGES = 10_000
-REPEAT = 5
+REPEAT = 7
 
 _WORDS = str.split(
     "the of and to in is that for it as with was on be by this are from or an at which have not but had "
@@ -190,12 +190,15 @@ def to_pydantic_ai(msgs: list[Message]) -> list[Any]:
 # --- timing -------------------------------------------------------------------------------------------------
 
 
-def best(fn: Callable[[], Any], repeat: int = REPEAT) -> float:
-    """The fastest of ``repeat`` runs, in seconds (garbage collection off while timing, as timeit does)."""
+def best(fn: Callable[[], Any], *, gc_on: bool, repeat: int = REPEAT) -> float:
+    """The fastest of ``repeat`` runs, in seconds. ``gc_on=False`` turns the cyclic garbage collector off while
+    timing (timeit's convention); ``gc_on=True`` leaves it running, as it does in a real program, where
+    building hundreds of thousands of objects triggers collections that walk everything alive."""
     times = []
     for _ in range(repeat):
         gc.collect()
-        gc.disable()
+        if not gc_on:
+            gc.disable()
         try:
             t0 = time.perf_counter()
             fn()
@@ -205,17 +208,62 @@ def best(fn: Callable[[], Any], repeat: int = REPEAT) -> float:
     return min(times)
 
 
+def tracked_objects_made(fn: Callable[[], Any]) -> int:
+    """How many objects the cyclic garbage collector tracks in what ``fn`` returns (models, dicts, sets...)."""
+    gc.collect()
+    before = len(gc.get_objects())
+    result = fn()
+    gc.collect()
+    made = len(gc.get_objects()) - before
+    del result
+    return made
+
+
+def time_in_gc(fn: Callable[[], Any]) -> tuple[float, float, int]:
+    """One run of ``fn`` with the collector on: (total seconds, seconds spent collecting, full collections)."""
+    spent = [0.0, 0.0]
+    full = [0]
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            spent[1] = time.perf_counter()
+        else:
+            spent[0] += time.perf_counter() - spent[1]
+            full[0] += info["generation"] == 2
+
+    gc.collect()
+    gc.callbacks.append(watch)
+    try:
+        t0 = time.perf_counter()
+        fn()
+        total = time.perf_counter() - t0
+    finally:
+        gc.callbacks.remove(watch)
+    return total, spent[0], full[0]
+
+
+FLOOR_DUMP = "orjson.dumps(plain dicts) [floor]"
+FLOOR_LOAD = "orjson.loads(bytes) [floor]"
+OURS_DUMP = "loopctl dumps_conversation_bytes"
+OURS_LOAD = "loopctl loads_conversation(bytes)"
+STR_DUMP = "loopctl dumps_conversation (str)"
+STR_LOAD = "loopctl loads_conversation(str)"
+PEER_DUMP = "pydantic-ai dump_json"
+PEER_LOAD = "pydantic-ai validate_json"
+
+
 def main() -> None:
     conv = build_conversation()
     data = dumps_conversation_bytes(conv)
     text = data.decode()
     assert loads_conversation(data) == conv
+    assert loads_conversation(text) == conv
     mb = len(data) / 1e6
     plain = orjson.loads(data)
+    assert orjson.dumps(plain) == data
     n_parts = sum(len(m.parts) for m in conv)
-    non_latin1 = sum(
-        1 for m in conv for p in m.parts if isinstance(p, TextPart | ThinkingPart) and max(p.text, default="a") > "\xff"
-    )
+    texts = [p.text for m in conv for p in m.parts if isinstance(p, TextPart | ThinkingPart)]
+    non_latin1 = sum(1 for t in texts if max(t, default="a") > "\xff")
 
     from pydantic_ai.messages import ModelMessagesTypeAdapter as PA
 
@@ -223,38 +271,53 @@ def main() -> None:
     pa_data = PA.dump_json(pa_conv)
     assert len(PA.validate_json(pa_data)) == len(pa_conv)
 
-    results: dict[str, float] = {
-        "loopctl dumps_conversation_bytes": best(lambda: dumps_conversation_bytes(conv)),
-        "loopctl dumps_conversation (str)": best(lambda: dumps_conversation(conv)),
-        "orjson.dumps(plain dicts) [floor]": best(lambda: orjson.dumps(plain)),
-        "pydantic-ai dump_json": best(lambda: PA.dump_json(pa_conv)),
-        "loopctl loads_conversation(bytes)": best(lambda: loads_conversation(data)),
-        "loopctl loads_conversation(str)": best(lambda: loads_conversation(text)),
-        "orjson.loads(bytes) [floor]": best(lambda: orjson.loads(data)),
-        "pydantic-ai validate_json": best(lambda: PA.validate_json(pa_data)),
+    jobs: dict[str, tuple[Callable[[], Any], int]] = {
+        OURS_DUMP: (lambda: dumps_conversation_bytes(conv), len(data)),
+        STR_DUMP: (lambda: dumps_conversation(conv), len(data)),
+        FLOOR_DUMP: (lambda: orjson.dumps(plain), len(data)),
+        PEER_DUMP: (lambda: PA.dump_json(pa_conv), len(pa_data)),
+        OURS_LOAD: (lambda: loads_conversation(data), len(data)),
+        STR_LOAD: (lambda: loads_conversation(text), len(data)),
+        FLOOR_LOAD: (lambda: orjson.loads(data), len(data)),
+        PEER_LOAD: (lambda: PA.validate_json(pa_data), len(pa_data)),
     }
 
     print(f"conversation: {len(conv)} messages, {n_parts} parts, {mb:.1f} MB as loopctl JSON")
-    print(f"  text/thinking parts with characters outside Latin-1: {non_latin1}")
-    print(f"  pydantic-ai equivalent: {len(pa_data) / 1e6:.1f} MB as JSON (adds timestamps, kinds)")
-    print(f"python {sys.version.split()[0]}, best of {REPEAT} runs\n")
-    print(f"{'':38} {'seconds':>8} {'MB/s':>8}")
-    for name, secs in results.items():
-        size = len(pa_data) if name.startswith("pydantic-ai") else len(data)
-        print(f"{name:38} {secs:8.4f} {size / 1e6 / secs:8.1f}")
+    print(f"  {len(texts)} text/thinking strings, {non_latin1} of them with characters outside Latin-1")
+    print(f"  pydantic-ai equivalent: {len(pa_data) / 1e6:.1f} MB as JSON (it adds timestamps and kinds)")
+    print(f"python {sys.version.split()[0]}, best of {REPEAT} runs; MB/s over each library's own JSON size\n")
 
-    def ratio(a: str, b: str) -> float:
-        return results[a] / results[b]
+    for gc_on in (True, False):
+        results = {name: best(fn, gc_on=gc_on) for name, (fn, _) in jobs.items()}
+        print(f"--- garbage collector {'ON (as in a real program)' if gc_on else 'OFF (timeit convention)'}")
+        print(f"{'':38} {'seconds':>8} {'MB/s':>8}")
+        for name, secs in results.items():
+            print(f"{name:38} {secs:8.4f} {jobs[name][1] / 1e6 / secs:8.1f}")
 
-    dump, load = "loopctl dumps_conversation_bytes", "loopctl loads_conversation(bytes)"
-    print()
-    print(f"serialize / orjson floor:  {ratio(dump, 'orjson.dumps(plain dicts) [floor]'):5.2f}x  (target <= 3x)")
-    print(f"serialize / pydantic-ai:   {ratio(dump, 'pydantic-ai dump_json'):5.2f}x  (target < 1x)")
-    print(f"load / orjson floor:       {ratio(load, 'orjson.loads(bytes) [floor]'):5.2f}x  (target <= 5x)")
-    print(f"load / pydantic-ai:        {ratio(load, 'pydantic-ai validate_json'):5.2f}x")
-    strd, strl = "loopctl dumps_conversation (str)", "loopctl loads_conversation(str)"
-    print(f"str API: serialize / floor {ratio(strd, 'orjson.dumps(plain dicts) [floor]'):5.2f}x, ", end="")
-    print(f"load / floor {ratio(strl, 'orjson.loads(bytes) [floor]'):5.2f}x")
+        def ratio(a: str, b: str, res: dict[str, float] = results) -> float:
+            return res[a] / res[b]
+
+        print(f"serialize / orjson floor:  {ratio(OURS_DUMP, FLOOR_DUMP):5.2f}x  (target <= 3x)")
+        print(f"serialize / pydantic-ai:   {ratio(OURS_DUMP, PEER_DUMP):5.2f}x  (target < 1x)")
+        print(f"load / orjson floor:       {ratio(OURS_LOAD, FLOOR_LOAD):5.2f}x  (target <= 5x)")
+        print(f"load / pydantic-ai:        {ratio(OURS_LOAD, PEER_LOAD):5.2f}x")
+        print(
+            f"str API: serialize / floor {ratio(STR_DUMP, FLOOR_DUMP):5.2f}x, load / floor {ratio(STR_LOAD, FLOOR_LOAD):5.2f}x"
+        )
+        print()
+
+    print("--- where the time goes")
+    decode = best(data.decode, gc_on=False)
+    print(f"bytes -> str of the whole document (the str API's extra cost): {decode:.4f} s; one emoji anywhere")
+    print("  makes CPython store the whole document at 4 bytes per character")
+    for name in (OURS_LOAD, FLOOR_LOAD, PEER_LOAD):
+        fn = jobs[name][0]
+        total, in_gc, full = time_in_gc(fn)
+        made = tracked_objects_made(fn)
+        print(
+            f"{name:38} makes {made:7d} GC-tracked objects; one run with GC on: {total:.4f} s, "
+            f"{in_gc:.4f} s of it collecting ({full} full collections)"
+        )
 
 
 if __name__ == "__main__":
