@@ -51,7 +51,7 @@ from loopctl.message import (
 )
 
 N_MESSAGES = 10_000
-REPEAT = 7
+REPEAT = 10
 
 _WORDS = str.split(
     "the of and to in is that for it as with was on be by this are from or an at which have not but had "
