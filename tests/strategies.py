@@ -1,7 +1,7 @@
 """Hypothesis strategies shared by the test suite: messages, parts and valid conversations.
 
-``messages()`` draws any message the model can hold (parts of any kind in any role), for wire-form
-round-trips. ``conversations()`` draws conversations that ``check_conversation`` accepts: tool calls only in
+``messages()`` draws any message the model can hold (parts of any kind in any role, every optional and
+extension key, integers past 64 bits in tool inputs), for wire-form round-trips. ``conversations()`` draws conversations that ``check_conversation`` accepts: tool calls only in
 assistant messages and answered in the user message(s) that follow, images only on the user side, thinking
 only in assistant messages; thinking parts carry signatures from any provider (or none), so request
 builders meet foreign and unsigned reasoning too.
@@ -55,6 +55,13 @@ json_value: st.SearchStrategy[Any] = st.recursive(
     max_leaves=12,
 )
 json_object = st.dictionaries(identifier, json_value, max_size=4)
+# For wire round-trips only: integers JSON allows but a double cannot hold, and any string as a key.
+wide_json_value: st.SearchStrategy[Any] = st.recursive(
+    st.one_of(json_scalar, st.integers(-(2**100), 2**100)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(short_text, inner, max_size=4)),
+    max_leaves=12,
+)
+item_id = st.one_of(st.none(), st.from_regex(r"(msg|fc)_[a-f0-9]{8,24}", fullmatch=True))
 
 _PNG = base64.b64encode(
     bytes.fromhex(
@@ -92,7 +99,12 @@ tool_content = st.one_of(
 
 
 @st.composite
-def tool_call_part(draw: st.DrawFn, id: str | None = None) -> ToolCallPart:
+def tool_call_part(draw: st.DrawFn, id: str | None = None, *, wire: bool = False) -> ToolCallPart:
+    """A tool call; ``wire=True`` adds what only wire round-trips need (an ``item_id``, very large integers)."""
+    if wire:
+        return ToolCallPart(
+            id=id or draw(call_id), name=draw(identifier), input=draw(wide_json_value), item_id=draw(item_id)
+        )
     return ToolCallPart(id=id or draw(call_id), name=draw(identifier), input=draw(st.one_of(json_object, json_value)))
 
 
@@ -108,11 +120,15 @@ def tool_result_part(draw: st.DrawFn, call: ToolCallPart | None = None) -> ToolR
 
 
 any_part = st.one_of(text_part, image_part, tool_call_part(), thinking_part(), tool_result_part())
+# Every key the wire form has, extensions included: for round-trips, not for request builders.
+wire_part = st.one_of(
+    any_part, st.builds(TextPart, text=text, item_id=item_id), tool_call_part(wire=True), thinking_part()
+)
 
 
 def messages() -> st.SearchStrategy[Message]:
-    """Any message the model can hold, valid in a conversation or not."""
-    return st.builds(Message, role=st.sampled_from(list(Role)), parts=st.lists(any_part, max_size=5).map(tuple))
+    """Any message the model can hold, valid in a conversation or not, using every wire key."""
+    return st.builds(Message, role=st.sampled_from(list(Role)), parts=st.lists(wire_part, max_size=5).map(tuple))
 
 
 @st.composite

@@ -102,7 +102,7 @@ def check_conversation(messages: Sequence[Message], *, strict: bool = False) -> 
                         ConversationProblem(
                             ppath,
                             ConversationRule.TOOL_CALL_OUTSIDE_ASSISTANT,
-                            f"a tool call in a {role.value} message",
+                            f"a tool call in {_a(role)} message",
                         )
                     )
                     continue
@@ -122,7 +122,7 @@ def check_conversation(messages: Sequence[Message], *, strict: bool = False) -> 
                         ConversationProblem(
                             ppath,
                             ConversationRule.TOOL_RESULT_OUTSIDE_USER,
-                            f"a tool result in a {role.value} message",
+                            f"a tool result in {_a(role)} message",
                         )
                     )
                 if role is not Role.USER and not part.output.is_string():
@@ -132,7 +132,7 @@ def check_conversation(messages: Sequence[Message], *, strict: bool = False) -> 
                                 ConversationProblem(
                                     f"{ppath}.output[{oi}]",
                                     ConversationRule.IMAGE_OUTSIDE_USER,
-                                    f"an image inside a tool result in a {role.value} message",
+                                    f"an image inside a tool result in {_a(role)} message",
                                 )
                             )
                 entry = open_calls.get(part.call_id)
@@ -160,15 +160,11 @@ def check_conversation(messages: Sequence[Message], *, strict: bool = False) -> 
                 else:
                     entry[1] = True
             elif isinstance(part, ImagePart) and role is not Role.USER:
-                add(
-                    ConversationProblem(
-                        ppath, ConversationRule.IMAGE_OUTSIDE_USER, f"an image in a {role.value} message"
-                    )
-                )
+                add(ConversationProblem(ppath, ConversationRule.IMAGE_OUTSIDE_USER, f"an image in {_a(role)} message"))
             elif isinstance(part, ThinkingPart) and role is not Role.ASSISTANT:
                 add(
                     ConversationProblem(
-                        ppath, ConversationRule.THINKING_OUTSIDE_ASSISTANT, f"thinking in a {role.value} message"
+                        ppath, ConversationRule.THINKING_OUTSIDE_ASSISTANT, f"thinking in {_a(role)} message"
                     )
                 )
     if strict and problems:
@@ -231,3 +227,8 @@ def _json_strings(value: Any, path: str) -> Iterable[tuple[str, str]]:
     elif isinstance(value, list):
         for i, v in enumerate(value):
             yield from _json_strings(v, f"{path}[{i}]")
+
+
+def _a(role: Role) -> str:
+    """``"a user"``, ``"an assistant"``, ``"a system"``: the role with its article, for problem details."""
+    return f"an {role.value}" if role is Role.ASSISTANT else f"a {role.value}"

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NoReturn
 
 import orjson
 from pydantic import BaseModel, ConfigDict, StrictInt, TypeAdapter, ValidationError
@@ -67,22 +69,24 @@ def dumps_conversation_bytes(messages: Iterable[Message]) -> bytes:
 def loads_conversation(data: str | bytes, *, source: str = "<string>") -> list[Message]:
     """Read a conversation from JSON text: the versioned object, or a bare array of messages.
 
-    Raises ``ConversationFileError`` for text that is not JSON, a document of the wrong shape, or a
-    ``format_version`` newer than :data:`FORMAT_VERSION`; ``InvalidMessage`` (path ``messages[3].parts[1]...``)
-    for a bad message inside."""
-    raw = data.encode() if isinstance(data, str) else data
-    head = raw.lstrip()[:1]
-    if head == b"[":
+    Every failure raises ``ConversationFileError`` naming ``source``: text that is not JSON (or not valid
+    Unicode), a document of the wrong shape, a ``format_version`` newer than :data:`FORMAT_VERSION` (the
+    error says so), or a bad message inside (the text gives its path, ``messages[3].parts[1].source.data``,
+    and what was expected; the ``InvalidMessage`` is chained as ``__cause__``)."""
+    head = data.lstrip()[:1]
+    if head in ("[", b"["):
         try:
-            return list(_BARE.validate_json(raw))
+            return list(_BARE.validate_json(data))
         except ValidationError as exc:
-            _reraise(exc, raw, source, bare=True)
-    if head != b"{":
-        raise ConversationFileError(source, "expected a JSON object with format_version and messages, or a JSON array")
+            _reraise(exc, data, source, bare=True)
+    if head not in ("{", b"{"):
+        raise ConversationFileError(
+            source, "expected a JSON object with format_version and messages, or a JSON array of messages"
+        )
     try:
-        doc = _FILE.validate_json(raw)
+        doc = _FILE.validate_json(data)
     except ValidationError as exc:
-        _reraise(exc, raw, source, bare=False)
+        _reraise(exc, data, source, bare=False)
     _check_version(doc.format_version, source)
     return list(doc.messages)
 
@@ -98,49 +102,83 @@ def _check_version(version: int, source: str) -> None:
         raise ConversationFileError(source, f"format_version {version} is not a valid version (expected 1)")
 
 
-def _reraise(exc: ValidationError, raw: bytes, source: str, *, bare: bool) -> None:
+def _reraise(exc: ValidationError, data: str | bytes, source: str, *, bare: bool) -> NoReturn:
     err = exc.errors(include_url=False, include_input=False)[0]
     if err["type"] == "json_invalid":
         raise ConversationFileError(source, f"not valid JSON ({err['msg']})") from None
+    if err["type"] == "string_unicode":
+        raise ConversationFileError(source, "not valid Unicode text (a lone surrogate)") from None
     if not bare:
         # A newer file may have a different shape: say "newer version" rather than "bad message".
         try:
-            version = orjson.loads(raw).get("format_version")
+            version = orjson.loads(data).get("format_version")
         except (orjson.JSONDecodeError, AttributeError):
             version = None
         if isinstance(version, int) and not isinstance(version, bool):
             _check_version(version, source)
         loc = tuple(err["loc"])
         if loc and loc[0] == "format_version":
+            if err["type"] == "missing":
+                raise ConversationFileError(source, "format_version is missing (expected 1)") from None
             raise ConversationFileError(source, "format_version must be an integer (expected 1)") from None
-        if loc == ("messages",):
+        if loc and loc[0] == "messages" and len(loc) == 1:
+            if err["type"] == "missing":
+                raise ConversationFileError(source, "messages is missing (expected an array of messages)") from None
             raise ConversationFileError(source, "messages must be an array of messages") from None
-        raise _invalid(exc, "") from None
-    raise _invalid(exc, "messages") from None
+        bad = _invalid(exc, "")
+    else:
+        bad = _invalid(exc, "messages")
+    raise ConversationFileError(source, str(bad)) from bad
 
 
 def save_conversation(path: str | os.PathLike[str], messages: Iterable[Message]) -> None:
-    """Write the conversation to ``path`` atomically (temp file, fsync, rename).
+    """Write the conversation to ``path`` atomically: a temporary file in the same folder, flushed to disk,
+    then renamed over ``path`` in one step (and the folder flushed, so the rename survives a power cut).
 
-    The text is built before the file is touched, so a message that cannot be written raises
-    ``InvalidMessage`` and leaves any existing file as it was."""
+    The text is built before the file system is touched, so a message that cannot be written raises
+    ``InvalidMessage`` and leaves any existing file as it was; any failure while writing removes the
+    temporary file and leaves the old file intact. A new file gets the permissions ``open()`` would give it
+    (0o666 less the umask); a replaced file keeps its own."""
     text = dumps_conversation_bytes(messages)
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    folder = target.parent
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = None
+    # Not tempfile.mkstemp: it creates the file 0o600, which would become the saved file's mode.
+    tmp = folder / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(text)
             f.flush()
+            if mode is not None:
+                os.chmod(tmp, mode)
             os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    _fsync_folder(folder)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Flush the folder entry of a rename to disk (POSIX; Windows cannot open a folder, and needs not)."""
+    if os.name == "nt":
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def load_conversation(path: str | os.PathLike[str]) -> list[Message]:
-    """Read a conversation file; errors as :func:`loads_conversation`, naming the file."""
+    """Read a conversation file; every failure (unreadable, not JSON, wrong shape, newer version, bad
+    message) raises ``ConversationFileError`` naming the file, as :func:`loads_conversation` does."""
     p = Path(path)
     try:
         raw = p.read_bytes()

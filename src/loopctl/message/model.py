@@ -14,8 +14,10 @@ from __future__ import annotations
 import binascii
 import enum
 import json
+import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar, Union, cast
+from dataclasses import FrozenInstanceError
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeAlias, TypeVar, Union, cast
 
 import orjson
 from pydantic import (
@@ -31,6 +33,7 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
+from pydantic_core import PydanticCustomError, PydanticUndefined
 
 from loopctl.errors import InvalidMessage
 
@@ -91,18 +94,51 @@ def _read_retention(value: object) -> object:
     raise ValueError(f'expected "requery" or "durable", got {value!r}')
 
 
+def _retention_arg(value: object) -> Retention | None:
+    try:
+        return cast(Retention | None, _read_retention(value))
+    except ValueError as exc:
+        raise InvalidMessage("retention", str(exc)) from None
+
+
 _CONFIG = ConfigDict(frozen=True, extra="ignore", validate_default=False, hide_input_in_errors=True)
 
 
-class ImageSource(BaseModel):
+def _refuse_assignment(self: object, name: str, value: object = None) -> NoReturn:
+    raise FrozenInstanceError(
+        f"cannot change {type(self).__name__}.{name}: messages and parts are immutable values; build a new one"
+    )
+
+
+class _Value(BaseModel):
+    """The common base of the model's values: frozen, compared by value, and refusing bad input with
+    :class:`~loopctl.errors.InvalidMessage` (never a pydantic error) from every constructor."""
+
+    model_config = _CONFIG
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _invalid(exc, "") from None
+
+    # Tells pydantic this __init__ only wraps the base one, so nested validation (from_json, from_dict) goes
+    # straight through pydantic-core instead of calling back into Python for every part.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    # pydantic's frozen models raise a pydantic ValidationError on assignment; an immutable value raises
+    # what a frozen dataclass raises.
+    __setattr__ = _refuse_assignment
+    __delattr__ = _refuse_assignment
+
+
+class ImageSource(_Value):
     """Base64 image bytes with their media type (guide, "Images").
 
     Wire form: ``{"encoding": "base64", "media_type": "image/png", "data": "<base64>"}``. ``encoding`` is
     always ``"base64"``; ``data`` must be standard base64 (RFC 4648 section 4, padded, no line breaks) or
     :class:`~loopctl.errors.InvalidMessage` is raised.
     """
-
-    model_config = _CONFIG
 
     encoding: Literal["base64"] = "base64"
     """Always ``"base64"``; any other value is refused."""
@@ -124,7 +160,7 @@ class ImageSource(BaseModel):
     def new_base64(cls, media_type: str, data: str) -> ImageSource:
         """Build a source from a media type and base64 text; raises ``InvalidMessage`` if ``data`` is not
         base64."""
-        return _validate(cls, {"media_type": media_type, "data": data}, "source")
+        return cls(media_type=media_type, data=data)
 
     def to_dict(self) -> dict[str, Any]:
         """The wire object: ``{"encoding", "media_type", "data"}`` in that order."""
@@ -134,15 +170,13 @@ class ImageSource(BaseModel):
         return f"ImageSource(media_type={self.media_type!r}, data=<{len(self.data)} base64 chars>)"
 
 
-class MessagePart(BaseModel):
+class MessagePart(_Value):
     """One part of a message (guide, "Parts"): the base of the five kinds.
 
     The kinds are :class:`TextPart`, :class:`ImagePart`, :class:`ToolCallPart`, :class:`ThinkingPart` and
     :class:`ToolResultPart`, told apart on the wire by ``"type"``. The constructors ``MessagePart.text``,
     ``MessagePart.tool_call`` and ``MessagePart.tool_result`` build the common kinds.
     """
-
-    model_config = _CONFIG
 
     if TYPE_CHECKING:
         # Assigned after the subclasses are built (see the end of this module): a classmethod named
@@ -162,14 +196,21 @@ class MessagePart(BaseModel):
     ) -> ToolResultPart:
         """A tool result answering the call ``call_id`` of tool ``name``.
 
-        ``is_error`` is always stored as a bool (``python-api.md``); ``retention`` starts untagged (``None``).
+        ``is_error`` is always stored as a bool (``python-api.md``): anything but ``True``/``False`` (``None``
+        included) raises ``InvalidMessage``, as nothing is coerced; build ``ToolResultPart(is_error=None)`` for
+        an unset flag. ``retention`` starts untagged (``None``).
         """
+        if not isinstance(is_error, bool):
+            raise InvalidMessage("is_error", f"expected true or false, got {type(is_error).__name__}")
         return ToolResultPart(call_id=call_id, name=name, output=output, is_error=is_error)
 
     @staticmethod
     def from_dict(data: object) -> Part:
         """Read one part from its wire object; raises ``InvalidMessage`` naming the bad path."""
-        return _validate(_PART_ADAPTER, data, "")
+        try:
+            return _PART_ADAPTER.validate_python(data)
+        except ValidationError as exc:
+            raise _invalid(exc, "", tagged_root=True) from None
 
     # --- readers ---------------------------------------------------------------------------------------
 
@@ -197,8 +238,12 @@ class MessagePart(BaseModel):
         """The text of a :class:`TextPart`, else ``None`` (a thinking part is not text)."""
         return None
 
-    def with_retention(self, retention: Retention | None) -> MessagePart:
-        """A copy tagged with ``retention``; only tool results carry one, other kinds come back unchanged."""
+    def with_retention(self, retention: Retention | str | None) -> MessagePart:
+        """A copy tagged with ``retention`` (a :class:`Retention`, ``"requery"``/``"durable"``, or ``None`` for
+        untagged); only tool results carry one, other kinds come back unchanged (the same object).
+
+        Raises ``InvalidMessage`` for any other value, whatever the part kind."""
+        _retention_arg(retention)
         return self
 
     def display(self) -> str | None:
@@ -296,6 +341,18 @@ class ToolCallPart(MessagePart):
     send the id back (``"gemini"``: Gemini's ``functionCall.id`` is echoed only to Gemini, while the ids the
     Gemini codec derives for calls that came without one are never sent). Omitted when unset."""
 
+    @field_validator("input")
+    @classmethod
+    def _input_is_finite(cls, value: JsonValue) -> JsonValue:
+        # pydantic's JsonValue takes NaN and Infinity (from Python, and as JSON extensions); JSON has neither
+        # and orjson would write them as null, so they are refused here.
+        sub = _non_finite_at(value, "")
+        if sub is not None:
+            raise PydanticCustomError(
+                "non_finite_number", "expected a finite number (JSON has no NaN or Infinity)", {"subpath": sub}
+            )
+        return value
+
     def is_tool_call(self) -> bool:
         return True
 
@@ -351,6 +408,25 @@ class ThinkingPart(MessagePart):
         return d
 
 
+def _non_finite_at(value: object, path: str) -> str | None:
+    """The sub-path (``.x[1]``) of the first NaN or infinite float in a JSON value, or ``None``."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, (float, dict, list)):
+                found = _non_finite_at(v, f"{path}.{k}")
+                if found is not None:
+                    return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if isinstance(v, (float, dict, list)):
+                found = _non_finite_at(v, f"{path}[{i}]")
+                if found is not None:
+                    return found
+    return None
+
+
 ToolContentPart: TypeAlias = Annotated[Union[TextPart, ImagePart], Field(discriminator="type")]
 """A part of a multipart tool output: a :class:`TextPart` or an :class:`ImagePart` (same JSON shapes)."""
 
@@ -382,6 +458,16 @@ class ToolContent(RootModel[_ToolContentRoot]):
     """
 
     model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
+
+    def __init__(self, /, root: Any = PydanticUndefined, **data: Any) -> None:
+        try:
+            super().__init__(root, **data)
+        except ValidationError as exc:
+            raise _invalid(exc, "", tagged_root=True) from None
+
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+    __setattr__ = _refuse_assignment
+    __delattr__ = _refuse_assignment
 
     @classmethod
     def from_string(cls, text: str) -> ToolContent:
@@ -461,8 +547,9 @@ class ToolResultPart(MessagePart):
         """True when ``is_error`` is ``True`` (``None`` and ``False`` are success)."""
         return self.is_error is True
 
-    def with_retention(self, retention: Retention | None) -> ToolResultPart:
-        return self.model_copy(update={"retention": None if retention is None else Retention(retention)})
+    def with_retention(self, retention: Retention | str | None) -> ToolResultPart:
+        """A new result tagged with ``retention`` (``None`` removes the tag); this one is unchanged."""
+        return self.model_copy(update={"retention": _retention_arg(retention)})
 
     def display(self) -> str:
         return f"[Tool Result: {self.output}]"
@@ -490,15 +577,13 @@ PART_TYPES: tuple[str, ...] = ("text", "image", "tool_call", "thinking", "tool_r
 """The ``type`` values this release knows."""
 
 
-class Message(BaseModel):
+class Message(_Value):
     """One turn of a conversation: a sender and a bundle of parts (guide, "The shape").
 
     ``parts`` is stored as a tuple and may be empty (silence). Wire: ``{"role": "user", "parts": [...]}``.
     Build with :meth:`user`, :meth:`assistant` or :meth:`new`; there is deliberately no ``Message.system``
     (system guidance belongs in the session's system prompt).
     """
-
-    model_config = _CONFIG
 
     role: Role
     """Who spoke."""
@@ -631,27 +716,32 @@ def _find_bad_string(value: Any, path: str) -> str:
 # --- validation errors -------------------------------------------------------------------------------------
 
 
-def _path_of(loc: tuple[int | str, ...], prefix: str) -> str:
+def _path_of(loc: tuple[int | str, ...], prefix: str, *, tagged_root: bool = False) -> str:
     """Turn a pydantic error location into a wire path such as ``messages[3].parts[1].source.data``.
 
-    pydantic adds the tags of the unions it tried (``text``, ``tool_call``, ``string``, ``dict``...) to the
-    location; they are not part of the wire path and are dropped here.
+    pydantic adds the tags of the unions it tried to the location: a part's ``type`` (``text``,
+    ``tool_call``...) after the index of a part, ``string``/``multipart`` after ``output``, and the JSON type
+    (``dict``, ``list``...) before each key of a tool ``input``. They are not part of the wire path and are
+    dropped here. ``tagged_root`` says the location starts with such a tag (a part or a ``ToolContent``
+    validated on its own).
     """
     out = prefix
     items = list(loc)
     i = 0
+    at_tag = tagged_root
     while i < len(items):
         item = items[i]
+        if at_tag and isinstance(item, str) and item in _TAGS:
+            at_tag = False
+            i += 1
+            continue
         if isinstance(item, int):
             out += f"[{item}]"
-            if i + 1 < len(items) and items[i + 1] in _PART_TAGS:
-                i += 1  # the discriminated-union tag of a part
+            at_tag = True  # an element of parts, of a multipart output, or of a conversation
         else:
             out += f".{item}" if out else item
-            after_tag = i >= 2 and items[i - 1] in _PART_TAGS and isinstance(items[i - 2], int)
-            if item == "output" and after_tag:
-                i += 1  # the ToolContent tag ("string" / "multipart")
-            elif item == "input" and after_tag:
+            at_tag = item == "output"
+            if item == "input":
                 # A JsonValue location alternates a type tag and a key or index.
                 for key in items[i + 2 :: 2]:
                     out += f"[{key}]" if isinstance(key, int) else f".{key}"
@@ -660,32 +750,33 @@ def _path_of(loc: tuple[int | str, ...], prefix: str) -> str:
     return out
 
 
-_PART_TAGS = frozenset(PART_TYPES)
+_TAGS = frozenset((*PART_TYPES, "string", "multipart"))
 
 
 _EXPECTED = {
     "missing": "a value is required here (missing key)",
     "string_type": "expected a string",
     "bool_type": "expected true, false or null",
-    "literal_error": None,
-    "union_tag_invalid": None,
     "union_tag_not_found": 'expected an object with a "type" key',
     "model_type": "expected an object",
     "model_attributes_type": "expected an object",
+    "dict_type": "expected an object",
+    "string_unicode": "expected JSON text that is valid Unicode (found a lone surrogate)",
     "tuple_type": "expected an array",
     "list_type": "expected an array",
-    "enum": None,
-    "json_invalid": None,
+    "invalid-json-value": "expected a JSON value (null, true/false, a number, a string, an array, or an object "
+    "with string keys)",
 }
 
 
-def _invalid(exc: ValidationError, prefix: str) -> InvalidMessage:
+def _invalid(exc: ValidationError, prefix: str, *, tagged_root: bool = False) -> InvalidMessage:
+    """The first error of ``exc`` as ``InvalidMessage``: its wire path and what was expected there."""
     err = exc.errors(include_url=False, include_input=False)[0]
-    path = _path_of(tuple(err["loc"]), prefix)
+    path = _path_of(tuple(err["loc"]), prefix, tagged_root=tagged_root)
     kind = err["type"]
+    ctx = err.get("ctx") or {}
     expected = _EXPECTED.get(kind)
     if kind == "union_tag_invalid":
-        ctx = err.get("ctx") or {}
         expected = f"unknown part type {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
     elif kind == "json_invalid":
         expected = f"invalid JSON ({err['msg']})"
@@ -695,16 +786,16 @@ def _invalid(exc: ValidationError, prefix: str) -> InvalidMessage:
             if msg.startswith(lead):
                 msg = repl + msg[len(lead) :]
         expected = msg
+    if "subpath" in ctx:
+        path += ctx["subpath"]
     return InvalidMessage(path, expected)
 
 
-_T = TypeVar("_T")
+_T = TypeVar("_T", bound=BaseModel)
 
 
-def _validate(target: type[_T] | TypeAdapter[_T], data: object, prefix: str) -> _T:
+def _validate(target: type[_T], data: object, prefix: str) -> _T:
     try:
-        if isinstance(target, TypeAdapter):
-            return target.validate_python(data)
-        return cast(_T, target.model_validate(data))  # type: ignore[attr-defined]
+        return target.model_validate(data)
     except ValidationError as exc:
         raise _invalid(exc, prefix) from None
