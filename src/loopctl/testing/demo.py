@@ -152,9 +152,9 @@ def offered_tools(api: API, body: Mapping[str, Any]) -> list[str]:
 
 # --- reading tool results --------------------------------------------------------------------------------
 
-_PATH = re.compile(r"[\w.\-/\\]+\.[A-Za-z0-9]+")
+_PATH = re.compile(r"[\w.\-/\\]*\w\.[A-Za-z][A-Za-z0-9]*\b")
 _HIT = re.compile(r"^\s*(?P<path>[^\s:][^:]*?):(?P<line>\d+)[:\-]\s?(?P<text>.*)$")
-_TODO = re.compile(r"\bTODO\b[\s:(\-]*(?:\)\s*)?(?P<rest>.*)")
+_TODO = re.compile(r"\bTODO\b(?:\([^)]*\))?[\s:\-]*(?P<rest>.*)")  # TODO, TODO:, TODO(name):
 _PRIORITY = ("readme", ".py", ".md", ".toml", ".txt", ".cfg", ".js", ".ts", ".rs", ".go")
 
 

@@ -61,6 +61,10 @@ __all__ = [
 ]
 
 
+class _Closing(Exception):
+    """The server is shutting down while a step waits; the connection is dropped, nothing is recorded."""
+
+
 class FakeServerError(LoopError):
     """A script step failed inside the fake server (a callable raised, a step had the wrong type, or the
     script ran out). Raised when the server's ``with`` block ends; the original error is the ``__cause__``."""
@@ -336,8 +340,9 @@ class FakeProviderServer:
             self._next += 1
             return step
 
-    def _answer(self, request: RecordedRequest) -> _Outgoing:
-        """The reply to ``request``: record it, run the script, encode, and note any failure."""
+    def _answer(self, request: RecordedRequest) -> _Outgoing | None:
+        """The reply to ``request``: record it, run the script, encode, and note any failure. ``None``: the
+        server is closing, drop the connection."""
         with self._lock:
             self.requests.append(request)
             token = f"fake{len(self.requests):06d}"
@@ -350,6 +355,8 @@ class FakeProviderServer:
             return _Outgoing(encode_error(api, error, stream=request.stream))
         try:
             return self._resolve(self._take(request), request, api, token)
+        except _Closing:
+            return None
         except Exception as exc:  # a script bug: answer, and raise it in the test at the end
             with self._lock:
                 self.failures.append(exc)
@@ -361,7 +368,7 @@ class FakeProviderServer:
         while True:
             if isinstance(step, Delay):
                 if self._stop.wait(step.seconds):
-                    raise RuntimeError("the fake server is shutting down")
+                    raise _Closing
                 step = step.then
             elif isinstance(step, Responder):
                 step = step.respond(request)
@@ -483,6 +490,9 @@ class _Handler(BaseHTTPRequestHandler):
             stream=stream,
         )
         out = owner._answer(request)
+        if out is None:
+            self.close_connection = True
+            return
         if api == "gemini" and stream and out.encoded.stream and query.get("alt") != "sse":
             out = _as_json_array(out)
         try:
