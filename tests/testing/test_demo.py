@@ -209,6 +209,13 @@ def test_the_demo_lists_reads_searches_writes_todo_md_and_answers(api: Any, proj
     assert "README.md starts with “wordcount”" in history[5].text_content()
 
 
+def test_a_second_run_skips_its_own_todo_md(project: Path) -> None:
+    for _ in range(2):
+        history = drive("openai-responses", project, lambda body: DemoScript().reply("openai-responses", body))
+    assert "TODO.md" not in [c.input["path"] for c in history[3].tool_calls()]
+    assert (project / "TODO.md").read_text() == EXPECTED_TODO_MD
+
+
 def test_the_demo_over_http_through_the_fake_server(project: Path) -> None:
     with FakeProviderServer(DemoScript()) as server:
 

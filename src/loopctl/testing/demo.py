@@ -8,7 +8,10 @@ short final answer. Every answer is a function of the request alone, so a retrie
 reply and a resumed session continues where it stopped.
 
 Tools it calls (the CLI's built-ins): ``list_files(path=".")``, ``read_file(path)``,
-``search(pattern, path=".")``, ``write_file(path, content)``; their results are read as plain text.
+``search(pattern, path=".")``, ``write_file(path, content)``; their results are read as plain text. A
+listing is read for anything that looks like a file path with an extension (one path per line, relative to
+the root, reads best; a tree drawn with indentation and bare names does not), a search result for
+grep-style ``path:line: text`` lines (other lines holding a ``TODO`` count without a place).
 
 Pure apart from reading the request: no I/O, no clock.
 """

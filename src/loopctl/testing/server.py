@@ -264,7 +264,7 @@ class FakeProviderServer:
         httpd.owner = self
         self._httpd = httpd
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-provider-server", daemon=True
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, name="fake-provider-server", daemon=True
         )
         self._thread.start()
         return self
@@ -431,6 +431,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Headers and body (and each event) are separate small writes; without this, Nagle's algorithm and
+        # the client's delayed ACK hold every reply back for ~40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self.server.owner._lock:
             self.server.owner._conns.add(self.connection)
 
@@ -505,7 +508,8 @@ class _Handler(BaseHTTPRequestHandler):
         enc = out.encoded
         self.send_response(enc.status)
         self.send_header("content-type", enc.content_type)
-        self.send_header("x-request-id", "req_fake")
+        self.send_header("x-request-id", "req_fake")  # OpenAI's name
+        self.send_header("request-id", "req_fake")  # Anthropic's
         for name, value in enc.headers:
             self.send_header(name, value)
         if not enc.stream:
