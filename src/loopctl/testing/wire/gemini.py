@@ -4,7 +4,9 @@ Shapes from https://ai.google.dev/api/generate-content#generatecontentresponse a
 ``gemini/*`` (see ``tests/fixtures/provider-traffic/INDEX.md``). Signatures follow ``python-api.md``
 ("Provider signatures"): a ``ThinkingPart(text="", signature=s)`` is the ``thoughtSignature`` of the part
 after it; one with text is a ``{"text", "thought": true}`` part (with its own signature when it has one).
-Pure: no I/O, no clock.
+Where the API puts signatures (https://ai.google.dev/gemini-api/docs/thought-signatures): on the first
+``functionCall`` of parallel calls, on each call of sequential steps, and on the last part of a reply
+without calls; a script places its signature parts accordingly. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations

@@ -86,8 +86,9 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
     Order as recorded (``openai/chat-tools-parallel-stream``): a first chunk with ``role``; reasoning and
     text (or refusal) deltas; per tool call one chunk with ``index``, ``id``, ``name`` and ``"arguments": ""``
     then chunks with only ``index`` and argument fragments; a chunk with an empty delta and the
-    ``finish_reason``; then, only when the request set ``stream_options.include_usage`` (the API's rule), a
-    usage chunk with ``"choices": []``, every earlier chunk then carrying ``"usage": null``.
+    ``finish_reason``; then, only when the request set ``stream_options.include_usage``, a usage chunk with
+    ``"choices": []``, every earlier chunk then carrying ``"usage": null`` (API reference,
+    ``ChatCompletionStreamOptions.include_usage``).
     """
     parts = reply_parts("openai-chat", response.message)
     refused = response.stop_reason is StopReason.REFUSAL
