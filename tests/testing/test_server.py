@@ -121,7 +121,7 @@ def test_each_api_answers_a_stream_request_with_server_sent_events(api: str) -> 
         assert r.headers["transfer-encoding"] == "chunked"
         received = list(r.iter_raw())
     frames = events(b"".join(received))
-    assert len(received) == len(frames)  # one chunk written per event
+    assert len(received) >= len(frames)  # one chunk written per event (a chunk may arrive in pieces)
     if api == "openai-chat":
         assert frames[-1] == ("message", "[DONE]")
     elif api in ("anthropic", "openai-responses"):

@@ -168,7 +168,7 @@ def _files_in_listing(listing: str) -> list[str]:
     for line in listing.splitlines():
         for token in _PATH.findall(line):
             token = token[2:] if token.startswith("./") else token
-            if token and not token.endswith("/") and token not in seen and token != "TODO.md":
+            if token not in seen and token != "TODO.md":
                 seen.append(token)
     return seen
 
