@@ -1,6 +1,29 @@
-"""Test doubles: a scripted model client (no network) and, in :mod:`loopctl.testing.server`, a fake provider
-server speaking the real wire formats over HTTP on 127.0.0.1."""
+"""Test doubles: a scripted model client (no network) and a fake provider server speaking the real wire
+formats over HTTP on 127.0.0.1 (:mod:`loopctl.testing.server`, encoders in :mod:`loopctl.testing.wire`),
+plus the scripted demo model of ``loopctl run --model demo`` (:mod:`loopctl.testing.demo`)."""
 
-from loopctl.testing.scripted import ScriptedClient, ScriptExhausted
+from loopctl.testing.scripted import Delay, ScriptedClient, ScriptExhausted
+from loopctl.testing.server import (
+    CutStream,
+    FakeProviderServer,
+    FakeServerError,
+    RecordedRequest,
+    Replay,
+    Responder,
+    StreamError,
+)
+from loopctl.testing.wire import ErrorReply
 
-__all__ = ["ScriptExhausted", "ScriptedClient"]
+__all__ = [
+    "CutStream",
+    "Delay",
+    "ErrorReply",
+    "FakeProviderServer",
+    "FakeServerError",
+    "RecordedRequest",
+    "Replay",
+    "Responder",
+    "ScriptExhausted",
+    "ScriptedClient",
+    "StreamError",
+]

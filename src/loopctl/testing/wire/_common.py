@@ -1,0 +1,127 @@
+"""What the wire encoders share: the API names, the reply context, the encoded reply, delta splitting,
+signature minting and the choice of parts a provider would send.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+import orjson
+
+from loopctl.errors import UnsupportedContent
+from loopctl.message import Message, TextPart, ThinkingPart, ToolCallPart
+from loopctl.response import ModelResponse
+
+__all__ = [
+    "API",
+    "APIS",
+    "THINKING_PROVIDER",
+    "Encoded",
+    "ReplyContext",
+    "dumps",
+    "fake_signature",
+    "reply_parts",
+    "split",
+    "tool_arguments",
+]
+
+API: TypeAlias = Literal["openai-chat", "openai-responses", "anthropic", "gemini"]
+"""The four wire formats the fake server speaks."""
+
+APIS: tuple[API, ...] = ("openai-chat", "openai-responses", "anthropic", "gemini")
+
+THINKING_PROVIDER: Mapping[str, str] = {
+    "openai-chat": "openai-compatible",
+    "openai-responses": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
+}
+"""Which ``ThinkingPart.provider`` each API mints (``python-api.md``, "Provider signatures"). Chat
+Completions: ``"openai-compatible"``, since api.openai.com never returns reasoning there and DeepSeek-style
+servers send ``reasoning_content``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyContext:
+    """What an encoder needs besides the reply.
+
+    ``model``: the model name to report (a ``ModelResponse.model`` wins); ``token``: a unique id fragment for
+    this reply (ids become ``msg_<token>``, ``chatcmpl-<token>``, ``resp_<token>``...); ``created``: Unix
+    time in seconds; ``request``: the parsed request body (read for ``stream_options``, ``include``,
+    ``stop_sequences``, ``tools`` and the settings a Responses reply echoes).
+    """
+
+    model: str
+    token: str = "fake0001"
+    created: int = 1_700_000_000
+    request: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A reply ready to send: HTTP ``status``, ``content_type``, extra ``headers`` and the body in
+    ``pieces`` (one piece for a JSON body; one SSE event per piece for a stream, which ``stream`` marks)."""
+
+    status: int
+    content_type: str
+    pieces: tuple[bytes, ...]
+    stream: bool = False
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def body(self) -> bytes:
+        """All pieces joined."""
+        return b"".join(self.pieces)
+
+
+def split(text: str, size: int = 12) -> list[str]:
+    """``text`` cut into pieces of at most ``size`` characters, and into at least two pieces when it has two
+    or more characters, so every decoder has to join deltas. ``""`` gives ``[""]``."""
+    if len(text) < 2:
+        return [text]
+    size = max(1, min(size, (len(text) + 1) // 2))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def fake_signature(text: str) -> str:
+    """A deterministic stand-in for a provider's signature over ``text``: standard base64 of its SHA-256,
+    shaped like the real opaque base64 blobs. Used when a scripted thinking part has no signature but the
+    provider always signs (Anthropic ``thinking``; OpenAI ``encrypted_content`` when the request asks)."""
+    return base64.b64encode(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()).decode()
+
+
+def dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON (the OpenAI and Anthropic stream style)."""
+    return orjson.dumps(value)
+
+
+def reply_parts(api: str, message: Message) -> list[TextPart | ThinkingPart | ToolCallPart]:
+    """The parts ``api`` would send: thinking only when its ``provider`` is that API's
+    :data:`THINKING_PROVIDER` (like a real provider, which mints only its own); text and tool calls as they
+    are. An image or a tool result is no model output: :class:`~loopctl.errors.UnsupportedContent`."""
+    out: list[TextPart | ThinkingPart | ToolCallPart] = []
+    for i, part in enumerate(message.parts):
+        if isinstance(part, ThinkingPart):
+            if part.provider == THINKING_PROVIDER[api]:
+                out.append(part)
+        elif isinstance(part, (TextPart, ToolCallPart)):
+            out.append(part)
+        else:
+            raise UnsupportedContent(f"parts[{i}]: a model reply cannot carry a {part.type!r} part")
+    return out
+
+
+def tool_arguments(response: ModelResponse, call: ToolCallPart) -> tuple[str, bool]:
+    """``(JSON text, cut)``: the call's arguments as JSON text, or, for a call listed in
+    ``response.invalid_tool_calls``, its raw cut-off text with ``cut=True`` (a ``max_tokens`` stop in the
+    middle of the call)."""
+    for bad in response.invalid_tool_calls:
+        if bad.id == call.id:
+            return bad.arguments, True
+    return orjson.dumps(call.input).decode(), False
