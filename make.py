@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -46,7 +47,15 @@ def _run(cmd: list[str]) -> None:
 
 def demo(args: list[str]) -> None:
     py = _venv(".venv", ".[all]")
-    _run([str(py), str(ROOT / "examples" / "build_conversation.py"), *args])
+    # Work on a copy, so the demo can be run again and the sample stays as shipped.
+    work = ROOT / ".loopctl" / "demo-project"
+    if work.exists():
+        shutil.rmtree(work)
+    shutil.copytree(ROOT / "examples" / "sample-project", work)
+    task = "Find the TODO comments in this project and write a summary of them to TODO.md."
+    loopctl = py.parent / ("loopctl.exe" if os.name == "nt" else "loopctl")
+    _run([str(loopctl), "run", task, "--model", "demo", "--root", str(work), "--yes", *args])
+    print(f"\nmake.py: the demo worked on a copy of examples/sample-project in {work}; see {work / 'TODO.md'}")
 
 
 def test(args: list[str]) -> None:

@@ -186,11 +186,13 @@ async def _client(model: str, root: Path) -> Any:
         finally:
             await client.aclose()
         return
-    from loopctl.testing.demo import demo_script
+    from loopctl.testing.demo import DemoScript
     from loopctl.testing.server import FakeProviderServer
 
-    with FakeProviderServer(demo_script(root)) as server:
-        client = from_string("openai:demo-model", base_url=f"{server.base_url}/v1", api_key="demo-key")
+    # A real client (OpenAI Chat Completions over the openai SDK) against a local fake server that plays a
+    # scripted model: the whole stack runs, no key needed.
+    with FakeProviderServer(DemoScript(), event_delay=0.01) as server:
+        client = from_string("openai:demo-model", base_url=server.openai_base_url, api_key="demo-key")
         try:
             yield client
         finally:

@@ -226,6 +226,8 @@ def _todo_markdown(todos: Sequence[_Todo]) -> str:
 
 def _first_line(text: str, limit: int = 70) -> str:
     for line in text.splitlines():
+        # read_file numbers its lines ("    1\t..."); the number is not part of the text.
+        line = re.sub(r"^\s*\d+\t", "", line)
         line = line.strip().lstrip("#").strip()
         if line:
             return line if len(line) <= limit else line[: limit - 1] + "…"
