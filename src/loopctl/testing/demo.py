@@ -83,9 +83,10 @@ def tool_exchanges(api: API, body: Mapping[str, Any]) -> list[ToolExchange]:
     """Every tool call in the request ``body`` of ``api``, in order, each with its result if present.
 
     Chat: assistant ``tool_calls`` and ``role: "tool"`` messages (a text starting with
-    :data:`~loopctl.providers.openai_chat.TOOL_ERROR_MARKER` is an error, the marker removed); Responses: ``function_call`` and
-    ``function_call_output`` input items; Anthropic: ``tool_use`` and ``tool_result`` blocks; Gemini:
-    ``functionCall`` and ``functionResponse`` parts, paired by ``id`` when present, else by order and name.
+    :data:`~loopctl.providers.openai_chat.TOOL_ERROR_MARKER` is an error, the marker removed); Responses:
+    ``function_call`` and ``function_call_output`` input items; Anthropic: ``tool_use`` and ``tool_result``
+    blocks; Gemini: ``functionCall`` and ``functionResponse`` parts, paired by ``id`` when present, else by
+    order and name.
     """
     calls: list[ToolExchange] = []
     results: dict[str, tuple[str, bool]] = {}
