@@ -24,7 +24,8 @@ from loopctl.engine.events import (
     TurnFinished,
     TurnStarted,
 )
-from loopctl.stream import TextDelta, ThinkingDelta
+from loopctl.message import TextPart, ThinkingPart
+from loopctl.stream import PartStarted, TextDelta, ThinkingDelta
 
 __all__ = ["Transcript"]
 
@@ -50,18 +51,16 @@ class Transcript:
             self._spin("thinking…")
         elif isinstance(event, ModelStreamEvent):
             e = event.event
-            if isinstance(e, TextDelta) and e.text:
-                self._stop_spin()
-                if self._mode != "text":
-                    self._end_line()
-                    self._mode = "text"
-                c.print(Text(e.text), end="")
-            elif isinstance(e, ThinkingDelta) and e.text and self.show_thinking:
-                self._stop_spin()
-                if self._mode != "thinking":
-                    self._end_line()
-                    self._mode = "thinking"
-                c.print(Text(e.text, style="dim italic"), end="")
+            # A part may start with text of its own (Gemini's first piece), then deltas follow.
+            if isinstance(e, PartStarted):
+                if isinstance(e.part, TextPart):
+                    self._text(e.part.text)
+                elif isinstance(e.part, ThinkingPart):
+                    self._thinking(e.part.text)
+            elif isinstance(e, TextDelta):
+                self._text(e.text)
+            elif isinstance(e, ThinkingDelta):
+                self._thinking(e.text)
         elif isinstance(event, ModelRetry):
             self._stop_spin()
             self._end_line()
@@ -104,6 +103,24 @@ class Transcript:
         elif isinstance(event, RunFinished):
             self._stop_spin()
             self._end_line()
+
+    def _text(self, text: str) -> None:
+        if not text:
+            return
+        self._stop_spin()
+        if self._mode != "text":
+            self._end_line()
+            self._mode = "text"
+        self.console.print(Text(text), end="")
+
+    def _thinking(self, text: str) -> None:
+        if not text or not self.show_thinking:
+            return
+        self._stop_spin()
+        if self._mode != "thinking":
+            self._end_line()
+            self._mode = "thinking"
+        self.console.print(Text(text, style="dim italic"), end="")
 
     def _spin(self, label: str) -> None:
         if not self.console.is_terminal:
