@@ -141,15 +141,14 @@ ROUND_TRIP = [
     ("assistant", ["text"]),
 ]
 
-# Where each wire carries a result's error flag: Anthropic ``is_error``, Gemini an ``error`` key. Chat and
-# Responses have none; the text says it.
-FLAGS_ERRORS = {"openai": False, "openai-responses": False, "anthropic": True, "gemini": True}
+# Where each wire carries a result's error flag: Anthropic ``is_error``, Gemini an ``error`` key, Chat a
+# marker before the text (``openai_chat.TOOL_ERROR_MARKER``, read back by ``tool_exchanges``). Responses has
+# none; the text says it.
+FLAGS_ERRORS = {"openai": True, "openai-responses": False, "anthropic": True, "gemini": True}
 
 
-def on_the_wire(kind: str, text: str) -> str:
-    """An error result's text as the model reads it: Chat Completions has no error flag, so the codec marks
-    the text (``openai_chat.TOOL_ERROR_MARKER``)."""
-    return f"[tool error] {text}" if kind == "openai" else text
+def chat_tool_messages(s: Session, request: int = 1) -> list[Any]:
+    return [m["content"] for m in s.server.requests[request].body["messages"] if m["role"] == "tool"]
 
 
 def error_result(s: Session, text: str) -> None:
@@ -159,7 +158,9 @@ def error_result(s: Session, text: str) -> None:
     (result,) = s.results()
     assert (str(result.output), result.is_error) == (text, True)
     (read,) = s.read_back()
-    assert read[1:] == (on_the_wire(s.kind, text), FLAGS_ERRORS[s.kind])
+    assert read[1:] == (text, FLAGS_ERRORS[s.kind])
+    if s.kind == "openai":
+        assert chat_tool_messages(s) == [f"[tool error] {text}"]
 
 
 # --- tools that fail -------------------------------------------------------------------------------------------
@@ -343,7 +344,7 @@ async def test_a_max_tokens_stop_in_the_middle_of_a_tool_call_does_not_run_the_c
     assert (str(whole.output), whole.is_error) == ("whole", False)
     assert not_run.is_error is True
     assert str(not_run.output).startswith("The call was not run: arguments are not valid JSON")
-    assert [r[:2] for r in s.read_back()] == [("echo", "whole"), ("echo", on_the_wire(kind, str(not_run.output)))]
+    assert s.read_back() == [("echo", "whole", False), ("echo", str(not_run.output), FLAGS_ERRORS[kind])]
 
 
 # --- a streamed and a whole reply give the same run ---------------------------------------------------------------

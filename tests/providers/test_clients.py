@@ -336,7 +336,7 @@ async def test_a_refused_connection_is_connection_failed(kind: str, stream: bool
 @both_modes
 async def test_no_reply_within_the_timeout_is_provider_timeout(kind: str, stream: bool) -> None:
     with FakeProviderServer([Delay(5, "too late")]) as server:
-        client = make_client(kind, server, timeout=0.2)
+        client = make_client(kind, server, timeout=0.1)
         with pytest.raises(ProviderTimeout) as caught:
             await client.generate(request(), stream=stream)
         await client.aclose()
@@ -347,7 +347,7 @@ async def test_no_reply_within_the_timeout_is_provider_timeout(kind: str, stream
 @every_client
 async def test_a_stream_that_stalls_past_the_timeout_is_provider_timeout(kind: str) -> None:
     with FakeProviderServer(["a reply long enough to stall between its events"], event_delay=1.0) as server:
-        client = make_client(kind, server, timeout=0.2)
+        client = make_client(kind, server, timeout=0.1)
         with pytest.raises(ProviderTimeout) as caught:
             await client.generate(request())
         await client.aclose()
