@@ -155,6 +155,15 @@ def test_the_demo_runs_end_to_end_then_resumes_and_the_session_checks_out(projec
     assert '[Tool: write_file with input: {"content":"# TODO\\n\\n5 TODO comments found' in shown.stdout
 
 
+def test_with_no_stream_each_reply_shows_whole(project: Path, tmp_path: Path) -> None:
+    done = loopctl("run", TASK, "--model", "demo", "--root", str(project), "--yes", "--no-stream", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    out = lines(done.stdout)
+    assert out[0].startswith("I'm loopctl's scripted demo model (no API key needed).")
+    assert out[-4:-2] == [DONE, "● completed"]
+    assert (project / "TODO.md").read_text() == EXPECTED_TODO_MD
+
+
 def test_check_reports_a_broken_conversation_with_exit_code_1(tmp_path: Path) -> None:
     from loopctl.message import save_conversation
 

@@ -24,9 +24,12 @@ async def echo(text: str) -> str:
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("show_thinking", [True, False], ids=["thinking", "no-thinking"])
-async def test_the_transcript_shows_every_piece_of_streamed_text_and_thinking(kind: str, show_thinking: bool) -> None:
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "no-stream"])
+async def test_the_transcript_shows_all_the_text_and_thinking_streamed_or_not(
+    kind: str, show_thinking: bool, stream: bool
+) -> None:
     # Gemini starts a part with its first piece of text (in PartStarted), the others with an empty part and
-    # deltas: either way the whole text must show.
+    # deltas: either way the whole text must show. A reply that was not streamed shows when it arrives.
     first = Message.new(
         Role.ASSISTANT,
         [
@@ -39,7 +42,9 @@ async def test_the_transcript_shows_every_piece_of_streamed_text_and_thinking(ki
     transcript = Transcript(Console(file=out, width=200, highlight=False), show_thinking=show_thinking)
     with FakeProviderServer([first, "All done here."]) as server:
         client = make_client(kind, server)
-        run = await BareLoop(client, [echo], observers=[transcript]).run("go", RunConfig(reasoning_effort="low"))
+        run = await BareLoop(client, [echo], observers=[transcript]).run(
+            "go", RunConfig(reasoning_effort="low", stream=stream)
+        )
         await client.aclose()
     assert run.ok
     thinking = ["Weighing the options carefully."] if show_thinking else []

@@ -1,7 +1,7 @@
 """The CLI's transcript: an observer of the loop's events that prints to the terminal with rich.
 
-Text streams as it comes; thinking is dimmed; tool calls and results are shown on one line each; a spinner
-runs while the model is working.
+Text streams as it comes (a reply that was not streamed is shown whole when it arrives); thinking is dimmed;
+tool calls and results are shown on one line each; a spinner runs while the model is working.
 """
 
 from __future__ import annotations
@@ -44,10 +44,12 @@ class Transcript:
         self.show_thinking = show_thinking
         self._status: Status | None = None
         self._mode: str | None = None  # "text" or "thinking" while a stream is being printed
+        self._streamed = False  # whether this turn's reply was shown as it streamed
 
     def __call__(self, event: LoopEvent) -> None:
         c = self.console
         if isinstance(event, TurnStarted):
+            self._streamed = False
             self._spin("thinking…")
         elif isinstance(event, ModelStreamEvent):
             e = event.event
@@ -73,6 +75,12 @@ class Transcript:
             )
         elif isinstance(event, TurnFinished):
             self._stop_spin()
+            if not self._streamed:  # a reply that was not streamed (--no-stream): show it whole now
+                for part in event.message.parts:
+                    if isinstance(part, TextPart):
+                        self._text(part.text)
+                    elif isinstance(part, ThinkingPart):
+                        self._thinking(part.text)
             self._end_line()
         elif isinstance(event, ToolCallStarted):
             self._stop_spin()
@@ -105,6 +113,7 @@ class Transcript:
             self._end_line()
 
     def _text(self, text: str) -> None:
+        self._streamed = True
         if not text:
             return
         self._stop_spin()
@@ -114,6 +123,7 @@ class Transcript:
         self.console.print(Text(text), end="")
 
     def _thinking(self, text: str) -> None:
+        self._streamed = True
         if not text or not self.show_thinking:
             return
         self._stop_spin()
