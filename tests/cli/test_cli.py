@@ -215,6 +215,57 @@ def test_without_yes_and_no_terminal_writes_are_refused_naming_yes(project: Path
     assert (result.name, str(result.output), result.is_error) == ("write_file", refusal, True)
 
 
+def in_a_terminal(args: Sequence[str], *, answer: bytes, cwd: Path) -> tuple[int, str]:
+    """Run ``python -m loopctl ARGS`` on a pseudo-terminal, typing ``answer`` at the approval prompt.
+    Returns the exit code and everything the terminal showed (escape codes stripped)."""
+    import pty  # POSIX only
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: exec at once, nothing else
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, "-m", "loopctl", *args], env(**{DEMO_DELAY_VAR: "0"}))
+    shown = b""
+    answered = False
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if not ready:
+            continue
+        try:
+            data = os.read(fd, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        shown += data
+        if not answered and b"[y/N]: " in shown:
+            os.write(fd, answer + b"\n")
+            answered = True
+    os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode()).replace("\r\n", "\n")
+    return os.waitstatus_to_exitcode(status), text
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+@pytest.mark.parametrize("answer", [b"y", b"n"])
+def test_in_a_terminal_a_write_asks_first(answer: bytes, project: Path, tmp_path: Path) -> None:
+    session = tmp_path / "s.json"
+    args = ["run", TASK, "--model", "demo", "--root", str(project), "--session", str(session)]
+    code, shown = in_a_terminal(args, answer=answer, cwd=tmp_path)
+    assert code == 0, shown
+    assert "Allow write_file on TODO.md? [y/N]: " in shown
+    if answer == b"y":
+        assert (project / "TODO.md").read_text() == EXPECTED_TODO_MD
+        assert DONE in shown
+    else:
+        assert not (project / "TODO.md").exists()
+        assert "  ✗ write_file: The user did not allow write_file on TODO.md.  [1 lines]" in shown
+        assert "I could not write TODO.md (The user did not allow write_file on TODO.md.)." in shown
+    assert check_conversation(list(Session.load(session).machine.history)) == []
+
+
 # --- a missing key ------------------------------------------------------------------------------------------
 
 
