@@ -185,7 +185,8 @@ class ProviderTimeout(ProviderError):
 
 
 class StreamTruncated(ProviderError):
-    """A streamed reply ended before its final event (the connection dropped). Retryable.
+    """A reply ended before it was complete: a stream before its final event, or a whole (JSON) body before
+    its declared length (the connection dropped after the reply began). Retryable.
 
     A retry starts the message afresh; nothing of the cut reply is kept.
     """

@@ -23,7 +23,7 @@ from loopctl.errors import (
 )
 from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart
 from loopctl.providers import gemini
-from loopctl.response import ModelResponse, StopReason, Usage
+from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import PartStarted, ResponseFinished, StreamEvent, ToolCallDelta
 from tests.conftest import Recording, recordings
 
@@ -471,6 +471,34 @@ class TestVertexPartialArgs:
             chunk(finish="STOP"),
         )
         assert decode(body)[0].message == assistant(ToolCallPart(id="resp1_0", name="f", input={"a": "x"}))
+
+    def test_a_call_still_streaming_when_the_output_limit_arrives_is_an_invalid_call(self) -> None:
+        body = sse(
+            chunk({"functionCall": {"name": "f", "args": {"whole": 1}}}),
+            chunk(
+                {
+                    "functionCall": {
+                        "name": "g",
+                        "willContinue": True,
+                        "partialArgs": [{"jsonPath": "$.a", "stringValue": "hal", "willContinue": True}],
+                    }
+                }
+            ),
+            chunk(finish="MAX_TOKENS"),
+        )
+        response = decode(body)[0]
+        assert response.message == assistant(
+            ToolCallPart(id="resp1_0", name="f", input={"whole": 1}), ToolCallPart(id="resp1_1", name="g", input={})
+        )
+        assert response.stop_reason is StopReason.MAX_TOKENS
+        assert response.invalid_tool_calls == (
+            InvalidToolCall(
+                "resp1_1",
+                "g",
+                '{"a":"hal"',
+                "arguments are not valid JSON: unexpected end of data: line 1 column 11 (char 10)",
+            ),
+        )
 
     @pytest.mark.parametrize(
         ("piece", "match"),

@@ -164,12 +164,13 @@ def drive(
     *,
     tool: Callable[[str, dict[str, Any]], tuple[str, bool]] | None = None,
     turns: int | None = None,
+    body: Callable[[str, list[Message]], dict[str, Any]] = body_for,
 ) -> list[Message]:
     """Run the loop: ask the model, run its tools, feed the results back, until it answers with no call (or
-    after ``turns`` model calls)."""
+    after ``turns`` model calls). ``body`` builds each request body."""
     history = [Message.user("Summarize the TODOs.")]
     for turn in range(1, 11):
-        reply = ask(body_for(api, history))
+        reply = ask(body(api, history))
         history.append(reply)
         calls = reply.tool_calls()
         if not calls or turn == turns:
@@ -287,6 +288,31 @@ def test_a_refused_write_is_reported_in_the_final_answer(project: Path) -> None:
         "I could not write TODO.md (Permission denied by the user.). It would have listed 5 TODO comments."
     )
     assert not (project / "TODO.md").exists()
+
+
+def codec_body(api: str, history: list[Message]) -> dict[str, Any]:
+    """The request body the real codec builds (Chat marks a failed result's text; Responses has no flag)."""
+    from loopctl.providers import openai_chat, openai_responses
+    from loopctl.tool import ToolSchema
+
+    module = openai_chat if api == "openai-chat" else openai_responses
+    return module.build_request(history, model="demo", tools=[ToolSchema(n) for n in TOOLS])
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses"])
+def test_the_clis_refusal_is_read_as_a_failed_write_on_wires_without_an_error_flag(api: Any, project: Path) -> None:
+    refusal = "write_file was not approved: the CLI cannot ask (stdin is not a terminal); run with --yes"
+
+    def tool(name: str, args: dict[str, Any]) -> tuple[str, bool]:
+        return (refusal, True) if name == "write_file" else run_tool(project, name, args)
+
+    history = drive(api, project, lambda body: DemoScript().reply(api, body), tool=tool, body=codec_body)
+    assert history[-1].text_content() == (
+        "I could not write TODO.md (write_file was not approved: the CLI cannot ask (stdin is not a terminal); "
+        "run with --yes). It would have listed 5 TODO comments."
+    )
+    exchanges = tool_exchanges(api, codec_body(api, history[:-1]))
+    assert (exchanges[-1].output, exchanges[-1].is_error) == (refusal, api == "openai-chat")
 
 
 def test_a_search_without_hits_ends_without_writing(project: Path) -> None:

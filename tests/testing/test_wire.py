@@ -559,6 +559,25 @@ def test_a_cut_off_tool_call_streams_its_raw_arguments(module: Any) -> None:
     assert argument_fragments(api, module.events(response, CTX)) == bad.arguments
 
 
+def test_a_gemini_call_cut_off_opens_as_streamed_arguments_that_never_finish() -> None:
+    whole = ToolCallPart(id="a", name="write", input={"path": "a.txt"})
+    cut = ToolCallPart(id="b", name="write", input={})
+    bad = InvalidToolCall(id="b", name="write", arguments='{"path": "b.t', error="cut")
+    response = ModelResponse(
+        Message.new(Role.ASSISTANT, [whole, cut]), stop_reason=StopReason.MAX_TOKENS, invalid_tool_calls=(bad,)
+    )
+    last = gemini.events(response, CTX)[-1]["candidates"][0]
+    assert last["content"]["parts"] == [
+        {"functionCall": {"name": "write", "args": {"path": "a.txt"}}},
+        {"functionCall": {"name": "write", "willContinue": True}},
+    ]
+    assert last["finishReason"] == "MAX_TOKENS"
+    # A whole (non-streamed) reply carries whole parts only.
+    assert gemini.body(response, CTX)["candidates"][0]["content"]["parts"] == [
+        {"functionCall": {"name": "write", "args": {"path": "a.txt"}}}
+    ]
+
+
 def test_gemini_signature_goes_on_the_part_after_it_and_a_trailing_one_on_an_empty_text() -> None:
     response = reply(
         ThinkingPart(text="summary", provider="gemini"),

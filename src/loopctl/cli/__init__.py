@@ -4,6 +4,10 @@
 the transcript, and saves the session; ``--resume FILE`` continues a saved session. ``--model demo`` runs a
 scripted task through a local fake provider server and a real client, with no API key.
 ``loopctl show FILE`` prints a saved session or conversation; ``loopctl check FILE`` checks one.
+``python -m loopctl`` is the same command line.
+
+Environment: ``LOOPCTL_DEMO_DELAY`` sets the seconds between the demo model's streamed events (default
+0.01), to watch the demo stream slowly or to interrupt it with Ctrl-C part way.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -26,6 +31,9 @@ from loopctl.errors import ConversationFileError, LoopError, MissingAPIKey
 __all__ = ["main"]
 
 _EXIT = {"completed": 0, "cancelled": 130}
+
+DEMO_DELAY_VAR = "LOOPCTL_DEMO_DELAY"
+"""Environment variable: seconds between the streamed events of ``--model demo`` (0 to 60; default 0.01)."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -180,7 +188,10 @@ async def _client(model: str, root: Path) -> Any:
     from loopctl.providers.clients import from_string
 
     if model != "demo":
-        client = from_string(model)
+        try:
+            client = from_string(model)
+        except ValueError as exc:  # an unknown prefix: the user's typo, not a crash
+            raise click.UsageError(f'{exc}, or "demo"') from None
         try:
             yield client
         finally:
@@ -191,12 +202,27 @@ async def _client(model: str, root: Path) -> Any:
 
     # A real client (OpenAI Chat Completions over the openai SDK) against a local fake server that plays a
     # scripted model: the whole stack runs, no key needed.
-    with FakeProviderServer(DemoScript(), event_delay=0.01) as server:
+    with FakeProviderServer(DemoScript(), event_delay=_demo_delay()) as server:
         client = from_string("openai:demo-model", base_url=server.openai_base_url, api_key="demo-key")
         try:
             yield client
         finally:
             await client.aclose()
+
+
+def _demo_delay() -> float:
+    """Seconds between the demo's streamed events: :data:`DEMO_DELAY_VAR`, else 0.01. Raises
+    ``click.UsageError`` for a value that is not a number of seconds from 0 to 60."""
+    raw = os.environ.get(DEMO_DELAY_VAR)
+    if raw is None or not raw.strip():
+        return 0.01
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 60:
+        raise click.UsageError(f"{DEMO_DELAY_VAR} must be a number of seconds from 0 to 60, got {raw!r}")
+    return value
 
 
 @contextlib.contextmanager

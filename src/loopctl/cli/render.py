@@ -1,7 +1,7 @@
 """The CLI's transcript: an observer of the loop's events that prints to the terminal with rich.
 
-Text streams as it comes; thinking is dimmed; tool calls and results are shown on one line each; a spinner
-runs while the model is working.
+Text streams as it comes (a reply that was not streamed is shown whole when it arrives); thinking is dimmed;
+tool calls and results are shown on one line each; a spinner runs while the model is working.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from loopctl.engine.events import (
     TurnFinished,
     TurnStarted,
 )
-from loopctl.stream import TextDelta, ThinkingDelta
+from loopctl.message import TextPart, ThinkingPart
+from loopctl.stream import PartStarted, TextDelta, ThinkingDelta
 
 __all__ = ["Transcript"]
 
@@ -43,25 +44,25 @@ class Transcript:
         self.show_thinking = show_thinking
         self._status: Status | None = None
         self._mode: str | None = None  # "text" or "thinking" while a stream is being printed
+        self._streamed = False  # whether this turn's reply was shown as it streamed
 
     def __call__(self, event: LoopEvent) -> None:
         c = self.console
         if isinstance(event, TurnStarted):
+            self._streamed = False
             self._spin("thinking…")
         elif isinstance(event, ModelStreamEvent):
             e = event.event
-            if isinstance(e, TextDelta) and e.text:
-                self._stop_spin()
-                if self._mode != "text":
-                    self._end_line()
-                    self._mode = "text"
-                c.print(Text(e.text), end="")
-            elif isinstance(e, ThinkingDelta) and e.text and self.show_thinking:
-                self._stop_spin()
-                if self._mode != "thinking":
-                    self._end_line()
-                    self._mode = "thinking"
-                c.print(Text(e.text, style="dim italic"), end="")
+            # A part may start with text of its own (Gemini's first piece), then deltas follow.
+            if isinstance(e, PartStarted):
+                if isinstance(e.part, TextPart):
+                    self._text(e.part.text)
+                elif isinstance(e.part, ThinkingPart):
+                    self._thinking(e.part.text)
+            elif isinstance(e, TextDelta):
+                self._text(e.text)
+            elif isinstance(e, ThinkingDelta):
+                self._thinking(e.text)
         elif isinstance(event, ModelRetry):
             self._stop_spin()
             self._end_line()
@@ -74,6 +75,12 @@ class Transcript:
             )
         elif isinstance(event, TurnFinished):
             self._stop_spin()
+            if not self._streamed:  # a reply that was not streamed (--no-stream): show it whole now
+                for part in event.message.parts:
+                    if isinstance(part, TextPart):
+                        self._text(part.text)
+                    elif isinstance(part, ThinkingPart):
+                        self._thinking(part.text)
             self._end_line()
         elif isinstance(event, ToolCallStarted):
             self._stop_spin()
@@ -104,6 +111,26 @@ class Transcript:
         elif isinstance(event, RunFinished):
             self._stop_spin()
             self._end_line()
+
+    def _text(self, text: str) -> None:
+        self._streamed = True
+        if not text:
+            return
+        self._stop_spin()
+        if self._mode != "text":
+            self._end_line()
+            self._mode = "text"
+        self.console.print(Text(text), end="")
+
+    def _thinking(self, text: str) -> None:
+        self._streamed = True
+        if not text or not self.show_thinking:
+            return
+        self._stop_spin()
+        if self._mode != "thinking":
+            self._end_line()
+            self._mode = "thinking"
+        self.console.print(Text(text, style="dim italic"), end="")
 
     def _spin(self, label: str) -> None:
         if not self.console.is_terminal:

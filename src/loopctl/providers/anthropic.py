@@ -247,9 +247,15 @@ def build_request(
 
 
 def build_request_from(
-    request: ModelRequest, *, model: str, stream: bool = False, cache: ConversionCache | None = None
+    request: ModelRequest,
+    *,
+    model: str,
+    stream: bool = False,
+    cache: ConversionCache | None = None,
+    **provider_specific: Any,
 ) -> dict[str, Any]:
-    """:func:`build_request` for a :class:`~loopctl.providers.base.ModelRequest` (prompt caching on)."""
+    """:func:`build_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the clients call);
+    ``provider_specific`` takes :func:`build_request`'s Anthropic options (``prompt_cache``, on by default)."""
     return build_request(
         request.messages,
         model=model,
@@ -263,6 +269,7 @@ def build_request_from(
         stream=stream,
         extra=request.extra,
         cache=cache,
+        **provider_specific,
     )
 
 

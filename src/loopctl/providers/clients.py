@@ -17,15 +17,17 @@ Keys and base URLs come from each provider's usual environment variables (``OPEN
 ``OPENAI_BASE_URL``, ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``, ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``
 / ``GEMINI_BASE_URL``) unless given; a missing key raises :class:`~loopctl.errors.MissingAPIKey` naming the
 variable. Every error is a :class:`~loopctl.errors.ProviderError` subclass: HTTP errors through the codec's
-``error_from_http``, connection failures as :class:`~loopctl.errors.ConnectionFailed`, timeouts as
-:class:`~loopctl.errors.ProviderTimeout`, a stream that breaks off as :class:`~loopctl.errors.StreamTruncated`.
+``error_from_http``; a failure before the reply began (refused, reset, no response) as
+:class:`~loopctl.errors.ConnectionFailed`; no reply, or a reply that stalls, within ``timeout`` as
+:class:`~loopctl.errors.ProviderTimeout`; a reply (streamed or not) whose connection breaks off after it
+began as :class:`~loopctl.errors.StreamTruncated`.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -52,7 +54,9 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 600.0
-"""Seconds a model call may take, end to end, before :class:`~loopctl.errors.ProviderTimeout`."""
+"""Seconds the client waits for a connection, or for the next bytes of a reply, before
+:class:`~loopctl.errors.ProviderTimeout` (httpx timeouts are per operation: a stream that keeps sending is
+never cut by this)."""
 
 
 class _Client:
@@ -81,10 +85,23 @@ class _Client:
                 if on_event is not None:
                     for event in events:
                         on_event(event)
+        except _TIMEOUT_ERRORS as exc:
+            raise ProviderTimeout(f"the stream stalled: {_describe(exc)}", provider=self.provider) from exc
         except _TRANSPORT_ERRORS as exc:
-            raise StreamTruncated(f"the stream broke off: {exc or type(exc).__name__}", provider=self.provider) from exc
+            raise StreamTruncated(f"the stream broke off: {_describe(exc)}", provider=self.provider) from exc
         response: ModelResponse = decoder.finish()
         return response
+
+    async def _read(self, body: Awaitable[bytes]) -> bytes:
+        """A whole reply body, once its headers have arrived: a stall is a
+        :class:`~loopctl.errors.ProviderTimeout`, a connection lost half way a
+        :class:`~loopctl.errors.StreamTruncated` (the reply began, so this is no ``ConnectionFailed``)."""
+        try:
+            return await body
+        except _TIMEOUT_ERRORS as exc:
+            raise ProviderTimeout(f"the reply stalled: {_describe(exc)}", provider=self.provider) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise StreamTruncated(f"the reply broke off: {_describe(exc)}", provider=self.provider) from exc
 
     def _parse(self, content: bytes) -> ModelResponse:
         try:
@@ -102,16 +119,22 @@ class _Client:
         return f"{type(self).__name__}(model={self.model!r})"
 
 
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    """The transport error classes of httpx2 (used by the newest SDKs) when it is installed."""
+def _httpx2_errors(name: str) -> tuple[type[BaseException], ...]:
+    """The error class ``name`` of httpx2 (used by the newest SDKs) when it is installed."""
     try:
         import httpx2
     except ImportError:
         return ()
-    return (httpx2.TransportError,)
+    return (getattr(httpx2, name),)
 
 
-_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.TransportError, *_transport_errors())
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.TransportError, *_httpx2_errors("TransportError"))
+_TIMEOUT_ERRORS: tuple[type[BaseException], ...] = (httpx.TimeoutException, *_httpx2_errors("TimeoutException"))
+
+
+def _describe(exc: BaseException) -> str:
+    # httpx's ReadTimeout and kin often carry no text.
+    return str(exc) or type(exc).__name__
 
 
 def _key(explicit: str | None, provider: str, *names: str) -> str:
@@ -151,18 +174,17 @@ class _SDKClient(_Client):
         sdk = self._sdk
         try:
             async with self._create()(**self._split(body)) as raw:
+                # Past the headers: reading errors are raw transport errors, typed by _decode_stream / _read.
                 if stream:
                     return await self._decode_stream(raw.iter_bytes(), on_event)
-                return self._parse(await raw.read())
+                return self._parse(await self._read(raw.read()))
         except sdk.APIStatusError as exc:
             content = exc.response.content if exc.response is not None else b""
             raise self._http_error(exc.status_code, content, dict(exc.response.headers)) from None
         except sdk.APITimeoutError as exc:
             raise ProviderTimeout(f"no reply in time ({exc})", provider=self.provider) from None
         except sdk.APIConnectionError as exc:
-            cause = exc.__cause__
-            if cause is not None and isinstance(cause, _TRANSPORT_ERRORS) and stream:
-                raise StreamTruncated(f"the connection broke off: {cause}", provider=self.provider) from None
+            # Raised only before the reply began (connect, send, or no response at all), stream or not.
             raise ConnectionFailed(f"cannot reach the provider ({exc})", provider=self.provider) from None
 
     _sdk: Any
@@ -344,14 +366,15 @@ class GeminiClient(_Client):
         url = f"{self._url}:streamGenerateContent?alt=sse" if stream else f"{self._url}:generateContent"
         try:
             async with self._http.stream("POST", url, content=body, headers=self._headers) as raw:
+                # Past the headers: reading errors are typed by _decode_stream / _read, not as ConnectionFailed.
                 if raw.status_code >= 400:
-                    content = await raw.aread()
+                    content = await self._read(raw.aread())
                     raise self._http_error(raw.status_code, content, dict(raw.headers))
                 if stream:
                     return await self._decode_stream(raw.aiter_bytes(), on_event)
-                return self._parse(await raw.aread())
+                return self._parse(await self._read(raw.aread()))
         except httpx.TimeoutException as exc:
-            raise ProviderTimeout(f"no reply in time ({exc})", provider=self.provider) from None
+            raise ProviderTimeout(f"no reply in time ({_describe(exc)})", provider=self.provider) from None
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"cannot reach the provider ({exc})", provider=self.provider) from None
 

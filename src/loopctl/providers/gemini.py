@@ -210,9 +210,15 @@ def build_request(
 
 
 def build_request_from(
-    request: ModelRequest, *, model: str, stream: bool = False, cache: ConversionCache | None = None
+    request: ModelRequest,
+    *,
+    model: str,
+    stream: bool = False,
+    cache: ConversionCache | None = None,
+    **provider_specific: Any,
 ) -> dict[str, Any]:
-    """:func:`build_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the clients call)."""
+    """:func:`build_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the clients call);
+    ``provider_specific`` takes :func:`build_request`'s Gemini options (``include_thoughts``...)."""
     return build_request(
         request.messages,
         model=model,
@@ -226,6 +232,7 @@ def build_request_from(
         stream=stream,
         extra=request.extra,
         cache=cache,
+        **provider_specific,
     )
 
 
@@ -751,7 +758,8 @@ class _ReplyReader:
         return events
 
     def _finish(self, reason: str | None, events: list[StreamEvent], *, refused: bool = False) -> None:
-        self._end_call(events)
+        # A call still streaming at STOP is taken as complete; at the output limit it was cut off.
+        self._end_call(events, cut=reason in _MAX_TOKENS)
         self._close(events)
         self._finished = True
         stop = StopReason.REFUSAL if refused else _stop_reason(reason, self._calls > 0)
@@ -852,11 +860,16 @@ class _ReplyReader:
         else:
             events.append(PartFinished(index))
 
-    def _end_call(self, events: list[StreamEvent]) -> None:
+    def _end_call(self, events: list[StreamEvent], *, cut: bool = False) -> None:
+        """Close the call whose arguments stream in. ``cut``: the output limit (``MAX_TOKENS``) ended the
+        reply while they were still coming (``willContinue``); they are sent unterminated, so the accumulator
+        records an :class:`~loopctl.response.InvalidToolCall` and the engine never runs a call with half its
+        input."""
         call = self._call
         if call is not None:
             self._call = None
-            events.append(ToolCallDelta(call.index, orjson.dumps(call.args).decode()))
+            text = orjson.dumps(call.args).decode()
+            events.append(ToolCallDelta(call.index, text[:-1] if cut else text))
             events.append(PartFinished(call.index))
 
     def _start(self, part: MessagePart, events: list[StreamEvent], kind: str) -> int:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolCallPart
+from loopctl.providers.openai_chat import TOOL_ERROR_MARKER
 from loopctl.testing.server import RecordedRequest
 from loopctl.testing.wire import API, THINKING_PROVIDER, fake_signature
 
@@ -81,9 +82,11 @@ def _args(value: Any) -> Mapping[str, Any]:
 def tool_exchanges(api: API, body: Mapping[str, Any]) -> list[ToolExchange]:
     """Every tool call in the request ``body`` of ``api``, in order, each with its result if present.
 
-    Chat: assistant ``tool_calls`` and ``role: "tool"`` messages; Responses: ``function_call`` and
-    ``function_call_output`` input items; Anthropic: ``tool_use`` and ``tool_result`` blocks; Gemini:
-    ``functionCall`` and ``functionResponse`` parts, paired by ``id`` when present, else by order and name.
+    Chat: assistant ``tool_calls`` and ``role: "tool"`` messages (a text starting with
+    :data:`~loopctl.providers.openai_chat.TOOL_ERROR_MARKER` is an error, the marker removed); Responses:
+    ``function_call`` and ``function_call_output`` input items; Anthropic: ``tool_use`` and ``tool_result``
+    blocks; Gemini: ``functionCall`` and ``functionResponse`` parts, paired by ``id`` when present, else by
+    order and name.
     """
     calls: list[ToolExchange] = []
     results: dict[str, tuple[str, bool]] = {}
@@ -93,7 +96,10 @@ def tool_exchanges(api: API, body: Mapping[str, Any]) -> list[ToolExchange]:
                 fn = c.get("function") or {}
                 calls.append(ToolExchange(c.get("id", ""), fn.get("name", ""), _args(fn.get("arguments"))))
             if m.get("role") == "tool":
-                results[m.get("tool_call_id", "")] = (_text_of(m.get("content")), False)
+                # Chat's tool message has no error field: the codec marks a failed result's text instead.
+                text = _text_of(m.get("content"))
+                failed = text.startswith(TOOL_ERROR_MARKER)
+                results[m.get("tool_call_id", "")] = (text.removeprefix(TOOL_ERROR_MARKER), failed)
     elif api == "openai-responses":
         items = body.get("input")
         for item in items if isinstance(items, list) else []:
@@ -235,8 +241,15 @@ def _first_line(text: str, limit: int = 70) -> str:
 
 
 def _failed(exchange: ToolExchange) -> bool:
+    """Whether a result reads as a failure: its error flag, or (Responses has no flag) its wording, the CLI's
+    refusals included ("write_file was not approved: ...", "The user did not allow ...")."""
     text = (exchange.output or "").strip().lower()
-    return exchange.is_error or text.startswith(("error", "denied", "refused", "permission denied"))
+    return (
+        exchange.is_error
+        or text.startswith(("error", "denied", "refused", "permission denied"))
+        or "not approved" in text
+        or "did not allow" in text
+    )
 
 
 # --- the script ------------------------------------------------------------------------------------------

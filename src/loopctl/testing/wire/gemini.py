@@ -56,9 +56,13 @@ def _usage(usage: Usage, *, thoughts: int | None = None, candidates: int | None 
     return meta
 
 
-def _parts(response: ModelResponse) -> Iterator[tuple[str, dict[str, Any]]]:
+def _parts(response: ModelResponse, *, stream: bool) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(kind, part)`` pairs, kind ``"thought"``, ``"text"`` or ``"call"``, with signatures attached. Calls
-    carry no ``id``: the Gemini API sends none (recordings gemini/tools-parallel*)."""
+    carry no ``id``: the Gemini API sends none (recordings gemini/tools-parallel*).
+
+    A call cut off by the output limit (listed in ``invalid_tool_calls``): streamed, it opens the way
+    streamed arguments do (``{"name", "willContinue": true}``, recording vertex-stream-partial-args-parallel)
+    and is never continued; a whole reply carries whole parts only, so it is left out."""
     pending: str | None = None
     for part in reply_parts("gemini", response.message):
         if isinstance(part, ThinkingPart):
@@ -75,8 +79,12 @@ def _parts(response: ModelResponse) -> Iterator[tuple[str, dict[str, Any]]]:
             kind, out = "text", {"text": part.text}
         else:
             cut = tool_arguments(response, part)[1]
-            args: Any = {} if cut else part.input
-            kind, out = "call", {"functionCall": {"name": part.name, "args": args}}
+            if cut and not stream:
+                continue
+            call: dict[str, Any] = (
+                {"name": part.name, "willContinue": True} if cut else {"name": part.name, "args": part.input}
+            )
+            kind, out = "call", {"functionCall": call}
         if pending is not None:
             out["thoughtSignature"] = pending
             pending = None
@@ -102,7 +110,7 @@ def body(response: ModelResponse, ctx: ReplyContext) -> dict[str, Any]:
     """The non-streamed ``GenerateContentResponse``: one candidate with its parts (``thought`` parts,
     ``text``, ``functionCall`` with ``thoughtSignature`` where scripted), ``finishReason`` and
     ``usageMetadata``."""
-    out = _chunk([p for _, p in _parts(response)], response, ctx)
+    out = _chunk([p for _, p in _parts(response, stream=False)], response, ctx)
     out["candidates"][0]["finishReason"] = _finish(response)
     out["usageMetadata"] = _usage(response.usage)
     return out
@@ -124,7 +132,7 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
             sizes.append((0, sum(len(str(c["functionCall"])) for c in calls)))
             calls.clear()
 
-    for kind, part in _parts(response):
+    for kind, part in _parts(response, stream=True):
         if kind == "call":
             calls.append(part)
             continue
