@@ -60,6 +60,20 @@ class ModelRequest:
     reasoning_effort: ReasoningEffort | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    def options(self) -> dict[str, Any]:
+        """The settings as the keyword arguments every codec's ``build_request`` takes (all but the
+        messages)."""
+        return {
+            "system": self.system,
+            "tools": self.tools,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "stop": self.stop,
+            "tool_choice": self.tool_choice,
+            "reasoning_effort": self.reasoning_effort,
+            "extra": self.extra,
+        }
+
 
 @runtime_checkable
 class ModelClient(Protocol):

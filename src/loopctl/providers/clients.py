@@ -241,7 +241,7 @@ class OpenAIResponsesClient(_SDKClient):
     """OpenAI Responses over the ``openai`` SDK. Arguments as :class:`OpenAIChatClient`; ``codec_options``
     go to :func:`loopctl.providers.openai_responses.build_request`."""
 
-    provider = "openai-responses"
+    provider = "openai"
 
     def __init__(
         self,

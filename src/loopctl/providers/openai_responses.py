@@ -224,19 +224,7 @@ def build_request_from(
     """:func:`build_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the clients call);
     ``provider_specific`` takes the Responses options of :func:`build_request`."""
     return build_request(
-        request.messages,
-        model=model,
-        system=request.system,
-        tools=request.tools,
-        max_tokens=request.max_tokens,
-        temperature=request.temperature,
-        stop=request.stop,
-        tool_choice=request.tool_choice,
-        reasoning_effort=request.reasoning_effort,
-        stream=stream,
-        extra=request.extra,
-        cache=cache,
-        **provider_specific,
+        request.messages, model=model, stream=stream, cache=cache, **request.options(), **provider_specific
     )
 
 
