@@ -52,6 +52,8 @@ from loopctl.message import (
     ToolResultPart,
 )
 from loopctl.providers._common import classify_http_error, is_context_overflow, parse_retry_after, rewrite_tool_id
+from loopctl.providers._openai_strict import plain_schema as _plain
+from loopctl.providers._openai_strict import strict_schema
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
@@ -430,104 +432,6 @@ def _tool_choice(choice: ToolChoice) -> Any:
     if choice not in ("auto", "none", "required"):
         raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or ForceTool, not {choice!r}")
     return choice
-
-
-def _plain(value: Any) -> Any:
-    """A deep copy made of dicts and lists only (schemas may be any Mapping / Sequence)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-# --- strict mode -------------------------------------------------------------------------------------------
-
-_NULL: Final = {"type": "null"}
-
-
-def strict_schema(schema: Mapping[str, Any], *, path: str = "schema") -> dict[str, Any]:
-    """``schema`` converted to the dialect of OpenAI's strict mode (Structured Outputs, "Supported schemas").
-
-    The documented rules applied: every object gets ``additionalProperties: false``; every property is listed
-    in ``required``; a property that was optional becomes nullable (``"type": [T, "null"]``, ``null`` added to
-    an ``enum``, or ``{"anyOf": [..., {"type": "null"}]}``), so the model sends ``null`` where it would have
-    left the key out; a one-entry ``allOf`` is inlined and ``"default": null`` dropped (as the openai SDK's
-    ``to_strict_json_schema`` does). Recurses into ``properties``, ``items``, ``anyOf``, ``$defs`` and
-    ``definitions``. Other keywords pass unchanged; OpenAI answers an unsupported one with a 400.
-
-    Raises :class:`~loopctl.errors.UnsupportedContent` (naming the path) for what strict mode cannot express: a
-    root that is not an object, and an object that allows extra keys (``additionalProperties`` true or a
-    schema: a free-form map).
-    """
-    root = _plain(schema)
-    if not isinstance(root, dict) or not _is_object(root):
-        raise UnsupportedContent(f"{path}: strict mode needs an object schema at the root")
-    return _strict(root, path)
-
-
-def _is_object(schema: dict[str, Any]) -> bool:
-    kind = schema.get("type")
-    return kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in schema
-
-
-def _strict(schema: dict[str, Any], path: str) -> dict[str, Any]:
-    out = dict(schema)
-    for defs in ("$defs", "definitions"):
-        if isinstance(out.get(defs), dict):
-            out[defs] = {
-                k: _strict(v, f"{path}.{defs}.{k}") if isinstance(v, dict) else v for k, v in out[defs].items()
-            }
-    all_of = out.get("allOf")
-    if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict):
-        del out["allOf"]
-        out = {**all_of[0], **out}
-    if "default" in out and out["default"] is None:
-        del out["default"]
-    if _is_object(out):
-        extra = out.get("additionalProperties", False)
-        if extra is not False:
-            raise UnsupportedContent(
-                f"{path}: strict mode cannot express an object with additionalProperties {extra!r} (a free-form map)"
-            )
-        out["additionalProperties"] = False
-        properties = out.get("properties")
-        if isinstance(properties, dict):
-            required = set(out.get("required") or ())
-            converted: dict[str, Any] = {}
-            for key, sub in properties.items():
-                value = _strict(sub, f"{path}.properties.{key}") if isinstance(sub, dict) else sub
-                converted[key] = value if key in required or not isinstance(value, dict) else _nullable(value)
-            out["properties"] = converted
-            out["required"] = list(properties)
-        else:
-            out["properties"] = {}
-            out["required"] = []
-    if isinstance(out.get("items"), dict):
-        out["items"] = _strict(out["items"], f"{path}.items")
-    if isinstance(out.get("anyOf"), list):
-        out["anyOf"] = [
-            _strict(v, f"{path}.anyOf[{i}]") if isinstance(v, dict) else v for i, v in enumerate(out["anyOf"])
-        ]
-    return out
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` that also accepts ``null``."""
-    if "anyOf" in schema and isinstance(schema["anyOf"], list):
-        if any(isinstance(v, dict) and v.get("type") == "null" for v in schema["anyOf"]):
-            return schema
-        return {**schema, "anyOf": [*schema["anyOf"], dict(_NULL)]}
-    kind = schema.get("type")
-    if isinstance(kind, str) and "$ref" not in schema:
-        out = {**schema, "type": [kind, "null"] if kind != "null" else "null"}
-    elif isinstance(kind, list):
-        out = {**schema, "type": kind if "null" in kind else [*kind, "null"]}
-    else:  # a bare $ref, or a schema with no type: wrap it
-        return {"anyOf": [schema, dict(_NULL)]}
-    if isinstance(out.get("enum"), list) and None not in out["enum"]:
-        out["enum"] = [*out["enum"], None]
-    return out
 
 
 # --- reading replies ---------------------------------------------------------------------------------------

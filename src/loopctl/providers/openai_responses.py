@@ -448,7 +448,10 @@ def _dumps(value: Any) -> str:
 def _tool(tool: ToolSchema, strict: bool) -> dict[str, Any]:
     parameters: dict[str, Any] | None = None
     if strict:
-        parameters = strict_schema(tool.input_schema)
+        try:
+            parameters = strict_schema(tool.input_schema)
+        except UnsupportedContent:
+            parameters = None  # no strict form (a free-form map, a non-object root): sent non-strict
     out: dict[str, Any] = {
         "type": "function",
         "name": tool.name,
