@@ -1,0 +1,116 @@
+"""The prune pass: replace the output of old tool results with a short marker that names the call.
+
+The guide's retention classes ("Retention classes"): untagged results are "first to go" and are "exactly
+what the prune pass clears"; ``Requery`` results are "cleared after the untagged pool runs out", and "the
+omission marker names the tool call"; ``Durable`` results are "exempt from pruning". The issue adds the
+order (untagged first, oldest first; ``Requery`` only while still short of the needed room) and the
+protected recent tail (2,000 tokens by default) that is never touched.
+
+A pruned result keeps its ``call_id``, ``name``, ``is_error`` and ``retention``; only ``output`` changes,
+so pairing is untouched and no message loses a part. Messages the pass does not change are returned as the
+same objects (a counter's per-message cache keeps hitting).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loopctl.compact.counting import HeuristicTokenCounter, TokenCounter, message_tokens
+from loopctl.compact.structure import Layout, calls_of, describe_call, per_message_tokens, scan, tail_start
+from loopctl.message import Message, MessagePart, Retention, ToolContent, ToolResultPart
+
+__all__ = ["PRUNE_MARKER", "prune", "prune_marker"]
+
+PRUNE_MARKER = "[output pruned to save context: {call}. Run the call again if you need its result.]"
+"""The text that replaces a pruned result's output; ``{call}`` becomes ``name(<JSON input>)`` with the input
+cut to 200 characters without breaking a character."""
+
+
+def prune_marker(name: str, call_input: object) -> str:
+    """The marker for a result of the call ``name(call_input)``."""
+    return PRUNE_MARKER.format(call=describe_call(name, call_input))
+
+
+def prune(
+    messages: Sequence[Message],
+    *,
+    need: int | None = None,
+    counter: TokenCounter | None = None,
+    protected_tail: int = 2_000,
+) -> list[Message]:
+    """Replace old tool results' output with :data:`PRUNE_MARKER` and return the new list.
+
+    ``need``: tokens to free (``ContextBudget.room_needed(tokens)``). Untagged results outside the
+    protected tail are pruned oldest first until ``need`` is met, then ``Requery`` results oldest first
+    until it is met; ``Durable`` results never. With ``need=None`` every old untagged result is pruned and
+    no ``Requery`` result. A result whose output is already no bigger than its marker is skipped.
+    ``counter`` measures the savings (default: a fresh :class:`HeuristicTokenCounter`).
+    ``protected_tail``: tokens at the end that are never touched (at least the last message, and always the
+    results the model has not seen yet).
+
+    Pruning is best effort: when everything prunable is pruned and ``need`` is still not met, the list is
+    returned as it is and the budget's next check asks for a compaction. The input must satisfy
+    ``check_conversation``; the output then does too.
+    """
+    if need is not None and need <= 0:
+        return list(messages)
+    counter = counter or HeuristicTokenCounter()
+    layout = scan(messages)
+    tokens = per_message_tokens(counter, messages)
+    end = tail_start(tokens, protected_tail, layout)
+
+    untagged: list[tuple[int, int]] = []
+    requery: list[tuple[int, int]] = []
+    for j in range(end):
+        m = messages[j]
+        if j not in layout.answered_by:
+            continue
+        for k, part in enumerate(m.parts):
+            if isinstance(part, ToolResultPart):
+                if part.retention is None:
+                    untagged.append((j, k))
+                elif part.retention is Retention.REQUERY:
+                    requery.append((j, k))
+
+    current: dict[int, Message] = {}
+    freed = 0
+    pools = [untagged] if need is None else [untagged, requery]
+    for pool in pools:
+        for j, k in pool:
+            if need is not None and freed >= need:
+                break
+            freed += _prune_one(messages, layout, counter, current, (j, k))
+    if not current:
+        return list(messages)
+    return [current.get(j, m) for j, m in enumerate(messages)]
+
+
+def _prune_one(
+    messages: Sequence[Message],
+    layout: Layout,
+    counter: TokenCounter,
+    current: dict[int, Message],
+    where: tuple[int, int],
+) -> int:
+    """Prune part ``k`` of message ``j`` (``where``; in its current version) if that saves tokens; return the
+    saving in tokens."""
+    j, k = where
+    msg = current.get(j, messages[j])
+    part = msg.parts[k]
+    if not isinstance(part, ToolResultPart):  # pragma: no cover - the caller passes result positions only
+        return 0
+    call = calls_of(messages, layout, j).get(part.call_id)
+    marker = prune_marker(call.name if call else part.name, call.input if call else "…")
+    if part.output.root == marker:
+        return 0
+    pruned = part.model_copy(update={"output": ToolContent.from_string(marker)})
+    parts: list[MessagePart] = list(msg.parts)
+    parts[k] = pruned
+    new = msg.model_copy(update={"parts": tuple(parts)})
+    saved = message_tokens(counter, msg) - message_tokens(counter, new)
+    if saved <= 0:
+        return 0
+    current[j] = new
+    return saved
