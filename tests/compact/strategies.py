@@ -37,7 +37,7 @@ _chunks = st.sampled_from(["lorem ipsum ", "déjà vu ", "漢字テキスト", "
 
 
 @st.composite
-def sized_text(draw: st.DrawFn, max_repeat: int = 400) -> str:
+def sized_text(draw: st.DrawFn, max_repeat: int = 200) -> str:
     return draw(_chunks) * draw(st.integers(1, max_repeat)) + draw(st.text(max_size=10).filter(_valid))
 
 
@@ -97,7 +97,7 @@ def long_conversations(draw: st.DrawFn, min_turns: int = 3, max_turns: int = 30)
             out.append(Message.new(Role.SYSTEM, [TextPart(text="reminder")]))
         results: list[MessagePart] = []
         for c in calls:
-            output: str | ToolContent = draw(sized_text(600))
+            output: str | ToolContent = draw(sized_text(300))
             if draw(st.integers(0, 6)) == 0:
                 output = ToolContent.from_multipart(
                     [TextPart(text="screenshot"), ImagePart(source=ImageSource(media_type="image/png", data=_PNG))]

@@ -85,13 +85,15 @@ TRANSCRIPT_ITEM_CHARS = 4_000
 class SummaryPlan:
     """A summary in progress: the ``request`` to send, and what to build from the reply.
 
-    ``original``: the conversation as it was (returned unchanged when the call fails). ``room``: tokens
+    ``original``: the conversation as it was (returned unchanged when the call fails). ``summarized``: the
+    stretch of it that the summary replaces (its ``Durable`` results are kept besides). ``room``: tokens
     the summary message may take (the request's ``max_tokens`` is the same number). ``tokens_before``: the
     conversation's size when the plan was made.
     """
 
     request: ModelRequest
     original: tuple[Message, ...]
+    summarized: tuple[Message, ...]
     room: int
     tokens_before: int
     _keep: KeepPlan
@@ -134,7 +136,8 @@ class SummarizingCompactor:
     """Summarize the older part of a conversation with a model call (sans-IO; see the module docstring).
 
     ``max_summary_tokens``: the most the summary may take (default 4,000), also the request's
-    ``max_tokens``. ``min_summary_tokens``: the least room a summary needs (256); when even that does not
+    ``max_tokens``. ``min_summary_tokens``: the least room a summary needs (256, or ``max_summary_tokens`` if
+    smaller); when even that does not
     fit next to what must be kept, :meth:`start` raises :class:`~loopctl.errors.CompactionOverflow`.
     ``item_chars``: longest text of one transcript item (4,000 characters; ``Durable`` results are never
     cut). ``instructions`` / ``system_prompt``: the request's prompt (:data:`SUMMARY_INSTRUCTIONS`,
@@ -145,12 +148,14 @@ class SummarizingCompactor:
         self,
         *,
         max_summary_tokens: int = 4_000,
-        min_summary_tokens: int = 256,
+        min_summary_tokens: int | None = None,
         item_chars: int = TRANSCRIPT_ITEM_CHARS,
         instructions: str = SUMMARY_INSTRUCTIONS,
         system_prompt: str = SUMMARY_SYSTEM_PROMPT,
         temperature: float | None = None,
     ) -> None:
+        if min_summary_tokens is None:
+            min_summary_tokens = min(256, max_summary_tokens)
         if not 0 < min_summary_tokens <= max_summary_tokens:
             raise ValueError(
                 "SummarizingCompactor needs 0 < min_summary_tokens <= max_summary_tokens, got "
@@ -210,7 +215,7 @@ class SummarizingCompactor:
             max_tokens=room,
             temperature=self.temperature,
         )
-        return SummaryPlan(request, tuple(messages), room, kept.tokens_before, kept, counter)
+        return SummaryPlan(request, tuple(messages), tuple(older), room, kept.tokens_before, kept, counter)
 
 
 def transcript(
