@@ -47,7 +47,7 @@ def test_room_needed_is_measured_down_to_the_target() -> None:
     ("options", "message"),
     [
         ({"window": 0}, "window must be a positive"),
-        ({"threshold": 0.5, "prune_at": 0.6}, "prune_at <= threshold"),
+        ({"threshold": 0.5, "prune_line": 0.6}, "prune_line <= threshold"),
         ({"emergency": 0.7}, "threshold <= emergency"),
         ({"emergency": 1.2}, "emergency <= 1"),
         ({"target_ratio": 0}, "target_ratio"),
@@ -110,3 +110,29 @@ def test_assess_classifies_an_overflow_with_its_numbers() -> None:
     assert report.error is info.value
     assert report.tokens_after == info.value.tokens_after > report.target == 560
     assert not report.fits
+
+
+def test_budget_prune_returns_the_same_list_when_nothing_was_pruned() -> None:
+    b = ContextBudget(window=2_000, protected_tail=100)
+    convo = [user("task"), *tool_turn("c1", "x" * 4000), *tool_turn("c2", "y" * 400), Message.assistant("ok")]
+    assert b.prune(convo, 0) is convo
+    pruned = b.prune(convo, 500)
+    assert pruned is not convo
+    assert len(pruned) == len(convo)
+    assert b.measure(pruned) < b.measure(convo)
+    assert b.prune(convo) == prune(convo, need=b.room_needed(b.measure(convo)), counter=b.counter, protected_tail=100)
+
+
+def test_budget_compact_runs_the_truncating_compactor_by_default() -> None:
+    b = ContextBudget(window=2_000, protected_tail=100)
+    convo = [user("task"), *tool_turn("c1", "x" * 4000), *tool_turn("c2", "y" * 400), Message.assistant("ok")]
+    out = b.compact(convo)
+    assert out == TruncatingCompactor().compact(convo, b)
+    assert b.compact([user("small")]) is None  # nothing saved: feed compaction_noop
+
+
+def test_budget_compact_refuses_a_compactor_that_needs_a_model_call() -> None:
+    from loopctl.compact import SummarizingCompactor
+
+    with pytest.raises(TypeError, match=r"plan\.finish"):
+        ContextBudget().compact([user("x")], SummarizingCompactor())  # type: ignore[arg-type]

@@ -13,10 +13,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from loopctl.compact.counting import HeuristicTokenCounter, TokenCounter
 from loopctl.errors import CompactionOverflow
 from loopctl.message import Message
+
+if TYPE_CHECKING:
+    from loopctl.compact.truncate import Compactor
 
 __all__ = ["ContextBudget", "PassOutcome", "PassReport", "Pressure"]
 
@@ -76,19 +80,19 @@ class ContextBudget:
 
     ``window``: the model's context window, in tokens (default 200,000). ``threshold``: compact when the
     conversation is strictly above this fraction (0.80). ``emergency``: at or above this fraction (0.95),
-    compact at once with a pass that makes no model call. ``prune_at``: above this fraction (0.60), run the
+    compact at once with a pass that makes no model call. ``prune_line``: above this fraction (0.60), run the
     prune pass. ``target_ratio``: a pass aims for this fraction of the threshold line (0.70, i.e. 56% of the
     window by default). ``protected_tail``: tokens at the end of the conversation that no pass touches
     (2,000). ``counter``: the one :class:`~loopctl.compact.TokenCounter` all of these are measured with.
 
-    Raises ``ValueError`` unless ``0 < prune_at <= threshold <= emergency <= 1``, ``0 < target_ratio <= 1``,
+    Raises ``ValueError`` unless ``0 < prune_line <= threshold <= emergency <= 1``, ``0 < target_ratio <= 1``,
     ``window > 0`` and ``protected_tail >= 0``.
     """
 
     window: int = 200_000
     threshold: float = 0.80
     emergency: float = 0.95
-    prune_at: float = 0.60
+    prune_line: float = 0.60
     target_ratio: float = 0.70
     protected_tail: int = 2_000
     counter: TokenCounter = field(default_factory=HeuristicTokenCounter)
@@ -96,10 +100,10 @@ class ContextBudget:
     def __post_init__(self) -> None:
         if self.window <= 0:
             raise ValueError(f"ContextBudget.window must be a positive number of tokens, got {self.window}")
-        if not 0 < self.prune_at <= self.threshold <= self.emergency <= 1:
+        if not 0 < self.prune_line <= self.threshold <= self.emergency <= 1:
             raise ValueError(
-                "ContextBudget needs 0 < prune_at <= threshold <= emergency <= 1, got "
-                f"prune_at={self.prune_at}, threshold={self.threshold}, emergency={self.emergency}"
+                "ContextBudget needs 0 < prune_line <= threshold <= emergency <= 1, got "
+                f"prune_line={self.prune_line}, threshold={self.threshold}, emergency={self.emergency}"
             )
         if not 0 < self.target_ratio <= 1:
             raise ValueError(f"ContextBudget.target_ratio must be in (0, 1], got {self.target_ratio}")
@@ -126,8 +130,8 @@ class ContextBudget:
 
     @property
     def prune_tokens(self) -> int:
-        """``window * prune_at``: the prune pass runs strictly above this many tokens."""
-        return int(self.window * self.prune_at)
+        """``window * prune_line``: the prune pass runs strictly above this many tokens."""
+        return int(self.window * self.prune_line)
 
     @property
     def target_tokens(self) -> int:
@@ -154,6 +158,41 @@ class ContextBudget:
     def room_needed(self, tokens: int) -> int:
         """How many tokens a pass must free to bring ``tokens`` down to the target (0 when already there)."""
         return max(0, tokens - self.target_tokens)
+
+    # --- running the passes that need no model call ---------------------------------------------------
+
+    def prune(self, messages: list[Message], needed: int | None = None) -> list[Message]:
+        """Run the prune pass (:func:`~loopctl.compact.prune`) with this budget's counter and protected tail.
+
+        ``needed``: tokens to free (the machine's ``Prune.needed``; default :meth:`room_needed` of the
+        current size). Returns ``messages`` itself (the same list object) when nothing was pruned, else a
+        new list of the same length.
+        """
+        from loopctl.compact.prune import prune
+
+        if needed is None:
+            needed = self.room_needed(self.measure(messages))
+        out = prune(messages, need=needed, counter=self.counter, protected_tail=self.protected_tail)
+        return messages if all(a is b for a, b in zip(out, messages, strict=True)) else out
+
+    def compact(self, messages: Sequence[Message], compactor: Compactor | None = None) -> list[Message] | None:
+        """Run a compactor that needs no model call (default :class:`~loopctl.compact.TruncatingCompactor`)
+        down to :attr:`target_tokens`. Returns the new list, or ``None`` when the pass saved nothing
+        (feed ``compaction_noop``). Raises :class:`~loopctl.errors.CompactionOverflow` when what must be kept
+        exceeds the target. A :class:`~loopctl.compact.SummarizingCompactor` needs the driver to send its
+        request, so it is refused here with ``TypeError`` (use ``start`` and ``SummaryPlan.finish``).
+        """
+        from loopctl.compact.truncate import TruncatingCompactor
+
+        compactor = compactor if compactor is not None else TruncatingCompactor()
+        if not callable(getattr(compactor, "compact", None)):
+            raise TypeError(
+                f"{type(compactor).__name__} needs a model call: run compactor.start(messages, budget), send "
+                "plan.request, then plan.finish(reply)"
+            )
+        before = self.measure(messages)
+        out = compactor.compact(messages, self)
+        return out if self.measure(out) < before else None
 
     def assess(self, tokens_before: int, result: Sequence[Message] | CompactionOverflow) -> PassReport:
         """Re-measure what a pass returned and classify it.

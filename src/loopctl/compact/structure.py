@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from loopctl.compact.counting import HeuristicTokenCounter, TokenCounter
 from loopctl.compact.textcut import clip
 from loopctl.message import Message, MessagePart, Retention, Role, ThinkingPart, ToolCallPart, ToolResultPart
@@ -162,9 +164,13 @@ def durable_copy(message: Message, index: int, layout: Layout, *, keep_thinking:
 def describe_call(name: str, call_input: Any, limit: int = CALL_INPUT_CHARS) -> str:
     """``name(<compact JSON input>)`` with the input cut safely to ``limit`` characters, for markers."""
     try:
-        text = json.dumps(call_input, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(call_input)
+        # orjson writes the same compact, key-sorted, UTF-8 JSON as the guide's Display, ten times faster.
+        text = orjson.dumps(call_input, option=orjson.OPT_SORT_KEYS).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        try:  # integers past 64 bits
+            text = json.dumps(call_input, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        except (TypeError, ValueError):
+            text = repr(call_input)
     return f"{name or 'tool'}({clip(text, limit)})"
 
 

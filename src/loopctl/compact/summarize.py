@@ -247,14 +247,15 @@ def transcript(
                 call = calls.get(part.call_id)
                 name = describe_call(call.name, call.input) if call else f"{part.name or 'tool'}(…)"
                 status = "Error from" if part.is_error else "Result of"
+                note = ""
                 if part.retention is Retention.REQUERY:
                     body = REQUERY_OMITTED.format(call=name)
                 elif part.retention is Retention.DURABLE:
                     body = _content_text(part.output, None)
-                    status += " (durable, kept verbatim after the summary)"
+                    note = " (durable, kept verbatim after the summary)"
                 else:
                     body = _content_text(part.output, item_chars)
-                lines.append(f"{status} {name}: {body}")
+                lines.append(f"{status} {name}{note}: {body}")
     return "\n".join(lines)
 
 
