@@ -47,8 +47,9 @@ def prune(
     until it is met; ``Durable`` results never. With ``need=None`` every old untagged result is pruned and
     no ``Requery`` result. A result whose output is already no bigger than its marker is skipped.
     ``counter`` measures the savings (default: a fresh :class:`HeuristicTokenCounter`).
-    ``protected_tail``: tokens at the end that are never touched (at least the last message, and always the
-    results the model has not seen yet).
+    ``protected_tail``: the messages that fit whole in the last ``protected_tail`` tokens are never
+    touched; nor is the last message, nor any result the model has not seen yet (the tail never starts
+    between an assistant message and its results).
 
     Pruning is best effort: when everything prunable is pruned and ``need`` is still not met, the list is
     returned as it is and the budget's next check asks for a compaction. The input must satisfy

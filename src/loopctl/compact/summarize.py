@@ -129,7 +129,7 @@ class SummaryPlan:
             keep = int(len(text) * self.room / size * 0.95)
             text = text[: safe_cut_index(text, max(0, keep - 1))] + "…"
             msg = Message.user(SUMMARY_HEADER + text)
-        return Message.user(SUMMARY_HEADER.rstrip())
+        return Message.user(SUMMARY_HEADER + "…")  # fits: the room is at least SummarizingCompactor.min_room
 
 
 class SummarizingCompactor:
@@ -171,13 +171,18 @@ class SummarizingCompactor:
     def __repr__(self) -> str:
         return f"SummarizingCompactor(max_summary_tokens={self.max_summary_tokens})"
 
+    def min_room(self, counter: TokenCounter) -> int:
+        """The least room, in tokens, a summary needs: ``min_summary_tokens``, and never less than the
+        summary message with a one-character summary (its header and framing) under ``counter``."""
+        return max(self.min_summary_tokens, message_tokens(counter, Message.user(SUMMARY_HEADER + "…")))
+
     def start(self, messages: Sequence[Message], budget: ContextBudget) -> SummaryPlan | None:
         """Plan a summary of ``messages`` down to ``budget.target_tokens``.
 
         Returns ``None`` when there is nothing to summarize (the conversation fits the target, or only the
         leading system messages, ``Durable`` results and the protected tail are left). Raises
-        :class:`~loopctl.errors.CompactionOverflow` when those kept parts plus ``min_summary_tokens`` exceed
-        the target.
+        :class:`~loopctl.errors.CompactionOverflow` when those kept parts plus :meth:`min_room` exceed the
+        target.
         """
         counter = budget.counter
         if not messages or counter.count(messages) <= budget.target_tokens:
@@ -200,13 +205,14 @@ class SummarizingCompactor:
                 layout=layout,
             )
 
+        floor = self.min_room(counter)
         try:
-            kept = plan(self.max_summary_tokens)
+            kept = plan(max(self.max_summary_tokens, floor))
         except CompactionOverflow:
-            kept = plan(self.min_summary_tokens)
+            kept = plan(floor)
         if not kept.dropped:
             return None
-        room = min(self.max_summary_tokens, kept.room)
+        room = max(floor, min(self.max_summary_tokens, kept.room))
         older = messages[kept.head_end : kept.keep_from]
         text = transcript(older, layout, offset=kept.head_end, item_chars=self.item_chars, messages=messages)
         request = ModelRequest(
