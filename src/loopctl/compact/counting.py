@@ -272,6 +272,11 @@ class HeuristicTokenCounter:
         reply whose size calibration learned from the provider, that size."""
         return self._tokens(self._units(message))
 
+    def measure(self, message: Message) -> int:
+        """:meth:`message_tokens` of ``message`` computed afresh, without the cache (for messages a pass is
+        trying out, which may never be kept)."""
+        return self._tokens(self._measure(message))
+
     def fixed_tokens(self) -> int:
         """The tokens every request carries besides its messages: system prompt and tools (scaled) plus the
         calibrated offset. May be negative when calibration found the heuristic too high; ``count`` never
@@ -283,20 +288,28 @@ class HeuristicTokenCounter:
 
     def count(self, messages: Sequence[Message]) -> int:
         """The estimated size of ``messages`` with the system prompt and tools, in tokens:
-        :meth:`fixed_tokens` plus :meth:`message_tokens` of each message (so it is exactly additive)."""
-        total = self.fixed_tokens()
+        :meth:`fixed_tokens` plus :meth:`message_tokens` of each message (so it is exactly additive), and
+        never less than 0."""
+        return max(0, self.fixed_tokens() + sum(self.tokens_each(messages)))
+
+    def tokens_each(self, messages: Sequence[Message]) -> list[int]:
+        """:meth:`message_tokens` of each message, in order (one cache lookup per message)."""
+        out: list[int] = []
+        append = out.append
         tokens = self._tokens
         get = self._cache.get
+        cache = self._cache
+        measure = self._measure
         for m in messages:
             cached = get(id(m))
             if cached is not None and cached[0] is m:
                 u = cached[1]
             else:
-                u = self._measure(m)
-                self._cache[id(m)] = (m, u)
-            total += tokens(u)
+                u = measure(m)
+                cache[id(m)] = (m, u)
+            append(tokens(u))
         self._trim_cache(len(messages), messages)
-        return max(0, total)
+        return out
 
     def _trim_cache(self, live: int, messages: Sequence[Message]) -> None:
         # The cache holds strong references (pydantic models hash by value, and tool inputs are unhashable

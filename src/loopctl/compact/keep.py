@@ -14,7 +14,6 @@ messages). Pure: no I/O.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,44 +60,46 @@ def plan_keep(
     reserve: int,
     what: str,
     layout: Layout | None = None,
+    tokens: Sequence[int] | None = None,
 ) -> KeepPlan:
     """Plan a compaction of ``messages`` down to ``target`` tokens (see the module docstring).
 
     ``head_end``: the wanted end of the head (moved forward to an allowed cut). ``keep_thinking``: keep the
     thinking that belongs to each kept ``Durable`` call. ``reserve``: tokens the compactor needs for what it
     inserts after the head (a notice, a summary); counted as part of what must be kept. ``what``: the
-    compactor's name, for the error text. Raises :class:`~loopctl.errors.CompactionOverflow` when head,
-    ``Durable`` copies, protected tail and ``reserve`` together exceed ``target``.
+    compactor's name, for the error text. ``layout`` / ``tokens``: :func:`~loopctl.compact.structure.scan`
+    and the per-message tokens, when the caller has them already. Raises
+    :class:`~loopctl.errors.CompactionOverflow` when head, ``Durable`` copies, protected tail and
+    ``reserve`` together exceed ``target``.
+
+    Cost: one pass over the messages for the tokens (none when given), then work in proportion to the
+    messages holding ``Durable`` parts and to the tail it grows over.
     """
     layout = layout or scan(messages)
     n = len(messages)
-    tokens = per_message_tokens(counter, messages)
+    tokens = tokens if tokens is not None else per_message_tokens(counter, messages)
     base = base_tokens(counter)
     before = max(0, base + sum(tokens))
     head_end = layout.cut_at_or_after(min(head_end, n))
-    keep_from = max(tail_start(tokens, protected_tail, layout), head_end)
+    keep_from = max(tail_start(tokens.__getitem__, protected_tail, layout), head_end)
 
-    bounds = [i for i in range(head_end, keep_from + 1) if layout.cut_ok[i]]
-    blocks: list[tuple[int, int, list[Message], int]] = []  # (start, end, copies, full - copy tokens)
-    copy_tokens_total = 0
-    for start, end in itertools.pairwise(bounds):
-        copies: list[Message] = []
-        copy_tokens = 0
-        for i in range(start, end):
-            c = durable_copy(messages[i], i, layout, keep_thinking=keep_thinking)
-            if c is not None:
-                copies.append(c)
-                copy_tokens += tokens[i] if c is messages[i] else message_tokens(counter, c)
-        copy_tokens_total += copy_tokens
-        blocks.append((start, end, copies, sum(tokens[start:end]) - copy_tokens))
+    # The Durable copies of the middle, by message index (assistant messages with Durable calls, messages
+    # with Durable results), and what they weigh.
+    bearing = sorted(i for i in (*layout.durable_calls, *layout.durable_results) if head_end <= i < keep_from)
+    copies: dict[int, tuple[Message, int]] = {}
+    for i in bearing:
+        c = durable_copy(messages[i], i, layout, keep_thinking=keep_thinking)
+        if c is not None:
+            copies[i] = (c, tokens[i] if c is messages[i] else message_tokens(counter, c))
+    copy_tokens = sum(t for _, t in copies.values())
 
     head_tokens = sum(tokens[:head_end])
     tail_tokens = sum(tokens[keep_from:])
-    must_keep = base + head_tokens + copy_tokens_total + tail_tokens
+    must_keep = base + head_tokens + copy_tokens + tail_tokens
     if must_keep + reserve > target:
         raise CompactionOverflow(
             f"{what}: the parts it must keep do not fit the target of {target:,} tokens: first message(s) "
-            f"{head_tokens:,}, Durable results with their calls {copy_tokens_total:,}, protected tail "
+            f"{head_tokens:,}, Durable results with their calls {copy_tokens:,}, protected tail "
             f"{tail_tokens:,}, fixed part (system prompt, tools) {base:,}"
             + (f", room for its own insert {reserve:,}" if reserve else "")
             + f" tokens; {must_keep + reserve:,} in all",
@@ -106,12 +107,17 @@ def plan_keep(
             tokens_after=must_keep + reserve,
             target=target,
         )
+    # Grow the tail backwards, one whole block between two allowed cuts at a time, while it fits.
     kept = must_keep
-    k = len(blocks)
-    while k > 0 and kept + blocks[k - 1][3] + reserve <= target:
-        kept += blocks[k - 1][3]
-        k -= 1
-    dropped = any(blocks[i][3] > 0 or len(blocks[i][2]) < blocks[i][1] - blocks[i][0] for i in range(k))
-    copies = [c for i in range(k) for c in blocks[i][2]]
-    new_keep_from = blocks[k][0] if k < len(blocks) else keep_from
-    return KeepPlan(head_end, new_keep_from, copies, before, kept, target - kept, dropped)
+    start = keep_from
+    while start > head_end:
+        s = layout.cut_at_or_before(start - 1)
+        delta = sum(tokens[s:start]) - sum(copies[i][1] for i in range(s, start) if i in copies)
+        if kept + delta + reserve > target:
+            break
+        kept += delta
+        start = s
+    kept_copies = [copies[i][0] for i in bearing if i < start and i in copies]
+    identical = sum(1 for i in bearing if i < start and i in copies and copies[i][0] is messages[i])
+    dropped = identical < start - head_end
+    return KeepPlan(head_end, start, kept_copies, before, kept, target - kept, dropped)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loopctl.compact.counting import HeuristicTokenCounter, TokenCounter, message_tokens
-from loopctl.compact.structure import Layout, calls_of, describe_call, per_message_tokens, scan, tail_start
-from loopctl.message import Message, MessagePart, Retention, ToolContent, ToolResultPart
+from loopctl.compact.structure import Layout, describe_call, scan, tail_start
+from loopctl.message import Message, MessagePart, ToolCallPart, ToolContent, ToolResultPart
 
 __all__ = ["PRUNE_MARKER", "prune", "prune_marker"]
 
@@ -59,33 +59,20 @@ def prune(
         return list(messages)
     counter = counter or HeuristicTokenCounter()
     layout = scan(messages)
-    tokens = per_message_tokens(counter, messages)
-    end = tail_start(tokens, protected_tail, layout)
-
-    untagged: list[tuple[int, int]] = []
-    requery: list[tuple[int, int]] = []
-    for j in range(end):
-        m = messages[j]
-        if j not in layout.answered_by:
-            continue
-        for k, part in enumerate(m.parts):
-            if isinstance(part, ToolResultPart):
-                if part.retention is None:
-                    untagged.append((j, k))
-                elif part.retention is Retention.REQUERY:
-                    requery.append((j, k))
+    end = tail_start(lambda i: message_tokens(counter, messages[i]), protected_tail, layout)
 
     current: dict[int, Message] = {}
     freed = 0
-    pools = [untagged] if need is None else [untagged, requery]
+    pools = [layout.untagged] if need is None else [layout.untagged, layout.requery]
     for pool in pools:
         for j, k in pool:
-            if need is not None and freed >= need:
+            if j >= end or (need is not None and freed >= need):
                 break
             freed += _prune_one(messages, layout, counter, current, (j, k))
-    if not current:
-        return list(messages)
-    return [current.get(j, m) for j, m in enumerate(messages)]
+    out = list(messages)
+    for j, m in current.items():
+        out[j] = m
+    return out
 
 
 def _prune_one(
@@ -102,7 +89,7 @@ def _prune_one(
     part = msg.parts[k]
     if not isinstance(part, ToolResultPart):  # pragma: no cover - the caller passes result positions only
         return 0
-    call = calls_of(messages, layout, j).get(part.call_id)
+    call = _call_for(messages, layout.answered_by.get(j, -1), part.call_id)
     marker = prune_marker(call.name if call else part.name, call.input if call else "…")
     if part.output.root == marker:
         return 0
@@ -110,8 +97,21 @@ def _prune_one(
     parts: list[MessagePart] = list(msg.parts)
     parts[k] = pruned
     new = msg.model_copy(update={"parts": tuple(parts)})
-    saved = message_tokens(counter, msg) - message_tokens(counter, new)
+    if isinstance(counter, HeuristicTokenCounter):
+        # Measured afresh: cache lookups in a million-message history cost more than measuring one message.
+        saved = counter.measure(msg) - counter.measure(new)
+    else:
+        saved = message_tokens(counter, msg) - message_tokens(counter, new)
     if saved <= 0:
         return 0
     current[j] = new
     return saved
+
+
+def _call_for(messages: Sequence[Message], assistant: int, call_id: str) -> ToolCallPart | None:
+    if assistant < 0:
+        return None
+    for p in messages[assistant].parts:
+        if isinstance(p, ToolCallPart) and p.id == call_id:
+            return p
+    return None

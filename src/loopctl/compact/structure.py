@@ -16,7 +16,7 @@ Everything here is linear in the number of messages. Pure: no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,13 +48,19 @@ class Layout:
     ``cut_ok[i]`` (for ``0 <= i <= n``): a cut before message ``i`` separates no call from its result.
     ``answered_by[j]``: for a message holding tool results, the index of the assistant message whose calls
     they answer (``-1`` if none). ``durable_calls[a]``: the ids of the calls of assistant message ``a``
-    whose results are ``Durable``. ``last_assistant``: index of the last assistant message (``-1``).
+    whose results are ``Durable``; ``durable_results``: the indices of the messages holding ``Durable``
+    results, ascending. ``untagged`` / ``requery``: the positions ``(message, part)`` of the untagged and
+    ``Requery`` results that answer a call, oldest first. ``last_assistant``: index of the last assistant
+    message (``-1``).
     """
 
     n: int
     cut_ok: list[bool]
     answered_by: dict[int, int] = field(default_factory=dict)
     durable_calls: dict[int, set[str]] = field(default_factory=dict)
+    durable_results: list[int] = field(default_factory=list)
+    untagged: list[tuple[int, int]] = field(default_factory=list)
+    requery: list[tuple[int, int]] = field(default_factory=list)
     last_assistant: int = -1
 
     def cut_at_or_before(self, i: int) -> int:
@@ -71,32 +77,42 @@ class Layout:
 
 
 def scan(messages: Sequence[Message]) -> Layout:
-    """One pass over ``messages``: allowed cuts, which assistant message each result answers, and the calls
-    whose results are ``Durable``."""
+    """One pass over ``messages``: allowed cuts, which assistant message each result answers, the ``Durable``
+    results and their calls, and where the prunable results are."""
     n = len(messages)
     answered_by: dict[int, int] = {}
     last_result_of: dict[int, int] = {}
     durable_calls: dict[int, set[str]] = {}
+    durable_results: list[int] = []
+    untagged: list[tuple[int, int]] = []
+    requery: list[tuple[int, int]] = []
+    assistant, durable, requery_class = Role.ASSISTANT, Retention.DURABLE, Retention.REQUERY
     last_a = -1
     for j, m in enumerate(messages):
-        if m.role is Role.ASSISTANT:
+        if m.role is assistant:
             last_a = j
             continue
-        for part in m.parts:
-            if isinstance(part, ToolResultPart) and last_a >= 0:
+        if last_a < 0:
+            continue
+        holds_durable = False
+        for k, part in enumerate(m.parts):
+            if isinstance(part, ToolResultPart):
                 answered_by[j] = last_a
                 last_result_of[last_a] = j
-                if part.retention is Retention.DURABLE:
+                retention = part.retention
+                if retention is None:
+                    untagged.append((j, k))
+                elif retention is requery_class:
+                    requery.append((j, k))
+                elif retention is durable:
                     durable_calls.setdefault(last_a, set()).add(part.call_id)
+                    holds_durable = True
+        if holds_durable:
+            durable_results.append(j)
     cut_ok = [True] * (n + 1)
-    blocked_until = -1
-    for i in range(n + 1):
-        if blocked_until >= i:
-            cut_ok[i] = False
-        end = last_result_of.get(i)
-        if end is not None and end > blocked_until:
-            blocked_until = end
-    return Layout(n, cut_ok, answered_by, durable_calls, last_a)
+    for a, end in last_result_of.items():
+        cut_ok[a + 1 : end + 1] = [False] * (end - a)
+    return Layout(n, cut_ok, answered_by, durable_calls, durable_results, untagged, requery, last_a)
 
 
 def base_tokens(counter: TokenCounter) -> int:
@@ -110,23 +126,25 @@ def base_tokens(counter: TokenCounter) -> int:
 def per_message_tokens(counter: TokenCounter, messages: Sequence[Message]) -> list[int]:
     """The tokens each message adds, in order (``count([m]) - count([])`` for a plain counter)."""
     if isinstance(counter, HeuristicTokenCounter):
-        tok = counter.message_tokens
-        return [tok(m) for m in messages]
+        return counter.tokens_each(messages)
     base = counter.count([])
     return [counter.count([m]) - base for m in messages]
 
 
-def tail_start(tokens: Sequence[int], protected: int, layout: Layout) -> int:
+def tail_start(token_of: Callable[[int], int], protected: int, layout: Layout) -> int:
     """Where the protected tail starts: the messages that fit, whole, in the last ``protected`` tokens, and
     always at least the last message; then back to an allowed cut, so the tail never starts between a call
     and its results (and so always holds the results the model has not seen yet). A big message just before
-    the tail is not protected by being next to it."""
-    n = len(tokens)
-    i = n - 1 if n else 0
-    acc = tokens[i] if n else 0
-    while i > 0 and acc + tokens[i - 1] <= protected:
+    the tail is not protected by being next to it. ``token_of(i)``: the tokens of message ``i``; only the
+    messages near the end are asked for."""
+    n = layout.n
+    if n == 0:
+        return 0
+    i = n - 1
+    acc = token_of(i)
+    while i > 0 and acc + token_of(i - 1) <= protected:
         i -= 1
-        acc += tokens[i]
+        acc += token_of(i)
     return layout.cut_at_or_before(i)
 
 

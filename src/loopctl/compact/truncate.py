@@ -27,7 +27,7 @@ from typing import Protocol
 from loopctl.compact.budget import ContextBudget
 from loopctl.compact.counting import message_tokens
 from loopctl.compact.keep import KeepPlan, plan_keep
-from loopctl.compact.structure import scan
+from loopctl.compact.structure import base_tokens, per_message_tokens, scan
 from loopctl.errors import CompactionOverflow
 from loopctl.message import Message, Role
 
@@ -89,7 +89,8 @@ class TruncatingCompactor:
             return []
         counter = budget.counter
         target = budget.target_tokens
-        if counter.count(messages) <= target:
+        tokens = per_message_tokens(counter, messages)
+        if base_tokens(counter) + sum(tokens) <= target:
             return list(messages)
         layout = scan(messages)
         notice = Message.user(self.notice) if self.notice else None
@@ -105,6 +106,7 @@ class TruncatingCompactor:
                 reserve=reserve,
                 what="truncation",
                 layout=layout,
+                tokens=tokens,
             )
 
         try:
