@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from loopctl.compact.counting import HeuristicTokenCounter, TokenCounter, message_tokens
 from loopctl.compact.structure import Layout, describe_call, scan, tail_start
-from loopctl.message import Message, MessagePart, ToolCallPart, ToolContent, ToolResultPart
+from loopctl.message import Message, MessagePart, ToolCallPart, ToolResultPart
 
 __all__ = ["PRUNE_MARKER", "prune", "prune_marker"]
 
@@ -93,10 +93,12 @@ def _prune_one(
     marker = prune_marker(call.name if call else part.name, call.input if call else "…")
     if part.output.root == marker:
         return 0
-    pruned = part.model_copy(update={"output": ToolContent.from_string(marker)})
+    # The constructors are faster than model_copy (pydantic passes the untouched parts through); every
+    # field but the output is carried over, extension keys included.
+    pruned = ToolResultPart(**{**part.__dict__, "output": marker})
     parts: list[MessagePart] = list(msg.parts)
     parts[k] = pruned
-    new = msg.model_copy(update={"parts": tuple(parts)})
+    new = Message(role=msg.role, parts=tuple(parts))
     if isinstance(counter, HeuristicTokenCounter):
         # Measured afresh: cache lookups in a million-message history cost more than measuring one message.
         saved = counter.measure(msg) - counter.measure(new)
