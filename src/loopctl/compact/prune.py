@@ -96,9 +96,8 @@ def _prune_one(
     # The constructors are faster than model_copy (pydantic passes the untouched parts through); every
     # field but the output is carried over, extension keys included.
     pruned = ToolResultPart(**{**part.__dict__, "output": marker})
-    parts: list[MessagePart] = list(msg.parts)
-    parts[k] = pruned
-    new = Message(role=msg.role, parts=tuple(parts))
+    parts: tuple[MessagePart, ...] = msg.parts
+    new = Message(role=msg.role, parts=(*parts[:k], pruned, *parts[k + 1 :]))
     if isinstance(counter, HeuristicTokenCounter):
         # Measured afresh: cache lookups in a million-message history cost more than measuring one message.
         saved = counter.measure(msg) - counter.measure(new)
