@@ -99,16 +99,40 @@ def test_count_is_additive_over_messages() -> None:
     assert counter.count(convo) == counter.fixed_tokens() + sum(message_tokens(counter, m) for m in convo)
 
 
-def test_counts_are_cached_by_message_identity() -> None:
+def test_counts_are_cached_by_message_identity(monkeypatch: pytest.MonkeyPatch) -> None:
     counter = HeuristicTokenCounter()
-    msg = user("a" * 400)
-    assert counter.count([msg]) == 104
-    counter.preset = CounterPreset("changed", chars_per_token=1.0)  # a cache hit keeps the old weight
-    assert counter.count([msg]) == counter.message_tokens(msg) == 416
-    assert counter.units(msg) == (416, 0)
+    history = [user("a" * 400), user("b" * 400)]
+    measured: list[Message] = []
+    original = counter._measure
+    monkeypatch.setattr(counter, "_measure", lambda m: measured.append(m) or original(m))
+    assert counter.count(history) == 208
+    assert measured == history
+    measured.clear()
+    grown = [*history, user("c" * 400)]
+    assert counter.count(grown) == 312  # the same objects again: only the new message is measured
+    assert counter.count(grown[1:]) == 208  # not a prefix: looked up, still not measured again
+    assert len(measured) == 1
+    assert measured[0] is grown[2]
     equal_but_new = user("a" * 400)
-    assert equal_but_new == msg
-    assert counter.units(equal_but_new) == (416, 0)
+    assert counter.count([equal_but_new]) == 104
+    assert measured[-1] is equal_but_new  # equal by value, but another object: measured
+
+
+def test_the_preset_cannot_be_swapped_under_a_filled_cache() -> None:
+    counter = HeuristicTokenCounter()
+    with pytest.raises(AttributeError):
+        counter.preset = PRESETS["openai"]  # type: ignore[misc]
+    assert counter.with_preset("openai").preset is PRESETS["openai"]
+
+
+def test_calibration_invalidates_reused_counts_when_the_scale_changes() -> None:
+    counter = HeuristicTokenCounter()
+    small, large = [user("a" * 4_000)], [user("a" * 80_000)]
+    counter.count(large)
+    counter.calibrate(small, 1_100)
+    counter.calibrate(large, 1_100 + 19_950)
+    assert counter.scale == pytest.approx(1.05)
+    assert counter.count(large) == 21_050  # recounted at the new scale, not reused from before
 
 
 def test_cache_does_not_grow_without_bound() -> None:

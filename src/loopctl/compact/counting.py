@@ -186,15 +186,25 @@ class HeuristicTokenCounter:
             preset = self.preset_for(preset)
         if preset.chars_per_token <= 0:
             raise ValueError(f"chars_per_token must be positive, got {preset.chars_per_token}")
-        self.preset: CounterPreset = preset
+        self._preset: CounterPreset = preset
         self.scale: float = 1.0
         self.offset: int = 0
         self._observations: list[tuple[float, int]] = []
         self._cache: dict[int, tuple[Message, _Units]] = {}
+        # The last list counted and its per-message tokens: the engine's history grows by appending, so the
+        # next count usually starts with the same objects, checked at C speed (list equality tries identity
+        # first) instead of one dictionary lookup per message.
+        self._last: list[Message] = []
+        self._last_tokens: list[int] = []
         self._system: str | None = None
         self._tools: tuple[ToolSchema, ...] = ()
         self._fixed_units = 0
         self.set_request(system=system, tools=tools)
+
+    @property
+    def preset(self) -> CounterPreset:
+        """The constants in use (read-only: make a new counter with :meth:`with_preset`)."""
+        return self._preset
 
     def __repr__(self) -> str:
         return f"HeuristicTokenCounter(preset={self.preset.name!r}, scale={self.scale:.3f}, offset={self.offset})"
@@ -236,7 +246,7 @@ class HeuristicTokenCounter:
         return u
 
     def _measure(self, message: Message) -> _Units:
-        p = self.preset
+        p = self._preset
         chars = p.message_overhead
         images = 0
         thinking = 0
@@ -293,7 +303,21 @@ class HeuristicTokenCounter:
         return max(0, self.fixed_tokens() + sum(self.tokens_each(messages)))
 
     def tokens_each(self, messages: Sequence[Message]) -> list[int]:
-        """:meth:`message_tokens` of each message, in order (one cache lookup per message)."""
+        """:meth:`message_tokens` of each message, in order. A list that starts with the messages of the
+        previous call reuses their counts; any other message costs one cache lookup."""
+        msgs = messages if isinstance(messages, list) else list(messages)
+        last = self._last
+        k = len(last)
+        if k and len(msgs) >= k and msgs[:k] == last:
+            out = self._last_tokens + self._lookup(msgs[k:])
+        else:
+            out = self._lookup(msgs)
+        self._last = msgs[:]
+        self._last_tokens = out
+        self._trim_cache(len(msgs), msgs)
+        return out
+
+    def _lookup(self, messages: Sequence[Message]) -> list[int]:
         out: list[int] = []
         append = out.append
         tokens = self._tokens
@@ -308,7 +332,6 @@ class HeuristicTokenCounter:
                 u = measure(m)
                 cache[id(m)] = (m, u)
             append(tokens(u))
-        self._trim_cache(len(messages), messages)
         return out
 
     def _trim_cache(self, live: int, messages: Sequence[Message]) -> None:
@@ -354,11 +377,16 @@ class HeuristicTokenCounter:
                 measured += u.measured
         # The scale is fitted on the estimated part only; replies measured earlier are exact.
         self._observations = [*self._observations[-(self.HISTORY - 1) :], (h, input_tokens - measured)]
+        scale = self.scale
         self._refit_scale()
-        self.offset = input_tokens - self._scaled_fixed() - sum(self.message_tokens(m) for m in messages)
+        if self.scale != scale:
+            self._forget_last()
+        self.offset = input_tokens - self._scaled_fixed() - sum(self.tokens_each(messages))
         if reply is not None and output_tokens is not None and self._counts_reply_thinking(reply):
             u = self._units(reply)
             self._cache[id(reply)] = (reply, _Units(u.chars, u.images, max(0, output_tokens)))
+            if any(m is reply for m in self._last):
+                self._forget_last()
 
     def _counts_reply_thinking(self, reply: Message) -> bool:
         has_thinking = any(isinstance(p, ThinkingPart) for p in reply.parts)
@@ -377,8 +405,13 @@ class HeuristicTokenCounter:
         low, high = self.SCALE_BOUNDS
         self.scale = min(high, max(low, slope))
 
+    def _forget_last(self) -> None:
+        self._last = []
+        self._last_tokens = []
+
     def reset_calibration(self) -> None:
         """Forget every observation: scale 1, offset 0 (for example after switching models)."""
+        self._forget_last()
         self.scale = 1.0
         self.offset = 0
         self._observations = []
