@@ -14,6 +14,7 @@ messages). Pure: no I/O.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -72,8 +73,8 @@ def plan_keep(
     :class:`~loopctl.errors.CompactionOverflow` when head, ``Durable`` copies, protected tail and
     ``reserve`` together exceed ``target``.
 
-    Cost: one pass over the messages for the tokens (none when given), then work in proportion to the
-    messages holding ``Durable`` parts and to the tail it grows over.
+    Cost: one pass over the messages for the tokens (none when given), prefix sums at C speed, work in
+    proportion to the messages holding ``Durable`` parts, and a binary search for the cut.
     """
     layout = layout or scan(messages)
     n = len(messages)
@@ -107,16 +108,28 @@ def plan_keep(
             tokens_after=must_keep + reserve,
             target=target,
         )
-    # Grow the tail backwards, one whole block between two allowed cuts at a time, while it fits.
-    kept = must_keep
-    start = keep_from
-    while start > head_end:
-        s = layout.cut_at_or_before(start - 1)
-        delta = sum(tokens[s:start]) - sum(copies[i][1] for i in range(s, start) if i in copies)
-        if kept + delta + reserve > target:
-            break
-        kept += delta
-        start = s
+    # Grow the tail backwards over whole blocks (between allowed cuts) while it fits. Moving the cut back
+    # never shrinks the result (a copy holds a subset of its message), so the best cut is found by binary
+    # search over the allowed cuts, with prefix sums for the sizes.
+    full = list(itertools.accumulate(tokens, initial=0))
+    copy_at = [0] * (n + 1)
+    for i, (_, t) in copies.items():
+        copy_at[i + 1] = t
+    copied = list(itertools.accumulate(copy_at))
+    cuts = list(itertools.compress(range(head_end, keep_from + 1), layout.cut_ok[head_end : keep_from + 1]))
+
+    def size_from(cut: int) -> int:
+        return must_keep + (full[keep_from] - full[cut]) - (copied[keep_from] - copied[cut])
+
+    lo, hi = 0, len(cuts) - 1  # cuts[hi] == keep_from always fits (it is must_keep)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if size_from(cuts[mid]) + reserve <= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    start = cuts[lo]
+    kept = size_from(start)
     kept_copies = [copies[i][0] for i in bearing if i < start and i in copies]
     identical = sum(1 for i in bearing if i < start and i in copies and copies[i][0] is messages[i])
     dropped = identical < start - head_end
