@@ -1,0 +1,438 @@
+"""Token counting for compaction: the counter protocol, the default heuristic and its calibration.
+
+The budget (``budget.py``) decides when to prune or compact, and whether a pass succeeded, with one counter.
+A counter only has to answer ``count(messages) -> int``; :class:`HeuristicTokenCounter` is the default. It
+estimates without a tokenizer (characters divided by a per-provider ratio, images at a fixed price) and
+then corrects itself from the input tokens the provider reports after each reply (:meth:`calibrate`).
+
+Pure: no I/O, no clock. The counter holds state (its calibration and a per-message cache), so it is not a
+value object; one counter belongs to one session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+
+from loopctl.message import (
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolContent,
+    ToolResultPart,
+)
+from loopctl.tool import ToolSchema
+
+__all__ = [
+    "PRESETS",
+    "CounterPreset",
+    "HeuristicTokenCounter",
+    "TokenCounter",
+    "message_tokens",
+]
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Anything that estimates the size of a conversation in tokens.
+
+    ``count(messages)`` returns the tokens the conversation occupies in the model's context window (an
+    ``int`` >= 0). The compaction passes also count single messages through it (``count([m]) -
+    count([])``), so a counter should be additive over messages, as a tokenizer is.
+    """
+
+    def count(self, messages: Sequence[Message]) -> int:
+        """The estimated size of ``messages``, in tokens."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CounterPreset:
+    """The constants of the heuristic for one provider.
+
+    ``chars_per_token``: characters per token of ordinary text (non-ASCII text is measured in UTF-8 bytes,
+    see :meth:`HeuristicTokenCounter.units`). ``message_overhead``: characters each message costs for its
+    framing (role markers, separators). ``part_overhead``: characters each tool call or tool result costs
+    for its framing (block type, keys). ``id_weight``: how many characters each character of a tool-call id
+    counts for (provider ids are random base62, which tokenizes at about 2 characters per token instead of
+    4). ``image_tokens``: the fixed price of one image, in tokens, whatever its base64 length.
+    ``result_name``: whether a tool result's tool name is on the wire (Gemini's ``functionResponse.name``;
+    Anthropic and OpenAI send only the call id). ``count_final_thinking``: whether thinking in an assistant
+    message *without* tool calls (a final answer) takes window space on later requests.
+    """
+
+    name: str
+    chars_per_token: float = 4.0
+    message_overhead: int = 16
+    part_overhead: int = 16
+    id_weight: float = 2.0
+    result_name: bool = True
+    image_tokens: int = 1600
+    count_final_thinking: bool = True
+
+
+PRESETS: dict[str, CounterPreset] = {
+    # The issue's heuristic: characters / 4; images at Anthropic's ceiling (below), the most expensive of
+    # the three, because under-counting is what gets a request refused for length.
+    "default": CounterPreset("default"),
+    # "A token approximately represents 3.5 English characters" (Anthropic glossary, docs.anthropic.com).
+    # Images cost about width*height/750 tokens, about 1,600 at the ~1.15 megapixel resize ceiling
+    # (Anthropic "Vision" guide). Thinking of earlier turns is stripped from the context window
+    # (docs.anthropic.com/en/docs/build-with-claude/context-windows: "previous thinking blocks are
+    # automatically stripped from the context window calculation"); only thinking inside the running tool
+    # loop counts. Claude Opus 4.5 and later keep earlier thinking: use count_final_thinking=True there.
+    "anthropic": CounterPreset(
+        "anthropic", chars_per_token=3.5, result_name=False, image_tokens=1600, count_final_thinking=False
+    ),
+    # "One token is roughly 4 characters of English text" (OpenAI help center). A high-detail image costs
+    # 85 + 170 per 512-px tile; 765 for a 1024x1024 image (OpenAI "Images and vision" guide). Reasoning is
+    # discarded after each turn except inside a function-calling loop (OpenAI "Reasoning models" guide).
+    # Chat Completions: a role=tool message is counted without its tool_call_id (recorded traffic:
+    # openai/chat-tools-parallel-stream-followup); Responses counts the call_id of function_call_output.
+    "openai": CounterPreset("openai", id_weight=0.0, result_name=False, image_tokens=765, count_final_thinking=False),
+    "openai-responses": CounterPreset(
+        "openai-responses", result_name=False, image_tokens=765, count_final_thinking=False
+    ),
+    # "For Gemini models, a token is equivalent to about 4 characters" (ai.google.dev/gemini-api/docs/tokens).
+    # An image costs 258 tokens per 768x768 tile; 1,032 for a typical 2x2-tile screenshot. Thought summaries
+    # are not sent back; only their signatures are.
+    # Gemini 2.x sends no call ids (functionResponse is matched by name).
+    "gemini": CounterPreset("gemini", id_weight=0.0, image_tokens=1032, count_final_thinking=False),
+}
+"""The ratio presets, by provider name as :class:`~loopctl.errors.ProviderError` names them (``"openai"``
+is Chat Completions, ``"openai-responses"`` the Responses API)."""
+
+
+def _text_units(text: str) -> int:
+    # ASCII text: one unit per character. Anything else: its UTF-8 length, because byte-level BPE
+    # tokenizers spend about one token per CJK character, not a quarter of one. isascii() is O(1).
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _json_units(value: Any) -> int:
+    if isinstance(value, str):
+        return _text_units(value) + 2
+    try:
+        return len(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):
+        return len(repr(value))
+
+
+def _content_units(output: ToolContent) -> tuple[int, int]:
+    root = output.root
+    if isinstance(root, str):
+        return _text_units(root), 0
+    units = images = 0
+    for sub in root:
+        if isinstance(sub, TextPart):
+            units += _text_units(sub.text)
+        else:
+            images += 1
+    return units, images
+
+
+@dataclass(frozen=True, slots=True)
+class _Units:
+    """What one message weighs before the ratio is applied (characters, weighted, and images), or its
+    measured size in tokens when calibration learned it from the provider (``measured``)."""
+
+    chars: int
+    images: int
+    measured: int | None = None
+
+
+class HeuristicTokenCounter:
+    """The default counter: characters of text, thinking, tool inputs and outputs plus a per-message overhead,
+    divided by the provider's characters-per-token ratio; an image costs a fixed number of tokens.
+
+    ``preset`` names a :data:`PRESETS` entry (``"default"``, ``"anthropic"``, ``"openai"``, ``"gemini"``) or
+    is a :class:`CounterPreset`. ``system`` and ``tools`` are the parts of every request that are not
+    messages (the system prompt and the tool schemas); they are counted with every conversation
+    (:meth:`set_request` changes them).
+
+    Calibration: after each model reply, :meth:`calibrate` takes the messages that were sent and the input
+    tokens the provider reported (and, optionally, the reply and its output tokens). The counter then
+    predicts ``scale * heuristic + offset``: ``offset`` absorbs what the heuristic cannot see (the
+    provider's hidden tool-use prompt, message framing, its error on the conversation so far), so that the
+    estimate of the same conversation, and of the next request of it, lands near the reported count;
+    ``scale`` is refitted once observations span a wide enough range of sizes.
+
+    Per-message weights are cached by message identity (messages are immutable), so counting a long history
+    after every turn costs one dictionary lookup per message.
+    """
+
+    #: How many recent observations the scale fit uses.
+    HISTORY = 8
+    #: Fit a scale only when the observed sizes differ by at least this many heuristic tokens; smaller
+    #: spans are dominated by fixed overheads and would extrapolate badly.
+    MIN_SPAN = 4096
+    #: The fitted scale is kept within these bounds.
+    SCALE_BOUNDS = (0.67, 1.5)
+
+    def __init__(
+        self,
+        preset: str | CounterPreset = "default",
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolSchema] = (),
+    ) -> None:
+        if isinstance(preset, str):
+            preset = self.preset_for(preset)
+        if preset.chars_per_token <= 0:
+            raise ValueError(f"chars_per_token must be positive, got {preset.chars_per_token}")
+        self._preset: CounterPreset = preset
+        self.scale: float = 1.0
+        self.offset: int = 0
+        self._observations: list[tuple[float, int]] = []
+        self._cache: dict[int, tuple[Message, _Units]] = {}
+        # The last list counted and its per-message tokens: the engine's history grows by appending, so the
+        # next count usually starts with the same objects, checked at C speed (list equality tries identity
+        # first) instead of one dictionary lookup per message.
+        self._last: list[Message] = []
+        self._last_tokens: list[int] = []
+        self._system: str | None = None
+        self._tools: tuple[ToolSchema, ...] = ()
+        self._fixed_units = 0
+        self.set_request(system=system, tools=tools)
+
+    @property
+    def preset(self) -> CounterPreset:
+        """The constants in use (read-only: make a new counter with :meth:`with_preset`)."""
+        return self._preset
+
+    def __repr__(self) -> str:
+        return f"HeuristicTokenCounter(preset={self.preset.name!r}, scale={self.scale:.3f}, offset={self.offset})"
+
+    # --- configuration -------------------------------------------------------------------------------
+
+    def set_request(self, *, system: str | None = None, tools: Sequence[ToolSchema] = ()) -> None:
+        """Set the system prompt and tool schemas counted with every conversation (in tokens, like the
+        messages). The engine calls this once per session, and again if either changes."""
+        self._system = system
+        self._tools = tuple(tools)
+        units = _text_units(system) + self.preset.message_overhead if system else 0
+        for tool in self._tools:
+            units += _text_units(tool.name) + _text_units(tool.description) + _json_units(dict(tool.input_schema))
+            units += self.preset.part_overhead
+        self._fixed_units = units
+
+    # --- counting --------------------------------------------------------------------------------------
+
+    def units(self, message: Message) -> tuple[int, int]:
+        """``(characters, images)`` that ``message`` weighs before the ratio is applied.
+
+        Characters: text and thinking text (non-ASCII counted as UTF-8 bytes); a redacted thinking payload;
+        a tool call's name and compact-JSON input; a tool result's name and text output; tool-call ids
+        weighted by ``id_weight``; ``part_overhead`` per call or result and ``message_overhead`` per message.
+        Thinking signatures are opaque and not counted (calibration absorbs what the provider charges for
+        them). Thinking in an assistant message without tool calls is skipped when the preset says final
+        thinking is stripped. Images (user images and images inside tool results) are counted separately.
+        """
+        u = self._units(message)
+        return u.chars, u.images
+
+    def _units(self, message: Message) -> _Units:
+        cached = self._cache.get(id(message))
+        if cached is not None and cached[0] is message:
+            return cached[1]
+        u = self._measure(message)
+        self._cache[id(message)] = (message, u)
+        return u
+
+    def _measure(self, message: Message) -> _Units:
+        p = self._preset
+        chars = p.message_overhead
+        images = 0
+        thinking = 0
+        has_calls = False
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                chars += _text_units(part.text)
+            elif isinstance(part, ToolResultPart):
+                out, imgs = _content_units(part.output)
+                chars += out + int(len(part.call_id) * p.id_weight) + p.part_overhead
+                if p.result_name:
+                    chars += _text_units(part.name)
+                images += imgs
+            elif isinstance(part, ToolCallPart):
+                has_calls = True
+                chars += _text_units(part.name) + _json_units(part.input)
+                chars += int(len(part.id) * p.id_weight) + p.part_overhead
+            elif isinstance(part, ThinkingPart):
+                thinking += _text_units(part.text) + (len(part.redacted) if part.redacted else 0)
+            elif isinstance(part, ImagePart):
+                images += 1
+        if thinking and (has_calls or p.count_final_thinking or message.role is not Role.ASSISTANT):
+            chars += thinking
+        return _Units(chars, images)
+
+    def _tokens(self, u: _Units) -> int:
+        if u.measured is not None:
+            return u.measured
+        return int((u.chars / self.preset.chars_per_token + u.images * self.preset.image_tokens) * self.scale + 0.5)
+
+    def message_tokens(self, message: Message) -> int:
+        """The tokens ``message`` adds to a conversation (calibrated scale applied, no fixed part); for a
+        reply whose size calibration learned from the provider, that size."""
+        return self._tokens(self._units(message))
+
+    def measure(self, message: Message) -> int:
+        """:meth:`message_tokens` of ``message`` computed afresh, without the cache (for messages a pass is
+        trying out, which may never be kept)."""
+        return self._tokens(self._measure(message))
+
+    def fixed_tokens(self) -> int:
+        """The tokens every request carries besides its messages: system prompt and tools (scaled) plus the
+        calibrated offset. May be negative when calibration found the heuristic too high; ``count`` never
+        returns less than 0."""
+        return self._scaled_fixed() + self.offset
+
+    def _scaled_fixed(self) -> int:
+        return int(self._fixed_units / self.preset.chars_per_token * self.scale + 0.5)
+
+    def count(self, messages: Sequence[Message]) -> int:
+        """The estimated size of ``messages`` with the system prompt and tools, in tokens:
+        :meth:`fixed_tokens` plus :meth:`message_tokens` of each message (so it is exactly additive), and
+        never less than 0."""
+        return max(0, self.fixed_tokens() + sum(self.tokens_each(messages)))
+
+    def tokens_each(self, messages: Sequence[Message]) -> list[int]:
+        """:meth:`message_tokens` of each message, in order. A list that starts with the messages of the
+        previous call reuses their counts; any other message costs one cache lookup."""
+        msgs = messages if isinstance(messages, list) else list(messages)
+        last = self._last
+        k = len(last)
+        if k and len(msgs) >= k and msgs[:k] == last:
+            out = self._last_tokens + self._lookup(msgs[k:])
+        else:
+            out = self._lookup(msgs)
+        self._last = msgs[:]
+        self._last_tokens = out
+        self._trim_cache(len(msgs), msgs)
+        return out
+
+    def _lookup(self, messages: Sequence[Message]) -> list[int]:
+        out: list[int] = []
+        append = out.append
+        tokens = self._tokens
+        get = self._cache.get
+        cache = self._cache
+        measure = self._measure
+        for m in messages:
+            cached = get(id(m))
+            if cached is not None and cached[0] is m:
+                u = cached[1]
+            else:
+                u = measure(m)
+                cache[id(m)] = (m, u)
+            append(tokens(u))
+        return out
+
+    def _trim_cache(self, live: int, messages: Sequence[Message]) -> None:
+        # The cache holds strong references (pydantic models hash by value, and tool inputs are unhashable
+        # dicts, so a WeakKeyDictionary is not an option). Once it grows well past the conversation just
+        # counted, keep only that conversation's entries: older ones belong to messages a pass replaced.
+        if len(self._cache) > 2 * live + 4096:
+            keep = {id(m) for m in messages}
+            self._cache = {k: v for k, v in self._cache.items() if k in keep}
+
+    # --- calibration -----------------------------------------------------------------------------------
+
+    def calibrate(
+        self,
+        messages: Sequence[Message],
+        input_tokens: int,
+        *,
+        reply: Message | None = None,
+        output_tokens: int | None = None,
+    ) -> None:
+        """Learn from one model call: ``messages`` were sent (with the current system prompt and tools) and the
+        provider reported ``input_tokens`` (every prompt token, cached ones included:
+        :attr:`loopctl.response.Usage.input_tokens`).
+
+        Afterwards ``count(messages)`` equals ``input_tokens``. If the ``reply`` (the assistant message the
+        call returned, the same object that is appended to the conversation) and its ``output_tokens`` are
+        given, the reply counts as ``output_tokens`` from then on, so ``count(messages + [reply])`` equals
+        ``input_tokens + output_tokens``: reasoning that the heuristic cannot see (encrypted, or summarized
+        for display) is counted at its real size while the tool loop runs. That is skipped when the reply
+        carries thinking the preset says is stripped on the next request (a final answer), because
+        ``output_tokens`` includes it.
+        """
+        if input_tokens < 0:
+            raise ValueError(f"input_tokens must be >= 0, got {input_tokens}")
+        cpt = self.preset.chars_per_token
+        h = self._fixed_units / cpt
+        measured = 0
+        for m in messages:
+            u = self._units(m)
+            if u.measured is None:
+                h += u.chars / cpt + u.images * self.preset.image_tokens
+            else:
+                measured += u.measured
+        # The scale is fitted on the estimated part only; replies measured earlier are exact.
+        self._observations = [*self._observations[-(self.HISTORY - 1) :], (h, input_tokens - measured)]
+        scale = self.scale
+        self._refit_scale()
+        if self.scale != scale:
+            self._forget_last()
+        self.offset = input_tokens - self._scaled_fixed() - sum(self.tokens_each(messages))
+        if reply is not None and output_tokens is not None and self._counts_reply_thinking(reply):
+            u = self._units(reply)
+            self._cache[id(reply)] = (reply, _Units(u.chars, u.images, max(0, output_tokens)))
+            if any(m is reply for m in self._last):
+                self._forget_last()
+
+    def _counts_reply_thinking(self, reply: Message) -> bool:
+        has_thinking = any(isinstance(p, ThinkingPart) for p in reply.parts)
+        has_calls = any(isinstance(p, ToolCallPart) for p in reply.parts)
+        return not has_thinking or has_calls or self.preset.count_final_thinking
+
+    def _refit_scale(self) -> None:
+        obs = self._observations
+        hs = [h for h, _ in obs]
+        if len(obs) < 2 or max(hs) - min(hs) < self.MIN_SPAN:
+            return
+        mean_h = sum(hs) / len(obs)
+        mean_r = sum(r for _, r in obs) / len(obs)
+        var = sum((h - mean_h) ** 2 for h in hs)
+        slope = sum((h - mean_h) * (r - mean_r) for h, r in obs) / var
+        low, high = self.SCALE_BOUNDS
+        self.scale = min(high, max(low, slope))
+
+    def _forget_last(self) -> None:
+        self._last = []
+        self._last_tokens = []
+
+    def reset_calibration(self) -> None:
+        """Forget every observation: scale 1, offset 0 (for example after switching models)."""
+        self._forget_last()
+        self.scale = 1.0
+        self.offset = 0
+        self._observations = []
+
+    def with_preset(self, preset: str | CounterPreset) -> HeuristicTokenCounter:
+        """A fresh, uncalibrated counter with another preset and the same system prompt and tools."""
+        return HeuristicTokenCounter(preset, system=self._system, tools=self._tools)
+
+    @staticmethod
+    def preset_for(provider: str, **changes: Any) -> CounterPreset:
+        """The preset of ``provider`` with ``changes`` applied, e.g. ``preset_for("anthropic",
+        count_final_thinking=True)`` for Claude Opus 4.5 and later."""
+        key = {"openai-chat": "openai"}.get(provider, provider)
+        if key not in PRESETS:
+            raise ValueError(f"unknown counter preset {provider!r}; expected one of {sorted(PRESETS)}")
+        return replace(PRESETS[key], **changes) if changes else PRESETS[key]
+
+
+def message_tokens(counter: TokenCounter, message: Message) -> int:
+    """The tokens ``message`` adds to a conversation under ``counter``: :meth:`HeuristicTokenCounter.
+    message_tokens` when available, else ``count([message]) - count([])``."""
+    if isinstance(counter, HeuristicTokenCounter):
+        return counter.message_tokens(message)
+    return counter.count([message]) - counter.count([])
