@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor
 from loopctl.providers.base import ReasoningEffort
 from loopctl.tool import ToolChoice
 
@@ -31,8 +32,8 @@ class SessionConfig:
     context_window: int = 200_000
     compact_threshold: float = 0.80
     auto_compact: bool = True
-    budget: Any = None
-    compactor: Any = None
+    budget: ContextBudget | None = None
+    compactor: Compactor | SummarizingCompactor | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from tenacity import RetryCallState, wait_random_exponential
 
+from loopctl.compact import ContextBudget, SummarizingCompactor, message_tokens
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import (
     CompactionFinished,
@@ -34,6 +35,7 @@ from loopctl.engine.machine import (
     CallLLM,
     CallTools,
     Compact,
+    CompactReason,
     Done,
     LoopMachine,
     MachinePolicy,
@@ -42,7 +44,7 @@ from loopctl.engine.machine import (
 )
 from loopctl.engine.permission import Approve, Deny, Modify, PermissionCallback
 from loopctl.engine.run import Run, ToolCallRecord, Turn
-from loopctl.errors import ContextOverflow, LoopError
+from loopctl.errors import CompactionOverflow, ContextOverflow, LoopError
 from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import ModelResponse, Usage
@@ -52,6 +54,10 @@ from loopctl.tool import Tool, ToolContext, ToolInputError, ToolRegistry, to_too
 __all__ = ["BareLoop"]
 
 _T = TypeVar("_T")
+
+CALIBRATION_DRIFT = 0.05
+"""How far (a fraction of the reported input tokens) the running estimate may drift from what the provider
+reports before the counter is calibrated again."""
 
 
 class _Cancelled(Exception):
@@ -87,6 +93,11 @@ class BareLoop:
         self._budget = _make_budget(self.config)
         self._counter = self._budget.counter
         self._compactor = self.config.compactor
+        self._calibrated_at = -1  # history length at the last calibration (-1: never)
+        set_request = getattr(self._counter, "set_request", None)
+        if set_request is not None:
+            # The system prompt and tool schemas are sent with every request: count them once.
+            set_request(system=self.config.system_prompt, tools=self.tools.schemas)
         self._running = False
 
     # --- sessions ------------------------------------------------------------------------------------------
@@ -155,6 +166,7 @@ class BareLoop:
             auto_compact=self.config.auto_compact,
             emergency=self._budget.emergency,
             prune_threshold=self._budget.prune_line,
+            prune_target=self._budget.target_tokens / self._budget.window,
         )
         started = time.perf_counter()
         m.accept_input(input)
@@ -192,13 +204,10 @@ class BareLoop:
                     last = response
                     usage = usage + response.usage
                     msg = response.message
-                    ctx = m.context_tokens + count([msg])
-                    if response.usage.input_tokens:
-                        self._calibrate(m.full_history(), response.usage.input_tokens)
                     m.model_response(
                         msg,
                         names,
-                        ctx,
+                        self._context_after_reply(m.full_history(), m.context_tokens, msg, response.usage),
                         stop_reason=response.stop_reason,
                         invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
                     )
@@ -220,7 +229,9 @@ class BareLoop:
                         continue
                     results = [r.result for r in records]
                     message = Message(role=Role.USER, parts=tuple(results))
-                    m.tool_results([message], m.context_tokens + count([message]))
+                    before_results = m.context_tokens
+                    m.tool_results([message])
+                    m.context_tokens = before_results + message_tokens(self._counter, m.pending[-1])
                     committed = m.pending[-1]
                     assert last is not None
                     all_records = self._with_machine_results(last.message, committed, records)
@@ -386,13 +397,27 @@ class BareLoop:
             emit(CompactionFinished("prune", "prune_line", before, after))
 
     async def _compact(self, step: Compact, emit: Callable[[LoopEvent], None] | None) -> None:
+        """Run the session's compactor; a summarizing one gets its model call here (the emergency line
+        truncates at once, and so does a summary that failed or saved nothing)."""
         m = self._machine
         before = m.context_tokens
         messages = list(m.full_history())
+        kind = "truncate"
+        compacted: list[Message] | None = None
         try:
-            compacted = await self._budget.compact(messages, self._compactor, self.client)
-        except LoopError as exc:
+            compactor = self._compactor
+            if isinstance(compactor, SummarizingCompactor):
+                if step.reason is CompactReason.THRESHOLD:
+                    compacted = await self._summarize(compactor, messages)
+                    kind = "summarize"
+                compactor = None  # the fallback: truncation, which needs no model call
+            if compacted is None:
+                kind = "truncate"
+                compacted = self._budget.compact(messages, compactor)
+        except CompactionOverflow as exc:
             m.fail(exc, overflow=True)
+            if emit:
+                emit(CompactionFinished(kind, step.reason.value, before, exc.tokens_after or before))
             return
         if compacted is None:
             m.compaction_noop(before, before)
@@ -401,12 +426,40 @@ class BareLoop:
             after = self._counter.count(compacted)
             m.compaction_result(compacted, before, after)
         if emit:
-            emit(CompactionFinished("compact", step.reason.value, before, after))
+            emit(CompactionFinished(kind, step.reason.value, before, after))
 
-    def _calibrate(self, messages: Sequence[Message], reported: int) -> None:
-        calibrate = getattr(self._counter, "calibrate", None)
-        if calibrate is not None:
-            calibrate(messages, reported)
+    async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
+        """A summary pass: the compactor plans the request, the client sends it, the compactor builds the new
+        conversation from the reply. ``None`` when there was nothing to summarize or the call failed."""
+        plan = compactor.start(messages, self._budget)
+        if plan is None:
+            return None
+        try:
+            reply: Any = await self.client.generate(plan.request, stream=False)
+        except LoopError as exc:
+            reply = exc
+        out: list[Message] = plan.finish(reply)
+        before = self._counter.count(messages)
+        return out if self._counter.count(out) < before else None
+
+    def _context_after_reply(self, sent: Sequence[Message], estimate: int, reply: Message, usage: Usage) -> int:
+        """The conversation's size, in tokens, once ``reply`` joins ``sent`` (estimated at ``estimate``).
+
+        The counter is calibrated on the provider's reported input tokens after the first reply, and again
+        when the estimate has drifted more than :data:`CALIBRATION_DRIFT` from the report and the history has
+        grown by a quarter since the last calibration (a calibration is a pass over the history; spacing them
+        geometrically keeps the cost amortized O(1) per turn). Otherwise the reply's tokens are added.
+        """
+        counter = self._counter
+        reported = usage.input_tokens
+        calibrate = getattr(counter, "calibrate", None)
+        if reported > 0 and calibrate is not None:
+            drifted = abs(reported - estimate) > CALIBRATION_DRIFT * reported
+            if self._calibrated_at < 0 or (drifted and len(sent) >= 1.25 * self._calibrated_at):
+                calibrate(sent, reported, reply=reply, output_tokens=usage.output_tokens)
+                self._calibrated_at = len(sent)
+                return counter.count([*sent, reply])
+        return estimate + message_tokens(counter, reply)
 
     # --- helpers -------------------------------------------------------------------------------------------
 
@@ -502,31 +555,8 @@ def _final_text(history: Sequence[Message]) -> str:
     return ""
 
 
-class _SimpleBudget:
-    """Stand-in until :mod:`loopctl.compact` provides the real budget: the numbers from the session config,
-    a character-based counter, no pruning, and no compaction (a no-op pass)."""
-
-    def __init__(self, config: SessionConfig) -> None:
-        self.window = config.context_window
-        self.threshold = config.compact_threshold
-        self.emergency = 0.95
-        self.prune_line = 0.60
-        self.counter = _CharCounter()
-
-    def prune(self, messages: list[Message], needed: int) -> list[Message]:
-        return messages
-
-    async def compact(self, messages: list[Message], compactor: Any, client: ModelClient) -> list[Message] | None:
-        return None
-
-
-class _CharCounter:
-    def count(self, messages: Iterable[Message]) -> int:
-        total = 0
-        for m in messages:
-            total += 4 + len(m.to_json()) // 4
-        return total
-
-
-def _make_budget(config: SessionConfig) -> Any:
-    return config.budget if config.budget is not None else _SimpleBudget(config)
+def _make_budget(config: SessionConfig) -> ContextBudget:
+    if config.budget is not None:
+        budget: ContextBudget = config.budget
+        return budget
+    return ContextBudget(window=config.context_window, threshold=config.compact_threshold)
