@@ -149,10 +149,14 @@ async def _run(console: Console, **opts: Any) -> int:
                 session_obj.save(path)
 
     async with _client(model, files.root) as client:
-        config = SessionConfig(
-            system_prompt=system_prompt or _DEFAULT_SYSTEM.format(root=files.root),
-            **({"context_window": opts["context_window"]} if opts["context_window"] else {}),
+        from loopctl.compact import PRESETS, ContextBudget
+
+        # The token counter's preset follows the provider (characters per token, image prices...).
+        prefix = model.partition(":")[0]
+        budget = ContextBudget.for_provider(
+            prefix if prefix in PRESETS else "default", window=opts["context_window"] or 200_000
         )
+        config = SessionConfig(system_prompt=system_prompt or _DEFAULT_SYSTEM.format(root=files.root), budget=budget)
         loop = BareLoop(
             client, files.tools(), config, observers=[transcript, autosave], permission=permission, machine=machine
         )
