@@ -68,7 +68,7 @@ def test_asking_twice_without_a_feed_gives_the_same_step_in_every_state() -> Non
     assert m.next_step(POLICY) == m.next_step(POLICY)
     m.tool_results([result("c1")], 960)
     first = m.next_step(POLICY)
-    assert first == m.next_step(POLICY) == Compact(CompactReason.EMERGENCY, 960)
+    assert first == m.next_step(POLICY) == Prune(960, 460)
     m.cancel()
     assert m.next_step(POLICY) == m.next_step(POLICY) == Done(m.outcome)
 
@@ -99,12 +99,15 @@ def test_turn_limit_is_checked_before_compaction() -> None:
 def test_emergency_compaction_at_95_percent_is_always_on() -> None:
     policy = MachinePolicy(max_turns=5, context_window=1000, auto_compact=False)
     m = started(ctx=950)
+    m._pruned_at = 950
     assert m.next_step(policy) == Compact(CompactReason.EMERGENCY, 950)
 
 
-def test_emergency_is_checked_before_the_prune_line() -> None:
+def test_the_prune_line_is_checked_before_the_compaction_lines() -> None:
     m = started(ctx=960)
-    assert m.next_step(POLICY) == Compact(CompactReason.EMERGENCY, 960)
+    assert m.next_step(POLICY) == Prune(960, 460)
+    m.prune_result(list(m.full_history()), 960, 955)  # pruning could not free enough
+    assert m.next_step(POLICY) == Compact(CompactReason.EMERGENCY, 955)
 
 
 def test_just_below_the_emergency_line_is_not_an_emergency() -> None:
@@ -273,6 +276,7 @@ def _awaiting_compaction(ctx: int = 960) -> LoopMachine:
     m = LoopMachine([Message.user("old"), Message.assistant("old answer")])
     m.accept_input("new")
     m.context_tokens = ctx
+    m._pruned_at = ctx  # pruned already at this size: the compaction lines come next
     assert isinstance(m.next_step(POLICY), Compact)
     return m
 

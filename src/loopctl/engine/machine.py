@@ -13,9 +13,9 @@ state                  next_step                                    feeds accept
 =====================  ===========================================  ====================================
 ``START``              ``Done(IDLE)`` (nothing to do yet)            ``accept_input``
 ``AWAITING_MODEL``     checks, in order: cancelled -> turn limit     ``model_response``, ``cancel``,
-                       -> emergency compaction (>= 95% of the        ``fail``
-                       window, always on) -> prune line (passed,
-                       grown since the last prune) -> threshold
+                       -> prune line (passed, and grown since the    ``fail``
+                       last prune) -> emergency compaction (>= 95%
+                       of the window, always on) -> threshold
                        compaction (strictly above, when on) ->
                        ``CallLLM``
 ``AWAITING_TOOLS``     ``CallTools(turn, calls)``                   ``tool_results``, ``cancel``, ``fail``
@@ -321,12 +321,13 @@ class LoopMachine:
             return Done(self._outcome)
         window = policy.context_window
         ctx = self.context_tokens
-        if ctx >= policy.emergency * window:
-            return self._await(Compact(CompactReason.EMERGENCY, ctx))
+        # Pruning first (issue 5): it needs no model call and may make compaction unnecessary.
         prune_line = policy.prune_threshold * window
         if ctx > prune_line and (self._pruned_at is None or ctx >= self._pruned_at + policy.prune_step * window):
             needed = max(0, ctx - int(policy.prune_target * window))
             return self._await(Prune(ctx, needed))
+        if ctx >= policy.emergency * window:
+            return self._await(Compact(CompactReason.EMERGENCY, ctx))
         if policy.auto_compact and ctx > policy.compact_threshold * window:
             return self._await(Compact(CompactReason.THRESHOLD, ctx))
         return CallLLM(self.turn + 1)
