@@ -398,6 +398,9 @@ def _machines_in_every_state() -> dict[str, LoopMachine]:
     m6 = started()
     m6.fail(RuntimeError("boom"))
     out["failed"] = m6
+    m7 = _awaiting_compaction()
+    m7.compaction_result([Message.user("summary")], 960, 100)
+    out["compacted"] = m7  # awaiting_model with every message in history, none pending
     return out
 
 
@@ -423,3 +426,47 @@ def test_a_corrupt_machine_file_is_a_typed_error() -> None:
         LoopMachine.from_json("{nope")
     with pytest.raises(ConversationFileError, match="not a machine file"):
         LoopMachine.from_json('{"format_version":1}')
+
+
+def _saved(name: str, **changes: object) -> str:
+    import json
+
+    doc = json.loads(_machines_in_every_state()[name].to_json())
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    ("name", "changes", "problem"),
+    [
+        ("awaiting_compaction", {"step": None}, "state awaiting_compaction needs the step it waits for"),
+        ("awaiting_model", {"pruned_at": "x"}, "pruned_at must be a whole number of tokens or null, got 'x'"),
+        ("awaiting_model", {"turn": 1.5}, "turn must be a whole number >= 0, got 1.5"),
+        ("awaiting_model", {"turn": "3"}, "turn must be a whole number >= 0, got '3'"),
+        ("awaiting_model", {"turn": -1}, "turn must be a whole number >= 0, got -1"),
+        ("awaiting_model", {"context_tokens": True}, "context_tokens must be a whole number >= 0, got True"),
+        ("awaiting_model", {"format_version": True}, "missing or invalid format_version"),
+        ("awaiting_model", {"history": "abc"}, "history must be an array of messages"),
+        ("awaiting_tools", {"calls": []}, "state awaiting_tools needs the unanswered tool calls of the last reply"),
+        ("awaiting_tools", {"calls": [{"type": "tool_call", "id": "zz", "name": "read", "input": {}}]},
+         "the calls of state awaiting_tools are not the tool calls of the last pending message"),
+        ("awaiting_tools", {"machine_results": [
+            {"type": "tool_result", "call_id": "zz", "name": "x", "output": "o", "is_error": True}]},
+         "machine_results answer no call: zz"),
+        ("terminal", {"state": "awaiting_tools"}, "state awaiting_tools needs the unanswered tool calls"),
+        ("terminal", {"pending": [{"role": "user", "parts": []}]}, "state terminal has pending messages"),
+        ("start", {"step": {"type": "prune", "context_tokens": 1, "needed": 1}}, "state start has a step"),
+        ("awaiting_compaction", {"step": {"type": "squash"}}, "step type 'squash' is not prune or compact"),
+        ("failed", {"outcome": {"kind": "failed", "error": 5}}, "outcome.error must be a string or null, got 5"),
+        ("failed", {"outcome": [1]}, "outcome must be an object"),
+    ],
+)  # fmt: skip
+def test_a_machine_file_whose_fields_disagree_is_refused_when_read_not_later(
+    name: str, changes: dict[str, object], problem: str
+) -> None:
+    # Each of these was read without complaint, then failed later (an AssertionError or TypeError from
+    # next_step) or drove a run from an impossible state.
+    with pytest.raises(ConversationFileError) as info:
+        LoopMachine.from_json(_saved(name, **changes))
+    assert info.value.source == "<machine>"
+    assert problem in info.value.problem

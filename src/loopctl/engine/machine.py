@@ -43,8 +43,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, Union, overload
 
 import orjson
+from pydantic import ValidationError
 
-from loopctl.errors import InvalidMessage, MachineStateError
+from loopctl.errors import ConversationFileError, InvalidMessage, MachineStateError
 from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.message.model import _invalid
 from loopctl.response import StopReason
@@ -584,12 +585,10 @@ class LoopMachine:
     @classmethod
     def from_json(cls, data: str | bytes) -> LoopMachine:
         """Restore a machine saved by :meth:`to_json`. Raises
-        :class:`~loopctl.errors.ConversationFileError` for text that is not a machine file or a newer
-        ``format_version``, and :class:`~loopctl.errors.InvalidMessage` for a bad message inside."""
-        from pydantic import ValidationError
-
-        from loopctl.errors import ConversationFileError
-
+        :class:`~loopctl.errors.ConversationFileError` for text that is not a machine file, a newer
+        ``format_version``, a field of the wrong type, or fields that disagree (a state without what it waits
+        for, calls that are not the last reply's...), and :class:`~loopctl.errors.InvalidMessage` for a bad
+        message inside. A machine that loads takes its next step without error."""
         try:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
@@ -597,56 +596,127 @@ class LoopMachine:
         if not isinstance(doc, dict):
             raise ConversationFileError("<machine>", "expected a JSON object")
         version = doc.get("format_version")
-        if not isinstance(version, int) or version < 1:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise ConversationFileError("<machine>", "missing or invalid format_version")
         if version > MACHINE_FORMAT_VERSION:
             raise ConversationFileError(
                 "<machine>",
                 f"format_version {version} is newer than this release of loopctl reads ({MACHINE_FORMAT_VERSION})",
             )
-
-        def read(kind: Any, key: str) -> list[Any]:
-            out = []
-            for i, item in enumerate(doc[key]):
-                try:
-                    out.append(kind.model_validate(item))
-                except ValidationError as exc:
-                    raise _invalid(exc, f"{key}[{i}]") from None
-            return out
-
         try:
-            history = read(Message, "history")
-            pending = read(Message, "pending")
-            calls = tuple(read(ToolCallPart, "calls"))
-            results = read(ToolResultPart, "machine_results")
-            m = cls(history)
-            m._messages.extend(pending)
-            m.state = MachineState(doc["state"])
-            m.turn = int(doc["turn"])
-            m.context_tokens = int(doc["context_tokens"])
-            m._calls = calls
-            m._machine_results = {r.call_id: r for r in results}
-            step = doc.get("step")
-            if step is None:
-                m._step = None
-            elif step["type"] == "prune":
-                m._step = Prune(int(step["context_tokens"]), int(step["needed"]))
-            else:
-                m._step = Compact(CompactReason(step["reason"]), int(step["context_tokens"]))
-            m._pruned_at = doc.get("pruned_at")
-            o = doc["outcome"]
-            m._outcome = Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")))
-        except InvalidMessage:
+            m = _read_machine(cls, doc)
+        except (ConversationFileError, InvalidMessage):
             raise
         except (KeyError, TypeError, ValueError) as exc:
             raise ConversationFileError("<machine>", f"not a machine file ({type(exc).__name__}: {exc})") from None
+        problem = m._inconsistency()
+        if problem is not None:
+            raise ConversationFileError("<machine>", problem)
         return m
+
+    def _inconsistency(self) -> str | None:
+        """What a restored machine's fields disagree on (the invariants the feeds keep), or ``None``."""
+        state = self.state
+        pending = self._messages[self._n_history :]
+        if self._step is not None and state is not MachineState.AWAITING_COMPACTION:
+            return f"state {state.value} has a step; only awaiting_compaction waits for one"
+        if (self._calls or self._machine_results) and state is not MachineState.AWAITING_TOOLS:
+            return f"state {state.value} has tool calls; only awaiting_tools waits for them"
+        if state in (MachineState.START, MachineState.TERMINAL):
+            return f"state {state.value} has pending messages; a run that is over keeps none" if pending else None
+        if state is MachineState.AWAITING_COMPACTION and self._step is None:
+            return "state awaiting_compaction needs the step it waits for"
+        if state is MachineState.AWAITING_TOOLS:
+            ids = [c.id for c in self._calls]
+            unanswered = set(ids) - set(self._machine_results)
+            if not unanswered:
+                return "state awaiting_tools needs the unanswered tool calls of the last reply"
+            last = pending[-1] if pending else None
+            if last is None or last.role is not Role.ASSISTANT or tuple(last.tool_calls()) != self._calls:
+                return "the calls of state awaiting_tools are not the tool calls of the last pending message"
+            if len(set(ids)) != len(ids):
+                return "the calls of state awaiting_tools repeat an id"
+            stray = sorted(set(self._machine_results) - set(ids))
+            if stray:
+                return f"machine_results answer no call: {', '.join(stray)}"
+        return None
 
     def __repr__(self) -> str:
         return (
             f"LoopMachine(state={self.state.value}, turn={self.turn}, history={self._n_history}, "
             f"pending={len(self._messages) - self._n_history}, context_tokens={self.context_tokens})"
         )
+
+
+def _read_machine(cls: type[LoopMachine], doc: dict[str, Any]) -> LoopMachine:
+    """The machine of a parsed machine file, each field type-checked (raises ``ConversationFileError``,
+    ``InvalidMessage``, or ``KeyError`` for a missing key)."""
+    history = _read_items(Message, doc, "history")
+    pending = _read_items(Message, doc, "pending")
+    calls = tuple(_read_items(ToolCallPart, doc, "calls"))
+    results = _read_items(ToolResultPart, doc, "machine_results")
+    m = cls(history)
+    m._messages.extend(pending)
+    m.state = MachineState(doc["state"])
+    m.turn = _whole(doc["turn"], "turn")
+    m.context_tokens = _whole(doc["context_tokens"], "context_tokens")
+    m._calls = calls
+    m._machine_results = {r.call_id: r for r in results}
+    m._step = _read_step(doc.get("step"))
+    pruned_at = doc.get("pruned_at")
+    if pruned_at is not None and not _is_whole(pruned_at):
+        raise _bad_file(f"pruned_at must be a whole number of tokens or null, got {pruned_at!r}")
+    m._pruned_at = pruned_at
+    o = doc["outcome"]
+    if not isinstance(o, dict):
+        raise _bad_file("outcome must be an object")
+    for key in ("error", "error_type"):
+        if o.get(key) is not None and not isinstance(o[key], str):
+            raise _bad_file(f"outcome.{key} must be a string or null, got {o[key]!r}")
+    if not isinstance(o.get("retryable", False), bool):
+        raise _bad_file(f"outcome.retryable must be true or false, got {o['retryable']!r}")
+    m._outcome = Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")))
+    return m
+
+
+def _read_items(kind: Any, doc: dict[str, Any], key: str) -> list[Any]:
+    items = doc[key]
+    if not isinstance(items, list):
+        what = "messages" if kind is Message else "tool calls" if kind is ToolCallPart else "tool results"
+        raise _bad_file(f"{key} must be an array of {what}")
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(kind.model_validate(item))
+        except ValidationError as exc:
+            raise _invalid(exc, f"{key}[{i}]") from None
+    return out
+
+
+def _read_step(step: Any) -> Prune | Compact | None:
+    if step is None:
+        return None
+    if not isinstance(step, dict):
+        raise _bad_file("step must be an object or null")
+    if step.get("type") == "prune":
+        return Prune(_whole(step["context_tokens"], "step.context_tokens"), _whole(step["needed"], "step.needed"))
+    if step.get("type") == "compact":
+        return Compact(CompactReason(step["reason"]), _whole(step["context_tokens"], "step.context_tokens"))
+    raise _bad_file(f"step type {step.get('type')!r} is not prune or compact")
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _whole(value: Any, key: str) -> int:
+    if not _is_whole(value):
+        raise _bad_file(f"{key} must be a whole number >= 0, got {value!r}")
+    return int(value)
+
+
+def _bad_file(problem: str) -> ConversationFileError:
+    return ConversationFileError("<machine>", problem)
 
 
 def coherent_prefix(messages: Sequence[Message], start: int = 0) -> int:
