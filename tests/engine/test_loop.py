@@ -251,6 +251,28 @@ async def test_a_non_retryable_provider_error_fails_the_run_keeping_history() ->
     assert client.calls == 2
 
 
+async def test_a_reply_that_uses_one_call_id_twice_fails_the_run_without_running_either_call() -> None:
+    # It used to run both, then raise MachineStateError out of run() ("answered twice").
+    ran: list[str] = []
+
+    @tool
+    async def note(text: str) -> str:
+        """Notes the text."""
+        ran.append(text)
+        return text
+
+    client = ScriptedClient([calls(("c1", "note", {"text": "a"}), ("c1", "note", {"text": "b"})), "after"])
+    loop = BareLoop(client, [note])
+    run = await loop.run("go", FAST)
+    assert run.outcome.kind is OutcomeKind.FAILED
+    assert run.outcome.error_type == "ProviderProtocolError"
+    assert run.outcome.error == "the reply calls tools under the same id twice ('c1'); the calls cannot be run"
+    assert ran == []
+    assert list(loop.history) == [Message.user("go")]
+    assert (await loop.run("again")).output == "after"
+    assert check_conversation(loop.history) == []
+
+
 async def test_a_max_tokens_stop_in_the_middle_of_a_tool_call_does_not_run_the_cut_call() -> None:
     ran: list[str] = []
 

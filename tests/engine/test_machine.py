@@ -17,7 +17,7 @@ from loopctl.engine import (
     Prune,
     coherent_prefix,
 )
-from loopctl.errors import ConversationFileError, MachineStateError
+from loopctl.errors import ConversationFileError, MachineStateError, ProviderProtocolError
 from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolResultPart
 from loopctl.response import StopReason
 
@@ -215,6 +215,31 @@ def test_model_response_takes_only_assistant_messages() -> None:
     m = started()
     with pytest.raises(MachineStateError, match="assistant"):
         m.model_response(Message.user("x"), TOOLS, 1)
+
+
+@pytest.mark.parametrize(
+    ("reply", "tools", "error"),
+    [
+        (assistant(call("c1")), None, TypeError),  # appended the reply, then failed on the tools
+        ("not a message", TOOLS, MachineStateError),
+        (assistant(call("c1"), call("c2"), call("c1")), TOOLS, ProviderProtocolError),
+    ],
+)
+def test_a_feed_that_raises_leaves_the_machine_as_it_was(reply: object, tools: object, error: type) -> None:
+    m = started()
+    before = m.to_json()
+    with pytest.raises(error):
+        m.model_response(reply, tools, 99)  # type: ignore[arg-type]
+    assert m.to_json() == before
+    assert m.next_step(POLICY) == CallLLM(1)
+
+
+def test_a_reply_that_uses_one_call_id_twice_is_the_providers_protocol_error() -> None:
+    m = started()
+    with pytest.raises(ProviderProtocolError, match="same id twice \\('c1'\\)"):
+        m.model_response(assistant(call("c1"), call("c1", path="b")), TOOLS, 20)
+    m.fail(ProviderProtocolError("x"))
+    assert list(m.history) == [Message.user("hello")]
 
 
 # --- tool results --------------------------------------------------------------------------------------------

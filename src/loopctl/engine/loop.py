@@ -195,13 +195,17 @@ class BareLoop:
                     ctx = m.context_tokens + count([msg])
                     if response.usage.input_tokens:
                         self._calibrate(m.full_history(), response.usage.input_tokens)
-                    m.model_response(
-                        msg,
-                        names,
-                        ctx,
-                        stop_reason=response.stop_reason,
-                        invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
-                    )
+                    try:
+                        m.model_response(
+                            msg,
+                            names,
+                            ctx,
+                            stop_reason=response.stop_reason,
+                            invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
+                        )
+                    except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
+                        m.fail(exc)
+                        continue
                     if emit:
                         emit(TurnFinished(step.turn, msg, response.usage, response.stop_reason, last_duration))
                     turns.append(self._turn(step.turn, turn_input, response, (), last_duration))

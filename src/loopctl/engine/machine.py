@@ -45,7 +45,7 @@ from typing import Any, TypeAlias, Union, overload
 import orjson
 from pydantic import ValidationError
 
-from loopctl.errors import ConversationFileError, InvalidMessage, MachineStateError
+from loopctl.errors import ConversationFileError, InvalidMessage, MachineStateError, ProviderProtocolError
 from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.message.model import _invalid
 from loopctl.response import StopReason
@@ -344,8 +344,7 @@ class LoopMachine:
         ``START`` and ``TERMINAL``."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
         message = Message.user(input) if isinstance(input, str) else input
-        if message.role is not Role.USER:
-            raise MachineStateError(f"accept_input takes a user message, got a {message.role.value} message")
+        _expect_message(message, Role.USER, "accept_input")
         self._messages.append(message)
         self.turn = 0
         self._outcome = Outcome(OutcomeKind.IDLE)
@@ -368,14 +367,49 @@ class LoopMachine:
         pairs for calls that must not run (arguments cut off by ``max_tokens``, not JSON); the machine
         answers them with an error result too. ``context_tokens`` is the conversation's size with this reply.
         With no tool calls the run completes (``REFUSED`` or ``MAX_TOKENS`` when ``stop_reason`` says so).
+
+        Raises ``MachineStateError`` when the state takes no reply or ``message`` is not an assistant message,
+        and :class:`~loopctl.errors.ProviderProtocolError` for a reply that calls two tools under one id (the
+        driver fails the run with it). Whatever it raises, the machine is left exactly as it was.
         """
         self._expect(MachineState.AWAITING_MODEL, feed="model_response")
-        if message.role is not Role.ASSISTANT:
-            raise MachineStateError(f"model_response takes an assistant message, got a {message.role.value} message")
+        _expect_message(message, Role.ASSISTANT, "model_response")
+        calls = tuple(p for p in message.parts if isinstance(p, ToolCallPart))
+        # Everything is worked out before anything changes: a bad argument leaves the machine as it was.
+        machine_results: dict[str, ToolResultPart] = {}
+        to_run: list[ToolCallPart] = []
+        if calls:
+            seen: set[str] = set()
+            for call in calls:
+                if call.id in seen:
+                    # The results could not be told apart, and every provider refuses the pair it would make.
+                    raise ProviderProtocolError(
+                        f"the reply calls tools under the same id twice ({call.id!r}); the calls cannot be run"
+                    )
+                seen.add(call.id)
+            tools = available_tools if isinstance(available_tools, (set, frozenset)) else frozenset(available_tools)
+            invalid = dict(invalid_calls)
+            for call in calls:
+                if call.id in invalid:
+                    machine_results[call.id] = ToolResultPart(
+                        call_id=call.id,
+                        name=call.name,
+                        output=f"The call was not run: {invalid[call.id]}",
+                        is_error=True,
+                    )
+                elif call.name not in tools:
+                    known = ", ".join(sorted(tools)) or "(none)"
+                    machine_results[call.id] = ToolResultPart(
+                        call_id=call.id,
+                        name=call.name,
+                        output=f"Unknown tool {call.name!r}. The tools that exist are: {known}.",
+                        is_error=True,
+                    )
+                else:
+                    to_run.append(call)
         self._messages.append(message)
         self.turn += 1
         self.context_tokens = context_tokens
-        calls = tuple(p for p in message.parts if isinstance(p, ToolCallPart))
         if not calls:
             if stop_reason is StopReason.REFUSAL:
                 self._end(Outcome(OutcomeKind.REFUSED), salvage=False)
@@ -384,28 +418,6 @@ class LoopMachine:
             else:
                 self._end(Outcome(OutcomeKind.COMPLETED), salvage=False)
             return
-        tools = available_tools if isinstance(available_tools, (set, frozenset)) else frozenset(available_tools)
-        invalid = dict(invalid_calls)
-        machine_results: dict[str, ToolResultPart] = {}
-        to_run: list[ToolCallPart] = []
-        for call in calls:
-            if call.id in invalid:
-                machine_results[call.id] = ToolResultPart(
-                    call_id=call.id,
-                    name=call.name,
-                    output=f"The call was not run: {invalid[call.id]}",
-                    is_error=True,
-                )
-            elif call.name not in tools:
-                known = ", ".join(sorted(tools)) or "(none)"
-                machine_results[call.id] = ToolResultPart(
-                    call_id=call.id,
-                    name=call.name,
-                    output=f"Unknown tool {call.name!r}. The tools that exist are: {known}.",
-                    is_error=True,
-                )
-            else:
-                to_run.append(call)
         self._calls = calls
         self._machine_results = machine_results
         if to_run:
@@ -425,8 +437,7 @@ class LoopMachine:
         results: list[ToolResultPart] = []
         other: list[Any] = []
         for m in messages:
-            if m.role is not Role.USER:
-                raise MachineStateError(f"tool results ride in user messages, got a {m.role.value} message")
+            _expect_message(m, Role.USER, "tool_results")
             for p in m.parts:
                 if isinstance(p, ToolResultPart):
                     results.append(p)
@@ -646,6 +657,14 @@ class LoopMachine:
             f"LoopMachine(state={self.state.value}, turn={self.turn}, history={self._n_history}, "
             f"pending={len(self._messages) - self._n_history}, context_tokens={self.context_tokens})"
         )
+
+
+def _expect_message(message: object, role: Role, feed: str) -> None:
+    if not isinstance(message, Message):
+        raise MachineStateError(f"{feed} takes a Message, got {type(message).__name__}")
+    if message.role is not role:
+        article = "an" if role is Role.ASSISTANT else "a"
+        raise MachineStateError(f"{feed} takes {article} {role.value} message, got a {message.role.value} message")
 
 
 def _read_machine(cls: type[LoopMachine], doc: dict[str, Any]) -> LoopMachine:
