@@ -93,6 +93,27 @@ async def test_a_tool_that_raises_becomes_an_error_result_the_model_reads() -> N
     assert str(r.output) == "Tool 'boom' failed: ValueError: cannot handle x"
 
 
+class Unprintable(Exception):
+    """An exception whose text cannot be read."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+async def test_a_tool_error_whose_text_cannot_be_read_is_still_an_error_result() -> None:
+    # Formatting the error raised inside the handler, so run() raised RuntimeError("no text").
+    @tool
+    async def odd() -> str:
+        """Fails oddly."""
+        raise Unprintable
+
+    loop = BareLoop(ScriptedClient([calls(("c1", "odd", {})), "sorry"]), [odd])
+    run = await loop.run("go")
+    assert run.ok
+    (r,) = results(loop)
+    assert (str(r.output), r.is_error) == ("Tool 'odd' failed: Unprintable: <its text cannot be read>", True)
+
+
 async def test_a_tool_that_hangs_past_its_timeout_becomes_an_error_result() -> None:
     client = ScriptedClient([calls(("c1", "hang", {"seconds": 10})), "ok"])
     loop = BareLoop(client, [hang])

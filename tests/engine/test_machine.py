@@ -382,6 +382,18 @@ def test_an_ordinary_failure_salvages_the_same_coherent_prefix() -> None:
     assert list(m.history) == [Message.user("hello")]
 
 
+def test_fail_with_an_error_whose_text_cannot_be_read_still_ends_the_run() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    m = started()
+    m.model_response(assistant(call("c1")), TOOLS, 20)
+    m.fail(Unprintable())  # raised RuntimeError and left the run in awaiting_tools
+    assert m.state is MachineState.TERMINAL
+    assert (m.outcome.error, m.outcome.error_type) == ("<its text cannot be read>", "Unprintable")
+
+
 def test_coherent_prefix_counts_only_prefixes_with_every_call_answered() -> None:
     msgs = [Message.user("a"), assistant(call("x"), call("y")), result("x"), result("y"), assistant(call("z"))]
     assert coherent_prefix(msgs) == 4

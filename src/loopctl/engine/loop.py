@@ -39,6 +39,7 @@ from loopctl.engine.machine import (
     MachinePolicy,
     MachineState,
     Prune,
+    exception_text,
 )
 from loopctl.engine.permission import Approve, Deny, Modify, PermissionCallback
 from loopctl.engine.run import Run, ToolCallRecord, Turn
@@ -364,7 +365,7 @@ class BareLoop:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a tool's failure is the model's to read, not the loop's to die of
-            return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+            return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}")
         try:
             out = to_tool_output(value)
             return ToolResultPart(

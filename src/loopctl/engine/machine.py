@@ -526,7 +526,7 @@ class LoopMachine:
         if isinstance(error, BaseException):
             outcome = Outcome(
                 OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED,
-                error=str(error),
+                error=exception_text(error),
                 error_type=type(error).__name__,
                 retryable=bool(getattr(error, "retryable", False)),
             )
@@ -736,6 +736,15 @@ def _whole(value: Any, key: str) -> int:
 
 def _bad_file(problem: str) -> ConversationFileError:
     return ConversationFileError("<machine>", problem)
+
+
+def exception_text(error: BaseException) -> str:
+    """``str(error)``, or ``"<its text cannot be read>"`` when that raises (a broken ``__str__`` must not
+    stop a run from ending)."""
+    try:
+        return str(error)
+    except Exception:
+        return "<its text cannot be read>"
 
 
 def coherent_prefix(messages: Sequence[Message], start: int = 0) -> int:
