@@ -114,6 +114,43 @@ async def test_a_tool_error_whose_text_cannot_be_read_is_still_an_error_result()
     assert (str(r.output), r.is_error) == ("Tool 'odd' failed: Unprintable: <its text cannot be read>", True)
 
 
+class _NoText:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+@pytest.mark.parametrize(
+    ("value", "sent", "is_error"),
+    [
+        # Neither JSON nor printable: to_tool_output raised out of the run.
+        (
+            _NoText(),
+            "Tool 'give' returned output that cannot be sent: a _NoText value that is neither JSON nor printable",
+            True,
+        ),
+        # A lone surrogate (a file name read with surrogateescape) failed the whole run with InvalidMessage, and
+        # would have made every later request unwritable; it is sent as U+FFFD.
+        ("caf\udce9.txt", "caf\ufffd.txt", False),
+        ([TextPart(text="a\ud800b")], "a\ufffdb", False),
+    ],
+)
+async def test_tool_output_that_cannot_be_sent_as_is_never_breaks_the_run(
+    value: object, sent: str, is_error: bool
+) -> None:
+    @tool
+    async def give() -> object:
+        """Returns the value."""
+        return value
+
+    loop = BareLoop(ScriptedClient([calls(("c1", "give", {})), "ok"]), [give])
+    run = await loop.run("go")
+    assert run.ok
+    (r,) = results(loop)
+    assert (str(r.output), r.is_error) == (sent, is_error)
+    assert check_conversation(list(loop.history)) == []
+    loop.machine.to_json()  # the conversation can be written
+
+
 async def test_a_tool_that_hangs_past_its_timeout_becomes_an_error_result() -> None:
     client = ScriptedClient([calls(("c1", "hang", {"seconds": 10})), "ok"])
     loop = BareLoop(client, [hang])

@@ -44,7 +44,7 @@ from loopctl.engine.machine import (
 from loopctl.engine.permission import Approve, Deny, Modify, PermissionCallback
 from loopctl.engine.run import Run, ToolCallRecord, Turn
 from loopctl.errors import ContextOverflow, LoopError
-from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
+from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
 from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import ModelResponse, Usage
 from loopctl.stream import StreamEvent
@@ -371,12 +371,18 @@ class BareLoop:
             return ToolResultPart(
                 call_id=call.id,
                 name=call.name,
-                output=out.tool_content(),
+                output=_sendable(out.tool_content()),
                 is_error=out.is_error,
                 retention=out.retention,
             )
         except LoopError as exc:
             return _error_result(call, f"Tool {call.name!r} returned output that cannot be sent: {exc}")
+        except Exception:  # str() of a value that is not JSON raised
+            return _error_result(
+                call,
+                f"Tool {call.name!r} returned output that cannot be sent: a {type(value).__name__} value that is "
+                "neither JSON nor printable",
+            )
 
     # --- compaction ----------------------------------------------------------------------------------------
 
@@ -493,6 +499,31 @@ def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
     state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
     state.attempt_number = attempt
     return float(wait(state))
+
+
+def _sendable(content: ToolContent) -> ToolContent:
+    """``content`` with every lone surrogate (a file name read with ``surrogateescape``, text cut inside a
+    surrogate pair) replaced by U+FFFD: such a string cannot be written as UTF-8, so it would fail this run
+    and every later request of the conversation."""
+    root = content.root
+    if isinstance(root, str):
+        fixed = _valid_unicode(root)
+        return content if fixed is root else ToolContent.from_string(fixed)
+    parts = [
+        p.model_copy(update={"text": fixed})
+        if isinstance(p, TextPart) and (fixed := _valid_unicode(p.text)) is not p.text
+        else p
+        for p in root
+    ]
+    return content if all(a is b for a, b in zip(parts, root, strict=True)) else ToolContent.from_multipart(parts)
+
+
+def _valid_unicode(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def _error_result(call: ToolCallPart, text: str) -> ToolResultPart:
