@@ -151,6 +151,35 @@ async def test_tool_output_that_cannot_be_sent_as_is_never_breaks_the_run(
     loop.machine.to_json()  # the conversation can be written
 
 
+async def test_when_one_parallel_call_raises_out_of_the_run_the_others_are_stopped() -> None:
+    # A BaseException (not an Exception) is not the model's to read: it ends the run. The sibling call used
+    # to go on running after run() had returned, and finished its side effect later.
+    finished: list[str] = []
+
+    class Abort(BaseException):
+        pass
+
+    @tool
+    async def slow() -> str:
+        """Takes a while."""
+        await asyncio.sleep(0.2)
+        finished.append("slow")
+        return "done"
+
+    @tool
+    async def abort() -> str:
+        """Aborts."""
+        raise Abort
+
+    loop = BareLoop(ScriptedClient([calls(("a", "slow", {}), ("b", "abort", {}))]), [slow, abort])
+    with pytest.raises(Abort):
+        await loop.run("go")
+    await asyncio.sleep(0.3)
+    assert finished == []
+    assert loop.machine.outcome.kind is OutcomeKind.FAILED
+    assert list(loop.history) == [Message.user("go")]
+
+
 async def test_a_tool_that_hangs_past_its_timeout_becomes_an_error_result() -> None:
     client = ScriptedClient([calls(("c1", "hang", {"seconds": 10})), "ok"])
     loop = BareLoop(client, [hang])

@@ -319,7 +319,16 @@ class BareLoop:
             async with sem:
                 return await self._run_one(step.turn, call, cfg, emit)
 
-        return list(await _race(asyncio.gather(*(limited(c) for c in calls)), cancel))
+        tasks = [asyncio.ensure_future(limited(c)) for c in calls]
+        try:
+            return list(await _race(asyncio.gather(*tasks), cancel))
+        except BaseException:
+            # gather does not stop the other calls when one raises: stop them, so no tool is still running
+            # (and acting) after the run has ended.
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     async def _run_one(
         self, turn: int, call: ToolCallPart, cfg: RunConfig, emit: Callable[[LoopEvent], None] | None
