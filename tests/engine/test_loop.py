@@ -298,6 +298,25 @@ async def test_task_cancellation_salvages_and_propagates() -> None:
     assert list(loop.history) == [Message.user("go")]
 
 
+async def test_cancelling_the_task_while_a_cancel_event_is_given_leaves_no_unretrieved_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # asyncio logged "_GatheringFuture exception was never retrieved" for the cancelled parallel calls.
+    import gc
+
+    client = ScriptedClient([calls(("a", "hang", {"seconds": 30}), ("b", "hang", {"seconds": 30}))])
+    loop = BareLoop(client, [hang])
+    task = asyncio.create_task(loop.run("go", cancel=asyncio.Event()))
+    await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.01)
+    gc.collect()
+    assert "never retrieved" not in caplog.text
+    assert loop.machine.outcome.kind is OutcomeKind.CANCELLED
+
+
 async def test_a_rate_limit_then_success_is_retried_honouring_retry_after() -> None:
     seen: list[ModelRetry] = []
     client = ScriptedClient([RateLimited("slow down", retry_after=0.01), Overloaded("busy"), "fine"])

@@ -485,6 +485,7 @@ async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
     except asyncio.CancelledError:
         task.cancel()
         waiter.cancel()
+        task.add_done_callback(_retrieve)  # its CancelledError is ours; asyncio must not log it as lost
         raise
     if task in done:
         waiter.cancel()
@@ -496,6 +497,11 @@ async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
     if not task.cancelled():
         task.exception()  # retrieved, so asyncio does not log it as never retrieved
     raise _Cancelled
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
