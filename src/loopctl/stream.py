@@ -32,6 +32,7 @@ from loopctl.message import (
     ThinkingPart,
     ToolCallPart,
 )
+from loopctl.message.model import MAX_INPUT_DEPTH, json_depth
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 
 __all__ = [
@@ -253,12 +254,16 @@ _KIND: dict[type, type[MessagePart]] = {TextDelta: TextPart, ThinkingDelta: Thin
 def parse_arguments(text: str) -> tuple[Any, str | None]:
     """Parse tool-call arguments sent as JSON text.
 
-    Returns ``(value, None)``; ``""`` (or only whitespace) reads as ``{}``. Text that is not JSON returns
-    ``({}, reason)`` so the caller can record an :class:`~loopctl.response.InvalidToolCall`.
+    Returns ``(value, None)``; ``""`` (or only whitespace) reads as ``{}``. Text that is not JSON, or JSON
+    nested deeper than :data:`~loopctl.message.model.MAX_INPUT_DEPTH` (a tool call's ``input`` may not be),
+    returns ``({}, reason)`` so the caller can record an :class:`~loopctl.response.InvalidToolCall`.
     """
     if not text.strip():
         return {}, None
     try:
-        return orjson.loads(text), None
+        value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON: {exc}"
+    if json_depth(value) > MAX_INPUT_DEPTH:
+        return {}, f"arguments are nested deeper than {MAX_INPUT_DEPTH} levels"
+    return value, None
