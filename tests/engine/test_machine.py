@@ -452,6 +452,23 @@ def test_a_restored_machine_takes_exactly_the_same_next_step(name: str) -> None:
     assert restored.state is m.state
 
 
+def test_a_machine_holding_an_integer_past_64_bits_saves_and_restores_it_exactly() -> None:
+    # The message model and conversation files keep such integers; to_json raised a bare TypeError
+    # ("Integer exceeds 64-bit range"), so a session holding one could not be saved.
+    big = MessagePart.tool_call("c1", "read", {"id": 2**70})
+    m = LoopMachine([Message.user("go"), assistant(big), result("c1")])
+    restored = LoopMachine.from_json(m.to_json())
+    assert restored.history[1].tool_calls()[0].input == {"id": 2**70}
+
+
+def test_a_machine_holding_a_lone_surrogate_cannot_be_saved_and_says_where() -> None:
+    from loopctl.errors import InvalidMessage
+
+    m = LoopMachine([Message.user("ok"), Message.user("bad \ud800")])
+    with pytest.raises(InvalidMessage, match=r"^history\[1\]\.parts\[0\]\.text: expected a string that is valid"):
+        m.to_json()
+
+
 def test_a_machine_file_from_a_newer_release_is_refused() -> None:
     text = LoopMachine().to_json().replace('"format_version":1', '"format_version":9')
     with pytest.raises(ConversationFileError, match="format_version 9 is newer"):

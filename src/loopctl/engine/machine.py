@@ -47,7 +47,7 @@ from pydantic import ValidationError
 
 from loopctl.errors import ConversationFileError, InvalidMessage, MachineStateError, ProviderProtocolError
 from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
-from loopctl.message.model import _invalid
+from loopctl.message.model import _dumps_bytes, _invalid
 from loopctl.response import StopReason
 
 __all__ = [
@@ -566,7 +566,8 @@ class LoopMachine:
 
     def to_json(self) -> str:
         """The whole machine as JSON (``docs/wire-format.md``, "Machine files"); the same machine always gives
-        the same text."""
+        the same text. Raises ``InvalidMessage`` for a string that cannot be written as UTF-8 (a lone
+        surrogate); integers of any size are written exactly, as in conversation files."""
         step: dict[str, Any] | None = None
         if isinstance(self._step, Prune):
             step = {"type": "prune", "context_tokens": self._step.context_tokens, "needed": self._step.needed}
@@ -591,7 +592,7 @@ class LoopMachine:
                 "retryable": o.retryable,
             },
         }
-        return orjson.dumps(doc).decode()
+        return _dumps_bytes(doc).decode()
 
     @classmethod
     def from_json(cls, data: str | bytes) -> LoopMachine:
