@@ -120,7 +120,11 @@ _REFUSALS = frozenset(
 _MAX_TOKENS = frozenset({"MAX_TOKENS", "CONTINUATION"})
 
 _GENERATION = re.compile(r"(?:^|/)gemini-(\d+)(?=[.\-]|$)")
-_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*")
+_B64_VALUE = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")} | {
+    "-": 62,
+    "_": 63,
+}
 
 
 def model_generation(model: str) -> int | None:
@@ -421,8 +425,21 @@ def _args(value: Any) -> Any:
 
 
 def _is_base64(text: str) -> bool:
-    # Gemini signatures are base64 bytes on the wire; anything else cannot be one and is not replayed.
-    return bool(text) and _BASE64.fullmatch(text) is not None and len(text.rstrip("=")) % 4 != 1
+    """Gemini signatures are base64 bytes on the wire (a protobuf ``bytes`` field; google-genai's
+    ``Part.thought_signature``); anything that is not canonical base64 cannot be one and is not replayed.
+
+    Canonical as the SDK's own check reads it: standard or URL-safe alphabet, padding optional but never
+    more than the length needs, and the unused low bits of the last character zero (``"QQ"``, not ``"QR"``).
+    """
+    body = text.rstrip("=")
+    padding = len(text) - len(body)
+    tail = len(body) % 4
+    if not body or tail == 1 or _BASE64.fullmatch(body) is None:
+        return False
+    if padding > (4 - tail) % 4:
+        return False
+    unused_bits = {0: 0, 2: 4, 3: 2}[tail]
+    return _B64_VALUE[body[-1]] & ((1 << unused_bits) - 1) == 0
 
 
 def _misplaced(part: MessagePart, i: int, j: int, where: str) -> UnsupportedContent:
