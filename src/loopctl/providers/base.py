@@ -15,6 +15,7 @@ decodes the reply. Pure module: no I/O, no clock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
@@ -97,6 +98,12 @@ class ModelClient(Protocol):
         ...
 
 
+_HEAD = 256
+# How an event stream's first line starts (WHATWG HTML 9.2.6: a comment, or a known field name followed by a
+# colon or the end of the line).
+_SSE_LINE = re.compile(rb"(?::|(?:data|event|id|retry)(?::|\r|\n|$))")
+
+
 class SSEStreamDecoder:
     """Base of the codecs' ``StreamDecoder``: SSE framing, error bodies, and the accumulator.
 
@@ -113,6 +120,7 @@ class SSEStreamDecoder:
         self.accumulator = StreamAccumulator(self.provider)
         self._mode: Literal["?", "sse", "json"] = "?"
         self._json = bytearray()
+        self._head = b""  # the first bytes of an event stream, to tell one from a page of something else
 
     def feed(self, chunk: bytes) -> list[StreamEvent]:
         """Decode ``chunk`` (split anywhere) and return the events it completes."""
@@ -131,6 +139,8 @@ class SSEStreamDecoder:
         if self._mode == "json":
             self._json += chunk
             return []
+        if len(self._head) < _HEAD:
+            self._head = (self._head + chunk.lstrip() if not self._head else self._head + chunk)[:_HEAD]
         out: list[StreamEvent] = []
         for sse in self._sse.feed(chunk):
             events = self.on_event(sse)
@@ -140,8 +150,10 @@ class SSEStreamDecoder:
         return out
 
     def finish(self) -> ModelResponse:
-        """The complete reply; raises the provider's typed error for an error body or event, and
-        :class:`~loopctl.errors.StreamTruncated` for a stream cut short."""
+        """The complete reply; raises the provider's typed error for an error body or event,
+        :class:`~loopctl.errors.StreamTruncated` for a stream cut short, and
+        :class:`~loopctl.errors.ProviderProtocolError` for a body that is not an event stream at all (an HTML
+        page from a proxy: retrying it is not worth it, and it was not cut short)."""
         if self._mode == "json":
             try:
                 body = orjson.loads(self._json)
@@ -151,6 +163,10 @@ class SSEStreamDecoder:
                 ) from None
             raise self.error_body(body)
         self._sse.close()
+        if not self._sse.saw_field and self._head and not _SSE_LINE.match(self._head.removeprefix(b"\xef\xbb\xbf")):
+            raise ProviderProtocolError(
+                f"the reply is not an event stream: {self._head[:200]!r}", provider=self.provider
+            )
         return self.accumulator.finish()
 
     def on_event(self, event: ServerSentEvent) -> list[StreamEvent]:
