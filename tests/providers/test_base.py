@@ -33,3 +33,12 @@ def test_a_body_that_is_not_an_event_stream_is_a_protocol_error_not_a_cut_stream
 def test_an_event_stream_that_ends_early_is_still_a_cut_stream(codec: ModuleType, body: bytes) -> None:
     with pytest.raises(StreamTruncated):
         codec.parse_stream([body])
+
+
+@pytest.mark.parametrize("codec", [anthropic, gemini], ids=["anthropic", "gemini"])
+def test_json_that_is_no_error_in_place_of_a_stream_is_a_protocol_error_not_a_server_error(codec: ModuleType) -> None:
+    # A whole reply from a proxy that ignored `stream: true` read as ServerError "HTTP 500 (HTTP 500)", a
+    # retryable error with no text.
+    with pytest.raises(ProviderProtocolError, match="the stream body is JSON but not an error object") as info:
+        codec.parse_stream([b'{"id": "msg_1", "type": "message", "content": []}'])
+    assert not info.value.retryable

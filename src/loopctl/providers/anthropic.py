@@ -706,7 +706,12 @@ class StreamDecoder(SSEStreamDecoder):
         return []  # citations_delta, and delta types added after this release
 
     def error_body(self, body: Any) -> ProviderError:
-        """The typed error for a JSON error body sent in place of the stream."""
+        """The typed error for a JSON error body sent in place of the stream; JSON that is no error object
+        (a whole message, from a proxy that ignored ``stream``) is a protocol error, not a server error."""
+        if not (isinstance(body, Mapping) and "error" in body):
+            return ProviderProtocolError(
+                "the stream body is JSON but not an error object", provider=PROVIDER, body=body
+            )
         return _error_from_body(body, None)
 
 

@@ -576,6 +576,11 @@ class StreamDecoder(SSEStreamDecoder):
         return self._reader.chunk(body)
 
     def error_body(self, body: Any) -> ProviderError:
+        """The typed error for a JSON error body (or ``[{"error": ...}]``) sent in place of the stream; other
+        JSON is a protocol error, not a server error."""
+        first = body[0] if isinstance(body, list) and body else body
+        if not (isinstance(first, Mapping) and isinstance(first.get("error"), Mapping)):
+            return ProviderProtocolError("the stream body is JSON but not an error object", provider=PROVIDER)
         return _error_from_body(body)
 
 
