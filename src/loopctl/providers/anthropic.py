@@ -60,7 +60,12 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.providers._common import classify_http_error, parse_retry_after, rewrite_tool_id
+from loopctl.providers._common import (
+    check_pairing,
+    classify_http_error,
+    parse_retry_after,
+    rewrite_tool_id,
+)
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
@@ -194,9 +199,11 @@ def build_request(
     The returned body shares content blocks with ``cache`` (and with the messages' tool inputs): treat it
     as read-only. Raises :class:`~loopctl.errors.UnsupportedContent` naming the path
     (``messages[3].parts[1]``) for content Anthropic cannot carry: a part type this release does not know,
-    a part in a role that cannot hold it, an image media type outside :data:`IMAGE_MEDIA_TYPES`, or a tool
-    call whose ``input`` is not a JSON object.
+    a part in a role that cannot hold it, an image media type outside :data:`IMAGE_MEDIA_TYPES`, a tool
+    call whose ``input`` is not a JSON object, a tool call or result that breaks the pairing rules
+    (:func:`~loopctl.providers._common.check_pairing`).
     """
+    check_pairing(messages, "Anthropic")
     pieces = _convert_all(messages, cache)
 
     system_texts = [system] if system is not None and system.strip() else []

@@ -46,7 +46,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.providers._common import classify_http_error, parse_retry_after
+from loopctl.providers._common import check_pairing, classify_http_error, parse_retry_after
 from loopctl.providers._gemini_schema import json_schema_parameters, openapi_parameters
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
@@ -177,8 +177,9 @@ def build_request(
     ``cache`` reuses each message's converted form between calls (the body is the same with or without it;
     do not mutate the returned body's ``contents``, which share their part objects with the cache). Raises
     :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1]``) for a part type
-    this release does not know, a part in a role Gemini cannot carry it in, or a tool result with no name
-    whose call is not in the conversation.
+    this release does not know, a part in a role Gemini cannot carry it in, a tool result with no name
+    whose call is not in the conversation, a tool call or result that breaks the pairing rules
+    (:func:`~loopctl.providers._common.check_pairing`).
     """
     generation = model_generation(model)
     modern = generation is not None and generation >= 3
@@ -186,6 +187,7 @@ def build_request(
         response_parts=modern if function_response_parts is None else function_response_parts,
         fallback=modern if signature_fallback is None else signature_fallback,
     )
+    check_pairing(messages, "Gemini")
     contents, system_texts = _contents(messages, options, cache)
     if cache is not None:
         cache.sweep()

@@ -57,7 +57,12 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.providers._common import classify_http_error, parse_retry_after, rewrite_tool_id
+from loopctl.providers._common import (
+    check_pairing,
+    classify_http_error,
+    parse_retry_after,
+    rewrite_tool_id,
+)
 from loopctl.providers._openai_strict import strict_schema
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
@@ -157,7 +162,8 @@ def build_request(
     ``cache`` reuses each message's converted items between calls (the body is the same with or without
     it); the body shares those items, so treat it as read-only. Raises
     :class:`~loopctl.errors.UnsupportedContent` for a part this API cannot carry (a part type from a newer
-    release, an image in an assistant message, a tool call outside an assistant message...), naming its path
+    release, an image in an assistant message, a tool call outside an assistant message, a tool call or result
+    that breaks the pairing rules: :func:`~loopctl.providers._common.check_pairing`...), naming its path
     (``messages[3].parts[1]``).
     """
     if stop:
@@ -165,6 +171,7 @@ def build_request(
             f"{PROVIDER}: the Responses API has no stop sequences; `stop` ({list(stop)!r}) cannot be sent "
             "(use the Chat Completions codec, or drop `stop`)"
         )
+    check_pairing(messages, "OpenAI Responses")
     options = _Options(system_role=system_role, store_off=store is False)
     # Namespaced, so one cache can serve several codecs.
     key = ("openai_responses", system_role, options.store_off)

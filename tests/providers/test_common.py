@@ -1,0 +1,77 @@
+"""Rules every request builder keeps (``loopctl.providers._common``): a request a provider would refuse for a
+reason visible in the conversation is never sent; the builder raises ``UnsupportedContent`` naming where.
+
+Each case below was sent as is before, and each provider answers it with a 400 (sources in
+``check_pairing``'s and ``nothing_to_send``'s docstrings).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from loopctl.errors import UnsupportedContent
+from loopctl.message import Message, MessagePart, Role
+from loopctl.providers import anthropic, gemini, openai_chat, openai_responses
+
+CODECS = {"anthropic": anthropic, "gemini": gemini, "openai_chat": openai_chat, "openai_responses": openai_responses}
+MODEL = {"anthropic": "claude-x", "gemini": "gemini-2.5-flash", "openai_chat": "gpt-4o", "openai_responses": "gpt-5"}
+
+
+def build(name: str, messages: list[Message], **kw: Any) -> dict[str, Any]:
+    codec: ModuleType = CODECS[name]
+    body: dict[str, Any] = codec.build_request(messages, model=MODEL[name], **kw)
+    return body
+
+
+def calls(*ids: str) -> Message:
+    return Message.new(Role.ASSISTANT, [MessagePart.tool_call(i, "read", {"path": "a"}) for i in ids])
+
+
+def results(*ids: str) -> Message:
+    return Message.new(Role.USER, [MessagePart.tool_result(i, "read", "text") for i in ids])
+
+
+BROKEN = {
+    # A compaction (or a hand edit) removed the call and kept its result.
+    "result_of_a_removed_call": (
+        [Message.user("go"), Message.assistant("I looked."), results("call_1")],
+        r"^messages\[2\]\.parts\[0\]: the tool result for 'call_1' answers no tool call of the assistant message "
+        r"before it \(was its call removed\?\); .* refuses such a request \[tool_result_answers_an_earlier_call\]$",
+    ),
+    "result_with_nothing_before_it": (
+        [results("call_1"), Message.user("go")],
+        r"^messages\[0\]\.parts\[0\]: the tool result for 'call_1' answers no tool call",
+    ),
+    "call_left_unanswered": (
+        [Message.user("go"), calls("call_1", "call_2"), results("call_1"), Message.assistant("done")],
+        r"^messages\[1\]\.parts\[1\]: tool call 'call_2' has no result before the next assistant message "
+        r"\(messages\[3\]\); .* \[tool_call_answered_before_next_assistant\]$",
+    ),
+    "one_id_twice_in_a_message": (
+        [Message.user("go"), calls("call_1", "call_1"), results("call_1")],
+        r"^messages\[1\]\.parts\[1\]: tool-call id 'call_1' is used twice in one message; .* "
+        r"\[tool_call_ids_unique_within_turn\]$",
+    ),
+    "a_call_answered_twice": (
+        [Message.user("go"), calls("call_1"), results("call_1"), results("call_1")],
+        r"^messages\[3\]\.parts\[0\]: tool call 'call_1' is answered twice; .* \[tool_call_answered_once\]$",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CODECS)
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_broken_tool_pairing_is_refused_naming_the_part(name: str, case: str) -> None:
+    messages, pattern = BROKEN[case]
+    with pytest.raises(UnsupportedContent, match=pattern):
+        build(name, messages)
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_results_spread_over_messages_and_calls_still_waiting_are_fine(name: str) -> None:
+    build(name, [Message.user("go"), calls("a", "b"), results("a"), Message.user("and"), results("b")])
+    build(name, [Message.user("go"), calls("a", "b")])  # the last reply's calls may wait for their results
+    build(name, [Message.user("go"), calls("a"), results("a"), calls("a"), results("a")])  # ids may recur later
