@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from loopctl.errors import UnsupportedContent
-from loopctl.message import Message, MessagePart, Role
+from loopctl.message import Message, MessagePart, Role, TextPart
 from loopctl.providers import anthropic, gemini, openai_chat, openai_responses
 
 CODECS = {"anthropic": anthropic, "gemini": gemini, "openai_chat": openai_chat, "openai_responses": openai_responses}
@@ -75,3 +75,36 @@ def test_results_spread_over_messages_and_calls_still_waiting_are_fine(name: str
     build(name, [Message.user("go"), calls("a", "b"), results("a"), Message.user("and"), results("b")])
     build(name, [Message.user("go"), calls("a", "b")])  # the last reply's calls may wait for their results
     build(name, [Message.user("go"), calls("a"), results("a"), calls("a"), results("a")])  # ids may recur later
+
+
+NOTHING = {
+    "no_messages": [],
+    "only_empty_messages": [Message.new(Role.USER, []), Message.new(Role.ASSISTANT, [])],
+    "only_empty_text": [Message.new(Role.USER, [TextPart(text="")])],
+}
+
+
+@pytest.mark.parametrize("name", CODECS)
+@pytest.mark.parametrize("case", NOTHING)
+def test_a_request_with_nothing_to_send_is_refused(name: str, case: str) -> None:
+    if name == "openai_chat" and case != "no_messages":
+        pytest.skip('Chat sends an empty message as it is (content ""), not dropped')
+    with pytest.raises(UnsupportedContent, match=r"^messages: nothing to send to "):
+        build(name, NOTHING[case])
+
+
+@pytest.mark.parametrize("name", ["anthropic", "gemini"])
+def test_only_system_messages_are_nothing_to_send_where_system_is_folded_out(name: str) -> None:
+    only_system = [Message.new(Role.SYSTEM, [TextPart(text="be brief")])]
+    with pytest.raises(UnsupportedContent, match=r"^messages: nothing to send to (Anthropic|Gemini): the 1 message"):
+        build(name, only_system, system="also this")
+
+
+def test_anthropic_whitespace_only_text_is_nothing_to_send() -> None:
+    with pytest.raises(UnsupportedContent, match="nothing to send to Anthropic"):
+        build("anthropic", [Message.user("   \n")])
+
+
+def test_responses_with_only_instructions_is_sent() -> None:
+    body = build("openai_responses", [], system="hi", system_as_instructions=True)
+    assert (body["instructions"], body["input"]) == ("hi", [])

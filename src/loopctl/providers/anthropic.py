@@ -63,6 +63,7 @@ from loopctl.message import (
 from loopctl.providers._common import (
     check_pairing,
     classify_http_error,
+    nothing_to_send,
     parse_retry_after,
     rewrite_tool_id,
 )
@@ -201,7 +202,7 @@ def build_request(
     (``messages[3].parts[1]``) for content Anthropic cannot carry: a part type this release does not know,
     a part in a role that cannot hold it, an image media type outside :data:`IMAGE_MEDIA_TYPES`, a tool
     call whose ``input`` is not a JSON object, a tool call or result that breaks the pairing rules
-    (:func:`~loopctl.providers._common.check_pairing`).
+    (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing left to send.
     """
     check_pairing(messages, "Anthropic")
     pieces = _convert_all(messages, cache)
@@ -226,6 +227,8 @@ def build_request(
         max_out = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS
     if turns and turns[-1][0] == "assistant":
         _fix_prefill(turns, thinking_on=thinking is not None)
+    if not turns:
+        raise nothing_to_send("Anthropic", len(messages))
 
     tool_list = [_tool(t) for t in tools]
     system_blocks = [{"type": "text", "text": "\n".join(system_texts)}] if system_texts else []

@@ -46,7 +46,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.providers._common import check_pairing, classify_http_error, parse_retry_after
+from loopctl.providers._common import check_pairing, classify_http_error, nothing_to_send, parse_retry_after
 from loopctl.providers._gemini_schema import json_schema_parameters, openapi_parameters
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
@@ -179,7 +179,7 @@ def build_request(
     :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1]``) for a part type
     this release does not know, a part in a role Gemini cannot carry it in, a tool result with no name
     whose call is not in the conversation, a tool call or result that breaks the pairing rules
-    (:func:`~loopctl.providers._common.check_pairing`).
+    (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing to send.
     """
     generation = model_generation(model)
     modern = generation is not None and generation >= 3
@@ -191,6 +191,8 @@ def build_request(
     contents, system_texts = _contents(messages, options, cache)
     if cache is not None:
         cache.sweep()
+    if not contents:
+        raise nothing_to_send("Gemini", len(messages))
 
     body: dict[str, Any] = {"contents": contents}
     instruction = "\n".join(t for t in [system or "", *system_texts] if t)

@@ -55,6 +55,7 @@ from loopctl.providers._common import (
     check_pairing,
     classify_http_error,
     is_context_overflow,
+    nothing_to_send,
     parse_retry_after,
     rewrite_tool_id,
 )
@@ -188,8 +189,8 @@ def build_request(
     API cannot carry: a part type this release does not know, an image outside user messages and tool results,
     a tool call outside an assistant message, a tool result outside a user message, tool-call input that is
     not JSON, a tool schema strict mode cannot express, a tool call or result that breaks the pairing rules
-    (:func:`~loopctl.providers._common.check_pairing`). Raises ``ValueError``
-    for a bad option value.
+    (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing to send. Raises
+    ``ValueError`` for a bad option value.
     """
     if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
         raise ValueError(f"max_tokens_param must be 'max_completion_tokens' or 'max_tokens', not {max_tokens_param!r}")
@@ -212,6 +213,8 @@ def build_request(
     if system:
         chat.append({"role": system_role, "content": system})
     _assemble(pieces, chat)
+    if not chat:
+        raise nothing_to_send("OpenAI Chat Completions", len(messages))
 
     body: dict[str, Any] = {"model": model, "messages": chat}
     if tools:

@@ -60,6 +60,7 @@ from loopctl.message import (
 from loopctl.providers._common import (
     check_pairing,
     classify_http_error,
+    nothing_to_send,
     parse_retry_after,
     rewrite_tool_id,
 )
@@ -164,7 +165,7 @@ def build_request(
     :class:`~loopctl.errors.UnsupportedContent` for a part this API cannot carry (a part type from a newer
     release, an image in an assistant message, a tool call outside an assistant message, a tool call or result
     that breaks the pairing rules: :func:`~loopctl.providers._common.check_pairing`...), naming its path
-    (``messages[3].parts[1]``).
+    (``messages[3].parts[1]``), and for a request with nothing to send.
     """
     if stop:
         raise UnsupportedContent(
@@ -187,6 +188,8 @@ def build_request(
         items.extend(converted)
     if cache is not None:
         cache.sweep()
+    if not items and not (system and system_as_instructions):
+        raise nothing_to_send("OpenAI Responses", len(messages))
 
     body: dict[str, Any] = {"model": model}
     if system and system_as_instructions:
