@@ -25,3 +25,15 @@ def test_arguments_nested_deeper_than_a_tool_input_may_be_are_an_invalid_call() 
     assert [(c.id, c.error) for c in response.invalid_tool_calls] == [
         ("c1", "arguments are nested deeper than 128 levels")
     ]
+
+
+def test_integers_past_64_bits_in_arguments_are_kept_exactly() -> None:
+    # orjson read them as floats: -9223372036854775809 became -9.223372036854776e+18 (the property test
+    # test_a_stream_decodes_the_same_however_it_is_split found it), silently changing the model's input.
+    text = '{"A": -9223372036854775809, "B": [18446744073709551616, 1.5, 12345678901234567890123]}'
+    value, error = parse_arguments(text)
+    assert error is None
+    assert value == {"A": -9223372036854775809, "B": [2**64, 1.5, 12345678901234567890123]}
+    assert all(type(n) is int for n in (value["A"], value["B"][0], value["B"][2]))
+    assert parse_arguments('{"n": 9007199254740993}') == ({"n": 9007199254740993}, None)
+    assert parse_arguments('{"x": NaN, "pad": 1234567890123456789012}')[1] is not None

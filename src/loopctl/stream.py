@@ -18,6 +18,8 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any, TypeAlias, Union
 
@@ -251,6 +253,20 @@ class StreamAccumulator:
 _KIND: dict[type, type[MessagePart]] = {TextDelta: TextPart, ThinkingDelta: ThinkingPart, ToolCallDelta: ToolCallPart}
 
 
+# A run of 19 or more digits may be an integer past 64 bits, which orjson reads as a float.
+_LONG_DIGITS = re.compile(r"\d{19}")
+
+
+def loads_exact(text: str | bytes) -> Any:
+    """JSON text as Python values, integers of any size kept exactly (orjson reads one past 64 bits as a
+    lossy float, so such text is read again by the standard library). Raises ``orjson.JSONDecodeError`` for
+    text that is not JSON, including NaN/Infinity literals and lone surrogates, as orjson does."""
+    value = orjson.loads(text)
+    if _LONG_DIGITS.search(text if isinstance(text, str) else text.decode("utf-8", "replace")):
+        return json.loads(text)  # orjson accepted it, so it holds no NaN, Infinity or lone surrogate
+    return value
+
+
 def parse_arguments(text: str) -> tuple[Any, str | None]:
     """Parse tool-call arguments sent as JSON text.
 
@@ -261,7 +277,7 @@ def parse_arguments(text: str) -> tuple[Any, str | None]:
     if not text.strip():
         return {}, None
     try:
-        value = orjson.loads(text)
+        value = loads_exact(text)
     except orjson.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON: {exc}"
     if json_depth(value) > MAX_INPUT_DEPTH:

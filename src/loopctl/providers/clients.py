@@ -44,6 +44,7 @@ from loopctl.errors import (
 )
 from loopctl.providers.base import ConversionCache, EventCallback, ModelRequest
 from loopctl.response import ModelResponse
+from loopctl.stream import loads_exact
 
 __all__ = [
     "AnthropicClient",
@@ -105,7 +106,7 @@ class _Client:
 
     def _parse(self, content: bytes) -> ModelResponse:
         try:
-            body = orjson.loads(content)
+            body = loads_exact(content)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(f"the reply is not JSON: {content[:200]!r}", provider=self.provider) from None
         response: ModelResponse = self.codec.parse_response(body)
