@@ -286,9 +286,19 @@ def _image_url(part: ImagePart) -> str:
     return f"data:{part.source.media_type};base64,{part.source.data}"
 
 
-def _input_content(part: TextPart | ImagePart) -> dict[str, Any] | None:
+IMAGE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The image types OpenAI accepts as input: PNG, JPEG, WEBP and non-animated GIF (platform.openai.com/docs/
+guides/images-vision, "Image input requirements"); another type is a 400 the request need not risk."""
+
+
+def _input_content(part: TextPart | ImagePart, path: str) -> dict[str, Any] | None:
     if isinstance(part, TextPart):
         return {"type": "input_text", "text": part.text} if part.text else None
+    if part.source.media_type not in IMAGE_MEDIA_TYPES:
+        raise UnsupportedContent(
+            f"{path}: image media type {part.source.media_type!r} is not one OpenAI accepts "
+            f"({', '.join(sorted(IMAGE_MEDIA_TYPES))})"
+        )
     return {"type": "input_image", "image_url": _image_url(part), "detail": "auto"}
 
 
@@ -309,13 +319,13 @@ def _user_items(parts: Sequence[MessagePart], path: str) -> list[dict[str, Any]]
         ppath = f"{path}.parts[{i}]"
         _check_known(part, ppath)
         if isinstance(part, (TextPart, ImagePart)):
-            piece = _input_content(part)
+            piece = _input_content(part, ppath)
             if piece is not None:
                 content.append(piece)
         elif isinstance(part, ToolResultPart):
             # Results travel as their own items; text around them keeps its place.
             flush()
-            items.append(_function_call_output(part))
+            items.append(_function_call_output(part, ppath))
         elif isinstance(part, ThinkingPart):
             continue
         else:
@@ -324,7 +334,7 @@ def _user_items(parts: Sequence[MessagePart], path: str) -> list[dict[str, Any]]
     return items
 
 
-def _function_call_output(part: ToolResultPart) -> dict[str, Any]:
+def _function_call_output(part: ToolResultPart, path: str) -> dict[str, Any]:
     """A ``function_call_output`` item. The API has no error flag on it, so ``is_error`` does not travel
     (openai-python ``FunctionCallOutput``: ``call_id``, ``output``, ``type``, ``id``, ``status``...)."""
     root = part.output.root
@@ -332,7 +342,9 @@ def _function_call_output(part: ToolResultPart) -> dict[str, Any]:
     if isinstance(root, str):
         output = root
     else:
-        pieces = [piece for sub in root if (piece := _input_content(sub)) is not None]
+        pieces = [
+            piece for oi, sub in enumerate(root) if (piece := _input_content(sub, f"{path}.output[{oi}]")) is not None
+        ]
         output = pieces if pieces else ""
     return {
         "type": "function_call_output",
