@@ -95,3 +95,18 @@ def test_resolve_accepts_the_root_itself_and_refuses_nul(project: Path) -> None:
     assert ft.resolve(".") == project.resolve()
     with pytest.raises(PathOutsideRoot):
         ft.resolve("a\0b")
+
+
+async def test_read_file_reads_only_the_capped_bytes_of_a_huge_file(project: Path) -> None:
+    # It read the whole file and then kept the first max_read_bytes: a 1 TB (sparse) file failed with
+    # MemoryError, and any big file was loaded whole for nothing.
+    huge = project / "huge.log"
+    with open(huge, "wb") as f:
+        f.write(b"first line\n")
+        f.truncate(2**40)
+    out = await call(FileTools(project, max_read_bytes=100), "read_file", path="huge.log", limit=1)
+    assert (out.is_error, out.content) == (
+        False,
+        "    1\tfirst line\n... (file larger than 100 bytes; read it in parts with offset/limit)",
+    )
+

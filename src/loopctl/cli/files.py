@@ -144,7 +144,7 @@ class FileTools:
         p = self.resolve(path)
         if not p.is_file():
             raise ValueError(f"{path!r} is not a file")
-        data = p.read_bytes()[: self.max_read_bytes + 1]
+        data = _head(p, self.max_read_bytes + 1)
         truncated = len(data) > self.max_read_bytes
         text = data[: self.max_read_bytes].decode("utf-8", errors="replace")
         lines = text.splitlines()
@@ -164,7 +164,7 @@ class FileTools:
                 continue
             try:
                 self.resolve(str(f.relative_to(self.root)))
-                text = f.read_bytes()[: self.max_read_bytes].decode("utf-8")
+                text = _head(f, self.max_read_bytes).decode("utf-8")
             except (PathOutsideRoot, UnicodeDecodeError, OSError):
                 continue
             for n, line in enumerate(text.splitlines(), 1):
@@ -193,3 +193,9 @@ class FileTools:
             raise ValueError(f"`old` must occur exactly once in {path!r}; it occurs {count} times")
         atomic_write_bytes(p, text.replace(old, new, 1).encode("utf-8"))
         return f"edited {self._rel(p)}: replaced {len(old)} characters with {len(new)}"
+
+
+def _head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of the file at ``path``; only those are read, however big the file is."""
+    with open(path, "rb") as f:
+        return f.read(size)
