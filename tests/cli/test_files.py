@@ -110,3 +110,10 @@ async def test_read_file_reads_only_the_capped_bytes_of_a_huge_file(project: Pat
         "    1\tfirst line\n... (file larger than 100 bytes; read it in parts with offset/limit)",
     )
 
+
+async def test_search_finds_a_hit_in_a_file_whose_cap_cuts_a_character(project: Path) -> None:
+    # The first max_read_bytes of a UTF-8 file were decoded strictly, so a cut inside a multi-byte character
+    # raised UnicodeDecodeError and the whole file was skipped: "no match" for a hit on line 1.
+    (project / "big.md").write_bytes(b"TODO: first\n" + "\u00e9".encode() * 50)
+    out = await call(FileTools(project, max_read_bytes=21), "search", pattern="TODO", path="big.md")
+    assert out.content == "big.md:1: TODO: first"

@@ -8,6 +8,7 @@ again, so compaction may clear them); ``write_file`` and ``edit_file`` return re
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from pathlib import Path
@@ -164,7 +165,8 @@ class FileTools:
                 continue
             try:
                 self.resolve(str(f.relative_to(self.root)))
-                text = _head(f, self.max_read_bytes).decode("utf-8")
+                # A cap may cut the last character in two: that tail is dropped, not taken for binary.
+                text = codecs.getincrementaldecoder("utf-8")().decode(_head(f, self.max_read_bytes))
             except (PathOutsideRoot, UnicodeDecodeError, OSError):
                 continue
             for n, line in enumerate(text.splitlines(), 1):
