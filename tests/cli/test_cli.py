@@ -422,3 +422,20 @@ def test_a_path_that_escapes_the_root_is_refused(
         f"  ✗ {name}: {text if len(text) <= 100 else text[:99] + '…'}  [1 lines]" for name, text, _ in results
     )
     assert history[-1] == Message.assistant("I stayed inside.")
+
+
+# --- bad sessions and paths ----------------------------------------------------------------------------------
+
+
+def test_resuming_a_session_whose_root_folder_is_gone_is_a_clear_error(project: Path, tmp_path: Path) -> None:
+    # FileTools raised FileNotFoundError out of the command: a traceback.
+    session = tmp_path / "s.json"
+    done = loopctl("run", TASK, "--model", "demo", "--root", str(project), "--yes", "--session", str(session),
+                   cwd=tmp_path, **{DEMO_DELAY_VAR: "0"})  # fmt: skip
+    assert done.returncode == 0
+    shutil.rmtree(project)
+    again = loopctl("run", "more", "--resume", str(session), cwd=tmp_path)
+    assert again.returncode == 2
+    assert lines(again.stderr) == [
+        f"error: the root folder {str(project)!r} cannot be used (No such file or directory); pass --root"
+    ]

@@ -122,7 +122,10 @@ async def _run(console: Console, **opts: Any) -> int:
         raise click.UsageError("--model is required (or --resume a session that names one)")
     root = opts["root"] or (Path(session.root) if session and session.root else Path("."))
     system_prompt = opts["system_prompt"] or (session.system_prompt if session else None)
-    files = FileTools(root)
+    try:
+        files = FileTools(root)
+    except OSError as exc:  # a resumed session's folder that was moved or deleted since
+        raise click.UsageError(f"the root folder {str(root)!r} cannot be used ({exc.strerror}); pass --root") from None
     machine = session.machine if session else LoopMachine()
     if machine.state not in (MachineState.START, MachineState.TERMINAL):
         machine.cancel()  # a session saved mid-run: keep its coherent prefix
