@@ -439,3 +439,15 @@ def test_resuming_a_session_whose_root_folder_is_gone_is_a_clear_error(project: 
     assert lines(again.stderr) == [
         f"error: the root folder {str(project)!r} cannot be used (No such file or directory); pass --root"
     ]
+
+
+def test_a_session_path_that_cannot_be_written_is_refused_before_the_run(project: Path, tmp_path: Path) -> None:
+    # The run went ahead, and saving at the end raised a traceback: the whole run was lost.
+    (tmp_path / "a-file").write_text("x")
+    session = tmp_path / "a-file" / "s.json"
+    done = loopctl("run", TASK, "--model", "demo", "--root", str(project), "--yes", "--session", str(session),
+                   cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2
+    assert lines(done.stderr) == [f"error: cannot save the session to {str(session)!r} (File exists: {session.parent})"]
+    assert done.stdout == ""  # no model call was made
+    assert not (project / "TODO.md").exists()

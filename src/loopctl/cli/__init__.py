@@ -152,6 +152,12 @@ async def _run(console: Console, **opts: Any) -> int:
                 session_obj.save(path)
 
     async with _client(model, files.root) as client:
+        try:  # before any model call: a run whose session cannot be saved would be lost at the end
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.UsageError(
+                f"cannot save the session to {str(path)!r} ({exc.strerror}: {exc.filename})"
+            ) from None
         config = SessionConfig(
             system_prompt=system_prompt or _DEFAULT_SYSTEM.format(root=files.root),
             **({"context_window": opts["context_window"]} if opts["context_window"] else {}),
@@ -169,7 +175,14 @@ async def _run(console: Console, **opts: Any) -> int:
         with _sigint(cancel, console):
             result = await loop.run(opts["task"], run_config, cancel=cancel)
     transcript.close()
-    session_obj.save(path)
+    try:
+        session_obj.save(path)
+    except OSError as exc:  # the folder was checked before the run; the disk may still fill up
+        _summary(console, result, None, model)
+        Console(stderr=True, highlight=False).print(
+            Text(f"error: cannot save the session to {str(path)!r} ({exc.strerror})", style="bold red")
+        )
+        return 2
     _summary(console, result, path, model)
     return _EXIT.get(result.outcome.kind.value, 1)
 
@@ -253,7 +266,7 @@ def _sigint(cancel: asyncio.Event, console: Console) -> Iterator[None]:
             loop.remove_signal_handler(signal.SIGINT)
 
 
-def _summary(console: Console, result: Any, path: Path, model: str) -> None:
+def _summary(console: Console, result: Any, path: Path | None, model: str) -> None:
     u = result.usage
     outcome = result.outcome
     style = "green" if outcome.kind.value == "completed" else "yellow" if outcome.kind.value == "cancelled" else "red"
@@ -268,7 +281,8 @@ def _summary(console: Console, result: Any, path: Path, model: str) -> None:
             style="dim",
         )
     )
-    console.print(Text(f'  session saved to {path}; continue with: loopctl run "..." --resume {path}', style="dim"))
+    if path is not None:
+        console.print(Text(f'  session saved to {path}; continue with: loopctl run "..." --resume {path}', style="dim"))
 
 
 @main.command()
