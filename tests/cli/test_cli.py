@@ -451,3 +451,36 @@ def test_a_session_path_that_cannot_be_written_is_refused_before_the_run(project
     assert lines(done.stderr) == [f"error: cannot save the session to {str(session)!r} (File exists: {session.parent})"]
     assert done.stdout == ""  # no model call was made
     assert not (project / "TODO.md").exists()
+
+
+def test_a_second_ctrl_c_stops_at_once_with_exit_130_and_still_saves_a_coherent_session(
+    project: Path, tmp_path: Path
+) -> None:
+    # It exited 1 with click's "Aborted!", and the session file kept the last autosave (a run stopped in the
+    # middle of its tools), not the salvaged conversation.
+    session = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loopctl", "run", TASK, "--model", "demo", "--root", str(project), "--yes",
+         "--session", str(session)],
+        cwd=tmp_path, env=env(**{DEMO_DELAY_VAR: "0.05"}), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("  ✓ list_files"):
+            break
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    # The second press stops the run at once; when the first had already stopped it and the session is saved,
+    # it changes nothing, or (pressed while the process shuts down) ends it as SIGINT does, which a shell
+    # also reports as 130.
+    assert (proc.returncode, lines(err)) in [
+        (130, [f"⏹ stopped; the session is saved to {session}"]),
+        (130, []),
+        (-signal.SIGINT, []),
+    ]
+    saved = Session.load(session)
+    assert saved.machine.state is MachineState.TERMINAL
+    assert check_conversation(list(saved.machine.history)) == []

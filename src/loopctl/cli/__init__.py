@@ -80,6 +80,7 @@ def run(
     """Run TASK with an agent that can list, read, search, write and edit files under --root."""
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
+    saved: list[Path] = []  # where the session was saved, once it was
     try:
         code = asyncio.run(
             _run(
@@ -97,8 +98,13 @@ def run(
                 context_window=context_window,
                 stream=not no_stream,
                 show_thinking=not hide_thinking,
+                saved=saved,
             )
         )
+    except KeyboardInterrupt:  # a second Ctrl-C: the run stopped at once, its salvaged session saved
+        where = f"; the session is saved to {saved[-1]}" if saved else ""
+        err.print(Text(f"⏹ stopped{where}", style="yellow"))
+        sys.exit(130)
     except MissingAPIKey as exc:
         err.print(Text(f"error: {exc}", style="bold red"))
         err.print('Or try the whole stack with no key: loopctl run "TASK" --model demo --root DIR')
@@ -172,18 +178,27 @@ async def _run(console: Console, **opts: Any) -> int:
             stream=opts["stream"],
         )
         cancel = asyncio.Event()
+        # Ctrl-C stays ours until the session is saved: a second press while saving is not lost work.
         with _sigint(cancel, console):
-            result = await loop.run(opts["task"], run_config, cancel=cancel)
-    transcript.close()
-    try:
-        session_obj.save(path)
-    except OSError as exc:  # the folder was checked before the run; the disk may still fill up
-        _summary(console, result, None, model)
-        Console(stderr=True, highlight=False).print(
-            Text(f"error: cannot save the session to {str(path)!r} ({exc.strerror})", style="bold red")
-        )
-        return 2
-    _summary(console, result, path, model)
+            try:
+                result = await loop.run(opts["task"], run_config, cancel=cancel)
+            except BaseException:  # stopped at once (a second Ctrl-C): the machine salvaged what it could
+                transcript.close()
+                with contextlib.suppress(Exception):
+                    session_obj.save(path)
+                    opts["saved"].append(path)
+                raise
+            transcript.close()
+            try:
+                session_obj.save(path)
+                opts["saved"].append(path)
+            except OSError as exc:  # the folder was checked before the run; the disk may still fill up
+                _summary(console, result, None, model)
+                Console(stderr=True, highlight=False).print(
+                    Text(f"error: cannot save the session to {str(path)!r} ({exc.strerror})", style="bold red")
+                )
+                return 2
+            _summary(console, result, path, model)
     return _EXIT.get(result.outcome.kind.value, 1)
 
 
