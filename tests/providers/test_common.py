@@ -7,6 +7,7 @@ Each case below was sent as is before, and each provider answers it with a 400 (
 
 from __future__ import annotations
 
+import re
 from types import ModuleType
 from typing import Any
 
@@ -108,3 +109,34 @@ def test_anthropic_whitespace_only_text_is_nothing_to_send() -> None:
 def test_responses_with_only_instructions_is_sent() -> None:
     body = build("openai_responses", [], system="hi", system_as_instructions=True)
     assert (body["instructions"], body["input"]) == ("hi", [])
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("anthropic", "read.file"),
+        ("anthropic", "réad_😀"),
+        ("anthropic", "x" * 129),
+        ("openai_responses", "read.file"),
+        ("openai_responses", "x" * 65),
+        ("gemini", "1read"),
+        ("gemini", "read file"),
+        ("gemini", "réad"),
+    ],
+)
+def test_a_tool_name_the_api_refuses_is_refused_naming_the_tool(name: str, bad: str) -> None:
+    # Sent as is, for a 400 such as "tools.0.custom.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'".
+    from loopctl.tool import ToolSchema
+
+    tools = [ToolSchema("ok_tool"), ToolSchema(bad)]
+    with pytest.raises(UnsupportedContent, match=rf"^tools\[1\]\.name: {re.escape(repr(bad))} is not a name"):
+        build(name, [Message.user("go")], tools=tools)
+
+
+@pytest.mark.parametrize(
+    ("name", "good"), [("anthropic", "a-b_C9"), ("openai_responses", "a-b_C9"), ("gemini", "_ns.read:v-2")]
+)
+def test_tool_names_the_api_accepts_pass(name: str, good: str) -> None:
+    from loopctl.tool import ToolSchema
+
+    build(name, [Message.user("go")], tools=[ToolSchema(good)])

@@ -230,7 +230,7 @@ def build_request(
     if not turns:
         raise nothing_to_send("Anthropic", len(messages))
 
-    tool_list = [_tool(t) for t in tools]
+    tool_list = [_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
     system_blocks = [{"type": "text", "text": "\n".join(system_texts)}] if system_texts else []
     if prompt_cache:
         _place_cache_breakpoints(tool_list, system_blocks, turns)
@@ -498,7 +498,15 @@ def _place_cache_breakpoints(
             break
 
 
-def _tool(tool: ToolSchema) -> dict[str, Any]:
+# "tools.0.custom.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'" (API 400; home-assistant/core#147760).
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+
+
+def _tool(tool: ToolSchema, path: str) -> dict[str, Any]:
+    if not TOOL_NAME.fullmatch(tool.name):
+        raise UnsupportedContent(
+            f"{path}.name: {tool.name!r} is not a name Anthropic accepts (1 to 128 of a-z, A-Z, 0-9, _ and -)"
+        )
     out: dict[str, Any] = {"name": tool.name}
     if tool.description:
         out["description"] = tool.description

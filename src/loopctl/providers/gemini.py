@@ -199,7 +199,9 @@ def build_request(
     if instruction:
         body["systemInstruction"] = {"parts": [{"text": instruction}]}
     if tools:
-        body["tools"] = [{"functionDeclarations": [_declaration(t, schema_dialect) for t in tools]}]
+        body["tools"] = [
+            {"functionDeclarations": [_declaration(t, f"tools[{i}]", schema_dialect) for i, t in enumerate(tools)]}
+        ]
         if tool_choice is not None:
             body["toolConfig"] = {"functionCallingConfig": _function_calling(tool_choice)}
     config = _generation_config(
@@ -459,7 +461,17 @@ def _unknown(part: MessagePart, i: int, j: int) -> UnsupportedContent:
     )
 
 
-def _declaration(tool: ToolSchema, dialect: SchemaDialect) -> dict[str, Any]:
+# "Must start with a letter or an underscore. Must be a-z, A-Z, 0-9, or contain underscores, dots, colons and
+# dashes, with a maximum length of 128" (google-genai FunctionDeclaration.name).
+TOOL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}")
+
+
+def _declaration(tool: ToolSchema, path: str, dialect: SchemaDialect) -> dict[str, Any]:
+    if not TOOL_NAME.fullmatch(tool.name):
+        raise UnsupportedContent(
+            f"{path}.name: {tool.name!r} is not a name Gemini accepts (a letter or _ first, then up to 127 of "
+            "a-z, A-Z, 0-9, _, ., : and -)"
+        )
     out: dict[str, Any] = {"name": tool.name}
     if tool.description:
         out["description"] = tool.description

@@ -196,7 +196,7 @@ def build_request(
         body["instructions"] = system
     body["input"] = items
     if tools:
-        body["tools"] = [_tool(t, strict_tools) for t in tools]
+        body["tools"] = [_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)]
     if tool_choice is not None:
         body["tool_choice"] = (
             {"type": "function", "name": tool_choice.name} if isinstance(tool_choice, ForceTool) else tool_choice
@@ -467,7 +467,16 @@ def _dumps(value: Any) -> str:
 # --- tools ------------------------------------------------------------------------------------------------------
 
 
-def _tool(tool: ToolSchema, strict: bool) -> dict[str, Any]:
+# "Must be a-z, A-Z, 0-9, or contain underscores and dashes, with a maximum length of 64" (openai-python
+# FunctionDefinition.name); "Invalid 'tools[0].function.name': string does not match pattern" otherwise.
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def _tool(tool: ToolSchema, path: str, strict: bool) -> dict[str, Any]:
+    if not TOOL_NAME.fullmatch(tool.name):
+        raise UnsupportedContent(
+            f"{path}.name: {tool.name!r} is not a name OpenAI accepts (1 to 64 of a-z, A-Z, 0-9, _ and -)"
+        )
     parameters: dict[str, Any] | None = None
     if strict:
         try:
