@@ -468,6 +468,57 @@ async def test_tool_output_carries_images_errors_and_retention() -> None:
     assert "ctx" not in shot.input_schema["properties"]
 
 
+@pytest.mark.parametrize(
+    ("media_type", "data", "problem"),
+    [
+        ("image/png", "aGVsbG8gd29ybGQ=", "its bytes are not PNG data"),  # "hello world"
+        ("image/jpeg", "iVBORw0KGgo=", "its bytes are not JPEG data"),  # a PNG labelled JPEG
+        ("image/png", "", "its bytes are not PNG data"),
+        ("image/svg+xml", "PHN2Zz48L3N2Zz4=", "its media type 'image/svg+xml' is not one of image/png, image/jpeg"),
+    ],
+)
+async def test_a_tool_image_no_provider_can_read_becomes_an_error_result(
+    media_type: str, data: str, problem: str
+) -> None:
+    # It went into the conversation, so every later request failed: a 400 ("Image does not match the provided
+    # media type", "Could not process image") or UnsupportedContent, run after run.
+    @tool
+    async def shot() -> ToolOutput:
+        """Screenshot."""
+        return ToolOutput([TextPart(text="here"), ImagePart(source=ImageSource(media_type=media_type, data=data))])
+
+    loop = BareLoop(ScriptedClient([calls(("s1", "shot", {})), "seen"]), [shot])
+    run = await loop.run("go")
+    assert run.ok
+    (r,) = results(loop)
+    assert r.is_error is True
+    assert str(r.output).startswith(f"Tool 'shot' returned an image that cannot be sent: {problem}")
+    assert r.output.images() == ()
+
+
+async def test_tool_images_of_every_common_type_pass() -> None:
+    import base64
+
+    heads = {
+        "image/png": b"\x89PNG\r\n\x1a\n....",
+        "image/jpeg": b"\xff\xd8\xff\xe0....",
+        "image/gif": b"GIF89a....",
+        "image/webp": b"RIFF\x00\x00\x00\x00WEBPVP8 ",
+    }
+
+    @tool
+    async def shots() -> ToolOutput:
+        """Screenshots."""
+        return ToolOutput(
+            [ImagePart(source=ImageSource(media_type=t, data=base64.b64encode(h).decode())) for t, h in heads.items()]
+        )
+
+    loop = BareLoop(ScriptedClient([calls(("s1", "shots", {})), "seen"]), [shots])
+    await loop.run("go")
+    (r,) = results(loop)
+    assert (r.is_error, [i.source.media_type for i in r.output.images()]) == (False, list(heads))
+
+
 async def test_observers_see_typed_events_in_order() -> None:
     events: list[Any] = []
     loop = BareLoop(ScriptedClient([calls(("c1", "echo", {"text": "x"})), "done"]), [echo], observers=[events.append])

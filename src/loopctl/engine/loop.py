@@ -9,6 +9,7 @@ and tools.
 from __future__ import annotations
 
 import asyncio
+import binascii
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -44,7 +45,7 @@ from loopctl.engine.machine import (
 from loopctl.engine.permission import Approve, Deny, Modify, PermissionCallback
 from loopctl.engine.run import Run, ToolCallRecord, Turn
 from loopctl.errors import ContextOverflow, LoopError
-from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
+from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
 from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import ModelResponse, Usage
 from loopctl.stream import StreamEvent
@@ -377,10 +378,15 @@ class BareLoop:
             return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}")
         try:
             out = to_tool_output(value)
+            content = _sendable(out.tool_content())
+            for image in content.images():
+                problem = _image_problem(image)
+                if problem is not None:
+                    return _error_result(call, f"Tool {call.name!r} returned an image that cannot be sent: {problem}")
             return ToolResultPart(
                 call_id=call.id,
                 name=call.name,
-                output=_sendable(out.tool_content()),
+                output=content,
                 is_error=out.is_error,
                 retention=out.retention,
             )
@@ -531,6 +537,31 @@ def _sendable(content: ToolContent) -> ToolContent:
         for p in root
     ]
     return content if all(a is b for a, b in zip(parts, root, strict=True)) else ToolContent.from_multipart(parts)
+
+
+# The image types every provider reads (Anthropic IMAGE_MEDIA_TYPES, OpenAI's PNG/JPEG/GIF/WebP, Gemini's
+# inlineData), each with the first bytes of its format. Anthropic checks that the bytes match the declared
+# type ("Image does not match the provided media type"); every provider refuses bytes that are no image.
+_IMAGE_MAGIC: dict[str, tuple[bytes, ...]] = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),  # then 4 bytes of size, then WEBP
+}
+
+
+def _image_problem(image: ImagePart) -> str | None:
+    """Why a tool's image could not be sent to a provider, or ``None``. An image stays in the conversation,
+    so one no provider reads would make every later request of it fail: such an image becomes the tool's
+    error result instead."""
+    media_type = image.source.media_type
+    magic = _IMAGE_MAGIC.get(media_type)
+    if magic is None:
+        return f"its media type {media_type!r} is not one of {', '.join(_IMAGE_MAGIC)}"
+    head = binascii.a2b_base64(image.source.data[:24])
+    if not head.startswith(magic) or (media_type == "image/webp" and head[8:12] != b"WEBP"):
+        return f"its bytes are not {media_type.removeprefix('image/').upper()} data"
+    return None
 
 
 def _valid_unicode(text: str) -> str:
