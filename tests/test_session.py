@@ -76,3 +76,9 @@ def test_a_bad_message_inside_a_session_is_named(tmp_path: Path) -> None:
         ConversationFileError, match=r"machine: bad message at history\[1\]\.parts\[0\]\.text: expected a string"
     ):
         Session.load(path)
+
+
+def test_a_new_session_file_is_private_to_its_owner(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    Session(LoopMachine()).save(path)
+    assert path.stat().st_mode & 0o777 == 0o600

@@ -53,8 +53,9 @@ class Session:
         return orjson.dumps(doc)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the session to ``path`` atomically (parent folders are created)."""
-        atomic_write_bytes(path, self.to_bytes())
+        """Write the session to ``path`` atomically (parent folders are created); a new session file is
+        private to its owner (0o600), as it holds the whole conversation."""
+        atomic_write_bytes(path, self.to_bytes(), new_mode=0o600)
 
     @classmethod
     def from_bytes(cls, data: bytes | str, *, source: str = "<session>") -> Session:

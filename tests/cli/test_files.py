@@ -117,3 +117,18 @@ async def test_search_finds_a_hit_in_a_file_whose_cap_cuts_a_character(project: 
     (project / "big.md").write_bytes(b"TODO: first\n" + "\u00e9".encode() * 50)
     out = await call(FileTools(project, max_read_bytes=21), "search", pattern="TODO", path="big.md")
     assert out.content == "big.md:1: TODO: first"
+
+
+async def test_write_and_edit_keep_a_files_permissions_and_new_files_get_the_usual_ones(project: Path) -> None:
+    # The atomic write went through tempfile.mkstemp, whose 0o600 the rename handed to the file: an edited
+    # script lost its execute bit, and every new file was private to its owner.
+    script = project / "run.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o755)
+    ft = FileTools(project)
+    await call(ft, "edit_file", path="run.sh", old="hi", new="hello")
+    assert (script.stat().st_mode & 0o777, script.read_text()) == (0o755, "#!/bin/sh\necho hello\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    await call(ft, "write_file", path="new.txt", content="x")
+    assert (project / "new.txt").stat().st_mode & 0o777 == 0o666 & ~umask
