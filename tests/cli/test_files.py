@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,62 @@ async def test_write_and_edit_keep_a_files_permissions_and_new_files_get_the_usu
     os.umask(umask)
     await call(ft, "write_file", path="new.txt", content="x")
     assert (project / "new.txt").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def _swap_after_check(ft: FileTools, swap: Callable[[], None]) -> None:
+    """Make ``ft`` run ``swap`` right after each path check, as a process racing the tool would."""
+    check = ft.resolve
+
+    def racing(path: str) -> Path:
+        resolved = check(path)
+        swap()
+        return resolved
+
+    ft.resolve = racing  # type: ignore[method-assign]
+
+
+@pytest.mark.skipif(not hasattr(os, "O_NOFOLLOW"), reason="POSIX only")
+async def test_a_folder_replaced_by_a_symlink_after_the_check_is_not_written_through(
+    project: Path, tmp_path: Path
+) -> None:
+    # The write went to the checked path by name, so a folder swapped for a symlink to the outside between the
+    # check and the write took the file out of the project.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / "notes").mkdir()
+
+    def swap() -> None:
+        if not (project / "notes").is_symlink():
+            (project / "notes").rmdir()
+            (project / "notes").symlink_to(outside, target_is_directory=True)
+
+    ft = FileTools(project)
+    _swap_after_check(ft, swap)
+    out = await call(ft, "write_file", path="notes/todo.md", content="x")
+    assert (out.is_error, out.content) == (
+        True,
+        "Refused: 'notes/todo.md' became a symbolic link while in use; refused",
+    )
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "O_NOFOLLOW"), reason="POSIX only")
+@pytest.mark.parametrize("tool", ["read_file", "edit_file", "write_file"])
+async def test_a_file_replaced_by_a_symlink_after_the_check_is_not_followed(
+    project: Path, tmp_path: Path, tool: str
+) -> None:
+    secret = tmp_path / "secret.txt"  # "TOP SECRET", outside the project
+    target = project / "README.md"
+
+    def swap() -> None:
+        if not target.is_symlink():
+            target.unlink()
+            target.symlink_to(secret)
+
+    ft = FileTools(project)
+    _swap_after_check(ft, swap)
+    args = {"read_file": {}, "edit_file": {"old": "TOP", "new": "NOT"}, "write_file": {"content": "gone"}}[tool]
+    out = await call(ft, tool, path="README.md", **args)
+    assert out.is_error is True
+    assert "TOP SECRET" not in str(out.content)
+    assert secret.read_text() == "TOP SECRET"
