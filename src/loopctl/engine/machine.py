@@ -49,6 +49,7 @@ from loopctl.errors import ConversationFileError, InvalidMessage, MachineStateEr
 from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.message.model import _dumps_bytes, _invalid
 from loopctl.response import StopReason
+from loopctl.stream import loads_exact
 
 __all__ = [
     "MACHINE_FORMAT_VERSION",
@@ -602,7 +603,7 @@ class LoopMachine:
         for, calls that are not the last reply's...), and :class:`~loopctl.errors.InvalidMessage` for a bad
         message inside. A machine that loads takes its next step without error."""
         try:
-            doc = orjson.loads(data)
+            doc = loads_exact(data)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError as exc:
             raise ConversationFileError("<machine>", f"not valid JSON ({exc})") from None
         if not isinstance(doc, dict):
