@@ -484,3 +484,12 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130_and_still_saves_a_coherent_
     saved = Session.load(session)
     assert saved.machine.state is MachineState.TERMINAL
     assert check_conversation(list(saved.machine.history)) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("command", ["show", "check"])
+def test_show_and_check_of_a_file_that_cannot_be_read_is_a_clear_error(command: str, tmp_path: Path) -> None:
+    # /proc/self/mem exists and is a file, and reading it fails with EIO: an OSError traceback.
+    done = loopctl(command, "/proc/self/mem", cwd=tmp_path)
+    assert done.returncode == 2
+    assert lines(done.stderr) == ["error: /proc/self/mem: cannot read the file (Input/output error)"]

@@ -331,10 +331,14 @@ def _read_messages(file: Path) -> list[Any]:
 
     err = Console(stderr=True, highlight=False)
     try:
-        head = file.read_bytes()[:4096]
+        with open(file, "rb") as f:
+            head = f.read(4096)
         if b'"loopctl-session"' in head or b'"kind"' in head:
             return list(Session.load(file).machine.full_history())
         return load_conversation(file)
     except (ConversationFileError, LoopError) as exc:
         err.print(Text(f"error: {exc}", style="bold red"))
+        sys.exit(2)
+    except OSError as exc:  # the first look at the file (the readers report their own failures)
+        err.print(Text(f"error: {file}: cannot read the file ({exc.strerror})", style="bold red"))
         sys.exit(2)
