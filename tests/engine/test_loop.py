@@ -180,6 +180,18 @@ async def test_when_one_parallel_call_raises_out_of_the_run_the_others_are_stopp
     assert list(loop.history) == [Message.user("go")]
 
 
+async def test_a_run_whose_input_cannot_be_written_raises_and_the_loop_still_runs() -> None:
+    # The input was taken, then counting it raised InvalidMessage out of run() with the machine left in
+    # awaiting_model: every later run() raised MachineStateError.
+    from loopctl.errors import InvalidMessage
+
+    loop = BareLoop(ScriptedClient(["fine"]))
+    with pytest.raises(InvalidMessage):
+        await loop.run("bad \udcff")
+    assert (await loop.run("good")).output == "fine"
+    assert list(loop.history) == [Message.user("good"), Message.assistant("fine")]
+
+
 async def test_a_tool_that_hangs_past_its_timeout_becomes_an_error_result() -> None:
     client = ScriptedClient([calls(("c1", "hang", {"seconds": 10})), "ok"])
     loop = BareLoop(client, [hang])

@@ -211,6 +211,16 @@ def test_a_call_cut_off_by_max_tokens_is_answered_not_run() -> None:
     assert str(cut.output) == "The call was not run: arguments are not valid JSON"
 
 
+def test_input_that_cannot_be_written_is_refused_and_the_machine_stays_as_it_was() -> None:
+    from loopctl.errors import InvalidMessage
+
+    m = LoopMachine()
+    with pytest.raises(InvalidMessage, match=r"^input\.parts\[0\]\.text: expected a string that is valid Unicode"):
+        m.accept_input("fix caf\udce9")  # undecodable command-line bytes arrive as lone surrogates
+    assert m.state is MachineState.START
+    assert list(m.full_history()) == []
+
+
 def test_model_response_takes_only_assistant_messages() -> None:
     m = started()
     with pytest.raises(MachineStateError, match="assistant"):

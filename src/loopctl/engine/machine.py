@@ -342,10 +342,16 @@ class LoopMachine:
 
     def accept_input(self, input: str | Message) -> None:  # noqa: A002 - the issue's name
         """Start a run with the user's ``input`` (text, or a user message with images). Accepted in
-        ``START`` and ``TERMINAL``."""
+        ``START`` and ``TERMINAL``. Raises ``InvalidMessage`` (path ``input.…``) for input that cannot be
+        written (a lone surrogate, as undecodable bytes of a command line become), leaving the machine as it
+        was: such a message would make every request and every save of the conversation fail."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
         message = Message.user(input) if isinstance(input, str) else input
         _expect_message(message, Role.USER, "accept_input")
+        try:
+            message.to_json()
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"input.{exc.path}", exc.expected) from None
         self._messages.append(message)
         self.turn = 0
         self._outcome = Outcome(OutcomeKind.IDLE)
