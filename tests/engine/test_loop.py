@@ -192,6 +192,20 @@ async def test_a_run_whose_input_cannot_be_written_raises_and_the_loop_still_run
     assert list(loop.history) == [Message.user("good"), Message.assistant("fine")]
 
 
+async def test_an_observer_that_raises_as_the_run_starts_leaves_the_loop_usable() -> None:
+    # The error escaped before the run's error handling began, leaving the machine in awaiting_model: every
+    # later run() raised MachineStateError.
+    def fragile(event: object) -> None:
+        raise RuntimeError("observer bug")
+
+    loop = BareLoop(ScriptedClient(["fine"]), observers=[fragile])
+    with pytest.raises(RuntimeError, match="observer bug"):
+        await loop.run("go")
+    assert loop.machine.outcome.kind is OutcomeKind.FAILED
+    loop.observers.clear()
+    assert (await loop.run("again")).output == "fine"
+
+
 async def test_a_tool_that_hangs_past_its_timeout_becomes_an_error_result() -> None:
     client = ScriptedClient([calls(("c1", "hang", {"seconds": 10})), "ok"])
     loop = BareLoop(client, [hang])

@@ -162,17 +162,17 @@ class BareLoop:
         m.accept_input(input)
         first = m.pending[-1]
         count = self._counter.count
-        m.context_tokens = count(m.full_history())
         emit = self._emit if self.observers else None
-        if emit:
-            emit(RunStarted(first))
         turns: list[Turn] = []
         usage = Usage()
         turn_input: list[Message] = [first]
         names = self.tools.names
         last: ModelResponse | None = None
         last_duration = 0.0
-        try:
+        try:  # from here on, whatever escapes ends the run in the machine first
+            m.context_tokens = count(m.full_history())
+            if emit:
+                emit(RunStarted(first))
             while True:
                 if cancel is not None and cancel.is_set():
                     m.cancel()
