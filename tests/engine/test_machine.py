@@ -233,6 +233,7 @@ def test_model_response_takes_only_assistant_messages() -> None:
         (assistant(call("c1")), None, TypeError),  # appended the reply, then failed on the tools
         ("not a message", TOOLS, MachineStateError),
         (assistant(call("c1"), call("c2"), call("c1")), TOOLS, ProviderProtocolError),
+        (assistant(call("c1", "")), TOOLS, ProviderProtocolError),  # was answered "Unknown tool ''" and kept
     ],
 )
 def test_a_feed_that_raises_leaves_the_machine_as_it_was(reply: object, tools: object, error: type) -> None:

@@ -376,8 +376,8 @@ class LoopMachine:
         With no tool calls the run completes (``REFUSED`` or ``MAX_TOKENS`` when ``stop_reason`` says so).
 
         Raises ``MachineStateError`` when the state takes no reply or ``message`` is not an assistant message,
-        and :class:`~loopctl.errors.ProviderProtocolError` for a reply that calls two tools under one id (the
-        driver fails the run with it). Whatever it raises, the machine is left exactly as it was.
+        and :class:`~loopctl.errors.ProviderProtocolError` for a reply that calls two tools under one id or a
+        tool with no name (the driver fails the run with it). Whatever it raises, the machine is left exactly as it was.
         """
         self._expect(MachineState.AWAITING_MODEL, feed="model_response")
         _expect_message(message, Role.ASSISTANT, "model_response")
@@ -388,6 +388,10 @@ class LoopMachine:
         if calls:
             seen: set[str] = set()
             for call in calls:
+                if not call.name:
+                    # Nothing can run it, and replayed in the conversation it would make every later request
+                    # fail (providers refuse a nameless call).
+                    raise ProviderProtocolError(f"the reply calls a tool with no name (call {call.id!r})")
                 if call.id in seen:
                     # The results could not be told apart, and every provider refuses the pair it would make.
                     raise ProviderProtocolError(
