@@ -42,3 +42,33 @@ def test_json_that_is_no_error_in_place_of_a_stream_is_a_protocol_error_not_a_se
     with pytest.raises(ProviderProtocolError, match="the stream body is JSON but not an error object") as info:
         codec.parse_stream([b'{"id": "msg_1", "type": "message", "content": []}'])
     assert not info.value.retryable
+
+
+def _events(*objs: object) -> list[bytes]:
+    import json
+
+    return [b"".join(b"data: " + json.dumps(o).encode() + b"\n\n" for o in objs)]
+
+
+START = {"type": "message_start", "message": {"id": "m", "usage": {}}}
+TEXT = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [
+        _events({"type": "message_start", "message": "m"}),
+        _events(START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": 5}}),
+        _events(START, TEXT, {"type": "content_block_delta", "index": 0, "delta": "x"}),
+        _events(START, TEXT, {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 7}},
+                {"type": "message_stop"}),
+        _events(START, {"type": "content_block_start", "index": [0], "content_block": TEXT["content_block"]}),
+        _events({"type": "message_start", "message": {"usage": {"input_tokens": 1, "cache_read_input_tokens": "2"}}}),
+        _events(START, {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": 5}}),
+    ],
+)  # fmt: skip
+def test_an_event_of_the_wrong_shape_is_the_providers_protocol_error(stream: list[bytes]) -> None:
+    # Each raised a bare TypeError or AttributeError (or InvalidMessage, the caller's error) out of the
+    # client, which ended the run by raising instead of failing it.
+    with pytest.raises(ProviderProtocolError, match=r"^anthropic: a reply of an unexpected shape \("):
+        anthropic.parse_stream(stream)

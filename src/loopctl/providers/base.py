@@ -36,6 +36,7 @@ __all__ = [
     "ModelRequest",
     "ReasoningEffort",
     "SSEStreamDecoder",
+    "malformed_reply",
 ]
 
 ReasoningEffort: TypeAlias = Literal["minimal", "low", "medium", "high"]
@@ -104,6 +105,21 @@ _HEAD = 256
 _SSE_LINE = re.compile(rb"(?::|(?:data|event|id|retry)(?::|\r|\n|$))")
 
 
+# What a decoder raises when a reply has the right syntax but not the shape it reads (a number where text
+# belongs, a string where an object does): the provider's protocol error, never the caller's InvalidMessage
+# (a ValueError) nor a bare TypeError.
+_SHAPE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError)
+
+
+def malformed_reply(provider: str, exc: BaseException, data: str | bytes) -> ProviderProtocolError:
+    """The error for a reply (or stream event) whose shape a codec could not read: names the provider, what
+    failed and the start of the data."""
+    shown = f": {data[:200]!r}" if data else ""
+    return ProviderProtocolError(
+        f"a reply of an unexpected shape ({type(exc).__name__}: {exc}){shown}", provider=provider
+    )
+
+
 class SSEStreamDecoder:
     """Base of the codecs' ``StreamDecoder``: SSE framing, error bodies, and the accumulator.
 
@@ -143,9 +159,14 @@ class SSEStreamDecoder:
             self._head = (self._head + chunk.lstrip() if not self._head else self._head + chunk)[:_HEAD]
         out: list[StreamEvent] = []
         for sse in self._sse.feed(chunk):
-            events = self.on_event(sse)
-            for event in events:
-                self.accumulator.add(event)
+            try:
+                events = self.on_event(sse)
+                for event in events:
+                    self.accumulator.add(event)
+            except ProviderError:
+                raise
+            except _SHAPE_ERRORS as exc:
+                raise malformed_reply(self.provider, exc, sse.data) from exc
             out.extend(events)
         return out
 
@@ -161,13 +182,22 @@ class SSEStreamDecoder:
                 raise ProviderProtocolError(
                     "the stream body is neither an event stream nor JSON", provider=self.provider
                 ) from None
-            raise self.error_body(body)
+            try:
+                error = self.error_body(body)
+            except _SHAPE_ERRORS as exc:
+                raise malformed_reply(self.provider, exc, bytes(self._json)) from exc
+            raise error
         self._sse.close()
         if not self._sse.saw_field and self._head and not _SSE_LINE.match(self._head.removeprefix(b"\xef\xbb\xbf")):
             raise ProviderProtocolError(
                 f"the reply is not an event stream: {self._head[:200]!r}", provider=self.provider
             )
-        return self.accumulator.finish()
+        try:
+            return self.accumulator.finish()
+        except ProviderError:
+            raise
+        except _SHAPE_ERRORS as exc:
+            raise malformed_reply(self.provider, exc, "") from exc
 
     def on_event(self, event: ServerSentEvent) -> list[StreamEvent]:
         """Translate one SSE event into neutral events (and raise on an error event)."""
