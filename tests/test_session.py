@@ -76,3 +76,25 @@ def test_a_bad_message_inside_a_session_is_named(tmp_path: Path) -> None:
         ConversationFileError, match=r"machine: bad message at history\[1\]\.parts\[0\]\.text: expected a string"
     ):
         Session.load(path)
+
+
+def test_a_new_session_file_is_private_to_its_owner(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    Session(LoopMachine()).save(path)
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_session_keeps_an_integer_past_64_bits_exactly(tmp_path: Path) -> None:
+    # Session.from_bytes read the file with orjson, which turned 2**70 + 1 into the float 2**70.
+    from loopctl.message import MessagePart, Role
+
+    call = MessagePart.tool_call("c1", "pick", {"id": 2**70 + 1})
+    conversation = [
+        Message.user("go"),
+        Message.new(Role.ASSISTANT, [call]),
+        Message.new(Role.USER, [MessagePart.tool_result("c1", "pick", "ok")]),
+    ]
+    path = tmp_path / "s.json"
+    Session(LoopMachine(conversation)).save(path)
+    (value,) = Session.load(path).machine.history[1].tool_calls()[0].input.values()  # type: ignore[union-attr]
+    assert (type(value), value) == (int, 2**70 + 1)

@@ -19,6 +19,8 @@ import orjson
 from loopctl._fs import atomic_write_bytes
 from loopctl.engine.machine import LoopMachine
 from loopctl.errors import ConversationFileError, InvalidMessage
+from loopctl.message.model import _dumps_bytes
+from loopctl.stream import loads_exact
 
 __all__ = ["SESSION_FORMAT_VERSION", "Session"]
 
@@ -53,14 +55,15 @@ class Session:
         return orjson.dumps(doc)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the session to ``path`` atomically (parent folders are created)."""
-        atomic_write_bytes(path, self.to_bytes())
+        """Write the session to ``path`` atomically (parent folders are created); a new session file is
+        private to its owner (0o600), as it holds the whole conversation."""
+        atomic_write_bytes(path, self.to_bytes(), new_mode=0o600)
 
     @classmethod
     def from_bytes(cls, data: bytes | str, *, source: str = "<session>") -> Session:
         """Read a session; raises ``ConversationFileError`` naming ``source`` for anything unreadable."""
         try:
-            doc = orjson.loads(data)
+            doc = loads_exact(data)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError as exc:
             raise ConversationFileError(source, f"not valid JSON ({exc})") from None
         if not isinstance(doc, dict) or doc.get("kind") != "loopctl-session":
@@ -77,7 +80,7 @@ class Session:
         if not isinstance(machine_doc, dict):
             raise ConversationFileError(source, "the session has no machine object")
         try:
-            machine = LoopMachine.from_json(orjson.dumps(machine_doc))
+            machine = LoopMachine.from_json(_dumps_bytes(machine_doc))
         except ConversationFileError as exc:
             raise ConversationFileError(source, f"machine: {exc.problem}") from None
         except InvalidMessage as exc:

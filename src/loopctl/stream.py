@@ -18,6 +18,8 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any, TypeAlias, Union
 
@@ -32,6 +34,7 @@ from loopctl.message import (
     ThinkingPart,
     ToolCallPart,
 )
+from loopctl.message.model import MAX_INPUT_DEPTH, json_depth
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 
 __all__ = [
@@ -250,15 +253,33 @@ class StreamAccumulator:
 _KIND: dict[type, type[MessagePart]] = {TextDelta: TextPart, ThinkingDelta: ThinkingPart, ToolCallDelta: ToolCallPart}
 
 
+# A run of 19 or more digits may be an integer past 64 bits, which orjson reads as a float.
+_LONG_DIGITS = re.compile(r"\d{19}")
+
+
+def loads_exact(text: str | bytes) -> Any:
+    """JSON text as Python values, integers of any size kept exactly (orjson reads one past 64 bits as a
+    lossy float, so such text is read again by the standard library). Raises ``orjson.JSONDecodeError`` for
+    text that is not JSON, including NaN/Infinity literals and lone surrogates, as orjson does."""
+    value = orjson.loads(text)
+    if _LONG_DIGITS.search(text if isinstance(text, str) else text.decode("utf-8", "replace")):
+        return json.loads(text)  # orjson accepted it, so it holds no NaN, Infinity or lone surrogate
+    return value
+
+
 def parse_arguments(text: str) -> tuple[Any, str | None]:
     """Parse tool-call arguments sent as JSON text.
 
-    Returns ``(value, None)``; ``""`` (or only whitespace) reads as ``{}``. Text that is not JSON returns
-    ``({}, reason)`` so the caller can record an :class:`~loopctl.response.InvalidToolCall`.
+    Returns ``(value, None)``; ``""`` (or only whitespace) reads as ``{}``. Text that is not JSON, or JSON
+    nested deeper than :data:`~loopctl.message.model.MAX_INPUT_DEPTH` (a tool call's ``input`` may not be),
+    returns ``({}, reason)`` so the caller can record an :class:`~loopctl.response.InvalidToolCall`.
     """
     if not text.strip():
         return {}, None
     try:
-        return orjson.loads(text), None
+        value = loads_exact(text)
     except orjson.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON: {exc}"
+    if json_depth(value) > MAX_INPUT_DEPTH:
+        return {}, f"arguments are nested deeper than {MAX_INPUT_DEPTH} levels"
+    return value, None

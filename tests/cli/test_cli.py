@@ -422,3 +422,74 @@ def test_a_path_that_escapes_the_root_is_refused(
         f"  ✗ {name}: {text if len(text) <= 100 else text[:99] + '…'}  [1 lines]" for name, text, _ in results
     )
     assert history[-1] == Message.assistant("I stayed inside.")
+
+
+# --- bad sessions and paths ----------------------------------------------------------------------------------
+
+
+def test_resuming_a_session_whose_root_folder_is_gone_is_a_clear_error(project: Path, tmp_path: Path) -> None:
+    # FileTools raised FileNotFoundError out of the command: a traceback.
+    session = tmp_path / "s.json"
+    done = loopctl("run", TASK, "--model", "demo", "--root", str(project), "--yes", "--session", str(session),
+                   cwd=tmp_path, **{DEMO_DELAY_VAR: "0"})  # fmt: skip
+    assert done.returncode == 0
+    shutil.rmtree(project)
+    again = loopctl("run", "more", "--resume", str(session), cwd=tmp_path)
+    assert again.returncode == 2
+    assert lines(again.stderr) == [
+        f"error: the root folder {str(project)!r} cannot be used (No such file or directory); pass --root"
+    ]
+
+
+def test_a_session_path_that_cannot_be_written_is_refused_before_the_run(project: Path, tmp_path: Path) -> None:
+    # The run went ahead, and saving at the end raised a traceback: the whole run was lost.
+    (tmp_path / "a-file").write_text("x")
+    session = tmp_path / "a-file" / "s.json"
+    done = loopctl("run", TASK, "--model", "demo", "--root", str(project), "--yes", "--session", str(session),
+                   cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2
+    assert lines(done.stderr) == [f"error: cannot save the session to {str(session)!r} (File exists: {session.parent})"]
+    assert done.stdout == ""  # no model call was made
+    assert not (project / "TODO.md").exists()
+
+
+def test_a_second_ctrl_c_stops_at_once_with_exit_130_and_still_saves_a_coherent_session(
+    project: Path, tmp_path: Path
+) -> None:
+    # It exited 1 with click's "Aborted!", and the session file kept the last autosave (a run stopped in the
+    # middle of its tools), not the salvaged conversation.
+    session = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loopctl", "run", TASK, "--model", "demo", "--root", str(project), "--yes",
+         "--session", str(session)],
+        cwd=tmp_path, env=env(**{DEMO_DELAY_VAR: "0.05"}), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("  ✓ list_files"):
+            break
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    # The second press stops the run at once; when the first had already stopped it and the session is saved,
+    # it changes nothing, or (pressed while the process shuts down) ends it as SIGINT does, which a shell
+    # also reports as 130.
+    assert (proc.returncode, lines(err)) in [
+        (130, [f"⏹ stopped; the session is saved to {session}"]),
+        (130, []),
+        (-signal.SIGINT, []),
+    ]
+    saved = Session.load(session)
+    assert saved.machine.state is MachineState.TERMINAL
+    assert check_conversation(list(saved.machine.history)) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("command", ["show", "check"])
+def test_show_and_check_of_a_file_that_cannot_be_read_is_a_clear_error(command: str, tmp_path: Path) -> None:
+    # /proc/self/mem exists and is a file, and reading it fails with EIO: an OSError traceback.
+    done = loopctl(command, "/proc/self/mem", cwd=tmp_path)
+    assert done.returncode == 2
+    assert lines(done.stderr) == ["error: /proc/self/mem: cannot read the file (Input/output error)"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,99 @@ def test_resolve_accepts_the_root_itself_and_refuses_nul(project: Path) -> None:
     assert ft.resolve(".") == project.resolve()
     with pytest.raises(PathOutsideRoot):
         ft.resolve("a\0b")
+
+
+async def test_read_file_reads_only_the_capped_bytes_of_a_huge_file(project: Path) -> None:
+    # It read the whole file and then kept the first max_read_bytes: a 1 TB (sparse) file failed with
+    # MemoryError, and any big file was loaded whole for nothing.
+    huge = project / "huge.log"
+    with open(huge, "wb") as f:
+        f.write(b"first line\n")
+        f.truncate(2**40)
+    out = await call(FileTools(project, max_read_bytes=100), "read_file", path="huge.log", limit=1)
+    assert (out.is_error, out.content) == (
+        False,
+        "    1\tfirst line\n... (file larger than 100 bytes; read it in parts with offset/limit)",
+    )
+
+
+async def test_search_finds_a_hit_in_a_file_whose_cap_cuts_a_character(project: Path) -> None:
+    # The first max_read_bytes of a UTF-8 file were decoded strictly, so a cut inside a multi-byte character
+    # raised UnicodeDecodeError and the whole file was skipped: "no match" for a hit on line 1.
+    (project / "big.md").write_bytes(b"TODO: first\n" + "\u00e9".encode() * 50)
+    out = await call(FileTools(project, max_read_bytes=21), "search", pattern="TODO", path="big.md")
+    assert out.content == "big.md:1: TODO: first"
+
+
+async def test_write_and_edit_keep_a_files_permissions_and_new_files_get_the_usual_ones(project: Path) -> None:
+    # The atomic write went through tempfile.mkstemp, whose 0o600 the rename handed to the file: an edited
+    # script lost its execute bit, and every new file was private to its owner.
+    script = project / "run.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o755)
+    ft = FileTools(project)
+    await call(ft, "edit_file", path="run.sh", old="hi", new="hello")
+    assert (script.stat().st_mode & 0o777, script.read_text()) == (0o755, "#!/bin/sh\necho hello\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    await call(ft, "write_file", path="new.txt", content="x")
+    assert (project / "new.txt").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def _swap_after_check(ft: FileTools, swap: Callable[[], None]) -> None:
+    """Make ``ft`` run ``swap`` right after each path check, as a process racing the tool would."""
+    check = ft.resolve
+
+    def racing(path: str) -> Path:
+        resolved = check(path)
+        swap()
+        return resolved
+
+    ft.resolve = racing  # type: ignore[method-assign]
+
+
+@pytest.mark.skipif(not hasattr(os, "O_NOFOLLOW"), reason="POSIX only")
+async def test_a_folder_replaced_by_a_symlink_after_the_check_is_not_written_through(
+    project: Path, tmp_path: Path
+) -> None:
+    # The write went to the checked path by name, so a folder swapped for a symlink to the outside between the
+    # check and the write took the file out of the project.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / "notes").mkdir()
+
+    def swap() -> None:
+        if not (project / "notes").is_symlink():
+            (project / "notes").rmdir()
+            (project / "notes").symlink_to(outside, target_is_directory=True)
+
+    ft = FileTools(project)
+    _swap_after_check(ft, swap)
+    out = await call(ft, "write_file", path="notes/todo.md", content="x")
+    assert (out.is_error, out.content) == (
+        True,
+        "Refused: 'notes/todo.md' became a symbolic link while in use; refused",
+    )
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "O_NOFOLLOW"), reason="POSIX only")
+@pytest.mark.parametrize("tool", ["read_file", "edit_file", "write_file"])
+async def test_a_file_replaced_by_a_symlink_after_the_check_is_not_followed(
+    project: Path, tmp_path: Path, tool: str
+) -> None:
+    secret = tmp_path / "secret.txt"  # "TOP SECRET", outside the project
+    target = project / "README.md"
+
+    def swap() -> None:
+        if not target.is_symlink():
+            target.unlink()
+            target.symlink_to(secret)
+
+    ft = FileTools(project)
+    _swap_after_check(ft, swap)
+    args = {"read_file": {}, "edit_file": {"old": "TOP", "new": "NOT"}, "write_file": {"content": "gone"}}[tool]
+    out = await call(ft, tool, path="README.md", **args)
+    assert out.is_error is True
+    assert "TOP SECRET" not in str(out.content)
+    assert secret.read_text() == "TOP SECRET"

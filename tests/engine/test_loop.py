@@ -93,6 +93,119 @@ async def test_a_tool_that_raises_becomes_an_error_result_the_model_reads() -> N
     assert str(r.output) == "Tool 'boom' failed: ValueError: cannot handle x"
 
 
+class Unprintable(Exception):
+    """An exception whose text cannot be read."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+async def test_a_tool_error_whose_text_cannot_be_read_is_still_an_error_result() -> None:
+    # Formatting the error raised inside the handler, so run() raised RuntimeError("no text").
+    @tool
+    async def odd() -> str:
+        """Fails oddly."""
+        raise Unprintable
+
+    loop = BareLoop(ScriptedClient([calls(("c1", "odd", {})), "sorry"]), [odd])
+    run = await loop.run("go")
+    assert run.ok
+    (r,) = results(loop)
+    assert (str(r.output), r.is_error) == ("Tool 'odd' failed: Unprintable: <its text cannot be read>", True)
+
+
+class _NoText:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+@pytest.mark.parametrize(
+    ("value", "sent", "is_error"),
+    [
+        # Neither JSON nor printable: to_tool_output raised out of the run.
+        (
+            _NoText(),
+            "Tool 'give' returned output that cannot be sent: a _NoText value that is neither JSON nor printable",
+            True,
+        ),
+        # A lone surrogate (a file name read with surrogateescape) failed the whole run with InvalidMessage, and
+        # would have made every later request unwritable; it is sent as U+FFFD.
+        ("caf\udce9.txt", "caf\ufffd.txt", False),
+        ([TextPart(text="a\ud800b")], "a\ufffdb", False),
+    ],
+)
+async def test_tool_output_that_cannot_be_sent_as_is_never_breaks_the_run(
+    value: object, sent: str, is_error: bool
+) -> None:
+    @tool
+    async def give() -> object:
+        """Returns the value."""
+        return value
+
+    loop = BareLoop(ScriptedClient([calls(("c1", "give", {})), "ok"]), [give])
+    run = await loop.run("go")
+    assert run.ok
+    (r,) = results(loop)
+    assert (str(r.output), r.is_error) == (sent, is_error)
+    assert check_conversation(list(loop.history)) == []
+    loop.machine.to_json()  # the conversation can be written
+
+
+async def test_when_one_parallel_call_raises_out_of_the_run_the_others_are_stopped() -> None:
+    # A BaseException (not an Exception) is not the model's to read: it ends the run. The sibling call used
+    # to go on running after run() had returned, and finished its side effect later.
+    finished: list[str] = []
+
+    class Abort(BaseException):
+        pass
+
+    @tool
+    async def slow() -> str:
+        """Takes a while."""
+        await asyncio.sleep(0.2)
+        finished.append("slow")
+        return "done"
+
+    @tool
+    async def abort() -> str:
+        """Aborts."""
+        raise Abort
+
+    loop = BareLoop(ScriptedClient([calls(("a", "slow", {}), ("b", "abort", {}))]), [slow, abort])
+    with pytest.raises(Abort):
+        await loop.run("go")
+    await asyncio.sleep(0.3)
+    assert finished == []
+    assert loop.machine.outcome.kind is OutcomeKind.FAILED
+    assert list(loop.history) == [Message.user("go")]
+
+
+async def test_a_run_whose_input_cannot_be_written_raises_and_the_loop_still_runs() -> None:
+    # The input was taken, then counting it raised InvalidMessage out of run() with the machine left in
+    # awaiting_model: every later run() raised MachineStateError.
+    from loopctl.errors import InvalidMessage
+
+    loop = BareLoop(ScriptedClient(["fine"]))
+    with pytest.raises(InvalidMessage):
+        await loop.run("bad \udcff")
+    assert (await loop.run("good")).output == "fine"
+    assert list(loop.history) == [Message.user("good"), Message.assistant("fine")]
+
+
+async def test_an_observer_that_raises_as_the_run_starts_leaves_the_loop_usable() -> None:
+    # The error escaped before the run's error handling began, leaving the machine in awaiting_model: every
+    # later run() raised MachineStateError.
+    def fragile(event: object) -> None:
+        raise RuntimeError("observer bug")
+
+    loop = BareLoop(ScriptedClient(["fine"]), observers=[fragile])
+    with pytest.raises(RuntimeError, match="observer bug"):
+        await loop.run("go")
+    assert loop.machine.outcome.kind is OutcomeKind.FAILED
+    loop.observers.clear()
+    assert (await loop.run("again")).output == "fine"
+
+
 async def test_a_tool_that_hangs_past_its_timeout_becomes_an_error_result() -> None:
     client = ScriptedClient([calls(("c1", "hang", {"seconds": 10})), "ok"])
     loop = BareLoop(client, [hang])
@@ -211,6 +324,25 @@ async def test_task_cancellation_salvages_and_propagates() -> None:
     assert list(loop.history) == [Message.user("go")]
 
 
+async def test_cancelling_the_task_while_a_cancel_event_is_given_leaves_no_unretrieved_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # asyncio logged "_GatheringFuture exception was never retrieved" for the cancelled parallel calls.
+    import gc
+
+    client = ScriptedClient([calls(("a", "hang", {"seconds": 30}), ("b", "hang", {"seconds": 30}))])
+    loop = BareLoop(client, [hang])
+    task = asyncio.create_task(loop.run("go", cancel=asyncio.Event()))
+    await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.01)
+    gc.collect()
+    assert "never retrieved" not in caplog.text
+    assert loop.machine.outcome.kind is OutcomeKind.CANCELLED
+
+
 async def test_a_rate_limit_then_success_is_retried_honouring_retry_after() -> None:
     seen: list[ModelRetry] = []
     client = ScriptedClient([RateLimited("slow down", retry_after=0.01), Overloaded("busy"), "fine"])
@@ -249,6 +381,28 @@ async def test_a_non_retryable_provider_error_fails_the_run_keeping_history() ->
     assert run.outcome.error == "anthropic: bad"
     assert len(loop.history) == 3  # the completed exchange stays
     assert client.calls == 2
+
+
+async def test_a_reply_that_uses_one_call_id_twice_fails_the_run_without_running_either_call() -> None:
+    # It used to run both, then raise MachineStateError out of run() ("answered twice").
+    ran: list[str] = []
+
+    @tool
+    async def note(text: str) -> str:
+        """Notes the text."""
+        ran.append(text)
+        return text
+
+    client = ScriptedClient([calls(("c1", "note", {"text": "a"}), ("c1", "note", {"text": "b"})), "after"])
+    loop = BareLoop(client, [note])
+    run = await loop.run("go", FAST)
+    assert run.outcome.kind is OutcomeKind.FAILED
+    assert run.outcome.error_type == "ProviderProtocolError"
+    assert run.outcome.error == "the reply calls tools under the same id twice ('c1'); the calls cannot be run"
+    assert ran == []
+    assert list(loop.history) == [Message.user("go")]
+    assert (await loop.run("again")).output == "after"
+    assert check_conversation(loop.history) == []
 
 
 async def test_a_max_tokens_stop_in_the_middle_of_a_tool_call_does_not_run_the_cut_call() -> None:
@@ -338,6 +492,57 @@ async def test_tool_output_carries_images_errors_and_retention() -> None:
     assert str(r.output) == "call s1"
     assert len(r.output.images()) == 1
     assert "ctx" not in shot.input_schema["properties"]
+
+
+@pytest.mark.parametrize(
+    ("media_type", "data", "problem"),
+    [
+        ("image/png", "aGVsbG8gd29ybGQ=", "its bytes are not PNG data"),  # "hello world"
+        ("image/jpeg", "iVBORw0KGgo=", "its bytes are not JPEG data"),  # a PNG labelled JPEG
+        ("image/png", "", "its bytes are not PNG data"),
+        ("image/svg+xml", "PHN2Zz48L3N2Zz4=", "its media type 'image/svg+xml' is not one of image/png, image/jpeg"),
+    ],
+)
+async def test_a_tool_image_no_provider_can_read_becomes_an_error_result(
+    media_type: str, data: str, problem: str
+) -> None:
+    # It went into the conversation, so every later request failed: a 400 ("Image does not match the provided
+    # media type", "Could not process image") or UnsupportedContent, run after run.
+    @tool
+    async def shot() -> ToolOutput:
+        """Screenshot."""
+        return ToolOutput([TextPart(text="here"), ImagePart(source=ImageSource(media_type=media_type, data=data))])
+
+    loop = BareLoop(ScriptedClient([calls(("s1", "shot", {})), "seen"]), [shot])
+    run = await loop.run("go")
+    assert run.ok
+    (r,) = results(loop)
+    assert r.is_error is True
+    assert str(r.output).startswith(f"Tool 'shot' returned an image that cannot be sent: {problem}")
+    assert r.output.images() == ()
+
+
+async def test_tool_images_of_every_common_type_pass() -> None:
+    import base64
+
+    heads = {
+        "image/png": b"\x89PNG\r\n\x1a\n....",
+        "image/jpeg": b"\xff\xd8\xff\xe0....",
+        "image/gif": b"GIF89a....",
+        "image/webp": b"RIFF\x00\x00\x00\x00WEBPVP8 ",
+    }
+
+    @tool
+    async def shots() -> ToolOutput:
+        """Screenshots."""
+        return ToolOutput(
+            [ImagePart(source=ImageSource(media_type=t, data=base64.b64encode(h).decode())) for t, h in heads.items()]
+        )
+
+    loop = BareLoop(ScriptedClient([calls(("s1", "shots", {})), "seen"]), [shots])
+    await loop.run("go")
+    (r,) = results(loop)
+    assert (r.is_error, [i.source.media_type for i in r.output.images()]) == (False, list(heads))
 
 
 async def test_observers_see_typed_events_in_order() -> None:

@@ -17,7 +17,7 @@ from loopctl.engine import (
     Prune,
     coherent_prefix,
 )
-from loopctl.errors import ConversationFileError, MachineStateError
+from loopctl.errors import ConversationFileError, MachineStateError, ProviderProtocolError
 from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolResultPart
 from loopctl.response import StopReason
 
@@ -214,10 +214,46 @@ def test_a_call_cut_off_by_max_tokens_is_answered_not_run() -> None:
     assert str(cut.output) == "The call was not run: arguments are not valid JSON"
 
 
+def test_input_that_cannot_be_written_is_refused_and_the_machine_stays_as_it_was() -> None:
+    from loopctl.errors import InvalidMessage
+
+    m = LoopMachine()
+    with pytest.raises(InvalidMessage, match=r"^input\.parts\[0\]\.text: expected a string that is valid Unicode"):
+        m.accept_input("fix caf\udce9")  # undecodable command-line bytes arrive as lone surrogates
+    assert m.state is MachineState.START
+    assert list(m.full_history()) == []
+
+
 def test_model_response_takes_only_assistant_messages() -> None:
     m = started()
     with pytest.raises(MachineStateError, match="assistant"):
         m.model_response(Message.user("x"), TOOLS, 1)
+
+
+@pytest.mark.parametrize(
+    ("reply", "tools", "error"),
+    [
+        (assistant(call("c1")), None, TypeError),  # appended the reply, then failed on the tools
+        ("not a message", TOOLS, MachineStateError),
+        (assistant(call("c1"), call("c2"), call("c1")), TOOLS, ProviderProtocolError),
+        (assistant(call("c1", "")), TOOLS, ProviderProtocolError),  # was answered "Unknown tool ''" and kept
+    ],
+)
+def test_a_feed_that_raises_leaves_the_machine_as_it_was(reply: object, tools: object, error: type) -> None:
+    m = started()
+    before = m.to_json()
+    with pytest.raises(error):
+        m.model_response(reply, tools, 99)  # type: ignore[arg-type]
+    assert m.to_json() == before
+    assert m.next_step(POLICY) == CallLLM(1)
+
+
+def test_a_reply_that_uses_one_call_id_twice_is_the_providers_protocol_error() -> None:
+    m = started()
+    with pytest.raises(ProviderProtocolError, match="same id twice \\('c1'\\)"):
+        m.model_response(assistant(call("c1"), call("c1", path="b")), TOOLS, 20)
+    m.fail(ProviderProtocolError("x"))
+    assert list(m.history) == [Message.user("hello")]
 
 
 # --- tool results --------------------------------------------------------------------------------------------
@@ -361,6 +397,18 @@ def test_an_ordinary_failure_salvages_the_same_coherent_prefix() -> None:
     assert list(m.history) == [Message.user("hello")]
 
 
+def test_fail_with_an_error_whose_text_cannot_be_read_still_ends_the_run() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    m = started()
+    m.model_response(assistant(call("c1")), TOOLS, 20)
+    m.fail(Unprintable())  # raised RuntimeError and left the run in awaiting_tools
+    assert m.state is MachineState.TERMINAL
+    assert (m.outcome.error, m.outcome.error_type) == ("<its text cannot be read>", "Unprintable")
+
+
 def test_coherent_prefix_counts_only_prefixes_with_every_call_answered() -> None:
     msgs = [Message.user("a"), assistant(call("x"), call("y")), result("x"), result("y"), assistant(call("z"))]
     assert coherent_prefix(msgs) == 4
@@ -402,6 +450,9 @@ def _machines_in_every_state() -> dict[str, LoopMachine]:
     m6 = started()
     m6.fail(RuntimeError("boom"))
     out["failed"] = m6
+    m7 = _awaiting_compaction()
+    m7.compaction_result([Message.user("summary")], 960, 100)
+    out["compacted"] = m7  # awaiting_model with every message in history, none pending
     return out
 
 
@@ -416,6 +467,24 @@ def test_a_restored_machine_takes_exactly_the_same_next_step(name: str) -> None:
     assert restored.state is m.state
 
 
+def test_a_machine_holding_an_integer_past_64_bits_saves_and_restores_it_exactly() -> None:
+    # The message model and conversation files keep such integers; to_json raised a bare TypeError
+    # ("Integer exceeds 64-bit range"), so a session holding one could not be saved.
+    big = MessagePart.tool_call("c1", "read", {"id": 2**70 + 1})
+    m = LoopMachine([Message.user("go"), assistant(big), result("c1")])
+    restored = LoopMachine.from_json(m.to_json())
+    (value,) = restored.history[1].tool_calls()[0].input.values()  # type: ignore[union-attr]
+    assert (type(value), value) == (int, 2**70 + 1)  # read back with orjson it became the float 2**70
+
+
+def test_a_machine_holding_a_lone_surrogate_cannot_be_saved_and_says_where() -> None:
+    from loopctl.errors import InvalidMessage
+
+    m = LoopMachine([Message.user("ok"), Message.user("bad \ud800")])
+    with pytest.raises(InvalidMessage, match=r"^history\[1\]\.parts\[0\]\.text: expected a string that is valid"):
+        m.to_json()
+
+
 def test_a_machine_file_from_a_newer_release_is_refused() -> None:
     text = LoopMachine().to_json().replace('"format_version":1', '"format_version":9')
     with pytest.raises(ConversationFileError, match="format_version 9 is newer"):
@@ -427,3 +496,47 @@ def test_a_corrupt_machine_file_is_a_typed_error() -> None:
         LoopMachine.from_json("{nope")
     with pytest.raises(ConversationFileError, match="not a machine file"):
         LoopMachine.from_json('{"format_version":1}')
+
+
+def _saved(name: str, **changes: object) -> str:
+    import json
+
+    doc = json.loads(_machines_in_every_state()[name].to_json())
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    ("name", "changes", "problem"),
+    [
+        ("awaiting_compaction", {"step": None}, "state awaiting_compaction needs the step it waits for"),
+        ("awaiting_model", {"pruned_at": "x"}, "pruned_at must be a whole number of tokens or null, got 'x'"),
+        ("awaiting_model", {"turn": 1.5}, "turn must be a whole number >= 0, got 1.5"),
+        ("awaiting_model", {"turn": "3"}, "turn must be a whole number >= 0, got '3'"),
+        ("awaiting_model", {"turn": -1}, "turn must be a whole number >= 0, got -1"),
+        ("awaiting_model", {"context_tokens": True}, "context_tokens must be a whole number >= 0, got True"),
+        ("awaiting_model", {"format_version": True}, "missing or invalid format_version"),
+        ("awaiting_model", {"history": "abc"}, "history must be an array of messages"),
+        ("awaiting_tools", {"calls": []}, "state awaiting_tools needs the unanswered tool calls of the last reply"),
+        ("awaiting_tools", {"calls": [{"type": "tool_call", "id": "zz", "name": "read", "input": {}}]},
+         "the calls of state awaiting_tools are not the tool calls of the last pending message"),
+        ("awaiting_tools", {"machine_results": [
+            {"type": "tool_result", "call_id": "zz", "name": "x", "output": "o", "is_error": True}]},
+         "machine_results answer no call: zz"),
+        ("terminal", {"state": "awaiting_tools"}, "state awaiting_tools needs the unanswered tool calls"),
+        ("terminal", {"pending": [{"role": "user", "parts": []}]}, "state terminal has pending messages"),
+        ("start", {"step": {"type": "prune", "context_tokens": 1, "needed": 1}}, "state start has a step"),
+        ("awaiting_compaction", {"step": {"type": "squash"}}, "step type 'squash' is not prune or compact"),
+        ("failed", {"outcome": {"kind": "failed", "error": 5}}, "outcome.error must be a string or null, got 5"),
+        ("failed", {"outcome": [1]}, "outcome must be an object"),
+    ],
+)  # fmt: skip
+def test_a_machine_file_whose_fields_disagree_is_refused_when_read_not_later(
+    name: str, changes: dict[str, object], problem: str
+) -> None:
+    # Each of these was read without complaint, then failed later (an AssertionError or TypeError from
+    # next_step) or drove a run from an impossible state.
+    with pytest.raises(ConversationFileError) as info:
+        LoopMachine.from_json(_saved(name, **changes))
+    assert info.value.source == "<machine>"
+    assert problem in info.value.problem

@@ -197,6 +197,36 @@ def test_nan_and_overflowing_numbers_in_json_text_are_refused() -> None:
         assert err.path == "parts[0].input.x[0]", literal
 
 
+def _nested(depth: int) -> object:
+    value: object = {}
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return value
+
+
+def test_a_tool_input_nested_past_the_limit_is_refused_and_anything_accepted_is_read_back() -> None:
+    # An input 200 levels deep was accepted, saved, and then could not be loaded ("recursion limit exceeded"),
+    # while one 300 deep was refused with a path that did not name `input`.
+    from loopctl.engine import LoopMachine
+    from loopctl.message import dumps_conversation, loads_conversation
+    from loopctl.message.model import MAX_INPUT_DEPTH
+    from loopctl.session import Session
+
+    deepest = MessagePart.tool_call("c", "t", _nested(MAX_INPUT_DEPTH))
+    conversation = [
+        Message.user("go"),
+        Message.new(Role.ASSISTANT, [deepest]),
+        Message.new(Role.USER, [MessagePart.tool_result("c", "t", "ok")]),
+    ]
+    assert loads_conversation(dumps_conversation(conversation)) == conversation
+    assert Message.from_json(conversation[1].to_json()) == conversation[1]
+    session = Session(LoopMachine(conversation))
+    assert list(Session.from_bytes(session.to_bytes()).machine.history) == conversation
+    for depth in (MAX_INPUT_DEPTH + 1, 200, 300, 5000):
+        err = raises(lambda d=depth: MessagePart.tool_call("c", "t", _nested(d)))  # type: ignore[misc]
+        assert str(err) == "input: expected JSON nested at most 128 levels deep (arrays and objects)", depth
+
+
 def test_text_that_is_not_json_is_refused() -> None:
     err = raises(lambda: Message.from_json('{"role": "user", "parts": ['))
     assert err.path == ""

@@ -17,6 +17,7 @@ from loopctl.errors import (
     MissingAPIKey,
     ModelNotFound,
     Overloaded,
+    ProviderProtocolError,
     ProviderTimeout,
     RateLimited,
     ServerError,
@@ -455,3 +456,31 @@ async def test_from_string_passes_options_to_the_client() -> None:
         await client.generate(request())
         await client.aclose()
     assert "cache_control" not in server.requests[0].raw.decode()
+
+
+def test_a_whole_reply_keeps_a_tool_inputs_integers_past_64_bits_exactly() -> None:
+    # The reply body was read with orjson, which turns 2**70 + 1 into 1.1805916207174113e+21 (2**70): the tool ran with
+    # a different number than the model wrote.
+    from loopctl.providers.clients import AnthropicClient
+
+    body = (
+        b'{"type": "message", "role": "assistant", "model": "m", "stop_reason": "tool_use", "usage": {},'
+        b' "content": [{"type": "tool_use", "id": "toolu_1", "name": "pick", "input": {"id": 1180591620717411303425}}]}'
+    )
+    response = AnthropicClient("m", api_key="k")._parse(body)
+    assert response.message.tool_calls()[0].input == {"id": 2**70 + 1}
+
+
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        ("anthropic", b'{"type": "message", "content": [{"type": "text", "text": 5}]}'),
+        ("anthropic", b'{"type": "message", "content": [], "usage": [1]}'),
+        ("openai-responses", b'{"status": "completed", "output": [], "usage": {"input_tokens": "x"}}'),
+    ],
+)
+def test_a_whole_reply_of_the_wrong_shape_is_the_providers_protocol_error(kind: str, body: bytes) -> None:
+    # InvalidMessage (the caller's error), AttributeError and ValueError escaped the client.
+    client = make_client(kind, "http://127.0.0.1:9")
+    with pytest.raises(ProviderProtocolError, match=r"a reply of an unexpected shape"):
+        client._parse(body)

@@ -127,7 +127,8 @@ def reply_parts(draw: st.DrawFn) -> list[dict[str, Any]]:
         elif kind == "call":
             call: dict[str, Any] = {"name": draw(identifier), "args": draw(json_object)}
             if draw(st.booleans()):
-                call["id"] = draw(st.from_regex(r"fc_[a-z0-9]{4}", fullmatch=True))
+                # Gemini's ids are unique within a reply (a reply that repeats one cannot be run or replayed).
+                call["id"] = draw(st.from_regex(r"fc_[a-z0-9]{4}", fullmatch=True)) + f"_{len(out)}"
             part = {"functionCall": call}
         else:
             part = {"text": draw(nonempty_text)}

@@ -38,7 +38,7 @@ PNG = base64.b64encode(
         "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
     )
 ).decode()
-SIG = "CikB0e2Kbw5tJ9dwYB9m1I9W28H1Pvbhg7iFnlQJ+/Z="  # a signature as Gemini sends them: standard base64
+SIG = "CikB0e2Kbw5tJ9dwYB9m1I9W28H1Pvbhg7iFnlQJ+/Y="  # a signature as Gemini sends them: standard base64
 
 
 def user(*parts: MessagePart | str) -> Message:
@@ -456,6 +456,27 @@ class TestThinkingReplay:
         assert contents(conversation, G25)[1]["parts"] == [
             {"text": "t", "thought": True},
             {"functionCall": {"name": "get_weather", "args": {}}},
+        ]
+
+    @pytest.mark.parametrize("signature", ["00", "QR==", "AAB", "abcd=", "AAAA===="])
+    def test_a_signature_that_is_not_canonical_base64_is_not_sent(self, signature: str) -> None:
+        # Base64 whose last character has stray bits ("00", the hypothesis example that failed the SDK check),
+        # or with padding where none belongs, was sent; google-genai's types (and so the API's bytes field)
+        # refuse it: "Data should be valid base64: Invalid last symbol".
+        conversation = [
+            user("x"),
+            assistant(ThinkingPart(text="t", signature=signature, provider="gemini"), call("c")),
+        ]
+        assert contents(conversation, G25)[1]["parts"] == [
+            {"text": "t", "thought": True},
+            {"functionCall": {"name": "get_weather", "args": {}}},
+        ]
+
+    @pytest.mark.parametrize("signature", ["AA", "AAA", "AA==", "QQ=", "ab-_", "ab+/", SIG])
+    def test_a_signature_in_canonical_base64_is_sent_as_received(self, signature: str) -> None:
+        conversation = [user("x"), assistant(ThinkingPart(text="t", signature=signature, provider="gemini"))]
+        assert contents(conversation, G25)[1]["parts"] == [
+            {"text": "t", "thought": True, "thoughtSignature": signature}
         ]
 
     def test_an_empty_carrier_with_nothing_to_sign_is_an_empty_thought_part(self) -> None:

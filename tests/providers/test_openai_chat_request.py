@@ -184,9 +184,10 @@ class TestToolResults:
         out = chat(messages)
         assert [m["content"] for m in out[2:]] == ["[tool error] no such file", "ok", "ok"]
 
-    def test_result_without_a_call_is_sent_where_it_stands(self) -> None:
-        out = chat([user("hi"), user(result("lost", "x"))])
-        assert out == [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "lost", "content": "x"}]
+    def test_result_without_a_call_is_refused_before_it_is_sent(self) -> None:
+        # It was sent as a tool message where it stood, for OpenAI to refuse with a 400.
+        with pytest.raises(UnsupportedContent, match=r"^messages\[1\]\.parts\[0\]: the tool result for 'lost'"):
+            chat([user("hi"), user(result("lost", "x"))])
 
     def test_tool_call_in_a_user_message_is_unsupported(self) -> None:
         with pytest.raises(UnsupportedContent, match=r"messages\[0\]\.parts\[0\]: a 'tool_call' part"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 import pytest
@@ -171,6 +172,19 @@ class TestUserContent:
                 ],
             }
         ]
+
+    @pytest.mark.parametrize("media_type", ["image/svg+xml", "image/bmp", "image/tiff", "text/plain"])
+    def test_an_image_of_a_type_openai_does_not_read_is_refused_naming_its_path(self, media_type: str) -> None:
+        # It was sent as a data URL for OpenAI to refuse with a 400 (only PNG, JPEG, WEBP and GIF are read).
+        odd = ImagePart(source=ImageSource(media_type=media_type, data=PNG))
+        with pytest.raises(
+            UnsupportedContent, match=rf"^messages\[0\]\.parts\[1\]: image media type '{re.escape(media_type)}'"
+        ):
+            items([user(TextPart(text="look"), odd)])
+        result = MessagePart.tool_result("call_1", "shot", [TextPart(text="x"), odd])
+        conversation = [HELLO, assistant(call("call_1", "fc_1")), user(result)]
+        with pytest.raises(UnsupportedContent, match=r"^messages\[2\]\.parts\[0\]\.output\[1\]: image media type"):
+            items(conversation)
 
     def test_empty_text_parts_are_not_sent(self) -> None:
         assert items([user(TextPart(text=""), TextPart(text="x")), user(TextPart(text=""))]) == [

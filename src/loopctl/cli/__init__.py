@@ -80,6 +80,7 @@ def run(
     """Run TASK with an agent that can list, read, search, write and edit files under --root."""
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
+    saved: list[Path] = []  # where the session was saved, once it was
     try:
         code = asyncio.run(
             _run(
@@ -97,8 +98,13 @@ def run(
                 context_window=context_window,
                 stream=not no_stream,
                 show_thinking=not hide_thinking,
+                saved=saved,
             )
         )
+    except KeyboardInterrupt:  # a second Ctrl-C: the run stopped at once, its salvaged session saved
+        where = f"; the session is saved to {saved[-1]}" if saved else ""
+        err.print(Text(f"⏹ stopped{where}", style="yellow"))
+        sys.exit(130)
     except MissingAPIKey as exc:
         err.print(Text(f"error: {exc}", style="bold red"))
         err.print('Or try the whole stack with no key: loopctl run "TASK" --model demo --root DIR')
@@ -122,7 +128,10 @@ async def _run(console: Console, **opts: Any) -> int:
         raise click.UsageError("--model is required (or --resume a session that names one)")
     root = opts["root"] or (Path(session.root) if session and session.root else Path("."))
     system_prompt = opts["system_prompt"] or (session.system_prompt if session else None)
-    files = FileTools(root)
+    try:
+        files = FileTools(root)
+    except OSError as exc:  # a resumed session's folder that was moved or deleted since
+        raise click.UsageError(f"the root folder {str(root)!r} cannot be used ({exc.strerror}); pass --root") from None
     machine = session.machine if session else LoopMachine()
     if machine.state not in (MachineState.START, MachineState.TERMINAL):
         machine.cancel()  # a session saved mid-run: keep its coherent prefix
@@ -149,6 +158,12 @@ async def _run(console: Console, **opts: Any) -> int:
                 session_obj.save(path)
 
     async with _client(model, files.root) as client:
+        try:  # before any model call: a run whose session cannot be saved would be lost at the end
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.UsageError(
+                f"cannot save the session to {str(path)!r} ({exc.strerror}: {exc.filename})"
+            ) from None
         from loopctl.compact import PRESETS, ContextBudget
 
         # The token counter's preset follows the provider (characters per token, image prices...).
@@ -167,11 +182,27 @@ async def _run(console: Console, **opts: Any) -> int:
             stream=opts["stream"],
         )
         cancel = asyncio.Event()
+        # Ctrl-C stays ours until the session is saved: a second press while saving is not lost work.
         with _sigint(cancel, console):
-            result = await loop.run(opts["task"], run_config, cancel=cancel)
-    transcript.close()
-    session_obj.save(path)
-    _summary(console, result, path, model)
+            try:
+                result = await loop.run(opts["task"], run_config, cancel=cancel)
+            except BaseException:  # stopped at once (a second Ctrl-C): the machine salvaged what it could
+                transcript.close()
+                with contextlib.suppress(Exception):
+                    session_obj.save(path)
+                    opts["saved"].append(path)
+                raise
+            transcript.close()
+            try:
+                session_obj.save(path)
+                opts["saved"].append(path)
+            except OSError as exc:  # the folder was checked before the run; the disk may still fill up
+                _summary(console, result, None, model)
+                Console(stderr=True, highlight=False).print(
+                    Text(f"error: cannot save the session to {str(path)!r} ({exc.strerror})", style="bold red")
+                )
+                return 2
+            _summary(console, result, path, model)
     return _EXIT.get(result.outcome.kind.value, 1)
 
 
@@ -254,7 +285,7 @@ def _sigint(cancel: asyncio.Event, console: Console) -> Iterator[None]:
             loop.remove_signal_handler(signal.SIGINT)
 
 
-def _summary(console: Console, result: Any, path: Path, model: str) -> None:
+def _summary(console: Console, result: Any, path: Path | None, model: str) -> None:
     u = result.usage
     outcome = result.outcome
     style = "green" if outcome.kind.value == "completed" else "yellow" if outcome.kind.value == "cancelled" else "red"
@@ -269,7 +300,8 @@ def _summary(console: Console, result: Any, path: Path, model: str) -> None:
             style="dim",
         )
     )
-    console.print(Text(f'  session saved to {path}; continue with: loopctl run "..." --resume {path}', style="dim"))
+    if path is not None:
+        console.print(Text(f'  session saved to {path}; continue with: loopctl run "..." --resume {path}', style="dim"))
 
 
 @main.command()
@@ -303,10 +335,14 @@ def _read_messages(file: Path) -> list[Any]:
 
     err = Console(stderr=True, highlight=False)
     try:
-        head = file.read_bytes()[:4096]
+        with open(file, "rb") as f:
+            head = f.read(4096)
         if b'"loopctl-session"' in head or b'"kind"' in head:
             return list(Session.load(file).machine.full_history())
         return load_conversation(file)
     except (ConversationFileError, LoopError) as exc:
         err.print(Text(f"error: {exc}", style="bold red"))
+        sys.exit(2)
+    except OSError as exc:  # the first look at the file (the readers report their own failures)
+        err.print(Text(f"error: {file}: cannot read the file ({exc.strerror})", style="bold red"))
         sys.exit(2)

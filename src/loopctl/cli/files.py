@@ -3,13 +3,21 @@
 ``list_files``, ``read_file`` and ``search`` return results tagged ``Requery`` (the model can fetch them
 again, so compaction may clear them); ``write_file`` and ``edit_file`` return results tagged ``Durable``
 (what was changed is not re-derivable) and are the calls the CLI asks approval for. Every path is resolved
-(symlinks included) and refused when it lands outside the root.
+(symlinks included) and refused when it lands outside the root. The file is then opened from the root one
+folder at a time without following a symbolic link (POSIX ``openat`` with ``O_NOFOLLOW``), so a folder or
+file replaced by a symlink between that check and the read or write is refused too, never followed out.
 """
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import errno
 import os
 import re
+import secrets
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from loopctl._fs import atomic_write_bytes
@@ -144,7 +152,7 @@ class FileTools:
         p = self.resolve(path)
         if not p.is_file():
             raise ValueError(f"{path!r} is not a file")
-        data = p.read_bytes()[: self.max_read_bytes + 1]
+        data = self._read_bytes(p, path, self.max_read_bytes + 1)
         truncated = len(data) > self.max_read_bytes
         text = data[: self.max_read_bytes].decode("utf-8", errors="replace")
         lines = text.splitlines()
@@ -163,8 +171,10 @@ class FileTools:
             if any(part in _SKIP_DIRS for part in f.relative_to(self.root).parts):
                 continue
             try:
-                self.resolve(str(f.relative_to(self.root)))
-                text = f.read_bytes()[: self.max_read_bytes].decode("utf-8")
+                rel = str(f.relative_to(self.root))
+                self.resolve(rel)
+                # A cap may cut the last character in two: that tail is dropped, not taken for binary.
+                text = codecs.getincrementaldecoder("utf-8")().decode(self._read_bytes(f, rel, self.max_read_bytes))
             except (PathOutsideRoot, UnicodeDecodeError, OSError):
                 continue
             for n, line in enumerate(text.splitlines(), 1):
@@ -179,7 +189,7 @@ class FileTools:
         if p.is_dir():
             raise ValueError(f"{path!r} is a folder")
         existed = p.exists()
-        atomic_write_bytes(p, content.encode("utf-8"))
+        self._write_bytes(p, path, content.encode("utf-8"))
         verb = "replaced" if existed else "created"
         return f"{verb} {self._rel(p)} ({len(content.encode('utf-8'))} bytes)"
 
@@ -187,9 +197,102 @@ class FileTools:
         p = self.resolve(path)
         if not p.is_file():
             raise ValueError(f"{path!r} is not a file")
-        text = p.read_text(encoding="utf-8")
+        text = self._read_bytes(p, path, None).decode("utf-8")
         count = text.count(old) if old else 0
         if count != 1:
             raise ValueError(f"`old` must occur exactly once in {path!r}; it occurs {count} times")
-        atomic_write_bytes(p, text.replace(old, new, 1).encode("utf-8"))
+        self._write_bytes(p, path, text.replace(old, new, 1).encode("utf-8"))
         return f"edited {self._rel(p)}: replaced {len(old)} characters with {len(new)}"
+
+    # --- opening without following a symlink -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _folder_of(self, p: Path, path: str, *, create: bool) -> Iterator[tuple[int, str]]:
+        """A descriptor of the folder holding ``p`` (a resolved path inside the root), reached from the root
+        one folder at a time without following a symlink (missing folders made when ``create``), and the
+        file's name in it. A symlink met on the way (one swapped in since ``resolve``) is refused."""
+        names = p.relative_to(self.root).parts
+        if not names:
+            raise ValueError(f"{path!r} is the project folder, not a file")
+        fd = os.open(self.root, os.O_RDONLY | _DIRECTORY)
+        try:
+            for name in names[:-1]:
+                try:
+                    inner = _open_at(name, os.O_RDONLY | _DIRECTORY, fd, path)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    os.mkdir(name, dir_fd=fd)
+                    inner = _open_at(name, os.O_RDONLY | _DIRECTORY, fd, path)
+                os.close(fd)
+                fd = inner
+            yield fd, names[-1]
+        finally:
+            os.close(fd)
+
+    def _read_bytes(self, p: Path, path: str, size: int | None) -> bytes:
+        """The first ``size`` bytes (all with ``None``) of the regular file ``p``; only those are read."""
+        if not _AT:
+            with open(p, "rb") as f:
+                return f.read() if size is None else f.read(size)
+        with self._folder_of(p, path, create=False) as (folder, name):
+            # O_NONBLOCK: a FIFO swapped in must not block the open (it is refused just below).
+            fd = _open_at(name, os.O_RDONLY | os.O_NONBLOCK, folder, path)
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    raise ValueError(f"{path!r} is not a file")
+                return f.read() if size is None else f.read(size)
+
+    def _write_bytes(self, p: Path, path: str, data: bytes) -> None:
+        """Replace (or create) the file ``p`` with ``data`` atomically, as ``atomic_write_bytes`` does, in the
+        folder reached without following a symlink; a replaced file keeps its mode."""
+        if not _AT:
+            atomic_write_bytes(p, data)
+            return
+        with self._folder_of(p, path, create=True) as (folder, name):
+            try:
+                st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            except FileNotFoundError:
+                mode: int | None = None
+            else:
+                if stat.S_ISLNK(st.st_mode):
+                    raise PathOutsideRoot(f"{path!r} became a symbolic link while in use; refused")
+                mode = stat.S_IMODE(st.st_mode)
+            tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+            fd = _open_at(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, folder, path)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    if mode is not None:
+                        os.fchmod(f.fileno(), mode)
+                    os.fsync(f.fileno())
+                os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp, dir_fd=folder)
+                raise
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+# Opening relative to a folder descriptor without following symlinks: POSIX. Elsewhere (Windows) the tools
+# fall back to plain paths, checked by resolve() alone.
+_AT = bool(_NOFOLLOW) and {os.open, os.mkdir, os.stat, os.rename, os.unlink} <= os.supports_dir_fd
+
+
+def _open_at(name: str, flags: int, folder: int, path: str) -> int:
+    try:
+        return os.open(name, flags | _NOFOLLOW, 0o666, dir_fd=folder)
+    except OSError as exc:
+        # O_NOFOLLOW on a symlink fails with ELOOP, or ENOTDIR when a folder was asked for.
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_symlink_at(name, folder):
+            raise PathOutsideRoot(f"{path!r} became a symbolic link while in use; refused") from None
+        raise
+
+
+def _is_symlink_at(name: str, folder: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False

@@ -9,6 +9,7 @@ and tools.
 from __future__ import annotations
 
 import asyncio
+import binascii
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -41,11 +42,12 @@ from loopctl.engine.machine import (
     MachinePolicy,
     MachineState,
     Prune,
+    exception_text,
 )
 from loopctl.engine.permission import Approve, Deny, Modify, PermissionCallback
 from loopctl.engine.run import Run, ToolCallRecord, Turn
 from loopctl.errors import CompactionOverflow, ContextOverflow, LoopError
-from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
+from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
 from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import ModelResponse, Usage
 from loopctl.stream import StreamEvent
@@ -172,17 +174,17 @@ class BareLoop:
         m.accept_input(input)
         first = m.pending[-1]
         count = self._counter.count
-        m.context_tokens = count(m.full_history())
         emit = self._emit if self.observers else None
-        if emit:
-            emit(RunStarted(first))
         turns: list[Turn] = []
         usage = Usage()
         turn_input: list[Message] = [first]
         names = self.tools.names
         last: ModelResponse | None = None
         last_duration = 0.0
-        try:
+        try:  # from here on, whatever escapes ends the run in the machine first
+            m.context_tokens = count(m.full_history())
+            if emit:
+                emit(RunStarted(first))
             while True:
                 if cancel is not None and cancel.is_set():
                     m.cancel()
@@ -204,13 +206,17 @@ class BareLoop:
                     last = response
                     usage = usage + response.usage
                     msg = response.message
-                    m.model_response(
-                        msg,
-                        names,
-                        self._context_after_reply(m.full_history(), m.context_tokens, msg, response.usage),
-                        stop_reason=response.stop_reason,
-                        invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
-                    )
+                    try:
+                        m.model_response(
+                            msg,
+                            names,
+                            self._context_after_reply(m.full_history(), m.context_tokens, msg, response.usage),
+                            stop_reason=response.stop_reason,
+                            invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
+                        )
+                    except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
+                        m.fail(exc)
+                        continue
                     if emit:
                         emit(TurnFinished(step.turn, msg, response.usage, response.stop_reason, last_duration))
                     turns.append(self._turn(step.turn, turn_input, response, (), last_duration))
@@ -325,7 +331,16 @@ class BareLoop:
             async with sem:
                 return await self._run_one(step.turn, call, cfg, emit)
 
-        return list(await _race(asyncio.gather(*(limited(c) for c in calls)), cancel))
+        tasks = [asyncio.ensure_future(limited(c)) for c in calls]
+        try:
+            return list(await _race(asyncio.gather(*tasks), cancel))
+        except BaseException:
+            # gather does not stop the other calls when one raises: stop them, so no tool is still running
+            # (and acting) after the run has ended.
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     async def _run_one(
         self, turn: int, call: ToolCallPart, cfg: RunConfig, emit: Callable[[LoopEvent], None] | None
@@ -371,18 +386,29 @@ class BareLoop:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a tool's failure is the model's to read, not the loop's to die of
-            return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+            return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}")
         try:
             out = to_tool_output(value)
+            content = _sendable(out.tool_content())
+            for image in content.images():
+                problem = _image_problem(image)
+                if problem is not None:
+                    return _error_result(call, f"Tool {call.name!r} returned an image that cannot be sent: {problem}")
             return ToolResultPart(
                 call_id=call.id,
                 name=call.name,
-                output=out.tool_content(),
+                output=content,
                 is_error=out.is_error,
                 retention=out.retention,
             )
         except LoopError as exc:
             return _error_result(call, f"Tool {call.name!r} returned output that cannot be sent: {exc}")
+        except Exception:  # str() of a value that is not JSON raised
+            return _error_result(
+                call,
+                f"Tool {call.name!r} returned output that cannot be sent: a {type(value).__name__} value that is "
+                "neither JSON nor printable",
+            )
 
     # --- compaction ----------------------------------------------------------------------------------------
 
@@ -518,6 +544,7 @@ async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
     except asyncio.CancelledError:
         task.cancel()
         waiter.cancel()
+        task.add_done_callback(_retrieve)  # its CancelledError is ours; asyncio must not log it as lost
         raise
     if task in done:
         waiter.cancel()
@@ -531,6 +558,11 @@ async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
     raise _Cancelled
 
 
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
     """Seconds to wait before retry ``attempt`` (from 1): the provider's ``retry_after`` when it gave one
     (capped at ``cfg.retry_max_delay``), else exponential backoff with full jitter (tenacity's)."""
@@ -541,6 +573,56 @@ def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
     state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
     state.attempt_number = attempt
     return float(wait(state))
+
+
+def _sendable(content: ToolContent) -> ToolContent:
+    """``content`` with every lone surrogate (a file name read with ``surrogateescape``, text cut inside a
+    surrogate pair) replaced by U+FFFD: such a string cannot be written as UTF-8, so it would fail this run
+    and every later request of the conversation."""
+    root = content.root
+    if isinstance(root, str):
+        fixed = _valid_unicode(root)
+        return content if fixed is root else ToolContent.from_string(fixed)
+    parts = [
+        p.model_copy(update={"text": fixed})
+        if isinstance(p, TextPart) and (fixed := _valid_unicode(p.text)) is not p.text
+        else p
+        for p in root
+    ]
+    return content if all(a is b for a, b in zip(parts, root, strict=True)) else ToolContent.from_multipart(parts)
+
+
+# The image types every provider reads (Anthropic IMAGE_MEDIA_TYPES, OpenAI's PNG/JPEG/GIF/WebP, Gemini's
+# inlineData), each with the first bytes of its format. Anthropic checks that the bytes match the declared
+# type ("Image does not match the provided media type"); every provider refuses bytes that are no image.
+_IMAGE_MAGIC: dict[str, tuple[bytes, ...]] = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),  # then 4 bytes of size, then WEBP
+}
+
+
+def _image_problem(image: ImagePart) -> str | None:
+    """Why a tool's image could not be sent to a provider, or ``None``. An image stays in the conversation,
+    so one no provider reads would make every later request of it fail: such an image becomes the tool's
+    error result instead."""
+    media_type = image.source.media_type
+    magic = _IMAGE_MAGIC.get(media_type)
+    if magic is None:
+        return f"its media type {media_type!r} is not one of {', '.join(_IMAGE_MAGIC)}"
+    head = binascii.a2b_base64(image.source.data[:24])
+    if not head.startswith(magic) or (media_type == "image/webp" and head[8:12] != b"WEBP"):
+        return f"its bytes are not {media_type.removeprefix('image/').upper()} data"
+    return None
+
+
+def _valid_unicode(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def _error_result(call: ToolCallPart, text: str) -> ToolResultPart:

@@ -43,11 +43,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, Union, overload
 
 import orjson
+from pydantic import ValidationError
 
-from loopctl.errors import InvalidMessage, MachineStateError
+from loopctl.errors import ConversationFileError, InvalidMessage, MachineStateError, ProviderProtocolError
 from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
-from loopctl.message.model import _invalid
+from loopctl.message.model import _dumps_bytes, _invalid
 from loopctl.response import StopReason
+from loopctl.stream import loads_exact
 
 __all__ = [
     "MACHINE_FORMAT_VERSION",
@@ -341,11 +343,16 @@ class LoopMachine:
 
     def accept_input(self, input: str | Message) -> None:  # noqa: A002 - the issue's name
         """Start a run with the user's ``input`` (text, or a user message with images). Accepted in
-        ``START`` and ``TERMINAL``."""
+        ``START`` and ``TERMINAL``. Raises ``InvalidMessage`` (path ``input.…``) for input that cannot be
+        written (a lone surrogate, as undecodable bytes of a command line become), leaving the machine as it
+        was: such a message would make every request and every save of the conversation fail."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
         message = Message.user(input) if isinstance(input, str) else input
-        if message.role is not Role.USER:
-            raise MachineStateError(f"accept_input takes a user message, got a {message.role.value} message")
+        _expect_message(message, Role.USER, "accept_input")
+        try:
+            message.to_json()
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"input.{exc.path}", exc.expected) from None
         self._messages.append(message)
         self.turn = 0
         self._outcome = Outcome(OutcomeKind.IDLE)
@@ -368,14 +375,53 @@ class LoopMachine:
         pairs for calls that must not run (arguments cut off by ``max_tokens``, not JSON); the machine
         answers them with an error result too. ``context_tokens`` is the conversation's size with this reply.
         With no tool calls the run completes (``REFUSED`` or ``MAX_TOKENS`` when ``stop_reason`` says so).
+
+        Raises ``MachineStateError`` when the state takes no reply or ``message`` is not an assistant message,
+        and :class:`~loopctl.errors.ProviderProtocolError` for a reply that calls two tools under one id or a
+        tool with no name (the driver fails the run with it). Whatever it raises, the machine is left exactly as it was.
         """
         self._expect(MachineState.AWAITING_MODEL, feed="model_response")
-        if message.role is not Role.ASSISTANT:
-            raise MachineStateError(f"model_response takes an assistant message, got a {message.role.value} message")
+        _expect_message(message, Role.ASSISTANT, "model_response")
+        calls = tuple(p for p in message.parts if isinstance(p, ToolCallPart))
+        # Everything is worked out before anything changes: a bad argument leaves the machine as it was.
+        machine_results: dict[str, ToolResultPart] = {}
+        to_run: list[ToolCallPart] = []
+        if calls:
+            seen: set[str] = set()
+            for call in calls:
+                if not call.name:
+                    # Nothing can run it, and replayed in the conversation it would make every later request
+                    # fail (providers refuse a nameless call).
+                    raise ProviderProtocolError(f"the reply calls a tool with no name (call {call.id!r})")
+                if call.id in seen:
+                    # The results could not be told apart, and every provider refuses the pair it would make.
+                    raise ProviderProtocolError(
+                        f"the reply calls tools under the same id twice ({call.id!r}); the calls cannot be run"
+                    )
+                seen.add(call.id)
+            tools = available_tools if isinstance(available_tools, (set, frozenset)) else frozenset(available_tools)
+            invalid = dict(invalid_calls)
+            for call in calls:
+                if call.id in invalid:
+                    machine_results[call.id] = ToolResultPart(
+                        call_id=call.id,
+                        name=call.name,
+                        output=f"The call was not run: {invalid[call.id]}",
+                        is_error=True,
+                    )
+                elif call.name not in tools:
+                    known = ", ".join(sorted(tools)) or "(none)"
+                    machine_results[call.id] = ToolResultPart(
+                        call_id=call.id,
+                        name=call.name,
+                        output=f"Unknown tool {call.name!r}. The tools that exist are: {known}.",
+                        is_error=True,
+                    )
+                else:
+                    to_run.append(call)
         self._messages.append(message)
         self.turn += 1
         self.context_tokens = context_tokens
-        calls = tuple(p for p in message.parts if isinstance(p, ToolCallPart))
         if not calls:
             if stop_reason is StopReason.REFUSAL:
                 self._end(Outcome(OutcomeKind.REFUSED), salvage=False)
@@ -384,28 +430,6 @@ class LoopMachine:
             else:
                 self._end(Outcome(OutcomeKind.COMPLETED), salvage=False)
             return
-        tools = available_tools if isinstance(available_tools, (set, frozenset)) else frozenset(available_tools)
-        invalid = dict(invalid_calls)
-        machine_results: dict[str, ToolResultPart] = {}
-        to_run: list[ToolCallPart] = []
-        for call in calls:
-            if call.id in invalid:
-                machine_results[call.id] = ToolResultPart(
-                    call_id=call.id,
-                    name=call.name,
-                    output=f"The call was not run: {invalid[call.id]}",
-                    is_error=True,
-                )
-            elif call.name not in tools:
-                known = ", ".join(sorted(tools)) or "(none)"
-                machine_results[call.id] = ToolResultPart(
-                    call_id=call.id,
-                    name=call.name,
-                    output=f"Unknown tool {call.name!r}. The tools that exist are: {known}.",
-                    is_error=True,
-                )
-            else:
-                to_run.append(call)
         self._calls = calls
         self._machine_results = machine_results
         if to_run:
@@ -425,8 +449,7 @@ class LoopMachine:
         results: list[ToolResultPart] = []
         other: list[Any] = []
         for m in messages:
-            if m.role is not Role.USER:
-                raise MachineStateError(f"tool results ride in user messages, got a {m.role.value} message")
+            _expect_message(m, Role.USER, "tool_results")
             for p in m.parts:
                 if isinstance(p, ToolResultPart):
                     results.append(p)
@@ -515,7 +538,7 @@ class LoopMachine:
         if isinstance(error, BaseException):
             outcome = Outcome(
                 OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED,
-                error=str(error),
+                error=exception_text(error),
                 error_type=type(error).__name__,
                 retryable=bool(getattr(error, "retryable", False)),
             )
@@ -555,7 +578,8 @@ class LoopMachine:
 
     def to_json(self) -> str:
         """The whole machine as JSON (``docs/wire-format.md``, "Machine files"); the same machine always gives
-        the same text."""
+        the same text. Raises ``InvalidMessage`` for a string that cannot be written as UTF-8 (a lone
+        surrogate); integers of any size are written exactly, as in conversation files."""
         step: dict[str, Any] | None = None
         if isinstance(self._step, Prune):
             step = {"type": "prune", "context_tokens": self._step.context_tokens, "needed": self._step.needed}
@@ -580,74 +604,160 @@ class LoopMachine:
                 "retryable": o.retryable,
             },
         }
-        return orjson.dumps(doc).decode()
+        return _dumps_bytes(doc).decode()
 
     @classmethod
     def from_json(cls, data: str | bytes) -> LoopMachine:
         """Restore a machine saved by :meth:`to_json`. Raises
-        :class:`~loopctl.errors.ConversationFileError` for text that is not a machine file or a newer
-        ``format_version``, and :class:`~loopctl.errors.InvalidMessage` for a bad message inside."""
-        from pydantic import ValidationError
-
-        from loopctl.errors import ConversationFileError
-
+        :class:`~loopctl.errors.ConversationFileError` for text that is not a machine file, a newer
+        ``format_version``, a field of the wrong type, or fields that disagree (a state without what it waits
+        for, calls that are not the last reply's...), and :class:`~loopctl.errors.InvalidMessage` for a bad
+        message inside. A machine that loads takes its next step without error."""
         try:
-            doc = orjson.loads(data)
+            doc = loads_exact(data)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError as exc:
             raise ConversationFileError("<machine>", f"not valid JSON ({exc})") from None
         if not isinstance(doc, dict):
             raise ConversationFileError("<machine>", "expected a JSON object")
         version = doc.get("format_version")
-        if not isinstance(version, int) or version < 1:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise ConversationFileError("<machine>", "missing or invalid format_version")
         if version > MACHINE_FORMAT_VERSION:
             raise ConversationFileError(
                 "<machine>",
                 f"format_version {version} is newer than this release of loopctl reads ({MACHINE_FORMAT_VERSION})",
             )
-
-        def read(kind: Any, key: str) -> list[Any]:
-            out = []
-            for i, item in enumerate(doc[key]):
-                try:
-                    out.append(kind.model_validate(item))
-                except ValidationError as exc:
-                    raise _invalid(exc, f"{key}[{i}]") from None
-            return out
-
         try:
-            history = read(Message, "history")
-            pending = read(Message, "pending")
-            calls = tuple(read(ToolCallPart, "calls"))
-            results = read(ToolResultPart, "machine_results")
-            m = cls(history)
-            m._messages.extend(pending)
-            m.state = MachineState(doc["state"])
-            m.turn = int(doc["turn"])
-            m.context_tokens = int(doc["context_tokens"])
-            m._calls = calls
-            m._machine_results = {r.call_id: r for r in results}
-            step = doc.get("step")
-            if step is None:
-                m._step = None
-            elif step["type"] == "prune":
-                m._step = Prune(int(step["context_tokens"]), int(step["needed"]))
-            else:
-                m._step = Compact(CompactReason(step["reason"]), int(step["context_tokens"]))
-            m._pruned_at = doc.get("pruned_at")
-            o = doc["outcome"]
-            m._outcome = Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")))
-        except InvalidMessage:
+            m = _read_machine(cls, doc)
+        except (ConversationFileError, InvalidMessage):
             raise
         except (KeyError, TypeError, ValueError) as exc:
             raise ConversationFileError("<machine>", f"not a machine file ({type(exc).__name__}: {exc})") from None
+        problem = m._inconsistency()
+        if problem is not None:
+            raise ConversationFileError("<machine>", problem)
         return m
+
+    def _inconsistency(self) -> str | None:
+        """What a restored machine's fields disagree on (the invariants the feeds keep), or ``None``."""
+        state = self.state
+        pending = self._messages[self._n_history :]
+        if self._step is not None and state is not MachineState.AWAITING_COMPACTION:
+            return f"state {state.value} has a step; only awaiting_compaction waits for one"
+        if (self._calls or self._machine_results) and state is not MachineState.AWAITING_TOOLS:
+            return f"state {state.value} has tool calls; only awaiting_tools waits for them"
+        if state in (MachineState.START, MachineState.TERMINAL):
+            return f"state {state.value} has pending messages; a run that is over keeps none" if pending else None
+        if state is MachineState.AWAITING_COMPACTION and self._step is None:
+            return "state awaiting_compaction needs the step it waits for"
+        if state is MachineState.AWAITING_TOOLS:
+            ids = [c.id for c in self._calls]
+            unanswered = set(ids) - set(self._machine_results)
+            if not unanswered:
+                return "state awaiting_tools needs the unanswered tool calls of the last reply"
+            last = pending[-1] if pending else None
+            if last is None or last.role is not Role.ASSISTANT or tuple(last.tool_calls()) != self._calls:
+                return "the calls of state awaiting_tools are not the tool calls of the last pending message"
+            if len(set(ids)) != len(ids):
+                return "the calls of state awaiting_tools repeat an id"
+            stray = sorted(set(self._machine_results) - set(ids))
+            if stray:
+                return f"machine_results answer no call: {', '.join(stray)}"
+        return None
 
     def __repr__(self) -> str:
         return (
             f"LoopMachine(state={self.state.value}, turn={self.turn}, history={self._n_history}, "
             f"pending={len(self._messages) - self._n_history}, context_tokens={self.context_tokens})"
         )
+
+
+def _expect_message(message: object, role: Role, feed: str) -> None:
+    if not isinstance(message, Message):
+        raise MachineStateError(f"{feed} takes a Message, got {type(message).__name__}")
+    if message.role is not role:
+        article = "an" if role is Role.ASSISTANT else "a"
+        raise MachineStateError(f"{feed} takes {article} {role.value} message, got a {message.role.value} message")
+
+
+def _read_machine(cls: type[LoopMachine], doc: dict[str, Any]) -> LoopMachine:
+    """The machine of a parsed machine file, each field type-checked (raises ``ConversationFileError``,
+    ``InvalidMessage``, or ``KeyError`` for a missing key)."""
+    history = _read_items(Message, doc, "history")
+    pending = _read_items(Message, doc, "pending")
+    calls = tuple(_read_items(ToolCallPart, doc, "calls"))
+    results = _read_items(ToolResultPart, doc, "machine_results")
+    m = cls(history)
+    m._messages.extend(pending)
+    m.state = MachineState(doc["state"])
+    m.turn = _whole(doc["turn"], "turn")
+    m.context_tokens = _whole(doc["context_tokens"], "context_tokens")
+    m._calls = calls
+    m._machine_results = {r.call_id: r for r in results}
+    m._step = _read_step(doc.get("step"))
+    pruned_at = doc.get("pruned_at")
+    if pruned_at is not None and not _is_whole(pruned_at):
+        raise _bad_file(f"pruned_at must be a whole number of tokens or null, got {pruned_at!r}")
+    m._pruned_at = pruned_at
+    o = doc["outcome"]
+    if not isinstance(o, dict):
+        raise _bad_file("outcome must be an object")
+    for key in ("error", "error_type"):
+        if o.get(key) is not None and not isinstance(o[key], str):
+            raise _bad_file(f"outcome.{key} must be a string or null, got {o[key]!r}")
+    if not isinstance(o.get("retryable", False), bool):
+        raise _bad_file(f"outcome.retryable must be true or false, got {o['retryable']!r}")
+    m._outcome = Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")))
+    return m
+
+
+def _read_items(kind: Any, doc: dict[str, Any], key: str) -> list[Any]:
+    items = doc[key]
+    if not isinstance(items, list):
+        what = "messages" if kind is Message else "tool calls" if kind is ToolCallPart else "tool results"
+        raise _bad_file(f"{key} must be an array of {what}")
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(kind.model_validate(item))
+        except ValidationError as exc:
+            raise _invalid(exc, f"{key}[{i}]") from None
+    return out
+
+
+def _read_step(step: Any) -> Prune | Compact | None:
+    if step is None:
+        return None
+    if not isinstance(step, dict):
+        raise _bad_file("step must be an object or null")
+    if step.get("type") == "prune":
+        return Prune(_whole(step["context_tokens"], "step.context_tokens"), _whole(step["needed"], "step.needed"))
+    if step.get("type") == "compact":
+        return Compact(CompactReason(step["reason"]), _whole(step["context_tokens"], "step.context_tokens"))
+    raise _bad_file(f"step type {step.get('type')!r} is not prune or compact")
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _whole(value: Any, key: str) -> int:
+    if not _is_whole(value):
+        raise _bad_file(f"{key} must be a whole number >= 0, got {value!r}")
+    return int(value)
+
+
+def _bad_file(problem: str) -> ConversationFileError:
+    return ConversationFileError("<machine>", problem)
+
+
+def exception_text(error: BaseException) -> str:
+    """``str(error)``, or ``"<its text cannot be read>"`` when that raises (a broken ``__str__`` must not
+    stop a run from ending)."""
+    try:
+        return str(error)
+    except Exception:
+        return "<its text cannot be read>"
 
 
 def coherent_prefix(messages: Sequence[Message], start: int = 0) -> int:

@@ -341,6 +341,18 @@ class ToolCallPart(MessagePart):
     send the id back (``"gemini"``: Gemini's ``functionCall.id`` is echoed only to Gemini, while the ids the
     Gemini codec derives for calls that came without one are never sent). Omitted when unset."""
 
+    @field_validator("input", mode="before")
+    @classmethod
+    def _input_is_shallow(cls, value: Any) -> Any:
+        # Checked before pydantic walks the value: its own limit (about 255 levels) gives an error with no
+        # path, and the JSON readers of conversation and machine files stop sooner (about 195 levels inside a
+        # file), so a deeper input could be saved but never read back.
+        if json_depth(value) > MAX_INPUT_DEPTH:
+            raise PydanticCustomError(
+                "too_deep", f"expected JSON nested at most {MAX_INPUT_DEPTH} levels deep (arrays and objects)"
+            )
+        return value
+
     @field_validator("input")
     @classmethod
     def _input_is_finite(cls, value: JsonValue) -> JsonValue:
@@ -406,6 +418,34 @@ class ThinkingPart(MessagePart):
         if self.item_id is not None:
             d["item_id"] = self.item_id
         return d
+
+
+MAX_INPUT_DEPTH = 128
+"""The deepest a tool call's ``input`` may nest (arrays and objects; ``{}`` is 1 level, ``{"a": []}`` 2).
+Every reader and writer of conversation, machine and session files handles this depth with room to spare
+(``docs/wire-format.md``)."""
+
+
+def json_depth(value: object) -> int:
+    """How many arrays and objects ``value`` nests (0 for a scalar); iterative, so any depth is safe to
+    measure. Tuples count as arrays."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        depth += 1
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_INPUT_DEPTH + 1:
+                return deepest  # deep enough to refuse; no need to walk a huge value
+        stack.extend((child, depth) for child in children)
+    return deepest
 
 
 def _non_finite_at(value: object, path: str) -> str | None:

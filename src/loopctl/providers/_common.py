@@ -8,7 +8,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopctl.errors import (
@@ -20,9 +20,19 @@ from loopctl.errors import (
     ProviderError,
     RateLimited,
     ServerError,
+    UnsupportedContent,
 )
+from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
+from loopctl.message.check import ConversationRule
 
-__all__ = ["classify_http_error", "is_context_overflow", "parse_retry_after", "rewrite_tool_id"]
+__all__ = [
+    "check_pairing",
+    "classify_http_error",
+    "is_context_overflow",
+    "nothing_to_send",
+    "parse_retry_after",
+    "rewrite_tool_id",
+]
 
 # Phrases providers use for "the prompt is longer than the window" (OpenAI ``context_length_exceeded``,
 # Anthropic "prompt is too long", Gemini "exceeds the maximum number of tokens").
@@ -118,3 +128,99 @@ def rewrite_tool_id(call_id: str, *, max_len: int = 64, pattern: re.Pattern[str]
     cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", call_id)
     keep = max(0, max_len - len(digest) - 1)
     return f"{cleaned[:keep]}_{digest}" if keep else digest[:max_len]
+
+
+def check_pairing(messages: Sequence[Message], api: str) -> None:
+    """Raise :class:`~loopctl.errors.UnsupportedContent` naming the path of the first tool call or result that
+    breaks the pairing every provider enforces, so a request it would refuse is never sent.
+
+    The rules are :func:`~loopctl.message.check_conversation`'s pairing rules (the guide, "Parts"): a result
+    answers a call of the assistant message before it, once; a call's id is unique in its message; every
+    call is answered before the next assistant message (calls of the last assistant message may still be
+    waiting for their results, as check_conversation allows). Each provider refuses each break with a 400:
+    Anthropic "unexpected `tool_use_id` found in `tool_result` blocks" and "`tool_use` ids were found without
+    `tool_result` blocks immediately after" (anthropics/claude-code#13460, #5060); Chat Completions "messages
+    with role 'tool' must be a response to a preceeding message with 'tool_calls'" and "An assistant message
+    with 'tool_calls' must be followed by tool messages" (BerriAI/litellm#10083); Responses "No tool call
+    found for function call output" and "No tool output found for function call" (continuedev/continue#10092,
+    openai/openai-agents-python#673); Gemini "the number of function response parts is equal to the number
+    of function call parts of the function call turn" (google-gemini/gemini-cli#5443). A call removed by
+    compaction while its result stayed is the usual cause. ``api`` names the API in the error. Calls outside
+    assistant messages and results outside user messages are left to the codec, which refuses them itself.
+    One pass over the parts, no allocation for messages without tool parts.
+    """
+    calls: set[str] = set()  # the latest assistant message's call ids
+    answered: set[str] = set()
+    turn = -1  # index of that assistant message
+    assistant, user = Role.ASSISTANT, Role.USER
+    for mi, message in enumerate(messages):
+        role = message.role
+        if role is assistant:
+            if len(answered) < len(calls):
+                call_id = next(c for c in calls if c not in answered)
+                raise _pairing_error(
+                    _part_path(messages, turn, call_id, ToolCallPart),
+                    f"tool call {call_id!r} has no result before the next assistant message (messages[{mi}])",
+                    ConversationRule.UNANSWERED_TOOL_CALL,
+                    api,
+                )
+            if calls:
+                calls = set()
+                answered = set()
+            turn = mi
+            for part in message.parts:
+                if type(part) is ToolCallPart:
+                    if part.id in calls:
+                        raise _pairing_error(
+                            _part_path(messages, mi, part.id, ToolCallPart, nth=1),
+                            f"tool-call id {part.id!r} is used twice in one message",
+                            ConversationRule.DUPLICATE_TOOL_CALL_ID,
+                            api,
+                        )
+                    calls.add(part.id)
+        elif role is user:
+            for pi, part in enumerate(message.parts):
+                if type(part) is ToolResultPart:
+                    call_id = part.call_id
+                    if call_id not in calls:
+                        raise _pairing_error(
+                            f"messages[{mi}].parts[{pi}]",
+                            f"the tool result for {call_id!r} answers no tool call of the assistant message "
+                            "before it (was its call removed?)",
+                            ConversationRule.TOOL_RESULT_WITHOUT_CALL,
+                            api,
+                        )
+                    if call_id in answered:
+                        raise _pairing_error(
+                            f"messages[{mi}].parts[{pi}]",
+                            f"tool call {call_id!r} is answered twice",
+                            ConversationRule.DUPLICATE_TOOL_RESULT,
+                            api,
+                        )
+                    answered.add(call_id)
+
+
+def _part_path(messages: Sequence[Message], mi: int, call_id: str, kind: type, nth: int = 0) -> str:
+    """The path of the ``nth`` (from 0) call or result with ``call_id`` in ``messages[mi]`` (found again only
+    for an error, so the pass over good conversations keeps no indices)."""
+    seen = 0
+    for pi, part in enumerate(messages[mi].parts):
+        if type(part) is kind and getattr(part, "id" if kind is ToolCallPart else "call_id") == call_id:
+            if seen == nth:
+                return f"messages[{mi}].parts[{pi}]"
+            seen += 1
+    return f"messages[{mi}]"
+
+
+def _pairing_error(path: str, problem: str, rule: ConversationRule, api: str) -> UnsupportedContent:
+    return UnsupportedContent(f"{path}: {problem}; {api} refuses such a request [{rule.value}]")
+
+
+def nothing_to_send(api: str, count: int) -> UnsupportedContent:
+    """The error for a request with no conversation left to send (no messages, only system messages, or only
+    empty text): every provider refuses an empty conversation with a 400 (Anthropic and Chat Completions want
+    at least one message; Gemini "contents is not specified", quarkiverse/quarkus-langchain4j#2480)."""
+    return UnsupportedContent(
+        f"messages: nothing to send to {api}: the {count} message(s) hold no user or assistant content it "
+        "accepts (system messages are folded elsewhere, empty text is not sent)"
+    )

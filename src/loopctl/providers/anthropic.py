@@ -60,7 +60,13 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.providers._common import classify_http_error, parse_retry_after, rewrite_tool_id
+from loopctl.providers._common import (
+    check_pairing,
+    classify_http_error,
+    nothing_to_send,
+    parse_retry_after,
+    rewrite_tool_id,
+)
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
@@ -194,9 +200,11 @@ def build_request(
     The returned body shares content blocks with ``cache`` (and with the messages' tool inputs): treat it
     as read-only. Raises :class:`~loopctl.errors.UnsupportedContent` naming the path
     (``messages[3].parts[1]``) for content Anthropic cannot carry: a part type this release does not know,
-    a part in a role that cannot hold it, an image media type outside :data:`IMAGE_MEDIA_TYPES`, or a tool
-    call whose ``input`` is not a JSON object.
+    a part in a role that cannot hold it, an image media type outside :data:`IMAGE_MEDIA_TYPES`, a tool
+    call whose ``input`` is not a JSON object, a tool call or result that breaks the pairing rules
+    (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing left to send.
     """
+    check_pairing(messages, "Anthropic")
     pieces = _convert_all(messages, cache)
 
     system_texts = [system] if system is not None and system.strip() else []
@@ -219,8 +227,10 @@ def build_request(
         max_out = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS
     if turns and turns[-1][0] == "assistant":
         _fix_prefill(turns, thinking_on=thinking is not None)
+    if not turns:
+        raise nothing_to_send("Anthropic", len(messages))
 
-    tool_list = [_tool(t) for t in tools]
+    tool_list = [_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
     system_blocks = [{"type": "text", "text": "\n".join(system_texts)}] if system_texts else []
     if prompt_cache:
         _place_cache_breakpoints(tool_list, system_blocks, turns)
@@ -488,7 +498,15 @@ def _place_cache_breakpoints(
             break
 
 
-def _tool(tool: ToolSchema) -> dict[str, Any]:
+# "tools.0.custom.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'" (API 400; home-assistant/core#147760).
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+
+
+def _tool(tool: ToolSchema, path: str) -> dict[str, Any]:
+    if not TOOL_NAME.fullmatch(tool.name):
+        raise UnsupportedContent(
+            f"{path}.name: {tool.name!r} is not a name Anthropic accepts (1 to 128 of a-z, A-Z, 0-9, _ and -)"
+        )
     out: dict[str, Any] = {"name": tool.name}
     if tool.description:
         out["description"] = tool.description
@@ -706,7 +724,12 @@ class StreamDecoder(SSEStreamDecoder):
         return []  # citations_delta, and delta types added after this release
 
     def error_body(self, body: Any) -> ProviderError:
-        """The typed error for a JSON error body sent in place of the stream."""
+        """The typed error for a JSON error body sent in place of the stream; JSON that is no error object
+        (a whole message, from a proxy that ignored ``stream``) is a protocol error, not a server error."""
+        if not (isinstance(body, Mapping) and "error" in body):
+            return ProviderProtocolError(
+                "the stream body is JSON but not an error object", provider=PROVIDER, body=body
+            )
         return _error_from_body(body, None)
 
 

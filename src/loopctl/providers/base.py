@@ -15,6 +15,7 @@ decodes the reply. Pure module: no I/O, no clock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
@@ -35,6 +36,7 @@ __all__ = [
     "ModelRequest",
     "ReasoningEffort",
     "SSEStreamDecoder",
+    "malformed_reply",
 ]
 
 ReasoningEffort: TypeAlias = Literal["minimal", "low", "medium", "high"]
@@ -97,6 +99,27 @@ class ModelClient(Protocol):
         ...
 
 
+_HEAD = 256
+# How an event stream's first line starts (WHATWG HTML 9.2.6: a comment, or a known field name followed by a
+# colon or the end of the line).
+_SSE_LINE = re.compile(rb"(?::|(?:data|event|id|retry)(?::|\r|\n|$))")
+
+
+# What a decoder raises when a reply has the right syntax but not the shape it reads (a number where text
+# belongs, a string where an object does): the provider's protocol error, never the caller's InvalidMessage
+# (a ValueError) nor a bare TypeError.
+_SHAPE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError)
+
+
+def malformed_reply(provider: str, exc: BaseException, data: str | bytes) -> ProviderProtocolError:
+    """The error for a reply (or stream event) whose shape a codec could not read: names the provider, what
+    failed and the start of the data."""
+    shown = f": {data[:200]!r}" if data else ""
+    return ProviderProtocolError(
+        f"a reply of an unexpected shape ({type(exc).__name__}: {exc}){shown}", provider=provider
+    )
+
+
 class SSEStreamDecoder:
     """Base of the codecs' ``StreamDecoder``: SSE framing, error bodies, and the accumulator.
 
@@ -113,6 +136,7 @@ class SSEStreamDecoder:
         self.accumulator = StreamAccumulator(self.provider)
         self._mode: Literal["?", "sse", "json"] = "?"
         self._json = bytearray()
+        self._head = b""  # the first bytes of an event stream, to tell one from a page of something else
 
     def feed(self, chunk: bytes) -> list[StreamEvent]:
         """Decode ``chunk`` (split anywhere) and return the events it completes."""
@@ -131,17 +155,26 @@ class SSEStreamDecoder:
         if self._mode == "json":
             self._json += chunk
             return []
+        if len(self._head) < _HEAD:
+            self._head = (self._head + chunk.lstrip() if not self._head else self._head + chunk)[:_HEAD]
         out: list[StreamEvent] = []
         for sse in self._sse.feed(chunk):
-            events = self.on_event(sse)
-            for event in events:
-                self.accumulator.add(event)
+            try:
+                events = self.on_event(sse)
+                for event in events:
+                    self.accumulator.add(event)
+            except ProviderError:
+                raise
+            except _SHAPE_ERRORS as exc:
+                raise malformed_reply(self.provider, exc, sse.data) from exc
             out.extend(events)
         return out
 
     def finish(self) -> ModelResponse:
-        """The complete reply; raises the provider's typed error for an error body or event, and
-        :class:`~loopctl.errors.StreamTruncated` for a stream cut short."""
+        """The complete reply; raises the provider's typed error for an error body or event,
+        :class:`~loopctl.errors.StreamTruncated` for a stream cut short, and
+        :class:`~loopctl.errors.ProviderProtocolError` for a body that is not an event stream at all (an HTML
+        page from a proxy: retrying it is not worth it, and it was not cut short)."""
         if self._mode == "json":
             try:
                 body = orjson.loads(self._json)
@@ -149,9 +182,22 @@ class SSEStreamDecoder:
                 raise ProviderProtocolError(
                     "the stream body is neither an event stream nor JSON", provider=self.provider
                 ) from None
-            raise self.error_body(body)
+            try:
+                error = self.error_body(body)
+            except _SHAPE_ERRORS as exc:
+                raise malformed_reply(self.provider, exc, bytes(self._json)) from exc
+            raise error
         self._sse.close()
-        return self.accumulator.finish()
+        if not self._sse.saw_field and self._head and not _SSE_LINE.match(self._head.removeprefix(b"\xef\xbb\xbf")):
+            raise ProviderProtocolError(
+                f"the reply is not an event stream: {self._head[:200]!r}", provider=self.provider
+            )
+        try:
+            return self.accumulator.finish()
+        except ProviderError:
+            raise
+        except _SHAPE_ERRORS as exc:
+            raise malformed_reply(self.provider, exc, "") from exc
 
     def on_event(self, event: ServerSentEvent) -> list[StreamEvent]:
         """Translate one SSE event into neutral events (and raise on an error event)."""

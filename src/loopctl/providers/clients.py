@@ -42,8 +42,9 @@ from loopctl.errors import (
     ProviderTimeout,
     StreamTruncated,
 )
-from loopctl.providers.base import ConversionCache, EventCallback, ModelRequest
+from loopctl.providers.base import ConversionCache, EventCallback, ModelRequest, malformed_reply
 from loopctl.response import ModelResponse
+from loopctl.stream import loads_exact
 
 __all__ = [
     "AnthropicClient",
@@ -105,10 +106,15 @@ class _Client:
 
     def _parse(self, content: bytes) -> ModelResponse:
         try:
-            body = orjson.loads(content)
+            body = loads_exact(content)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(f"the reply is not JSON: {content[:200]!r}", provider=self.provider) from None
-        response: ModelResponse = self.codec.parse_response(body)
+        try:
+            response: ModelResponse = self.codec.parse_response(body)
+        except ProviderError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # a reply of the wrong shape
+            raise malformed_reply(self.provider, exc, content) from exc
         return response
 
     def _http_error(self, status: int, content: bytes, headers: Mapping[str, str]) -> ProviderError:

@@ -46,7 +46,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.providers._common import classify_http_error, parse_retry_after
+from loopctl.providers._common import check_pairing, classify_http_error, nothing_to_send, parse_retry_after
 from loopctl.providers._gemini_schema import json_schema_parameters, openapi_parameters
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
@@ -120,7 +120,11 @@ _REFUSALS = frozenset(
 _MAX_TOKENS = frozenset({"MAX_TOKENS", "CONTINUATION"})
 
 _GENERATION = re.compile(r"(?:^|/)gemini-(\d+)(?=[.\-]|$)")
-_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*")
+_B64_VALUE = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")} | {
+    "-": 62,
+    "_": 63,
+}
 
 
 def model_generation(model: str) -> int | None:
@@ -173,8 +177,9 @@ def build_request(
     ``cache`` reuses each message's converted form between calls (the body is the same with or without it;
     do not mutate the returned body's ``contents``, which share their part objects with the cache). Raises
     :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1]``) for a part type
-    this release does not know, a part in a role Gemini cannot carry it in, or a tool result with no name
-    whose call is not in the conversation.
+    this release does not know, a part in a role Gemini cannot carry it in, a tool result with no name
+    whose call is not in the conversation, a tool call or result that breaks the pairing rules
+    (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing to send.
     """
     generation = model_generation(model)
     modern = generation is not None and generation >= 3
@@ -182,16 +187,21 @@ def build_request(
         response_parts=modern if function_response_parts is None else function_response_parts,
         fallback=modern if signature_fallback is None else signature_fallback,
     )
+    check_pairing(messages, "Gemini")
     contents, system_texts = _contents(messages, options, cache)
     if cache is not None:
         cache.sweep()
+    if not contents:
+        raise nothing_to_send("Gemini", len(messages))
 
     body: dict[str, Any] = {"contents": contents}
     instruction = "\n".join(t for t in [system or "", *system_texts] if t)
     if instruction:
         body["systemInstruction"] = {"parts": [{"text": instruction}]}
     if tools:
-        body["tools"] = [{"functionDeclarations": [_declaration(t, schema_dialect) for t in tools]}]
+        body["tools"] = [
+            {"functionDeclarations": [_declaration(t, f"tools[{i}]", schema_dialect) for i, t in enumerate(tools)]}
+        ]
         if tool_choice is not None:
             body["toolConfig"] = {"functionCallingConfig": _function_calling(tool_choice)}
     config = _generation_config(
@@ -421,8 +431,21 @@ def _args(value: Any) -> Any:
 
 
 def _is_base64(text: str) -> bool:
-    # Gemini signatures are base64 bytes on the wire; anything else cannot be one and is not replayed.
-    return bool(text) and _BASE64.fullmatch(text) is not None and len(text.rstrip("=")) % 4 != 1
+    """Gemini signatures are base64 bytes on the wire (a protobuf ``bytes`` field; google-genai's
+    ``Part.thought_signature``); anything that is not canonical base64 cannot be one and is not replayed.
+
+    Canonical as the SDK's own check reads it: standard or URL-safe alphabet, padding optional but never
+    more than the length needs, and the unused low bits of the last character zero (``"QQ"``, not ``"QR"``).
+    """
+    body = text.rstrip("=")
+    padding = len(text) - len(body)
+    tail = len(body) % 4
+    if not body or tail == 1 or _BASE64.fullmatch(body) is None:
+        return False
+    if padding > (4 - tail) % 4:
+        return False
+    unused_bits = {0: 0, 2: 4, 3: 2}[tail]
+    return _B64_VALUE[body[-1]] & ((1 << unused_bits) - 1) == 0
 
 
 def _misplaced(part: MessagePart, i: int, j: int, where: str) -> UnsupportedContent:
@@ -438,7 +461,17 @@ def _unknown(part: MessagePart, i: int, j: int) -> UnsupportedContent:
     )
 
 
-def _declaration(tool: ToolSchema, dialect: SchemaDialect) -> dict[str, Any]:
+# "Must start with a letter or an underscore. Must be a-z, A-Z, 0-9, or contain underscores, dots, colons and
+# dashes, with a maximum length of 128" (google-genai FunctionDeclaration.name).
+TOOL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}")
+
+
+def _declaration(tool: ToolSchema, path: str, dialect: SchemaDialect) -> dict[str, Any]:
+    if not TOOL_NAME.fullmatch(tool.name):
+        raise UnsupportedContent(
+            f"{path}.name: {tool.name!r} is not a name Gemini accepts (a letter or _ first, then up to 127 of "
+            "a-z, A-Z, 0-9, _, ., : and -)"
+        )
     out: dict[str, Any] = {"name": tool.name}
     if tool.description:
         out["description"] = tool.description
@@ -559,6 +592,11 @@ class StreamDecoder(SSEStreamDecoder):
         return self._reader.chunk(body)
 
     def error_body(self, body: Any) -> ProviderError:
+        """The typed error for a JSON error body (or ``[{"error": ...}]``) sent in place of the stream; other
+        JSON is a protocol error, not a server error."""
+        first = body[0] if isinstance(body, list) and body else body
+        if not (isinstance(first, Mapping) and isinstance(first.get("error"), Mapping)):
+            return ProviderProtocolError("the stream body is JSON but not an error object", provider=PROVIDER)
         return _error_from_body(body)
 
 

@@ -51,7 +51,14 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.providers._common import classify_http_error, is_context_overflow, parse_retry_after, rewrite_tool_id
+from loopctl.providers._common import (
+    check_pairing,
+    classify_http_error,
+    is_context_overflow,
+    nothing_to_send,
+    parse_retry_after,
+    rewrite_tool_id,
+)
 from loopctl.providers._openai_strict import plain_schema as _plain
 from loopctl.providers._openai_strict import strict_schema
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
@@ -181,13 +188,16 @@ def build_request(
     Raises :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1]``) of a part the
     API cannot carry: a part type this release does not know, an image outside user messages and tool results,
     a tool call outside an assistant message, a tool result outside a user message, tool-call input that is
-    not JSON, or a tool schema strict mode cannot express. Raises ``ValueError`` for a bad option value.
+    not JSON, a tool schema strict mode cannot express, a tool call or result that breaks the pairing rules
+    (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing to send. Raises
+    ``ValueError`` for a bad option value.
     """
     if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
         raise ValueError(f"max_tokens_param must be 'max_completion_tokens' or 'max_tokens', not {max_tokens_param!r}")
     if system_role not in ("system", "developer"):
         raise ValueError(f"system_role must be 'system' or 'developer', not {system_role!r}")
     opts = _Options(system_role, image_detail, replay_reasoning_content, tool_call_id_max_length)
+    check_pairing(messages, "OpenAI Chat Completions")
     pieces: list[_Piece] = []
     for index, message in enumerate(messages):
         piece = cache.get(message, opts) if cache is not None else None
@@ -203,6 +213,8 @@ def build_request(
     if system:
         chat.append({"role": system_role, "content": system})
     _assemble(pieces, chat)
+    if not chat:
+        raise nothing_to_send("OpenAI Chat Completions", len(messages))
 
     body: dict[str, Any] = {"model": model, "messages": chat}
     if tools:

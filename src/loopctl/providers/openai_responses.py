@@ -57,7 +57,13 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.providers._common import classify_http_error, parse_retry_after, rewrite_tool_id
+from loopctl.providers._common import (
+    check_pairing,
+    classify_http_error,
+    nothing_to_send,
+    parse_retry_after,
+    rewrite_tool_id,
+)
 from loopctl.providers._openai_strict import strict_schema
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
@@ -157,14 +163,16 @@ def build_request(
     ``cache`` reuses each message's converted items between calls (the body is the same with or without
     it); the body shares those items, so treat it as read-only. Raises
     :class:`~loopctl.errors.UnsupportedContent` for a part this API cannot carry (a part type from a newer
-    release, an image in an assistant message, a tool call outside an assistant message...), naming its path
-    (``messages[3].parts[1]``).
+    release, an image in an assistant message, a tool call outside an assistant message, a tool call or result
+    that breaks the pairing rules: :func:`~loopctl.providers._common.check_pairing`...), naming its path
+    (``messages[3].parts[1]``), and for a request with nothing to send.
     """
     if stop:
         raise UnsupportedContent(
             f"{PROVIDER}: the Responses API has no stop sequences; `stop` ({list(stop)!r}) cannot be sent "
             "(use the Chat Completions codec, or drop `stop`)"
         )
+    check_pairing(messages, "OpenAI Responses")
     options = _Options(system_role=system_role, store_off=store is False)
     # Namespaced, so one cache can serve several codecs.
     key = ("openai_responses", system_role, options.store_off)
@@ -180,13 +188,15 @@ def build_request(
         items.extend(converted)
     if cache is not None:
         cache.sweep()
+    if not items and not (system and system_as_instructions):
+        raise nothing_to_send("OpenAI Responses", len(messages))
 
     body: dict[str, Any] = {"model": model}
     if system and system_as_instructions:
         body["instructions"] = system
     body["input"] = items
     if tools:
-        body["tools"] = [_tool(t, strict_tools) for t in tools]
+        body["tools"] = [_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)]
     if tool_choice is not None:
         body["tool_choice"] = (
             {"type": "function", "name": tool_choice.name} if isinstance(tool_choice, ForceTool) else tool_choice
@@ -276,9 +286,19 @@ def _image_url(part: ImagePart) -> str:
     return f"data:{part.source.media_type};base64,{part.source.data}"
 
 
-def _input_content(part: TextPart | ImagePart) -> dict[str, Any] | None:
+IMAGE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The image types OpenAI accepts as input: PNG, JPEG, WEBP and non-animated GIF (platform.openai.com/docs/
+guides/images-vision, "Image input requirements"); another type is a 400 the request need not risk."""
+
+
+def _input_content(part: TextPart | ImagePart, path: str) -> dict[str, Any] | None:
     if isinstance(part, TextPart):
         return {"type": "input_text", "text": part.text} if part.text else None
+    if part.source.media_type not in IMAGE_MEDIA_TYPES:
+        raise UnsupportedContent(
+            f"{path}: image media type {part.source.media_type!r} is not one OpenAI accepts "
+            f"({', '.join(sorted(IMAGE_MEDIA_TYPES))})"
+        )
     return {"type": "input_image", "image_url": _image_url(part), "detail": "auto"}
 
 
@@ -299,13 +319,13 @@ def _user_items(parts: Sequence[MessagePart], path: str) -> list[dict[str, Any]]
         ppath = f"{path}.parts[{i}]"
         _check_known(part, ppath)
         if isinstance(part, (TextPart, ImagePart)):
-            piece = _input_content(part)
+            piece = _input_content(part, ppath)
             if piece is not None:
                 content.append(piece)
         elif isinstance(part, ToolResultPart):
             # Results travel as their own items; text around them keeps its place.
             flush()
-            items.append(_function_call_output(part))
+            items.append(_function_call_output(part, ppath))
         elif isinstance(part, ThinkingPart):
             continue
         else:
@@ -314,7 +334,7 @@ def _user_items(parts: Sequence[MessagePart], path: str) -> list[dict[str, Any]]
     return items
 
 
-def _function_call_output(part: ToolResultPart) -> dict[str, Any]:
+def _function_call_output(part: ToolResultPart, path: str) -> dict[str, Any]:
     """A ``function_call_output`` item. The API has no error flag on it, so ``is_error`` does not travel
     (openai-python ``FunctionCallOutput``: ``call_id``, ``output``, ``type``, ``id``, ``status``...)."""
     root = part.output.root
@@ -322,7 +342,9 @@ def _function_call_output(part: ToolResultPart) -> dict[str, Any]:
     if isinstance(root, str):
         output = root
     else:
-        pieces = [piece for sub in root if (piece := _input_content(sub)) is not None]
+        pieces = [
+            piece for oi, sub in enumerate(root) if (piece := _input_content(sub, f"{path}.output[{oi}]")) is not None
+        ]
         output = pieces if pieces else ""
     return {
         "type": "function_call_output",
@@ -445,7 +467,16 @@ def _dumps(value: Any) -> str:
 # --- tools ------------------------------------------------------------------------------------------------------
 
 
-def _tool(tool: ToolSchema, strict: bool) -> dict[str, Any]:
+# "Must be a-z, A-Z, 0-9, or contain underscores and dashes, with a maximum length of 64" (openai-python
+# FunctionDefinition.name); "Invalid 'tools[0].function.name': string does not match pattern" otherwise.
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def _tool(tool: ToolSchema, path: str, strict: bool) -> dict[str, Any]:
+    if not TOOL_NAME.fullmatch(tool.name):
+        raise UnsupportedContent(
+            f"{path}.name: {tool.name!r} is not a name OpenAI accepts (1 to 64 of a-z, A-Z, 0-9, _ and -)"
+        )
     parameters: dict[str, Any] | None = None
     if strict:
         try:

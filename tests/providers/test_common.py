@@ -1,0 +1,142 @@
+"""Rules every request builder keeps (``loopctl.providers._common``): a request a provider would refuse for a
+reason visible in the conversation is never sent; the builder raises ``UnsupportedContent`` naming where.
+
+Each case below was sent as is before, and each provider answers it with a 400 (sources in
+``check_pairing``'s and ``nothing_to_send``'s docstrings).
+"""
+
+from __future__ import annotations
+
+import re
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from loopctl.errors import UnsupportedContent
+from loopctl.message import Message, MessagePart, Role, TextPart
+from loopctl.providers import anthropic, gemini, openai_chat, openai_responses
+
+CODECS = {"anthropic": anthropic, "gemini": gemini, "openai_chat": openai_chat, "openai_responses": openai_responses}
+MODEL = {"anthropic": "claude-x", "gemini": "gemini-2.5-flash", "openai_chat": "gpt-4o", "openai_responses": "gpt-5"}
+
+
+def build(name: str, messages: list[Message], **kw: Any) -> dict[str, Any]:
+    codec: ModuleType = CODECS[name]
+    body: dict[str, Any] = codec.build_request(messages, model=MODEL[name], **kw)
+    return body
+
+
+def calls(*ids: str) -> Message:
+    return Message.new(Role.ASSISTANT, [MessagePart.tool_call(i, "read", {"path": "a"}) for i in ids])
+
+
+def results(*ids: str) -> Message:
+    return Message.new(Role.USER, [MessagePart.tool_result(i, "read", "text") for i in ids])
+
+
+BROKEN = {
+    # A compaction (or a hand edit) removed the call and kept its result.
+    "result_of_a_removed_call": (
+        [Message.user("go"), Message.assistant("I looked."), results("call_1")],
+        r"^messages\[2\]\.parts\[0\]: the tool result for 'call_1' answers no tool call of the assistant message "
+        r"before it \(was its call removed\?\); .* refuses such a request \[tool_result_answers_an_earlier_call\]$",
+    ),
+    "result_with_nothing_before_it": (
+        [results("call_1"), Message.user("go")],
+        r"^messages\[0\]\.parts\[0\]: the tool result for 'call_1' answers no tool call",
+    ),
+    "call_left_unanswered": (
+        [Message.user("go"), calls("call_1", "call_2"), results("call_1"), Message.assistant("done")],
+        r"^messages\[1\]\.parts\[1\]: tool call 'call_2' has no result before the next assistant message "
+        r"\(messages\[3\]\); .* \[tool_call_answered_before_next_assistant\]$",
+    ),
+    "one_id_twice_in_a_message": (
+        [Message.user("go"), calls("call_1", "call_1"), results("call_1")],
+        r"^messages\[1\]\.parts\[1\]: tool-call id 'call_1' is used twice in one message; .* "
+        r"\[tool_call_ids_unique_within_turn\]$",
+    ),
+    "a_call_answered_twice": (
+        [Message.user("go"), calls("call_1"), results("call_1"), results("call_1")],
+        r"^messages\[3\]\.parts\[0\]: tool call 'call_1' is answered twice; .* \[tool_call_answered_once\]$",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CODECS)
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_broken_tool_pairing_is_refused_naming_the_part(name: str, case: str) -> None:
+    messages, pattern = BROKEN[case]
+    with pytest.raises(UnsupportedContent, match=pattern):
+        build(name, messages)
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_results_spread_over_messages_and_calls_still_waiting_are_fine(name: str) -> None:
+    build(name, [Message.user("go"), calls("a", "b"), results("a"), Message.user("and"), results("b")])
+    build(name, [Message.user("go"), calls("a", "b")])  # the last reply's calls may wait for their results
+    build(name, [Message.user("go"), calls("a"), results("a"), calls("a"), results("a")])  # ids may recur later
+
+
+NOTHING = {
+    "no_messages": [],
+    "only_empty_messages": [Message.new(Role.USER, []), Message.new(Role.ASSISTANT, [])],
+    "only_empty_text": [Message.new(Role.USER, [TextPart(text="")])],
+}
+
+
+@pytest.mark.parametrize("name", CODECS)
+@pytest.mark.parametrize("case", NOTHING)
+def test_a_request_with_nothing_to_send_is_refused(name: str, case: str) -> None:
+    if name == "openai_chat" and case != "no_messages":
+        pytest.skip('Chat sends an empty message as it is (content ""), not dropped')
+    with pytest.raises(UnsupportedContent, match=r"^messages: nothing to send to "):
+        build(name, NOTHING[case])
+
+
+@pytest.mark.parametrize("name", ["anthropic", "gemini"])
+def test_only_system_messages_are_nothing_to_send_where_system_is_folded_out(name: str) -> None:
+    only_system = [Message.new(Role.SYSTEM, [TextPart(text="be brief")])]
+    with pytest.raises(UnsupportedContent, match=r"^messages: nothing to send to (Anthropic|Gemini): the 1 message"):
+        build(name, only_system, system="also this")
+
+
+def test_anthropic_whitespace_only_text_is_nothing_to_send() -> None:
+    with pytest.raises(UnsupportedContent, match="nothing to send to Anthropic"):
+        build("anthropic", [Message.user("   \n")])
+
+
+def test_responses_with_only_instructions_is_sent() -> None:
+    body = build("openai_responses", [], system="hi", system_as_instructions=True)
+    assert (body["instructions"], body["input"]) == ("hi", [])
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("anthropic", "read.file"),
+        ("anthropic", "réad_😀"),
+        ("anthropic", "x" * 129),
+        ("openai_responses", "read.file"),
+        ("openai_responses", "x" * 65),
+        ("gemini", "1read"),
+        ("gemini", "read file"),
+        ("gemini", "réad"),
+    ],
+)
+def test_a_tool_name_the_api_refuses_is_refused_naming_the_tool(name: str, bad: str) -> None:
+    # Sent as is, for a 400 such as "tools.0.custom.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'".
+    from loopctl.tool import ToolSchema
+
+    tools = [ToolSchema("ok_tool"), ToolSchema(bad)]
+    with pytest.raises(UnsupportedContent, match=rf"^tools\[1\]\.name: {re.escape(repr(bad))} is not a name"):
+        build(name, [Message.user("go")], tools=tools)
+
+
+@pytest.mark.parametrize(
+    ("name", "good"), [("anthropic", "a-b_C9"), ("openai_responses", "a-b_C9"), ("gemini", "_ns.read:v-2")]
+)
+def test_tool_names_the_api_accepts_pass(name: str, good: str) -> None:
+    from loopctl.tool import ToolSchema
+
+    build(name, [Message.user("go")], tools=[ToolSchema(good)])
