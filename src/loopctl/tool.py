@@ -195,13 +195,15 @@ class FunctionTool:
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+def tool(fn: Callable[..., Any], /) -> FunctionTool:
+    """``@tool`` on a function: the :class:`FunctionTool` made from it."""
 
 
 @overload
 def tool(
     *, name: str | None = None, description: str | None = None, inline: bool = False
-) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+) -> Callable[[Callable[..., Any]], FunctionTool]:
+    """``@tool(...)`` with options: a decorator that makes the :class:`FunctionTool`."""
 
 
 def tool(
