@@ -639,3 +639,22 @@ async def test_the_system_prompt_and_tool_schemas_reach_the_client() -> None:
     assert [t.name for t in req.tools] == ["echo"]
     assert req.tools[0].input_schema["required"] == ["text"]
     assert req.max_tokens == 77
+
+
+async def test_a_huge_tool_output_is_cut_in_the_middle_with_a_note() -> None:
+    @tool
+    async def dump() -> str:
+        """Returns a lot."""
+        return "A" * 5_000 + "B" * 5_000
+
+    loop = BareLoop(ScriptedClient([calls(("d1", "dump", {})), "ok"]), [dump])
+    await loop.run("go", RunConfig(max_tool_output_chars=1_000))
+    (r,) = results(loop)
+    text = str(r.output)
+    assert len(text) <= 1_000
+    assert text.startswith("A" * 600)
+    assert text.endswith("B" * 320)
+    assert "…[9,040 characters cut]…" in text
+    loop2 = BareLoop(ScriptedClient([calls(("d1", "dump", {})), "ok"]), [dump])
+    await loop2.run("go", RunConfig(max_tool_output_chars=None))
+    assert len(str(results(loop2)[0].output)) == 10_000

@@ -42,7 +42,9 @@ class RunConfig:
 
     ``max_turns``: model calls per run (default 200). ``tool_dispatch``: run a turn's tool calls in
     ``"parallel"`` (at most ``max_concurrency`` at once) or ``"sequential"`` order. ``tool_timeout``: seconds a
-    tool may run before its call becomes an error result (``None``: no limit). ``stream``: stream the model's
+    tool may run before its call becomes an error result (``None``: no limit). ``max_tool_output_chars``: a
+    tool's text output longer than this (characters; about 25,000 tokens by default) is cut in the middle
+    with a note saying how much was cut (``None``: no limit). ``stream``: stream the model's
     reply (observers see deltas). Generation settings passed to the codec: ``max_tokens`` (tokens),
     ``temperature``, ``reasoning_effort``, ``tool_choice``, ``stop``, and ``extra`` (merged into the provider's
     request body). Retries: a retryable error (rate limit, overload, server error, dropped stream) is retried
@@ -54,6 +56,7 @@ class RunConfig:
     tool_dispatch: Literal["parallel", "sequential"] = "parallel"
     max_concurrency: int = 8
     tool_timeout: float | None = 120.0
+    max_tool_output_chars: int | None = 100_000
     stream: bool = True
     max_tokens: int | None = None
     temperature: float | None = None

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from tenacity import RetryCallState, wait_random_exponential
 
-from loopctl.compact import ContextBudget, SummarizingCompactor, message_tokens
+from loopctl.compact import ContextBudget, SummarizingCompactor, clip_middle, message_tokens
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import (
     CompactionFinished,
@@ -365,13 +365,15 @@ class BareLoop:
         if emit:
             emit(ToolCallStarted(turn, call))
         t0 = time.perf_counter()
-        result = await self._execute(tool, call, args, cfg.tool_timeout)
+        result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars)
         duration = time.perf_counter() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration))
         return ToolCallRecord(call, result, duration)
 
-    async def _execute(self, tool: Tool, call: ToolCallPart, args: Any, timeout: float | None) -> ToolResultPart:
+    async def _execute(
+        self, tool: Tool, call: ToolCallPart, args: Any, timeout: float | None, max_chars: int | None
+    ) -> ToolResultPart:
         context = ToolContext(call.id, call.name)
         try:
             if timeout is None:
@@ -390,6 +392,8 @@ class BareLoop:
         try:
             out = to_tool_output(value)
             content = _sendable(out.tool_content())
+            if max_chars is not None:
+                content = _clipped(content, max_chars)
             for image in content.images():
                 problem = _image_problem(image)
                 if problem is not None:
@@ -573,6 +577,20 @@ def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
     state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
     state.attempt_number = attempt
     return float(wait(state))
+
+
+def _clipped(content: ToolContent, limit: int) -> ToolContent:
+    """``content`` with each text longer than ``limit`` characters cut in the middle, with a note saying how
+    much was cut (``compact.clip_middle``: never inside a character). One huge tool output would otherwise
+    fill the window before the model has seen it, and the run could not be compacted."""
+    root = content.root
+    if isinstance(root, str):
+        return content if len(root) <= limit else ToolContent.from_string(clip_middle(root, limit))
+    if all(not isinstance(p, TextPart) or len(p.text) <= limit for p in root):
+        return content
+    return ToolContent.from_multipart(
+        [TextPart(text=clip_middle(p.text, limit)) if isinstance(p, TextPart) else p for p in root]
+    )
 
 
 def _sendable(content: ToolContent) -> ToolContent:
