@@ -7,6 +7,7 @@ target in one rename, so a crash mid-write leaves the old file intact and never 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -15,14 +16,21 @@ from pathlib import Path
 __all__ = ["atomic_write_bytes"]
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, new_mode: int = 0o666) -> None:
-    """Replace the file at ``path`` with ``data`` atomically; creates missing parent folders.
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, *, new_mode: int = 0o666, make_parents: bool = True
+) -> None:
+    """Replace the file at ``path`` with ``data`` atomically, then flush the folder entry (POSIX), so the
+    rename survives a power cut.
 
-    A replaced file keeps its permission bits (a script stays executable); a new file gets ``new_mode`` less
-    the umask, as ``open()`` would give it. Not ``tempfile.mkstemp``: its files are 0o600, which the rename
-    would hand to the target."""
+    Missing parent folders are created unless ``make_parents=False``, which raises ``FileNotFoundError``
+    naming the folder. A replaced file keeps its permission bits (a script stays executable); a new file gets
+    ``new_mode`` less the umask, as ``open()`` would give it. Not ``tempfile.mkstemp``: its files are 0o600,
+    which the rename would hand to the target."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if make_parents:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    elif not target.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such folder to save into", str(target.parent))
     try:
         mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
@@ -41,3 +49,16 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, new_mode: i
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    _fsync_folder(target.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Flush the folder entry of a rename to disk (POSIX; Windows cannot open a folder, and needs not)."""
+    if os.name == "nt":
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

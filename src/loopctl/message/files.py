@@ -11,10 +11,7 @@ Only :func:`save_conversation` and :func:`load_conversation` touch the file syst
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
@@ -22,6 +19,7 @@ from typing import NoReturn
 import orjson
 from pydantic import BaseModel, ConfigDict, StrictInt, TypeAdapter, ValidationError
 
+from loopctl._fs import atomic_write_bytes
 from loopctl.errors import ConversationFileError
 from loopctl.message.model import Message, _dumps_bytes, _invalid
 
@@ -139,41 +137,7 @@ def save_conversation(path: str | os.PathLike[str], messages: Iterable[Message])
     ``InvalidMessage`` and leaves any existing file as it was; any failure while writing removes the
     temporary file and leaves the old file intact. A new file gets the permissions ``open()`` would give it
     (0o666 less the umask); a replaced file keeps its own."""
-    text = dumps_conversation_bytes(messages)
-    target = Path(path)
-    folder = target.parent
-    try:
-        mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        mode = None
-    # Not tempfile.mkstemp: it creates the file 0o600, which would become the saved file's mode.
-    tmp = folder / f".{target.name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text)
-            f.flush()
-            if mode is not None:
-                os.chmod(tmp, mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_folder(folder)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Flush the folder entry of a rename to disk (POSIX; Windows cannot open a folder, and needs not)."""
-    if os.name == "nt":
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    atomic_write_bytes(path, dumps_conversation_bytes(messages), make_parents=False)
 
 
 def load_conversation(path: str | os.PathLike[str]) -> list[Message]:
