@@ -74,7 +74,8 @@ class Session:
         if version > SESSION_FORMAT_VERSION:
             raise ConversationFileError(
                 source,
-                f"format_version {version} is newer than this release of loopctl reads ({SESSION_FORMAT_VERSION})",
+                f"format_version {version} is newer than this release of loopctl reads ({SESSION_FORMAT_VERSION}); "
+                "upgrade loopctl to read it",
             )
         machine_doc = doc.get("machine")
         if not isinstance(machine_doc, dict):

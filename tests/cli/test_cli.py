@@ -141,7 +141,7 @@ def test_the_demo_runs_end_to_end_then_resumes_and_the_session_checks_out(projec
     assert resumed[: len(history)] == history  # the saved conversation continues unchanged
     assert resumed[len(history) :] == [Message.user("Anything left to do?"), Message.assistant(DONE)]
     assert lines(again.stdout)[-3:-1] == ["● completed", lines(again.stdout)[-2]]
-    assert lines(again.stdout)[-2].startswith("  1 turns · ")
+    assert lines(again.stdout)[-2].startswith("  1 turn · ")
     assert not (elsewhere / ".loopctl").exists()  # saved back to the resumed file, not a new one
 
     checked = loopctl("check", str(session), cwd=tmp_path)
@@ -175,7 +175,7 @@ def test_check_reports_a_broken_conversation_with_exit_code_1(tmp_path: Path) ->
     assert lines(checked.stdout) == [
         "messages[1].parts[0]: tool call 'c1' has no result before the next assistant message "
         "(messages[3]) [tool_call_answered_before_next_assistant]",
-        "4 messages, 1 problems",
+        "4 messages, 1 problem",
     ]
 
 
@@ -493,3 +493,19 @@ def test_show_and_check_of_a_file_that_cannot_be_read_is_a_clear_error(command: 
     done = loopctl(command, "/proc/self/mem", cwd=tmp_path)
     assert done.returncode == 2
     assert lines(done.stderr) == ["error: /proc/self/mem: cannot read the file (Input/output error)"]
+
+
+def test_a_missing_provider_sdk_is_a_one_line_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopctl.providers import clients
+
+    def no_sdk(spec: str, **options: object) -> None:
+        raise ImportError("the anthropic SDK is not installed: pip install 'loopctl[anthropic]'")
+
+    monkeypatch.setattr(clients, "from_string", no_sdk)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["run", "x", "--model", "anthropic:claude", "--root", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "error: the anthropic SDK is not installed: pip install 'loopctl[anthropic]'" in result.output
+    assert "Traceback" not in result.output

@@ -78,8 +78,8 @@ def run(
     hide_thinking: bool,
 ) -> None:
     """Run TASK with an agent that can list, read, search, write and edit files under --root."""
-    console = Console(highlight=False)
-    err = Console(stderr=True, highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     saved: list[Path] = []  # where the session was saved, once it was
     try:
         code = asyncio.run(
@@ -110,6 +110,9 @@ def run(
         err.print('Or try the whole stack with no key: loopctl run "TASK" --model demo --root DIR')
         sys.exit(2)
     except (ConversationFileError, LoopError, click.UsageError) as exc:
+        err.print(Text(f"error: {exc}", style="bold red"))
+        sys.exit(2)
+    except ImportError as exc:  # a provider SDK (an optional extra) is not installed
         err.print(Text(f"error: {exc}", style="bold red"))
         sys.exit(2)
     sys.exit(code)
@@ -198,7 +201,7 @@ async def _run(console: Console, **opts: Any) -> int:
                 opts["saved"].append(path)
             except OSError as exc:  # the folder was checked before the run; the disk may still fill up
                 _summary(console, result, None, model)
-                Console(stderr=True, highlight=False).print(
+                Console(stderr=True, highlight=False, soft_wrap=True).print(
                     Text(f"error: cannot save the session to {str(path)!r} ({exc.strerror})", style="bold red")
                 )
                 return 2
@@ -285,6 +288,10 @@ def _sigint(cancel: asyncio.Event, console: Console) -> Iterator[None]:
             loop.remove_signal_handler(signal.SIGINT)
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def _summary(console: Console, result: Any, path: Path | None, model: str) -> None:
     u = result.usage
     outcome = result.outcome
@@ -295,7 +302,7 @@ def _summary(console: Console, result: Any, path: Path | None, model: str) -> No
     console.print(Text(line, style=f"bold {style}"))
     console.print(
         Text(
-            f"  {len(result.turns)} turns · {u.input_tokens:,} tokens in ({u.cache_read_tokens:,} cached) · "
+            f"  {_plural(len(result.turns), 'turn')} · {u.input_tokens:,} tokens in ({u.cache_read_tokens:,} cached) · "
             f"{u.output_tokens:,} out · {result.duration:.1f} s",
             style="dim",
         )
@@ -309,7 +316,7 @@ def _summary(console: Console, result: Any, path: Path | None, model: str) -> No
 def show(file: Path) -> None:
     """Print a saved session or conversation file."""
     messages = _read_messages(file)
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     for m in messages:
         console.print(Text(f"── {m.role.value}", style="bold"))
         console.print(Text(str(m)))
@@ -325,7 +332,7 @@ def check(file: Path) -> None:
     problems = check_conversation(messages)
     for p in problems:
         click.echo(str(p))
-    click.echo(f"{len(messages)} messages, {len(problems)} problems")
+    click.echo(f"{_plural(len(messages), 'message')}, {_plural(len(problems), 'problem')}")
     sys.exit(1 if problems else 0)
 
 
@@ -333,7 +340,7 @@ def _read_messages(file: Path) -> list[Any]:
     from loopctl.message import load_conversation
     from loopctl.session import Session
 
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
         with open(file, "rb") as f:
             head = f.read(4096)

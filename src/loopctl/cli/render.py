@@ -40,7 +40,7 @@ class Transcript:
     """Prints a run as it happens. Call it with each :data:`~loopctl.engine.LoopEvent`."""
 
     def __init__(self, console: Console | None = None, *, show_thinking: bool = True) -> None:
-        self.console = console or Console(highlight=False)
+        self.console = console or Console(highlight=False, soft_wrap=True)
         self.show_thinking = show_thinking
         self._status: Status | None = None
         self._mode: str | None = None  # "text" or "thinking" while a stream is being printed
@@ -65,11 +65,13 @@ class Transcript:
                 self._thinking(e.text)
         elif isinstance(event, ModelRetry):
             self._stop_spin()
+            printed = self._mode is not None
             self._end_line()
+            void = "; the partial reply above is discarded" if printed else ""
             c.print(
                 Text(
                     f"↻ {type(event.error).__name__}: {event.error} — retrying in {event.delay:.1f} s "
-                    f"(attempt {event.attempt}); the partial reply above is discarded",
+                    f"(attempt {event.attempt}){void}",
                     style="yellow",
                 )
             )

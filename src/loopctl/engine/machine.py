@@ -625,7 +625,8 @@ class LoopMachine:
         if version > MACHINE_FORMAT_VERSION:
             raise ConversationFileError(
                 "<machine>",
-                f"format_version {version} is newer than this release of loopctl reads ({MACHINE_FORMAT_VERSION})",
+                f"format_version {version} is newer than this release of loopctl reads ({MACHINE_FORMAT_VERSION}); "
+                "upgrade loopctl to read it",
             )
         try:
             m = _read_machine(cls, doc)
