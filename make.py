@@ -46,7 +46,7 @@ def _venv(name: str, spec: str, extra: list[str] | None = None, *, or_else: str 
 
 
 def _run(cmd: list[str]) -> None:
-    result = subprocess.run(cmd, cwd=ROOT)
+    result = subprocess.run(cmd, check=False, cwd=ROOT)
     if result.returncode != 0:
         sys.exit(result.returncode)
 
