@@ -115,7 +115,7 @@ def test_the_demo_runs_end_to_end_then_resumes_and_the_session_checks_out(projec
         "→ write_file(path=TODO.md, content=# TODO⏎⏎5 TODO comments found in 4 file…)",
     ]
     assert "  ✓ list_files: README.md⏎config.toml⏎docs/⏎notes.txt⏎textutils.py⏎wordcount.py  [6 lines]" in out
-    assert "  ✓ write_file: created TODO.md (409 bytes)  [1 lines]" in out
+    assert "  ✓ write_file: created TODO.md (409 bytes)  [1 line]" in out
     assert [line for line in out if line.startswith("  ✗")] == []
     assert out[-4] == DONE
     assert out[-3] == "● completed"
@@ -199,7 +199,7 @@ def test_without_yes_and_no_terminal_writes_are_refused_naming_yes(project: Path
     assert not (project / "TODO.md").exists()
     refusal = "write_file was not approved: the CLI cannot ask (stdin is not a terminal); run with --yes"
     out = lines(done.stdout)
-    assert f"  ✗ write_file: {refusal}  [1 lines]" in out
+    assert f"  ✗ write_file: {refusal}  [1 line]" in out
     # Reading tools need no approval; the model reads the refusal and says so.
     assert [line.split(":")[0] for line in out if line.startswith("  ✓")] == [
         "  ✓ list_files",
@@ -261,7 +261,7 @@ def test_in_a_terminal_a_write_asks_first(answer: bytes, project: Path, tmp_path
         assert DONE in shown
     else:
         assert not (project / "TODO.md").exists()
-        assert "  ✗ write_file: The user did not allow write_file on TODO.md.  [1 lines]" in shown
+        assert "  ✗ write_file: The user did not allow write_file on TODO.md.  [1 line]" in shown
         assert "I could not write TODO.md (The user did not allow write_file on TODO.md.)." in shown
     assert check_conversation(list(Session.load(session).machine.history)) == []
 
@@ -419,7 +419,7 @@ def test_a_path_that_escapes_the_root_is_refused(
     # The transcript shows each refusal as it finishes (parallel calls: in any order), cut to 100 characters.
     refused = sorted(line for line in lines(done.output) if line.startswith("  ✗"))
     assert refused == sorted(
-        f"  ✗ {name}: {text if len(text) <= 100 else text[:99] + '…'}  [1 lines]" for name, text, _ in results
+        f"  ✗ {name}: {text if len(text) <= 100 else text[:99] + '…'}  [1 line]" for name, text, _ in results
     )
     assert history[-1] == Message.assistant("I stayed inside.")
 

@@ -52,6 +52,6 @@ async def test_the_transcript_shows_all_the_text_and_thinking_streamed_or_not(
         *thinking,
         "Echoing the word now, ünïcödé included.",
         "→ echo(text=hello)",
-        "  ✓ echo: hello  [1 lines]",
+        "  ✓ echo: hello  [1 line]",
         "All done here.",
     ]

@@ -100,7 +100,8 @@ class Transcript:
             mark, style = ("✗", "red") if r.is_error else ("✓", "green")
             text = str(r.output)
             lines = text.count("\n") + 1 if text else 0
-            c.print(Text(f"  {mark} {event.call.name}: {_short(text, 100)}  [{lines} lines]", style=style))
+            count = f"{lines} line" if lines == 1 else f"{lines} lines"
+            c.print(Text(f"  {mark} {event.call.name}: {_short(text, 100)}  [{count}]", style=style))
         elif isinstance(event, CompactionFinished):
             self._stop_spin()
             self._end_line()
