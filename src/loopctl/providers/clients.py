@@ -42,6 +42,7 @@ from loopctl.errors import (
     ProviderTimeout,
     StreamTruncated,
 )
+from loopctl.providers import anthropic, gemini, openai_chat, openai_responses
 from loopctl.providers.base import ConversionCache, EventCallback, ModelRequest, malformed_reply
 from loopctl.response import ModelResponse
 from loopctl.stream import loads_exact
@@ -197,13 +198,8 @@ class _SDKClient(_Client):
     _params: frozenset[str]
 
 
-class OpenAIChatClient(_SDKClient):
-    """OpenAI Chat Completions, or any OpenAI-compatible server (give ``base_url``), over the ``openai`` SDK.
-
-    ``model``: the model name. ``api_key`` / ``base_url``: default ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``.
-    ``timeout``: seconds. ``codec_options``: extra keyword arguments for
-    :func:`loopctl.providers.openai_chat.build_request` (``strict_tools``, ``max_tokens_param``...).
-    """
+class _OpenAIClient(_SDKClient):
+    """What the two OpenAI clients share: the ``AsyncOpenAI`` client, keys and base URL."""
 
     provider = "openai"
 
@@ -217,10 +213,7 @@ class OpenAIChatClient(_SDKClient):
         codec_options: Mapping[str, Any] | None = None,
         default_headers: Mapping[str, str] | None = None,
     ) -> None:
-        from loopctl.providers import openai_chat
-
         super().__init__(model, codec_options)
-        self.codec = openai_chat
         self._sdk = _import("openai", "openai")
         base = base_url or os.environ.get("OPENAI_BASE_URL")
         # A local OpenAI-compatible server usually needs no key; the SDK still wants a non-empty one.
@@ -232,10 +225,13 @@ class OpenAIChatClient(_SDKClient):
             max_retries=0,
             default_headers=dict(default_headers or {}),
         )
-        self._params = _params_of(self._client.chat.completions.create)
+        self._params = _params_of(self._resource().create)
+
+    def _resource(self) -> Any:
+        raise NotImplementedError
 
     def _create(self) -> Callable[..., Any]:
-        create: Callable[..., Any] = self._client.chat.completions.with_streaming_response.create
+        create: Callable[..., Any] = self._resource().with_streaming_response.create
         return create
 
     async def aclose(self) -> None:
@@ -243,45 +239,29 @@ class OpenAIChatClient(_SDKClient):
         await self._client.close()
 
 
-class OpenAIResponsesClient(_SDKClient):
+class OpenAIChatClient(_OpenAIClient):
+    """OpenAI Chat Completions, or any OpenAI-compatible server (give ``base_url``), over the ``openai`` SDK.
+
+    ``model``: the model name. ``api_key`` / ``base_url``: default ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``
+    (with a ``base_url`` and no key, none is needed). ``timeout``: seconds. ``codec_options``: extra keyword
+    arguments for :func:`loopctl.providers.openai_chat.build_request` (``strict_tools``,
+    ``max_tokens_param``...). ``default_headers`` are sent with every request.
+    """
+
+    codec = openai_chat
+
+    def _resource(self) -> Any:
+        return self._client.chat.completions
+
+
+class OpenAIResponsesClient(_OpenAIClient):
     """OpenAI Responses over the ``openai`` SDK. Arguments as :class:`OpenAIChatClient`; ``codec_options``
     go to :func:`loopctl.providers.openai_responses.build_request`."""
 
-    provider = "openai"
+    codec = openai_responses
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        codec_options: Mapping[str, Any] | None = None,
-        default_headers: Mapping[str, str] | None = None,
-    ) -> None:
-        from loopctl.providers import openai_responses
-
-        super().__init__(model, codec_options)
-        self.codec = openai_responses
-        self._sdk = _import("openai", "openai")
-        base = base_url or os.environ.get("OPENAI_BASE_URL")
-        key = api_key or os.environ.get("OPENAI_API_KEY") or ("not-needed" if base else None)
-        self._client = self._sdk.AsyncOpenAI(
-            api_key=_key(key, "openai", "OPENAI_API_KEY"),
-            base_url=base,
-            timeout=timeout,
-            max_retries=0,
-            default_headers=dict(default_headers or {}),
-        )
-        self._params = _params_of(self._client.responses.create)
-
-    def _create(self) -> Callable[..., Any]:
-        create: Callable[..., Any] = self._client.responses.with_streaming_response.create
-        return create
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._client.close()
+    def _resource(self) -> Any:
+        return self._client.responses
 
 
 class AnthropicClient(_SDKClient):
@@ -292,6 +272,7 @@ class AnthropicClient(_SDKClient):
     """
 
     provider = "anthropic"
+    codec = anthropic
 
     def __init__(
         self,
@@ -303,10 +284,7 @@ class AnthropicClient(_SDKClient):
         codec_options: Mapping[str, Any] | None = None,
         default_headers: Mapping[str, str] | None = None,
     ) -> None:
-        from loopctl.providers import anthropic
-
         super().__init__(model, codec_options)
-        self.codec = anthropic
         self._sdk = _import("anthropic", "anthropic")
         self._client = self._sdk.AsyncAnthropic(
             api_key=_key(api_key, "anthropic", "ANTHROPIC_API_KEY"),
@@ -339,6 +317,7 @@ class GeminiClient(_Client):
     """
 
     provider = "gemini"
+    codec = gemini
 
     def __init__(
         self,
@@ -351,10 +330,7 @@ class GeminiClient(_Client):
         codec_options: Mapping[str, Any] | None = None,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        from loopctl.providers import gemini
-
         super().__init__(model, codec_options)
-        self.codec = gemini
         key = _key(api_key, "gemini", "GOOGLE_API_KEY", "GEMINI_API_KEY")
         base = (base_url or os.environ.get("GEMINI_BASE_URL") or "https://generativelanguage.googleapis.com").rstrip(
             "/"
