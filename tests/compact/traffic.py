@@ -2,12 +2,7 @@
 
 Test-only: each provider's request body becomes ``(messages, system, tools)`` through the same readers the
 codecs' follow-up tests use, and the recorded reply, parsed by the provider's codec, gives the
-``input_tokens`` the provider reported and the reply's ``output_tokens``. Wire shapes follow each provider's documented request format:
-Anthropic Messages (``content`` blocks ``text``/``image``/``tool_use``/``tool_result``/``thinking``/
-``redacted_thinking``), OpenAI Chat Completions (``messages`` with ``tool_calls`` and ``role: tool``),
-OpenAI Responses (``input`` items ``message``/``function_call``/``function_call_output``/``reasoning``),
-Gemini ``generateContent`` (``contents[].parts`` with ``functionCall``/``functionResponse``/
-``inlineData``/``thought``/``thoughtSignature``).
+``input_tokens`` the provider reported and the reply's ``output_tokens``.
 """
 
 from __future__ import annotations
