@@ -193,10 +193,6 @@ class StreamAccumulator:
             self._stop = event.stop_reason
             self._raw_stop = event.raw_stop_reason
 
-    def message(self) -> Message:
-        """The assistant message built so far (deltas joined, tool arguments parsed)."""
-        return self._build()[0]
-
     def finish(self) -> ModelResponse:
         """The complete response. Raises :class:`~loopctl.errors.StreamTruncated` if the stream never
         finished."""

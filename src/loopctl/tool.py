@@ -346,7 +346,3 @@ def _describe_validation(exc: ValidationError) -> str:
         loc = ".".join(str(x) for x in err["loc"]) or "input"
         parts.append(f"{loc}: {err['msg']}")
     return "invalid input: " + "; ".join(parts)
-
-
-ToolFunction: TypeAlias = Callable[..., Any]
-"""A function :func:`tool` accepts."""

@@ -46,7 +46,7 @@ import orjson
 from pydantic import ValidationError
 
 from loopctl.errors import ConversationFileError, InvalidMessage, MachineStateError, ProviderProtocolError
-from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
+from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
 from loopctl.message.model import _dumps_bytes, _invalid
 from loopctl.response import StopReason
 from loopctl.stream import loads_exact
@@ -776,12 +776,3 @@ def coherent_prefix(messages: Sequence[Message], start: int = 0) -> int:
         if not open_calls:
             keep = i + 1
     return keep
-
-
-# Kept for readers of the text of a Done outcome.
-def final_text(messages: Sequence[Message]) -> str:
-    """The text of the last assistant message, or ``""``."""
-    for m in reversed(messages):
-        if m.role is Role.ASSISTANT:
-            return "".join(p.text for p in m.parts if isinstance(p, TextPart))
-    return ""

@@ -257,7 +257,7 @@ class MessagePart(_Value):
     def to_json(self) -> str:
         """Compact JSON of :meth:`to_dict`, non-ASCII written as UTF-8; raises ``InvalidMessage`` for a
         string that cannot be written (a lone surrogate)."""
-        return _dumps(self.to_dict(), self)
+        return _dumps(self.to_dict())
 
     def __str__(self) -> str:
         return self.display() or ""
@@ -685,7 +685,7 @@ class Message(_Value):
         """Compact JSON (no spaces, non-ASCII as UTF-8); the same message always gives the same bytes.
 
         Raises ``InvalidMessage`` for a string that cannot be written as UTF-8 (a lone surrogate)."""
-        return _dumps(self.to_dict(), self)
+        return _dumps(self.to_dict())
 
     def __str__(self) -> str:
         """The guide's Display: one chunk per part joined with ``"\\n"``; thinking adds no chunk."""
@@ -713,7 +713,7 @@ def _display_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
-def _dumps(obj: Any, origin: object) -> str:
+def _dumps(obj: Any) -> str:
     return _dumps_bytes(obj).decode()
 
 
