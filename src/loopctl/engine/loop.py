@@ -54,7 +54,7 @@ from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, To
 from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import ModelResponse, Usage
 from loopctl.stream import StreamEvent
-from loopctl.tool import Tool, ToolContext, ToolInputError, ToolRegistry, to_tool_output
+from loopctl.tool import Tool, ToolContext, ToolInputError, ToolProvider, ToolRegistry, to_tool_output
 
 __all__ = ["BareLoop"]
 
@@ -73,8 +73,9 @@ class BareLoop:
     """Runs agent loops over one conversation: a model client, tools, and a session's settings.
 
     ``client`` is any :class:`~loopctl.providers.ModelClient` (the real clients, or
-    :class:`~loopctl.testing.ScriptedClient`). ``tools`` are :class:`~loopctl.tool.Tool` values (or a
-    :class:`~loopctl.tool.ToolRegistry`). ``observers`` receive typed events. ``permission`` decides each tool
+    :class:`~loopctl.testing.ScriptedClient`). ``tools`` are :class:`~loopctl.tool.Tool` values and
+    :class:`~loopctl.tool.ToolProvider` values such as MCP servers (or a :class:`~loopctl.tool.ToolRegistry`).
+    ``observers`` receive typed events. ``permission`` decides each tool
     call before it runs. The conversation lives in a :class:`~loopctl.engine.LoopMachine`; successive runs
     continue it. One run at a time per loop.
     """
@@ -82,7 +83,7 @@ class BareLoop:
     def __init__(
         self,
         client: ModelClient,
-        tools: ToolRegistry | Iterable[Tool] = (),
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
         *,
         observers: Sequence[Observer] = (),
@@ -126,7 +127,7 @@ class BareLoop:
         cls,
         machine: LoopMachine,
         client: ModelClient,
-        tools: ToolRegistry | Iterable[Tool] = (),
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
         **kwargs: Any,
     ) -> BareLoop:
