@@ -3,7 +3,7 @@ stdout; ``python tests/mcp/server.py http PORT`` serves streamable HTTP on 127.0
 
 Its tools: ``add`` (a structured result), ``echo``, ``picture`` (a PNG image), ``fail`` (an ``isError``
 result), ``hang`` (never answers), ``crash`` (the process exits mid-call), ``pid`` (read-only: the process id,
-to tell one process from the next), ``slow`` (sleeps, for concurrent calls), ``grow`` (adds a tool ``fresh``
+to tell one process from the next), ``slow`` (sleeps, for concurrent calls), ``header`` (a request header's value), ``grow`` (adds a tool ``fresh``
 and announces the change both ways: ``notifications/tools/list_changed`` and ``subscriptions/listen``).
 """
 
@@ -74,6 +74,12 @@ async def slow(ms: int, tag: str) -> str:
     """Sleeps ``ms`` milliseconds, then returns the tag."""
     await anyio.sleep(ms / 1000)
     return f"{tag} after {ms} ms"
+
+
+@app.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of one request header (streamable HTTP only)."""
+    return dict(ctx.headers or {}).get(name.lower(), "")
 
 
 @app.tool()

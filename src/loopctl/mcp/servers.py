@@ -515,7 +515,8 @@ class MCPServerStdio(BaseMCPServer):
     ``env``: variables added to the SDK's safe default environment (``HOME``, ``PATH``...; the parent's other
     variables are not passed on, so no key leaks by accident). ``cwd``: the process's working folder.
     ``stderr``: where its standard error goes (default ``sys.stderr``). The other options are
-    :class:`BaseMCPServer`'s; ``name`` defaults to the command's file name.
+    :class:`BaseMCPServer`'s; ``name`` defaults to the command line with file names for paths
+    (``python server.py``).
     """
 
     def __init__(
@@ -529,7 +530,8 @@ class MCPServerStdio(BaseMCPServer):
         name: str | None = None,
         **options: Any,
     ) -> None:
-        super().__init__(name=name or " ".join([Path(command).name, *args])[:60], **options)
+        shown = [Path(command).name, *(Path(x).name if "/" in x else x for x in args)]
+        super().__init__(name=name or " ".join(shown)[:60], **options)
         self.params = StdioServerParameters(
             command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
         )
