@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What ``OTelObserver`` costs per turn: one run of N turns (a scripted model, one tool call per turn, no
-network) without the observer, with it and no SDK configured (the API's no-op provider), with the SDK and an
+network) without the observer, with an observer that does nothing (the engine's cost of making events), with it and no SDK configured (the API's no-op provider), with the SDK and an
 in-memory exporter, and with content capture on top. Prints the per-turn time of each and its ratio to the
 run without telemetry (no peer is measured here: the peers' instrumentations are not comparable one to one).
 
@@ -70,16 +70,21 @@ def main() -> None:
 
     cases = {
         "no telemetry": list,
+        "an observer that does nothing": lambda: [lambda event: None],
         "OTelObserver, no SDK (no-op)": lambda: [OTelObserver()],
         "OTelObserver, SDK in-memory": lambda: [sdk_observer(False)],
         "OTelObserver, SDK + content": lambda: [sdk_observer(True)],
     }
     one(20, [])  # warm-up
-    base = None
+    # The cases take turns within each repeat, so a change in the machine's load falls on all of them alike.
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(args.repeat):
+        for name, make in cases.items():
+            times[name].append(one(args.turns, make()))
     print(f"{args.turns} turns, one tool call each; median of {args.repeat} runs")
-    for name, make in cases.items():
-        per_turn = statistics.median(one(args.turns, make()) for _ in range(args.repeat))
-        base = base or per_turn
+    base = statistics.median(times["no telemetry"])
+    for name, values in times.items():
+        per_turn = statistics.median(values)
         print(f"  {name:32s} {per_turn * 1e6:9.1f} us/turn   x{per_turn / base:5.2f}")
 
 

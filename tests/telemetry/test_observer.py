@@ -505,8 +505,12 @@ async def test_each_provider_has_its_conventional_operation_and_provider_name(
 async def test_without_a_configured_sdk_the_observer_records_nothing_and_the_run_is_unchanged() -> None:
     # The global provider is the API's no-op one (these tests never install an SDK globally).
     observer = OTelObserver(capture_content=True)
+    current_spans.clear()
     run, _ = await run_loop(observer)
     assert run.ok
+    # The run was not followed at all: no span was ever made current around the tools.
+    assert current_spans == ["?", "?", "?"]
+    assert observer._runs.get() is None
     assert not trace.get_current_span().is_recording()
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import orjson
+
 from loopctl.message import (
     ImagePart,
     Message,
@@ -29,6 +31,7 @@ from loopctl.tool import ToolSchema
 
 __all__ = [
     "FINISH_REASONS",
+    "input_message",
     "input_messages",
     "output_message",
     "system_instructions",
@@ -83,9 +86,23 @@ def _role(message: Message) -> str:
     return message.role.value
 
 
-def input_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """The conversation sent to the model, in order."""
-    return [{"role": _role(m), "parts": _parts(m.parts)} for m in messages]
+def input_message(message: Message) -> dict[str, Any]:
+    """One message of the conversation sent to the model."""
+    return {"role": _role(message), "parts": _parts(message.parts)}
+
+
+def input_messages(messages: Sequence[Message], memo: dict[int, tuple[Message, Any]] | None = None) -> list[Any]:
+    """The conversation sent to the model, in order. ``memo`` (kept by the caller across calls, keyed by
+    ``id``) saves converting the same immutable message again on every call of a run."""
+    if memo is None:
+        return [input_message(m) for m in messages]
+    out = []
+    for m in messages:
+        hit = memo.get(id(m))
+        if hit is None or hit[0] is not m:
+            hit = memo[id(m)] = (m, orjson.Fragment(orjson.dumps(input_message(m), default=str)))
+        out.append(hit[1])
+    return out
 
 
 def output_message(message: Message, stop_reason: StopReason) -> dict[str, Any]:

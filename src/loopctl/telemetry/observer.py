@@ -125,6 +125,10 @@ class _Op:
     first_chunk: bool = False
 
 
+_SILENT: Any = object()
+"""The run state of a run followed by no configured provider (nothing is recorded)."""
+
+
 @dataclass(slots=True)
 class _RunState:
     """What the observer holds for one run (one per task that runs a loop, found through a context var)."""
@@ -138,6 +142,7 @@ class _RunState:
     tools: dict[str, _Op] = field(default_factory=dict)
     descriptions: dict[str, str] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
+    converted: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # message id -> its JSON (content)
 
 
 class OTelObserver:
@@ -179,6 +184,7 @@ class OTelObserver:
             return
         from loopctl import __version__
 
+        self._meter_provider = meter_provider
         self._tracer = _trace.get_tracer(_INSTRUMENTATION, __version__, tracer_provider=tracer_provider)
         meter = _metrics.get_meter(_INSTRUMENTATION, __version__, meter_provider=meter_provider)
         self._token_usage = meter.create_histogram(
@@ -199,7 +205,7 @@ class OTelObserver:
 
     def __call__(self, event: LoopEvent) -> None:
         """Record ``event``. Never raises: a failure is logged to the ``loopctl.telemetry`` logger."""
-        if not self.enabled:
+        if not self.enabled or (self._runs.get() is _SILENT and type(event) not in _RUN_ENDS):
             return
         handler = _HANDLERS.get(type(event))
         if handler is None:
@@ -243,14 +249,30 @@ class OTelObserver:
         if e.model:
             attrs[a.GEN_AI_REQUEST_MODEL] = e.model
         name = f"{a.OP_INVOKE_AGENT} {self.agent_name}" if self.agent_name else a.OP_INVOKE_AGENT
-        op = self._start(name, SpanKind.INTERNAL, self._common(attrs), None)
+        span = self._tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=self._common(attrs))
+        if not span.is_recording() and not self._metrics_configured():
+            # Nothing is configured (the API's no-op providers): the run is not followed at all.
+            self._runs.set(_SILENT)
+            return
+        token = _context.attach(_trace.set_span_in_context(span))
+        now = time.perf_counter()
+        op = _Op(span, token, _task(), now, attempt_started=now)
         if self.capture_content and op.span.is_recording():
             op.span.set_attribute(a.GEN_AI_INPUT_MESSAGES, _dumps(input_messages([e.input])))
         state = _RunState(op, provider=e.provider, model=e.model)
         state.var_token = self._runs.set(state)
 
+    def _metrics_configured(self) -> bool:
+        """Whether metrics go anywhere: a meter provider was given, or the application set a global one (the
+        API's default is a proxy to a no-op until then)."""
+        provider = self._meter_provider or _metrics.get_meter_provider()
+        return not isinstance(provider, _metrics.NoOpMeterProvider) and type(provider).__name__ != "_ProxyMeterProvider"
+
     def _run_finished(self, e: RunFinished) -> None:
         state = self._runs.get()
+        if state is _SILENT:
+            self._runs.set(None)
+            return
         if state is None:
             return
         self._close_open(state, a.ERROR_CANCELLED)
@@ -279,6 +301,9 @@ class OTelObserver:
 
     def _run_aborted(self, e: RunAborted) -> None:
         state = self._runs.get()
+        if state is _SILENT:
+            self._runs.set(None)
+            return
         if state is None:
             return
         cancelled = isinstance(e.error, asyncio.CancelledError)
@@ -334,7 +359,8 @@ class OTelObserver:
             k: attrs[k] for k in (a.GEN_AI_OPERATION_NAME, a.GEN_AI_PROVIDER_NAME, a.GEN_AI_REQUEST_MODEL) if k in attrs
         }
         if self.capture_content and request is not None and op.span.is_recording():
-            op.span.set_attribute(a.GEN_AI_INPUT_MESSAGES, _dumps(input_messages(request.messages)))
+            converted = input_messages(request.messages, state.converted)
+            op.span.set_attribute(a.GEN_AI_INPUT_MESSAGES, _dumps(converted))
             if request.system:
                 op.span.set_attribute(a.GEN_AI_SYSTEM_INSTRUCTIONS, _dumps(system_instructions(request.system)))
             if request.tools:
@@ -485,6 +511,8 @@ class OTelObserver:
         op.span.set_attribute(a.LOOPCTL_COMPACTION_TOKENS_AFTER, e.tokens_after)
         self._end(op)
 
+
+_RUN_ENDS = (RunFinished, RunAborted)
 
 _HANDLERS: dict[type, Any] = {
     RunStarted: OTelObserver._run_started,
