@@ -52,6 +52,19 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _without(value: Any, secret: str) -> Any:
+    """``value`` (text, or a JSON value) with ``secret`` replaced wherever a string holds it."""
+    if isinstance(value, str):
+        return value.replace(secret, REDACTED) if secret in value else value
+    if isinstance(value, bytes):
+        return value.replace(secret.encode(), REDACTED.encode())
+    if isinstance(value, dict):
+        return {_without(k, secret): _without(v, secret) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without(v, secret) for v in value]
+    return value
+
+
 class HTTPClient:
     """Base of the four clients: a codec, its conversion cache, one pooled HTTP client and prebuilt headers.
 
@@ -191,8 +204,8 @@ class HTTPClient:
             return
         for name in ("message", "provider_message", "body"):
             value = getattr(error, name, None)
-            if isinstance(value, str) and secret in value:
-                setattr(error, name, value.replace(secret, REDACTED))
+            if value is not None:
+                setattr(error, name, _without(value, secret))
         if error.args and isinstance(error.args[0], str) and secret in error.args[0]:
             error.args = (error.args[0].replace(secret, REDACTED), *error.args[1:])
 
