@@ -14,6 +14,9 @@ whole JSON body otherwise. The event shapes are the providers' documented ones (
 api-reference/chat-streaming, docs.anthropic.com/en/api/messages-streaming).
 
 Plain asyncio (a ``Protocol``, no framework), so the server adds as little as it can to every client's time.
+For the benchmark's timing it notes when each request arrived (``time.monotonic()``, the same clock in every
+process); ``GET /_marks`` returns those times as a JSON list and forgets them. The notes never change a
+reply.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ import asyncio
 import json
 import re
 import sys
+import time
 
 PAYLOAD = ("The quick brown fox jumps over the lazy dog. " * 5)[:200]
 FINAL = "done"
 _MODEL = re.compile(rb'"model"\s*:\s*"w(\d+)"')
 _ARGS = json.dumps({"text": PAYLOAD})
+MARKS: list[float] = []
 _USAGE_CHAT = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
 
 
@@ -203,6 +208,12 @@ class _Conn(asyncio.Protocol):
             del self.buf[: self.need]
             self.need = -1
             assert self.transport is not None
+            if self.path == b"/_marks":
+                marks = json.dumps(MARKS).encode()
+                MARKS.clear()
+                self.transport.write(_head(200, b"application/json", marks))
+                continue
+            MARKS.append(time.monotonic())
             self.transport.write(reply(self.path, body))
 
 
