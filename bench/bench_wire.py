@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import platform
@@ -454,6 +455,7 @@ async def _series(driver: str, base: str, ns: list[int], max_run_s: float) -> li
         c0 = TOOL_CALLS
         walls, cpus, first, last = [], [], [], []
         for _ in range(batch):
+            gc.collect()  # as ../shared/bench/anchors_overhead.py does: no run pays for the garbage of another
             w0, p0 = time.perf_counter(), time.process_time()
             out = await run_once()
             w1, p1 = time.perf_counter(), time.process_time()
@@ -480,6 +482,7 @@ async def _conc(driver: str, k: int, n: int, base: str) -> dict[str, Any]:
     assert await run_once() == FINAL
     _marks(base)
     c0 = TOOL_CALLS
+    gc.collect()
     w0, p0 = time.perf_counter(), time.process_time()
     outs = await asyncio.gather(*(run_once() for _ in range(k)))
     w1, p1 = time.perf_counter(), time.process_time()
