@@ -23,7 +23,7 @@ from loopctl.store.state import SessionState
 if TYPE_CHECKING:
     from loopctl.store.base import Appended, SessionStore, StoredSession
 
-__all__ = ["SessionBinding"]
+__all__ = ["SessionBinding", "bind"]
 
 
 class SessionBinding:
@@ -171,3 +171,49 @@ class SessionBinding:
     def node_ids(self) -> Sequence[str]:
         """The node ids (hex) of the saved chain, oldest first."""
         return tuple(self._ids)
+
+    # --- the driver's two calls ----------------------------------------------------------------------------
+
+    async def save_turn(self, machine: LoopMachine) -> bool:
+        """Save before a model call (the turn before it is complete: its reply and every tool result, or the
+        run's input). A save that fails, stale or not, ends the run (``machine.fail``: ``ConcurrentUpdate`` or
+        ``StoreError`` as its error) rather than go on with work that cannot be kept; returns ``True`` then."""
+        from loopctl.errors import StoreError
+
+        try:
+            await self.asave(machine)
+        except StoreError as exc:
+            machine.fail(exc)
+            return True
+        return False
+
+    async def save_end(self, machine: LoopMachine, *, failing: bool) -> None:
+        """Save when a run is over (completed, failed, cancelled, salvaged). Raises ``ConcurrentUpdate`` or
+        ``StoreError`` when the save fails, unless the run is already ``failing`` (an exception is on its way
+        out, and stays the one raised) or the binding is stale (the run's refusal is its outcome)."""
+        from loopctl.errors import StoreError
+
+        if self.stale is not None:
+            return
+        try:
+            await self.asave(machine)
+        except StoreError:
+            if not failing:
+                raise
+
+
+def bind(
+    store: SessionStore, session_id: str | None, machine: LoopMachine | None, *, system_prompt: str | None = None
+) -> tuple[SessionBinding, LoopMachine | None]:
+    """A binding to ``session_id`` (a new id when ``None``) and the machine to run: the stored one when the
+    session exists, else ``machine``. Raises ``ValueError`` when both a stored session and ``machine`` are
+    there (which one should win is the caller's decision)."""
+    from loopctl.store.base import new_session_id
+
+    binding = SessionBinding(store, session_id or new_session_id(), system_prompt=system_prompt)
+    loaded = binding.load()
+    if loaded is None:
+        return binding, machine
+    if machine is not None:
+        raise ValueError(f"session {binding.session_id!r} exists in the store; pass either it or a machine, not both")
+    return binding, loaded
