@@ -14,7 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopctl.engine import LoopMachine, MachineState
-from loopctl.errors import ConcurrentUpdate, ConversationFileError, SessionExists, SessionNotFound, StoreCorrupt, StoreError
+from loopctl.errors import (
+    ConcurrentUpdate,
+    ConversationFileError,
+    SessionExists,
+    SessionNotFound,
+    StoreCorrupt,
+    StoreError,
+)
 from loopctl.message import (
     ImagePart,
     ImageSource,
@@ -55,7 +62,10 @@ def every_kind() -> list[Message]:
         Message.new(Role.SYSTEM, [TextPart(text="be brief")]),
         Message.new(
             Role.USER,
-            [TextPart(text="look é漢字🚀 \"quoted\" \\ \n"), ImagePart(source=ImageSource(media_type="image/png", data=PNG))],
+            [
+                TextPart(text='look é漢字🚀 "quoted" \\ \n'),
+                ImagePart(source=ImageSource(media_type="image/png", data=PNG)),
+            ],
         ),
         Message.new(
             Role.ASSISTANT,
@@ -71,7 +81,9 @@ def every_kind() -> list[Message]:
         Message.new(
             Role.USER,
             [
-                ToolResultPart(call_id="call_1", name="read", output="x" * 5000, is_error=False, retention=Retention.REQUERY),
+                ToolResultPart(
+                    call_id="call_1", name="read", output="x" * 5000, is_error=False, retention=Retention.REQUERY
+                ),
                 ToolResultPart(
                     call_id="fc_x",
                     name="",
@@ -102,9 +114,7 @@ def test_every_part_kind_and_optional_key_round_trips_byte_for_byte(store: Sessi
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 @given(st.lists(messages(), min_size=1, max_size=4), st.integers(1, 3))
-def test_any_messages_round_trip_in_any_number_of_appends(
-    store: SessionStore, msgs: list[Message], cuts: int
-) -> None:
+def test_any_messages_round_trip_in_any_number_of_appends(store: SessionStore, msgs: list[Message], cuts: int) -> None:
     s = sid()
     head = None
     step = max(1, len(msgs) // cuts)
@@ -119,7 +129,9 @@ def test_a_machine_mid_run_round_trips_exactly(store: SessionStore) -> None:
     m = LoopMachine([Message.user("earlier"), Message.assistant("ok")])
     m.accept_input("list files")
     m.model_response(
-        Message.new(Role.ASSISTANT, [ToolCallPart(id="c1", name="ls", input={}), ToolCallPart(id="c2", name="zz", input={})]),
+        Message.new(
+            Role.ASSISTANT, [ToolCallPart(id="c1", name="ls", input={}), ToolCallPart(id="c2", name="zz", input={})]
+        ),
         {"ls"},
         123,
     )
@@ -281,7 +293,7 @@ def test_verify_finds_a_flipped_byte_in_a_message(store: SessionStore) -> None:
 
 def test_verify_finds_a_flipped_byte_in_a_payload(store: SessionStore) -> None:
     done = store.append("s", _conversation(1), expected_head=None)  # the tool output is a blob
-    (key, data), = raw(store, "SELECT hash, data FROM loopctl_blobs")
+    ((key, data),) = raw(store, "SELECT hash, data FROM loopctl_blobs")
     raw(store, "UPDATE loopctl_blobs SET data = ? WHERE hash = ?", (_flip(bytes(data), 10), key))
     problems = store.verify("s")
     assert [(p.node, p.index) for p in problems] == [(done.node_ids[2], 2)]

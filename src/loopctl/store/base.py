@@ -327,9 +327,7 @@ class SessionStore(abc.ABC):
         ``SessionNotFound`` when ``expected_head`` is given but the session does not exist or ``parent``
         names no node, ``ValueError`` for a state that does not fit, ``InvalidMessage`` for a message that
         cannot be written (before anything is)."""
-        return self._append(
-            check_session_id(session_id), list(messages), expected_head, parent, state, new_only=False
-        )
+        return self._append(check_session_id(session_id), list(messages), expected_head, parent, state, new_only=False)
 
     def _append(
         self,
@@ -463,7 +461,7 @@ class SessionStore(abc.ABC):
             return self.import_session(session, session_id=session_id)
         stem = p.stem.strip() or "imported"
         try:
-            stem = check_session_id(stem[:_MAX_ID - 8])
+            stem = check_session_id(stem[: _MAX_ID - 8])
         except ValueError:
             stem = "imported"
         try:
@@ -635,9 +633,7 @@ class SessionStore(abc.ABC):
             problems.append(StoreProblem(sid, None, None, exc.message))
         return problems
 
-    def _verify_chain(
-        self, tx: Tx, sid: str, head: bytes, seen: set[bytes], length: int | None
-    ) -> list[StoreProblem]:
+    def _verify_chain(self, tx: Tx, sid: str, head: bytes, seen: set[bytes], length: int | None) -> list[StoreProblem]:
         """Problems of the chain ending at ``head`` (``length`` nodes when it is the current head), walking the
         parent links as stored and stopping at a node already checked (in ``seen``)."""
         rows = {bytes(r[0]): r for r in tx.query(self.dialect.walk, (head,))}

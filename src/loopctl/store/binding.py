@@ -158,9 +158,7 @@ class SessionBinding:
         shared, new, state = plan
         parent = self._ids[shared - 1] if shared else None
         try:
-            done = await self.store.aappend(
-                self.session_id, new, expected_head=self.head, parent=parent, state=state
-            )
+            done = await self.store.aappend(self.session_id, new, expected_head=self.head, parent=parent, state=state)
         except ConcurrentUpdate as exc:
             self.stale = exc
             raise

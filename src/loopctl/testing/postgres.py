@@ -132,12 +132,29 @@ class PostgresServer:
         settings += ["-c", "shared_buffers=32MB", "-c", "max_connections=200"]
         try:
             self._pg(
-                "initdb", "-D", str(self.data_dir), "-U", self.user, "--auth=trust", "-E", "UTF8", "--locale=C",
+                "initdb",
+                "-D",
+                str(self.data_dir),
+                "-U",
+                self.user,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
                 *(["--no-sync"] if not self.durable else []),
             )
             self._pg(
-                "pg_ctl", "-D", str(self.data_dir), "-l", str(self.base / "server.log"), "-w", "-t", "60",
-                "-o", shlex.join(settings), "start",
+                "pg_ctl",
+                "-D",
+                str(self.data_dir),
+                "-l",
+                str(self.base / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                shlex.join(settings),
+                "start",
             )
         except PostgresUnavailable:
             self._cleanup()
