@@ -353,3 +353,8 @@ def _read_messages(file: Path) -> list[Any]:
     except OSError as exc:  # the first look at the file (the readers report their own failures)
         err.print(Text(f"error: {file}: cannot read the file ({exc.strerror})", style="bold red"))
         sys.exit(2)
+
+
+from loopctl.cli.sessions import sessions as _sessions  # noqa: E402 - after main exists
+
+main.add_command(_sessions)
