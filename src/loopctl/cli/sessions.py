@@ -30,9 +30,10 @@ from rich.text import Text
 from loopctl.errors import ConversationFileError, LoopError
 
 if TYPE_CHECKING:
+    from loopctl.session import Session
     from loopctl.store import SessionStore
 
-__all__ = ["DEFAULT_STORE", "STORE_VAR", "open_store", "sessions"]
+__all__ = ["DEFAULT_STORE", "STORE_VAR", "RunTarget", "inert", "open_store", "sessions"]
 
 DEFAULT_STORE = Path(".loopctl") / "sessions.db"
 """The CLI's store when neither ``--store`` nor ``$LOOPCTL_STORE`` names one (relative to the current folder)."""
@@ -69,6 +70,65 @@ def open_store(spec: str | None = None) -> SessionStore:
             raise click.UsageError(str(exc)) from None
         return PostgresStore(spec)
     return SQLiteStore(spec)
+
+
+class RunTarget:
+    """Where ``loopctl run`` keeps its session when no file is named: the session ``resume`` of the store
+    ``spec`` (see :func:`open_store`), or a new session with a fresh id (:func:`loopctl.store.new_session_id`:
+    two runs started in the same second get two sessions)."""
+
+    def __init__(self, spec: str | None, resume: str | None) -> None:
+        from loopctl.store import new_session_id
+
+        self.spec = spec
+        self.resume = resume
+        self.session_id = resume or new_session_id()
+        self.store: SessionStore | None = None
+
+    def _open(self) -> SessionStore:
+        if self.store is None:
+            self.store = open_store(self.spec)
+        return self.store
+
+    def settings(self) -> Session:
+        """The resumed session's settings (model, root, system prompt) as a :class:`~loopctl.session.Session`
+        (its machine is empty: the loop loads the messages). Raises ``SessionNotFound`` naming the store."""
+        from loopctl.engine import LoopMachine
+        from loopctl.errors import SessionNotFound
+        from loopctl.session import Session
+
+        store = self._open()
+        try:
+            st = store.info(self.session_id).state
+        except SessionNotFound:
+            raise SessionNotFound(
+                f"no session {self.session_id!r} in {store!r}, and no file of that name", session_id=self.session_id
+            ) from None
+        if st is None:
+            return Session(LoopMachine())
+        return Session(LoopMachine(), st.model, st.root, st.system_prompt, dict(st.metadata))
+
+    def open(self, *, model: str, root: str, system_prompt: str | None) -> None:
+        """Open the store and, for a new session, create it with these settings (before any model call)."""
+        from loopctl.store import SessionState
+
+        store = self._open()
+        if self.resume is None:
+            state = SessionState.at_rest(0).with_settings(model=model, root=root, system_prompt=system_prompt)
+            store.create(self.session_id, state=state)
+
+    def loop_args(self) -> dict[str, object]:
+        """``BareLoop``'s keyword arguments for the session."""
+        return {"store": self._open(), "session_id": self.session_id}
+
+    def where(self) -> str:
+        """Where the session is, for messages."""
+        return f"the store as {self.session_id}"
+
+    def close(self) -> None:
+        """Close the store."""
+        if self.store is not None:
+            self.store.close()
 
 
 @contextmanager
