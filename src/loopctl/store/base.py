@@ -195,8 +195,20 @@ def check_session_id(session_id: object) -> str:
     return session_id
 
 
+def _b(value: Any) -> bytes:
+    """A stored byte value as ``bytes``. Text where bytes belong (a row edited by hand: SQLite's ``replace()``
+    turns a blob into text) is read as its UTF-8 bytes, so the hashes, not a crash, report the change."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    return bytes(value)
+
+
+def _ob(value: Any) -> bytes | None:
+    return None if value is None else _b(value)
+
+
 def _hex(value: bytes | None) -> str | None:
-    return None if value is None else bytes(value).hex()
+    return None if value is None else _b(value).hex()
 
 
 def _unhex(value: str | None, what: str = "node id") -> bytes | None:
@@ -369,7 +381,7 @@ class SessionStore(abc.ABC):
             elif new_only:
                 raise SessionExists(f"session {sid!r} already exists", session_id=sid)
             _, current, revision, length, state_bytes, _, _ = row[0]
-            current = None if current is None else bytes(current)
+            current = _ob(current)
             if current != expected:
                 raise ConcurrentUpdate(sid, expected_head, _hex(current))
             if base is None:
@@ -424,7 +436,7 @@ class SessionStore(abc.ABC):
             if not row:
                 raise SessionNotFound(f"no session {sid!r}", session_id=sid)
             _, head, _, length, state_bytes, _, _ = row[0]
-            head = None if head is None else bytes(head)
+            head = _ob(head)
             state = _state(state_bytes, sid)
             if target is not None and target != head:
                 found = tx.query(d.get_node, (target,))
@@ -501,7 +513,7 @@ class SessionStore(abc.ABC):
             if not row:
                 raise SessionNotFound(f"no session {sid!r}", session_id=sid)
             _, head, revision, length, state_bytes, created, updated = row[0]
-            head = None if head is None else bytes(head)
+            head = _ob(head)
             nodes = self._chain(tx, head, length, sid)
         state = _state(state_bytes, sid)
         if state.message_count != len(nodes):
@@ -538,7 +550,7 @@ class SessionStore(abc.ABC):
             rows = tx.query(self.dialect.heads, (sid,))
         if not rows:
             self.info(sid)  # raises SessionNotFound
-        return [HeadMove(r[0], _hex(None if r[1] is None else bytes(r[1])), float(r[2]), r[3]) for r in rows]
+        return [HeadMove(r[0], _hex(_ob(r[1])), float(r[2]), r[3]) for r in rows]
 
     def find_node(self, prefix: str) -> str:
         """The full id of the node whose hex id starts with ``prefix`` (at least 4 hex digits). Raises
@@ -555,7 +567,7 @@ class SessionStore(abc.ABC):
             raise SessionNotFound(f"no node {prefix}")
         if len(rows) > 1:
             raise SessionNotFound(f"node id {prefix} is ambiguous: give more of its digits")
-        return bytes(rows[0][0]).hex()
+        return _b(rows[0][0]).hex()
 
     def _chain(self, tx: Tx, head: bytes | None, length: int, sid: str | None) -> list[Node]:
         """The chain ending at ``head`` (``length`` nodes), read in one query and checked link by link."""
@@ -564,7 +576,7 @@ class SessionStore(abc.ABC):
         rows = sorted(tx.query(self.dialect.chain, (head,)), key=lambda r: r[2])
         blobs = self._blobs(tx, rows)
         where = f"session {sid!r}" if sid is not None else f"node {head.hex()[:12]}"
-        if len(rows) != length or (rows and bytes(rows[-1][0]) != head):
+        if len(rows) != length or (rows and _b(rows[-1][0]) != head):
             raise StoreCorrupt(
                 f"{where}: the chain has {len(rows)} readable nodes of {length}; a link is missing "
                 "(run verify for details)",
@@ -574,14 +586,14 @@ class SessionStore(abc.ABC):
         out: list[Node] = []
         prev: bytes | None = None
         for i, (nid, parent, depth, body, refs) in enumerate(rows):
-            nid, parent = bytes(nid), None if parent is None else bytes(parent)
+            nid, parent, body = _b(nid), _ob(parent), _b(body)
             if depth != i or parent != prev:
                 raise StoreCorrupt(f"{where}: the chain is broken at message {i}", session_id=sid, node=nid.hex())
             try:
-                data = join_payloads(bytes(body), read_refs(refs, len(body)), blobs)
+                data = join_payloads(body, read_refs(_ob(refs), len(body)), blobs)
                 message = Message.from_json(data)
             except (KeyError, ValueError) as exc:
-                what = f"a payload is missing ({bytes(exc.args[0]).hex()[:12]})" if isinstance(exc, KeyError) else exc
+                what = f"a payload is missing ({_b(exc.args[0]).hex()[:12]})" if isinstance(exc, KeyError) else exc
                 raise StoreCorrupt(
                     f"{where}: message {i} (node {nid.hex()[:12]}) cannot be read: {what}",
                     session_id=sid,
@@ -595,13 +607,13 @@ class SessionStore(abc.ABC):
         wanted: set[bytes] = set()
         for r in rows:
             if r[4]:
-                wanted.update(h for _, h in read_refs(bytes(r[4]), len(r[3])))
+                wanted.update(h for _, h in read_refs(_b(r[4]), len(_b(r[3]))))
         out: dict[bytes, bytes] = {}
         keys = sorted(wanted)
         for i in range(0, len(keys), _BLOB_BATCH):
             sql, params = self.dialect.blobs_query(keys[i : i + _BLOB_BATCH])
             for h, data in tx.query(sql, params):
-                out[bytes(h)] = bytes(data)
+                out[_b(h)] = _b(data)
         return out
 
     # --- verification --------------------------------------------------------------------------------------
@@ -617,8 +629,8 @@ class SessionStore(abc.ABC):
             if not row:
                 raise SessionNotFound(f"no session {sid!r}", session_id=sid)
             _, head, _, length, state_bytes, _, _ = row[0]
-            head = None if head is None else bytes(head)
-            heads = [head] + [None if r[1] is None else bytes(r[1]) for r in tx.query(self.dialect.heads, (sid,))]
+            head = _ob(head)
+            heads = [head] + [_ob(r[1]) for r in tx.query(self.dialect.heads, (sid,))]
             seen: set[bytes] = set()
             for h in dict.fromkeys(heads):
                 if h is not None:
@@ -636,7 +648,7 @@ class SessionStore(abc.ABC):
     def _verify_chain(self, tx: Tx, sid: str, head: bytes, seen: set[bytes], length: int | None) -> list[StoreProblem]:
         """Problems of the chain ending at ``head`` (``length`` nodes when it is the current head), walking the
         parent links as stored and stopping at a node already checked (in ``seen``)."""
-        rows = {bytes(r[0]): r for r in tx.query(self.dialect.walk, (head,))}
+        rows = {_b(r[0]): r for r in tx.query(self.dialect.walk, (head,))}
         blobs = self._blobs(tx, rows.values())
         problems: list[StoreProblem] = []
         walked: set[bytes] = set()
@@ -655,8 +667,7 @@ class SessionStore(abc.ABC):
                 break
             seen.add(at)
             _, parent, depth, body, refs = r
-            parent = None if parent is None else bytes(parent)
-            body = bytes(body)
+            parent, body = _ob(parent), _b(body)
             if child is None and length is not None and depth != length - 1:
                 problems.append(StoreProblem(sid, at.hex(), depth, f"the head is message {depth}, not {length - 1}"))
             if child_depth is not None and depth != child_depth - 1:
@@ -672,7 +683,7 @@ class SessionStore(abc.ABC):
         sid: str, nid: bytes, parent: bytes | None, depth: int, body: bytes, refs: Any, blobs: dict[bytes, bytes]
     ) -> list[StoreProblem]:
         try:
-            ref_list = read_refs(bytes(refs) if refs else None, len(body))
+            ref_list = read_refs(_ob(refs) if refs else None, len(body))
         except ValueError as exc:
             return [StoreProblem(sid, nid.hex(), depth, str(exc))]
         problems = []
@@ -763,7 +774,7 @@ class SessionStore(abc.ABC):
 
 def _state(data: Any, sid: str) -> SessionState:
     try:
-        return SessionState.from_bytes(bytes(data), source=f"session {sid!r} state")
+        return SessionState.from_bytes(_b(data), source=f"session {sid!r} state")
     except ConversationFileError as exc:
         raise StoreCorrupt(str(exc), session_id=sid) from None
 
@@ -774,7 +785,7 @@ def _info(row: tuple[Any, ...]) -> SessionInfo:
         state: SessionState | None = _state(state_bytes, sid)
     except StoreCorrupt:
         state = None
-    return SessionInfo(sid, _hex(None if head is None else bytes(head)), revision, length, state, created, updated)
+    return SessionInfo(sid, _hex(_ob(head)), revision, length, state, created, updated)
 
 
 def _read_session_file(data: bytes, source: str) -> Session:
