@@ -29,6 +29,7 @@ import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -198,6 +199,8 @@ def check_session_id(session_id: object) -> str:
 def _b(value: Any) -> bytes:
     """A stored byte value as ``bytes``. Text where bytes belong (a row edited by hand: SQLite's ``replace()``
     turns a blob into text) is read as its UTF-8 bytes, so the hashes, not a crash, report the change."""
+    if type(value) is bytes:
+        return value
     if isinstance(value, str):
         return value.encode("utf-8", "surrogatepass")
     return bytes(value)
@@ -514,22 +517,15 @@ class SessionStore(abc.ABC):
                 raise SessionNotFound(f"no session {sid!r}", session_id=sid)
             _, head, revision, length, state_bytes, created, updated = row[0]
             head = _ob(head)
-            nodes = self._chain(tx, head, length, sid)
+            ids, _, messages = self._chain(tx, head, length, sid)
         state = _state(state_bytes, sid)
-        if state.message_count != len(nodes):
+        if state.message_count != len(messages):
             raise StoreCorrupt(
-                f"session {sid!r}: its state holds {state.message_count} messages but its chain {len(nodes)}",
+                f"session {sid!r}: its state holds {state.message_count} messages but its chain {len(messages)}",
                 session_id=sid,
             )
         return StoredSession(
-            sid,
-            _hex(head),
-            revision,
-            state,
-            tuple(n.message for n in nodes),
-            tuple(n.id for n in nodes),
-            created,
-            updated,
+            sid, _hex(head), revision, state, tuple(messages), tuple(i.hex() for i in ids), created, updated
         )
 
     def chain(self, node: str) -> list[Node]:
@@ -540,7 +536,8 @@ class SessionStore(abc.ABC):
             found = tx.query(self.dialect.get_node, (raw,))
             if not found:
                 raise SessionNotFound(f"no node {node}")
-            return self._chain(tx, raw, found[0][2] + 1, None)
+            ids, parents, messages = self._chain(tx, raw, found[0][2] + 1, None)
+        return [Node(n.hex(), _hex(p), i, m) for i, (n, p, m) in enumerate(zip(ids, parents, messages, strict=True))]
 
     def heads(self, session_id: str) -> list[HeadMove]:
         """Every move of the session's head, oldest first: the chains it pointed to before (the one before a
@@ -569,11 +566,14 @@ class SessionStore(abc.ABC):
             raise SessionNotFound(f"node id {prefix} is ambiguous: give more of its digits")
         return _b(rows[0][0]).hex()
 
-    def _chain(self, tx: Tx, head: bytes | None, length: int, sid: str | None) -> list[Node]:
-        """The chain ending at ``head`` (``length`` nodes), read in one query and checked link by link."""
+    def _chain(
+        self, tx: Tx, head: bytes | None, length: int, sid: str | None
+    ) -> tuple[list[bytes], list[bytes | None], list[Message]]:
+        """The chain ending at ``head`` (``length`` nodes), read in one query and checked link by link:
+        its node ids, their parents and the messages, oldest first."""
         if head is None:
-            return []
-        rows = sorted(tx.query(self.dialect.chain, (head,)), key=lambda r: r[2])
+            return [], [], []
+        rows = sorted(tx.query(self.dialect.chain, (head,)), key=itemgetter(2))
         blobs = self._blobs(tx, rows)
         where = f"session {sid!r}" if sid is not None else f"node {head.hex()[:12]}"
         if len(rows) != length or (rows and _b(rows[-1][0]) != head):
@@ -583,15 +583,19 @@ class SessionStore(abc.ABC):
                 session_id=sid,
                 node=head.hex(),
             )
-        out: list[Node] = []
+        ids: list[bytes] = []
+        parents: list[bytes | None] = []
+        messages: list[Message] = []
         prev: bytes | None = None
+        from_json = Message.from_json
         for i, (nid, parent, depth, body, refs) in enumerate(rows):
             nid, parent, body = _b(nid), _ob(parent), _b(body)
             if depth != i or parent != prev:
                 raise StoreCorrupt(f"{where}: the chain is broken at message {i}", session_id=sid, node=nid.hex())
             try:
-                data = join_payloads(body, read_refs(_ob(refs), len(body)), blobs)
-                message = Message.from_json(data)
+                messages.append(
+                    from_json(join_payloads(body, read_refs(_ob(refs), len(body)), blobs) if refs else body)
+                )
             except (KeyError, ValueError) as exc:
                 what = f"a payload is missing ({_b(exc.args[0]).hex()[:12]})" if isinstance(exc, KeyError) else exc
                 raise StoreCorrupt(
@@ -599,9 +603,10 @@ class SessionStore(abc.ABC):
                     session_id=sid,
                     node=nid.hex(),
                 ) from None
-            out.append(Node(nid.hex(), _hex(parent), i, message))
+            ids.append(nid)
+            parents.append(parent)
             prev = nid
-        return out
+        return ids, parents, messages
 
     def _blobs(self, tx: Tx, rows: Iterable[tuple[Any, ...]]) -> dict[bytes, bytes]:
         wanted: set[bytes] = set()
