@@ -263,11 +263,12 @@ class Dialect:
     list_sessions: str
     heads: str  # session_id -> (revision, head, at, kind)
     blobs: str  # a list of hashes -> (hash, data); "{in}" is replaced by the list's placeholders
+    param: str  # the placeholder of one parameter: "?" or "%s"
 
     def blobs_query(self, hashes: Sequence[bytes]) -> tuple[str, Sequence[Any]]:
         """The blob lookup for ``hashes`` and its parameters."""
         if "{in}" in self.blobs:
-            return self.blobs.replace("{in}", ",".join("?" * len(hashes))), list(hashes)
+            return self.blobs.replace("{in}", ",".join([self.param] * len(hashes))), list(hashes)
         return self.blobs, [list(hashes)]
 
 
@@ -298,6 +299,27 @@ class SessionStore(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Close the store's connections; using it afterwards raises ``StoreError``."""
+
+    def _ensure_schema(self, tx: Tx, meta_exists: bool, statements: Iterable[str], where: str) -> None:
+        """Create the tables in ``tx`` when the database has none (``meta_exists`` is false), and refuse one
+        whose schema is newer than :data:`SCHEMA_VERSION` (policy: ``docs/sessions.md``)."""
+        version = None
+        if meta_exists:
+            row = tx.query("SELECT value FROM loopctl_meta WHERE key = 'schema_version'")
+            version = int(row[0][0]) if row else None
+        if version is not None and version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{where}: schema version {version} is newer than this release of loopctl reads ({SCHEMA_VERSION}); "
+                "upgrade loopctl to open it"
+            )
+        if version is None:
+            for statement in statements:
+                tx.run(statement)
+            tx.run(
+                f"INSERT INTO loopctl_meta (key, value) VALUES ('schema_version', {self.dialect.param}) "
+                "ON CONFLICT DO NOTHING",
+                (str(SCHEMA_VERSION),),
+            )
 
     def __enter__(self) -> SessionStore:
         return self

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from loopctl.errors import StoreError
-from loopctl.store.base import SCHEMA_VERSION, Dialect, SessionStore, Tx, translate_errors
+from loopctl.store.base import Dialect, SessionStore, Tx, translate_errors
 from loopctl.store.chain import BLOB_THRESHOLD
 
 try:
@@ -69,6 +69,7 @@ DIALECT = Dialect(
     list_sessions=f"SELECT {_SESSION_COLUMNS} FROM loopctl_sessions ORDER BY updated_at DESC, id",
     heads="SELECT revision, head, at, kind FROM loopctl_heads WHERE session_id = %s ORDER BY revision",
     blobs="SELECT hash, data FROM loopctl_blobs WHERE hash = ANY(%s)",
+    param="%s",
 )
 
 _SCHEMA_LOCK = 0x6C6F6F70  # "loop": the advisory lock key held while the schema is created
@@ -162,22 +163,7 @@ class PostgresStore(SessionStore):
         with self._write() as tx:
             tx.query("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             found = tx.query("SELECT to_regclass('loopctl_meta') IS NOT NULL")[0][0]
-            version = None
-            if found:
-                row = tx.query("SELECT value FROM loopctl_meta WHERE key = 'schema_version'")
-                version = int(row[0][0]) if row else None
-            if version is not None and version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"PostgreSQL at {_safe(self._dsn)}: schema version {version} is newer than this release of "
-                    f"loopctl reads ({SCHEMA_VERSION}); upgrade loopctl to open it"
-                )
-            if version is None:
-                for statement in _SCHEMA:
-                    tx.run(statement)
-                tx.run(
-                    "INSERT INTO loopctl_meta (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
-                    (str(SCHEMA_VERSION),),
-                )
+            self._ensure_schema(tx, bool(found), _SCHEMA, f"PostgreSQL at {_safe(self._dsn)}")
 
 
 def _safe(dsn: str) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.errors import StoreError
-from loopctl.store.base import SCHEMA_VERSION, Dialect, SessionStore, Tx, translate_errors
+from loopctl.store.base import Dialect, SessionStore, Tx, translate_errors
 from loopctl.store.chain import BLOB_THRESHOLD
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SQLiteStore"]
@@ -88,6 +88,7 @@ DIALECT = Dialect(
     list_sessions=f"SELECT {_SESSION_COLUMNS} FROM loopctl_sessions ORDER BY updated_at DESC, id",
     heads="SELECT revision, head, at, kind FROM loopctl_heads WHERE session_id = ? ORDER BY revision",
     blobs="SELECT hash, data FROM loopctl_blobs WHERE hash IN ({in})",
+    param="?",
 )
 
 
@@ -210,18 +211,6 @@ class SQLiteStore(SessionStore):
                 raise StoreError(f"{str(self.path)!r} is not a session database ({exc})") from exc
         with self._write() as tx:
             found = tx.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'loopctl_meta'")
-            version = None
-            if found:
-                row = tx.query("SELECT value FROM loopctl_meta WHERE key = 'schema_version'")
-                version = int(row[0][0]) if row else None
-            if version is not None and version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{str(self.path)!r}: schema version {version} is newer than this release of loopctl reads "
-                    f"({SCHEMA_VERSION}); upgrade loopctl to open it"
-                )
-            if version is None:
-                # One by one inside the transaction (executescript would commit first).
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        tx.run(statement)
-                tx.run("INSERT INTO loopctl_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            # One statement at a time inside the transaction (executescript would commit first).
+            statements = [st for st in _SCHEMA.split(";") if st.strip()]
+            self._ensure_schema(tx, bool(found), statements, repr(str(self.path)))
