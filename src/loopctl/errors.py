@@ -19,6 +19,7 @@ __all__ = [
     "CompactionError",
     "CompactionNoProgress",
     "CompactionOverflow",
+    "ConcurrentUpdate",
     "ConnectionFailed",
     "ContextOverflow",
     "ConversationFileError",
@@ -35,6 +36,10 @@ __all__ = [
     "ProviderTimeout",
     "RateLimited",
     "ServerError",
+    "SessionExists",
+    "SessionNotFound",
+    "StoreCorrupt",
+    "StoreError",
     "StreamTruncated",
     "ToolError",
     "ToolTimeout",
@@ -270,3 +275,58 @@ class CompactionNoProgress(CompactionError):
 class CompactionOverflow(CompactionError):
     """Even the parts a pass must keep (the first message, ``Durable`` results with their calls, the
     protected tail) do not fit the target; the numbers are on the error."""
+
+
+# --- errors of the session store (loopctl.store) ----------------------------------------------------------
+
+
+class StoreError(LoopError):
+    """A session store could not do what was asked: the database cannot be opened or written, its schema is
+    newer than this release reads, or a base class for the more specific errors below.
+
+    :attr:`session_id` names the session concerned, when there is one.
+    """
+
+    def __init__(self, message: str, *, session_id: str | None = None) -> None:
+        self.session_id = session_id
+        super().__init__(message)
+
+
+class ConcurrentUpdate(StoreError):
+    """An append named a head that is no longer the session's head: another writer moved it first.
+
+    Nothing was written. :attr:`expected` is the head the writer named and :attr:`actual` the head it found
+    (node ids in hex, ``None`` for an empty or missing session). Load the session again and redo the work
+    on top of the new head; retrying the same append cannot succeed.
+    """
+
+    def __init__(self, session_id: str, expected: str | None, actual: str | None) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id!r} was changed by another writer: its head is {_short(actual)}, not "
+            f"{_short(expected)} as this writer expected; nothing was written (load the session again)",
+            session_id=session_id,
+        )
+
+
+class SessionNotFound(StoreError, LookupError):
+    """No session of that id in the store (or no node of that id, for a lookup by node)."""
+
+
+class SessionExists(StoreError, ValueError):
+    """A new session (a fork, an import) was given the id of a session that already exists."""
+
+
+class StoreCorrupt(StoreError):
+    """A stored row cannot be read back: a node whose message does not parse, a chain with a missing link, a
+    state document of the wrong shape. :attr:`node` is the node's id (hex) when one is concerned.
+    ``store.verify(session_id)`` lists every such problem of a session."""
+
+    def __init__(self, message: str, *, session_id: str | None = None, node: str | None = None) -> None:
+        self.node = node
+        super().__init__(message, session_id=session_id)
+
+
+def _short(node: str | None) -> str:
+    return "empty" if node is None else node[:12]

@@ -13,7 +13,7 @@ import binascii
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import RetryCallState, wait_random_exponential
 
@@ -56,6 +56,9 @@ from loopctl.response import ModelResponse, Usage
 from loopctl.stream import StreamEvent
 from loopctl.tool import Tool, ToolContext, ToolInputError, ToolProvider, ToolRegistry, to_tool_output
 
+if TYPE_CHECKING:
+    from loopctl.store import SessionBinding, SessionStore
+
 __all__ = ["BareLoop"]
 
 _T = TypeVar("_T")
@@ -78,6 +81,12 @@ class BareLoop:
     ``observers`` receive typed events. ``permission`` decides each tool
     call before it runs. The conversation lives in a :class:`~loopctl.engine.LoopMachine`; successive runs
     continue it. One run at a time per loop.
+
+    With a ``store`` (:mod:`loopctl.store`), the conversation is the stored session ``session_id`` (a new
+    id when ``None``): loaded here when it exists, and saved before every model call and when each run ends,
+    so a crash loses at most the turn in flight. A save refused because another writer moved the session's
+    head (:class:`~loopctl.errors.ConcurrentUpdate`) writes nothing and ends the run failed with it; a refusal
+    of the save at the end of a run is raised by :meth:`run`.
     """
 
     def __init__(
@@ -89,12 +98,19 @@ class BareLoop:
         observers: Sequence[Observer] = (),
         permission: PermissionCallback | None = None,
         machine: LoopMachine | None = None,
+        store: SessionStore | None = None,
+        session_id: str | None = None,
     ) -> None:
         self.client = client
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.config = config or SessionConfig()
         self.observers = list(observers)
         self.permission = permission
+        self._binding: SessionBinding | None = None
+        if store is not None:
+            from loopctl.store.binding import bind
+
+            self._binding, machine = bind(store, session_id, machine, system_prompt=self.config.system_prompt)
         self._machine = machine or LoopMachine()
         self._budget = _make_budget(self.config)
         self._counter = self._budget.counter
@@ -112,6 +128,11 @@ class BareLoop:
     def machine(self) -> LoopMachine:
         """The machine holding the conversation (do not feed it while a run is active)."""
         return self._machine
+
+    @property
+    def session_id(self) -> str | None:
+        """The id of the stored session this loop keeps its conversation in (``None`` without a store)."""
+        return self._binding.session_id if self._binding is not None else None
 
     @property
     def history(self) -> Sequence[Message]:
@@ -159,7 +180,15 @@ class BareLoop:
             raise RuntimeError("this loop is already running; start another BareLoop for concurrent runs")
         self._running = True
         try:
-            return await self._run(input, config or RunConfig(), cancel)
+            try:
+                run = await self._run(input, config or RunConfig(), cancel)
+            except BaseException:
+                if self._binding is not None:  # the salvaged conversation, kept before the error goes on
+                    await self._binding.save_end(self._machine, failing=True)
+                raise
+            if self._binding is not None:
+                await self._binding.save_end(self._machine, failing=False)
+            return run
         finally:
             self._running = False
 
@@ -192,6 +221,8 @@ class BareLoop:
                 if cancel is not None and cancel.is_set():
                     m.cancel()
                 step = m.next_step(policy)
+                if isinstance(step, CallLLM) and self._binding is not None and await self._binding.save_turn(m):
+                    continue  # the save was refused: the machine ended the run
                 if isinstance(step, CallLLM):
                     t0 = time.perf_counter()
                     try:

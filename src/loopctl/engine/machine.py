@@ -576,10 +576,14 @@ class LoopMachine:
 
     # --- persistence ---------------------------------------------------------------------------------------
 
-    def to_json(self) -> str:
+    def to_json(self, *, messages: bool = True) -> str:
         """The whole machine as JSON (``docs/wire-format.md``, "Machine files"); the same machine always gives
         the same text. Raises ``InvalidMessage`` for a string that cannot be written as UTF-8 (a lone
-        surrogate); integers of any size are written exactly, as in conversation files."""
+        surrogate); integers of any size are written exactly, as in conversation files.
+
+        ``messages=False`` writes ``history`` and ``pending`` as their lengths instead of message arrays, for
+        a store that keeps the messages elsewhere (``loopctl.store``): O(1) in the history's size. Read it
+        back with ``from_json(data, messages=...)``."""
         step: dict[str, Any] | None = None
         if isinstance(self._step, Prune):
             step = {"type": "prune", "context_tokens": self._step.context_tokens, "needed": self._step.needed}
@@ -591,8 +595,10 @@ class LoopMachine:
             "state": self.state.value,
             "turn": self.turn,
             "context_tokens": self.context_tokens,
-            "history": [m.to_dict() for m in self._messages[: self._n_history]],
-            "pending": [m.to_dict() for m in self._messages[self._n_history :]],
+            "history": [m.to_dict() for m in self._messages[: self._n_history]] if messages else self._n_history,
+            "pending": [m.to_dict() for m in self._messages[self._n_history :]]
+            if messages
+            else len(self._messages) - self._n_history,
             "calls": [c.to_dict() for c in self._calls],
             "machine_results": [r.to_dict() for r in self._machine_results.values()],
             "step": step,
@@ -607,12 +613,15 @@ class LoopMachine:
         return _dumps_bytes(doc).decode()
 
     @classmethod
-    def from_json(cls, data: str | bytes) -> LoopMachine:
+    def from_json(cls, data: str | bytes, *, messages: Sequence[Message] | None = None) -> LoopMachine:
         """Restore a machine saved by :meth:`to_json`. Raises
         :class:`~loopctl.errors.ConversationFileError` for text that is not a machine file, a newer
         ``format_version``, a field of the wrong type, or fields that disagree (a state without what it waits
         for, calls that are not the last reply's...), and :class:`~loopctl.errors.InvalidMessage` for a bad
-        message inside. A machine that loads takes its next step without error."""
+        message inside. A machine that loads takes its next step without error.
+
+        ``messages`` (history then pending) reads a document written with ``to_json(messages=False)``: its
+        ``history`` and ``pending`` lengths must add up to ``len(messages)``."""
         try:
             doc = loads_exact(data)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError as exc:
@@ -629,7 +638,7 @@ class LoopMachine:
                 "upgrade loopctl to read it",
             )
         try:
-            m = _read_machine(cls, doc)
+            m = _read_machine(cls, doc, messages)
         except (ConversationFileError, InvalidMessage):
             raise
         except (KeyError, TypeError, ValueError) as exc:
@@ -681,11 +690,18 @@ def _expect_message(message: object, role: Role, feed: str) -> None:
         raise MachineStateError(f"{feed} takes {article} {role.value} message, got a {message.role.value} message")
 
 
-def _read_machine(cls: type[LoopMachine], doc: dict[str, Any]) -> LoopMachine:
+def _read_machine(cls: type[LoopMachine], doc: dict[str, Any], messages: Sequence[Message] | None) -> LoopMachine:
     """The machine of a parsed machine file, each field type-checked (raises ``ConversationFileError``,
-    ``InvalidMessage``, or ``KeyError`` for a missing key)."""
-    history = _read_items(Message, doc, "history")
-    pending = _read_items(Message, doc, "pending")
+    ``InvalidMessage``, or ``KeyError`` for a missing key); ``messages`` fill a document that gives only the
+    lengths of ``history`` and ``pending``."""
+    if messages is None:
+        history = _read_items(Message, doc, "history")
+        pending = _read_items(Message, doc, "pending")
+    else:
+        n_history, n_pending = _whole(doc["history"], "history"), _whole(doc["pending"], "pending")
+        if n_history + n_pending != len(messages):
+            raise _bad_file(f"history and pending hold {n_history + n_pending} messages, not the {len(messages)} given")
+        history, pending = list(messages[:n_history]), list(messages[n_history:])
     calls = tuple(_read_items(ToolCallPart, doc, "calls"))
     results = _read_items(ToolResultPart, doc, "machine_results")
     m = cls(history)
