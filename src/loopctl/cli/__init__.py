@@ -184,7 +184,10 @@ async def _run(console: Console, **opts: Any) -> int:
         from loopctl.cli.integrations import open_integrations
 
         taken = {t.name for t in files.tools()}
-        servers, observers = await open_integrations(stack, taken=taken, conversation_id=target.session_id if target else path.stem, **opts["extras"])
+        conversation_id = target.session_id if target is not None else path.stem
+        servers, observers = await open_integrations(
+            stack, taken=taken, conversation_id=conversation_id, **opts["extras"]
+        )
         try:  # before any model call: a run whose session cannot be saved would be lost at the end
             if target is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
