@@ -14,6 +14,11 @@ This module is pure: no I/O.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loopctl.engine.run import Run
+
 __all__ = [
     "AuthenticationError",
     "CompactionError",
@@ -28,16 +33,22 @@ __all__ = [
     "LoopError",
     "MachineStateError",
     "MissingAPIKey",
+    "MaxTokensReached",
     "ModelNotFound",
     "Overloaded",
     "ProviderError",
     "ProviderProtocolError",
     "ProviderTimeout",
     "RateLimited",
+    "RunCancelled",
+    "RunError",
+    "RunFailed",
+    "RunRefused",
     "ServerError",
     "StreamTruncated",
     "ToolError",
     "ToolTimeout",
+    "TurnLimitReached",
     "UnsupportedContent",
 ]
 
@@ -270,3 +281,37 @@ class CompactionNoProgress(CompactionError):
 class CompactionOverflow(CompactionError):
     """Even the parts a pass must keep (the first message, ``Durable`` results with their calls, the
     protected tail) do not fit the target; the numbers are on the error."""
+
+
+# --- how a run ended -----------------------------------------------------------------------------------------
+
+
+class RunError(LoopError):
+    """A run that did not complete, raised by :meth:`loopctl.engine.Run.raise_for_outcome` (as httpx's
+    ``raise_for_status`` raises for an error status). :attr:`run` is the record (outcome, turns, usage); the
+    error that ended the run, if one did, is ``run.error`` and this error's ``__cause__``. Each outcome kind
+    has its subclass, so ``except RunCancelled`` catches just that."""
+
+    def __init__(self, message: str, run: Run) -> None:
+        self.run = run
+        super().__init__(message)
+
+
+class RunFailed(RunError):
+    """An error ended the run (outcome ``FAILED``, or ``CONTEXT_OVERFLOW``: it could not fit the window)."""
+
+
+class RunCancelled(RunError):
+    """The caller cancelled the run (outcome ``CANCELLED``)."""
+
+
+class TurnLimitReached(RunError):
+    """The run made ``max_turns`` model calls without an answer (outcome ``MAX_TURNS``)."""
+
+
+class MaxTokensReached(RunError):
+    """The answer was cut off by the output token limit (outcome ``MAX_TOKENS``)."""
+
+
+class RunRefused(RunError):
+    """The provider stopped the answer for content filtering or safety (outcome ``REFUSED``)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, Union, get_type_hints, overload, runtime_checkable
@@ -92,10 +93,25 @@ class ToolOutput:
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a running tool may know about its call: the provider's ``call_id`` and the tool ``name``."""
+    """What a running tool may know about its call: the provider's ``call_id`` and the tool ``name``.
+
+    :attr:`stop_requested` turns true when the engine gave up on the call (its timeout passed, or the run was
+    cancelled). A coroutine is cancelled then anyway; a plain function running in a worker thread cannot be
+    stopped from outside, so a long one should poll it and return early.
+    """
 
     call_id: str
     name: str
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the engine no longer waits for this call (thread-safe)."""
+        return self._stop.is_set()
+
+    def request_stop(self) -> None:
+        """Ask the tool to stop (the engine calls this when it gives up on the call)."""
+        self._stop.set()
 
 
 class ToolInputError(ValueError):
@@ -189,6 +205,12 @@ class FunctionTool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (no validation)."""
         return self._fn(*args, **kwargs)
+
+    @property
+    def runs_in_thread(self) -> bool:
+        """True for a plain ``def`` without ``inline=True``: it runs in a worker thread, which cannot be
+        stopped from outside (a timeout gives up waiting for it; it may go on running)."""
+        return not self._is_async and not self._inline
 
     def __repr__(self) -> str:
         return f"FunctionTool(name={self.name!r})"

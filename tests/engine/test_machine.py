@@ -365,14 +365,81 @@ def test_a_prune_result_of_another_length_is_refused() -> None:
         m.prune_result([], 700, 0)
 
 
-def test_a_run_that_cannot_fit_the_window_is_discarded() -> None:
+def test_a_run_that_cannot_fit_the_window_keeps_the_results_of_tools_that_ran() -> None:
+    # It used to be discarded whole (history back to the previous runs): a tool that ran was forgotten.
     m = LoopMachine([Message.user("old"), Message.assistant("kept")])
     m.accept_input("new")
     m.model_response(assistant(call("c1")), TOOLS, 40)
     m.tool_results([result("c1")])
+    m.model_response(assistant(call("c2")), TOOLS, 50)
     m.fail("prompt is too long", overflow=True)
     assert m.outcome.kind is OutcomeKind.CONTEXT_OVERFLOW
-    assert list(m.history) == [Message.user("old"), Message.assistant("kept")]
+    assert list(m.history) == [
+        Message.user("old"),
+        Message.assistant("kept"),
+        Message.user("new"),
+        assistant(call("c1")),
+        result("c1"),
+    ]
+
+
+def _overflowed() -> LoopMachine:
+    """A run whose second model call the provider refused as too long (one tool exchange done)."""
+    m = started()
+    m.model_response(assistant(call("c1")), TOOLS, 40)
+    m.tool_results([result("c1")])
+    m.context_overflow("prompt is too long: 1200 tokens > 1000 maximum", 1200)
+    return m
+
+
+def test_a_provider_overflow_asks_for_the_emergency_compaction_then_the_same_call_again() -> None:
+    # A "prompt is too long" mid-run used to discard the run whole (history []), Durable results included.
+    m = _overflowed()
+    assert m.next_step(POLICY) == Compact(CompactReason.EMERGENCY, 1200)
+    compacted = [Message.user("hello"), assistant(call("c1")), result("c1")]
+    m.compaction_result(compacted, 1200, 300)
+    assert m.next_step(POLICY) == CallLLM(2)
+    m.model_response(Message.assistant("done"), TOOLS, 320)
+    assert m.outcome.kind is OutcomeKind.COMPLETED
+    assert list(m.history) == [*compacted, Message.assistant("done")]
+
+
+def test_a_second_overflow_of_the_call_ends_the_run_keeping_the_results_of_tools_that_ran() -> None:
+    m = _overflowed()
+    m.next_step(POLICY)
+    m.compaction_result([Message.user("hello"), assistant(call("c1")), result("c1")], 1200, 900)
+    m.context_overflow("prompt is too long: 1100 tokens > 1000 maximum")
+    assert m.outcome.kind is OutcomeKind.CONTEXT_OVERFLOW
+    assert m.outcome.error == "prompt is too long: 1100 tokens > 1000 maximum"
+    assert list(m.history) == [Message.user("hello"), assistant(call("c1")), result("c1")]
+
+
+def test_an_overflow_the_compaction_cannot_help_ends_with_the_providers_error_not_no_progress() -> None:
+    m = _overflowed()
+    m.next_step(POLICY)
+    m.compaction_noop(1200, 1200)
+    assert (m.outcome.kind, m.outcome.error) == (
+        OutcomeKind.CONTEXT_OVERFLOW,
+        "prompt is too long: 1200 tokens > 1000 maximum",
+    )
+    assert list(m.history) == [Message.user("hello"), assistant(call("c1")), result("c1")]
+
+
+def test_each_model_call_gets_its_own_overflow_retry() -> None:
+    m = _overflowed()
+    m.next_step(POLICY)
+    m.compaction_result([Message.user("hello"), assistant(call("c1")), result("c1")], 1200, 300)
+    m.model_response(assistant(call("c2")), TOOLS, 400)  # the retry answered: the next call starts afresh
+    m.tool_results([result("c2")])
+    m.context_overflow(RuntimeError("too long"), 1100)
+    assert m.next_step(POLICY) == Compact(CompactReason.EMERGENCY, 1100)
+
+
+def test_context_overflow_is_a_feed_of_a_run_waiting_for_the_model() -> None:
+    m = started()
+    m.model_response(assistant(call("c1")), TOOLS, 40)
+    with pytest.raises(MachineStateError, match="context_overflow"):
+        m.context_overflow("too long")
 
 
 # --- run exit and salvage -------------------------------------------------------------------------------
@@ -453,6 +520,11 @@ def _machines_in_every_state() -> dict[str, LoopMachine]:
     m7 = _awaiting_compaction()
     m7.compaction_result([Message.user("summary")], 960, 100)
     out["compacted"] = m7  # awaiting_model with every message in history, none pending
+    out["overflowed"] = _overflowed()
+    m8 = _overflowed()
+    m8.next_step(POLICY)
+    m8.compaction_result([Message.user("hello"), assistant(call("c1")), result("c1")], 1200, 300)
+    out["retrying_after_overflow"] = m8  # a second overflow must end the run, after a restore too
     return out
 
 
@@ -465,6 +537,12 @@ def test_a_restored_machine_takes_exactly_the_same_next_step(name: str) -> None:
     assert restored.next_step(POLICY) == m.next_step(POLICY)
     assert list(restored.full_history()) == list(m.full_history())
     assert restored.state is m.state
+
+
+def test_a_machine_restored_while_retrying_after_an_overflow_still_retries_only_once() -> None:
+    restored = LoopMachine.from_json(_machines_in_every_state()["retrying_after_overflow"].to_json())
+    restored.context_overflow("still too long")
+    assert restored.outcome.kind is OutcomeKind.CONTEXT_OVERFLOW
 
 
 def test_a_machine_holding_an_integer_past_64_bits_saves_and_restores_it_exactly() -> None:
@@ -529,6 +607,8 @@ def _saved(name: str, **changes: object) -> str:
         ("awaiting_compaction", {"step": {"type": "squash"}}, "step type 'squash' is not prune or compact"),
         ("failed", {"outcome": {"kind": "failed", "error": 5}}, "outcome.error must be a string or null, got 5"),
         ("failed", {"outcome": [1]}, "outcome must be an object"),
+        ("terminal", {"overflow": {"kind": "context_overflow", "error": "x"}}, "state terminal has a context overflow"),
+        ("overflowed", {"overflow": {"kind": "context_overflow", "error": 1}}, "overflow.error must be a string"),
     ],
 )  # fmt: skip
 def test_a_machine_file_whose_fields_disagree_is_refused_when_read_not_later(

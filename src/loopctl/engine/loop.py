@@ -9,8 +9,9 @@ and tools.
 from __future__ import annotations
 
 import asyncio
-import binascii
+import dataclasses
 import inspect
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -32,6 +33,7 @@ from loopctl.engine.events import (
     TurnFinished,
     TurnStarted,
 )
+from loopctl.engine.images import image_problem, rules_for
 from loopctl.engine.machine import (
     CallLLM,
     CallTools,
@@ -41,12 +43,14 @@ from loopctl.engine.machine import (
     LoopMachine,
     MachinePolicy,
     MachineState,
+    Outcome,
+    OutcomeKind,
     Prune,
     exception_text,
 )
 from loopctl.engine.permission import Approve, Deny, Modify, PermissionCallback
 from loopctl.engine.run import Run, ToolCallRecord, Turn
-from loopctl.errors import CompactionOverflow, ContextOverflow, LoopError
+from loopctl.errors import CompactionNoProgress, CompactionOverflow, ContextOverflow, LoopError, UnsupportedContent
 from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
 from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import ModelResponse, Usage
@@ -100,6 +104,8 @@ class BareLoop:
         if set_request is not None:
             # The system prompt and tool schemas are sent with every request: count them once.
             set_request(system=self.config.system_prompt, tools=self.tools.schemas)
+        self._image_rules = rules_for(getattr(client, "provider", ""))
+        self._overflow_scale: float | None = None  # how low the estimate was when the provider overflowed
         self._running = False
 
     # --- sessions ------------------------------------------------------------------------------------------
@@ -171,6 +177,8 @@ class BareLoop:
             prune_target=self._budget.target_tokens / self._budget.window,
         )
         started = time.perf_counter()
+        if isinstance(input, Message):
+            self._check_input_images(input)
         m.accept_input(input)
         first = m.pending[-1]
         count = self._counter.count
@@ -181,6 +189,7 @@ class BareLoop:
         names = self.tools.names
         last: ModelResponse | None = None
         last_duration = 0.0
+        error: BaseException | None = None  # the last error met: what ended the run, if it failed
         try:  # from here on, whatever escapes ends the run in the machine first
             m.context_tokens = count(m.full_history())
             if emit:
@@ -197,9 +206,12 @@ class BareLoop:
                         m.cancel()
                         continue
                     except ContextOverflow as exc:
-                        m.fail(exc, overflow=True)
+                        # The estimate was low: correct it, and let the machine compact and try once more.
+                        error = exc
+                        m.context_overflow(exc, self._after_overflow(exc))
                         continue
                     except LoopError as exc:
+                        error = exc
                         m.fail(exc)
                         continue
                     last_duration = time.perf_counter() - t0
@@ -215,6 +227,7 @@ class BareLoop:
                             invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
                         )
                     except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
+                        error = exc
                         m.fail(exc)
                         continue
                     if emit:
@@ -246,26 +259,50 @@ class BareLoop:
                 elif isinstance(step, Prune):
                     self._prune(step, emit)
                 elif isinstance(step, Compact):
-                    await self._compact(step, emit)
+                    error = await self._compact(step, emit) or error
                 elif isinstance(step, Done):
                     break
         except asyncio.CancelledError:
-            m.cancel()
-            raise
+            if _cancelling():  # our own cancel: the caller cancelled the task running the run
+                m.cancel()
+                raise
+            # A cancellation from inside (a client or callback whose own task was cancelled) is a failure of
+            # the run, not a cancel of it.
+            error = LoopError("an operation of the run was cancelled from inside it (asyncio.CancelledError)")
+            m.fail(error)
         except BaseException as exc:
             if m.state not in (MachineState.TERMINAL, MachineState.START):
                 m.fail(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             raise
         run = Run(
             outcome=m.outcome,
-            output=_final_text(m.history),
+            output=_answer_text(turns),
             turns=tuple(turns),
             usage=usage,
             duration=time.perf_counter() - started,
+            error=_run_error(m.outcome, error),
         )
         if emit:
             emit(RunFinished(run))
         return run
+
+    def _check_input_images(self, message: Message) -> None:
+        """Refuse, before it enters the conversation, an input image the provider cannot read (its type,
+        bytes or size: :mod:`loopctl.engine.images`); such an image would fail this run and every later one.
+        Raises ``UnsupportedContent`` naming the part (``input.parts[1]``, ``input.parts[0].output[2]``)."""
+        for i, part in enumerate(message.parts):
+            found: list[tuple[str, TextPart | ImagePart]] = []
+            if isinstance(part, ImagePart):
+                found = [(f"input.parts[{i}]", part)]
+            elif isinstance(part, ToolResultPart):
+                found = [(f"input.parts[{i}].output[{j}]", p) for j, p in enumerate(part.output.parts)]
+            for path, image in found:
+                if not isinstance(image, ImagePart):
+                    continue
+                problem = image_problem(image, self._image_rules)
+                if problem is not None:
+                    provider = getattr(self.client, "provider", "") or "the provider"
+                    raise UnsupportedContent(f"{path}: the image cannot be sent to {provider}: {problem}")
 
     # --- the model -----------------------------------------------------------------------------------------
 
@@ -384,9 +421,14 @@ class BareLoop:
         except ToolInputError as exc:
             return _error_result(call, f"Invalid input for tool {call.name!r}: {exc}")
         except TimeoutError:
-            return _error_result(call, f"Tool {call.name!r} timed out after {timeout:g} s and was stopped.")
+            context.request_stop()
+            return _error_result(call, _timeout_text(tool, call.name, timeout))
         except asyncio.CancelledError:
-            raise
+            context.request_stop()
+            if _cancelling():  # the run is being cancelled (by the caller, or its cancel event)
+                raise
+            # The tool's own sub-task was cancelled: the tool failed; the run goes on.
+            return _error_result(call, f"Tool {call.name!r} failed: a task of its own was cancelled (CancelledError).")
         except Exception as exc:  # a tool's failure is the model's to read, not the loop's to die of
             return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}")
         try:
@@ -395,7 +437,7 @@ class BareLoop:
             if max_chars is not None:
                 content = _clipped(content, max_chars)
             for image in content.images():
-                problem = _image_problem(image)
+                problem = image_problem(image, self._image_rules)
                 if problem is not None:
                     return _error_result(call, f"Tool {call.name!r} returned an image that cannot be sent: {problem}")
             return ToolResultPart(
@@ -426,14 +468,20 @@ class BareLoop:
         if emit:
             emit(CompactionFinished("prune", "prune_line", before, after))
 
-    async def _compact(self, step: Compact, emit: Callable[[LoopEvent], None] | None) -> None:
+    async def _compact(self, step: Compact, emit: Callable[[LoopEvent], None] | None) -> LoopError | None:
         """Run the session's compactor; a summarizing one gets its model call here (the emergency line
-        truncates at once, and so does a summary that failed or saved nothing)."""
+        truncates at once, and so does a summary that failed or saved nothing). Returns the error that ended
+        the run, if one did."""
         m = self._machine
         before = m.context_tokens
         messages = list(m.full_history())
         kind = "truncate"
         compacted: list[Message] | None = None
+        budget = self._budget
+        scale, self._overflow_scale = self._overflow_scale, None
+        if scale is not None and scale > 1:
+            # Answering a provider's overflow: the estimate was ``scale`` times too low, so aim that much lower.
+            budget = dataclasses.replace(budget, window=max(1, int(budget.window / scale)))
         try:
             compactor = self._compactor
             if isinstance(compactor, SummarizingCompactor):
@@ -443,12 +491,12 @@ class BareLoop:
                 compactor = None  # the fallback: truncation, which needs no model call
             if compacted is None:
                 kind = "truncate"
-                compacted = self._budget.compact(messages, compactor)
+                compacted = budget.compact(messages, compactor)
         except CompactionOverflow as exc:
             m.fail(exc, overflow=True)
             if emit:
                 emit(CompactionFinished(kind, step.reason.value, before, exc.tokens_after or before))
-            return
+            return exc
         if compacted is None:
             m.compaction_noop(before, before)
             after = before
@@ -457,6 +505,7 @@ class BareLoop:
             m.compaction_result(compacted, before, after)
         if emit:
             emit(CompactionFinished(kind, step.reason.value, before, after))
+        return None
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
         """A summary pass: the compactor plans the request, the client sends it, the compactor builds the new
@@ -471,6 +520,17 @@ class BareLoop:
         out: list[Message] = plan.finish(reply)
         before = self._counter.count(messages)
         return out if self._counter.count(out) < before else None
+
+    def _after_overflow(self, error: ContextOverflow) -> int:
+        """The conversation's size, in tokens, once the provider said it is longer than the window: what the
+        provider reported (scaled to our window when the provider's is smaller), else just past our window.
+        The ratio of that size to the estimate is kept for the emergency compaction that follows, so it cuts
+        enough: the estimate was that much too low."""
+        sent = self._machine.full_history()
+        size = _overflow_size(error, self._budget.window)
+        estimate = self._counter.count(sent)
+        self._overflow_scale = size / estimate if estimate > 0 else None
+        return max(size, estimate)
 
     def _context_after_reply(self, sent: Sequence[Message], estimate: int, reply: Message, usage: Usage) -> int:
         """The conversation's size, in tokens, once ``reply`` joins ``sent`` (estimated at ``estimate``).
@@ -562,6 +622,13 @@ async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
     raise _Cancelled
 
 
+def _cancelling() -> bool:
+    """Whether the current task is being cancelled (``Task.cancelling()``): a ``CancelledError`` is ours to
+    propagate only then; otherwise it came from inside an operation that was cancelled on its own."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _retrieve(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
@@ -577,6 +644,33 @@ def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
     state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
     state.attempt_number = attempt
     return float(wait(state))
+
+
+# What the providers say when a prompt is longer than the window, with the numbers (tokens) they give:
+# Anthropic "prompt is too long: 208310 tokens > 200000 maximum"; OpenAI "This model's maximum context length
+# is 128000 tokens. However, your messages resulted in 130532 tokens"; Gemini "The input token count (1572864)
+# exceeds the maximum number of tokens allowed (1048576)".
+_OVERFLOW_NUMBERS = (
+    re.compile(r"(?P<n>\d[\d,]*) tokens > (?P<max>\d[\d,]*)"),
+    re.compile(r"maximum context length is (?P<max>\d[\d,]*) tokens.*?resulted in (?P<n>\d[\d,]*) tokens", re.S),
+    re.compile(
+        r"input token count \((?P<n>\d[\d,]*)\) exceeds the maximum number of tokens allowed \((?P<max>\d[\d,]*)\)"
+    ),
+)
+
+
+def _overflow_size(error: ContextOverflow, window: int) -> int:
+    """The size, in tokens of our ``window``, of a prompt the provider refused as too long: its count scaled by
+    ``window / maximum`` (a provider window smaller than ours makes the prompt count for more), or
+    ``window + 1`` when the error gives no numbers."""
+    text = error.provider_message or exception_text(error)
+    for pattern in _OVERFLOW_NUMBERS:
+        found = pattern.search(text)
+        if found is not None:
+            n, most = (int(found.group(g).replace(",", "")) for g in ("n", "max"))
+            if most > 0:
+                return max(window + 1, n * window // most + 1)
+    return window + 1
 
 
 def _clipped(content: ToolContent, limit: int) -> ToolContent:
@@ -610,31 +704,6 @@ def _sendable(content: ToolContent) -> ToolContent:
     return content if all(a is b for a, b in zip(parts, root, strict=True)) else ToolContent.from_multipart(parts)
 
 
-# The image types every provider reads (Anthropic IMAGE_MEDIA_TYPES, OpenAI's PNG/JPEG/GIF/WebP, Gemini's
-# inlineData), each with the first bytes of its format. Anthropic checks that the bytes match the declared
-# type ("Image does not match the provided media type"); every provider refuses bytes that are no image.
-_IMAGE_MAGIC: dict[str, tuple[bytes, ...]] = {
-    "image/png": (b"\x89PNG\r\n\x1a\n",),
-    "image/jpeg": (b"\xff\xd8\xff",),
-    "image/gif": (b"GIF87a", b"GIF89a"),
-    "image/webp": (b"RIFF",),  # then 4 bytes of size, then WEBP
-}
-
-
-def _image_problem(image: ImagePart) -> str | None:
-    """Why a tool's image could not be sent to a provider, or ``None``. An image stays in the conversation,
-    so one no provider reads would make every later request of it fail: such an image becomes the tool's
-    error result instead."""
-    media_type = image.source.media_type
-    magic = _IMAGE_MAGIC.get(media_type)
-    if magic is None:
-        return f"its media type {media_type!r} is not one of {', '.join(_IMAGE_MAGIC)}"
-    head = binascii.a2b_base64(image.source.data[:24])
-    if not head.startswith(magic) or (media_type == "image/webp" and head[8:12] != b"WEBP"):
-        return f"its bytes are not {media_type.removeprefix('image/').upper()} data"
-    return None
-
-
 def _valid_unicode(text: str) -> str:
     try:
         text.encode("utf-8")
@@ -643,16 +712,43 @@ def _valid_unicode(text: str) -> str:
     return text
 
 
+def _timeout_text(tool: Tool, name: str, timeout: float | None) -> str:
+    """What the model reads when a tool ran past its timeout: true for both kinds of tool. A coroutine is
+    cancelled; a plain function running in a worker thread cannot be stopped (Python has no way to end a
+    thread), so it may still be running and its effects may still happen; it is asked to stop through
+    :attr:`~loopctl.tool.ToolContext.stop_requested`, which it may poll."""
+    seconds = f"{timeout:g} s" if timeout is not None else "its time limit"
+    if getattr(tool, "runs_in_thread", False):
+        return (
+            f"Tool {name!r} timed out after {seconds}. It runs in a worker thread, which cannot be stopped: it may "
+            "still be running, and what it does may still take effect."
+        )
+    return f"Tool {name!r} timed out after {seconds} and was stopped."
+
+
 def _error_result(call: ToolCallPart, text: str) -> ToolResultPart:
     return ToolResultPart(call_id=call.id, name=call.name, output=text, is_error=True)
 
 
-def _final_text(history: Sequence[Message]) -> str:
-    for i in range(len(history) - 1, -1, -1):
-        msg = history[i]
-        if msg.role is Role.ASSISTANT:
-            return "".join(p.text for p in msg.parts if isinstance(p, TextPart))
+def _answer_text(turns: Sequence[Turn]) -> str:
+    """The text of this run's last reply without tool calls (``""`` when it has none): never an earlier run's."""
+    if turns and not turns[-1].output.tool_calls():
+        return "".join(p.text for p in turns[-1].output.parts if isinstance(p, TextPart))
     return ""
+
+
+def _run_error(outcome: Outcome, error: BaseException | None) -> BaseException | None:
+    """The exception that ended a run with ``outcome``: the one met (``error``) when the outcome names its
+    type, else one made from the outcome (a failure the machine decided, such as a compaction that saved
+    nothing); ``None`` unless the run failed."""
+    if outcome.kind not in (OutcomeKind.FAILED, OutcomeKind.CONTEXT_OVERFLOW):
+        return None
+    if error is not None and type(error).__name__ == outcome.error_type:
+        return error
+    text = outcome.error or outcome.kind.value
+    if outcome.error_type == CompactionNoProgress.__name__:
+        return CompactionNoProgress(text)
+    return LoopError(text)
 
 
 def _make_budget(config: SessionConfig) -> ContextBudget:

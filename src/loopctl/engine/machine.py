@@ -13,7 +13,7 @@ state                  next_step                                    feeds accept
 =====================  ===========================================  ====================================
 ``START``              ``Done(IDLE)`` (nothing to do yet)            ``accept_input``
 ``AWAITING_MODEL``     checks, in order: cancelled -> turn limit     ``model_response``, ``cancel``,
-                       -> prune line (passed, and grown since the    ``fail``
+                       -> prune line (passed, and grown since the    ``context_overflow``, ``fail``
                        last prune) -> emergency compaction (>= 95%
                        of the window, always on) -> threshold
                        compaction (strictly above, when on) ->
@@ -29,10 +29,12 @@ state                  next_step                                    feeds accept
 Asking twice without a feed in between gives the same step.
 
 Run exit (``pending`` is this run's messages, ``history`` the committed runs): success commits pending into
-history; a cancel, a turn limit or an ordinary failure keeps the longest prefix of pending in which every tool
-call has its result and drops the rest; a run that cannot fit the window is discarded whole. Messages are
-never rewritten except by a prune or compaction pass, so thinking stays verbatim and each request's message
-list starts with the previous request's, byte for byte.
+history; a cancel, a turn limit or any failure (a context overflow included) keeps the longest prefix of
+pending in which every tool call has its result and drops the rest, so the results of tools that ran are never
+lost. A provider's context overflow (the estimate was under the lines, the provider said the request is too
+long) is answered once per model call by the emergency compaction and a second try of the call
+(:meth:`LoopMachine.context_overflow`). Messages are never rewritten except by a prune or compaction pass, so
+thinking stays verbatim and each request's message list starts with the previous request's, byte for byte.
 """
 
 from __future__ import annotations
@@ -87,7 +89,8 @@ class OutcomeKind(enum.StrEnum):
     ``COMPLETED``: the model answered without calling tools. ``REFUSED``: the provider stopped for content
     filtering or safety. ``MAX_TOKENS``: the final answer was cut off by the output limit. ``MAX_TURNS``: the
     turn limit was reached. ``CANCELLED``: the caller cancelled. ``FAILED``: an error ended the run.
-    ``CONTEXT_OVERFLOW``: the run could not fit the window and was discarded. ``IDLE``: no run yet.
+    ``CONTEXT_OVERFLOW``: the run could not fit the window, even after the emergency compaction (its coherent
+    prefix is kept). ``IDLE``: no run yet.
     """
 
     COMPLETED = "completed"
@@ -258,6 +261,7 @@ class LoopMachine:
         "_messages",
         "_n_history",
         "_outcome",
+        "_overflow",
         "_pruned_at",
         "_step",
         "context_tokens",
@@ -278,6 +282,9 @@ class LoopMachine:
         self._machine_results: dict[str, ToolResultPart] = {}
         self._step: Prune | Compact | None = None
         self._pruned_at: int | None = None
+        # The provider's context overflow being answered by an emergency compaction: the run ends with it if
+        # the compaction saves nothing or the call overflows again.
+        self._overflow: Outcome | None = None
 
     # --- reading -------------------------------------------------------------------------------------------
 
@@ -357,6 +364,7 @@ class LoopMachine:
         self.turn = 0
         self._outcome = Outcome(OutcomeKind.IDLE)
         self._pruned_at = None
+        self._overflow = None
         self.state = MachineState.AWAITING_MODEL
 
     def model_response(
@@ -422,6 +430,7 @@ class LoopMachine:
         self._messages.append(message)
         self.turn += 1
         self.context_tokens = context_tokens
+        self._overflow = None
         if not calls:
             if stop_reason is StopReason.REFUSAL:
                 self._end(Outcome(OutcomeKind.REFUSED), salvage=False)
@@ -523,6 +532,27 @@ class LoopMachine:
         self._step = None
         self._end(self._no_progress(tokens_before, tokens_after), salvage=True)
 
+    def context_overflow(self, error: BaseException | str, context_tokens: int | None = None) -> None:
+        """The provider refused the model call as longer than the model's window
+        (:class:`~loopctl.errors.ContextOverflow`) although the estimate was under the lines: the estimate
+        was low. ``context_tokens`` is the corrected size, when the driver knows one.
+
+        The first overflow of a model call makes the machine ask for the emergency compaction
+        (``Compact(EMERGENCY)``, which makes no model call) and then the same ``CallLLM`` again. A second
+        overflow of that call, or a compaction that saves nothing, ends the run with ``CONTEXT_OVERFLOW`` and
+        the error's text, keeping the coherent prefix as every failure does (results of tools that ran are
+        never dropped). Accepted in ``AWAITING_MODEL``.
+        """
+        self._expect(MachineState.AWAITING_MODEL, feed="context_overflow")
+        if context_tokens is not None:
+            self.context_tokens = context_tokens
+        outcome = _failure(error, OutcomeKind.CONTEXT_OVERFLOW)
+        if self._overflow is not None:
+            self._end(outcome, salvage=True)
+            return
+        self._overflow = outcome
+        self._await(Compact(CompactReason.EMERGENCY, self.context_tokens))
+
     def cancel(self) -> None:
         """Cancel the run: keep the longest coherent prefix of pending (every tool call answered), drop the
         rest. A no-op when no run is active."""
@@ -531,24 +561,18 @@ class LoopMachine:
         self._end(Outcome(OutcomeKind.CANCELLED), salvage=True)
 
     def fail(self, error: BaseException | str, *, overflow: bool = False) -> None:
-        """End the run with an error. Keeps the coherent prefix of pending; with ``overflow=True`` (the run
-        cannot fit the window) the run is discarded whole."""
+        """End the run with an error (outcome ``FAILED``, or ``CONTEXT_OVERFLOW`` with ``overflow=True``: the
+        run cannot fit the window). Either way the coherent prefix of pending is kept."""
         if self.state in (MachineState.START, MachineState.TERMINAL):
             raise MachineStateError("fail() needs an active run")
-        if isinstance(error, BaseException):
-            outcome = Outcome(
-                OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED,
-                error=exception_text(error),
-                error_type=type(error).__name__,
-                retryable=bool(getattr(error, "retryable", False)),
-            )
-        else:
-            outcome = Outcome(OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED, error=error)
-        self._end(outcome, salvage=not overflow)
+        self._end(_failure(error, OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED), salvage=True)
 
     # --- run exit ------------------------------------------------------------------------------------------
 
     def _no_progress(self, before: int, after: int) -> Outcome:
+        if self._overflow is not None:
+            # The compaction answered the provider's overflow: the overflow is why the run ends.
+            return self._overflow
         return Outcome(
             OutcomeKind.FAILED,
             error=f"compaction made no progress ({before} tokens before, {after} after)",
@@ -556,9 +580,7 @@ class LoopMachine:
         )
 
     def _end(self, outcome: Outcome, *, salvage: bool) -> None:
-        if outcome.kind is OutcomeKind.CONTEXT_OVERFLOW:
-            self._messages = self._messages[: self._n_history]
-        elif salvage:
+        if salvage:
             keep = coherent_prefix(self._messages, self._n_history)
             if keep < len(self._messages):
                 self._messages = self._messages[:keep]
@@ -566,6 +588,7 @@ class LoopMachine:
         self._calls = ()
         self._machine_results = {}
         self._step = None
+        self._overflow = None
         self._outcome = outcome
         self.state = MachineState.TERMINAL
 
@@ -597,13 +620,10 @@ class LoopMachine:
             "machine_results": [r.to_dict() for r in self._machine_results.values()],
             "step": step,
             "pruned_at": self._pruned_at,
-            "outcome": {
-                "kind": o.kind.value,
-                "error": o.error,
-                "error_type": o.error_type,
-                "retryable": o.retryable,
-            },
+            "outcome": _outcome_doc(o),
         }
+        if self._overflow is not None:
+            doc["overflow"] = _outcome_doc(self._overflow)
         return _dumps_bytes(doc).decode()
 
     @classmethod
@@ -647,6 +667,8 @@ class LoopMachine:
             return f"state {state.value} has a step; only awaiting_compaction waits for one"
         if (self._calls or self._machine_results) and state is not MachineState.AWAITING_TOOLS:
             return f"state {state.value} has tool calls; only awaiting_tools waits for them"
+        if self._overflow is not None and state not in (MachineState.AWAITING_MODEL, MachineState.AWAITING_COMPACTION):
+            return f"state {state.value} has a context overflow; only a run retrying a model call holds one"
         if state in (MachineState.START, MachineState.TERMINAL):
             return f"state {state.value} has pending messages; a run that is over keeps none" if pending else None
         if state is MachineState.AWAITING_COMPACTION and self._step is None:
@@ -700,16 +722,37 @@ def _read_machine(cls: type[LoopMachine], doc: dict[str, Any]) -> LoopMachine:
     if pruned_at is not None and not _is_whole(pruned_at):
         raise _bad_file(f"pruned_at must be a whole number of tokens or null, got {pruned_at!r}")
     m._pruned_at = pruned_at
-    o = doc["outcome"]
-    if not isinstance(o, dict):
-        raise _bad_file("outcome must be an object")
-    for key in ("error", "error_type"):
-        if o.get(key) is not None and not isinstance(o[key], str):
-            raise _bad_file(f"outcome.{key} must be a string or null, got {o[key]!r}")
-    if not isinstance(o.get("retryable", False), bool):
-        raise _bad_file(f"outcome.retryable must be true or false, got {o['retryable']!r}")
-    m._outcome = Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")))
+    m._outcome = _read_outcome(doc["outcome"], "outcome")
+    overflow = doc.get("overflow")
+    m._overflow = None if overflow is None else _read_outcome(overflow, "overflow")
     return m
+
+
+def _outcome_doc(o: Outcome) -> dict[str, Any]:
+    return {"kind": o.kind.value, "error": o.error, "error_type": o.error_type, "retryable": o.retryable}
+
+
+def _read_outcome(o: Any, key: str) -> Outcome:
+    if not isinstance(o, dict):
+        raise _bad_file(f"{key} must be an object")
+    for name in ("error", "error_type"):
+        if o.get(name) is not None and not isinstance(o[name], str):
+            raise _bad_file(f"{key}.{name} must be a string or null, got {o[name]!r}")
+    if not isinstance(o.get("retryable", False), bool):
+        raise _bad_file(f"{key}.retryable must be true or false, got {o['retryable']!r}")
+    return Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")))
+
+
+def _failure(error: BaseException | str, kind: OutcomeKind) -> Outcome:
+    """The outcome of a run ended by ``error`` (an exception, or a text)."""
+    if isinstance(error, BaseException):
+        return Outcome(
+            kind,
+            error=exception_text(error),
+            error_type=type(error).__name__,
+            retryable=bool(getattr(error, "retryable", False)),
+        )
+    return Outcome(kind, error=error)
 
 
 def _read_items(kind: Any, doc: dict[str, Any], key: str) -> list[Any]:

@@ -8,6 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from loopctl.engine.machine import Outcome, OutcomeKind
+from loopctl.errors import (
+    MaxTokensReached,
+    RunCancelled,
+    RunError,
+    RunFailed,
+    RunRefused,
+    TurnLimitReached,
+)
 from loopctl.message import Message, ToolCallPart, ToolResultPart
 from loopctl.response import StopReason, Usage
 
@@ -40,18 +48,48 @@ class Turn:
     duration: float = 0.0
 
 
+_RAISES: dict[OutcomeKind, type[RunError]] = {
+    OutcomeKind.FAILED: RunFailed,
+    OutcomeKind.CONTEXT_OVERFLOW: RunFailed,
+    OutcomeKind.CANCELLED: RunCancelled,
+    OutcomeKind.MAX_TURNS: TurnLimitReached,
+    OutcomeKind.MAX_TOKENS: MaxTokensReached,
+    OutcomeKind.REFUSED: RunRefused,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
-    """The record of one run: its :class:`~loopctl.engine.Outcome`, the final answer text (``output``), each
-    :class:`Turn`, the total ``usage`` (tokens), and the wall-clock ``duration`` in seconds."""
+    """The record of one run: its :class:`~loopctl.engine.Outcome`, the answer (``output``), each
+    :class:`Turn`, the total ``usage`` (tokens), the wall-clock ``duration`` in seconds, and the ``error``
+    that ended the run (an exception object; ``None`` unless an error did).
+
+    ``output`` is the text of this run's last reply without tool calls: the answer of a completed run, the
+    cut-off text of a ``MAX_TOKENS`` run, ``""`` when the run gave none (it never holds an earlier run's
+    answer). Check :attr:`ok` or call :meth:`raise_for_outcome` before trusting it.
+    """
 
     outcome: Outcome
     output: str
     turns: tuple[Turn, ...]
     usage: Usage
     duration: float
+    error: BaseException | None = None
 
     @property
     def ok(self) -> bool:
         """True when the run completed."""
         return self.outcome.kind is OutcomeKind.COMPLETED
+
+    def raise_for_outcome(self) -> Run:
+        """Return this run when it completed; otherwise raise the :class:`~loopctl.errors.RunError` subclass
+        of its outcome (``RunFailed``, ``RunCancelled``, ``TurnLimitReached``, ``MaxTokensReached``,
+        ``RunRefused``), chained from :attr:`error`. So ``run =
+        (await loop.run(task)).raise_for_outcome()`` reads as httpx's ``response.raise_for_status()``."""
+        kind = self.outcome.kind
+        if kind is OutcomeKind.COMPLETED:
+            return self
+        text = f"the run ended with outcome {kind.value}"
+        if self.outcome.error:
+            text += f": {self.outcome.error}"
+        raise _RAISES.get(kind, RunFailed)(text, self) from self.error
