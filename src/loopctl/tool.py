@@ -21,16 +21,31 @@ import re
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, Union, get_type_hints, overload, runtime_checkable
+from typing import (
+    Any,
+    Generic,
+    Literal,
+    Protocol,
+    TypeAlias,
+    Union,
+    get_origin,
+    get_type_hints,
+    overload,
+    runtime_checkable,
+)
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from typing_extensions import TypeVar
 
 from loopctl.message import ImagePart, Retention, TextPart, ToolContent
+from loopctl.response import Usage
 
 __all__ = [
+    "DepsT",
     "ForceTool",
     "FunctionTool",
+    "RunContext",
     "Tool",
     "ToolChoice",
     "ToolContext",
@@ -91,9 +106,29 @@ class ToolOutput:
         return ToolContent.from_multipart(c)
 
 
+DepsT = TypeVar("DepsT", default=Any)
+"""The type of a run's ``deps`` (``loop.run(..., deps=obj)``)."""
+
+
 @dataclass(frozen=True, slots=True)
-class ToolContext:
-    """What a running tool may know about its call: the provider's ``call_id`` and the tool ``name``.
+class RunContext(Generic[DepsT]):
+    """What instructions (``SessionConfig(instructions=callable)``) know about the run they are made for: the
+    run's ``deps`` (``loop.run(..., deps=obj)``; ``None`` when none were given), its ``usage`` so far
+    (tokens) and its ``turn`` (model calls made, 0 before the first)."""
+
+    deps: DepsT
+    usage: Usage = field(default_factory=Usage)
+    turn: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext(Generic[DepsT]):
+    """What a running tool may know about its call: the provider's ``call_id``, the tool ``name``, the run's
+    ``deps`` (``loop.run(..., deps=obj)``; ``None`` when none were given), its ``usage`` so far (tokens, the
+    replies before this call) and the ``turn`` (the model call, from 1) that made the call.
+
+    A tool gets it by annotating a parameter ``ToolContext[D]`` (``D`` the deps' type, checked by mypy in the
+    tool's body); that parameter is not part of the schema the model sees.
 
     :attr:`stop_requested` turns true when the engine gave up on the call (its timeout passed, or the run was
     cancelled). A coroutine is cancelled then anyway; a plain function running in a worker thread cannot be
@@ -102,6 +137,9 @@ class ToolContext:
 
     call_id: str
     name: str
+    deps: DepsT = None  # type: ignore[assignment]
+    usage: Usage = field(default_factory=Usage)
+    turn: int = 0
     _stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     @property
@@ -157,8 +195,8 @@ class FunctionTool:
     The input model is built once from the function's signature; each call validates the model's input
     against it (raising :class:`ToolInputError` naming the field) before the function runs. A plain ``def``
     runs in a worker thread (so blocking I/O does not stall the loop) unless ``inline=True``; an
-    ``async def`` runs on the loop. A parameter annotated :class:`ToolContext` receives the call's context
-    and is not part of the schema.
+    ``async def`` runs on the loop. A parameter annotated :class:`ToolContext` (or ``ToolContext[D]``)
+    receives the call's context, the run's ``deps`` included, and is not part of the schema.
     """
 
     __slots__ = ("_context_param", "_fn", "_inline", "_is_async", "_model", "description", "input_schema", "name")
@@ -353,7 +391,7 @@ def _input_model(
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
         annotation = hints.get(pname, Any)
-        if annotation is ToolContext:
+        if annotation is ToolContext or get_origin(annotation) is ToolContext:
             context_param = pname
             continue
         default = ... if param.default is param.empty else param.default

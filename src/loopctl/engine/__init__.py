@@ -3,13 +3,14 @@
 ``LoopMachine`` decides; ``BareLoop`` acts. See :mod:`loopctl.engine.machine` for the state table.
 """
 
-from loopctl.engine.config import RunConfig, SessionConfig
+from loopctl.engine.config import Instructions, RunConfig, SessionConfig
 from loopctl.engine.events import (
     CompactionFinished,
     LoopEvent,
     ModelRetry,
     ModelStreamEvent,
     Observer,
+    OutputRetry,
     RunFinished,
     RunStarted,
     ToolCallFinished,
@@ -30,12 +31,15 @@ from loopctl.engine.machine import (
     MachineState,
     Outcome,
     OutcomeKind,
+    OutputCheck,
     Prune,
     Step,
     coherent_prefix,
 )
 from loopctl.engine.permission import Approve, Decision, Deny, Modify, PermissionCallback
 from loopctl.engine.run import Run, ToolCallRecord, Turn
+from loopctl.engine.streaming import RunStream
+from loopctl.tool import RunContext, ToolContext
 
 __all__ = [
     "MACHINE_FORMAT_VERSION",
@@ -49,6 +53,7 @@ __all__ = [
     "Decision",
     "Deny",
     "Done",
+    "Instructions",
     "LoopEvent",
     "LoopMachine",
     "MachinePolicy",
@@ -59,17 +64,22 @@ __all__ = [
     "Observer",
     "Outcome",
     "OutcomeKind",
+    "OutputCheck",
+    "OutputRetry",
     "PermissionCallback",
     "Prune",
     "Run",
     "RunConfig",
+    "RunContext",
     "RunFinished",
     "RunStarted",
+    "RunStream",
     "SessionConfig",
     "Step",
     "ToolCallFinished",
     "ToolCallRecord",
     "ToolCallStarted",
+    "ToolContext",
     "Turn",
     "TurnFinished",
     "TurnStarted",

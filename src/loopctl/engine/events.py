@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeAlias, Union
+from typing import Any, TypeAlias, Union
 
+from loopctl.engine.run import Run
 from loopctl.message import Message, ToolCallPart, ToolResultPart
 from loopctl.response import StopReason, Usage
 from loopctl.stream import StreamEvent
@@ -20,6 +21,7 @@ __all__ = [
     "ModelRetry",
     "ModelStreamEvent",
     "Observer",
+    "OutputRetry",
     "RunFinished",
     "RunStarted",
     "ToolCallFinished",
@@ -104,10 +106,21 @@ class CompactionFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputRetry:
+    """Turn ``turn``'s answer was not valid typed output (``problems``: what the model is told); the model
+    answers again (``attempt``: the retries so far, from 1), unless that was more than ``output_retries``
+    allow, in which case the run ends with ``OUTPUT_INVALID``."""
+
+    turn: int
+    attempt: int
+    problems: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     """The run ended; ``run`` is the :class:`~loopctl.engine.Run` record."""
 
-    run: object
+    run: Run[Any]
 
 
 LoopEvent: TypeAlias = Union[
@@ -119,6 +132,7 @@ LoopEvent: TypeAlias = Union[
     ToolCallStarted,
     ToolCallFinished,
     CompactionFinished,
+    OutputRetry,
     RunFinished,
 ]
 """Any event an observer may see."""

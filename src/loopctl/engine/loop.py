@@ -14,7 +14,8 @@ import inspect
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
 
 from tenacity import RetryCallState, wait_random_exponential
 
@@ -26,6 +27,7 @@ from loopctl.engine.events import (
     ModelRetry,
     ModelStreamEvent,
     Observer,
+    OutputRetry,
     RunFinished,
     RunStarted,
     ToolCallFinished,
@@ -45,17 +47,39 @@ from loopctl.engine.machine import (
     MachineState,
     Outcome,
     OutcomeKind,
+    OutputCheck,
     Prune,
     exception_text,
 )
 from loopctl.engine.permission import Approve, Deny, Modify, PermissionCallback
-from loopctl.engine.run import Run, ToolCallRecord, Turn
-from loopctl.errors import CompactionNoProgress, CompactionOverflow, ContextOverflow, LoopError, UnsupportedContent
+from loopctl.engine.run import NO_OUTPUT, Run, ToolCallRecord, Turn
+from loopctl.engine.streaming import RunStream
+from loopctl.errors import (
+    CompactionNoProgress,
+    CompactionOverflow,
+    ContextOverflow,
+    LoopError,
+    OutputValidationError,
+    UnsupportedContent,
+)
 from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
-from loopctl.providers.base import ModelClient, ModelRequest
-from loopctl.response import ModelResponse, Usage
+from loopctl.output import OutputPlan, OutputSpec, OutputValidator, RejectOutput
+from loopctl.output import plan as plan_output
+from loopctl.output import resolve as resolve_output
+from loopctl.providers.base import ModelClient, ModelRequest, OutputFormat
+from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import StreamEvent
-from loopctl.tool import Tool, ToolContext, ToolInputError, ToolRegistry, to_tool_output
+from loopctl.tool import (
+    ForceTool,
+    RunContext,
+    Tool,
+    ToolChoice,
+    ToolContext,
+    ToolInputError,
+    ToolRegistry,
+    ToolSchema,
+    to_tool_output,
+)
 
 __all__ = ["BareLoop"]
 
@@ -100,10 +124,9 @@ class BareLoop:
         self._counter = self._budget.counter
         self._compactor = self.config.compactor
         self._calibrated_at = -1  # history length at the last calibration (-1: never)
-        set_request = getattr(self._counter, "set_request", None)
-        if set_request is not None:
-            # The system prompt and tool schemas are sent with every request: count them once.
-            set_request(system=self.config.system_prompt, tools=self.tools.schemas)
+        # The system text and tool schemas are sent with every request: the counter counts them once per change.
+        self._request_key: tuple[str | None, tuple[ToolSchema, ...]] | None = None
+        self._count_request(_Setup(self.config.system_prompt, self.tools.schemas))
         self._image_rules = rules_for(getattr(client, "provider", ""))
         self._overflow_scale: float | None = None  # how low the estimate was when the provider overflowed
         self._running = False
@@ -138,34 +161,234 @@ class BareLoop:
 
     # --- running -------------------------------------------------------------------------------------------
 
-    def run_sync(self, input: str | Message, config: RunConfig | None = None) -> Run:  # noqa: A002
+    @overload
+    def run_sync(
+        self,
+        input: str | Message,
+        config: RunConfig | None = None,
+        *,
+        output_type: None = None,
+        output_validator: OutputValidator[str] | None = None,
+        deps: Any = None,
+    ) -> Run[str]: ...
+    @overload
+    def run_sync(
+        self,
+        input: str | Message,
+        config: RunConfig | None = None,
+        *,
+        output_type: OutputSpec[_T],
+        output_validator: OutputValidator[_T] | None = None,
+        deps: Any = None,
+    ) -> Run[_T]: ...
+    @overload
+    def run_sync(
+        self,
+        input: str | Message,
+        config: RunConfig | None = None,
+        *,
+        output_type: object,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> Run[Any]: ...
+    def run_sync(
+        self,
+        input: str | Message,  # noqa: A002
+        config: RunConfig | None = None,
+        *,
+        output_type: Any = None,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> Run[Any]:
         """:meth:`run` on a fresh event loop. Raises ``RuntimeError`` inside a running event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, config))
+            return asyncio.run(
+                self.run(input, config, output_type=output_type, output_validator=output_validator, deps=deps)
+            )
         raise RuntimeError("run_sync() cannot be called inside a running event loop; await run() instead")
 
+    @overload
+    async def run(
+        self,
+        input: str | Message,
+        config: RunConfig | None = None,
+        *,
+        cancel: asyncio.Event | None = None,
+        output_type: None = None,
+        output_validator: OutputValidator[str] | None = None,
+        deps: Any = None,
+    ) -> Run[str]: ...
+    @overload
+    async def run(
+        self,
+        input: str | Message,
+        config: RunConfig | None = None,
+        *,
+        cancel: asyncio.Event | None = None,
+        output_type: OutputSpec[_T],
+        output_validator: OutputValidator[_T] | None = None,
+        deps: Any = None,
+    ) -> Run[_T]: ...
+    @overload
+    async def run(
+        self,
+        input: str | Message,
+        config: RunConfig | None = None,
+        *,
+        cancel: asyncio.Event | None = None,
+        output_type: object,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> Run[Any]: ...
     async def run(
         self,
         input: str | Message,  # noqa: A002 - the issue's name
         config: RunConfig | None = None,
         *,
         cancel: asyncio.Event | None = None,
-    ) -> Run:
+        output_type: Any = None,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> Run[Any]:
         """Run the loop on ``input`` until the model answers without tool calls, a limit is reached, the run
         fails, or ``cancel`` is set. Returns the :class:`~loopctl.engine.Run` record; errors end the run
         (see ``run.outcome``) rather than raise, except ``asyncio.CancelledError``, which is re-raised after
-        the machine has salvaged the conversation."""
+        the machine has salvaged the conversation.
+
+        ``output_type`` makes ``run.output`` a validated value of that type (:mod:`loopctl.output`: a type,
+        or ``OutputTool(T)`` / ``NativeOutput(T)`` / ``PromptedOutput(T)``); ``output_validator`` may check
+        a valid value and reject it with :class:`~loopctl.output.RejectOutput`. ``deps`` is handed to tools
+        (``ToolContext.deps``) and instructions (``RunContext.deps``); it is not saved with the machine.
+        Raises ``TypeError`` for an output type pydantic cannot describe and ``ValueError`` for an output
+        tool named like one of the loop's tools, before the run starts.
+        """
         if self._running:
             raise RuntimeError("this loop is already running; start another BareLoop for concurrent runs")
         self._running = True
         try:
-            return await self._run(input, config or RunConfig(), cancel)
+            return await self._run(input, config or RunConfig(), cancel, output_type, output_validator, deps, ())
         finally:
             self._running = False
 
-    async def _run(self, input: str | Message, cfg: RunConfig, cancel: asyncio.Event | None) -> Run:  # noqa: A002
+    @overload
+    def stream(
+        self,
+        input: str | Message,
+        config: RunConfig | None = None,
+        *,
+        output_type: None = None,
+        output_validator: OutputValidator[str] | None = None,
+        deps: Any = None,
+    ) -> RunStream[str]: ...
+    @overload
+    def stream(
+        self,
+        input: str | Message,
+        config: RunConfig | None = None,
+        *,
+        output_type: OutputSpec[_T],
+        output_validator: OutputValidator[_T] | None = None,
+        deps: Any = None,
+    ) -> RunStream[_T]: ...
+    @overload
+    def stream(
+        self,
+        input: str | Message,
+        config: RunConfig | None = None,
+        *,
+        output_type: object,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> RunStream[Any]: ...
+    def stream(
+        self,
+        input: str | Message,  # noqa: A002
+        config: RunConfig | None = None,
+        *,
+        output_type: Any = None,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> RunStream[Any]:
+        """A run as an async context manager that streams its events (:class:`~loopctl.engine.RunStream`)::
+
+            async with loop.stream("task") as stream:
+                async for event in stream:      # the typed events observers get, RunFinished last
+                    ...
+            run = await stream.result()
+
+        ``stream.text()`` yields only the text deltas of the model's replies. The run starts when the block
+        is entered; leaving the block before the run finished cancels it cleanly (the machine keeps the
+        coherent prefix, as for ``cancel``). The arguments are :meth:`run`'s."""
+
+        def start(observer: Observer, cancel: asyncio.Event) -> Awaitable[Run[Any]]:
+            return self._start_streamed(input, config, output_type, output_validator, deps, observer, cancel)
+
+        return RunStream(start)
+
+    async def _start_streamed(
+        self,
+        input: str | Message,  # noqa: A002
+        config: RunConfig | None,
+        output_type: Any,
+        output_validator: OutputValidator[Any] | None,
+        deps: Any,
+        observer: Observer,
+        cancel: asyncio.Event,
+    ) -> Run[Any]:
+        if self._running:
+            raise RuntimeError("this loop is already running; start another BareLoop for concurrent runs")
+        self._running = True
+        try:
+            cfg = config or RunConfig()
+            return await self._run(input, cfg, cancel, output_type, output_validator, deps, (observer,))
+        finally:
+            self._running = False
+
+    async def _prepare(
+        self, output_type: Any, output_validator: OutputValidator[Any] | None, cfg: RunConfig, deps: Any
+    ) -> _Setup:
+        """What every request of a run carries: the system text (the instructions evaluated once), the tools
+        (the output tool included), ``tool_choice`` and the output format."""
+        mode = resolve_output(output_type)
+        output_plan = plan_output(mode, getattr(self.client, "provider", "")) if mode is not None else None
+        tools = self.tools.schemas
+        tool_choice = cfg.tool_choice
+        if output_plan is not None and output_plan.tool is not None:
+            if output_plan.tool.name in self.tools:
+                raise ValueError(f"the output tool {output_plan.tool.name!r} has the name of one of the loop's tools")
+            tools = (*tools, output_plan.tool)
+            if tool_choice is None and cfg.reasoning_effort is None:
+                # The answer must be the output tool's call: force it (any tool, when there are others).
+                tool_choice = ForceTool(output_plan.tool.name) if not self.tools.names else "required"
+        texts = [self.config.system_prompt]
+        instructions = self.config.instructions
+        if callable(instructions):
+            made = instructions(RunContext(deps))
+            if inspect.isawaitable(made):
+                made = await made
+            if not isinstance(made, str):
+                raise TypeError(f"instructions returned {type(made).__name__}, not a str")
+            texts.append(made)
+        else:
+            texts.append(instructions)
+        if output_plan is not None:
+            texts.append(output_plan.instructions)
+        system = "\n\n".join(t for t in texts if t) or None
+        output_format = output_plan.output_format if output_plan is not None else None
+        return _Setup(system, tuple(tools), tool_choice, output_format, output_plan, output_validator, deps)
+
+    async def _run(
+        self,
+        input: str | Message,  # noqa: A002
+        cfg: RunConfig,
+        cancel: asyncio.Event | None,
+        output_type: Any,
+        output_validator: OutputValidator[Any] | None,
+        deps: Any,
+        extra_observers: Sequence[Observer],
+    ) -> Run[Any]:
         m = self._machine
         policy = MachinePolicy(
             max_turns=cfg.max_turns,
@@ -175,14 +398,19 @@ class BareLoop:
             emergency=self._budget.emergency,
             prune_threshold=self._budget.prune_line,
             prune_target=self._budget.target_tokens / self._budget.window,
+            output_retries=cfg.output_retries,
         )
         started = time.perf_counter()
         if isinstance(input, Message):
             self._check_input_images(input)
-        m.accept_input(input)
+        setup = await self._prepare(output_type, output_validator, cfg, deps)
+        output_plan = setup.plan
+        m.accept_input(input, output_tool=output_plan.tool_name if output_plan is not None else None)
         first = m.pending[-1]
+        self._count_request(setup)
         count = self._counter.count
-        emit = self._emit if self.observers else None
+        observers = [*self.observers, *extra_observers]
+        emit = _emitter(observers) if observers else None
         turns: list[Turn] = []
         usage = Usage()
         turn_input: list[Message] = [first]
@@ -190,6 +418,8 @@ class BareLoop:
         last: ModelResponse | None = None
         last_duration = 0.0
         error: BaseException | None = None  # the last error met: what ended the run, if it failed
+        value: Any = NO_OUTPUT  # the typed output, once valid
+        problems: list[str] = []  # what was wrong with the last invalid typed output
         try:  # from here on, whatever escapes ends the run in the machine first
             m.context_tokens = count(m.full_history())
             if emit:
@@ -201,7 +431,7 @@ class BareLoop:
                 if isinstance(step, CallLLM):
                     t0 = time.perf_counter()
                     try:
-                        response = await self._call_model(step.turn, cfg, cancel, emit)
+                        response = await self._call_model(step.turn, cfg, setup, cancel, emit)
                     except _Cancelled:
                         m.cancel()
                         continue
@@ -218,6 +448,21 @@ class BareLoop:
                     last = response
                     usage = usage + response.usage
                     msg = response.message
+                    check: OutputCheck | None = None
+                    if output_plan is not None:
+                        try:
+                            check, checked, found = await _check_output(output_plan, response, setup.validator)
+                        except _Cancelled:
+                            m.cancel()
+                            continue
+                        except Exception as exc:  # the output validator failed (not a RejectOutput)
+                            error = exc
+                            m.fail(exc)
+                            continue
+                        if check is not None and check.ok:
+                            value = checked
+                        elif check is not None:
+                            problems = found
                     try:
                         m.model_response(
                             msg,
@@ -225,6 +470,7 @@ class BareLoop:
                             self._context_after_reply(m.full_history(), m.context_tokens, msg, response.usage),
                             stop_reason=response.stop_reason,
                             invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
+                            output_check=check,
                         )
                     except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
                         error = exc
@@ -232,17 +478,19 @@ class BareLoop:
                         continue
                     if emit:
                         emit(TurnFinished(step.turn, msg, response.usage, response.stop_reason, last_duration))
+                        if check is not None and not check.ok:
+                            emit(OutputRetry(step.turn, m.output_failures, check.error or ""))
                     turns.append(self._turn(step.turn, turn_input, response, (), last_duration))
                     turn_input = []
-                    if msg.tool_calls() and m.state is MachineState.AWAITING_MODEL:
-                        # The machine answered every call itself (unknown tools, cut-off calls).
-                        committed = m.pending[-1]
+                    if msg.tool_calls() and m.state is not MachineState.AWAITING_TOOLS:
+                        # The machine answered every call itself (unknown tools, cut-off calls, the output tool).
+                        committed = m.full_history()[-1]
                         answered = self._with_machine_results(msg, committed, [])
                         turns[-1] = self._turn(step.turn, turns[-1].input, response, answered, last_duration)
                         turn_input = [committed]
                 elif isinstance(step, CallTools):
                     try:
-                        records = await self._run_tools(step, cfg, cancel, emit)
+                        records = await self._run_tools(step, cfg, cancel, emit, deps, usage)
                     except _Cancelled:
                         m.cancel()
                         continue
@@ -274,17 +522,35 @@ class BareLoop:
             if m.state not in (MachineState.TERMINAL, MachineState.START):
                 m.fail(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             raise
-        run = Run(
-            outcome=m.outcome,
-            output=_answer_text(turns),
-            turns=tuple(turns),
-            usage=usage,
-            duration=time.perf_counter() - started,
-            error=_run_error(m.outcome, error),
+        outcome = m.outcome
+        text = _answer_text(turns)
+        if output_plan is None:
+            output: Any = text
+        else:
+            output = value if outcome.kind is OutcomeKind.COMPLETED else NO_OUTPUT
+        if outcome.kind is OutcomeKind.OUTPUT_INVALID:
+            error = OutputValidationError(problems or [outcome.error or "the output is not valid"])
+        run: Run[Any] = Run(
+            outcome,
+            output,
+            tuple(turns),
+            usage,
+            time.perf_counter() - started,
+            error if outcome.kind is OutcomeKind.OUTPUT_INVALID else _run_error(outcome, error),
+            text=text,
         )
         if emit:
             emit(RunFinished(run))
         return run
+
+    def _count_request(self, setup: _Setup) -> None:
+        """Tell the counter what every request of the run carries besides its messages, when it changed."""
+        key = (setup.system, setup.tools)
+        if key != self._request_key:
+            self._request_key = key
+            set_request = getattr(self._counter, "set_request", None)
+            if set_request is not None:
+                set_request(system=setup.system, tools=setup.tools)
 
     def _check_input_images(self, message: Message) -> None:
         """Refuse, before it enters the conversation, an input image the provider cannot read (its type,
@@ -310,20 +576,22 @@ class BareLoop:
         self,
         turn: int,
         cfg: RunConfig,
+        setup: _Setup,
         cancel: asyncio.Event | None,
         emit: Callable[[LoopEvent], None] | None,
     ) -> ModelResponse:
         history = self._machine.full_history()
         request = ModelRequest(
             messages=history,
-            system=self.config.system_prompt,
-            tools=self.tools.schemas,
+            system=setup.system,
+            tools=setup.tools,
             max_tokens=cfg.max_tokens,
             temperature=cfg.temperature,
             stop=cfg.stop,
-            tool_choice=cfg.tool_choice,
+            tool_choice=setup.tool_choice,
             reasoning_effort=cfg.reasoning_effort,
             extra=cfg.extra,
+            output_format=setup.output_format,
         )
         on_event: Callable[[StreamEvent], None] | None = None
         if emit is not None:
@@ -355,18 +623,21 @@ class BareLoop:
         cfg: RunConfig,
         cancel: asyncio.Event | None,
         emit: Callable[[LoopEvent], None] | None,
+        deps: Any = None,
+        usage: Usage | None = None,
     ) -> list[ToolCallRecord]:
         calls = step.calls
+        spent = usage or Usage()
         if len(calls) == 1 or cfg.tool_dispatch == "sequential":
             out = []
             for call in calls:
-                out.append(await _race(self._run_one(step.turn, call, cfg, emit), cancel))
+                out.append(await _race(self._run_one(step.turn, call, cfg, emit, deps, spent), cancel))
             return out
         sem = asyncio.Semaphore(max(1, cfg.max_concurrency))
 
         async def limited(call: ToolCallPart) -> ToolCallRecord:
             async with sem:
-                return await self._run_one(step.turn, call, cfg, emit)
+                return await self._run_one(step.turn, call, cfg, emit, deps, spent)
 
         tasks = [asyncio.ensure_future(limited(c)) for c in calls]
         try:
@@ -380,7 +651,13 @@ class BareLoop:
             raise
 
     async def _run_one(
-        self, turn: int, call: ToolCallPart, cfg: RunConfig, emit: Callable[[LoopEvent], None] | None
+        self,
+        turn: int,
+        call: ToolCallPart,
+        cfg: RunConfig,
+        emit: Callable[[LoopEvent], None] | None,
+        deps: Any = None,
+        usage: Usage | None = None,
     ) -> ToolCallRecord:
         tool = self.tools.get(call.name)
         assert tool is not None  # the machine answers unknown tools itself
@@ -402,16 +679,23 @@ class BareLoop:
         if emit:
             emit(ToolCallStarted(turn, call))
         t0 = time.perf_counter()
-        result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars)
+        context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn)
+        result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
         duration = time.perf_counter() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration))
         return ToolCallRecord(call, result, duration)
 
     async def _execute(
-        self, tool: Tool, call: ToolCallPart, args: Any, timeout: float | None, max_chars: int | None
+        self,
+        tool: Tool,
+        call: ToolCallPart,
+        args: Any,
+        timeout: float | None,
+        max_chars: int | None,
+        context: ToolContext[Any] | None = None,
     ) -> ToolResultPart:
-        context = ToolContext(call.id, call.name)
+        context = context if context is not None else ToolContext(call.id, call.name)
         try:
             if timeout is None:
                 value = await tool.call(args, context)
@@ -591,6 +875,69 @@ class BareLoop:
                 rec = ToolCallRecord(call, results.get(call.id, rec.result), rec.duration, rec.ran)
             out.append(rec)
         return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    """What every request of one run carries besides the messages (made once per run by ``_prepare``)."""
+
+    system: str | None
+    tools: tuple[ToolSchema, ...]
+    tool_choice: ToolChoice | None = None
+    output_format: OutputFormat | None = None
+    plan: OutputPlan | None = None
+    validator: OutputValidator[Any] | None = None
+    deps: Any = None
+
+
+def _emitter(observers: Sequence[Observer]) -> Callable[[LoopEvent], None]:
+    def emit(event: LoopEvent) -> None:
+        for observer in observers:
+            observer(event)
+
+    return emit
+
+
+async def _check_output(
+    plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
+) -> tuple[OutputCheck | None, Any, list[str]]:
+    """The verdict on ``response`` as the run's typed output: ``(check, value, problems)``. ``check`` is
+    ``None`` for a reply that is not an answer yet (it calls other tools), or one that ended for another
+    reason (cut off by the output limit, refused); ``value`` is the valid output; ``problems`` what was
+    wrong. Raises what the ``validator`` raises, but :class:`~loopctl.output.RejectOutput`."""
+    msg = response.message
+    calls = msg.tool_calls()
+    if not calls and response.stop_reason in (StopReason.MAX_TOKENS, StopReason.REFUSAL):
+        return None, NO_OUTPUT, []
+    call_id: str | None = None
+    try:
+        if plan.kind == "tool":
+            invalid = {c.id for c in response.invalid_tool_calls}
+            mine = [c for c in calls if c.name == plan.tool_name and c.id not in invalid]
+            if not mine:
+                if calls:
+                    return None, NO_OUTPUT, []
+                missing = f"the answer is text, not a call of {plan.tool_name}"
+                return OutputCheck(None, plan.missing_call(), missing), NO_OUTPUT, [missing]
+            call_id = mine[0].id
+            value = plan.schema.validate_object(mine[0].input)
+        else:
+            if calls:
+                return None, NO_OUTPUT, []
+            value = plan.schema.validate_text("".join(p.text for p in msg.parts if isinstance(p, TextPart)))
+    except ValueError as exc:
+        found: list[str] = list(exc.args[0]) if exc.args and isinstance(exc.args[0], list) else [str(exc)]
+        return OutputCheck(call_id, plan.invalid(found), "; ".join(found)), NO_OUTPUT, found
+    if validator is not None:
+        try:
+            checked = validator(value)
+            if inspect.isawaitable(checked):
+                checked = await checked
+        except RejectOutput as rejected:
+            return OutputCheck(call_id, rejected.message), NO_OUTPUT, [rejected.message]
+        if checked is not None:
+            value = checked
+    return OutputCheck(call_id), value, []
 
 
 async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
