@@ -384,7 +384,10 @@ def _input_model(
     fn: Callable[..., Any], name: str, param_docs: Mapping[str, str]
 ) -> tuple[type[BaseModel], str | None]:
     sig = inspect.signature(fn)
-    hints = get_type_hints(fn, include_extras=True)
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except NameError:
+        hints = _hints_one_by_one(fn, name)
     fields: dict[str, Any] = {}
     context_param: str | None = None
     for pname, param in sig.parameters.items():
@@ -398,6 +401,31 @@ def _input_model(
         fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
     model = create_model(f"{name}_input", __config__=ConfigDict(extra="forbid", strict=False), **fields)
     return model, context_param
+
+
+_CONTEXT_ANNOTATION = re.compile(r"^\s*(?:[\w.]+\.)?ToolContext\s*(?:\[.*\])?\s*$", re.S)
+
+
+def _hints_one_by_one(fn: Callable[..., Any], name: str) -> dict[str, Any]:
+    """The type hints of ``fn`` when one of them names something its module cannot see (a class defined
+    inside a function, as ``ToolContext[Deps]`` with a local ``Deps`` under ``from __future__ import
+    annotations``): a ``ToolContext[...]`` annotation is read from its text; any other that cannot be
+    resolved is a ``TypeError`` naming the parameter."""
+    hints: dict[str, Any] = {}
+    namespace = getattr(fn, "__globals__", {})
+    for pname, raw in getattr(fn, "__annotations__", {}).items():
+        if not isinstance(raw, str):
+            hints[pname] = raw
+            continue
+        try:
+            hints[pname] = eval(raw, namespace)  # the programmer's annotation, as typing.get_type_hints reads it
+        except NameError as exc:
+            if _CONTEXT_ANNOTATION.match(raw):
+                hints[pname] = ToolContext
+            elif pname != "return":
+                problem = f"the annotation of {pname!r} ({raw}) cannot be resolved: {exc}"
+                raise TypeError(f"tool {name!r}: {problem}") from None
+    return hints
 
 
 def _describe_validation(exc: ValidationError) -> str:

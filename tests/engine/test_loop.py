@@ -793,3 +793,79 @@ async def test_a_sync_tool_that_times_out_is_said_to_be_still_running_and_is_ask
     )
     assert await asyncio.to_thread(finished.wait, 5)
     assert seen_stop == [True]  # it polled ctx.stop_requested and stopped early
+
+
+# --- deps for tools, instructions (issue 10, items 3 and 4) -------------------------------------------------
+
+
+async def test_deps_reach_a_tool_through_its_context_and_not_its_schema() -> None:
+    from dataclasses import dataclass
+
+    from loopctl.tool import RunContext
+
+    @dataclass
+    class Deps:
+        user: str
+
+    seen: list[ToolContext[Deps]] = []
+
+    @tool
+    async def whoami(ctx: ToolContext[Deps], greeting: str) -> str:
+        """Greets the user of the run."""
+        seen.append(ctx)
+        return f"{greeting}, {ctx.deps.user}"
+
+    assert whoami.input_schema == {
+        "additionalProperties": False,
+        "properties": {"greeting": {"type": "string"}},
+        "required": ["greeting"],
+        "type": "object",
+    }
+    usage = Usage(input_tokens=10, output_tokens=2)
+    client = ScriptedClient(["first", calls(("w1", "whoami", {"greeting": "hi"})), "done"], usage=usage)
+    loop = BareLoop(client, [whoami])
+    await loop.run("warm up")
+    deps = Deps("ada")
+    run = await loop.run("who am I?", deps=deps)
+    assert run.ok
+    (ctx,) = seen
+    assert (ctx.deps, ctx.call_id, ctx.name, ctx.turn, ctx.usage) == (deps, "w1", "whoami", 1, usage)
+    assert str(results(loop, 4)[0].output) == "hi, ada"
+    assert client.requests[1].tools[0].input_schema == whoami.input_schema
+    assert RunContext(deps).deps is deps
+
+
+async def test_instructions_are_made_once_per_run_and_every_request_of_the_run_carries_the_same_bytes() -> None:
+    from loopctl.tool import RunContext
+
+    made: list[Any] = []
+
+    async def instructions(ctx: RunContext[str]) -> str:
+        made.append(ctx.deps)
+        return f"You help {ctx.deps} (instructions number {len(made)})."
+
+    script = [calls(("c1", "echo", {"text": "a"})), calls(("c2", "echo", {"text": "b"})), "done", "again"]
+    client = ScriptedClient(script)
+    loop = BareLoop(client, [echo], SessionConfig(system_prompt="Be brief.", instructions=instructions))
+    await loop.run("go", deps="ada")
+    assert made == ["ada"]  # three model calls, one evaluation
+    systems = [r.system for r in client.requests]
+    assert systems == ["Be brief.\n\nYou help ada (instructions number 1)."] * 3
+    await loop.run("and again", deps="bob")
+    assert made == ["ada", "bob"]
+    assert client.requests[3].system == "Be brief.\n\nYou help bob (instructions number 2)."
+
+
+async def test_instructions_may_be_a_string_or_a_sync_callable_and_system_prompt_keeps_working() -> None:
+    client = ScriptedClient(["a", "b", "c"])
+    await BareLoop(client, config=SessionConfig(instructions="Answer in French.")).run("go")
+    await BareLoop(client, config=SessionConfig(instructions=lambda ctx: f"turn {ctx.turn}")).run("go")
+    await BareLoop(client, config=SessionConfig(system_prompt="Only this.")).run("go")
+    assert [r.system for r in client.requests] == ["Answer in French.", "turn 0", "Only this."]
+
+
+async def test_instructions_that_do_not_return_text_are_refused_before_the_run_starts() -> None:
+    loop = BareLoop(ScriptedClient(["a"]), config=SessionConfig(instructions=lambda ctx: 42))  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match="instructions returned int, not a str"):
+        await loop.run("go")
+    assert list(loop.history) == []

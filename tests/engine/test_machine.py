@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from loopctl.engine import (
+    MACHINE_FORMAT_VERSION,
     CallLLM,
     CallTools,
     Compact,
@@ -13,10 +16,13 @@ from loopctl.engine import (
     LoopMachine,
     MachinePolicy,
     MachineState,
+    Outcome,
     OutcomeKind,
+    OutputCheck,
     Prune,
     coherent_prefix,
 )
+from loopctl.engine.machine import FINAL_RESULT_TEXT
 from loopctl.errors import ConversationFileError, MachineStateError, ProviderProtocolError
 from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolResultPart
 from loopctl.response import StopReason
@@ -442,6 +448,84 @@ def test_context_overflow_is_a_feed_of_a_run_waiting_for_the_model() -> None:
         m.context_overflow("too long")
 
 
+# --- typed output ---------------------------------------------------------------------------------------------
+
+
+def typed(ctx: int = 10) -> LoopMachine:
+    m = LoopMachine()
+    m.accept_input("hello", output_tool="final_result")
+    m.context_tokens = ctx
+    return m
+
+
+def test_valid_output_completes_the_run_and_the_other_calls_of_the_reply_are_answered_not_run() -> None:
+    m = typed()
+    reply = assistant(call("c1"), call("out", "final_result", city="Paris"), call("out2", "final_result"))
+    m.model_response(reply, TOOLS, 40, output_check=OutputCheck("out"))
+    assert m.outcome.kind is OutcomeKind.COMPLETED
+    (results,) = [msg for msg in m.history if msg.role is Role.USER and msg.tool_results()]
+    assert [(r.call_id, str(r.output), r.is_error) for r in results.tool_results()] == [
+        ("c1", "Not run: the final result was already given by final_result.", True),
+        ("out", FINAL_RESULT_TEXT, False),
+        ("out2", "Not used: only one call of final_result is read per reply.", True),
+    ]
+
+
+def test_invalid_output_goes_back_as_the_calls_error_then_ends_output_invalid() -> None:
+    policy = MachinePolicy(context_window=1000, output_retries=1)
+    m = typed()
+    m.model_response(assistant(call("o1", "final_result")), TOOLS, 40, output_check=OutputCheck("o1", "bad: x", "x"))
+    assert m.output_failures == 1
+    assert m.next_step(policy) == CallLLM(2)
+    assert [str(r.output) for r in m.pending[-1].tool_results()] == ["bad: x"]
+    m.model_response(assistant(call("o2", "final_result")), TOOLS, 60, output_check=OutputCheck("o2", "bad: y", "y"))
+    assert m.next_step(policy) == Done(m.outcome)
+    assert (m.outcome.kind, m.outcome.error) == (OutcomeKind.OUTPUT_INVALID, "y")
+    assert coherent_prefix(list(m.history)) == len(m.history)  # both calls answered, nothing dropped
+
+
+def test_an_invalid_text_answer_is_told_in_a_user_message_before_the_next_call() -> None:
+    m = started()
+    m.model_response(Message.assistant("{}"), TOOLS, 40, output_check=OutputCheck(None, "say more"))
+    assert m.state is MachineState.AWAITING_MODEL
+    assert m.next_step(POLICY) == CallLLM(2)
+    assert m.next_step(POLICY) == CallLLM(2)  # asked twice: the message is sent once
+    assert list(m.pending)[-2:] == [Message.assistant("{}"), Message.user("say more")]
+    m.model_response(Message.assistant('{"a": 1}'), TOOLS, 60, output_check=OutputCheck())
+    assert m.outcome.kind is OutcomeKind.COMPLETED
+
+
+def test_an_answer_cut_off_by_max_tokens_ends_max_tokens_not_as_invalid_output() -> None:
+    m = started()
+    m.model_response(Message.assistant('{"a": '), TOOLS, 40, stop_reason=StopReason.MAX_TOKENS)
+    assert m.outcome.kind is OutcomeKind.MAX_TOKENS
+
+
+def test_output_retries_zero_ends_at_the_first_invalid_answer() -> None:
+    m = started()
+    m.model_response(Message.assistant("no"), TOOLS, 40, output_check=OutputCheck(None, "wrong"))
+    assert m.next_step(MachinePolicy(output_retries=0)) == Done(m.outcome)
+    assert m.outcome.kind is OutcomeKind.OUTPUT_INVALID
+    assert list(m.history)[-1] == Message.assistant("no")  # the retry message was never sent
+
+
+@pytest.mark.parametrize(
+    ("reply", "check", "problem"),
+    [
+        (assistant(call("o1", "final_result")), None, "needs the output_check of one of those calls"),
+        (assistant(call("c1")), OutputCheck("c1"), "names call 'c1', which is no call of the output tool"),
+    ],
+)
+def test_an_output_check_that_does_not_fit_the_reply_is_refused_leaving_the_machine_as_it_was(
+    reply: Message, check: OutputCheck | None, problem: str
+) -> None:
+    m = typed()
+    before = m.to_json()
+    with pytest.raises(MachineStateError, match=problem):
+        m.model_response(reply, TOOLS, 40, output_check=check)
+    assert m.to_json() == before
+
+
 # --- run exit and salvage -------------------------------------------------------------------------------
 
 
@@ -525,6 +609,12 @@ def _machines_in_every_state() -> dict[str, LoopMachine]:
     m8.next_step(POLICY)
     m8.compaction_result([Message.user("hello"), assistant(call("c1")), result("c1")], 1200, 300)
     out["retrying_after_overflow"] = m8  # a second overflow must end the run, after a restore too
+    m9 = typed()
+    m9.model_response(Message.assistant("{}"), TOOLS, 40, output_check=OutputCheck(None, "say more"))
+    out["output_retry_to_send"] = m9
+    m10 = typed()
+    m10.model_response(assistant(call("o1", "final_result")), TOOLS, 40, output_check=OutputCheck("o1", "bad", "x"))
+    out["output_failed_once"] = m10
     return out
 
 
@@ -543,6 +633,45 @@ def test_a_machine_restored_while_retrying_after_an_overflow_still_retries_only_
     restored = LoopMachine.from_json(_machines_in_every_state()["retrying_after_overflow"].to_json())
     restored.context_overflow("still too long")
     assert restored.outcome.kind is OutcomeKind.CONTEXT_OVERFLOW
+
+
+def test_a_restored_machine_keeps_counting_invalid_answers() -> None:
+    restored = LoopMachine.from_json(_machines_in_every_state()["output_failed_once"].to_json())
+    restored.model_response(
+        assistant(call("o2", "final_result")), TOOLS, 50, output_check=OutputCheck("o2", "bad again", "y")
+    )
+    assert restored.next_step(MachinePolicy(output_retries=1)) == Done(restored.outcome)
+    assert restored.outcome.kind is OutcomeKind.OUTPUT_INVALID
+
+
+FIXTURES = pathlib.Path(__file__).parent.parent / "fixtures" / "machines"
+
+
+@pytest.mark.parametrize(
+    ("name", "step"),
+    [
+        ("v1-awaiting-tools.json", CallTools(1, (call("c1", path="a.txt"),))),
+        ("v1-terminal.json", Done(Outcome(OutcomeKind.COMPLETED))),
+        ("v1-awaiting-compaction.json", Prune(960, 460)),
+    ],
+)
+def test_a_version_1_machine_file_still_loads_and_takes_its_next_step(name: str, step: object) -> None:
+    # Written by the release before typed output (format_version 1, no "output" key).
+    text = (FIXTURES / name).read_text()
+    assert text.startswith('{"format_version":1,') and '"output":{' not in text
+    m = LoopMachine.from_json(text)
+    assert m.next_step(POLICY) == step
+    saved = m.to_json()
+    assert f'"format_version":{MACHINE_FORMAT_VERSION},' in saved
+    assert LoopMachine.from_json(saved).to_json() == saved
+
+
+def test_a_version_1_machine_goes_on_to_finish_its_run() -> None:
+    m = LoopMachine.from_json((FIXTURES / "v1-awaiting-tools.json").read_text())
+    m.tool_results([result("c1", "text of a")])
+    m.model_response(Message.assistant("a says hello"), TOOLS, 80)
+    assert m.outcome.kind is OutcomeKind.COMPLETED
+    assert [msg.role for msg in m.history] == [Role.USER, Role.ASSISTANT] * 3
 
 
 def test_a_machine_holding_an_integer_past_64_bits_saves_and_restores_it_exactly() -> None:
@@ -609,6 +738,10 @@ def _saved(name: str, **changes: object) -> str:
         ("failed", {"outcome": [1]}, "outcome must be an object"),
         ("terminal", {"overflow": {"kind": "context_overflow", "error": "x"}}, "state terminal has a context overflow"),
         ("overflowed", {"overflow": {"kind": "context_overflow", "error": 1}}, "overflow.error must be a string"),
+        ("terminal", {"output": {"tool": None, "failures": 1}}, "state terminal has typed-output state"),
+        ("awaiting_tools", {"output": {"prompt": "retry"}}, "state awaiting_tools has an output retry to send"),
+        ("output_failed_once", {"output": {"failures": -1}}, "output.failures must be a whole number >= 0"),
+        ("output_failed_once", {"output": [1]}, "output must be an object"),
     ],
 )  # fmt: skip
 def test_a_machine_file_whose_fields_disagree_is_refused_when_read_not_later(
