@@ -24,12 +24,13 @@ Pure: building schemas and validating values does no I/O.
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeAlias, TypeVar, Union
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, Union, overload
 
 from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
 
@@ -89,7 +90,15 @@ class OutputTool(Generic[T]):
     name: str
     description: str | None
 
-    def __init__(self, type: type[T] | Any, *, name: str = DEFAULT_TOOL_NAME, description: str | None = None) -> None:  # noqa: A002
+    @overload
+    def __init__(
+        self: OutputTool[T], type: builtins.type[T], *, name: str = ..., description: str | None = ...
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: OutputTool[Any], type: object, *, name: str = ..., description: str | None = ...
+    ) -> None: ...
+    def __init__(self, type: Any, *, name: str = DEFAULT_TOOL_NAME, description: str | None = None) -> None:  # noqa: A002
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
             raise ValueError(f"an output tool's name must be 1-64 letters, digits, '_' or '-', got {name!r}")
         object.__setattr__(self, "type", type)
@@ -109,9 +118,27 @@ class NativeOutput(Generic[T]):
     description: str | None
     strict: bool | None
 
+    @overload
+    def __init__(
+        self: NativeOutput[T],
+        type: builtins.type[T],
+        *,
+        name: str | None = ...,
+        description: str | None = ...,
+        strict: bool | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: NativeOutput[Any],
+        type: object,
+        *,
+        name: str | None = ...,
+        description: str | None = ...,
+        strict: bool | None = ...,
+    ) -> None: ...
     def __init__(
         self,
-        type: type[T] | Any,  # noqa: A002
+        type: Any,  # noqa: A002
         *,
         name: str | None = None,
         description: str | None = None,
@@ -133,7 +160,11 @@ class PromptedOutput(Generic[T]):
     type: Any
     template: str
 
-    def __init__(self, type: type[T] | Any, *, template: str = DEFAULT_PROMPT) -> None:  # noqa: A002
+    @overload
+    def __init__(self: PromptedOutput[T], type: builtins.type[T], *, template: str = ...) -> None: ...
+    @overload
+    def __init__(self: PromptedOutput[Any], type: object, *, template: str = ...) -> None: ...
+    def __init__(self, type: Any, *, template: str = DEFAULT_PROMPT) -> None:  # noqa: A002
         if "{schema}" not in template:
             raise ValueError("a PromptedOutput template needs '{schema}' where the schema goes")
         object.__setattr__(self, "type", type)

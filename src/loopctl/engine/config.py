@@ -29,7 +29,7 @@ class SessionConfig:
     once at the start of each run, never per turn, so every request of a run starts with the same bytes and
     the provider's prompt cache hits within the run. The text sent is ``system_prompt``, then the
     instructions, joined by a blank line. Instructions that differ between runs change the request's first
-    bytes, so the next run starts with a cache miss (``docs/output.md``, "Instructions and prompt caches").
+    bytes, so the next run starts with a cache miss (``docs/agent.md``, "Instructions").
     ``context_window``: the model's window in tokens (default 200,000). ``compact_threshold``: compaction
     starts strictly above this fraction of the window (default 0.80) when ``auto_compact`` is on; emergency
     compaction at 95% is always on. ``budget`` optionally replaces these numbers with a full
