@@ -306,7 +306,7 @@ def resolve(output_type: Any) -> OutputMode | None:
     return OutputTool(output_type)
 
 
-Kind: TypeAlias = Literal["tool", "native", "prompted"]
+Kind: TypeAlias = Literal["tool", "native", "prompted", "text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +315,7 @@ class OutputPlan:
 
     ``kind`` is the mode; ``tool`` the final-result tool's schema (``"tool"``); ``output_format`` the
     provider schema (``"native"``); ``instructions`` the text added to the system prompt (``"prompted"``).
+    ``"text"`` is plain text checked by an ``output_validator`` only (``str`` output with a validator).
     """
 
     kind: Kind
@@ -336,6 +337,12 @@ class OutputPlan:
         """What the model is told about an invalid answer."""
         where = f"calling {self.tool_name} again" if self.kind == "tool" else "answering again"
         return f"The answer is not valid: {'; '.join(problems)}. Fix it by {where}."
+
+
+def text_plan() -> OutputPlan:
+    """The plan of plain ``str`` output that an ``output_validator`` checks: nothing is sent, the reply's text
+    is the value."""
+    return OutputPlan("text", OutputSchema(str))
 
 
 def plan(mode: OutputMode, provider: str = "") -> OutputPlan:

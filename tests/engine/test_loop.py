@@ -869,3 +869,19 @@ async def test_instructions_that_do_not_return_text_are_refused_before_the_run_s
     with pytest.raises(TypeError, match="instructions returned int, not a str"):
         await loop.run("go")
     assert list(loop.history) == []
+
+
+async def test_an_output_validator_checks_plain_text_answers_too() -> None:
+    # With no output_type the validator was never called: a rejected answer came back as the run's output.
+    from loopctl.output import RejectOutput
+
+    def short(text: str) -> str:
+        if len(text) > 10:
+            raise RejectOutput("Answer in ten characters or fewer.")
+        return text.upper()
+
+    client = ScriptedClient(["a far too long answer", "short one"])
+    run = await BareLoop(client).run("go", output_validator=short)
+    assert (run.outcome.kind, run.output) == (OutcomeKind.COMPLETED, "SHORT ONE")
+    assert client.requests[1].messages[-1] == Message.user("Answer in ten characters or fewer.")
+    assert client.requests[0].tools == () and client.requests[0].output_format is None

@@ -63,7 +63,7 @@ from loopctl.errors import (
     UnsupportedContent,
 )
 from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
-from loopctl.output import OutputPlan, OutputSpec, OutputValidator, RejectOutput
+from loopctl.output import OutputPlan, OutputSpec, OutputValidator, RejectOutput, text_plan
 from loopctl.output import plan as plan_output
 from loopctl.output import resolve as resolve_output
 from loopctl.providers.base import ModelClient, ModelRequest, OutputFormat
@@ -353,6 +353,8 @@ class BareLoop:
         (the output tool included), ``tool_choice`` and the output format."""
         mode = resolve_output(output_type)
         output_plan = plan_output(mode, getattr(self.client, "provider", "")) if mode is not None else None
+        if output_plan is None and output_validator is not None:
+            output_plan = text_plan()  # str output that the validator checks
         tools = self.tools.schemas
         tool_choice = cfg.tool_choice
         if output_plan is not None and output_plan.tool is not None:
@@ -526,6 +528,8 @@ class BareLoop:
         text = _answer_text(turns)
         if output_plan is None:
             output: Any = text
+        elif output_plan.kind == "text":  # str output: the validator's value once valid, else the text
+            output = value if outcome.kind is OutcomeKind.COMPLETED and value is not NO_OUTPUT else text
         else:
             output = value if outcome.kind is OutcomeKind.COMPLETED else NO_OUTPUT
         if outcome.kind is OutcomeKind.OUTPUT_INVALID:
@@ -924,7 +928,8 @@ async def _check_output(
         else:
             if calls:
                 return None, NO_OUTPUT, []
-            value = plan.schema.validate_text("".join(p.text for p in msg.parts if isinstance(p, TextPart)))
+            text = "".join(p.text for p in msg.parts if isinstance(p, TextPart))
+            value = text if plan.kind == "text" else plan.schema.validate_text(text)
     except ValueError as exc:
         found: list[str] = list(exc.args[0]) if exc.args and isinstance(exc.args[0], list) else [str(exc)]
         return OutputCheck(call_id, plan.invalid(found), "; ".join(found)), NO_OUTPUT, found
