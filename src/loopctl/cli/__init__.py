@@ -62,6 +62,9 @@ def main() -> None:
 @click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens.")
 @click.option("--no-stream", is_flag=True, help="Wait for whole replies instead of streaming them.")
 @click.option("--hide-thinking", is_flag=True, help="Do not print the model's reasoning.")
+@click.option("--otel", is_flag=True, help="Export traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT).")
+@click.option("--mcp", "mcp_commands", multiple=True, metavar="'COMMAND ARGS'", help="Add an MCP server's tools.")
+@click.option("--mcp-url", "mcp_urls", multiple=True, metavar="URL", help="Add a streamable-HTTP MCP server's tools.")
 def run(
     task: str,
     model: str | None,
@@ -76,6 +79,9 @@ def run(
     context_window: int | None,
     no_stream: bool,
     hide_thinking: bool,
+    otel: bool,
+    mcp_commands: tuple[str, ...],
+    mcp_urls: tuple[str, ...],
 ) -> None:
     """Run TASK with an agent that can list, read, search, write and edit files under --root."""
     console = Console(highlight=False, soft_wrap=True)
@@ -99,6 +105,7 @@ def run(
                 stream=not no_stream,
                 show_thinking=not hide_thinking,
                 saved=saved,
+                extras={"otel": otel, "mcp_commands": mcp_commands, "mcp_urls": mcp_urls},
             )
         )
     except KeyboardInterrupt:  # a second Ctrl-C: the run stopped at once, its salvaged session saved
@@ -160,7 +167,11 @@ async def _run(console: Console, **opts: Any) -> int:
             with contextlib.suppress(OSError):
                 session_obj.save(path)
 
-    async with _client(model, files.root) as client:
+    async with _client(model, files.root) as client, contextlib.AsyncExitStack() as stack:
+        from loopctl.cli.integrations import open_integrations
+
+        taken = {t.name for t in files.tools()}
+        servers, observers = await open_integrations(stack, taken=taken, conversation_id=path.stem, **opts["extras"])
         try:  # before any model call: a run whose session cannot be saved would be lost at the end
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -176,7 +187,12 @@ async def _run(console: Console, **opts: Any) -> int:
         )
         config = SessionConfig(system_prompt=system_prompt or _DEFAULT_SYSTEM.format(root=files.root), budget=budget)
         loop = BareLoop(
-            client, files.tools(), config, observers=[transcript, autosave], permission=permission, machine=machine
+            client,
+            [*files.tools(), *servers],
+            config,
+            observers=[transcript, autosave, *observers],
+            permission=permission,
+            machine=machine,
         )
         run_config = RunConfig(
             max_turns=opts["max_turns"],

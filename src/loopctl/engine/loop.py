@@ -23,11 +23,14 @@ from loopctl.compact import ContextBudget, SummarizingCompactor, clip_middle, me
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import (
     CompactionFinished,
+    CompactionStarted,
     LoopEvent,
+    ModelCallFailed,
     ModelRetry,
     ModelStreamEvent,
     Observer,
     OutputRetry,
+    RunAborted,
     RunFinished,
     RunStarted,
     ToolCallFinished,
@@ -76,6 +79,7 @@ from loopctl.tool import (
     ToolChoice,
     ToolContext,
     ToolInputError,
+    ToolProvider,
     ToolRegistry,
     ToolSchema,
     to_tool_output,
@@ -98,8 +102,9 @@ class BareLoop:
     """Runs agent loops over one conversation: a model client, tools, and a session's settings.
 
     ``client`` is any :class:`~loopctl.providers.ModelClient` (the real clients, or
-    :class:`~loopctl.testing.ScriptedClient`). ``tools`` are :class:`~loopctl.tool.Tool` values (or a
-    :class:`~loopctl.tool.ToolRegistry`). ``observers`` receive typed events. ``permission`` decides each tool
+    :class:`~loopctl.testing.ScriptedClient`). ``tools`` are :class:`~loopctl.tool.Tool` values and
+    :class:`~loopctl.tool.ToolProvider` values such as MCP servers (or a :class:`~loopctl.tool.ToolRegistry`).
+    ``observers`` receive typed events. ``permission`` decides each tool
     call before it runs. The conversation lives in a :class:`~loopctl.engine.LoopMachine`; successive runs
     continue it. One run at a time per loop.
     """
@@ -107,7 +112,7 @@ class BareLoop:
     def __init__(
         self,
         client: ModelClient,
-        tools: ToolRegistry | Iterable[Tool] = (),
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
         *,
         observers: Sequence[Observer] = (),
@@ -126,7 +131,7 @@ class BareLoop:
         self._calibrated_at = -1  # history length at the last calibration (-1: never)
         # The system text and tool schemas are sent with every request: the counter counts them once per change.
         self._request_key: tuple[str | None, tuple[ToolSchema, ...]] | None = None
-        self._count_request(_Setup(self.config.system_prompt, self.tools.schemas))
+        self._count_request(_Setup(self.config.system_prompt))
         self._image_rules = rules_for(getattr(client, "provider", ""))
         self._overflow_scale: float | None = None  # how low the estimate was when the provider overflowed
         self._running = False
@@ -152,7 +157,7 @@ class BareLoop:
         cls,
         machine: LoopMachine,
         client: ModelClient,
-        tools: ToolRegistry | Iterable[Tool] = (),
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
         **kwargs: Any,
     ) -> BareLoop:
@@ -355,12 +360,12 @@ class BareLoop:
         output_plan = plan_output(mode, getattr(self.client, "provider", "")) if mode is not None else None
         if output_plan is None and output_validator is not None:
             output_plan = text_plan()  # str output that the validator checks
-        tools = self.tools.schemas
+        extra_tools: tuple[ToolSchema, ...] = ()
         tool_choice = cfg.tool_choice
         if output_plan is not None and output_plan.tool is not None:
             if output_plan.tool.name in self.tools:
                 raise ValueError(f"the output tool {output_plan.tool.name!r} has the name of one of the loop's tools")
-            tools = (*tools, output_plan.tool)
+            extra_tools = (output_plan.tool,)
             if tool_choice is None and cfg.reasoning_effort is None:
                 # The answer must be the output tool's call: force it (any tool, when there are others).
                 tool_choice = ForceTool(output_plan.tool.name) if not self.tools.names else "required"
@@ -379,7 +384,7 @@ class BareLoop:
             texts.append(output_plan.instructions)
         system = "\n\n".join(t for t in texts if t) or None
         output_format = output_plan.output_format if output_plan is not None else None
-        return _Setup(system, tuple(tools), tool_choice, output_format, output_plan, output_validator, deps)
+        return _Setup(system, extra_tools, tool_choice, output_format, output_plan, output_validator, deps)
 
     async def _run(
         self,
@@ -416,7 +421,6 @@ class BareLoop:
         turns: list[Turn] = []
         usage = Usage()
         turn_input: list[Message] = [first]
-        names = self.tools.names
         last: ModelResponse | None = None
         last_duration = 0.0
         error: BaseException | None = None  # the last error met: what ended the run, if it failed
@@ -425,7 +429,7 @@ class BareLoop:
         try:  # from here on, whatever escapes ends the run in the machine first
             m.context_tokens = count(m.full_history())
             if emit:
-                emit(RunStarted(first))
+                emit(RunStarted(first, self.client.provider, self.client.model))
             while True:
                 if cancel is not None and cancel.is_set():
                     m.cancel()
@@ -435,14 +439,20 @@ class BareLoop:
                     try:
                         response = await self._call_model(step.turn, cfg, setup, cancel, emit)
                     except _Cancelled:
+                        if emit:
+                            emit(ModelCallFailed(step.turn, None, time.perf_counter() - t0))
                         m.cancel()
                         continue
                     except ContextOverflow as exc:
+                        if emit:
+                            emit(ModelCallFailed(step.turn, exc, time.perf_counter() - t0))
                         # The estimate was low: correct it, and let the machine compact and try once more.
                         error = exc
                         m.context_overflow(exc, self._after_overflow(exc))
                         continue
                     except LoopError as exc:
+                        if emit:
+                            emit(ModelCallFailed(step.turn, exc, time.perf_counter() - t0))
                         error = exc
                         m.fail(exc)
                         continue
@@ -455,9 +465,13 @@ class BareLoop:
                         try:
                             check, checked, found = await _check_output(output_plan, response, setup.validator)
                         except _Cancelled:
+                            if emit:
+                                emit(ModelCallFailed(step.turn, None, last_duration))
                             m.cancel()
                             continue
                         except Exception as exc:  # the output validator failed (not a RejectOutput)
+                            if emit:
+                                emit(ModelCallFailed(step.turn, exc, last_duration))
                             error = exc
                             m.fail(exc)
                             continue
@@ -468,18 +482,24 @@ class BareLoop:
                     try:
                         m.model_response(
                             msg,
-                            names,
+                            self.tools.names,  # read per reply: an MCP server's tool list may change mid-run
                             self._context_after_reply(m.full_history(), m.context_tokens, msg, response.usage),
                             stop_reason=response.stop_reason,
                             invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
                             output_check=check,
                         )
                     except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
+                        if emit:
+                            emit(ModelCallFailed(step.turn, exc, last_duration))
                         error = exc
                         m.fail(exc)
                         continue
                     if emit:
-                        emit(TurnFinished(step.turn, msg, response.usage, response.stop_reason, last_duration))
+                        emit(
+                            TurnFinished(
+                                step.turn, msg, response.usage, response.stop_reason, last_duration, response=response
+                            )
+                        )
                         if check is not None and not check.ok:
                             emit(OutputRetry(step.turn, m.output_failures, check.error or ""))
                     turns.append(self._turn(step.turn, turn_input, response, (), last_duration))
@@ -512,9 +532,11 @@ class BareLoop:
                     error = await self._compact(step, emit) or error
                 elif isinstance(step, Done):
                     break
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             if _cancelling():  # our own cancel: the caller cancelled the task running the run
                 m.cancel()
+                if emit:
+                    emit(RunAborted(exc))
                 raise
             # A cancellation from inside (a client or callback whose own task was cancelled) is a failure of
             # the run, not a cancel of it.
@@ -523,6 +545,8 @@ class BareLoop:
         except BaseException as exc:
             if m.state not in (MachineState.TERMINAL, MachineState.START):
                 m.fail(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            if emit:
+                emit(RunAborted(exc))
             raise
         outcome = m.outcome
         text = _answer_text(turns)
@@ -547,14 +571,22 @@ class BareLoop:
             emit(RunFinished(run))
         return run
 
-    def _count_request(self, setup: _Setup) -> None:
-        """Tell the counter what every request of the run carries besides its messages, when it changed."""
-        key = (setup.system, setup.tools)
+    def _request_tools(self, setup: _Setup) -> tuple[ToolSchema, ...]:
+        """The tools of the next request: the loop's (read per call: an MCP server's list may change), then
+        the run's output tool."""
+        tools = self.tools.schemas
+        return (*tools, *setup.extra_tools) if setup.extra_tools else tools
+
+    def _count_request(self, setup: _Setup, tools: tuple[ToolSchema, ...] | None = None) -> None:
+        """Tell the counter what every request carries besides its messages (the system text and the tool
+        schemas), when that changed."""
+        tools = self._request_tools(setup) if tools is None else tools
+        key = (setup.system, tools)
         if key != self._request_key:
             self._request_key = key
             set_request = getattr(self._counter, "set_request", None)
             if set_request is not None:
-                set_request(system=setup.system, tools=setup.tools)
+                set_request(system=setup.system, tools=tools)
 
     def _check_input_images(self, message: Message) -> None:
         """Refuse, before it enters the conversation, an input image the provider cannot read (its type,
@@ -585,10 +617,12 @@ class BareLoop:
         emit: Callable[[LoopEvent], None] | None,
     ) -> ModelResponse:
         history = self._machine.full_history()
+        tools = self._request_tools(setup)
+        self._count_request(setup, tools)
         request = ModelRequest(
             messages=history,
             system=setup.system,
-            tools=setup.tools,
+            tools=tools,
             max_tokens=cfg.max_tokens,
             temperature=cfg.temperature,
             stop=cfg.stop,
@@ -604,7 +638,16 @@ class BareLoop:
             def on_event(event: StreamEvent) -> None:
                 e(ModelStreamEvent(turn, event))
 
-            emit(TurnStarted(turn, len(history)))
+            emit(
+                TurnStarted(
+                    turn,
+                    len(history),
+                    request=request,
+                    provider=self.client.provider,
+                    model=self.client.model,
+                    stream=cfg.stream,
+                )
+            )
         attempt = 0
         while True:
             try:
@@ -749,6 +792,8 @@ class BareLoop:
     def _prune(self, step: Prune, emit: Callable[[LoopEvent], None] | None) -> None:
         m = self._machine
         before = m.context_tokens
+        if emit:
+            emit(CompactionStarted("prune_line", before))
         messages = list(m.full_history())
         pruned = self._budget.prune(messages, step.needed)
         after = self._counter.count(pruned) if pruned is not messages else before
@@ -762,6 +807,8 @@ class BareLoop:
         the run, if one did."""
         m = self._machine
         before = m.context_tokens
+        if emit:
+            emit(CompactionStarted(step.reason.value, before))
         messages = list(m.full_history())
         kind = "truncate"
         compacted: list[Message] | None = None
@@ -886,7 +933,7 @@ class _Setup:
     """What every request of one run carries besides the messages (made once per run by ``_prepare``)."""
 
     system: str | None
-    tools: tuple[ToolSchema, ...]
+    extra_tools: tuple[ToolSchema, ...] = ()
     tool_choice: ToolChoice | None = None
     output_format: OutputFormat | None = None
     plan: OutputPlan | None = None
