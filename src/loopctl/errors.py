@@ -14,6 +14,11 @@ This module is pure: no I/O.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loopctl.engine.run import Run
+
 __all__ = [
     "AuthenticationError",
     "CompactionError",
@@ -29,12 +34,19 @@ __all__ = [
     "LoopError",
     "MachineStateError",
     "MissingAPIKey",
+    "MaxTokensReached",
     "ModelNotFound",
+    "OutputInvalid",
+    "OutputValidationError",
     "Overloaded",
     "ProviderError",
     "ProviderProtocolError",
     "ProviderTimeout",
     "RateLimited",
+    "RunCancelled",
+    "RunError",
+    "RunFailed",
+    "RunRefused",
     "ServerError",
     "SessionExists",
     "SessionNotFound",
@@ -43,6 +55,7 @@ __all__ = [
     "StreamTruncated",
     "ToolError",
     "ToolTimeout",
+    "TurnLimitReached",
     "UnsupportedContent",
 ]
 
@@ -330,3 +343,58 @@ class StoreCorrupt(StoreError):
 
 def _short(node: str | None) -> str:
     return "empty" if node is None else node[:12]
+
+
+# --- how a run ended -----------------------------------------------------------------------------------------
+
+
+class OutputValidationError(LoopError, ValueError):
+    """The model's answer did not validate as the run's output type, after every retry the run allowed.
+
+    :attr:`errors` lists what was wrong, one sentence each (for pydantic errors: ``location: message``), the
+    same text the model was sent.
+    """
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__("the output is not valid: " + "; ".join(errors))
+
+
+class RunError(LoopError):
+    """A run that did not complete, raised by :meth:`loopctl.engine.Run.raise_for_outcome` (as httpx's
+    ``raise_for_status`` raises for an error status). :attr:`run` is the record (outcome, turns, usage); the
+    error that ended the run, if one did, is ``run.error`` and this error's ``__cause__``. Each outcome kind
+    has its subclass, so ``except RunCancelled`` catches just that."""
+
+    def __init__(self, message: str, run: Run[Any]) -> None:
+        self.run = run
+        super().__init__(message)
+
+
+class RunFailed(RunError):
+    """An error ended the run (outcome ``FAILED``, or ``CONTEXT_OVERFLOW``: it could not fit the window)."""
+
+
+class RunCancelled(RunError):
+    """The caller cancelled the run (outcome ``CANCELLED``)."""
+
+
+class TurnLimitReached(RunError):
+    """The run made ``max_turns`` model calls without an answer (outcome ``MAX_TURNS``)."""
+
+
+class MaxTokensReached(RunError):
+    """The answer was cut off by the output token limit (outcome ``MAX_TOKENS``)."""
+
+
+class RunRefused(RunError):
+    """The provider stopped the answer for content filtering or safety (outcome ``REFUSED``)."""
+
+
+class OutputInvalid(RunError):
+    """The answer did not validate as the output type, after the retries (outcome ``OUTPUT_INVALID``);
+    :attr:`errors` lists what was wrong."""
+
+    def __init__(self, message: str, run: Run[Any], errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__(message, run)
