@@ -693,7 +693,7 @@ def test_a_machine_holding_a_lone_surrogate_cannot_be_saved_and_says_where() -> 
 
 
 def test_a_machine_file_from_a_newer_release_is_refused() -> None:
-    text = LoopMachine().to_json().replace('"format_version":2', '"format_version":9')
+    text = LoopMachine().to_json().replace(f'"format_version":{MACHINE_FORMAT_VERSION}', '"format_version":9')
     with pytest.raises(ConversationFileError, match="format_version 9 is newer"):
         LoopMachine.from_json(text)
 
