@@ -82,7 +82,7 @@ from loopctl.engine.machine import (
 )
 from loopctl.engine.permission import Approval, Approve, Defer, Deny, Modify, PendingApproval, PermissionCallback
 from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn
-from loopctl.engine.streaming import RunStream
+from loopctl.engine.streaming import RunStream, text_of
 from loopctl.errors import (
     ApprovalError,
     CompactionNoProgress,
@@ -102,7 +102,7 @@ from loopctl.output import resolve as resolve_output
 from loopctl.pricing import price
 from loopctl.providers.base import ModelClient, ModelRequest, OutputFormat
 from loopctl.response import ModelResponse, StopReason, Usage
-from loopctl.stream import StreamEvent, TextDelta
+from loopctl.stream import StreamEvent
 from loopctl.tool import (
     ForceTool,
     RunContext,
@@ -891,8 +891,9 @@ class BareLoop:
         def on_event(event: StreamEvent) -> None:
             nonlocal events
             events += 1
-            if isinstance(event, TextDelta):
-                streamed.append(event.text)
+            text = text_of(event)
+            if text:
+                streamed.append(text)
             if emit is not None:
                 emit(ModelStreamEvent(turn, event))
 
