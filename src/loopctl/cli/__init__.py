@@ -27,6 +27,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from loopctl.cli.approve import approve
 from loopctl.cli.sessions import STORE_VAR, RunTarget, sessions
 from loopctl.errors import ConversationFileError, LoopError, MissingAPIKey
 
@@ -338,6 +339,8 @@ def _plural(n: int, word: str) -> str:
 
 
 def _summary(console: Console, result: Any, path: str | None, model: str) -> None:
+    from loopctl.cli.render import dollars
+
     u = result.usage
     outcome = result.outcome
     style = "green" if outcome.kind.value == "completed" else "yellow" if outcome.kind.value == "cancelled" else "red"
@@ -348,7 +351,8 @@ def _summary(console: Console, result: Any, path: str | None, model: str) -> Non
     console.print(
         Text(
             f"  {_plural(len(result.turns), 'turn')} · {u.input_tokens:,} tokens in ({u.cache_read_tokens:,} cached) · "
-            f"{u.output_tokens:,} out · {result.duration:.1f} s",
+            f"{u.output_tokens:,} out · {result.duration:.1f} s"
+            + (f" · {dollars(result.cost)}" if result.cost is not None and result.turns else ""),
             style="dim",
         )
     )
@@ -401,3 +405,4 @@ def _read_messages(file: Path) -> list[Any]:
 
 
 main.add_command(sessions)
+main.add_command(approve)

@@ -6,6 +6,7 @@ tool calls and results are shown on one line each; a spinner runs while the mode
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -13,12 +14,15 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
+from loopctl.cli.sessions import inert
 from loopctl.engine.events import (
     CompactionFinished,
     LoopEvent,
+    ModelFallback,
     ModelRetry,
     ModelStreamEvent,
     RunFinished,
+    ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
@@ -27,7 +31,13 @@ from loopctl.engine.events import (
 from loopctl.message import TextPart, ThinkingPart
 from loopctl.stream import PartStarted, TextDelta, ThinkingDelta
 
-__all__ = ["Transcript"]
+__all__ = ["Transcript", "dollars"]
+
+
+def dollars(cost: Decimal) -> str:
+    """A cost in USD for a summary line: four decimals, six below a hundredth of a cent (``$0.0123``,
+    ``$0.000045``)."""
+    return f"${cost:.4f}" if cost == 0 or cost >= Decimal("0.0001") else f"${cost:.6f}"
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -75,6 +85,20 @@ class Transcript:
                     style="yellow",
                 )
             )
+        elif isinstance(event, ModelFallback):
+            self._stop_spin()
+            printed = self._mode is not None
+            self._end_line()
+            void = "; the partial reply above is discarded" if printed else ""
+            to = inert(f"{event.to_provider}:{event.to_model}")
+            error = f"{type(event.error).__name__}: {inert(str(event.error))}"
+            c.print(Text(f"↪ {error} — trying {to}{void}", style="yellow"))
+        elif isinstance(event, ToolCallDeferred):
+            self._stop_spin()
+            self._end_line()
+            why = f" ({event.reason})" if event.reason else ""
+            line = f"⏸ {event.call.name} awaits approval{why}: {_short(event.call.input)}"
+            c.print(Text(inert(line), style="yellow"))
         elif isinstance(event, TurnFinished):
             self._stop_spin()
             if not self._streamed:  # a reply that was not streamed (--no-stream): show it whole now
