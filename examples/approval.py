@@ -14,12 +14,8 @@ async def send_email(to: str, body: str) -> str:
     return f"sent to {to}"
 
 
-model = ScriptedClient(
-    [
-        Message.new(Role.ASSISTANT, [MessagePart.tool_call("c1", "send_email", {"to": "ana@example.com", "body": "Hi"})]),
-        "Sent.",
-    ]
-)
+email = MessagePart.tool_call("c1", "send_email", {"to": "ana@example.com", "body": "Hi"})
+model = ScriptedClient([Message.new(Role.ASSISTANT, [email]), "Sent."])  # a scripted model: no key
 loop = BareLoop(model, [send_email])
 run = loop.run_sync("Email Ana hello.", RunConfig(limits=UsageLimits(requests=5)))
 print(run.outcome.kind.value, [(p.id, p.name) for p in run.pending_approvals])
