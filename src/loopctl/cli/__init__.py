@@ -119,10 +119,10 @@ def run(
 
 
 async def _run(console: Console, **opts: Any) -> int:
-    from loopctl.cli.files import WRITE_TOOLS, FileTools
     from loopctl.cli.render import Transcript
     from loopctl.engine import BareLoop, Deny, LoopMachine, MachineState, RunConfig, SessionConfig
     from loopctl.session import Session
+    from loopctl.tools.files import WRITE_TOOLS, FileTools
 
     resume: Path | None = opts["resume"]
     session: Session | None = Session.load(resume) if resume else None
