@@ -149,6 +149,21 @@ def test_the_demo_runs_end_to_end_then_resumes_and_the_session_checks_out(projec
     shown = loopctl("show", str(session), cwd=tmp_path)
     assert shown.returncode == 0
     shown_lines = lines(shown.stdout)
+    # The session's facts first: the usage is the sum of both runs' (as their summaries said).
+    counts = [
+        re.search(r"· ([\d,]+) tokens in \(0 cached\) · ([\d,]+) out", lines(r.stdout)[-2]) for r in (done, again)
+    ]
+    tokens_in, tokens_out = (sum(int(m.group(g).replace(",", "")) for m in counts if m) for g in (1, 2))
+    assert shown_lines[:6] == [
+        "model    demo",
+        f"root     {project.resolve()}",
+        "outcome  completed",
+        f"usage    {tokens_in:,} tokens in (0 cached) · {tokens_out:,} out",
+        "messages 12",
+        "",
+    ]
+    assert tokens_in > 1000 and tokens_out > 100
+    shown_lines = shown_lines[6:]
     assert [line for line in shown_lines if line.startswith("── ")] == ["── user", "── assistant"] * 6
     assert shown_lines[:2] == ["── user", TASK]
     assert shown_lines[-2:] == ["── assistant", DONE]
@@ -195,10 +210,16 @@ def test_without_yes_and_no_terminal_writes_are_refused_naming_yes(project: Path
         "run", TASK, "--model", "demo", "--root", str(project), "--session", str(session), cwd=tmp_path,
         **{DEMO_DELAY_VAR: "0"},  # no need to watch it stream
     )  # fmt: skip
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.returncode, lines(done.stderr)) == (
+        0,
+        ["warning: stdin is not a terminal, so file changes will be refused; pass --yes to allow them"],
+    )
     assert not (project / "TODO.md").exists()
     refusal = "write_file was not approved: the CLI cannot ask (stdin is not a terminal); run with --yes"
     out = lines(done.stdout)
+    # The summary says the run completed without the change it wanted to make ("completed" alone hid it).
+    assert out[-4:-1] == ["● completed · 1 file change refused", out[-3], f"  refused: {refusal}"]
+    assert out[-3].startswith("  5 turns · ")
     assert f"  ✗ write_file: {refusal}  [1 line]" in out
     # Reading tools need no approval; the model reads the refusal and says so.
     assert [line.split(":")[0] for line in out if line.startswith("  ✓")] == [
@@ -208,7 +229,7 @@ def test_without_yes_and_no_terminal_writes_are_refused_naming_yes(project: Path
         "  ✓ read_file",
         "  ✓ search",
     ]
-    assert out[-4] == f"I could not write TODO.md ({refusal}). It would have listed 5 TODO comments."
+    assert out[-5] == f"I could not write TODO.md ({refusal}). It would have listed 5 TODO comments."
     history = list(Session.load(session).machine.history)
     assert check_conversation(history) == []
     (result,) = [p for p in history[-2].parts if isinstance(p, ToolResultPart)]
@@ -501,11 +522,11 @@ def test_a_missing_provider_sdk_is_a_one_line_error_not_a_traceback(
     from loopctl.providers import clients
 
     def no_sdk(spec: str, **options: object) -> None:
-        raise ImportError("the anthropic SDK is not installed: pip install 'loopctl[anthropic]'")
+        raise ImportError("the anthropic SDK is not installed: pip install 'pyloopctl[anthropic]'")
 
     monkeypatch.setattr(clients, "from_string", no_sdk)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["run", "x", "--model", "anthropic:claude", "--root", str(tmp_path)])
     assert result.exit_code == 2
-    assert "error: the anthropic SDK is not installed: pip install 'loopctl[anthropic]'" in result.output
+    assert "error: the anthropic SDK is not installed: pip install 'pyloopctl[anthropic]'" in result.output
     assert "Traceback" not in result.output

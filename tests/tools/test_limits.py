@@ -63,7 +63,9 @@ async def test_lines_are_split_at_newlines_only_as_editors_and_grep_count_them(t
     # differently from every editor.
     (tmp_path / "f.txt").write_text("one\x0ctwo\u2028three\nfour\r\nfive")
     ft = FileTools(tmp_path)
-    assert (await call(ft, "read_file", path="f.txt")).content == "    1\tone\x0ctwo\u2028three\n    2\tfour\n    3\tfive"
+    assert (
+        await call(ft, "read_file", path="f.txt")
+    ).content == "    1\tone\x0ctwo\u2028three\n    2\tfour\n    3\tfive"
     assert (await call(ft, "search", pattern="five")).content == "f.txt:3: five"
 
 
