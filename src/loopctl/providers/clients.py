@@ -393,7 +393,7 @@ def _import(module: str, extra: str) -> ModuleType:
     try:
         return __import__(module)
     except ImportError:
-        raise ImportError(f"the {module} SDK is not installed: pip install 'loopctl[{extra}]'") from None
+        raise ImportError(f"the {module} SDK is not installed: pip install 'pyloopctl[{extra}]'") from None
 
 
 def _params_of(fn: Callable[..., Any]) -> frozenset[str]:
