@@ -323,7 +323,7 @@ class LoopMachine:
             return Done(self._outcome)
         window = policy.context_window
         ctx = self.context_tokens
-        # Pruning first (issue 5): it needs no model call and may make compaction unnecessary.
+        # Pruning first (docs/compaction.md, "The budget"): it needs no model call and may make compaction unnecessary.
         prune_line = policy.prune_threshold * window
         if ctx > prune_line and (self._pruned_at is None or ctx >= self._pruned_at + policy.prune_step * window):
             needed = max(0, ctx - int(policy.prune_target * window))
@@ -341,7 +341,7 @@ class LoopMachine:
 
     # --- feeds ---------------------------------------------------------------------------------------------
 
-    def accept_input(self, input: str | Message) -> None:  # noqa: A002 - the issue's name
+    def accept_input(self, input: str | Message) -> None:  # noqa: A002 - the documented name
         """Start a run with the user's ``input`` (text, or a user message with images). Accepted in
         ``START`` and ``TERMINAL``. Raises ``InvalidMessage`` (path ``input.…``) for input that cannot be
         written (a lone surrogate, as undecodable bytes of a command line become), leaving the machine as it
