@@ -143,3 +143,21 @@ def test_docs_python_has_no_mypy_error_but_the_known_providers_one(
     # loopctl.providers: this keeps all the others visible.
     errors = _mypy(str(tmp_path_factory.getbasetemp() / "mypy-docs"))
     assert [e for e in errors[where] if '"object" not callable' not in e] == []
+
+
+# Sources a user cannot open: the project's private spec and guide, and its issue tracker.
+_PRIVATE = re.compile(
+    r"python-api\.md|spec/\S|\bthe guide\b|\bguide,|\bguide's\b|\(guide\b|\bthe issue\b|\bissue \d|\(issue\b",
+    re.IGNORECASE,
+)
+_PUBLIC_GUIDES = re.compile(r"(function-calling|reasoning|error-code|\"Vision\"|vision\"|models\") guide|OpenAI's guide")
+
+
+def test_docs_cite_only_sources_a_user_can_open() -> None:
+    # Docs and docstrings cited python-api.md, "the guide" and "issue 5": files and threads no user can open.
+    found = []
+    for path in [ROOT / "README.md", *ROOT.glob("docs/**/*.md"), *ROOT.glob("src/**/*.py")]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if _PRIVATE.search(_PUBLIC_GUIDES.sub("", line)):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert found == []
