@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from loopctl.engine import BareLoop, RunConfig
 from loopctl.message import Message, MessagePart, Role, ToolResultPart
@@ -128,3 +130,44 @@ async def test_a_catastrophic_search_leaves_the_event_loop_running_and_a_tool_ti
     cpu = time.process_time()
     await asyncio.sleep(0.5)
     assert time.process_time() - cpu < 0.15
+
+
+LINE_PATTERNS = [
+    r"a", r"^a", r"b$", r"a\s*$", r"\bab\b", r"a[^b]*b", r"(?<=a )b", r"(?<!a)b", r"(?<!\s)b", r"a\s+b", r"^$", r"(?i)A#",
+    r"a(?!\s)", r"\Aa", r"b\Z", r"[^a]", r"a.*b", r"(?s)a.b", r"\s", r"#\n?a", r"(?>a\s*)$", r"a\s*+$", r"^\s*$",
+]  # fmt: skip
+
+
+@settings(max_examples=100, deadline=None)
+@example(lines=["ab\r", "\r", "a"], pattern="b$", piece=7)  # CRLF line ends
+@example(lines=["ab\r", "\r", "a"], pattern="^$", piece=1 << 20)
+@example(lines=["a ", "b"], pattern=r"(?<!\s)b", piece=1 << 20)  # a lookbehind that would see the line end
+@example(lines=["a ", "b"], pattern=r"a\s*+$", piece=64)
+@given(
+    lines=st.lists(st.text(alphabet="ab #\t\r", max_size=7), max_size=30),
+    pattern=st.sampled_from(LINE_PATTERNS),
+    piece=st.sampled_from([7, 64, 1 << 20]),
+)
+def test_search_finds_exactly_the_lines_that_match_alone(lines: list[str], pattern: str, piece: int) -> None:
+    # The search runs the pattern over whole chunks of lines to be fast; its hits must still be exactly the
+    # lines the pattern matches on their own (as grep reads them), in every chunking.
+    import io
+    import threading
+
+    import regex
+
+    from loopctl.tools import files as files_module
+
+    data = "\n".join(lines).encode()
+    # Lines end at "\n", a CR before it included (CRLF); the last one may have no end (and keeps a lone CR).
+    split = data.decode().split("\n")
+    texts = [line.removesuffix("\r") for line in split[:-1]] + ([split[-1]] if split[-1] else [])
+    expected = [f"f.txt:{n}: {line.strip()}" for n, line in enumerate(texts, 1) if regex.search(pattern, line)]
+    search = files_module._Search(pattern, time.monotonic() + 60, 5.0, 10_000, threading.Event())
+    old = files_module._PIECE
+    files_module._PIECE = piece
+    try:
+        search.file(io.BytesIO(data), "f.txt")
+    finally:
+        files_module._PIECE = old
+    assert search.hits == expected

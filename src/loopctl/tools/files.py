@@ -29,7 +29,7 @@ lines, so every line of a big file can be reached); ``search`` reads every line 
 holding a NUL byte in their first 8 KiB, are skipped), and runs the model's pattern with the ``regex``
 library, which matches without holding the GIL and stops a match after ``match_timeout`` seconds, so a
 pattern that backtracks catastrophically ends as an error result instead of freezing the event loop. A
-cancelled call (a tool timeout, Ctrl-C) stops the walk and the reading at the next line or file.
+cancelled call (a tool timeout, Ctrl-C) stops at its next line, file or match.
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ _BINARY_SNIFF = 8192  # bytes looked at for a NUL: git's and grep's test for a b
 _PIECE = 1 << 20  # the longest piece of one line search matches at once (a longer line is searched in pieces)
 _HIT_CHARS = 300  # a search hit's line is shown up to this many characters
 _PREVIEW_BYTES = 1 << 20  # a bigger file is not read whole for a change's preview
+_CHUNK_MATCH_SECONDS = 0.25  # a search of a whole chunk that takes longer goes on line by line
 
 
 class PathOutsideRoot(ValueError):
@@ -385,43 +386,31 @@ class FileTools:
         return "(empty file)"
 
     def _search(self, pattern: str, path: str, stop: threading.Event) -> str:
-        compiled = regex.compile(pattern)
+        search = _Search(pattern, time.monotonic() + self.search_timeout, self.match_timeout, self.max_results, stop)
         base = self.resolve(path)
-        deadline = time.monotonic() + self.search_timeout
         files: Iterable[tuple[Path, bool]]
         files = [(base, False)] if base.is_file() else self._walk(base, True, stop, None)
-        hits: list[str] = []
-        for f, is_dir in files:
-            if is_dir:
-                continue
-            rel = self._rel(f)
-            try:
-                with self._open_read(f, rel) as fh:
-                    if b"\0" in fh.read(_BINARY_SNIFF):
-                        continue  # a binary file
-                    fh.seek(0)
-                    for n, piece, _, _ in _pieces(fh, stop, _PIECE):
-                        line = _line_text(piece)
-                        left = deadline - time.monotonic()
-                        note = f"... (stopped after {self.search_timeout:g} s, in {rel}; search a narrower path)"
-                        if left <= 0:
-                            return "\n".join([*hits, note])
-                        try:
-                            found = compiled.search(line, timeout=min(self.match_timeout, left))
-                        except TimeoutError:
-                            if time.monotonic() >= deadline:
-                                return "\n".join([*hits, note])
-                            raise ValueError(
-                                f"the pattern {pattern!r} took over {self.match_timeout:g} s on one line "
-                                f"({rel}:{n + 1}); it backtracks too much: simplify it"
-                            ) from None
-                        if found:
-                            hits.append(f"{rel}:{n + 1}: {_cut(line.strip(), _HIT_CHARS)}")
-                            if len(hits) >= self.max_results:
-                                return "\n".join(hits) + f"\n... (stopped at {self.max_results} hits)"
-            except (PathOutsideRoot, _NotAFile, OSError):
-                continue  # swapped for a symlink, not a regular file, or unreadable: not searched
-        return "\n".join(hits) if hits else f"no match for {pattern!r}"
+        try:
+            for f, is_dir in files:
+                if is_dir:
+                    continue
+                rel = self._rel(f)
+                try:
+                    with self._open_read(f, rel) as fh:
+                        if b"\0" in fh.read(_BINARY_SNIFF):
+                            continue  # a binary file
+                        fh.seek(0)
+                        search.file(fh, rel)
+                except (PathOutsideRoot, _NotAFile, OSError):
+                    continue  # swapped for a symlink, not a regular file, or unreadable: not searched
+        except _SearchOver as over:
+            note = (
+                f"... (stopped at {self.max_results} hits)"
+                if over.where is None
+                else f"... (stopped after {self.search_timeout:g} s, in {over.where}; search a narrower path)"
+            )
+            return "\n".join([*search.hits, note])
+        return "\n".join(search.hits) if search.hits else f"no match for {pattern!r}"
 
     def _write(self, path: str, content: str) -> str:
         p = self.resolve(path)
@@ -597,6 +586,126 @@ class FileTools:
                 raise
 
 
+class _SearchOver(Exception):
+    """The search stops: at the hit limit (``where`` is ``None``) or its time limit (``where``: the file)."""
+
+    def __init__(self, where: str | None) -> None:
+        self.where = where
+
+
+# Patterns whose match on a line could fail once the line has neighbours (negative lookarounds, \A \Z \z \G,
+# atomic groups and possessive quantifiers, flags turned off inline): searched line by line only, never a chunk
+# at a time. (What else a line matches alone it matches in its chunk: more text around it can only add
+# matches, and ^ $ \b see a line end in both.)
+_LINE_ONLY = regex.compile(r"\\[AZzG]|\(\?<?!|\(\?>|[*+?}]\+|\(\?[a-zA-Z]*-")
+
+
+class _Search:
+    """One search: the hits so far, matched line by line with git-grep's semantics, fast.
+
+    A chunk of lines (about 1 MiB) is searched at once, ``^`` and ``$`` at line boundaries: a line that
+    matches on its own also matches inside its chunk, so the chunk's matches lead to every line that can
+    match, and only those lines are then searched alone, which decides. (A match of the chunk may run over a
+    line end; the line-alone search drops it.) A pattern for which that does not hold (:data:`_LINE_ONLY`)
+    is searched one line at a time. Each match may take ``match_timeout`` seconds; the whole search ends at
+    ``deadline`` (``time.monotonic``)."""
+
+    def __init__(
+        self, pattern: str, deadline: float, match_timeout: float, max_hits: int, stop: threading.Event
+    ) -> None:
+        self.pattern = pattern
+        self.line = regex.compile(pattern)
+        self.chunk = None if _LINE_ONLY.search(pattern) else regex.compile(pattern, regex.MULTILINE)
+        self.deadline = deadline
+        self.match_timeout = match_timeout
+        self.max_hits = max_hits
+        self.stop = stop
+        self.hits: list[str] = []
+
+    def _timeout(self, rel: str, limit: float | None = None) -> float:
+        """Seconds the next match may take; raises :class:`_Stopped` once the call is cancelled and
+        :class:`_SearchOver` once the search's time is up."""
+        if self.stop.is_set():
+            raise _Stopped
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise _SearchOver(rel)
+        return min(self.match_timeout if limit is None else limit, left)
+
+    def file(self, f: IO[bytes], rel: str) -> None:
+        """Search the file ``f`` (``rel``: its path in the hits)."""
+        first = 0  # the index of the chunk's first line
+        while True:
+            if self.stop.is_set():
+                raise _Stopped
+            data = f.read(_PIECE)
+            if not data:
+                return
+            if not data.endswith(b"\n"):
+                data += f.readline(_PIECE)  # finish the line (a longer one is searched in pieces)
+            # A CRLF line end is a line end: "x$" matches "x\r\n" line by line, so it must in the chunk too.
+            text = data.decode("utf-8", "replace").replace("\r\n", "\n")
+            self._chunk(text, first, rel)
+            first += text.count("\n")
+
+    def _chunk(self, text: str, first: int, rel: str) -> None:
+        if self.chunk is None:
+            starts: Iterable[int] = _line_starts(text)
+        else:
+            starts = self._candidates(text, rel)
+        counted, n = 0, first + 1  # line n starts at text[counted]
+        for start in starts:
+            n += text.count("\n", counted, start)
+            counted = start
+            end = text.find("\n", start)
+            line = text[start : end if end >= 0 else len(text)]
+            try:
+                found = self.line.search(line, timeout=self._timeout(rel))
+            except TimeoutError:
+                self._timeout(rel)  # the whole search's time ran out: that is the report
+                raise ValueError(
+                    f"the pattern {self.pattern!r} took over {self.match_timeout:g} s on one line ({rel}:{n}); "
+                    "it backtracks too much: simplify it"
+                ) from None
+            if found:
+                self.hits.append(f"{rel}:{n}: {_cut(line.strip(), _HIT_CHARS)}")
+                if len(self.hits) >= self.max_hits:
+                    raise _SearchOver(None)
+
+    def _candidates(self, text: str, rel: str) -> Iterator[int]:
+        """The start of each line of ``text`` where a match of the chunk pattern starts (the lines that can
+        match); every line from where the chunk search timed out."""
+        assert self.chunk is not None
+        pos = 0
+        while pos < len(text):
+            try:
+                m = self.chunk.search(text, pos, timeout=self._timeout(rel, _CHUNK_MATCH_SECONDS))
+            except TimeoutError:
+                self._timeout(rel)
+                yield from _line_starts(text, pos)  # line by line from here: the line that is too slow is named
+                return
+            if m is None:
+                return
+            start = text.rfind("\n", 0, m.start()) + 1
+            if start >= len(text):
+                return  # an empty match after the last line end: no line is there
+            yield start
+            end = text.find("\n", m.start())
+            if end < 0:
+                return
+            pos = end + 1
+
+
+def _line_starts(text: str, pos: int = 0) -> Iterator[int]:
+    """The index of each line's start in ``text`` from ``pos`` (a line start)."""
+    while pos < len(text):
+        yield pos
+        end = text.find("\n", pos)
+        if end < 0:
+            return
+        pos = end + 1
+
+
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 # Opening relative to a folder descriptor without following symlinks: POSIX. Elsewhere (Windows) the tools
@@ -643,8 +752,9 @@ def _pieces(f: IO[bytes], stop: threading.Event, size: int) -> Iterator[tuple[in
 
 
 def _line_text(piece: bytes) -> str:
-    """A line's text: UTF-8 (bytes that are not, as U+FFFD), without its line ending."""
-    return piece.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
+    """A line's text: UTF-8 (bytes that are not, as U+FFFD), without its line ending (``\n`` or ``\r\n``)."""
+    text = piece.decode("utf-8", "replace")
+    return text[:-1].removesuffix("\r") if text.endswith("\n") else text
 
 
 def _cut(text: str, limit: int) -> str:
