@@ -40,13 +40,16 @@ from loopctl.session import Session
 from loopctl.tools.files import WRITE_TOOLS
 
 __all__ = [
+    "CLI_KEY",
     "INTERRUPTED_BEFORE",
     "INTERRUPTED_DURING",
     "Autosave",
     "SessionInUse",
+    "cli_values",
     "create_session_file",
     "lock_session",
     "new_session_path",
+    "usage_of",
 ]
 
 INTERRUPTED_DURING = (
@@ -141,7 +144,7 @@ class Autosave:
         time) and is not raised: the run must not die of its autosave."""
         snapshot = self.snapshot()
         meta = dict(self.session.metadata)
-        meta[CLI_KEY] = {**_cli_meta(meta), "usage": self._usage.to_dict()}
+        meta[CLI_KEY] = {**cli_values(meta), "usage": self._usage.to_dict()}
         session = Session(snapshot, self.session.model, self.session.root, self.session.system_prompt, meta)
         try:
             session.save(self.path)
@@ -155,14 +158,16 @@ class Autosave:
         return True
 
 
-def _cli_meta(metadata: dict[str, Any]) -> dict[str, Any]:
+def cli_values(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the CLI's values in a session's ``metadata`` (:data:`CLI_KEY`; empty when absent or not an
+    object)."""
     value = metadata.get(CLI_KEY)
     return dict(value) if isinstance(value, dict) else {}
 
 
 def _usage_of(metadata: dict[str, Any]) -> Usage:
     """The summed usage the CLI kept in a session's metadata (zero when absent or malformed)."""
-    raw = _cli_meta(metadata).get("usage")
+    raw = cli_values(metadata).get("usage")
     if not isinstance(raw, dict):
         return Usage()
     counts = {k: v for k, v in raw.items() if k in Usage.__dataclass_fields__ and type(v) is int and v >= 0}
@@ -171,7 +176,7 @@ def _usage_of(metadata: dict[str, Any]) -> Usage:
 
 def usage_of(session: Session) -> Usage | None:
     """The summed usage of every CLI run of ``session``, or ``None`` when it holds none."""
-    return _usage_of(session.metadata) if "usage" in _cli_meta(session.metadata) else None
+    return _usage_of(session.metadata) if "usage" in cli_values(session.metadata) else None
 
 
 # --- the session file ---------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -25,6 +25,13 @@ from rich.text import Text
 
 from loopctl.cli.inert import inert
 from loopctl.cli.report import CommandError, stderr, warn
+
+if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `loopctl --help` stays quick
+    from loopctl.cli.autosave import Autosave
+    from loopctl.cli.render import Transcript
+    from loopctl.engine import Observer, SessionConfig
+    from loopctl.session import Session
+    from loopctl.tools.files import FileTools
 
 __all__ = ["DEMO_DELAY_VAR", "RunOptions", "build_client", "build_observers", "file_tools", "run"]
 
@@ -113,8 +120,8 @@ def run(**opts: Any) -> None:
 
 async def _run(console: Console, o: RunOptions, saved: list[Path]) -> int:
     from loopctl.cli.approve import Approval
-    from loopctl.cli.autosave import CLI_KEY, create_session_file
-    from loopctl.engine import BareLoop, LoopMachine, MachineState, RunConfig
+    from loopctl.cli.autosave import cli_values
+    from loopctl.engine import BareLoop, RunConfig
     from loopctl.session import Session
 
     for name, text in (("TASK", o.task), ("--system", o.system_prompt)):
@@ -125,32 +132,19 @@ async def _run(console: Console, o: RunOptions, saved: list[Path]) -> int:
         if o.resume is not None:
             held.enter_context(_locked(o.resume))
             session = Session.load(o.resume)
-        cli_meta = dict(session.metadata.get(CLI_KEY) or {}) if session else {}
+        cli_meta = cli_values(session.metadata) if session else {}
         model = _model_spec(o.model or (session.model if session else None))
-        base_url = o.base_url or (cli_meta.get("base_url") if o.model is None else None)
+        saved_url = cli_meta.get("base_url") if o.model is None else None  # a new --model drops the old URL
+        base_url = o.base_url or (saved_url if isinstance(saved_url, str) else None)
         if model == "demo" and o.base_url:
             raise CommandError("--base-url does not apply to --model demo (it starts its own server)")
-        root = o.root or (_session_root(session) if session else None) or Path(".")
-        files = file_tools(root, o)
-        system_prompt = o.system_prompt or (session.system_prompt if session else None)
-        machine = session.machine if session else LoopMachine()
-        if machine.state not in (MachineState.START, MachineState.TERMINAL):
-            machine.cancel()  # a session saved mid-run (its process was killed): keep its coherent prefix
-        metadata = dict(session.metadata) if session else {}
-        cli_meta.pop("base_url", None)
-        cli_meta.pop("root_bytes", None)
-        if base_url is not None and model != "demo":
-            cli_meta["base_url"] = base_url
-        root_text = str(files.root)
-        if not _is_text(root_text):  # a folder name that is not UTF-8: kept exactly beside a readable form
-            cli_meta["root_bytes"] = base64.b64encode(os.fsencode(files.root)).decode()
-            root_text = _readable(root_text)
-        metadata[CLI_KEY] = cli_meta
-        session_obj = Session(machine, model=model, root=root_text, system_prompt=system_prompt, metadata=metadata)
+        files = file_tools(o.root or (_session_root(session) if session else None) or Path("."), o)
+        session_obj = _session_for_run(session, model, base_url, files.root, o)
+        machine = session_obj.machine
 
         async with build_client(model, base_url) as client:
             # Before any model call: a run whose session cannot be saved would be lost at the end.
-            path = _session_file(o, session_obj, create_session_file)
+            path = _session_file(o, session_obj)
             if path != o.resume:
                 held.enter_context(_locked(path))
             if not o.yes and not sys.stdin.isatty():
@@ -160,7 +154,7 @@ async def _run(console: Console, o: RunOptions, saved: list[Path]) -> int:
             loop = BareLoop(
                 client,
                 files,
-                _session_config(model, files.root, system_prompt, o),
+                _session_config(model, files.root, session_obj.system_prompt, o),
                 observers=observers,
                 permission=approval,
                 machine=machine,
@@ -194,7 +188,7 @@ async def _run(console: Console, o: RunOptions, saved: list[Path]) -> int:
 # --- the parts of a run ---------------------------------------------------------------------------------------
 
 
-def file_tools(root: Path, o: RunOptions) -> Any:
+def file_tools(root: Path, o: RunOptions) -> FileTools:
     """The file tools over ``root`` (``CommandError`` when it cannot be used)."""
     from loopctl.tools.files import PROTECTED_NAMES, FileTools
 
@@ -236,7 +230,9 @@ async def build_client(model: str, base_url: str | None = None) -> AsyncIterator
             await demo.aclose()
 
 
-def build_observers(console: Console, session: Any, path: Path, o: RunOptions) -> tuple[Any, Any, list[Any]]:
+def build_observers(
+    console: Console, session: Session, path: Path, o: RunOptions
+) -> tuple[Transcript, Autosave, list[Observer]]:
     """The transcript, the autosave, and the observers of the run in the order they are called (the autosave
     first, so what the transcript shows as done is saved)."""
     from loopctl.cli.autosave import Autosave
@@ -251,7 +247,32 @@ def build_observers(console: Console, session: Any, path: Path, o: RunOptions) -
     return transcript, autosave, [autosave, transcript]
 
 
-def _session_config(model: str, root: Path, system_prompt: str | None, o: RunOptions) -> Any:
+def _session_for_run(session: Session | None, model: str, base_url: str | None, root: Path, o: RunOptions) -> Session:
+    """The session this run saves: the resumed one (its metadata kept) or a new one, with this run's model,
+    root and system prompt, and the CLI's own values in ``metadata["cli"]``."""
+    from loopctl.cli.autosave import CLI_KEY, cli_values
+    from loopctl.engine import LoopMachine, MachineState
+    from loopctl.session import Session
+
+    machine = session.machine if session else LoopMachine()
+    if machine.state not in (MachineState.START, MachineState.TERMINAL):
+        machine.cancel()  # a session saved mid-run (its process was killed): keep its coherent prefix
+    metadata = dict(session.metadata) if session else {}
+    cli_meta = cli_values(metadata)
+    cli_meta.pop("base_url", None)
+    cli_meta.pop("root_bytes", None)
+    if base_url is not None and model != "demo":
+        cli_meta["base_url"] = base_url
+    root_text = str(root)
+    if not _is_text(root_text):  # a folder name that is not UTF-8: kept exactly beside a readable form
+        cli_meta["root_bytes"] = base64.b64encode(os.fsencode(root)).decode()
+        root_text = _readable(root_text)
+    metadata[CLI_KEY] = cli_meta
+    system_prompt = o.system_prompt or (session.system_prompt if session else None)
+    return Session(machine, model=model, root=root_text, system_prompt=system_prompt, metadata=metadata)
+
+
+def _session_config(model: str, root: Path, system_prompt: str | None, o: RunOptions) -> SessionConfig:
     from loopctl.compact import PRESETS, ContextBudget
     from loopctl.engine import SessionConfig
 
@@ -275,13 +296,15 @@ def _model_spec(model: str | None) -> str:
     return model
 
 
-def _session_file(o: RunOptions, session: Any, create: Any) -> Path:
+def _session_file(o: RunOptions, session: Session) -> Path:
     """Where the run saves: the resumed file, or a new file made exclusively (``--session``, or a fresh name
     under :data:`SESSIONS_FOLDER`)."""
+    from loopctl.cli.autosave import create_session_file
+
     if o.resume is not None and (o.session_path is None or _same_file(o.session_path, o.resume)):
         return o.resume
     try:
-        path: Path = create(o.session_path, SESSIONS_FOLDER, session)
+        path = create_session_file(o.session_path, SESSIONS_FOLDER, session)
     except FileExistsError as exc:
         if o.session_path is not None and exc.filename == str(o.session_path):
             raise CommandError(
@@ -318,12 +341,11 @@ def _locked(path: Path) -> Iterator[None]:
         lock.__exit__(None, None, None)
 
 
-def _session_root(session: Any) -> Path | None:
+def _session_root(session: Session) -> Path | None:
     """The root folder a session names: exactly, from the CLI's ``root_bytes`` when its name is not UTF-8."""
-    from loopctl.cli.autosave import CLI_KEY
+    from loopctl.cli.autosave import cli_values
 
-    meta = session.metadata.get(CLI_KEY)
-    raw = meta.get("root_bytes") if isinstance(meta, dict) else None
+    raw = cli_values(session.metadata).get("root_bytes")
     if isinstance(raw, str):
         with contextlib.suppress(ValueError):
             return Path(os.fsdecode(base64.b64decode(raw, validate=True)))
