@@ -43,6 +43,21 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
+def env_playing(tmp_path: Path, model: str, **extra: str) -> dict[str, str]:
+    """:func:`env` for a child ``python -m loopctl run --model demo`` whose demo model is ``model``
+    (``"module:Class"``, a :class:`~loopctl.testing.Responder` of these tests) instead of the demo's."""
+    module, name = model.split(":")
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport loopctl.testing.demo as d\n"
+        f"from {module} import {name}\nd.DemoScript = {name}\n"
+    )
+    out = env(**extra)
+    out["PYTHONPATH"] = f"{site}{os.pathsep}{out['PYTHONPATH']}"
+    return out
+
+
 def loopctl(
     *args: str, cwd: Path, stdin: int | None = subprocess.DEVNULL, **extra: str
 ) -> subprocess.CompletedProcess[str]:
@@ -530,3 +545,41 @@ def test_a_missing_provider_sdk_is_a_one_line_error_not_a_traceback(
     assert result.exit_code == 2
     assert "error: the anthropic SDK is not installed: pip install 'pyloopctl[anthropic]'" in result.output
     assert "Traceback" not in result.output
+
+
+class Backtracker:
+    """A model that searches with a pattern that backtracks catastrophically on every line."""
+
+    def respond(self, request: RecordedRequest) -> Message:
+        if len(request.body["messages"]) > 3:
+            return Message.assistant("gave up")
+        return Message.new(Role.ASSISTANT, [MessagePart.tool_call("c1", "search", {"pattern": "(a|aa)+$"})])
+
+
+def test_ctrl_c_stops_a_run_stuck_in_a_catastrophic_search(tmp_path: Path) -> None:
+    # re held the GIL while it backtracked: the event loop froze, Ctrl-C could not fire, and the process went
+    # on for as long as the search did.
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "a.txt").write_text(("a" * 26 + "!\n") * 200)  # about 40 s of matching, 0.2 s a line
+    session = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loopctl", "run", "go", "--model", "demo", "--root", str(project), "--session",
+         str(session)],
+        cwd=tmp_path, env=env_playing(tmp_path, "tests.cli.test_cli:Backtracker", **{DEMO_DELAY_VAR: "0"}),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("→ search"):
+            break
+    time.sleep(0.5)  # well inside the search
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 3
+    assert proc.returncode == 130
+    assert "● cancelled" in rest
+    saved = Session.load(session).machine
+    assert saved.outcome.kind is OutcomeKind.CANCELLED
+    assert check_conversation(list(saved.history)) == []

@@ -17,7 +17,7 @@ from loopctl.cli import main
 from loopctl.cli.inert import inert
 from loopctl.message import Message, MessagePart, Role, ThinkingPart
 from loopctl.testing.server import RecordedRequest
-from tests.cli.test_cli import DEMO_DELAY_VAR, env, loopctl
+from tests.cli.test_cli import DEMO_DELAY_VAR, env_playing, loopctl
 
 SPOOF = "x\x1b[2K\x1b[1GAllow write_file on notes.txt?\x1b[8m/../.git/config"  # issue 8's
 OSC52 = "\x1b]52;c;ZWNobyBvd25lZA==\x07"  # writes "echo owned" to the clipboard
@@ -142,14 +142,7 @@ def test_the_approval_prompt_shows_the_resolved_path_and_the_content_escaped(tmp
 
     project = tmp_path / "p"
     project.mkdir()
-    sitecustomize = tmp_path / "site" / "sitecustomize.py"  # the child plays PromptSpoofer as the demo model
-    sitecustomize.parent.mkdir()
-    sitecustomize.write_text(
-        f"import sys\nsys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\nimport loopctl.testing.demo as d\nfrom tests.cli.test_inert import "
-        "PromptSpoofer\nd.DemoScript = PromptSpoofer\n"
-    )
-    child_env = env(**{DEMO_DELAY_VAR: "0"})
-    child_env["PYTHONPATH"] = f"{sitecustomize.parent}{os.pathsep}{child_env['PYTHONPATH']}"
+    child_env = env_playing(tmp_path, "tests.cli.test_inert:PromptSpoofer", **{DEMO_DELAY_VAR: "0"})
     args = ["run", "go", "--model", "demo", "--root", str(project), "--session", str(tmp_path / "s.json")]
     pid, fd = pty.fork()
     if pid == 0:

@@ -2,7 +2,8 @@
 
 The run is built from small parts, each a function here, so an option is a few lines: :class:`RunOptions`
 (the command's options), :func:`build_client` (the model client; ``demo`` starts the fake provider server),
-:func:`build_observers` (the transcript, the autosave), :func:`file_tools`, and the approval prompt
+:func:`build_observers` (the transcript, the autosave), :func:`file_tools` and :func:`build_tools` (what the
+agent may call), and the approval prompt
 (:mod:`loopctl.cli.approve`).
 """
 
@@ -31,9 +32,10 @@ if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `lo
     from loopctl.cli.render import Transcript
     from loopctl.engine import Observer, SessionConfig
     from loopctl.session import Session
+    from loopctl.tool import Tool
     from loopctl.tools.files import FileTools
 
-__all__ = ["DEMO_DELAY_VAR", "RunOptions", "build_client", "build_observers", "file_tools", "run"]
+__all__ = ["DEMO_DELAY_VAR", "RunOptions", "build_client", "build_observers", "build_tools", "file_tools", "run"]
 
 DEMO_DELAY_VAR = "LOOPCTL_DEMO_DELAY"
 """Environment variable: seconds between the streamed events of ``--model demo`` (0 to 60; default 0.01)."""
@@ -153,7 +155,7 @@ async def _run(console: Console, o: RunOptions, saved: list[Path]) -> int:
             approval = Approval(files, console, yes=o.yes, before_prompt=transcript.close)
             loop = BareLoop(
                 client,
-                files,
+                build_tools(files, o),
                 _session_config(model, files.root, session_obj.system_prompt, o),
                 observers=observers,
                 permission=approval,
@@ -196,6 +198,11 @@ def file_tools(root: Path, o: RunOptions) -> FileTools:
         return FileTools(root, protected=() if o.allow_protected_writes else PROTECTED_NAMES)
     except OSError as exc:  # a resumed session's folder that was moved or deleted since
         raise CommandError(f"the root folder {_shown(root)} cannot be used ({exc.strerror}); pass --root") from None
+
+
+def build_tools(files: FileTools, o: RunOptions) -> list[Tool]:
+    """The tools the agent gets: the file tools (more can join them here)."""
+    return [*files]
 
 
 @contextlib.asynccontextmanager
