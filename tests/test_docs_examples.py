@@ -109,40 +109,14 @@ def _mypy(folder: str) -> dict[str, list[str]]:
     return errors
 
 
-_PROVIDERS = re.compile(r"from loopctl\.providers import")
 TYPED = [(b[0], b[1]) for b in BLOCKS] + [(f"examples/{p.name}", p.read_text()) for p in EXAMPLES]
 
 
-_XFAIL_PROVIDERS = pytest.mark.xfail(
-    strict=True,
-    reason="loopctl.providers names type as object (its lazy __getattr__) until the transport package lands on "
-    "main (issue 8 item 28)",
-)
-
-
-@pytest.mark.parametrize(
-    "where",
-    [
-        pytest.param(where, marks=_XFAIL_PROVIDERS, id=where)
-        if _PROVIDERS.search(code)
-        else pytest.param(where, id=where)
-        for where, code in TYPED
-    ],
-)
+@pytest.mark.parametrize("where", [pytest.param(where, id=where) for where, _ in TYPED])
 def test_docs_python_passes_mypy_strict(where: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     # `from loopctl.providers import from_string` typed as object: the README's first snippet failed mypy.
     errors = _mypy(str(tmp_path_factory.getbasetemp() / "mypy-docs"))
     assert errors[where] == []
-
-
-@pytest.mark.parametrize("where", [pytest.param(where, id=where) for where, _ in TYPED])
-def test_docs_python_has_no_mypy_error_but_the_known_providers_one(
-    where: str, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    # Until the transport package lands, the xfail above hides every error of a block that imports from
-    # loopctl.providers: this keeps all the others visible.
-    errors = _mypy(str(tmp_path_factory.getbasetemp() / "mypy-docs"))
-    assert [e for e in errors[where] if '"object" not callable' not in e] == []
 
 
 # Sources a user cannot open: the project's private spec and guide, and its issue tracker.

@@ -8,7 +8,8 @@
 - :class:`ToolOutput` is what a tool may return to say more than text: images, ``is_error``, and a
   ``retention`` class (``docs/compaction.md``, "Retention classes": ``Requery`` for re-derivable results
   such as a file read, ``Durable`` for results that are not).
-- :class:`ToolRegistry` holds the tools of a loop, with their schemas computed once.
+- :class:`ToolRegistry` holds the tools of a loop, with their schemas computed once. A
+  :class:`ToolProvider` (an MCP server, :mod:`loopctl.mcp`) stands for several tools whose list may change.
 
 Nothing here touches the network; a tool's own body may do anything.
 """
@@ -35,6 +36,7 @@ __all__ = [
     "ToolContext",
     "ToolInputError",
     "ToolOutput",
+    "ToolProvider",
     "ToolRegistry",
     "ToolSchema",
     "tool",
@@ -228,45 +230,94 @@ def tool(
     return wrap
 
 
+@runtime_checkable
+class ToolProvider(Protocol):
+    """A source of several tools whose list may change while it is used (an MCP server: its
+    ``tools/list_changed`` notification). ``tools`` is the current list; a provider hands out a new sequence
+    object when the list changes, and the same object while it does not."""
+
+    @property
+    def tools(self) -> Sequence[Tool]:
+        """The tools as they are now."""
+        ...
+
+
 class ToolRegistry:
     """The tools of a loop, by name, with their schemas computed once.
 
-    Raises ``ValueError`` for two tools with the same name.
+    Takes tools and :class:`ToolProvider` values (their tools join in place, in order). A provider's list is
+    re-read on every lookup and the registry rebuilt when it changed, so a changed MCP tool list takes effect
+    at the next model call. Raises ``ValueError`` for two tools with the same name; when a provider's new
+    list brings a name already taken, the first registered tool keeps it.
     """
 
-    __slots__ = ("_names", "_schemas", "_tools")
+    __slots__ = ("_entries", "_names", "_provided", "_providers", "_schemas", "_tools")
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
-        for t in tools:
-            if t.name in self._tools:
-                raise ValueError(f"two tools are named {t.name!r}")
-            self._tools[t.name] = t
-        self._schemas = tuple(schema_of(t) for t in self._tools.values())
-        self._names = frozenset(self._tools)
+    def __init__(self, tools: Iterable[Tool | ToolProvider] = ()) -> None:
+        # Each entry is a tool, or a provider (anything with a ``tools`` list that is not itself a tool).
+        self._entries: list[Tool | ToolProvider] = list(tools)
+        self._providers: list[ToolProvider] = [t for t in self._entries if _is_provider(t)]  # type: ignore[misc]
+        self._provided: list[Sequence[Tool]] = []
+        self._build(strict=True)
+
+    def _build(self, strict: bool) -> None:
+        tools: dict[str, Tool] = {}
+        provided: list[Sequence[Tool]] = []
+        for entry in self._entries:
+            group: Sequence[Tool]
+            if _is_provider(entry):
+                group = entry.tools  # type: ignore[union-attr]
+                provided.append(group)
+            else:
+                group = (entry,)  # type: ignore[assignment]
+            for t in group:
+                if t.name in tools:
+                    if strict:
+                        raise ValueError(f"two tools are named {t.name!r}")
+                    continue
+                tools[t.name] = t
+        self._tools = tools
+        self._provided = provided
+        self._schemas = tuple(schema_of(t) for t in tools.values())
+        self._names = frozenset(tools)
+
+    def _current(self) -> None:
+        providers = self._providers
+        if providers and any(p.tools is not seen for p, seen in zip(providers, self._provided, strict=True)):
+            self._build(strict=False)
 
     @property
     def schemas(self) -> tuple[ToolSchema, ...]:
         """The schemas, in registration order."""
+        self._current()
         return self._schemas
 
     @property
     def names(self) -> frozenset[str]:
         """The tool names."""
+        self._current()
         return self._names
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""
+        self._current()
         return self._tools.get(name)
 
     def __contains__(self, name: object) -> bool:
+        self._current()
         return name in self._tools
 
     def __len__(self) -> int:
+        self._current()
         return len(self._tools)
 
     def __iter__(self) -> Any:
+        self._current()
         return iter(self._tools.values())
+
+
+def _is_provider(entry: object) -> bool:
+    return isinstance(entry, ToolProvider) and not isinstance(entry, Tool)
 
 
 def to_tool_output(value: Any) -> ToolOutput:

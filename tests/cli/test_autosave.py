@@ -4,6 +4,7 @@ each event and right after each write); then real processes are killed with SIGK
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -46,7 +47,21 @@ def resumed(data: bytes) -> LoopMachine:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    """The project's files. A write in progress in another thread (parallel calls) shows as its target with
+    no content yet: the atomic write's temporary file ``.NAME.RANDOM.tmp``."""
+    out: dict[str, bytes] = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        tmp = re.fullmatch(r"(.*?)\.([^/]+)\.[0-9a-f]{12}\.tmp", rel)
+        if tmp:
+            out.setdefault(f"{tmp.group(1)}{tmp.group(2)}", b"<being written>")
+            continue
+        try:
+            if p.is_file():
+                out[rel] = p.read_bytes()
+        except FileNotFoundError:  # replaced as we looked
+            continue
+    return out
 
 
 def results_of(history: list[Message]) -> dict[str, ToolResultPart]:

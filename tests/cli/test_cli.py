@@ -534,12 +534,12 @@ def test_show_and_check_of_a_file_that_cannot_be_read_is_a_clear_error(command: 
 def test_a_missing_provider_sdk_is_a_one_line_error_not_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loopctl.providers import clients
+    import loopctl.providers
 
     def no_sdk(spec: str, **options: object) -> None:
         raise ImportError("the anthropic SDK is not installed: pip install 'pyloopctl[anthropic]'")
 
-    monkeypatch.setattr(clients, "from_string", no_sdk)
+    monkeypatch.setattr(loopctl.providers, "from_string", no_sdk)  # where the CLI imports it from
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["run", "x", "--model", "anthropic:claude", "--root", str(tmp_path)])
     assert result.exit_code == 2

@@ -4,8 +4,9 @@ run goes so that a process killed at any moment leaves a session that resumes wi
 What a kill can lose is what the file did not hold yet. The machine commits a turn's tool results only once
 every call of the turn has finished, so :class:`Autosave` saves a *snapshot*: while tools run, the saved
 machine holds the model's calls with the results that have finished, and for each call still running (or not
-started) an error result saying the run stopped there. It saves when a call that changes files starts (so a
-write can never have happened without the session knowing of it), when any call finishes, when the results
+started) an error result saying the run stopped there. It saves when a call that may change something starts
+(any tool but the reading file tools: a write, an MCP tool...), so an effect can never have happened without
+the session knowing of the call, when any call finishes, when the results
 are committed (the next model call starts), after compaction, and when the run ends. Saves are atomic
 (``Session.save``): a kill mid-save leaves the previous save.
 """
@@ -37,7 +38,7 @@ from loopctl.errors import LoopError
 from loopctl.message import Message, Role, ToolResultPart
 from loopctl.response import Usage
 from loopctl.session import Session
-from loopctl.tools.files import WRITE_TOOLS
+from loopctl.tools.files import READ_TOOLS
 
 __all__ = [
     "CLI_KEY",
@@ -74,7 +75,8 @@ class SessionInUse(LoopError):
 class Autosave:
     """An observer that keeps ``session`` saved at ``path`` as a run goes (see the module docstring).
 
-    ``effects`` names the tools whose start is saved before they run (default: the file tools that write).
+    ``pure`` names the tools that change nothing (default: the reading file tools); the start of any other
+    tool's call is saved before it runs.
     ``on_error`` is called once with the first save that fails (an ``OSError``, or text that cannot be
     written); the run goes on and later saves are tried again."""
 
@@ -83,12 +85,12 @@ class Autosave:
         session: Session,
         path: Path,
         *,
-        effects: frozenset[str] = WRITE_TOOLS,
+        pure: frozenset[str] = READ_TOOLS,
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.session = session
         self.path = path
-        self.effects = effects
+        self.pure = pure
         self.on_error = on_error
         self.saves = 0
         self._started: set[str] = set()
@@ -109,7 +111,7 @@ class Autosave:
             self.save()
         elif isinstance(event, ToolCallStarted):
             self._started.add(event.call.id)
-            if event.call.name in self.effects:
+            if event.call.name not in self.pure:
                 self.save()
         elif isinstance(event, ToolCallFinished):
             self._finished[event.call.id] = event.result

@@ -15,7 +15,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `lo
     from loopctl.cli.render import Transcript
     from loopctl.engine import Observer, SessionConfig
     from loopctl.session import Session
-    from loopctl.tool import Tool
+    from loopctl.tool import Tool, ToolProvider
     from loopctl.tools.files import FileTools
 
 __all__ = ["DEMO_DELAY_VAR", "RunOptions", "build_client", "build_observers", "build_tools", "file_tools", "run"]
@@ -70,6 +70,9 @@ class RunOptions:
     context_window: int | None
     no_stream: bool
     hide_thinking: bool
+    otel: bool
+    mcp_commands: tuple[str, ...]
+    mcp_urls: tuple[str, ...]
 
 
 @click.command()
@@ -106,6 +109,9 @@ class RunOptions:
 @click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens.")
 @click.option("--no-stream", is_flag=True, help="Wait for whole replies instead of streaming them.")
 @click.option("--hide-thinking", is_flag=True, help="Do not print the model's reasoning.")
+@click.option("--otel", is_flag=True, help="Export traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT).")
+@click.option("--mcp", "mcp_commands", multiple=True, metavar="'COMMAND ARGS'", help="Add an MCP server's tools.")
+@click.option("--mcp-url", "mcp_urls", multiple=True, metavar="URL", help="Add a streamable-HTTP MCP server's tools.")
 def run(**opts: Any) -> None:
     """Run TASK with an agent that can list, read, search, write and edit files under --root."""
     options = RunOptions(**{f.name: opts[f.name] for f in fields(RunOptions)})
@@ -144,20 +150,37 @@ async def _run(console: Console, o: RunOptions, saved: list[Path]) -> int:
         session_obj = _session_for_run(session, model, base_url, files.root, o)
         machine = session_obj.machine
 
-        async with build_client(model, base_url) as client:
+        async with build_client(model, base_url) as client, contextlib.AsyncExitStack() as stack:
             # Before any model call: a run whose session cannot be saved would be lost at the end.
             path = _session_file(o, session_obj)
-            if path != o.resume:
-                held.enter_context(_locked(path))
+            created = path != o.resume
+            try:
+                if created:
+                    held.enter_context(_locked(path))
+                from loopctl.cli.integrations import open_integrations
+
+                servers, extra_observers = await open_integrations(
+                    stack,
+                    taken={t.name for t in files},
+                    conversation_id=path.stem,
+                    otel=o.otel,
+                    mcp_commands=o.mcp_commands,
+                    mcp_urls=o.mcp_urls,
+                )
+            except BaseException:
+                if created:  # nothing ran: leave no empty session behind
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+                raise
             if not o.yes and not sys.stdin.isatty():
                 warn("stdin is not a terminal, so file changes will be refused; pass --yes to allow them")
             transcript, autosave, observers = build_observers(console, session_obj, path, o)
             approval = Approval(files, console, yes=o.yes, before_prompt=transcript.close)
             loop = BareLoop(
                 client,
-                build_tools(files, o),
+                build_tools(files, servers),
                 _session_config(model, files.root, session_obj.system_prompt, o),
-                observers=observers,
+                observers=[*observers, *extra_observers],
                 permission=approval,
                 machine=machine,
             )
@@ -200,9 +223,9 @@ def file_tools(root: Path, o: RunOptions) -> FileTools:
         raise CommandError(f"the root folder {_shown(root)} cannot be used ({exc.strerror}); pass --root") from None
 
 
-def build_tools(files: FileTools, o: RunOptions) -> list[Tool]:
-    """The tools the agent gets: the file tools (more can join them here)."""
-    return [*files]
+def build_tools(files: FileTools, providers: Sequence[ToolProvider] = ()) -> list[Tool | ToolProvider]:
+    """The tools the agent gets: the file tools, then the tool providers (``--mcp`` servers)."""
+    return [*files, *providers]
 
 
 @contextlib.asynccontextmanager
@@ -214,7 +237,7 @@ async def build_client(model: str, base_url: str | None = None) -> AsyncIterator
     if model != "demo":
         options = {"base_url": base_url} if base_url else {}
         try:
-            client = from_string(model, **options)  # type: ignore[operator]  # typed once transport lands
+            client = from_string(model, **options)
         except ValueError as exc:  # an unknown prefix: the user's typo, not a crash
             raise CommandError(f'{exc}, or "demo"') from None
         try:
@@ -228,9 +251,7 @@ async def build_client(model: str, base_url: str | None = None) -> AsyncIterator
     # A real client (OpenAI Chat Completions over the openai SDK) against a local fake server that plays a
     # scripted model: the whole stack runs, no key needed.
     with FakeProviderServer(DemoScript(), event_delay=_demo_delay()) as server:
-        demo = from_string(  # type: ignore[operator]  # typed once transport lands
-            "openai:demo-model", base_url=server.openai_base_url, api_key="demo-key"
-        )
+        demo = from_string("openai:demo-model", base_url=server.openai_base_url, api_key="demo-key")
         try:
             yield demo
         finally:

@@ -21,10 +21,13 @@ from loopctl.compact import ContextBudget, SummarizingCompactor, clip_middle, me
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import (
     CompactionFinished,
+    CompactionStarted,
     LoopEvent,
+    ModelCallFailed,
     ModelRetry,
     ModelStreamEvent,
     Observer,
+    RunAborted,
     RunFinished,
     RunStarted,
     ToolCallFinished,
@@ -51,7 +54,7 @@ from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, To
 from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import ModelResponse, Usage
 from loopctl.stream import StreamEvent
-from loopctl.tool import Tool, ToolContext, ToolInputError, ToolRegistry, to_tool_output
+from loopctl.tool import Tool, ToolContext, ToolInputError, ToolProvider, ToolRegistry, to_tool_output
 
 __all__ = ["BareLoop"]
 
@@ -70,8 +73,9 @@ class BareLoop:
     """Runs agent loops over one conversation: a model client, tools, and a session's settings.
 
     ``client`` is any :class:`~loopctl.providers.ModelClient` (the real clients, or
-    :class:`~loopctl.testing.ScriptedClient`). ``tools`` are :class:`~loopctl.tool.Tool` values (or a
-    :class:`~loopctl.tool.ToolRegistry`). ``observers`` receive typed events. ``permission`` decides each tool
+    :class:`~loopctl.testing.ScriptedClient`). ``tools`` are :class:`~loopctl.tool.Tool` values and
+    :class:`~loopctl.tool.ToolProvider` values such as MCP servers (or a :class:`~loopctl.tool.ToolRegistry`).
+    ``observers`` receive typed events. ``permission`` decides each tool
     call before it runs. The conversation lives in a :class:`~loopctl.engine.LoopMachine`; successive runs
     continue it. One run at a time per loop.
     """
@@ -79,7 +83,7 @@ class BareLoop:
     def __init__(
         self,
         client: ModelClient,
-        tools: ToolRegistry | Iterable[Tool] = (),
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
         *,
         observers: Sequence[Observer] = (),
@@ -123,7 +127,7 @@ class BareLoop:
         cls,
         machine: LoopMachine,
         client: ModelClient,
-        tools: ToolRegistry | Iterable[Tool] = (),
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
         **kwargs: Any,
     ) -> BareLoop:
@@ -178,13 +182,12 @@ class BareLoop:
         turns: list[Turn] = []
         usage = Usage()
         turn_input: list[Message] = [first]
-        names = self.tools.names
         last: ModelResponse | None = None
         last_duration = 0.0
         try:  # from here on, whatever escapes ends the run in the machine first
             m.context_tokens = count(m.full_history())
             if emit:
-                emit(RunStarted(first))
+                emit(RunStarted(first, self.client.provider, self.client.model))
             while True:
                 if cancel is not None and cancel.is_set():
                     m.cancel()
@@ -194,12 +197,18 @@ class BareLoop:
                     try:
                         response = await self._call_model(step.turn, cfg, cancel, emit)
                     except _Cancelled:
+                        if emit:
+                            emit(ModelCallFailed(step.turn, None, time.perf_counter() - t0))
                         m.cancel()
                         continue
                     except ContextOverflow as exc:
+                        if emit:
+                            emit(ModelCallFailed(step.turn, exc, time.perf_counter() - t0))
                         m.fail(exc, overflow=True)
                         continue
                     except LoopError as exc:
+                        if emit:
+                            emit(ModelCallFailed(step.turn, exc, time.perf_counter() - t0))
                         m.fail(exc)
                         continue
                     last_duration = time.perf_counter() - t0
@@ -209,16 +218,22 @@ class BareLoop:
                     try:
                         m.model_response(
                             msg,
-                            names,
+                            self.tools.names,  # read per reply: an MCP server's tool list may change mid-run
                             self._context_after_reply(m.full_history(), m.context_tokens, msg, response.usage),
                             stop_reason=response.stop_reason,
                             invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
                         )
                     except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
+                        if emit:
+                            emit(ModelCallFailed(step.turn, exc, last_duration))
                         m.fail(exc)
                         continue
                     if emit:
-                        emit(TurnFinished(step.turn, msg, response.usage, response.stop_reason, last_duration))
+                        emit(
+                            TurnFinished(
+                                step.turn, msg, response.usage, response.stop_reason, last_duration, response=response
+                            )
+                        )
                     turns.append(self._turn(step.turn, turn_input, response, (), last_duration))
                     turn_input = []
                     if msg.tool_calls() and m.state is MachineState.AWAITING_MODEL:
@@ -249,12 +264,16 @@ class BareLoop:
                     await self._compact(step, emit)
                 elif isinstance(step, Done):
                     break
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             m.cancel()
+            if emit:
+                emit(RunAborted(exc))
             raise
         except BaseException as exc:
             if m.state not in (MachineState.TERMINAL, MachineState.START):
                 m.fail(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            if emit:
+                emit(RunAborted(exc))
             raise
         run = Run(
             outcome=m.outcome,
@@ -295,7 +314,16 @@ class BareLoop:
             def on_event(event: StreamEvent) -> None:
                 e(ModelStreamEvent(turn, event))
 
-            emit(TurnStarted(turn, len(history)))
+            emit(
+                TurnStarted(
+                    turn,
+                    len(history),
+                    request=request,
+                    provider=self.client.provider,
+                    model=self.client.model,
+                    stream=cfg.stream,
+                )
+            )
         attempt = 0
         while True:
             try:
@@ -419,6 +447,8 @@ class BareLoop:
     def _prune(self, step: Prune, emit: Callable[[LoopEvent], None] | None) -> None:
         m = self._machine
         before = m.context_tokens
+        if emit:
+            emit(CompactionStarted("prune_line", before))
         messages = list(m.full_history())
         pruned = self._budget.prune(messages, step.needed)
         after = self._counter.count(pruned) if pruned is not messages else before
@@ -431,6 +461,8 @@ class BareLoop:
         truncates at once, and so does a summary that failed or saved nothing)."""
         m = self._machine
         before = m.context_tokens
+        if emit:
+            emit(CompactionStarted(step.reason.value, before))
         messages = list(m.full_history())
         kind = "truncate"
         compacted: list[Message] | None = None

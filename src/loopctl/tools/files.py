@@ -58,6 +58,7 @@ from loopctl.tool import FunctionTool, ToolOutput, tool
 
 __all__ = [
     "PROTECTED_NAMES",
+    "READ_TOOLS",
     "SKIP_DIRS",
     "WRITE_TOOLS",
     "ChangePreview",
@@ -68,6 +69,9 @@ __all__ = [
 
 WRITE_TOOLS = frozenset({"write_file", "edit_file"})
 """The tools that change files (the ``loopctl`` command asks approval for these unless ``--yes``)."""
+
+READ_TOOLS = frozenset({"list_files", "read_file", "search"})
+"""The tools that only read (``FileTools(root, read_only=True)`` has these alone)."""
 
 SKIP_DIRS = frozenset(
     {
