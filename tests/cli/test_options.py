@@ -13,6 +13,7 @@ from loopctl import __version__
 from loopctl.message import Message, MessagePart, Role
 from loopctl.session import Session
 from loopctl.testing import FakeProviderServer
+from loopctl.testing.server import RecordedRequest
 from tests.cli.test_cli import SAMPLE, lines, loopctl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,3 +118,35 @@ def test_every_install_hint_names_our_distribution_not_the_stranger_on_pypi() ->
                     found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert found == []
     assert "pip install 'pyloopctl[all]" in (ROOT / "README.md").read_text()
+
+
+class HookWriter:
+    """A model that writes a git hook, then answers."""
+
+    def respond(self, request: RecordedRequest) -> Message:
+        if len(request.body["messages"]) > 3:
+            return Message.assistant("done")
+        call = MessagePart.tool_call("c1", "write_file", {"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"})
+        return Message.new(Role.ASSISTANT, [call])
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_writes_under_git_need_allow_protected_writes_even_with_yes(
+    allow: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from loopctl.cli import main
+
+    project = tmp_path / "p"
+    (project / ".git" / "hooks").mkdir(parents=True)
+    monkeypatch.setattr("loopctl.testing.demo.DemoScript", HookWriter)
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "go", "--model", "demo", "--root", str(project), "--yes", *(["--allow-protected-writes"] * allow)]
+    done = CliRunner().invoke(main, args, env={"COLUMNS": "400"})
+    assert done.exit_code == 0, done.output
+    assert (project / ".git" / "hooks" / "pre-commit").exists() is allow
+    if not allow:
+        assert "  ✗ write_file: Refused: '.git/hooks/pre-commit' is under .git, where a file can make tools run" in (
+            done.output
+        )
