@@ -6,7 +6,8 @@ continues a saved session. ``--model demo`` runs a scripted task through a local
 real client, with no API key. ``loopctl show FILE`` prints a saved session or conversation; ``loopctl check
 FILE`` checks one. ``python -m loopctl`` is the same command line.
 
-Layout: one module per command (:mod:`~loopctl.cli.run`, :mod:`~loopctl.cli.show`), registered on
+Layout: one module per command (:mod:`~loopctl.cli.run`, :mod:`~loopctl.cli.show`, :mod:`~loopctl.cli.sessions`
+for the session store), registered on
 :data:`main` below; :mod:`~loopctl.cli.render` is the transcript, :mod:`~loopctl.cli.approve` the approval
 prompt, :mod:`~loopctl.cli.autosave` the session file, :mod:`~loopctl.cli.inert` the escaping every string
 from a model or a tool goes through. Errors, click's own included, are reported here in one style
@@ -29,6 +30,7 @@ from rich.text import Text
 from loopctl import __version__
 from loopctl.cli.report import fail
 from loopctl.cli.run import DEMO_DELAY_VAR, run
+from loopctl.cli.sessions import sessions
 from loopctl.cli.show import check, show
 from loopctl.errors import ConversationFileError, LoopError, MissingAPIKey
 
@@ -76,3 +78,4 @@ def main() -> None:
 main.add_command(run)
 main.add_command(show)
 main.add_command(check)
+main.add_command(sessions)

@@ -1,5 +1,6 @@
-"""The session file of a ``loopctl run``: created exclusively, locked while a run uses it, and saved as the
-run goes so that a process killed at any moment leaves a session that resumes with all the work done.
+"""The session file of a ``loopctl run --session FILE`` (the store, ``loopctl.cli.sessions``, is the
+default): created exclusively, locked while a run uses it, and saved as the run goes so that a process killed
+at any moment leaves a session that resumes with all the work done.
 
 What a kill can lose is what the file did not hold yet. The machine commits a turn's tool results only once
 every call of the turn has finished, so :class:`Autosave` saves a *snapshot*: while tools run, the saved
@@ -14,10 +15,7 @@ are committed (the next model call starts), after compaction, and when the run e
 from __future__ import annotations
 
 import contextlib
-import datetime
-import errno
 import os
-import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,7 @@ from loopctl.engine import (
     TurnStarted,
 )
 from loopctl.errors import LoopError
-from loopctl.message import Message, Role, ToolResultPart
+from loopctl.message import Message, MessagePart, Role, ToolResultPart
 from loopctl.response import Usage
 from loopctl.session import Session
 from loopctl.tools.files import READ_TOOLS
@@ -49,7 +47,6 @@ __all__ = [
     "cli_values",
     "create_session_file",
     "lock_session",
-    "new_session_path",
     "usage_of",
 ]
 
@@ -130,11 +127,8 @@ class Autosave:
         calls = getattr(step, "calls", ())
         results = [
             self._finished.get(c.id)
-            or ToolResultPart(
-                call_id=c.id,
-                name=c.name,
-                output=INTERRUPTED_DURING if c.id in self._started else INTERRUPTED_BEFORE,
-                is_error=True,
+            or MessagePart.tool_result(
+                c.id, c.name, INTERRUPTED_DURING if c.id in self._started else INTERRUPTED_BEFORE, True
             )
             for c in calls
         ]
@@ -184,31 +178,16 @@ def usage_of(session: Session) -> Usage | None:
 # --- the session file ---------------------------------------------------------------------------------------
 
 
-def new_session_path(folder: Path) -> Path:
-    """A fresh session file name in ``folder``: the time to the second, then random hex (two runs started in
-    the same second get different names; the names still sort by time)."""
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return folder / f"{stamp}-{secrets.token_hex(3)}.json"
-
-
-def create_session_file(path: Path | None, folder: Path, session: Session) -> Path:
-    """Create the session file exclusively (``O_EXCL``) and write ``session`` into it: at ``path``, or at a
-    fresh :func:`new_session_path` in ``folder`` (missing folders are made). Raises ``FileExistsError`` when
-    ``path`` exists, and ``OSError`` when it cannot be created."""
+def create_session_file(path: Path, session: Session) -> Path:
+    """Create the session file ``path`` exclusively (``O_EXCL``; missing folders are made) and write
+    ``session`` into it. Raises ``FileExistsError`` when ``path`` exists, and ``OSError`` when it cannot be
+    created."""
     data = session.to_bytes()
-    for _ in range(100):
-        target = path or new_session_path(folder)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
-        except FileExistsError:
-            if path is not None:
-                raise
-            continue  # the same second and the same random suffix: draw again
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return target
-    raise FileExistsError(errno.EEXIST, "no free session file name", str(folder))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
 
 
 @contextlib.contextmanager

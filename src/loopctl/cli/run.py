@@ -26,6 +26,7 @@ from rich.text import Text
 
 from loopctl.cli.inert import inert
 from loopctl.cli.report import CommandError, stderr, warn
+from loopctl.cli.sessions import STORE_VAR
 
 if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `loopctl --help` stays quick
     from loopctl.cli.autosave import Autosave
@@ -39,9 +40,6 @@ __all__ = ["DEMO_DELAY_VAR", "RunOptions", "build_client", "build_observers", "b
 
 DEMO_DELAY_VAR = "LOOPCTL_DEMO_DELAY"
 """Environment variable: seconds between the streamed events of ``--model demo`` (0 to 60; default 0.01)."""
-
-SESSIONS_FOLDER = Path(".loopctl") / "sessions"
-"""Where a run saves its session when no ``--session`` is given (relative to the current folder)."""
 
 _EXIT = {"completed": 0, "cancelled": 130}
 
@@ -62,7 +60,8 @@ class RunOptions:
     yes: bool
     allow_protected_writes: bool
     session_path: Path | None
-    resume: Path | None
+    resume: str | None
+    store_spec: str | None
     system_prompt: str | None
     max_turns: int
     max_tokens: int | None
@@ -99,9 +98,13 @@ class RunOptions:
     ".vscode/...); refused otherwise, even with --yes.",
 )
 @click.option(
-    "--session", "session_path", type=click.Path(dir_okay=False, path_type=Path), help="Where to save (a new file)."
+    "--session",
+    "session_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Save to this session file (a new one) instead of the store.",
 )
-@click.option("--resume", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Continue a session.")
+@click.option("--resume", help="Continue a stored session (its id) or a session file.")
+@click.option("--store", "store_spec", envvar=STORE_VAR, help="The session store (default: .loopctl/sessions.db).")
 @click.option("--system", "system_prompt", help="A system prompt for the session.")
 @click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
 @click.option("--max-tokens", type=click.IntRange(1), help="Output token limit per model call.")
@@ -116,30 +119,36 @@ def run(**opts: Any) -> None:
     """Run TASK with an agent that can list, read, search, write and edit files under --root."""
     options = RunOptions(**{f.name: opts[f.name] for f in fields(RunOptions)})
     console = Console(highlight=False, soft_wrap=True)
-    saved: list[Path] = []  # where the session was saved, once it was
+    saved: list[str] = []  # where the session was saved, once it was
     try:
         code = asyncio.run(_run(console, options, saved))
     except KeyboardInterrupt:  # a second Ctrl-C: the run stopped at once, its salvaged session saved
-        where = f"; the session is saved to {inert(str(saved[-1]), one_line=True)}" if saved else ""
+        where = f"; the session is saved to {inert(saved[-1], one_line=True)}" if saved else ""
         stderr().print(Text(f"⏹ stopped{where}", style="yellow"))
         sys.exit(130)
     sys.exit(code)
 
 
-async def _run(console: Console, o: RunOptions, saved: list[Path]) -> int:
+async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
     from loopctl.cli.approve import Approval
     from loopctl.cli.autosave import cli_values
+    from loopctl.cli.sessions import RunTarget
     from loopctl.engine import BareLoop, RunConfig
     from loopctl.session import Session
 
     for name, text in (("TASK", o.task), ("--system", o.system_prompt)):
         if text is not None and not _is_text(text):  # a command line's bytes that are not UTF-8
             raise CommandError(f"{name} is not valid text (it holds bytes that are not UTF-8)")
+    # The session lives in the store unless a file is named (--session, or --resume with a file that exists).
+    resume_file = Path(o.resume) if o.resume is not None and Path(o.resume).is_file() else None
+    target = RunTarget(o.store_spec, o.resume) if o.session_path is None and resume_file is None else None
     with contextlib.ExitStack() as held:
         session: Session | None = None
-        if o.resume is not None:
-            held.enter_context(_locked(o.resume))
-            session = Session.load(o.resume)
+        if resume_file is not None:
+            held.enter_context(_locked(resume_file))
+            session = Session.load(resume_file)
+        elif target is not None and o.resume is not None:
+            session = target.settings()
         cli_meta = cli_values(session.metadata) if session else {}
         model = _model_spec(o.model or (session.model if session else None))
         saved_url = cli_meta.get("base_url") if o.model is None else None  # a new --model drops the old URL
@@ -148,27 +157,36 @@ async def _run(console: Console, o: RunOptions, saved: list[Path]) -> int:
             raise CommandError("--base-url does not apply to --model demo (it starts its own server)")
         files = file_tools(o.root or (_session_root(session) if session else None) or Path("."), o)
         session_obj = _session_for_run(session, model, base_url, files.root, o)
-        machine = session_obj.machine
 
         async with build_client(model, base_url) as client, contextlib.AsyncExitStack() as stack:
             # Before any model call: a run whose session cannot be saved would be lost at the end.
-            path = _session_file(o, session_obj)
-            created = path != o.resume
+            path: Path | None = None
+            if target is None:
+                path = _session_file(o, resume_file, session_obj)
+            created = path is not None and path != resume_file
             try:
-                if created:
+                if path is not None and created:
                     held.enter_context(_locked(path))
+                if target is not None:
+                    target.open(
+                        model=model,
+                        root=session_obj.root or "",
+                        system_prompt=session_obj.system_prompt,
+                        metadata=session_obj.metadata,
+                    )
+                    stack.callback(target.close)
                 from loopctl.cli.integrations import open_integrations
 
                 servers, extra_observers = await open_integrations(
                     stack,
                     taken={t.name for t in files},
-                    conversation_id=path.stem,
+                    conversation_id=target.session_id if target is not None else path.stem if path else None,
                     otel=o.otel,
                     mcp_commands=o.mcp_commands,
                     mcp_urls=o.mcp_urls,
                 )
             except BaseException:
-                if created:  # nothing ran: leave no empty session behind
+                if path is not None and created:  # nothing ran: leave no empty session file behind
                     with contextlib.suppress(OSError):
                         path.unlink()
                 raise
@@ -176,13 +194,14 @@ async def _run(console: Console, o: RunOptions, saved: list[Path]) -> int:
                 warn("stdin is not a terminal, so file changes will be refused; pass --yes to allow them")
             transcript, autosave, observers = build_observers(console, session_obj, path, o)
             approval = Approval(files, console, yes=o.yes, before_prompt=transcript.close)
+            where: dict[str, Any] = target.loop_args() if target is not None else {"machine": session_obj.machine}
             loop = BareLoop(
                 client,
                 build_tools(files, servers),
                 _session_config(model, files.root, session_obj.system_prompt, o),
                 observers=[*observers, *extra_observers],
                 permission=approval,
-                machine=machine,
+                **where,
             )
             run_config = RunConfig(
                 max_turns=o.max_turns,
@@ -197,16 +216,27 @@ async def _run(console: Console, o: RunOptions, saved: list[Path]) -> int:
                     result = await loop.run(o.task, run_config, cancel=cancel)
                 except BaseException:  # stopped at once (a second Ctrl-C): the machine salvaged what it could
                     transcript.close()
-                    if autosave.save():
-                        saved.append(path)
+                    if target is not None:  # the loop saved it to the store
+                        saved.append(target.where())
+                    elif autosave is not None and path is not None and autosave.save():
+                        saved.append(str(path))
                     raise
                 transcript.close()
+                if target is not None:
+                    _summary(console, result, None, approval.refused)
+                    sid = inert(target.session_id, one_line=True)
+                    console.print(
+                        Text(f'  session {sid}; continue with: loopctl run "..." --resume {sid}', style="dim")
+                    )
+                    return _EXIT.get(result.outcome.kind.value, 1)
+                assert autosave is not None
+                assert path is not None
                 ok = autosave.save()
                 _summary(console, result, path if ok else None, approval.refused)
                 if not ok:
                     stderr().print(Text(f"error: the session could not be saved to {_shown(path)}", style="bold red"))
                     return 2
-                saved.append(path)
+                saved.append(str(path))
     return _EXIT.get(result.outcome.kind.value, 1)
 
 
@@ -259,17 +289,21 @@ async def build_client(model: str, base_url: str | None = None) -> AsyncIterator
 
 
 def build_observers(
-    console: Console, session: Session, path: Path, o: RunOptions
-) -> tuple[Transcript, Autosave, list[Observer]]:
-    """The transcript, the autosave, and the observers of the run in the order they are called (the autosave
-    first, so what the transcript shows as done is saved)."""
+    console: Console, session: Session, path: Path | None, o: RunOptions
+) -> tuple[Transcript, Autosave | None, list[Observer]]:
+    """The transcript, the autosave of a session file at ``path`` (``None`` with the store, which the loop
+    saves to itself), and the observers of the run in the order they are called (the autosave first, so what
+    the transcript shows as done is saved)."""
     from loopctl.cli.autosave import Autosave
     from loopctl.cli.render import Transcript
 
     transcript = Transcript(console, show_thinking=not o.hide_thinking)
+    if path is None:
+        return transcript, None, [transcript]
+    where = path
 
     def on_error(exc: BaseException) -> None:
-        warn(f"cannot save the session to {path} ({_reason(exc)}); the run goes on")
+        warn(f"cannot save the session to {where} ({_reason(exc)}); the run goes on")
 
     autosave = Autosave(session, path, on_error=on_error)
     return transcript, autosave, [autosave, transcript]
@@ -324,26 +358,27 @@ def _model_spec(model: str | None) -> str:
     return model
 
 
-def _session_file(o: RunOptions, session: Session) -> Path:
-    """Where the run saves: the resumed file, or a new file made exclusively (``--session``, or a fresh name
-    under :data:`SESSIONS_FOLDER`)."""
+def _session_file(o: RunOptions, resume_file: Path | None, session: Session) -> Path:
+    """The session file the run saves to: the resumed file, or ``--session`` (a new file, made exclusively)."""
     from loopctl.cli.autosave import create_session_file
 
-    if o.resume is not None and (o.session_path is None or _same_file(o.session_path, o.resume)):
-        return o.resume
+    if resume_file is not None and (o.session_path is None or _same_file(o.session_path, resume_file)):
+        return resume_file
+    assert o.session_path is not None
     try:
-        path = create_session_file(o.session_path, SESSIONS_FOLDER, session)
+        return create_session_file(o.session_path, session)
     except FileExistsError as exc:
-        if o.session_path is not None and exc.filename == str(o.session_path):
+        if exc.filename == str(o.session_path):
             raise CommandError(
                 f"{_shown(o.session_path)} already exists; continue it with --resume, or choose another --session"
             ) from None
-        where = o.session_path or SESSIONS_FOLDER
-        raise CommandError(f"cannot save the session to {_shown(where)} ({exc.strerror}: {exc.filename})") from None
+        raise CommandError(
+            f"cannot save the session to {_shown(o.session_path)} ({exc.strerror}: {exc.filename})"
+        ) from None
     except OSError as exc:
-        where = o.session_path or SESSIONS_FOLDER
-        raise CommandError(f"cannot save the session to {_shown(where)} ({exc.strerror}: {exc.filename})") from None
-    return path
+        raise CommandError(
+            f"cannot save the session to {_shown(o.session_path)} ({exc.strerror}: {exc.filename})"
+        ) from None
 
 
 def _same_file(a: Path, b: Path) -> bool:

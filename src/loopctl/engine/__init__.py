@@ -3,7 +3,7 @@
 ``LoopMachine`` decides; ``BareLoop`` acts. See :mod:`loopctl.engine.machine` for the state table.
 """
 
-from loopctl.engine.config import RunConfig, SessionConfig
+from loopctl.engine.config import Instructions, RunConfig, SessionConfig
 from loopctl.engine.events import (
     CompactionFinished,
     CompactionStarted,
@@ -12,6 +12,7 @@ from loopctl.engine.events import (
     ModelRetry,
     ModelStreamEvent,
     Observer,
+    OutputRetry,
     RunAborted,
     RunFinished,
     RunStarted,
@@ -33,12 +34,15 @@ from loopctl.engine.machine import (
     MachineState,
     Outcome,
     OutcomeKind,
+    OutputCheck,
     Prune,
     Step,
     coherent_prefix,
 )
 from loopctl.engine.permission import Approve, Decision, Deny, Modify, PermissionCallback
 from loopctl.engine.run import Run, ToolCallRecord, Turn
+from loopctl.engine.streaming import RunStream
+from loopctl.tool import RunContext, ToolContext
 
 __all__ = [
     "MACHINE_FORMAT_VERSION",
@@ -53,6 +57,7 @@ __all__ = [
     "Decision",
     "Deny",
     "Done",
+    "Instructions",
     "LoopEvent",
     "LoopMachine",
     "MachinePolicy",
@@ -64,18 +69,23 @@ __all__ = [
     "Observer",
     "Outcome",
     "OutcomeKind",
+    "OutputCheck",
+    "OutputRetry",
     "PermissionCallback",
     "Prune",
     "Run",
     "RunAborted",
     "RunConfig",
+    "RunContext",
     "RunFinished",
     "RunStarted",
+    "RunStream",
     "SessionConfig",
     "Step",
     "ToolCallFinished",
     "ToolCallRecord",
     "ToolCallStarted",
+    "ToolContext",
     "Turn",
     "TurnFinished",
     "TurnStarted",

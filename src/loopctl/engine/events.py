@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeAlias, Union
+from typing import Any, TypeAlias, Union
 
+from loopctl.engine.run import Run
 from loopctl.message import Message, ToolCallPart, ToolResultPart
 from loopctl.providers.base import ModelRequest
 from loopctl.response import ModelResponse, StopReason, Usage
@@ -23,6 +24,7 @@ __all__ = [
     "ModelRetry",
     "ModelStreamEvent",
     "Observer",
+    "OutputRetry",
     "RunAborted",
     "RunFinished",
     "RunStarted",
@@ -142,10 +144,21 @@ class CompactionFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputRetry:
+    """Turn ``turn``'s answer was not valid typed output (``problems``: what the model is told); the model
+    answers again (``attempt``: the retries so far, from 1), unless that was more than ``output_retries``
+    allow, in which case the run ends with ``OUTPUT_INVALID``."""
+
+    turn: int
+    attempt: int
+    problems: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     """The run ended; ``run`` is the :class:`~loopctl.engine.Run` record."""
 
-    run: object
+    run: Run[Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +180,7 @@ LoopEvent: TypeAlias = Union[
     ToolCallFinished,
     CompactionStarted,
     CompactionFinished,
+    OutputRetry,
     RunFinished,
     RunAborted,
 ]
