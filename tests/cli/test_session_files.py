@@ -5,6 +5,7 @@ from a conversation by the whole document."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -45,25 +46,33 @@ def project(tmp_path: Path) -> Path:
 
 
 @pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="needs a file system that takes any bytes")
-def test_a_root_whose_name_is_not_utf8_runs_saves_and_resumes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["file", "store"])
+def test_a_root_whose_name_is_not_utf8_runs_saves_and_resumes(where: str, tmp_path: Path) -> None:
     # The run crashed with the SDK's UnicodeEncodeError (the name went into the system prompt) or orjson's in
     # the autosave, and saved nothing.
     odd = os.fsdecode(os.fsencode(tmp_path) + b"/proj-\xff\xfe")
     shutil.copytree(SAMPLE, odd)
     session = tmp_path / "s.json"
-    done = loopctl("run", TASK, "--model", "demo", "--root", odd, "--yes", "--session", str(session), cwd=tmp_path)
+    to_file = ["--session", str(session)] if where == "file" else []
+    done = loopctl("run", TASK, "--model", "demo", "--root", odd, "--yes", *to_file, cwd=tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
     assert (Path(odd) / "TODO.md").read_text() == EXPECTED_TODO_MD
-    saved = Session.load(session)
-    assert saved.root == str(tmp_path / "proj-\ufffd\ufffd")  # readable...
-    assert saved.machine.outcome.kind is OutcomeKind.COMPLETED
-    # ... and resumed exactly: the session's folder, found again from another folder.
+    if where == "file":
+        saved = Session.load(session)
+        assert saved.root == str(tmp_path / "proj-\ufffd\ufffd")  # readable...
+        assert saved.machine.outcome.kind is OutcomeKind.COMPLETED
+        resume, cwd = str(session), tmp_path / "elsewhere"
+        cwd.mkdir()
+    else:
+        (resume,) = re.findall(r"--resume (\S+)", lines(done.stdout)[-1])
+        cwd = tmp_path  # where the store is
+    # ... and resumed exactly: the session's folder, found again (from another folder for a file).
     (Path(odd) / "TODO.md").unlink()
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    again = loopctl("run", "Again, please.", "--resume", str(session), "--yes", cwd=elsewhere, **{DEMO_DELAY_VAR: "0"})
+    again = loopctl("run", "Again, please.", "--resume", resume, "--yes", cwd=cwd, **{DEMO_DELAY_VAR: "0"})
     assert (again.returncode, again.stderr) == (0, "")
-    assert check_conversation(list(Session.load(session).machine.history)) == []
+    assert "Done. TODO.md lists the 5 TODO comments" in again.stdout
+    if where == "file":
+        assert check_conversation(list(Session.load(session).machine.history)) == []
 
 
 def test_a_task_or_system_prompt_that_is_not_utf8_is_a_clear_error(project: Path, tmp_path: Path) -> None:
