@@ -251,16 +251,18 @@ def test_without_yes_and_no_terminal_writes_are_refused_naming_yes(project: Path
     assert (result.name, str(result.output), result.is_error) == ("write_file", refusal, True)
 
 
-def in_a_terminal(args: Sequence[str], *, answer: bytes, cwd: Path) -> tuple[int, str]:
+def on_a_terminal(
+    args: Sequence[str], *, answer: bytes, cwd: Path, child_env: dict[str, str] | None = None
+) -> tuple[int, bytes]:
     """Run ``python -m loopctl ARGS`` on a pseudo-terminal, typing ``answer`` at the approval prompt.
-    Returns the exit code and everything the terminal showed (escape codes stripped)."""
+    Returns the exit code and everything the terminal was sent, as it was sent."""
     import pty  # POSIX only
     import select
 
     pid, fd = pty.fork()
     if pid == 0:  # the child: exec at once, nothing else
         os.chdir(cwd)
-        os.execve(sys.executable, [sys.executable, "-m", "loopctl", *args], env(**{DEMO_DELAY_VAR: "0"}))
+        os.execve(sys.executable, [sys.executable, "-m", "loopctl", *args], child_env or env(**{DEMO_DELAY_VAR: "0"}))
     shown = b""
     answered = False
     deadline = time.monotonic() + 30
@@ -280,8 +282,18 @@ def in_a_terminal(args: Sequence[str], *, answer: bytes, cwd: Path) -> tuple[int
             answered = True
     os.close(fd)
     _, status = os.waitpid(pid, 0)
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode()).replace("\r\n", "\n")
-    return os.waitstatus_to_exitcode(status), text
+    return os.waitstatus_to_exitcode(status), shown
+
+
+def plain(shown: bytes) -> str:
+    """What a terminal shows as text: escape codes stripped, CR LF as LF."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode()).replace("\r\n", "\n")
+
+
+def in_a_terminal(args: Sequence[str], *, answer: bytes, cwd: Path) -> tuple[int, str]:
+    """:func:`on_a_terminal`, with the escape codes stripped from what it showed."""
+    code, shown = on_a_terminal(args, answer=answer, cwd=cwd)
+    return code, plain(shown)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")

