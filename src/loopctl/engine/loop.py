@@ -270,7 +270,7 @@ class BareLoop:
     ) -> Run[Any]: ...
     async def run(
         self,
-        input: str | Message,  # noqa: A002 - the issue's name
+        input: str | Message,  # noqa: A002 - the documented name
         config: RunConfig | None = None,
         *,
         cancel: asyncio.Event | None = None,

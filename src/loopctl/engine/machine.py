@@ -384,7 +384,7 @@ class LoopMachine:
             return Done(self._outcome)
         window = policy.context_window
         ctx = self.context_tokens
-        # Pruning first (issue 5): it needs no model call and may make compaction unnecessary.
+        # Pruning first (docs/compaction.md, "The budget"): it needs no model call and may make compaction unnecessary.
         prune_line = policy.prune_threshold * window
         if ctx > prune_line and (self._pruned_at is None or ctx >= self._pruned_at + policy.prune_step * window):
             needed = max(0, ctx - int(policy.prune_target * window))
