@@ -89,7 +89,7 @@ class LoopError(Exception):
 
 
 class InvalidMessage(LoopError, ValueError):
-    """A message or part that does not fit the model (spec: ``python-api.md``, "Wire form").
+    """A message or part that does not fit the model (``docs/wire-format.md``).
 
     Raised for a wrong type, a missing required key, an unknown part ``type``, an ``encoding`` other than
     ``base64``, image data that is not base64, or a string that cannot be written as UTF-8 (a lone

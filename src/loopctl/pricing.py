@@ -1,5 +1,5 @@
 """What a model call cost, in USD: a reply's :class:`~loopctl.response.Usage` priced by pydantic's
-``genai-prices`` (``pip install 'loopctl[prices]'``).
+``genai-prices`` (``pip install 'pyloopctl[prices]'``).
 
 :func:`price` looks up the model in the price data that ships with ``genai-prices`` (no network: the package's
 optional background updater, ``genai_prices.UpdatePrices``, is never started by loopctl) and prices every

@@ -6,8 +6,8 @@
   ``call``. :func:`tool` builds one from a plain function, its type hints and its docstring (pydantic makes
   the schema and validates the model's input against it before the call).
 - :class:`ToolOutput` is what a tool may return to say more than text: images, ``is_error``, and a
-  ``retention`` class (guide, "Retention classes": ``Requery`` for re-derivable results such as a file read,
-  ``Durable`` for results that are not).
+  ``retention`` class (``docs/compaction.md``, "Retention classes": ``Requery`` for re-derivable results
+  such as a file read, ``Durable`` for results that are not).
 - :class:`ToolRegistry` holds the tools of a loop, with their schemas computed once. A
   :class:`ToolProvider` (an MCP server, :mod:`loopctl.mcp`) stands for several tools whose list may change.
 

@@ -1,263 +1,95 @@
-"""``loopctl approve SESSION``: decide the tool calls a stored run is waiting on, then continue the run.
+"""Approving file changes: the ``loopctl run`` permission callback.
 
-    loopctl approve ID --list                   the calls the run awaits: id, tool, input, why
-    loopctl approve ID --all                    approve every one and continue
-    loopctl approve ID --approve C1 --deny C2 --reason "not that file"
-    loopctl approve ID --modify C1 '{"path": "notes.txt", "content": "..."}'
-    loopctl approve ID                          ask about each call (at a terminal)
-
-A run pauses with outcome ``awaiting_approval`` when its permission check defers calls
-(``docs/guardrails.md``, "Approvals that wait"). This command loads the session from the store (``--store``,
-``$LOOPCTL_STORE``, else ``.loopctl/sessions.db``: the store of ``loopctl sessions``), records the decisions
-and continues the run there: the approved calls run once, the denied ones give the model their reason, and
-the model goes on until the run ends. Calls left undecided stay pending. The run continues with the model
-of the session (or ``--model``) and the CLI's file tools over the session's root (or ``--root``); its own
-file changes after the approved calls are asked for as ``loopctl run`` asks (``--yes`` allows them).
-
-Text the model wrote (tool names, inputs, reasons) is printed inert: control characters become escapes.
-Exit status: 0 when the run completed or still awaits calls left undecided, 2 for a usage or store error,
-130 when interrupted, 1 for any other outcome.
+Reading tools run without asking. A call of a tool that changes files (``write_file``, ``edit_file``) runs
+at once with ``--yes``; otherwise, on a terminal, the user sees what it would do — the path resolved and
+relative to the root (what the model wrote too, when that differs), and the new content or a diff — and
+answers; with no terminal to ask on, it is refused with a reason naming ``--yes``. Every string shown passes
+through :func:`~loopctl.cli.inert.inert`. A call the tool will refuse anyway (outside the root, a protected
+path) is not asked about: the tool refuses it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import click
-import orjson
 from rich.console import Console
 from rich.text import Text
 
-from loopctl.cli.sessions import STORE_VAR, inert, open_store
-from loopctl.errors import ConversationFileError, LoopError, MissingAPIKey
+from loopctl.cli.inert import inert
+from loopctl.engine import Deny
+from loopctl.message import ToolCallPart
+from loopctl.tools.files import WRITE_TOOLS, ChangePreview, FileTools
 
-__all__ = ["approve", "decide_interactively", "describe"]
+__all__ = ["MAX_DIFF_LINES", "NO_TERMINAL", "Approval"]
 
+MAX_DIFF_LINES = 80
+"""The most lines of a change's diff the prompt shows (the rest is counted)."""
 
-def describe(pending: Any) -> str:
-    """One line for a pending call: ``id  tool(input)  — reason``, inert."""
-    args = orjson.dumps(pending.input).decode()
-    if len(args) > 300:
-        args = args[:299] + "…"
-    line = f"{pending.id}  {pending.name}({args})"
-    if pending.reason:
-        line += f"  — {pending.reason}"
-    return inert(line)
+NO_TERMINAL = "{tool} was not approved: the CLI cannot ask (stdin is not a terminal); run with --yes"
+"""The reason a change is refused when there is no terminal to ask on (the model reads it)."""
 
 
-def decide_interactively(pending: Sequence[Any], prompt: Callable[..., Any] = click.prompt) -> dict[str, Any]:
-    """Ask about each pending call: approve, deny (with a reason), modify (new input as JSON), or skip (it
-    stays pending). ``prompt`` is :func:`click.prompt`'s signature (tests pass their own)."""
-    from loopctl.engine import Approve, Deny, Modify
+@dataclass
+class Approval:
+    """The permission callback of a run over ``files``. ``yes``: allow every change. ``interactive``:
+    whether a user can be asked (default: stdin is a terminal). ``before_prompt`` runs before the prompt is
+    shown (the transcript stops its spinner). ``refused`` collects the reasons of the changes refused."""
 
-    decisions: dict[str, Any] = {}
-    for p in pending:
-        click.echo(describe(p))
-        choice = prompt("  [a]pprove, [d]eny, [m]odify, [s]kip", type=click.Choice(["a", "d", "m", "s"]), default="s")
-        if choice == "a":
-            decisions[p.id] = Approve()
-        elif choice == "d":
-            reason = prompt("  reason the model reads", default="The user denied this tool call.")
-            decisions[p.id] = Deny(str(reason))
-        elif choice == "m":
-            while True:
-                raw = prompt("  new input (JSON)")
-                try:
-                    decisions[p.id] = Modify(orjson.loads(str(raw)))
-                    break
-                except orjson.JSONDecodeError as exc:
-                    click.echo(f"  not JSON ({exc}); try again")
-    return decisions
+    files: FileTools
+    console: Console
+    yes: bool = False
+    interactive: bool | None = None
+    before_prompt: Callable[[], None] | None = None
+    refused: list[str] = field(default_factory=list)
 
+    def __call__(self, call: ToolCallPart) -> bool | Deny:
+        if call.name not in WRITE_TOOLS or self.yes:
+            return True
+        preview = self.files.preview(call.name, call.input)
+        if preview is not None and preview.problem is not None:
+            return True  # the tool refuses it itself, with the reason
+        interactive = sys.stdin.isatty() if self.interactive is None else self.interactive
+        if not interactive:
+            return self._refuse(NO_TERMINAL.format(tool=call.name))
+        if self.before_prompt is not None:
+            self.before_prompt()
+        target = preview.path if preview is not None else "?"
+        self._show(call, preview)
+        if click.confirm(f"Allow {inert(call.name, one_line=True)} on {inert(target, one_line=True)}?", default=False):
+            return True
+        return self._refuse(f"The user did not allow {call.name} on {target}.")
 
-@click.command()
-@click.argument("session_id")
-@click.option("--store", "store_spec", envvar=STORE_VAR, help="The session store (default: .loopctl/sessions.db).")
-@click.option("--list", "only_list", is_flag=True, help="List the calls the run awaits, decide nothing.")
-@click.option("--all", "approve_all", is_flag=True, help="Approve every pending call.")
-@click.option("--approve", "approved", multiple=True, metavar="CALL_ID", help="Approve this call.")
-@click.option("--deny", "denied", multiple=True, metavar="CALL_ID", help="Deny this call.")
-@click.option("--reason", default="The user denied this tool call.", help="What the model reads for a denied call.")
-@click.option("--modify", "modified", multiple=True, nargs=2, metavar="CALL_ID JSON", help="Run it with this input.")
-@click.option("--model", "-m", "model", help="provider:model to continue with (default: the session's).")
-@click.option(
-    "--root",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="The folder the file tools may use (default: the session's).",
-)
-@click.option("--yes", "-y", is_flag=True, help="Allow the continued run's file changes without asking.")
-@click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
-@click.option("--no-stream", is_flag=True, help="Wait for whole replies instead of streaming them.")
-def approve(
-    session_id: str,
-    store_spec: str | None,
-    only_list: bool,
-    approve_all: bool,
-    approved: tuple[str, ...],
-    denied: tuple[str, ...],
-    reason: str,
-    modified: tuple[tuple[str, str], ...],
-    model: str | None,
-    root: Path | None,
-    yes: bool,
-    max_turns: int,
-    no_stream: bool,
-) -> None:
-    """Decide the tool calls SESSION_ID's run awaits, then continue the run."""
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    try:
-        code = asyncio.run(
-            _approve(
-                session_id,
-                store_spec,
-                only_list=only_list,
-                approve_all=approve_all,
-                approved=approved,
-                denied=denied,
-                reason=reason,
-                modified=modified,
-                model=model,
-                root=root,
-                yes=yes,
-                max_turns=max_turns,
-                stream=not no_stream,
+    def _refuse(self, reason: str) -> Deny:
+        self.refused.append(reason)
+        return Deny(reason)
+
+    def _show(self, call: ToolCallPart, preview: ChangePreview | None) -> None:
+        c = self.console
+        name = inert(call.name, one_line=True)
+        if preview is None:
+            c.print(Text(f"? {name} wants to change files", style="bold yellow"))
+            return
+        path = inert(preview.path, one_line=True)
+        c.print(Text.assemble(("? ", "bold yellow"), (f"{name} wants to {preview.action} {path}", "bold")))
+        asked = call.input.get("path") if isinstance(call.input, dict) else None
+        if isinstance(asked, str) and asked not in (preview.path, f"./{preview.path}"):
+            c.print(Text(f"  (the model asked for {inert(asked, one_line=True)})", style="dim"))
+        lines = preview.diff.splitlines()
+        for line in lines[:MAX_DIFF_LINES]:
+            style = (
+                "bold"
+                if line.startswith(("---", "+++"))
+                else "green"
+                if line.startswith("+")
+                else "red"
+                if line.startswith("-")
+                else "cyan"
+                if line.startswith("@@")
+                else ""
             )
-        )
-    except KeyboardInterrupt:
-        err.print(Text("⏹ stopped; the session keeps what was done", style="yellow"))
-        sys.exit(130)
-    except (MissingAPIKey, ConversationFileError, LoopError, click.UsageError, ImportError, ValueError) as exc:
-        err.print(Text(f"error: {inert(str(exc))}", style="bold red"))
-        sys.exit(2)
-    sys.exit(code)
-
-
-async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
-    from loopctl.cli.files import WRITE_TOOLS, FileTools
-    from loopctl.cli.render import Transcript
-    from loopctl.engine import Approve, BareLoop, Deny, MachineState, Modify, RunConfig
-    from loopctl.errors import SessionNotFound
-    from loopctl.providers.clients import from_string
-
-    console = Console(highlight=False, soft_wrap=True)
-    store = open_store(store_spec)
-    try:
-        try:
-            loaded = store.load(session_id)
-        except SessionNotFound:
-            raise click.UsageError(f"no session {session_id!r} in {store!r}") from None
-        state = loaded.state
-        model = opts["model"] or state.model
-        root = opts["root"] or (Path(state.root) if state.root else None)
-        machine = loaded.machine()
-        if machine.state is not MachineState.AWAITING_APPROVAL:
-            raise click.UsageError(f"session {session_id!r} awaits no approval (its last run: {state.outcome})")
-        pending = machine.pending_approvals
-        console.print(Text(f"session {inert(session_id)} awaits {len(pending)} call(s):", style="bold"))
-        for p in pending:
-            console.print(Text(f"  {describe(p)}"))
-        if opts["only_list"]:
-            return 0
-        decisions = _from_flags(pending, opts, Approve, Deny, Modify)
-        if not decisions:
-            if not sys.stdin.isatty():
-                raise click.UsageError("no decisions: pass --all, --approve ID, --deny ID or --modify ID JSON")
-            decisions = decide_interactively(pending)
-            if not decisions:
-                console.print("nothing decided; the calls stay pending")
-                return 0
-        if not model:
-            raise click.UsageError("--model is required (the session names none)")
-        if root is None:
-            raise click.UsageError("--root is required (the session names none)")
-        files = FileTools(root)
-        transcript = Transcript(console)
-
-        def permission(call: Any) -> Any:
-            if call.name not in WRITE_TOOLS or opts["yes"]:
-                return True
-            if not sys.stdin.isatty():
-                return Deny(f"{call.name} was not approved: the CLI cannot ask (stdin is not a terminal); use --yes")
-            transcript.close()
-            ok = click.confirm(f"Allow {call.name}?", default=False)
-            return True if ok else Deny(f"The user did not allow {call.name}.")
-
-        client = from_string(model)
-        try:
-            loop = BareLoop(
-                client,
-                files.tools(),
-                observers=[transcript],
-                permission=permission,
-                store=store,
-                session_id=session_id,
-            )
-            run = await loop.run(
-                approvals=decisions, config=RunConfig(max_turns=opts["max_turns"], stream=opts["stream"])
-            )
-        finally:
-            transcript.close()
-            await client.aclose()
-    finally:
-        store.close()
-    _summary(console, run)
-    kind = run.outcome.kind.value
-    return 0 if kind in ("completed", "awaiting_approval") else 130 if kind == "cancelled" else 1
-
-
-def _from_flags(pending: Sequence[Any], opts: dict[str, Any], approve: Any, deny: Any, modify: Any) -> dict[str, Any]:
-    """The decisions the flags give; raises ``click.UsageError`` for a call id that is not pending, a call
-    decided twice, or an input that is not JSON."""
-    ids = {p.id for p in pending}
-    decisions: dict[str, Any] = {}
-
-    def put(call_id: str, decision: Any) -> None:
-        if call_id not in ids:
-            raise click.UsageError(f"call {call_id!r} is not pending (pending: {', '.join(sorted(ids))})")
-        if call_id in decisions:
-            raise click.UsageError(f"call {call_id!r} is decided twice")
-        decisions[call_id] = decision
-
-    for call_id in opts["approved"]:
-        put(call_id, approve())
-    for call_id in opts["denied"]:
-        put(call_id, deny(opts["reason"]))
-    for call_id, raw in opts["modified"]:
-        try:
-            put(call_id, modify(orjson.loads(raw)))
-        except orjson.JSONDecodeError as exc:
-            raise click.UsageError(f"--modify {call_id}: the input is not JSON ({exc})") from None
-    if opts["approve_all"]:
-        for p in pending:
-            decisions.setdefault(p.id, approve())
-    return decisions
-
-
-def _summary(console: Console, run: Any) -> None:
-    from loopctl.cli.render import dollars
-
-    outcome = run.outcome
-    kind = outcome.kind.value
-    style = "green" if kind == "completed" else "yellow" if kind in ("cancelled", "awaiting_approval") else "red"
-    line = f"● {kind}"
-    if outcome.error:
-        line += f": {inert(outcome.error)}"
-    console.print(Text(line, style=f"bold {style}"))
-    for r in run.resumed_calls:
-        mark = "ran" if r.ran else "not run"
-        console.print(Text(f"  {inert(r.call.id)} {inert(r.call.name)}: {mark}", style="dim"))
-    if run.pending_approvals:
-        ids = ", ".join(inert(p.id) for p in run.pending_approvals)
-        console.print(Text(f"  still awaiting: {ids}", style="yellow"))
-    u = run.usage
-    cost = f" · {dollars(run.cost)}" if run.cost is not None and run.turns else ""
-    console.print(
-        Text(
-            f"  {len(run.turns)} turn(s) · {u.input_tokens:,} tokens in · {u.output_tokens:,} out{cost}",
-            style="dim",
-        )
-    )
+            c.print(Text("  " + inert(line, one_line=True), style=style))
+        if len(lines) > MAX_DIFF_LINES:
+            c.print(Text(f"  … {len(lines) - MAX_DIFF_LINES} more lines of diff", style="dim"))

@@ -321,7 +321,7 @@ class BareLoop:
     ) -> Run[Any]: ...
     async def run(
         self,
-        input: str | Message | None = None,  # noqa: A002 - the issue's name
+        input: str | Message | None = None,  # noqa: A002 - the documented name
         config: RunConfig | None = None,
         *,
         approvals: Mapping[str, Approval] | None = None,

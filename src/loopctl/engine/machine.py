@@ -487,7 +487,7 @@ class LoopMachine:
             return Done(self._outcome)
         window = policy.context_window
         ctx = self.context_tokens
-        # Pruning first (issue 5): it needs no model call and may make compaction unnecessary.
+        # Pruning first (docs/compaction.md, "The budget"): it needs no model call and may make compaction unnecessary.
         prune_line = policy.prune_threshold * window
         if ctx > prune_line and (self._pruned_at is None or ctx >= self._pruned_at + policy.prune_step * window):
             needed = max(0, ctx - int(policy.prune_target * window))
@@ -708,7 +708,7 @@ class LoopMachine:
             text = (
                 f"the run has a cost limit ({limits.cost} USD) but the price of a reply is unknown (a model the price "
                 "data does not list, a server that is not the provider's own API, or genai-prices is not installed: "
-                "pip install 'loopctl[prices]'); the run stops rather than spend unchecked"
+                "pip install 'pyloopctl[prices]'); the run stops rather than spend unchecked"
             )
             self._end(Outcome(OutcomeKind.FAILED, error=text, error_type="CostUnknown"), salvage=True)
             return True

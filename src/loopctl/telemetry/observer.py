@@ -180,7 +180,7 @@ class OTelObserver:
         if not _OTEL:
             warnings.warn(
                 "opentelemetry-api is not installed, so OTelObserver records nothing "
-                "(pip install 'loopctl[otel]')",
+                "(pip install 'pyloopctl[otel]')",
                 RuntimeWarning,
                 stacklevel=2,
             )

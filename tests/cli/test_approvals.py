@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from loopctl.cli.approve import decide_interactively
-from loopctl.cli.files import FileTools
+from loopctl.cli.approvals import decide_interactively
 from loopctl.engine import Approve, BareLoop, Defer, Deny, Modify, PendingApproval
 from loopctl.message import Message, Role, ToolCallPart, ToolResultPart, check_conversation
 from loopctl.store import SessionState, SQLiteStore
 from loopctl.testing import FakeProviderServer, ScriptedClient
+from loopctl.tools.files import FileTools
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ def paused_session(db: Path, root: Path, *calls: ToolCallPart) -> None:
         reply = Message.new(Role.ASSISTANT, list(calls))
         loop = BareLoop(
             ScriptedClient([reply]),
-            FileTools(root).tools(),
+            list(FileTools(root)),
             store=store,
             session_id="s1",
             permission=lambda c: Defer("it changes a file") if c.name == "write_file" else True,
