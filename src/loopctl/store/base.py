@@ -304,6 +304,12 @@ class _CollectorPause:
         with self._lock:
             self._active -= 1
             if self._active == 0 and self._resume:
+                if not gc.get_freeze_count():
+                    # Move every object to the oldest generation (freeze, then unfreeze at once): what the
+                    # load built would otherwise be walked by the very next young collection, to free
+                    # nothing. Skipped when the program froze objects itself (unfreeze would thaw them).
+                    gc.freeze()
+                    gc.unfreeze()
                 gc.enable()
 
 
