@@ -571,8 +571,8 @@ class SessionStore(abc.ABC):
 
     def load(self, session_id: str) -> StoredSession:
         """The session with its messages up to the head. Raises ``SessionNotFound``, and ``StoreCorrupt``
-        for a chain with a missing link, a message that does not parse or a state that cannot be read (the
-        hashes are not re-derived: that is :meth:`verify`)."""
+        for a chain with a missing link, a message that does not parse, a payload that is missing or a state
+        that cannot be read, naming the node (the hashes are not re-derived: that is :meth:`verify`)."""
         sid = check_session_id(session_id)
         with self._read() as tx:
             row = tx.query(self.dialect.get_session, (sid,))
