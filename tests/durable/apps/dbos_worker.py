@@ -1,0 +1,78 @@
+"""A DBOS worker process for the durable tests (run as a script; the test kills it and starts it again).
+
+    python dbos_worker.py MODE --workdir DIR --db URL --scenario NAME --workflow-id ID [--executor ID]
+                          [--without-tool NAME] [--recover-executor ID]
+
+``start`` runs the scenario as workflow ``ID``; ``recover`` launches DBOS (which recovers this executor's
+pending runs) and waits for ``ID``; ``standby`` launches, waits for the file ``recover-now``, then hands the
+runs of ``--recover-executor`` to itself. Each writes ``result-MODE.json`` (the run's summary) in ``DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, for tests.durable.workload
+
+from dbos import DBOS
+
+from loopctl.durable.dbos import DBOSLoop, recover
+from tests.durable import workload
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["start", "recover", "standby"])
+    p.add_argument("--workdir", type=Path, required=True)
+    p.add_argument("--db", required=True)
+    p.add_argument("--scenario", required=True)
+    p.add_argument("--workflow-id", required=True)
+    p.add_argument("--executor", default=None)
+    p.add_argument("--without-tool", default=None)
+    p.add_argument("--recover-executor", default=None)
+    args = p.parse_args()
+    workdir: Path = args.workdir
+    workflow_id: str = args.workflow_id
+
+    config = {"name": "loopctl-tests", "system_database_url": args.db, "log_level": "WARNING"}
+    if args.executor:
+        config["executor_id"] = args.executor
+    DBOS(config=config)  # type: ignore[arg-type]
+
+    async def siblings_recorded() -> None:
+        # the other calls of the turn (the appends) must be recorded before the test kills this process
+        expected = sum(1 for name, _ in workload.SCENARIOS[args.scenario][0] if name == "append")
+        while True:
+            steps = await DBOS.list_workflow_steps_async(workflow_id)
+            done = [s for s in steps if s["function_name"] == "wl.tool.append" and s["output"] is not None]
+            if len(done) >= expected:
+                return
+            await asyncio.sleep(0.02)
+
+    tools = [t for t in workload.tools(workdir, siblings_recorded) if t.name != args.without_tool]
+    events: list[str] = []
+    loop = DBOSLoop(workload.model(args.scenario), tools, name="wl", observers=[lambda e: events.append(type(e).__name__)])
+
+    async def run() -> None:
+        DBOS.launch()
+        if args.mode == "start":
+            result = await loop.run("go", workflow_id=workflow_id)
+        else:
+            if args.mode == "standby":
+                while not (workdir / "recover-now").exists():
+                    await asyncio.sleep(0.02)
+                resumed = await recover([args.recover_executor])
+                (workdir / "resumed.txt").write_text(",".join(resumed))
+            handle = await DBOS.retrieve_workflow_async(workflow_id)
+            result = await handle.get_result()
+        workload.write_json(workdir / f"result-{args.mode}.json", workload.summary(result, events))
+
+    asyncio.run(run())
+    DBOS.destroy()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The scripted workloads the durable tests run on both engines: a model that answers from a script, by the
+number of replies it has already given (so a recovered run, which does not call the model again for turns
+already recorded, gets the right reply), and tools whose side effects land in files the test reads.
+
+- ``append(text)`` appends a line to ``side-effects.log``: the side effect that must happen exactly once.
+- ``block(tag)`` writes ``ready`` and waits forever, unless ``release`` exists: the call the test kills the
+  worker in. An engine-specific ``before_ready`` hook lets it wait until the sibling calls are recorded.
+- ``tag(text)`` returns its text and writes nothing: a call that costs no side effect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from loopctl.message import Message, Role, ToolCallPart
+from loopctl.providers.base import ModelRequest
+from loopctl.testing import ScriptedClient
+from loopctl.tool import FunctionTool, tool
+
+Call = tuple[str, dict[str, Any]]
+
+SCENARIOS: dict[str, list[list[Call] | str]] = {
+    # one side effect, then the call the worker dies in, then the answer
+    "sequential": [[("append", {"text": "first"})], [("block", {"tag": "second"})], "done"],
+    # three calls in parallel: two side effects and the call the worker dies in
+    "parallel": [
+        [("append", {"text": "p1"}), ("block", {"tag": "p2"}), ("append", {"text": "p3"})],
+        "done",
+    ],
+    # no crash: three turns of cheap calls
+    "plain": [[("tag", {"text": "a"}), ("tag", {"text": "b"})], [("tag", {"text": "c"})], "done"],
+}
+
+
+def replies_so_far(request: ModelRequest) -> int:
+    """How many model replies the conversation of ``request`` holds."""
+    return sum(1 for m in request.messages if m.role is Role.ASSISTANT)
+
+
+def reply_for(scenario: str, turn: int) -> Message | str:
+    """The scripted reply of ``turn`` (from 0) in ``scenario``: tool calls with ids ``call-<turn>-<i>``."""
+    step = SCENARIOS[scenario][turn]
+    if isinstance(step, str):
+        return Message.assistant(step)
+    return Message.new(
+        "assistant", [ToolCallPart(id=f"call-{turn}-{i}", name=n, input=args) for i, (n, args) in enumerate(step)]
+    )
+
+
+def model(scenario: str) -> ScriptedClient:
+    """A scripted client playing ``scenario``."""
+    return ScriptedClient(lambda request: reply_for(scenario, replies_so_far(request)))
+
+
+def tools(workdir: Path, before_ready: Callable[[], Awaitable[None]] | None = None) -> list[FunctionTool]:
+    """The workload's tools, writing under ``workdir``."""
+
+    @tool
+    def append(text: str) -> str:
+        """Append a line to the side-effect log."""
+        with (workdir / "side-effects.log").open("a") as f:
+            f.write(text + "\n")
+        return f"appended {text}"
+
+    @tool
+    async def block(tag: str) -> str:
+        """Wait until released."""
+        with (workdir / "side-effects.log").open("a") as f:
+            f.write(f"block {tag}\n")
+        if (workdir / "release").exists():
+            return f"released {tag}"
+        if before_ready is not None:
+            await before_ready()
+        (workdir / "ready").write_text(tag)
+        await asyncio.sleep(3600)
+        return "unreachable"
+
+    @tool(name="tag")
+    def tag_(text: str) -> str:
+        """Return the text."""
+        return text
+
+    return [append, block, tag_]
+
+
+def side_effects(workdir: Path) -> list[str]:
+    """The lines of ``side-effects.log`` (empty when there is none)."""
+    path = workdir / "side-effects.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def summary(run: Any, events: list[str] | None = None) -> dict[str, Any]:
+    """A JSON summary of a :class:`~loopctl.engine.Run` a worker process prints for the test."""
+    return {
+        "outcome": run.outcome.kind.value,
+        "error": run.outcome.error,
+        "output": run.output,
+        "turns": len(run.turns),
+        "results": [[str(r.result.output) for r in t.tool_calls] for t in run.turns],
+        "events": events or [],
+    }
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write ``value`` as JSON to ``path`` (the worker's answer to the test)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value))
+    tmp.replace(path)
