@@ -18,7 +18,9 @@ APPS = Path(__file__).parent / "apps"
 class Worker:
     """One worker process running ``apps/<script>`` with ``args``; its output goes to ``<workdir>/<label>.log``."""
 
-    def __init__(self, script: str, args: list[str], workdir: Path, label: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, script: str, args: list[str], workdir: Path, label: str, env: dict[str, str] | None = None
+    ) -> None:
         self.label = label
         self.log = workdir / f"{label}.log"
         with self.log.open("wb") as out:

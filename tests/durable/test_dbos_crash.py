@@ -57,7 +57,10 @@ def test_recovery_with_a_tool_removed_is_caught_as_nondeterminism(tmp_path: Path
     finally:
         first.kill()
     second = Worker(
-        "dbos_worker.py", ["recover", *_args(tmp_path, db, "sequential", "--without-tool", "append")], tmp_path, "second"
+        "dbos_worker.py",
+        ["recover", *_args(tmp_path, db, "sequential", "--without-tool", "append")],
+        tmp_path,
+        "second",
     )
     code = second.wait(60)
     assert code != 0

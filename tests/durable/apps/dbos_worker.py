@@ -54,7 +54,9 @@ def main() -> None:
 
     tools = [t for t in workload.tools(workdir, siblings_recorded) if t.name != args.without_tool]
     events: list[str] = []
-    loop = DBOSLoop(workload.model(args.scenario), tools, name="wl", observers=[lambda e: events.append(type(e).__name__)])
+    loop = DBOSLoop(
+        workload.model(args.scenario), tools, name="wl", observers=[lambda e: events.append(type(e).__name__)]
+    )
 
     async def run() -> None:
         DBOS.launch()
