@@ -1,0 +1,83 @@
+"""The JSON forms of what crosses a durable step's boundary read back as the same values."""
+
+from __future__ import annotations
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loopctl.durable._payloads import (
+    error_from_dict,
+    error_to_dict,
+    record_from_dict,
+    record_to_dict,
+    response_from_dict,
+    response_to_dict,
+)
+from loopctl.engine.run import ToolCallRecord
+from loopctl.errors import AuthenticationError, ContextOverflow, LoopError, RateLimited, ToolTimeout
+from loopctl.message import Message, Role
+from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
+from tests import strategies as s
+
+usages = st.builds(Usage, *[st.integers(0, 2**40)] * 5)
+
+
+@given(
+    parts=st.lists(s.wire_part, max_size=4),
+    usage=usages,
+    stop=st.sampled_from(list(StopReason)),
+    raw=st.none() | s.short_text,
+    invalid=st.lists(st.builds(InvalidToolCall, s.identifier, s.identifier, s.text, s.short_text), max_size=2),
+)
+def test_a_model_response_round_trips_through_json(parts, usage, stop, raw, invalid) -> None:
+    response = ModelResponse(
+        Message.new(Role.ASSISTANT, parts), usage, stop, raw, "m-1", "resp-1", invalid_tool_calls=tuple(invalid)
+    )
+    assert response_from_dict(orjson.loads(orjson.dumps(response_to_dict(response)))) == response
+
+
+@given(call=s.tool_call_part(), data=st.data(), duration=st.floats(0, 1e6), ran=st.booleans())
+def test_a_tool_call_record_round_trips_through_json(call, data, duration, ran) -> None:
+    record = ToolCallRecord(call, data.draw(s.tool_result_part(call)), duration, ran)
+    assert record_from_dict(orjson.loads(orjson.dumps(record_to_dict(record)))) == record
+
+
+def test_a_recorded_error_is_the_same_class_with_the_same_text_and_attributes() -> None:
+    original = RateLimited("slow down", retry_after=2.5, provider="anthropic", status=429)
+    back = error_from_dict(orjson.loads(orjson.dumps(error_to_dict(original))))
+    assert type(back) is RateLimited
+    assert str(back) == str(original) == "anthropic: slow down (HTTP 429)"
+    assert back.retryable is True
+    assert (back.retry_after, back.status, back.provider) == (2.5, 429, "anthropic")  # type: ignore[attr-defined]
+
+
+def test_a_recorded_context_overflow_is_still_caught_as_one() -> None:
+    back = error_from_dict(error_to_dict(ContextOverflow("prompt is too long", provider="openai", status=400)))
+    assert isinstance(back, ContextOverflow)
+    assert back.retryable is False
+
+
+def test_an_error_of_a_class_from_outside_loopctl_keeps_its_name_and_retryability() -> None:
+    class QuotaGone(LoopError):
+        retryable = True
+
+    back = error_from_dict(error_to_dict(QuotaGone("no quota")))
+    assert type(back).__name__ == "QuotaGone"
+    assert isinstance(back, LoopError)
+    assert back.retryable is True
+    assert str(back) == "no quota"
+    assert type(error_from_dict(error_to_dict(QuotaGone("again")))) is type(back)
+
+
+def test_non_scalar_attributes_are_left_out() -> None:
+    error = AuthenticationError("bad key", provider="openai", status=401, body={"error": {"code": "x"}})
+    data = error_to_dict(error)
+    assert "body" not in data["attrs"]
+    assert data["attrs"]["status"] == 401
+    assert str(error_from_dict(data)) == str(error)
+
+
+def test_a_tool_timeout_reads_back_with_its_fields() -> None:
+    back = error_from_dict(error_to_dict(ToolTimeout("grep", 3.0)))
+    assert (back.tool, back.timeout, str(back)) == ("grep", 3.0, "tool 'grep' timed out after 3 s")  # type: ignore[attr-defined]
