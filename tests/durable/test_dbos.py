@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from loopctl.engine import BareLoop, OutcomeKind, RunConfig
+from loopctl.engine import BareLoop, OutcomeKind
 from loopctl.errors import AuthenticationError
 from loopctl.message import Message, Role, ToolCallPart
 from loopctl.testing import ScriptedClient
@@ -19,7 +19,7 @@ from tests.durable import workload
 
 pytest.importorskip("dbos")
 
-from loopctl.durable.dbos import DBOSLoop, StepNames, cancel_marker_id  # noqa: E402
+from loopctl.durable.dbos import DBOSLoop, StepNames, cancel_marker_id
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
