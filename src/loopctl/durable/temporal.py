@@ -1,0 +1,413 @@
+"""Durable runs on Temporal: each run is a Temporal workflow, each model call and each tool call an activity.
+
+**Assume any unit may run twice.** Temporal records an activity's result in the workflow history once the
+worker reports it; an activity that was running when its worker died is retried (after its heartbeat timeout)
+on a live worker, from its start. A completed activity never runs again: replay reads its result from the
+history. Tools with side effects should be idempotent or tolerate a repeat of an interrupted call.
+
+The mapping (``docs/durable.md`` has the whole of it):
+
+- ``TemporalLoop(client, tools, config, name="support")`` makes the activities ``support.model`` (one model
+  call, with the run's retry policy inside it), ``support.tool.<tool name>`` (one tool call, the permission
+  check included) and ``support.summarize`` (a summarizing compaction's model call). Register
+  :attr:`TemporalLoop.activities` and :class:`LoopWorkflow` (workflow type ``loopctl.LoopWorkflow``) on a
+  worker. The names are compatibility data: a history records them, so renaming a loop or a tool strands its
+  running workflows.
+- Workflow code is the :class:`~loopctl.engine.BareLoop` driver, with each effect an activity: the
+  :class:`~loopctl.engine.LoopMachine` lives in workflow memory and is rebuilt by replay. The machine, the
+  prune and truncation passes and the token counter are pure, so replay takes the same steps.
+- Timeouts and retries: the run's own policy (``RunConfig.max_retries``...) retries a failed model call
+  *inside* one activity attempt; a failure it gives up on is the activity's result (the run fails as a plain
+  run does), never an activity failure. Temporal's retry policy (``activity_retry``) covers the activity as a
+  whole: a worker that died (no heartbeat for ``heartbeat_timeout``) or an attempt past its
+  ``start_to_close`` timeout. Each Temporal attempt starts the run's policy afresh.
+- Observers see each event once: activities emit their events while they run; workflow code emits none while
+  Temporal replays it.
+- Cancelling the workflow (``handle.cancel()``) or signalling ``cancel`` ends the run ``CANCELLED`` with the
+  coherent prefix kept, as a cancelled ``BareLoop`` run does; the running activity is cancelled (a tool learns
+  of it at its next heartbeat).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import orjson
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+from loopctl.compact import SummarizingCompactor
+from loopctl.durable._payloads import (
+    config_from_dict,
+    config_to_dict,
+    error_from_dict,
+    error_to_dict,
+    record_from_dict,
+    record_to_dict,
+    response_from_dict,
+    response_to_dict,
+    run_from_dict,
+    run_to_dict,
+)
+from loopctl.engine.config import RunConfig, SessionConfig
+from loopctl.engine.events import LoopEvent, Observer
+from loopctl.engine.loop import BareLoop, _race
+from loopctl.engine.machine import LoopMachine
+from loopctl.engine.permission import PermissionCallback
+from loopctl.engine.run import Run, ToolCallRecord
+from loopctl.errors import LoopError
+from loopctl.message import Message, ToolCallPart
+from loopctl.providers.base import ModelClient
+from loopctl.response import ModelResponse
+from loopctl.tool import Tool, ToolRegistry
+
+__all__ = [
+    "PASSTHROUGH_MODULES",
+    "WORKFLOW_NAME",
+    "ActivityNames",
+    "LoopWorkflow",
+    "LoopWorkflowInput",
+    "TemporalLoop",
+    "execute",
+]
+
+_T = TypeVar("_T")
+
+WORKFLOW_NAME = "loopctl.LoopWorkflow"
+"""The workflow type of :class:`LoopWorkflow` (compatibility data)."""
+
+PASSTHROUGH_MODULES = ("loopctl", "orjson", "pydantic", "pydantic_core", "httpx", "tenacity")
+"""Modules a sandboxed workflow of your own that calls :meth:`TemporalLoop.run` should pass through
+(``SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)``): loopctl's workflow code is
+deterministic by construction and keeps its module state (the loops a worker hosts)."""
+
+_LOOPS: dict[str, TemporalLoop] = {}
+
+
+class ActivityNames:
+    """The stable activity names of a loop (compatibility data: ``docs/durable.md``).
+
+    ``model``: ``<name>.model``; ``summarize``: ``<name>.summarize``; :meth:`tool`: ``<name>.tool.<tool>``.
+    """
+
+    __slots__ = ("model", "name", "summarize")
+
+    def __init__(self, name: str) -> None:
+        from loopctl.durable.dbos import _NAME  # one rule for both engines
+
+        if not _NAME.fullmatch(name):
+            raise ValueError(
+                f"a durable loop's name must be 1-200 letters, digits, '_' or '-' (it prefixes its stable activity "
+                f"names), got {name!r}"
+            )
+        self.name = name
+        self.model = f"{name}.model"
+        self.summarize = f"{name}.summarize"
+
+    def tool(self, tool_name: str) -> str:
+        """The activity name of a call to the tool ``tool_name``."""
+        return f"{self.name}.tool.{tool_name}"
+
+
+class TemporalLoop:
+    """A loop whose runs are Temporal workflows (see the module docstring for the mapping and its rules).
+
+    ``client``, ``tools``, ``config``, ``observers`` and ``permission`` are those of
+    :class:`~loopctl.engine.BareLoop`; they are used by the activities, on the worker. ``name`` prefixes the
+    activity names and is how :class:`LoopWorkflow` finds the loop: build the loop, with the same name, in
+    every worker that may run its workflows.
+
+    Activity options: ``model_timeout`` (one model-call attempt, our retries included; default 10 minutes),
+    ``tool_timeout`` (one tool-call attempt when ``RunConfig.tool_timeout`` is ``None``; otherwise that
+    timeout plus ``tool_grace``), ``heartbeat_timeout`` (how soon a dead worker's activity is retried
+    elsewhere; default 30 s) and ``activity_retry`` (Temporal's retry policy for an activity as a whole;
+    default: up to 5 attempts, 1 s initial interval).
+    """
+
+    def __init__(
+        self,
+        client: ModelClient,
+        tools: ToolRegistry | Iterable[Tool] = (),
+        config: SessionConfig | None = None,
+        *,
+        name: str,
+        observers: Sequence[Observer] = (),
+        permission: PermissionCallback | None = None,
+        model_timeout: timedelta = timedelta(minutes=10),
+        tool_timeout: timedelta = timedelta(hours=1),
+        tool_grace: timedelta = timedelta(seconds=30),
+        heartbeat_timeout: timedelta = timedelta(seconds=30),
+        activity_retry: RetryPolicy | None = None,
+    ) -> None:
+        self.names = ActivityNames(name)
+        self.name = name
+        self.client = client
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.config = config or SessionConfig()
+        self.observers = list(observers)
+        self.permission = permission
+        self.model_timeout = model_timeout
+        self.tool_timeout = tool_timeout
+        self.tool_grace = tool_grace
+        self.heartbeat_timeout = heartbeat_timeout
+        self.activity_retry = activity_retry or RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+        self.activities: list[Callable[..., Any]] = self._make_activities()
+        _LOOPS[name] = self
+
+    # --- workflow side -------------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        input: str | Message,  # noqa: A002 - BareLoop's name
+        config: RunConfig | None = None,
+        *,
+        machine: LoopMachine | None = None,
+        cancel: asyncio.Event | None = None,
+    ) -> Run:
+        """Run the loop on ``input`` from workflow code and return the :class:`~loopctl.engine.Run`;
+        ``machine`` (the workflow's own, updated in place) holds the conversation to continue, a fresh one by
+        default. Setting ``cancel``, or cancelling the workflow, ends the run ``CANCELLED`` with salvage."""
+        driver = _WorkflowDriver(self, machine or LoopMachine())
+        cancel = cancel or asyncio.Event()
+        task = asyncio.ensure_future(driver._run(input, config or RunConfig(), cancel))
+        while True:
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.done():
+                    raise
+                cancel.set()  # the workflow was cancelled: end the run as a cancelled run, with its salvage
+
+    # --- worker side ---------------------------------------------------------------------------------------
+
+    def _host(self, messages: Sequence[Message] = ()) -> BareLoop:
+        """A driver on the worker, to run one effect with the loop's client, tools and observers."""
+        return BareLoop(
+            self.client,
+            self.tools,
+            self.config,
+            observers=self.observers,
+            permission=self.permission,
+            machine=LoopMachine(messages),
+        )
+
+    def _make_activities(self) -> list[Callable[..., Any]]:
+        loop = self
+
+        @activity.defn(name=self.names.model)
+        async def model(payload: str) -> str:
+            data = orjson.loads(payload)
+            host = loop._host([Message.from_dict(m) for m in data["messages"]])
+            emit = host._emit if host.observers else None
+            try:
+                response = await _heartbeating(
+                    host._call_model(data["turn"], config_from_dict(data["config"]), None, emit)
+                )
+            except LoopError as exc:  # the run's own retries gave up: the run fails, Temporal does not retry
+                return _dumps({"error": error_to_dict(exc)})
+            return _dumps({"response": response_to_dict(response)})
+
+        @activity.defn(name=self.names.summarize)
+        async def summarize(payload: str) -> str:
+            data = orjson.loads(payload)
+            compactor = loop.config.compactor
+            if not isinstance(compactor, SummarizingCompactor):
+                raise ApplicationError("this loop's compactor does not summarize", non_retryable=True)
+            messages = [Message.from_dict(m) for m in data["messages"]]
+            out = await _heartbeating(loop._host()._summarize(compactor, messages))
+            return _dumps(None if out is None else [m.to_dict() for m in out])
+
+        made: list[Callable[..., Any]] = [model, summarize]
+        for t in self.tools:
+            made.append(self._tool_activity(t.name))
+        return made
+
+    def _tool_activity(self, tool_name: str) -> Callable[..., Any]:
+        loop = self
+
+        @activity.defn(name=self.names.tool(tool_name))
+        async def run_tool(payload: str) -> str:
+            data = orjson.loads(payload)
+            host = loop._host()
+            emit = host._emit if host.observers else None
+            call = ToolCallPart.model_validate(data["call"])
+            record = await _heartbeating(host._run_one(data["turn"], call, config_from_dict(data["config"]), emit))
+            return _dumps(record_to_dict(record))
+
+        return run_tool
+
+
+class _WorkflowDriver(BareLoop):
+    """BareLoop's driver in workflow code, each effect an activity; one per run."""
+
+    def __init__(self, owner: TemporalLoop, machine: LoopMachine) -> None:
+        config = owner.config
+        if config.budget is not None:  # each run counts from the same state, so replay counts the same
+            config = dataclasses.replace(config, budget=_copy(config.budget))
+        super().__init__(owner.client, owner.tools, config, observers=owner.observers, machine=machine)
+        self._owner = owner
+
+    def _emit(self, event: LoopEvent) -> None:
+        if not workflow.unsafe.is_replaying():
+            super()._emit(event)
+
+    def _activity(self, name: str, payload: str, timeout: timedelta, summary: str) -> Awaitable[str]:
+        owner = self._owner
+        return workflow.execute_activity(
+            name,
+            payload,
+            result_type=str,
+            start_to_close_timeout=timeout,
+            heartbeat_timeout=owner.heartbeat_timeout,
+            retry_policy=owner.activity_retry,
+            summary=summary,
+        )
+
+    async def _call_model(self, turn: int, cfg: RunConfig, cancel: asyncio.Event | None, emit: Any) -> ModelResponse:
+        payload = _dumps(
+            {
+                "turn": turn,
+                "messages": [m.to_dict() for m in self._machine.full_history()],
+                "config": config_to_dict(cfg),
+            }
+        )
+        names = self._owner.names
+        out = orjson.loads(
+            await _race(self._activity(names.model, payload, self._owner.model_timeout, f"turn {turn}"), cancel)
+        )
+        if "error" in out:
+            raise error_from_dict(out["error"])
+        return response_from_dict(out["response"])
+
+    async def _run_one(self, turn: int, call: ToolCallPart, cfg: RunConfig, emit: Any) -> ToolCallRecord:
+        owner = self._owner
+        timeout = (
+            owner.tool_timeout if cfg.tool_timeout is None else timedelta(seconds=cfg.tool_timeout) + owner.tool_grace
+        )
+        payload = _dumps({"turn": turn, "call": call.to_dict(), "config": config_to_dict(cfg)})
+        return record_from_dict(
+            orjson.loads(await self._activity(owner.names.tool(call.name), payload, timeout, call.name))
+        )
+
+    async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
+        payload = _dumps({"messages": [m.to_dict() for m in messages]})
+        out = orjson.loads(
+            await self._activity(self._owner.names.summarize, payload, self._owner.model_timeout, "summarize")
+        )
+        return None if out is None else [Message.from_dict(m) for m in out]
+
+
+@dataclasses.dataclass
+class LoopWorkflowInput:
+    """What starts a :class:`LoopWorkflow`: the ``loop`` (a :class:`TemporalLoop` name), the user's
+    ``input`` (text, or a message in its wire form), the ``config`` (``RunConfig`` as JSON, or ``None``) and
+    the ``machine`` to continue (``LoopMachine.to_json`` text, or ``None`` for a new conversation)."""
+
+    loop: str
+    input: str | dict[str, Any]
+    config: dict[str, Any] | None = None
+    machine: str | None = None
+
+
+@workflow.defn(name=WORKFLOW_NAME, sandboxed=False)
+class LoopWorkflow:
+    """One run of a :class:`TemporalLoop` as a workflow. Returns ``{"run": ..., "machine": ...}``: the
+    :class:`~loopctl.engine.Run` as JSON (``_payloads.run_to_dict``) and the machine after the run
+    (``LoopMachine.to_json``); :func:`execute` starts one and reads both back.
+
+    The signal ``cancel`` (or cancelling the workflow) ends the run ``CANCELLED`` with salvage; the query
+    ``machine`` reads the conversation so far. Not sandboxed: all of its code is loopctl's, which reads no
+    clock, draws no random number and does no I/O outside activities (``docs/durable.md``, "Determinism").
+    """
+
+    def __init__(self) -> None:
+        self._cancel = asyncio.Event()
+        self._machine: LoopMachine | None = None
+
+    @workflow.run
+    async def run(self, params: LoopWorkflowInput) -> dict[str, Any]:
+        """Run ``params.input`` on the loop named ``params.loop``."""
+        loop = _LOOPS.get(params.loop)
+        if loop is None:
+            hosted = ", ".join(sorted(_LOOPS)) or "none"
+            raise ApplicationError(
+                f"this worker hosts no TemporalLoop named {params.loop!r} (it has: {hosted})", non_retryable=True
+            )
+        self._machine = LoopMachine.from_json(params.machine) if params.machine else LoopMachine()
+        message = params.input if isinstance(params.input, str) else Message.from_dict(params.input)
+        config = None if params.config is None else config_from_dict(params.config)
+        run = await loop.run(message, config, machine=self._machine, cancel=self._cancel)
+        return {"run": run_to_dict(run), "machine": self._machine.to_json()}
+
+    @workflow.signal(name="cancel")
+    def cancel(self) -> None:
+        """End the run ``CANCELLED`` (with salvage) as soon as possible."""
+        self._cancel.set()
+
+    @workflow.query(name="machine")
+    def machine(self) -> str | None:
+        """The conversation so far, as ``LoopMachine.to_json`` text."""
+        return None if self._machine is None else self._machine.to_json()
+
+
+async def execute(
+    client: Client,
+    loop: str,
+    input: str | Message,  # noqa: A002 - BareLoop's name
+    *,
+    id: str,  # noqa: A002 - Temporal's name
+    task_queue: str,
+    config: RunConfig | None = None,
+    machine: LoopMachine | None = None,
+) -> tuple[Run, LoopMachine]:
+    """Run ``input`` on the loop named ``loop`` as :class:`LoopWorkflow` ``id`` on ``task_queue``, wait for
+    it, and return its :class:`~loopctl.engine.Run` and the machine after the run (to continue the
+    conversation: pass it as ``machine`` next time)."""
+    params = LoopWorkflowInput(
+        loop=loop,
+        input=input if isinstance(input, str) else input.to_dict(),
+        config=None if config is None else config_to_dict(config),
+        machine=None if machine is None else machine.to_json(),
+    )
+    out = await client.execute_workflow(WORKFLOW_NAME, params, id=id, task_queue=task_queue, result_type=dict)
+    return run_from_dict(out["run"]), LoopMachine.from_json(out["machine"])
+
+
+async def _heartbeating(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coro`` in an activity, heartbeating at a third of its heartbeat timeout so a dead worker is
+    noticed soon; a cancellation of the activity (seen at a heartbeat) cancels ``coro``."""
+    info = activity.info()
+    timeout = info.heartbeat_timeout
+    if timeout is None:
+        return await coro
+    interval = max(timeout.total_seconds() / 3, 0.05)
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(interval)
+
+    beater = asyncio.ensure_future(beat())
+    try:
+        return await coro
+    finally:
+        beater.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beater
+
+
+def _copy(value: _T) -> _T:
+    import copy
+
+    return copy.deepcopy(value)
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()

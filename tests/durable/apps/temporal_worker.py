@@ -1,0 +1,84 @@
+"""A Temporal worker process for the durable tests (run as a script; the test kills it and starts another).
+
+    python temporal_worker.py MODE --address HOST:PORT --task-queue Q --workdir DIR --scenario NAME
+                              --workflow-id ID [--without-tool NAME]
+
+``start`` starts a worker and the workflow ``ID`` and runs until killed; ``recover`` starts a worker and
+waits for ``ID``'s result, written as ``result-recover.json`` in ``DIR``. ``history`` writes the finished
+workflow's history as ``history.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, for tests.durable.workload
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from loopctl.durable._payloads import run_from_dict
+from loopctl.durable.temporal import WORKFLOW_NAME, LoopWorkflow, LoopWorkflowInput, TemporalLoop
+from tests.durable import workload
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["start", "recover", "history"])
+    p.add_argument("--address", required=True)
+    p.add_argument("--task-queue", required=True)
+    p.add_argument("--workdir", type=Path, required=True)
+    p.add_argument("--scenario", required=True)
+    p.add_argument("--workflow-id", required=True)
+    p.add_argument("--without-tool", default=None)
+    args = p.parse_args()
+    asyncio.run(run(args))
+
+
+async def run(args: argparse.Namespace) -> None:
+    client = await Client.connect(args.address)
+    workdir: Path = args.workdir
+    handle = client.get_workflow_handle(args.workflow_id)
+
+    async def siblings_recorded() -> None:
+        # the other calls of the turn (the appends) must be in the history before the test kills this worker
+        expected = sum(1 for name, _ in workload.SCENARIOS[args.scenario][0] if name == "append")
+        while True:
+            history = await handle.fetch_history()
+            done = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+            # the first model call's completion, then the appends'
+            if len(done) >= 1 + expected:
+                return
+            await asyncio.sleep(0.05)
+
+    tools = [t for t in workload.tools(workdir, siblings_recorded) if t.name != args.without_tool]
+    events: list[str] = []
+    loop = TemporalLoop(
+        workload.model(args.scenario),
+        tools,
+        name="wl",
+        observers=[lambda e: events.append(type(e).__name__)],
+        heartbeat_timeout=timedelta(seconds=1),
+    )
+    worker = Worker(client, task_queue=args.task_queue, workflows=[LoopWorkflow], activities=loop.activities)
+    if args.mode == "history":
+        history = await handle.fetch_history()
+        (workdir / "history.json").write_text(history.to_json())
+        return
+    async with worker:
+        if args.mode == "start":
+            await client.start_workflow(
+                WORKFLOW_NAME, LoopWorkflowInput(loop="wl", input="go"), id=args.workflow_id, task_queue=args.task_queue
+            )
+            await asyncio.sleep(3600)
+        result = await handle.result()
+    workload.write_json(workdir / "result-recover.json", workload.summary(run_from_dict(result["run"]), events))
+
+
+if __name__ == "__main__":
+    main()

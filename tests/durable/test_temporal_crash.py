@@ -1,0 +1,51 @@
+"""Temporal runs survive SIGKILL: worker processes on a real Temporal dev server, killed in the middle of a
+tool call; a new worker finishes the run."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.durable import workload
+from tests.durable.harness import Worker, result, wait_for_file
+
+pytest.importorskip("temporalio")
+
+
+def _args(server: Any, workdir: Path, scenario: str, workflow_id: str, *extra: str) -> list[str]:
+    return [
+        "--address", server.address, "--task-queue", f"q-{workflow_id}", "--workdir", str(workdir),
+        "--scenario", scenario, "--workflow-id", workflow_id, *extra,
+    ]  # fmt: skip
+
+
+def _crash_and_recover(server: Any, tmp_path: Path, scenario: str) -> dict[str, Any]:
+    wid = f"wf-{uuid.uuid4().hex[:8]}"
+    first = Worker("temporal_worker.py", ["start", *_args(server, tmp_path, scenario, wid)], tmp_path, "first")
+    try:
+        wait_for_file(tmp_path / "ready", 60, first)
+    finally:
+        first.kill()
+    (tmp_path / "release").touch()
+    second = Worker("temporal_worker.py", ["recover", *_args(server, tmp_path, scenario, wid)], tmp_path, "second")
+    return result(tmp_path, "recover", second)
+
+
+def test_a_run_killed_mid_tool_call_finishes_on_a_new_worker_and_the_earlier_tool_ran_once(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    out = _crash_and_recover(temporal_server, tmp_path, "sequential")
+    assert out["outcome"] == "completed"
+    assert out["output"] == "done"
+    assert out["results"] == [["appended first"], ["released second"], []]
+    assert workload.side_effects(tmp_path) == ["first", "block second", "block second"]
+
+
+def test_parallel_calls_across_a_crash_keep_their_results(temporal_server: Any, tmp_path: Path) -> None:
+    out = _crash_and_recover(temporal_server, tmp_path, "parallel")
+    assert out["outcome"] == "completed"
+    assert out["results"] == [["appended p1", "released p2", "appended p3"], []]
+    assert sorted(workload.side_effects(tmp_path)) == ["block p2", "block p2", "p1", "p3"]
