@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -38,6 +39,10 @@ def main() -> None:
     p.add_argument("--without-tool", default=None)
     args = p.parse_args()
     asyncio.run(run(args))
+    # Skip interpreter finalization: the SDK's bridge can abort there (temporalio/sdk-python#300), after the
+    # result is written.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -65,7 +70,16 @@ async def run(args: argparse.Namespace) -> None:
         observers=[lambda e: events.append(type(e).__name__)],
         heartbeat_timeout=timedelta(seconds=1),
     )
-    worker = Worker(client, task_queue=args.task_queue, workflows=[LoopWorkflow], activities=loop.activities)
+    # The worker to be killed caches no workflow: otherwise the next workflow task waits for the dead worker's
+    # sticky queue to time out (5 s) before any other worker may take it.
+    cached = 0 if args.mode == "start" else 100
+    worker = Worker(
+        client,
+        task_queue=args.task_queue,
+        workflows=[LoopWorkflow],
+        activities=loop.activities,
+        max_cached_workflows=cached,
+    )
     if args.mode == "history":
         history = await handle.fetch_history()
         (workdir / "history.json").write_text(history.to_json())
