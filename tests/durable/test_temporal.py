@@ -19,10 +19,10 @@ from tests.durable.temporal_server import temporal_cli
 
 pytest.importorskip("temporalio")
 
-from temporalio.client import WorkflowHistory  # noqa: E402
-from temporalio.worker import Replayer  # noqa: E402
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
 
-from loopctl.durable.temporal import WORKFLOW_NAME, ActivityNames, LoopWorkflow, TemporalLoop  # noqa: E402
+from loopctl.durable.temporal import WORKFLOW_NAME, ActivityNames, LoopWorkflow, TemporalLoop
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HISTORY = FIXTURES / "temporal-history-plain.json"
