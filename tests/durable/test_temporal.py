@@ -149,3 +149,17 @@ def test_temporal_retries_an_activity_that_failed_as_a_whole_after_its_interval(
     assert out["output"] == "after the retry"
     assert out["calls"] == 2
     assert out["wall"] < 60
+
+
+@needs_server
+def test_a_big_tool_image_goes_out_of_band_and_every_payload_stays_small(tmp_path: Path) -> None:
+    # A 3 MB image (4 MB of base64) from a tool, sent back with each later model call: with the claim-check
+    # codec, no payload in the history comes near Temporal's 2 MB limit and the image comes back intact.
+    out = scenario("big-image", tmp_path)
+    assert out["outcome"] == "completed"
+    assert out["second"] == "again"
+    assert out["image_intact"] is True
+    assert out["requests_with_image"] == 2
+    assert out["largest_payload"] < 16 * 1024
+    # the image once; the machine after each run (the first is also the second run's input)
+    assert out["blobs"] == 3

@@ -9,6 +9,8 @@ writes what it saw as JSON to the path given.
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
 import os
 import sys
 import tempfile
@@ -23,15 +25,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, fo
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy
+from temporalio.converter import default
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from loopctl.durable._payloads import run_from_dict
+from loopctl.durable.claimcheck import ClaimCheckCodec, DirectoryBlobStore
 from loopctl.durable.temporal import WORKFLOW_NAME, LoopWorkflow, LoopWorkflowInput, TemporalLoop, execute
 from loopctl.errors import AuthenticationError, RateLimited
-from loopctl.message import Message, ToolCallPart
+from loopctl.message import ImagePart, ImageSource, Message, ToolCallPart
 from loopctl.testing import ScriptedClient
-from loopctl.tool import tool
+from loopctl.tool import ToolOutput, tool
 from tests.durable import workload
 from tests.durable.temporal_server import temporal_cli
 
@@ -174,6 +178,49 @@ async def activity_retry(env: WorkflowEnvironment, workdir: Path) -> dict[str, A
     return await with_worker(env.client, loop, body)
 
 
+async def big_image(env: WorkflowEnvironment, workdir: Path) -> dict[str, Any]:
+    """A tool returns a 3 MB image: with the claim-check codec every payload stays under Temporal's 2 MB."""
+    png = b"\x89PNG\r\n\x1a\n" + os.urandom(3 * 1024 * 1024)
+    data = base64.b64encode(png).decode()
+
+    @tool
+    def screenshot() -> ToolOutput:
+        """Take a screenshot."""
+        return ToolOutput(content=[ImagePart(source=ImageSource.new_base64("image/png", data))])
+
+    script = ScriptedClient(
+        [Message.new("assistant", [ToolCallPart(id="s1", name="screenshot", input={})]), "I see it", "again"]
+    )
+    loop = TemporalLoop(script, [screenshot], name="shots")
+    blobs = workdir / "blobs"
+    converter = dataclasses.replace(default(), payload_codec=ClaimCheckCodec(DirectoryBlobStore(blobs)))
+    client = await env.connect_client(data_converter=converter)
+
+    async def body(queue: str) -> dict[str, Any]:
+        run, machine = await execute(client, "shots", "look", id="shots", task_queue=queue)
+        run2, _ = await execute(client, "shots", "once more", id="shots-2", task_queue=queue, machine=machine)
+        sizes = []
+        for wid in ("shots", "shots-2"):
+            raw = await env.client.get_workflow_handle(wid).fetch_history()  # no codec: the stored form
+            for event in raw.events:
+                for field in ("activity_task_scheduled_event_attributes", "activity_task_completed_event_attributes"):
+                    if event.HasField(field):
+                        attrs = getattr(event, field)
+                        payloads = attrs.input if hasattr(attrs, "input") else attrs.result
+                        sizes += [p.ByteSize() for p in payloads.payloads]
+        image = machine.history[2].parts[0].output.images()[0]
+        return {
+            **summary(run),
+            "second": run2.output,
+            "largest_payload": max(sizes),
+            "blobs": len(list(blobs.iterdir())),
+            "image_intact": image.source.data == data,
+            "requests_with_image": sum(1 for r in script.requests if any(m.tool_results() for m in r.messages)),
+        }
+
+    return await with_worker(client, loop, body)
+
+
 async def main(scenario: str, out: Path) -> None:
     workdir = Path(tempfile.mkdtemp())
     cli = temporal_cli()
@@ -194,6 +241,8 @@ async def main(scenario: str, out: Path) -> None:
             result = await failures(env.client, workdir)
         elif scenario == "activity-retry":
             result = await activity_retry(env, workdir)
+        elif scenario == "big-image":
+            result = await big_image(env, workdir)
         else:
             raise SystemExit(f"unknown scenario {scenario}")
     workload.write_json(out, result)
