@@ -163,3 +163,13 @@ def test_a_big_tool_image_goes_out_of_band_and_every_payload_stays_small(tmp_pat
     assert out["largest_payload"] < 16 * 1024
     # the image once; the machine after each run (the first is also the second run's input)
     assert out["blobs"] == 3
+
+
+@needs_server
+def test_a_long_session_continues_as_new_and_keeps_its_conversation(tmp_path: Path) -> None:
+    # max_history_events=20: the session continues as new after a run or two, carrying only its machine.
+    out = scenario("session", tmp_path)
+    assert out["outputs"] == ["answer to q1", "answer to q2", "answer to q3", "answer to q4"]
+    assert out["history"] == ["q1", "answer to q1", "q2", "answer to q2", "q3", "answer to q3", "q4", "answer to q4"]
+    assert out["first_run_ended"] == "EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
+    assert out["first_run_events"] < 40

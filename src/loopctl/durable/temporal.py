@@ -72,6 +72,9 @@ __all__ = [
     "PASSTHROUGH_MODULES",
     "WORKFLOW_NAME",
     "ActivityNames",
+    "SESSION_WORKFLOW_NAME",
+    "LoopSession",
+    "LoopSessionInput",
     "LoopWorkflow",
     "LoopWorkflowInput",
     "TemporalLoop",
@@ -334,12 +337,7 @@ class LoopWorkflow:
     @workflow.run
     async def run(self, params: LoopWorkflowInput) -> dict[str, Any]:
         """Run ``params.input`` on the loop named ``params.loop``."""
-        loop = _LOOPS.get(params.loop)
-        if loop is None:
-            hosted = ", ".join(sorted(_LOOPS)) or "none"
-            raise ApplicationError(
-                f"this worker hosts no TemporalLoop named {params.loop!r} (it has: {hosted})", non_retryable=True
-            )
+        loop = _hosted(params.loop)
         self._machine = LoopMachine.from_json(params.machine) if params.machine else LoopMachine()
         message = params.input if isinstance(params.input, str) else Message.from_dict(params.input)
         config = None if params.config is None else config_from_dict(params.config)
@@ -355,6 +353,108 @@ class LoopWorkflow:
     def machine(self) -> str | None:
         """The conversation so far, as ``LoopMachine.to_json`` text."""
         return None if self._machine is None else self._machine.to_json()
+
+
+SESSION_WORKFLOW_NAME = "loopctl.LoopSession"
+"""The workflow type of :class:`LoopSession` (compatibility data)."""
+
+
+@dataclasses.dataclass
+class LoopSessionInput:
+    """What starts (or continues as new) a :class:`LoopSession`: the ``loop`` (a :class:`TemporalLoop`
+    name), the ``machine`` to continue (``LoopMachine.to_json`` text, or ``None``), and
+    ``max_history_events``: past this many history events after a run, the session continues as new (Temporal
+    also suggests it itself, well before its limits of 51,200 events and 50 MB)."""
+
+    loop: str
+    machine: str | None = None
+    max_history_events: int = 10_000
+
+
+@workflow.defn(name=SESSION_WORKFLOW_NAME, sandboxed=False)
+class LoopSession:
+    """A conversation as one long-lived workflow: each update ``ask`` (input text or a message in its wire
+    form, and an optional ``RunConfig`` as JSON) runs one run on the conversation so far and returns the run
+    as JSON (``_payloads.run_to_dict``); runs are taken in the order they were asked. After a run, when the
+    history has grown past ``max_history_events`` (or Temporal suggests it), the session continues as new with
+    its machine as the only state carried over, so the history stays short however long the conversation.
+    The signal ``close`` ends the session once the runs asked for are done; the workflow returns the machine
+    (``LoopMachine.to_json``). Signal ``cancel`` and query ``machine`` as in :class:`LoopWorkflow`.
+    """
+
+    def __init__(self) -> None:
+        self._queue: list[tuple[str | dict[str, Any], dict[str, Any] | None]] = []
+        self._results: dict[int, dict[str, Any]] = {}
+        self._asked = 0
+        self._done = 0
+        self._closed = False
+        self._cancel = asyncio.Event()
+        self._machine: LoopMachine | None = None
+
+    @workflow.run
+    async def run(self, params: LoopSessionInput) -> str:
+        """Serve ``ask`` updates until ``close``; returns the machine."""
+        loop = _hosted(params.loop)
+        self._machine = LoopMachine.from_json(params.machine) if params.machine else LoopMachine()
+        while True:
+            await workflow.wait_condition(lambda: bool(self._queue) or self._closed)
+            if not self._queue:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                return self._machine.to_json()
+            text, config = self._queue.pop(0)
+            message = text if isinstance(text, str) else Message.from_dict(text)
+            self._cancel = asyncio.Event()
+            run = await loop.run(
+                message,
+                None if config is None else config_from_dict(config),
+                machine=self._machine,
+                cancel=self._cancel,
+            )
+            self._done += 1
+            self._results[self._done] = run_to_dict(run)
+            info = workflow.info()
+            if not self._queue and (
+                info.is_continue_as_new_suggested() or info.get_current_history_length() > params.max_history_events
+            ):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if not self._queue:
+                    workflow.continue_as_new(dataclasses.replace(params, machine=self._machine.to_json()))
+
+    @workflow.update(name="ask")
+    async def ask(self, input: str | dict[str, Any], config: dict[str, Any] | None = None) -> dict[str, Any]:  # noqa: A002
+        """Run ``input`` after the runs asked before it; the run as JSON."""
+        if self._closed:
+            raise ApplicationError("the session is closed", non_retryable=True)
+        self._asked += 1
+        number = self._asked  # runs are numbered from 1 in each workflow run; none is pending at continue-as-new
+        self._queue.append((input, config))
+        await workflow.wait_condition(lambda: number in self._results)
+        return self._results.pop(number)
+
+    @workflow.signal(name="close")
+    def close(self) -> None:
+        """End the session once the runs asked for are done."""
+        self._closed = True
+
+    @workflow.signal(name="cancel")
+    def cancel(self) -> None:
+        """End the current run ``CANCELLED`` (with salvage); the session goes on."""
+        self._cancel.set()
+
+    @workflow.query(name="machine")
+    def machine(self) -> str | None:
+        """The conversation so far, as ``LoopMachine.to_json`` text."""
+        return None if self._machine is None else self._machine.to_json()
+
+
+def _hosted(name: str) -> TemporalLoop:
+    loop = _LOOPS.get(name)
+    if loop is None:
+        hosted = ", ".join(sorted(_LOOPS)) or "none"
+        raise ApplicationError(
+            f"this worker hosts no TemporalLoop named {name!r} (it has: {hosted})", non_retryable=True
+        )
+    return loop
 
 
 async def execute(

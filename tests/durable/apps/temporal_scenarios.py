@@ -31,7 +31,7 @@ from temporalio.worker import Worker
 
 from loopctl.durable._payloads import run_from_dict
 from loopctl.durable.claimcheck import ClaimCheckCodec, DirectoryBlobStore
-from loopctl.durable.temporal import WORKFLOW_NAME, LoopWorkflow, LoopWorkflowInput, TemporalLoop, execute
+from loopctl.durable.temporal import WORKFLOW_NAME, LoopSession, LoopWorkflow, LoopWorkflowInput, TemporalLoop, execute
 from loopctl.errors import AuthenticationError, RateLimited
 from loopctl.message import ImagePart, ImageSource, Message, ToolCallPart
 from loopctl.testing import ScriptedClient
@@ -59,7 +59,9 @@ async def with_worker(
     client: Client, loop: TemporalLoop, body: Callable[[str], Awaitable[dict[str, Any]]], **worker_options: Any
 ) -> dict[str, Any]:
     queue = f"q-{uuid.uuid4().hex[:8]}"
-    async with Worker(client, task_queue=queue, workflows=[LoopWorkflow], activities=loop.activities, **worker_options):
+    async with Worker(
+        client, task_queue=queue, workflows=[LoopWorkflow, LoopSession], activities=loop.activities, **worker_options
+    ):
         return await body(queue)
 
 
@@ -221,6 +223,42 @@ async def big_image(env: WorkflowEnvironment, workdir: Path) -> dict[str, Any]:
     return await with_worker(client, loop, body)
 
 
+async def session(client: Client, workdir: Path) -> dict[str, Any]:
+    """Four runs on one LoopSession that continues as new past 20 history events."""
+    from loopctl.durable.temporal import SESSION_WORKFLOW_NAME, LoopSessionInput
+
+    def reply(request: Any) -> str:
+        return "answer to " + request.messages[-1].text_content()
+
+    loop = TemporalLoop(ScriptedClient(reply), name="chat")
+
+    async def body(queue: str) -> dict[str, Any]:
+        first = await client.start_workflow(
+            SESSION_WORKFLOW_NAME,
+            LoopSessionInput(loop="chat", max_history_events=20),
+            id="session-1",
+            task_queue=queue,
+        )
+        handle = client.get_workflow_handle("session-1")  # the latest run, across continue-as-new
+        outputs = []
+        for q in ("q1", "q2", "q3", "q4"):
+            run = await handle.execute_update("ask", args=[q, None], result_type=dict)
+            outputs.append(run_from_dict(run).output)
+        await handle.signal("close")
+        from loopctl.engine import LoopMachine
+
+        machine = LoopMachine.from_json(await handle.result())
+        first_history = await client.get_workflow_handle("session-1", run_id=first.result_run_id).fetch_history()
+        return {
+            "outputs": outputs,
+            "history": [m.text_content() for m in machine.history],
+            "first_run_ended": EventType.Name(first_history.events[-1].event_type),
+            "first_run_events": len(first_history.events),
+        }
+
+    return await with_worker(client, loop, body)
+
+
 async def main(scenario: str, out: Path) -> None:
     workdir = Path(tempfile.mkdtemp())
     cli = temporal_cli()
@@ -241,6 +279,8 @@ async def main(scenario: str, out: Path) -> None:
             result = await failures(env.client, workdir)
         elif scenario == "activity-retry":
             result = await activity_retry(env, workdir)
+        elif scenario == "session":
+            result = await session(env.client, workdir)
         elif scenario == "big-image":
             result = await big_image(env, workdir)
         else:
