@@ -217,7 +217,7 @@ def _available(case: str, pg_url: str | None) -> str | None:
 
 
 def _postgres() -> tuple[Any, str | None]:
-    """A throwaway PostgreSQL server (or ``None``) and a SQLAlchemy URL of a database on it."""
+    """A throwaway PostgreSQL server (or ``None``) and a ``postgresql://`` URL of a database on it."""
     try:
         from loopctl.testing.postgres import PostgresServer  # type: ignore[import-not-found]
     except ImportError:
@@ -225,23 +225,12 @@ def _postgres() -> tuple[Any, str | None]:
     server = PostgresServer(durable=True)
     try:
         server.start()
-        dsn = server.create_database("bench_durable")
+        server.create_database("bench_durable")
     except Exception as exc:
         print(f"PostgreSQL could not be started ({exc}); skipping the PostgreSQL cases")
         server.stop()
         return None, None
-    return server, _sqlalchemy_url(dsn)
-
-
-def _sqlalchemy_url(dsn: str) -> str:
-    """A libpq connection string as the ``postgresql://`` URL DBOS takes."""
-    if dsn.startswith("postgres"):
-        return dsn
-    from urllib.parse import quote
-
-    fields = dict(part.split("=", 1) for part in dsn.split())
-    host = quote(fields.get("host", ""), safe="")
-    return f"postgresql://{fields.get('user', 'postgres')}@/{fields.get('dbname', 'postgres')}?host={host}&port={fields.get('port', '5432')}"
+    return server, str(server.url("bench_durable"))
 
 
 def main() -> None:

@@ -36,3 +36,19 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server = DevServer(tmp_path_factory.mktemp("temporal") / "server.log")
     yield server
     server.stop()
+
+
+@pytest.fixture
+def dbos_postgres_url(request: pytest.FixtureRequest) -> str:
+    """A ``postgresql://`` URL of a new, empty database for a DBOS system database, on the test run's
+    throwaway PostgreSQL server (the ``postgres_server`` fixture of ``tests/postgres.py``)."""
+    import secrets
+
+    try:
+        server = request.getfixturevalue("postgres_server")
+    except pytest.FixtureLookupError:
+        pytest.skip("no postgres_server fixture in this checkout (tests/postgres.py)")
+    name = f"dbos_{secrets.token_hex(6)}"
+    server.create_database(name)
+    url: str = server.url(name)
+    return url
