@@ -12,8 +12,8 @@ The mapping (``docs/durable.md`` has the whole of it):
   check included) and ``support.summarize`` (a summarizing compaction's model call). Register
   :attr:`TemporalLoop.activities` and :class:`LoopWorkflow` (workflow type ``loopctl.LoopWorkflow``, one
   run) or :class:`LoopSession` (``loopctl.LoopSession``, a conversation that continues as new when its
-  history grows) on a worker. The names are compatibility data: a history records them, so renaming a loop or a tool strands its
-  running workflows.
+  history grows) on a worker. The names are compatibility data: a history records them, so renaming a loop
+  or a tool strands its running workflows.
 - Workflow code is the :class:`~loopctl.engine.BareLoop` driver, with each effect an activity: the
   :class:`~loopctl.engine.LoopMachine` lives in workflow memory and is rebuilt by replay. The machine, the
   prune and truncation passes and the token counter are pure, so replay takes the same steps.
