@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from loopctl.engine import BareLoop, OutcomeKind
+from loopctl.engine import BareLoop, OutcomeKind, RunConfig
 from loopctl.errors import AuthenticationError
 from loopctl.message import Message, Role, ToolCallPart
 from loopctl.testing import ScriptedClient
@@ -167,3 +167,43 @@ def test_names_make_the_stable_step_names() -> None:
 def test_a_name_that_cannot_prefix_step_names_is_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="durable loop's name"):
         StepNames(bad)
+
+
+async def test_parallel_tool_steps_are_numbered_in_call_order_whatever_order_they_finish(
+    dbos_sqlite: Any, tmp_path: Path
+) -> None:
+    @tool
+    async def slow() -> str:
+        """Finish last."""
+        await asyncio.sleep(0.3)
+        return "slow"
+
+    @tool
+    async def fast() -> str:
+        """Finish first."""
+        return "fast"
+
+    @tool
+    async def medium() -> str:
+        """Finish second."""
+        await asyncio.sleep(0.1)
+        return "medium"
+
+    calls = [ToolCallPart(id=f"c{i}", name=n, input={}) for i, n in enumerate(["slow", "fast", "medium", "fast"])]
+    client = ScriptedClient(lambda r: Message.new("assistant", calls) if workload.replies_so_far(r) == 0 else "done")
+    loop = DBOSLoop(client, [slow, fast, medium], name="par")
+    dbos_sqlite.launch()
+    # at most two at once: the third and fourth calls start when a slot frees, in completion order
+    original = await loop.run("go", workflow_id="par-1", config=RunConfig(max_concurrency=2))
+    steps = await _steps(dbos_sqlite, "par-1")
+    assert [s["function_name"] for s in steps if ".tool." in s["function_name"]] == [
+        "par.tool.slow",
+        "par.tool.fast",
+        "par.tool.medium",
+        "par.tool.fast",
+    ]
+    # a replay from the first tool step on gets each record back at its call
+    first_tool = min(s["function_id"] for s in steps if ".tool." in s["function_name"])
+    replayed = await (await dbos_sqlite.fork_workflow_async("par-1", first_tool + 2)).get_result()
+    assert _shape(replayed) == _shape(original)
+    assert [r.result.output.root for r in replayed.turns[0].tool_calls] == ["slow", "fast", "medium", "fast"]
