@@ -234,6 +234,7 @@ def _postgres() -> tuple[Any, str | None]:
 
 
 def main() -> None:
+    """Run every case ``--repeat`` times in fresh subprocesses and print ms per turn with the ratios."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--turns", type=int, default=50)
     p.add_argument("--repeat", type=int, default=3)
