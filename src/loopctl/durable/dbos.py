@@ -34,9 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import copy
-import dataclasses
-import re
 from collections.abc import Coroutine, Iterable, Sequence
 from contextlib import nullcontext
 from typing import Any, TypeVar
@@ -45,6 +42,7 @@ import orjson
 from dbos import DBOS, SetWorkflowID
 
 from loopctl.compact import SummarizingCompactor
+from loopctl.durable._common import DurableLoop, EffectNames, with_own_budget
 from loopctl.durable._payloads import (
     error_from_dict,
     error_to_dict,
@@ -77,13 +75,11 @@ the run, for whoever continues it."""
 
 _T = TypeVar("_T")
 
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,200}")
-
 # Set while a step's body runs in this execution (not replayed): events emitted there reach observers.
 _LIVE_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("loopctl_dbos_live_step", default=False)
 
 
-class StepNames:
+class StepNames(EffectNames):
     """The stable names of a loop's DBOS workflow and steps (compatibility data: ``docs/durable.md``).
 
     ``workflow``: ``<name>.run``; ``start``: ``<name>.start``; ``model``: ``<name>.model``;
@@ -91,27 +87,16 @@ class StepNames:
     ``<name>.cancel`` (the workflow a cancel request is).
     """
 
-    __slots__ = ("cancel", "model", "name", "start", "summarize", "workflow")
+    __slots__ = ("cancel", "start", "workflow")
 
     def __init__(self, name: str) -> None:
-        if not _NAME.fullmatch(name):
-            raise ValueError(
-                f"a durable loop's name must be 1-200 letters, digits, '_' or '-' (it prefixes its stable step "
-                f"names), got {name!r}"
-            )
-        self.name = name
+        super().__init__(name)
         self.workflow = f"{name}.run"
         self.start = f"{name}.start"
-        self.model = f"{name}.model"
-        self.summarize = f"{name}.summarize"
         self.cancel = f"{name}.cancel"
 
-    def tool(self, tool_name: str) -> str:
-        """The step name of a call to the tool ``tool_name``."""
-        return f"{self.name}.tool.{tool_name}"
 
-
-class DBOSLoop:
+class DBOSLoop(DurableLoop):
     """A loop whose runs are DBOS workflows (see the module docstring for the mapping and its rules).
 
     ``client``, ``tools``, ``config``, ``observers`` and ``permission`` are those of
@@ -132,13 +117,9 @@ class DBOSLoop:
         permission: PermissionCallback | None = None,
         machine: LoopMachine | None = None,
     ) -> None:
+        super().__init__(client, tools, config, observers, permission)
         self.names = StepNames(name)
         self.name = name
-        self.client = client
-        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        self.config = config or SessionConfig()
-        self.observers = list(observers)
-        self.permission = permission
         self._machine = machine or LoopMachine()
         self._workflow = DBOS.workflow(name=self.names.workflow)(self._make_workflow())
         self._cancel_workflow = DBOS.workflow(name=self.names.cancel)(_cancel_request)
@@ -219,15 +200,10 @@ class _Driver(BareLoop):
     """BareLoop's driver with each effect a DBOS step; one per workflow execution."""
 
     def __init__(self, owner: DBOSLoop, machine: LoopMachine, *, live: bool) -> None:
-        config = owner.config
-        if config.budget is not None:
-            # The counter calibrates itself as replies come in: each run starts from the same state, so a
-            # recovered run counts (and so prunes and compacts) exactly as the first execution did.
-            config = dataclasses.replace(config, budget=copy.deepcopy(config.budget))
         super().__init__(
             owner.client,
             owner.tools,
-            config,
+            with_own_budget(owner.config),
             observers=owner.observers,
             permission=owner.permission,
             machine=machine,

@@ -45,6 +45,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 from loopctl.compact import SummarizingCompactor
+from loopctl.durable._common import DurableLoop, EffectNames, with_own_budget
 from loopctl.durable._payloads import (
     config_from_dict,
     config_to_dict,
@@ -95,32 +96,16 @@ deterministic by construction and keeps its module state (the loops a worker hos
 _LOOPS: dict[str, TemporalLoop] = {}
 
 
-class ActivityNames:
+class ActivityNames(EffectNames):
     """The stable activity names of a loop (compatibility data: ``docs/durable.md``).
 
     ``model``: ``<name>.model``; ``summarize``: ``<name>.summarize``; :meth:`tool`: ``<name>.tool.<tool>``.
     """
 
-    __slots__ = ("model", "name", "summarize")
-
-    def __init__(self, name: str) -> None:
-        from loopctl.durable.dbos import _NAME  # one rule for both engines
-
-        if not _NAME.fullmatch(name):
-            raise ValueError(
-                f"a durable loop's name must be 1-200 letters, digits, '_' or '-' (it prefixes its stable activity "
-                f"names), got {name!r}"
-            )
-        self.name = name
-        self.model = f"{name}.model"
-        self.summarize = f"{name}.summarize"
-
-    def tool(self, tool_name: str) -> str:
-        """The activity name of a call to the tool ``tool_name``."""
-        return f"{self.name}.tool.{tool_name}"
+    __slots__ = ()
 
 
-class TemporalLoop:
+class TemporalLoop(DurableLoop):
     """A loop whose runs are Temporal workflows (see the module docstring for the mapping and its rules).
 
     ``client``, ``tools``, ``config``, ``observers`` and ``permission`` are those of
@@ -150,13 +135,9 @@ class TemporalLoop:
         heartbeat_timeout: timedelta = timedelta(seconds=30),
         activity_retry: RetryPolicy | None = None,
     ) -> None:
+        super().__init__(client, tools, config, observers, permission)
         self.names = ActivityNames(name)
         self.name = name
-        self.client = client
-        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        self.config = config or SessionConfig()
-        self.observers = list(observers)
-        self.permission = permission
         self.model_timeout = model_timeout
         self.tool_timeout = tool_timeout
         self.tool_grace = tool_grace
@@ -252,10 +233,9 @@ class _WorkflowDriver(BareLoop):
     """BareLoop's driver in workflow code, each effect an activity; one per run."""
 
     def __init__(self, owner: TemporalLoop, machine: LoopMachine) -> None:
-        config = owner.config
-        if config.budget is not None:  # each run counts from the same state, so replay counts the same
-            config = dataclasses.replace(config, budget=_copy(config.budget))
-        super().__init__(owner.client, owner.tools, config, observers=owner.observers, machine=machine)
+        super().__init__(
+            owner.client, owner.tools, with_own_budget(owner.config), observers=owner.observers, machine=machine
+        )
         self._owner = owner
 
     def _emit(self, event: LoopEvent) -> None:
@@ -320,8 +300,26 @@ class LoopWorkflowInput:
     machine: str | None = None
 
 
+class _Conversation:
+    """What both workflows answer: the signal ``cancel`` and the query ``machine``."""
+
+    def __init__(self) -> None:
+        self._cancel = asyncio.Event()
+        self._machine: LoopMachine | None = None
+
+    @workflow.signal(name="cancel")
+    def cancel(self) -> None:
+        """End the current run ``CANCELLED`` (with salvage) as soon as possible."""
+        self._cancel.set()
+
+    @workflow.query(name="machine")
+    def machine(self) -> str | None:
+        """The conversation so far, as ``LoopMachine.to_json`` text."""
+        return None if self._machine is None else self._machine.to_json()
+
+
 @workflow.defn(name=WORKFLOW_NAME, sandboxed=False)
-class LoopWorkflow:
+class LoopWorkflow(_Conversation):
     """One run of a :class:`TemporalLoop` as a workflow. Returns ``{"run": ..., "machine": ...}``: the
     :class:`~loopctl.engine.Run` as JSON (``_payloads.run_to_dict``) and the machine after the run
     (``LoopMachine.to_json``); :func:`execute` starts one and reads both back.
@@ -330,10 +328,6 @@ class LoopWorkflow:
     ``machine`` reads the conversation so far. Not sandboxed: all of its code is loopctl's, which reads no
     clock, draws no random number and does no I/O outside activities (``docs/durable.md``, "Determinism").
     """
-
-    def __init__(self) -> None:
-        self._cancel = asyncio.Event()
-        self._machine: LoopMachine | None = None
 
     @workflow.run
     async def run(self, params: LoopWorkflowInput) -> dict[str, Any]:
@@ -344,16 +338,6 @@ class LoopWorkflow:
         config = None if params.config is None else config_from_dict(params.config)
         run = await loop.run(message, config, machine=self._machine, cancel=self._cancel)
         return {"run": run_to_dict(run), "machine": self._machine.to_json()}
-
-    @workflow.signal(name="cancel")
-    def cancel(self) -> None:
-        """End the run ``CANCELLED`` (with salvage) as soon as possible."""
-        self._cancel.set()
-
-    @workflow.query(name="machine")
-    def machine(self) -> str | None:
-        """The conversation so far, as ``LoopMachine.to_json`` text."""
-        return None if self._machine is None else self._machine.to_json()
 
 
 SESSION_WORKFLOW_NAME = "loopctl.LoopSession"
@@ -373,7 +357,7 @@ class LoopSessionInput:
 
 
 @workflow.defn(name=SESSION_WORKFLOW_NAME, sandboxed=False)
-class LoopSession:
+class LoopSession(_Conversation):
     """A conversation as one long-lived workflow: each update ``ask`` (input text or a message in its wire
     form, and an optional ``RunConfig`` as JSON) runs one run on the conversation so far and returns the run
     as JSON (``_payloads.run_to_dict``); runs are taken in the order they were asked. After a run, when the
@@ -384,13 +368,12 @@ class LoopSession:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self._queue: list[tuple[str | dict[str, Any], dict[str, Any] | None]] = []
         self._results: dict[int, dict[str, Any]] = {}
         self._asked = 0
         self._done = 0
         self._closed = False
-        self._cancel = asyncio.Event()
-        self._machine: LoopMachine | None = None
 
     @workflow.run
     async def run(self, params: LoopSessionInput) -> str:
@@ -436,16 +419,6 @@ class LoopSession:
     def close(self) -> None:
         """End the session once the runs asked for are done."""
         self._closed = True
-
-    @workflow.signal(name="cancel")
-    def cancel(self) -> None:
-        """End the current run ``CANCELLED`` (with salvage); the session goes on."""
-        self._cancel.set()
-
-    @workflow.query(name="machine")
-    def machine(self) -> str | None:
-        """The conversation so far, as ``LoopMachine.to_json`` text."""
-        return None if self._machine is None else self._machine.to_json()
 
 
 def _hosted(name: str) -> TemporalLoop:
@@ -502,12 +475,6 @@ async def _heartbeating(coro: Coroutine[Any, Any, _T]) -> _T:
         beater.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beater
-
-
-def _copy(value: _T) -> _T:
-    import copy
-
-    return copy.deepcopy(value)
 
 
 def _dumps(value: Any) -> str:
