@@ -13,9 +13,11 @@ from typing import Any
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import UsageLimits
 
 PAYLOAD = ("The quick brown fox jumps over the lazy dog. " * 5)[:200]
 TURNS = int(os.environ.get("BENCH_DURABLE_TURNS", "50"))
+UNLIMITED = UsageLimits(request_limit=None)  # pydantic-ai stops at 50 requests by default
 
 
 def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -43,7 +45,7 @@ def dbos_agent(wrap_tool: bool) -> tuple[Agent[None, str], Any]:
 
     @DBOS.workflow(name="pai_bench.run")
     async def run(prompt: str) -> str:
-        result = await agent.run(prompt)
+        result = await agent.run(prompt, usage_limits=UNLIMITED)
         return result.output
 
     return agent, run
@@ -71,7 +73,7 @@ try:  # the Temporal side is defined at import time, as Temporal's sandbox re-im
         @workflow.run
         async def run(self, prompt: str) -> str:
             """Run the agent on ``prompt``."""
-            result = await temporal_agent.run(prompt)
+            result = await temporal_agent.run(prompt, usage_limits=UNLIMITED)
             return result.output
 
 except ImportError:  # pydantic-ai or temporalio missing: bench_durable.py says so and skips these cases

@@ -37,6 +37,11 @@ def test_a_run_killed_mid_tool_call_finishes_after_restart_and_the_earlier_tool_
     assert out["results"] == [["appended first"], ["released second"], []]
     # the append ran once; the interrupted call ran twice (assume any unit may run twice)
     assert workload.side_effects(tmp_path) == ["first", "block second", "block second"]
+    # the new worker's observers saw what ran there, once: no replayed step emitted anything
+    events = out["events"]
+    assert events.count("RunStarted") == 0
+    assert (events.count("TurnStarted"), events.count("TurnFinished"), events.count("RunFinished")) == (1, 1, 1)
+    assert (events.count("ToolCallStarted"), events.count("ToolCallFinished")) == (1, 1)
 
 
 def test_parallel_calls_across_a_crash_keep_their_records(tmp_path: Path) -> None:

@@ -42,6 +42,11 @@ def test_a_run_killed_mid_tool_call_finishes_on_a_new_worker_and_the_earlier_too
     assert out["output"] == "done"
     assert out["results"] == [["appended first"], ["released second"], []]
     assert workload.side_effects(tmp_path) == ["first", "block second", "block second"]
+    # the new worker's observers saw what ran there, once: no replayed step emitted anything
+    events = out["events"]
+    assert events.count("RunStarted") == 0
+    assert (events.count("TurnStarted"), events.count("TurnFinished"), events.count("RunFinished")) == (1, 1, 1)
+    assert (events.count("ToolCallStarted"), events.count("ToolCallFinished")) == (1, 1)
 
 
 def test_parallel_calls_across_a_crash_keep_their_results(temporal_server: Any, tmp_path: Path) -> None:
