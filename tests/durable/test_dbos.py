@@ -94,6 +94,10 @@ async def test_a_replay_uses_the_records_and_emits_no_events_for_them(dbos_sqlit
     replayed = await fork.get_result()
     assert _shape(replayed) == _shape(original)
     assert client.calls == calls + 1  # only the last model call ran again
+    # the run's clock is the recorded durations of its steps: replayed turns read what the first run measured
+    assert [t.duration for t in replayed.turns[:-1]] == [t.duration for t in original.turns[:-1]]
+    assert all(t.duration > 0 for t in original.turns)
+    assert original.duration >= sum(t.duration for t in original.turns)
     kinds = [type(e).__name__ for e in events[seen:]]
     assert kinds[0] == "TurnStarted" and kinds[-2:] == ["TurnFinished", "RunFinished"]
     assert "RunStarted" not in kinds and "ToolCallStarted" not in kinds

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import time
 from collections.abc import Coroutine, Iterable, Sequence
 from contextlib import nullcontext
 from typing import Any, TypeVar
@@ -212,6 +213,12 @@ class _Driver(BareLoop):
         self._live = live  # False while the steps so far were replayed from their records
         self._reserved: dict[str, Any] = {}
         self._cancel_id = cancel_marker_id(DBOS.workflow_id or "")
+        self._elapsed = 0.0  # the run's clock: the recorded durations of its steps so far
+
+    def _clock(self) -> float:
+        # Inside a step's body: real time (the step records what it measured). In workflow code: the sum of
+        # the recorded durations, so a run replayed from its records reads the same durations.
+        return time.perf_counter() if _LIVE_STEP.get() else self._elapsed
 
     def _emit(self, event: LoopEvent) -> None:
         if self._live or _LIVE_STEP.get():
@@ -245,8 +252,9 @@ class _Driver(BareLoop):
             try:
                 if await self._cancel_requested():
                     return _dumps({"cancelled": True})
+                t0 = time.perf_counter()
                 response = await self._cancellable(BareLoop._call_model(self, turn, cfg, None, emit))
-                return _dumps({"response": response_to_dict(response)})
+                return _dumps({"response": response_to_dict(response), "duration": time.perf_counter() - t0})
             except _Cancelled:
                 return _dumps({"cancelled": True})
             except LoopError as exc:  # recorded as the step's output, so a replay fails the run the same way
@@ -260,6 +268,7 @@ class _Driver(BareLoop):
             raise _Cancelled
         if "error" in out:
             raise error_from_dict(out["error"])
+        self._elapsed += float(out.get("duration", 0.0))
         return response_from_dict(out["response"])
 
     async def _run_tools(
@@ -268,7 +277,9 @@ class _Driver(BareLoop):
         # Step numbers in call order, before any call starts: DBOS numbers steps as they start, and parallel
         # calls would otherwise start in whatever order the concurrency limit lets them.
         self._reserved = {call.id: DBOS.reserve_step() for call in step.calls}
-        return await super()._run_tools(step, cfg, None, emit)
+        records = await super()._run_tools(step, cfg, None, emit)
+        self._elapsed += max((r.duration for r in records), default=0.0)
+        return records
 
     async def _run_one(self, turn: int, call: ToolCallPart, cfg: RunConfig, emit: Any) -> ToolCallRecord:
         reservation = self._reserved.pop(call.id)

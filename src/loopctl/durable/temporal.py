@@ -242,6 +242,10 @@ class _WorkflowDriver(BareLoop):
         if not workflow.unsafe.is_replaying():
             super()._emit(event)
 
+    def _clock(self) -> float:
+        # Temporal's workflow time: the same readings when the workflow is replayed.
+        return workflow.time()
+
     def _activity(self, name: str, payload: str, timeout: timedelta, summary: str) -> Awaitable[str]:
         owner = self._owner
         return workflow.execute_activity(

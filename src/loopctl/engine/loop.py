@@ -170,7 +170,7 @@ class BareLoop:
             prune_threshold=self._budget.prune_line,
             prune_target=self._budget.target_tokens / self._budget.window,
         )
-        started = time.perf_counter()
+        started = self._clock()
         m.accept_input(input)
         first = m.pending[-1]
         count = self._counter.count
@@ -190,7 +190,7 @@ class BareLoop:
                     m.cancel()
                 step = m.next_step(policy)
                 if isinstance(step, CallLLM):
-                    t0 = time.perf_counter()
+                    t0 = self._clock()
                     try:
                         response = await self._call_model(step.turn, cfg, cancel, emit)
                     except _Cancelled:
@@ -202,7 +202,7 @@ class BareLoop:
                     except LoopError as exc:
                         m.fail(exc)
                         continue
-                    last_duration = time.perf_counter() - t0
+                    last_duration = self._clock() - t0
                     last = response
                     usage = usage + response.usage
                     msg = response.message
@@ -261,11 +261,16 @@ class BareLoop:
             output=_final_text(m.history),
             turns=tuple(turns),
             usage=usage,
-            duration=time.perf_counter() - started,
+            duration=self._clock() - started,
         )
         if emit:
             emit(RunFinished(run))
         return run
+
+    def _clock(self) -> float:
+        """Seconds on a monotonic clock, for the durations of the run record (the durable adapters replace it
+        with one that gives the same readings when a run is replayed)."""
+        return time.perf_counter()
 
     # --- the model -----------------------------------------------------------------------------------------
 
@@ -364,9 +369,9 @@ class BareLoop:
                 raise TypeError(f"a permission callback returned {decision!r}; expected Approve, Deny or Modify")
         if emit:
             emit(ToolCallStarted(turn, call))
-        t0 = time.perf_counter()
+        t0 = self._clock()
         result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars)
-        duration = time.perf_counter() - t0
+        duration = self._clock() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration))
         return ToolCallRecord(call, result, duration)
