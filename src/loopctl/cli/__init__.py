@@ -1,7 +1,8 @@
 """The ``loopctl`` command line.
 
 ``loopctl run "TASK" --model SPEC --root DIR`` runs an agent with the built-in file tools over DIR, streams
-the transcript, and saves the session; ``--resume FILE`` continues a saved session. ``--model demo`` runs a
+the transcript, and saves the session in the store (``.loopctl/sessions.db``; ``loopctl sessions`` lists
+them); ``--resume ID`` continues a stored session, ``--resume FILE`` a session file. ``--model demo`` runs a
 scripted task through a local fake provider server and a real client, with no API key.
 ``loopctl show FILE`` prints a saved session or conversation; ``loopctl check FILE`` checks one.
 ``python -m loopctl`` is the same command line.
@@ -26,6 +27,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from loopctl.cli.sessions import STORE_VAR, RunTarget, sessions
 from loopctl.errors import ConversationFileError, LoopError, MissingAPIKey
 
 __all__ = ["main"]
@@ -53,8 +55,11 @@ def main() -> None:
     help="The folder the file tools may use (default: the current folder, or the resumed session's).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Allow file changes without asking.")
-@click.option("--session", "session_path", type=click.Path(dir_okay=False, path_type=Path), help="Where to save.")
-@click.option("--resume", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Continue a session.")
+@click.option(
+    "--session", "session_path", type=click.Path(dir_okay=False, path_type=Path), help="Save to this file instead."
+)
+@click.option("--resume", help="Continue a stored session (its id) or a session file.")
+@click.option("--store", "store_spec", envvar=STORE_VAR, help="The session store (default: .loopctl/sessions.db).")
 @click.option("--system", "system_prompt", help="A system prompt for the session.")
 @click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
 @click.option("--max-tokens", type=click.IntRange(1), help="Output token limit per model call.")
@@ -62,13 +67,17 @@ def main() -> None:
 @click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens.")
 @click.option("--no-stream", is_flag=True, help="Wait for whole replies instead of streaming them.")
 @click.option("--hide-thinking", is_flag=True, help="Do not print the model's reasoning.")
+@click.option("--otel", is_flag=True, help="Export traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT).")
+@click.option("--mcp", "mcp_commands", multiple=True, metavar="'COMMAND ARGS'", help="Add an MCP server's tools.")
+@click.option("--mcp-url", "mcp_urls", multiple=True, metavar="URL", help="Add a streamable-HTTP MCP server's tools.")
 def run(
     task: str,
     model: str | None,
     root: Path | None,
     yes: bool,
     session_path: Path | None,
-    resume: Path | None,
+    resume: str | None,
+    store_spec: str | None,
     system_prompt: str | None,
     max_turns: int,
     max_tokens: int | None,
@@ -76,11 +85,14 @@ def run(
     context_window: int | None,
     no_stream: bool,
     hide_thinking: bool,
+    otel: bool,
+    mcp_commands: tuple[str, ...],
+    mcp_urls: tuple[str, ...],
 ) -> None:
     """Run TASK with an agent that can list, read, search, write and edit files under --root."""
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    saved: list[Path] = []  # where the session was saved, once it was
+    saved: list[str] = []  # where the session was saved, once it was
     try:
         code = asyncio.run(
             _run(
@@ -91,6 +103,7 @@ def run(
                 yes=yes,
                 session_path=session_path,
                 resume=resume,
+                store_spec=store_spec,
                 system_prompt=system_prompt,
                 max_turns=max_turns,
                 max_tokens=max_tokens,
@@ -99,6 +112,7 @@ def run(
                 stream=not no_stream,
                 show_thinking=not hide_thinking,
                 saved=saved,
+                extras={"otel": otel, "mcp_commands": mcp_commands, "mcp_urls": mcp_urls},
             )
         )
     except KeyboardInterrupt:  # a second Ctrl-C: the run stopped at once, its salvaged session saved
@@ -124,8 +138,14 @@ async def _run(console: Console, **opts: Any) -> int:
     from loopctl.engine import BareLoop, Deny, LoopMachine, MachineState, RunConfig, SessionConfig
     from loopctl.session import Session
 
-    resume: Path | None = opts["resume"]
+    resume_arg: str | None = opts["resume"]
+    # A stored session unless a file is named (--session, or --resume with a file that exists).
+    in_store = opts["session_path"] is None and not (resume_arg and Path(resume_arg).is_file())
+    resume = Path(resume_arg) if resume_arg and not in_store else None
     session: Session | None = Session.load(resume) if resume else None
+    target = RunTarget(opts["store_spec"], resume_arg) if in_store else None
+    if target is not None and resume_arg:
+        session = target.settings()
     model = opts["model"] or (session.model if session else None)
     if not model:
         raise click.UsageError("--model is required (or --resume a session that names one)")
@@ -135,7 +155,7 @@ async def _run(console: Console, **opts: Any) -> int:
         files = FileTools(root)
     except OSError as exc:  # a resumed session's folder that was moved or deleted since
         raise click.UsageError(f"the root folder {str(root)!r} cannot be used ({exc.strerror}); pass --root") from None
-    machine = session.machine if session else LoopMachine()
+    machine = session.machine if session and target is None else LoopMachine()
     if machine.state not in (MachineState.START, MachineState.TERMINAL):
         machine.cancel()  # a session saved mid-run: keep its coherent prefix
     path = opts["session_path"] or resume or _default_session_path()
@@ -156,13 +176,23 @@ async def _run(console: Console, **opts: Any) -> int:
     def autosave(event: Any) -> None:
         from loopctl.engine import ToolCallFinished, TurnFinished
 
-        if isinstance(event, (TurnFinished, ToolCallFinished)):
+        if target is None and isinstance(event, (TurnFinished, ToolCallFinished)):
             with contextlib.suppress(OSError):
                 session_obj.save(path)
 
-    async with _client(model, files.root) as client:
+    async with _client(model, files.root) as client, contextlib.AsyncExitStack() as stack:
+        from loopctl.cli.integrations import open_integrations
+
+        taken = {t.name for t in files.tools()}
+        conversation_id = target.session_id if target is not None else path.stem
+        servers, observers = await open_integrations(
+            stack, taken=taken, conversation_id=conversation_id, **opts["extras"]
+        )
         try:  # before any model call: a run whose session cannot be saved would be lost at the end
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if target is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            else:
+                target.open(model=model, root=str(files.root), system_prompt=system_prompt)
         except OSError as exc:
             raise click.UsageError(
                 f"cannot save the session to {str(path)!r} ({exc.strerror}: {exc.filename})"
@@ -176,7 +206,12 @@ async def _run(console: Console, **opts: Any) -> int:
         )
         config = SessionConfig(system_prompt=system_prompt or _DEFAULT_SYSTEM.format(root=files.root), budget=budget)
         loop = BareLoop(
-            client, files.tools(), config, observers=[transcript, autosave], permission=permission, machine=machine
+            client,
+            [*files.tools(), *servers],
+            config,
+            observers=[transcript, autosave, *observers],
+            permission=permission,
+            **(target.loop_args() if target is not None else {"machine": machine}),
         )
         run_config = RunConfig(
             max_turns=opts["max_turns"],
@@ -191,21 +226,31 @@ async def _run(console: Console, **opts: Any) -> int:
                 result = await loop.run(opts["task"], run_config, cancel=cancel)
             except BaseException:  # stopped at once (a second Ctrl-C): the machine salvaged what it could
                 transcript.close()
+                if target is not None:  # the loop saved it to the store
+                    opts["saved"].append(target.where())
+                    target.close()
+                    raise
                 with contextlib.suppress(Exception):
                     session_obj.save(path)
-                    opts["saved"].append(path)
+                    opts["saved"].append(str(path))
                 raise
             transcript.close()
+            if target is not None:
+                target.close()
+                _summary(console, result, None, model)
+                sid = target.session_id
+                console.print(Text(f'  session {sid}; continue with: loopctl run "..." --resume {sid}', style="dim"))
+                return _EXIT.get(result.outcome.kind.value, 1)
             try:
                 session_obj.save(path)
-                opts["saved"].append(path)
+                opts["saved"].append(str(path))
             except OSError as exc:  # the folder was checked before the run; the disk may still fill up
                 _summary(console, result, None, model)
                 Console(stderr=True, highlight=False, soft_wrap=True).print(
                     Text(f"error: cannot save the session to {str(path)!r} ({exc.strerror})", style="bold red")
                 )
                 return 2
-            _summary(console, result, path, model)
+            _summary(console, result, str(path), model)
     return _EXIT.get(result.outcome.kind.value, 1)
 
 
@@ -292,7 +337,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _summary(console: Console, result: Any, path: Path | None, model: str) -> None:
+def _summary(console: Console, result: Any, path: str | None, model: str) -> None:
     u = result.usage
     outcome = result.outcome
     style = "green" if outcome.kind.value == "completed" else "yellow" if outcome.kind.value == "cancelled" else "red"
@@ -353,3 +398,6 @@ def _read_messages(file: Path) -> list[Any]:
     except OSError as exc:  # the first look at the file (the readers report their own failures)
         err.print(Text(f"error: {file}: cannot read the file ({exc.strerror})", style="bold red"))
         sys.exit(2)
+
+
+main.add_command(sessions)

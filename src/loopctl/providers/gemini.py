@@ -48,7 +48,7 @@ from loopctl.message import (
 )
 from loopctl.providers._common import check_pairing, classify_http_error, nothing_to_send, parse_retry_after
 from loopctl.providers._gemini_schema import json_schema_parameters, openapi_parameters
-from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.base import ConversionCache, ModelRequest, OutputFormat, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -67,6 +67,7 @@ from loopctl.stream import (
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
 __all__ = [
+    "response_schema",
     "PROVIDER",
     "SKIP_SIGNATURE",
     "StreamDecoder",
@@ -156,6 +157,7 @@ def build_request(
     function_response_parts: bool | None = None,
     signature_fallback: bool | None = None,
     schema_dialect: SchemaDialect = "json_schema",
+    output_format: OutputFormat | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a ``generateContent`` / ``streamGenerateContent`` request.
 
@@ -212,6 +214,8 @@ def build_request(
         include_thoughts=include_thoughts,
         modern=modern,
     )
+    if output_format is not None:
+        config = {**(config or {}), **response_schema(output_format, schema_dialect)}
     if config:
         body["generationConfig"] = config
     if extra:
@@ -1029,3 +1033,21 @@ def _error_from_body(body: Any) -> ProviderError:
     code = error.get("code") if isinstance(error, Mapping) else None
     status = code if isinstance(code, int) and not isinstance(code, bool) else 500
     return error_from_http(status, body)
+
+
+# --- NativeOutput: the response schema -------------------------------------------------------------------------
+
+
+def response_schema(output: OutputFormat, dialect: SchemaDialect = "json_schema") -> dict[str, Any]:
+    """The ``generationConfig`` fields for ``output`` (structured output,
+    https://ai.google.dev/gemini-api/docs/structured-output, and ``GenerationConfig`` in
+    https://ai.google.dev/api/generate-content#generationconfig): ``responseMimeType: "application/json"``
+    with the schema in ``responseJsonSchema`` (JSON Schema), or, with the ``"openapi"`` dialect, converted to
+    the OpenAPI subset in ``responseSchema``. Gemini has no strict switch: ``strict`` is not sent."""
+    fields: dict[str, Any] = {"responseMimeType": "application/json"}
+    if dialect == "openapi":
+        converted = openapi_parameters(output.schema, tool=output.name)
+        fields["responseSchema"] = converted if converted is not None else {"type": "OBJECT"}
+    else:
+        fields["responseJsonSchema"] = json_schema_parameters(output.schema)
+    return fields
