@@ -4,6 +4,13 @@
 tools, runs compaction passes), feeds the outcome back, and repeats until the machine says ``Done``. It
 decides nothing the machine decides; it is the only part of the engine that touches the network, the clock
 and tools.
+
+Effect boundaries: every effect of a run goes through one of these methods, which a subclass may replace to
+run it elsewhere (``loopctl.durable`` makes each a recorded step of a workflow; ``docs/durable.md``):
+``_call_model`` (one model call, retries included), ``_check_reply`` (a reply checked as the run's typed
+output: the output validator), ``_run_tools`` and ``_run_one`` (a turn's tool calls; one call, the
+permission check included), ``_summarize`` (a summarizing compaction's model call), ``_instructions`` (the
+session's instructions, once per run) and ``_clock`` (the readings of the run record's durations).
 """
 
 from __future__ import annotations
@@ -412,22 +419,27 @@ class BareLoop:
             if tool_choice is None and cfg.reasoning_effort is None:
                 # The answer must be the output tool's call: force it (any tool, when there are others).
                 tool_choice = ForceTool(output_plan.tool.name) if not self.tools.names else "required"
-        texts = [self.config.system_prompt]
-        instructions = self.config.instructions
-        if callable(instructions):
-            made = instructions(RunContext(deps))
-            if inspect.isawaitable(made):
-                made = await made
-            if not isinstance(made, str):
-                raise TypeError(f"instructions returned {type(made).__name__}, not a str")
-            texts.append(made)
-        else:
-            texts.append(instructions)
+        texts = [self.config.system_prompt, await self._instructions(deps)]
         if output_plan is not None:
             texts.append(output_plan.instructions)
         system = "\n\n".join(t for t in texts if t) or None
         output_format = output_plan.output_format if output_plan is not None else None
         return _Setup(system, extra_tools, tool_choice, output_format, output_plan, output_validator, deps)
+
+    async def _instructions(self, deps: Any) -> str | None:
+        """The session's instructions for one run (called once per run, by :meth:`_prepare`):
+        ``SessionConfig.instructions`` itself, or what the callable returns for ``RunContext(deps)``. Raises
+        ``TypeError`` when the callable returns something other than a str. An effect boundary (module
+        docstring): the callable may do I/O."""
+        instructions = self.config.instructions
+        if not callable(instructions):
+            return instructions
+        made = instructions(RunContext(deps))
+        if inspect.isawaitable(made):
+            made = await made
+        if not isinstance(made, str):
+            raise TypeError(f"instructions returned {type(made).__name__}, not a str")
+        return made
 
     async def _run(
         self,
@@ -508,7 +520,7 @@ class BareLoop:
                     check: OutputCheck | None = None
                     if output_plan is not None:
                         try:
-                            check, checked, found = await _check_output(output_plan, response, setup.validator)
+                            check, checked, found = await self._check_reply(output_plan, response, setup.validator)
                         except _Cancelled:
                             if emit:
                                 emit(ModelCallFailed(step.turn, None, last_duration))
@@ -711,6 +723,13 @@ class BareLoop:
                 if emit is not None:
                     emit(ModelRetry(turn, attempt, exc, delay))
                 await _race(asyncio.sleep(delay), cancel)
+
+    async def _check_reply(
+        self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
+    ) -> tuple[OutputCheck | None, Any, list[str]]:
+        """The verdict on ``response`` as the run's typed output, ``(check, value, problems)``
+        (:func:`_check_output`). An effect boundary (module docstring): the ``validator`` may do I/O."""
+        return await _check_output(plan, response, validator)
 
     # --- tools ---------------------------------------------------------------------------------------------
 
