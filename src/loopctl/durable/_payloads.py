@@ -11,19 +11,26 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from typing import Any
 
+from pydantic import TypeAdapter
+
 import loopctl.errors as errors_module
 from loopctl.engine.config import RunConfig
-from loopctl.engine.machine import Outcome, OutcomeKind
-from loopctl.engine.run import Run, ToolCallRecord, Turn
+from loopctl.engine.machine import Outcome, OutcomeKind, OutputCheck
+from loopctl.engine.run import NO_OUTPUT, Run, ToolCallRecord, Turn
 from loopctl.errors import LoopError
 from loopctl.message import Message, ToolCallPart, ToolResultPart
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.tool import ForceTool
 
 __all__ = [
+    "OutputValues",
+    "loop_error_from_dict",
+    "check_from_dict",
+    "check_to_dict",
     "config_from_dict",
     "config_to_dict",
     "error_from_dict",
@@ -90,19 +97,25 @@ def record_from_dict(data: dict[str, Any]) -> ToolCallRecord:
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
-def error_to_dict(error: LoopError) -> dict[str, Any]:
-    """A :class:`~loopctl.errors.LoopError` as a JSON object: its class name, text, ``retryable`` and its
-    scalar attributes (``status``, ``retry_after``, ``provider``...). A recorded failure replays as the same
-    failure: the run's outcome names the same ``error_type`` and text."""
+def _json_attr(value: Any) -> bool:
+    return isinstance(value, _JSON_SCALARS) or (
+        isinstance(value, (list, tuple)) and all(isinstance(v, _JSON_SCALARS) for v in value)
+    )
+
+
+def error_to_dict(error: BaseException) -> dict[str, Any]:
+    """An exception as a JSON object: its class name, text, ``retryable`` and its attributes that are JSON
+    scalars or lists of them (``status``, ``retry_after``, ``provider``, ``errors``...). A recorded failure
+    replays as the same failure: the run's outcome names the same ``error_type`` and text."""
     attrs = {
-        k: v
+        k: list(v) if isinstance(v, tuple) else v
         for k, v in vars(error).items()
-        if k != "message" and not k.startswith("_") and isinstance(v, _JSON_SCALARS)
+        if k != "message" and not k.startswith("_") and _json_attr(v)
     }
     return {
         "type": type(error).__name__,
         "message": str(error),
-        "retryable": bool(error.retryable),
+        "retryable": bool(getattr(error, "retryable", False)),
         "attrs": attrs,
     }
 
@@ -110,12 +123,19 @@ def error_to_dict(error: LoopError) -> dict[str, Any]:
 _UNKNOWN: dict[str, type[LoopError]] = {}
 
 
-def error_from_dict(data: dict[str, Any]) -> LoopError:
+def error_from_dict(data: dict[str, Any]) -> BaseException:
     """The error written by :func:`error_to_dict`: an instance of the same :mod:`loopctl.errors` class (so
-    ``except ContextOverflow`` still matches), or, for a class from outside loopctl (a custom client's), an
-    instance of a :class:`~loopctl.errors.LoopError` subclass of the same name. Its text and attributes are
-    the recorded ones; no constructor runs."""
+    ``except ContextOverflow`` still matches) or built-in exception class (``ValueError``), or, for a class
+    from elsewhere (a custom client's, an output validator's), an instance of a
+    :class:`~loopctl.errors.LoopError` subclass of the same name. Its text and attributes are the recorded
+    ones; no constructor of ours runs."""
     name = str(data["type"])
+    message = str(data["message"])
+    builtin = getattr(builtins, name, None)
+    if isinstance(builtin, type) and issubclass(builtin, Exception) and not issubclass(builtin, LoopError):
+        plain = builtin(message)
+        plain.__dict__.update(data.get("attrs", {}))
+        return plain
     found = getattr(errors_module, name, None)
     cls: type[LoopError]
     if isinstance(found, type) and issubclass(found, LoopError):
@@ -125,7 +145,6 @@ def error_from_dict(data: dict[str, Any]) -> LoopError:
             name, type(name, (LoopError,), {"__module__": __name__, "__doc__": "A recorded error of a custom class."})
         )
     error = cls.__new__(cls)
-    message = str(data["message"])
     Exception.__init__(error, message)
     error.__dict__.update(data.get("attrs", {}))
     error.message = message
@@ -134,17 +153,81 @@ def error_from_dict(data: dict[str, Any]) -> LoopError:
     return error
 
 
+def loop_error_from_dict(data: dict[str, Any]) -> LoopError:
+    """:func:`error_from_dict` for a recorded :class:`~loopctl.errors.LoopError` (a model call's failure)."""
+    error = error_from_dict(data)
+    if not isinstance(error, LoopError):  # pragma: no cover - only LoopErrors are recorded as model failures
+        raise TypeError(f"the recorded {type(error).__name__} is not a LoopError")
+    return error
+
+
 def usage_from_dict(data: dict[str, Any]) -> Usage:
     """The :class:`~loopctl.response.Usage` of ``Usage.to_dict``."""
     return Usage(**{k: int(v) for k, v in data.items()})
 
 
-def run_to_dict(run: Run) -> dict[str, Any]:
-    """A :class:`~loopctl.engine.Run` as a JSON object (read back by :func:`run_from_dict`)."""
+class OutputValues:
+    """How a run's typed output value crosses a step or workflow boundary: as JSON, dumped and validated again
+    by pydantic's ``TypeAdapter`` of the output type (``output_type``: a type or an
+    :mod:`loopctl.output` mode; ``None`` or ``str`` for text). A value validated once is rebuilt the same
+    way from the record every time the run is replayed, so a replayed run holds an equal value."""
+
+    __slots__ = ("_adapter",)
+
+    def __init__(self, output_type: Any) -> None:
+        from loopctl.output import resolve
+
+        mode = resolve(output_type)
+        self._adapter: TypeAdapter[Any] | None = None if mode is None else TypeAdapter(mode.type)
+
+    def dump(self, value: Any) -> Any:
+        """``value`` as JSON data (``None`` for no output)."""
+        if value is NO_OUTPUT:
+            return None
+        if self._adapter is None:
+            return value
+        return self._adapter.dump_python(value, mode="json")
+
+    def load(self, data: Any) -> Any:
+        """The value of JSON ``data`` written by :meth:`dump`."""
+        if self._adapter is None:
+            return data
+        return self._adapter.validate_python(data)
+
+
+_TEXT = OutputValues(None)
+
+
+def check_to_dict(
+    check: OutputCheck | None, value: Any, problems: list[str], values: OutputValues
+) -> dict[str, Any]:
+    """A reply's verdict as the run's typed output (``BareLoop._check_reply``) as a JSON object."""
+    return {
+        "check": None if check is None else dataclasses.asdict(check),
+        "value": None if value is NO_OUTPUT else values.dump(value),
+        "valid": value is not NO_OUTPUT,
+        "problems": list(problems),
+    }
+
+
+def check_from_dict(data: dict[str, Any], values: OutputValues) -> tuple[OutputCheck | None, Any, list[str]]:
+    """The verdict written by :func:`check_to_dict`, its value validated again from JSON."""
+    check = None if data["check"] is None else OutputCheck(**data["check"])
+    value = values.load(data["value"]) if data["valid"] else NO_OUTPUT
+    return check, value, [str(p) for p in data["problems"]]
+
+
+def run_to_dict(run: Run[Any], values: OutputValues = _TEXT) -> dict[str, Any]:
+    """A :class:`~loopctl.engine.Run` as a JSON object (read back by :func:`run_from_dict`); ``values``
+    dumps a typed output."""
     o = run.outcome
+    output = run._output  # NO_OUTPUT must not raise here
     return {
         "outcome": {"kind": o.kind.value, "error": o.error, "error_type": o.error_type, "retryable": o.retryable},
-        "output": run.output,
+        "output": values.dump(output),
+        "has_output": output is not NO_OUTPUT,
+        "text": run.text,
+        "error": None if run.error is None else error_to_dict(run.error),
         "turns": [
             {
                 "index": t.index,
@@ -162,13 +245,16 @@ def run_to_dict(run: Run) -> dict[str, Any]:
     }
 
 
-def run_from_dict(data: dict[str, Any]) -> Run:
-    """The :class:`~loopctl.engine.Run` written by :func:`run_to_dict`."""
+def run_from_dict(data: dict[str, Any], values: OutputValues = _TEXT) -> Run[Any]:
+    """The :class:`~loopctl.engine.Run` written by :func:`run_to_dict`; ``values`` validates a typed output
+    again (without it, the output is the JSON value)."""
     o = data["outcome"]
+    output = values.load(data["output"]) if data.get("has_output", True) else NO_OUTPUT
+    error = data.get("error")
     return Run(
-        outcome=Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable"))),
-        output=str(data["output"]),
-        turns=tuple(
+        Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable"))),
+        output,
+        tuple(
             Turn(
                 index=int(t["index"]),
                 input=tuple(Message.from_dict(m) for m in t["input"]),
@@ -180,8 +266,10 @@ def run_from_dict(data: dict[str, Any]) -> Run:
             )
             for t in data["turns"]
         ),
-        usage=usage_from_dict(data["usage"]),
-        duration=float(data["duration"]),
+        usage_from_dict(data["usage"]),
+        float(data["duration"]),
+        None if error is None else error_from_dict(error),
+        text=str(data.get("text", data["output"] if isinstance(data["output"], str) else "")),
     )
 
 

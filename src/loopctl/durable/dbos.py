@@ -9,10 +9,15 @@ call is never repeated.
 The mapping (``docs/durable.md`` has the whole of it):
 
 - ``DBOSLoop(client, tools, config, name="support")`` registers the workflow ``support.run`` and runs each
-  step under a stable name: ``support.start``, ``support.model`` (one model call, with the run's retry
-  policy inside it), ``support.tool.<tool name>`` (one tool call, the permission check included),
+  step under a stable name: ``support.start``, ``support.instructions`` (callable instructions, evaluated
+  once per run), ``support.model`` (one model call, with the run's retry policy inside it, and the check of
+  the reply as typed output), ``support.tool.<tool name>`` (one tool call, the permission check included),
   ``support.summarize`` (a summarizing compaction's model call). The names are compatibility data: DBOS
   checks them on recovery, so renaming a loop or a tool strands its pending runs.
+- What a plain run takes per run and a durable run must find again in the process that recovers it is the
+  loop's: ``output_type`` and ``output_validator`` (the validated value is recorded as JSON and validated
+  again when read back; the workflow's result, the ``Run``, is pickled by DBOS with that value) and ``deps``
+  (kept in the process, never recorded).
 - The :class:`~loopctl.engine.LoopMachine` is the workflow's own state. Workflow code is the same driver as
   :class:`~loopctl.engine.BareLoop`'s, so a durable run decides exactly what a plain run decides; the
   machine, the prune and truncation passes and the token counter are pure, so a recovered workflow takes the
@@ -21,7 +26,8 @@ The mapping (``docs/durable.md`` has the whole of it):
   order before any of them starts, so parallel calls replay against the right records however they
   finished.
 - Observers see each event once: events of a step are emitted while it runs, never when its recorded output
-  is replayed during recovery.
+  is replayed during recovery. :meth:`DBOSLoop.stream` streams a run's events in the process that starts
+  it.
 - The system database is DBOS's choice: SQLite by default (``sqlite:///<name>.sqlite``, embedded), or a
   PostgreSQL URL for several workers sharing one database (:func:`recover` hands a dead worker's runs to a
   live one).
@@ -34,35 +40,42 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import pickle
 import time
-from collections.abc import Coroutine, Iterable, Sequence
-from contextlib import nullcontext
-from typing import Any, TypeVar
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from typing import Any, TypeVar, overload
 
 import orjson
 from dbos import DBOS, SetWorkflowID
 
 from loopctl.compact import SummarizingCompactor
-from loopctl.durable._common import DurableLoop, EffectNames, with_own_budget
+from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, with_own_budget
 from loopctl.durable._payloads import (
+    check_from_dict,
+    check_to_dict,
     error_from_dict,
     error_to_dict,
+    loop_error_from_dict,
     record_from_dict,
     record_to_dict,
     response_from_dict,
     response_to_dict,
 )
 from loopctl.engine.config import RunConfig, SessionConfig
-from loopctl.engine.events import LoopEvent, Observer
+from loopctl.engine.events import Observer
 from loopctl.engine.loop import BareLoop, _Cancelled, _race
-from loopctl.engine.machine import CallTools, LoopMachine
+from loopctl.engine.machine import CallTools, LoopMachine, OutputCheck
 from loopctl.engine.permission import PermissionCallback
-from loopctl.engine.run import Run, ToolCallRecord
+from loopctl.engine.run import OutputT, Run, ToolCallRecord
+from loopctl.engine.streaming import RunStream
 from loopctl.errors import LoopError
 from loopctl.message import Message, ToolCallPart
+from loopctl.output import OutputPlan, OutputSpec, OutputValidator
+from loopctl.output import resolve as resolve_output
 from loopctl.providers.base import ModelClient
-from loopctl.response import ModelResponse
-from loopctl.tool import Tool, ToolRegistry
+from loopctl.response import ModelResponse, Usage
+from loopctl.tool import Tool, ToolProvider, ToolRegistry
 
 __all__ = ["CANCEL_POLL_INTERVAL", "MACHINE_EVENT", "DBOSLoop", "StepNames", "cancel_marker_id", "recover"]
 
@@ -83,9 +96,9 @@ _LIVE_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("loopctl_dbos_
 class StepNames(EffectNames):
     """The stable names of a loop's DBOS workflow and steps (compatibility data: ``docs/durable.md``).
 
-    ``workflow``: ``<name>.run``; ``start``: ``<name>.start``; ``model``: ``<name>.model``;
-    ``summarize``: ``<name>.summarize``; :meth:`tool`: ``<name>.tool.<tool name>``; ``cancel``:
-    ``<name>.cancel`` (the workflow a cancel request is).
+    ``workflow``: ``<name>.run``; ``start``: ``<name>.start``; ``instructions``: ``<name>.instructions``;
+    ``model``: ``<name>.model``; ``summarize``: ``<name>.summarize``; :meth:`tool`:
+    ``<name>.tool.<tool name>``; ``cancel``: ``<name>.cancel`` (the workflow a cancel request is).
     """
 
     __slots__ = ("cancel", "start", "workflow")
@@ -97,31 +110,74 @@ class StepNames(EffectNames):
         self.cancel = f"{name}.cancel"
 
 
-class DBOSLoop(DurableLoop):
+class DBOSLoop(DurableLoop[OutputT]):
     """A loop whose runs are DBOS workflows (see the module docstring for the mapping and its rules).
 
     ``client``, ``tools``, ``config``, ``observers`` and ``permission`` are those of
     :class:`~loopctl.engine.BareLoop`. ``name`` prefixes the workflow and step names; it must be the same in
-    every process that may recover the loop's runs. The conversation lives in :attr:`machine`; successive
-    :meth:`run` calls continue it, as with ``BareLoop``. Build it after ``DBOS(config=...)`` and before
-    ``DBOS.launch()``.
+    every process that may recover the loop's runs. ``output_type`` and ``output_validator`` make every
+    run's output a validated value (:mod:`loopctl.output`; ``run(..., output_type=T)`` of a plain loop);
+    ``deps`` is handed to tools and instructions (``ToolContext.deps``, ``RunContext.deps``) in this
+    process and never recorded: every process that may recover a run builds its own. The conversation lives
+    in :attr:`machine`; successive :meth:`run` calls continue it, as with ``BareLoop``. Build it after
+    ``DBOS(config=...)`` and before ``DBOS.launch()``.
+
+    Raises ``TypeError`` for an output type pydantic cannot describe or pickle cannot store by reference
+    (DBOS pickles the workflow's result, the ``Run`` and its output: define the type at module level), and
+    ``ValueError`` for an output tool named like one of the tools.
     """
 
+    @overload
     def __init__(
-        self,
+        self: DBOSLoop[str],
         client: ModelClient,
-        tools: ToolRegistry | Iterable[Tool] = (),
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
         *,
         name: str,
         observers: Sequence[Observer] = (),
         permission: PermissionCallback | None = None,
         machine: LoopMachine | None = None,
+        output_type: None = None,
+        output_validator: OutputValidator[str] | None = None,
+        deps: Any = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: DBOSLoop[_T],
+        client: ModelClient,
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
+        config: SessionConfig | None = None,
+        *,
+        name: str,
+        observers: Sequence[Observer] = (),
+        permission: PermissionCallback | None = None,
+        machine: LoopMachine | None = None,
+        output_type: OutputSpec[_T],
+        output_validator: OutputValidator[_T] | None = None,
+        deps: Any = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        client: ModelClient,
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
+        config: SessionConfig | None = None,
+        *,
+        name: str,
+        observers: Sequence[Observer] = (),
+        permission: PermissionCallback | None = None,
+        machine: LoopMachine | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
     ) -> None:
-        super().__init__(client, tools, config, observers, permission)
+        super().__init__(client, tools, config, observers, permission, output_type, output_validator, deps)
+        _check_picklable(output_type)
         self.names = StepNames(name)
         self.name = name
         self._machine = machine or LoopMachine()
+        self._streams: dict[str, Observer] = {}  # workflow id -> the observer of a stream() started here
+        self._running = False
         self._workflow = DBOS.workflow(name=self.names.workflow)(self._make_workflow())
         self._cancel_workflow = DBOS.workflow(name=self.names.cancel)(_cancel_request)
 
@@ -145,20 +201,66 @@ class DBOSLoop(DurableLoop):
         config: RunConfig | None = None,
         *,
         workflow_id: str | None = None,
-    ) -> Run:
+    ) -> Run[OutputT]:
         """Run the loop on ``input`` as one DBOS workflow (id ``workflow_id``, or one DBOS makes up) and
         return its :class:`~loopctl.engine.Run`; the loop's :attr:`machine` then holds the conversation after
         the run. Starting a ``workflow_id`` that already ran returns its recorded run. Errors end the run
-        (``run.outcome``) as with ``BareLoop``; a cancelled run (:meth:`cancel`) ends ``CANCELLED`` with the
-        coherent prefix of its conversation kept."""
-        doc = input if isinstance(input, str) else input.to_dict()
-        with SetWorkflowID(workflow_id) if workflow_id is not None else nullcontext():
-            handle = await DBOS.start_workflow_async(self._workflow, self._machine.to_json(), doc, config)
-        run: Run = await handle.get_result()
-        machine = await DBOS.get_event_async(handle.get_workflow_id(), MACHINE_EVENT, timeout_seconds=5)
-        if isinstance(machine, str):
-            self._machine = LoopMachine.from_json(machine)
-        return run
+        (``run.outcome``) as with ``BareLoop``, and what ``BareLoop.run`` raises (an input image the provider
+        cannot read, instructions that return no str) is raised here. A cancelled run (:meth:`cancel`) ends
+        ``CANCELLED`` with the coherent prefix of its conversation kept. One run at a time per loop: a second
+        concurrent call raises ``RuntimeError``."""
+        return await self._start(input, config, workflow_id)
+
+    def stream(
+        self,
+        input: str | Message,  # noqa: A002 - BareLoop's name
+        config: RunConfig | None = None,
+        *,
+        workflow_id: str | None = None,
+    ) -> RunStream[OutputT]:
+        """:meth:`run` as a stream of its events (:class:`~loopctl.engine.RunStream`, as
+        ``BareLoop.stream``)::
+
+            async with loop.stream("task", workflow_id="ticket-7") as stream:
+                async for event in stream:
+                    ...
+            run = await stream.result()
+
+        The events are those of the steps that run in this process: a workflow id that already finished
+        streams nothing but gives its recorded run, and a run recovered elsewhere streams there to the loop's
+        observers only. Leaving the block before the run finished cancels the run (:meth:`cancel`)."""
+        wid = workflow_id or str(uuid.uuid4())
+
+        async def start(observer: Observer, cancel: asyncio.Event) -> Run[OutputT]:
+            async def cancel_when_set() -> None:
+                await cancel.wait()
+                await self.cancel(wid)
+
+            self._streams[wid] = observer
+            watcher = asyncio.ensure_future(cancel_when_set())
+            try:
+                return await self._start(input, config, wid)
+            finally:
+                watcher.cancel()
+                del self._streams[wid]
+
+        return RunStream(start)
+
+    async def _start(self, input: str | Message, config: RunConfig | None, workflow_id: str | None) -> Run[OutputT]:  # noqa: A002
+        if self._running:
+            raise RuntimeError("this loop is already running; build another DBOSLoop for concurrent conversations")
+        self._running = True
+        try:
+            doc = input if isinstance(input, str) else input.to_dict()
+            with SetWorkflowID(workflow_id or str(uuid.uuid4())):
+                handle = await DBOS.start_workflow_async(self._workflow, self._machine.to_json(), doc, config)
+            run: Run[OutputT] = await handle.get_result()
+            machine = await DBOS.get_event_async(handle.get_workflow_id(), MACHINE_EVENT, timeout_seconds=5)
+            if isinstance(machine, str):
+                self._machine = LoopMachine.from_json(machine)
+            return run
+        finally:
+            self._running = False
 
     async def cancel(self, workflow_id: str) -> None:
         """Ask the run ``workflow_id`` to stop, from any process sharing the system database. The run ends
@@ -175,13 +277,13 @@ class DBOSLoop(DurableLoop):
     def _make_workflow(self) -> Any:
         loop = self
 
-        async def run_workflow(machine: str, input: str | dict[str, Any], config: RunConfig | None) -> Run:  # noqa: A002
+        async def run_workflow(machine: str, input: str | dict[str, Any], config: RunConfig | None) -> Run[Any]:  # noqa: A002
             return await loop._execute(machine, input, config)
 
         run_workflow.__name__ = run_workflow.__qualname__ = f"run_{self.name.replace('-', '_')}"
         return run_workflow
 
-    async def _execute(self, machine: str, input: str | dict[str, Any], config: RunConfig | None) -> Run:  # noqa: A002
+    async def _execute(self, machine: str, input: str | dict[str, Any], config: RunConfig | None) -> Run[Any]:  # noqa: A002
         """The workflow body: a fresh driver over the recorded machine, run to the end."""
         fresh = False
 
@@ -192,7 +294,11 @@ class DBOSLoop(DurableLoop):
         await DBOS.run_step_async({"name": self.names.start}, start)
         driver = _Driver(self, LoopMachine.from_json(machine), live=fresh)
         message = input if isinstance(input, str) else Message.from_dict(input)
-        run = await driver._run(message, config or RunConfig(), None)
+        stream = self._streams.get(DBOS.workflow_id or "")
+        extra = (LiveObserver(stream, driver.is_live),) if stream is not None else ()
+        run = await driver._run(
+            message, config or RunConfig(), None, self.output_type, self.output_validator, self.deps, extra
+        )
         await DBOS.set_event_async(MACHINE_EVENT, driver.machine.to_json())
         return run
 
@@ -200,29 +306,50 @@ class DBOSLoop(DurableLoop):
 class _Driver(BareLoop):
     """BareLoop's driver with each effect a DBOS step; one per workflow execution."""
 
-    def __init__(self, owner: DBOSLoop, machine: LoopMachine, *, live: bool) -> None:
+    def __init__(self, owner: DBOSLoop[Any], machine: LoopMachine, *, live: bool) -> None:
         super().__init__(
             owner.client,
             owner.tools,
             with_own_budget(owner.config),
-            observers=owner.observers,
+            observers=[LiveObserver(o, self.is_live) for o in owner.observers],
             permission=owner.permission,
             machine=machine,
         )
+        self._owner = owner
         self._names = owner.names
         self._live = live  # False while the steps so far were replayed from their records
         self._reserved: dict[str, Any] = {}
+        self._verdict: tuple[ModelResponse, Any] | None = None  # the last model step's output check
         self._cancel_id = cancel_marker_id(DBOS.workflow_id or "")
         self._elapsed = 0.0  # the run's clock: the recorded durations of its steps so far
+
+    def is_live(self) -> bool:
+        """Whether an event emitted now happens in this execution (not a replay of a record)."""
+        return self._live or _LIVE_STEP.get()
 
     def _clock(self) -> float:
         # Inside a step's body: real time (the step records what it measured). In workflow code: the sum of
         # the recorded durations, so a run replayed from its records reads the same durations.
         return time.perf_counter() if _LIVE_STEP.get() else self._elapsed
 
-    def _emit(self, event: LoopEvent) -> None:
-        if self._live or _LIVE_STEP.get():
-            super()._emit(event)
+    async def _step(self, name: str, body: Callable[[], Awaitable[str]], reservation: Any = None) -> Any:
+        """Run ``body`` (a coroutine function returning JSON text) as the step ``name``; its decoded output.
+        Once a step's body runs here, the rest of the run is live."""
+
+        async def step() -> str:
+            self._live = True
+            token = _LIVE_STEP.set(True)
+            try:
+                out: str = await body()
+                return out
+            finally:
+                _LIVE_STEP.reset(token)
+
+        if reservation is not None:
+            text = await reservation.run_async({"name": name}, step)
+        else:
+            text = await DBOS.run_step_async({"name": name}, step)
+        return orjson.loads(text)
 
     async def _cancel_requested(self) -> bool:
         return await DBOS.get_workflow_status_async(self._cancel_id) is not None
@@ -242,73 +369,111 @@ class _Driver(BareLoop):
         finally:
             watcher.cancel()
 
-    async def _call_model(self, turn: int, cfg: RunConfig, cancel: asyncio.Event | None, emit: Any) -> ModelResponse:
-        ran = False
+    async def _instructions(self, deps: Any) -> str | None:
+        if not callable(self.config.instructions):
+            return self.config.instructions
+
+        async def instructions_step() -> str:
+            return _dumps({"text": await BareLoop._instructions(self, deps)})
+
+        text = (await self._step(self._names.instructions, instructions_step))["text"]
+        return None if text is None else str(text)
+
+    async def _call_model(
+        self, turn: int, cfg: RunConfig, setup: Any, cancel: asyncio.Event | None, emit: Any
+    ) -> ModelResponse:
+        plan: OutputPlan | None = setup.plan
 
         async def model_step() -> str:
-            nonlocal ran
-            ran = True
-            token = _LIVE_STEP.set(True)
+            if await self._cancel_requested():
+                return _dumps({"cancelled": True})
+            t0 = time.perf_counter()
             try:
-                if await self._cancel_requested():
-                    return _dumps({"cancelled": True})
-                t0 = time.perf_counter()
-                response = await self._cancellable(BareLoop._call_model(self, turn, cfg, None, emit))
-                return _dumps({"response": response_to_dict(response), "duration": time.perf_counter() - t0})
+                response = await self._cancellable(BareLoop._call_model(self, turn, cfg, setup, None, emit))
             except _Cancelled:
                 return _dumps({"cancelled": True})
             except LoopError as exc:  # recorded as the step's output, so a replay fails the run the same way
                 return _dumps({"error": error_to_dict(exc)})
-            finally:
-                _LIVE_STEP.reset(token)
+            out: dict[str, Any] = {"response": response_to_dict(response), "duration": time.perf_counter() - t0}
+            if plan is not None:  # the output validator runs here, once: its verdict is recorded
+                try:
+                    verdict = await BareLoop._check_reply(self, plan, response, setup.validator)
+                except Exception as exc:
+                    out["output_error"] = error_to_dict(exc)
+                else:
+                    out["output"] = check_to_dict(*verdict, self._owner.output_values)
+            return _dumps(out)
 
-        out = orjson.loads(await DBOS.run_step_async({"name": self._names.model}, model_step))
-        self._live = ran
+        out = await self._step(self._names.model, model_step)
         if "cancelled" in out:
             raise _Cancelled
         if "error" in out:
-            raise error_from_dict(out["error"])
+            raise loop_error_from_dict(out["error"])
         self._elapsed += float(out.get("duration", 0.0))
-        return response_from_dict(out["response"])
+        response = response_from_dict(out["response"])
+        if "output_error" in out:
+            self._verdict = (response, error_from_dict(out["output_error"]))
+        elif "output" in out:
+            self._verdict = (response, check_from_dict(out["output"], self._owner.output_values))
+        return response
+
+    async def _check_reply(
+        self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
+    ) -> tuple[OutputCheck | None, Any, list[str]]:
+        # The verdict the model step recorded with the reply (the validator does not run in workflow code).
+        verdict, self._verdict = self._verdict, None
+        assert verdict is not None
+        assert verdict[0] is response
+        if isinstance(verdict[1], BaseException):
+            raise verdict[1]
+        checked: tuple[OutputCheck | None, Any, list[str]] = verdict[1]
+        return checked
 
     async def _run_tools(
-        self, step: CallTools, cfg: RunConfig, cancel: asyncio.Event | None, emit: Any
+        self,
+        step: CallTools,
+        cfg: RunConfig,
+        cancel: asyncio.Event | None,
+        emit: Any,
+        deps: Any = None,
+        usage: Usage | None = None,
     ) -> list[ToolCallRecord]:
         # Step numbers in call order, before any call starts: DBOS numbers steps as they start, and parallel
         # calls would otherwise start in whatever order the concurrency limit lets them.
         self._reserved = {call.id: DBOS.reserve_step() for call in step.calls}
-        records = await super()._run_tools(step, cfg, None, emit)
+        records = await super()._run_tools(step, cfg, None, emit, deps, usage)
         self._elapsed += max((r.duration for r in records), default=0.0)
         return records
 
-    async def _run_one(self, turn: int, call: ToolCallPart, cfg: RunConfig, emit: Any) -> ToolCallRecord:
+    async def _run_one(
+        self,
+        turn: int,
+        call: ToolCallPart,
+        cfg: RunConfig,
+        emit: Any,
+        deps: Any = None,
+        usage: Usage | None = None,
+    ) -> ToolCallRecord:
         reservation = self._reserved.pop(call.id)
 
         async def tool_step() -> str:
-            token = _LIVE_STEP.set(True)
             try:
-                record = await self._cancellable(BareLoop._run_one(self, turn, call, cfg, emit))
-                return _dumps(record_to_dict(record))
+                record = await self._cancellable(BareLoop._run_one(self, turn, call, cfg, emit, deps, usage))
             except _Cancelled:
                 return _dumps({"cancelled": True})
-            finally:
-                _LIVE_STEP.reset(token)
+            return _dumps(record_to_dict(record))
 
-        out = orjson.loads(await reservation.run_async({"name": self._names.tool(call.name)}, tool_step))
+        out = await self._step(self._names.tool(call.name), tool_step, reservation)
         if "cancelled" in out:
             raise _Cancelled
         return record_from_dict(out)
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
         async def summarize_step() -> str:
-            token = _LIVE_STEP.set(True)
-            try:
-                out = await BareLoop._summarize(self, compactor, messages)
-                return _dumps(None if out is None else [m.to_dict() for m in out])
-            finally:
-                _LIVE_STEP.reset(token)
+            out = await BareLoop._summarize(self, compactor, messages)
+            return _dumps(None if out is None else [m.to_dict() for m in out])
 
-        data = orjson.loads(await DBOS.run_step_async({"name": self._names.summarize}, summarize_step))
+        data = await self._step(self._names.summarize, summarize_step)
         return None if data is None else [Message.from_dict(m) for m in data]
 
 
@@ -334,6 +499,19 @@ def cancel_marker_id(workflow_id: str) -> str:
 
 async def _cancel_request() -> None:
     """A cancel request: its existence is the request."""
+
+
+def _check_picklable(output_type: Any) -> None:
+    mode = resolve_output(output_type)
+    if mode is None:
+        return
+    try:
+        pickle.loads(pickle.dumps(mode.type))
+    except Exception as exc:
+        raise TypeError(
+            f"DBOS records a run's result with pickle, and the output type {mode.type!r} cannot be pickled by "
+            f"reference (define it at a module's top level): {exc}"
+        ) from exc
 
 
 def _dumps(value: Any) -> str:
