@@ -93,7 +93,14 @@ def test_the_committed_history_names_the_stable_activities() -> None:
 def test_a_loop_registers_one_activity_per_effect(tmp_path: Path) -> None:
     loop = TemporalLoop(workload.model("plain"), workload.tools(tmp_path), name="reg")
     names = sorted(a.__temporal_activity_definition.name for a in loop.activities)  # type: ignore[attr-defined]
-    assert names == ["reg.model", "reg.summarize", "reg.tool.append", "reg.tool.block", "reg.tool.tag"]
+    assert names == [
+        "reg.instructions",
+        "reg.model",
+        "reg.summarize",
+        "reg.tool.append",
+        "reg.tool.block",
+        "reg.tool.tag",
+    ]
 
 
 @pytest.mark.parametrize("bad", ["", "a.b", "with space"])

@@ -198,9 +198,7 @@ class OutputValues:
 _TEXT = OutputValues(None)
 
 
-def check_to_dict(
-    check: OutputCheck | None, value: Any, problems: list[str], values: OutputValues
-) -> dict[str, Any]:
+def check_to_dict(check: OutputCheck | None, value: Any, problems: list[str], values: OutputValues) -> dict[str, Any]:
     """A reply's verdict as the run's typed output (``BareLoop._check_reply``) as a JSON object."""
     return {
         "check": None if check is None else dataclasses.asdict(check),

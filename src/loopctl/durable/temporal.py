@@ -8,8 +8,10 @@ history. Tools with side effects should be idempotent or tolerate a repeat of an
 The mapping (``docs/durable.md`` has the whole of it):
 
 - ``TemporalLoop(client, tools, config, name="support")`` makes the activities ``support.model`` (one model
-  call, with the run's retry policy inside it), ``support.tool.<tool name>`` (one tool call, the permission
-  check included) and ``support.summarize`` (a summarizing compaction's model call). Register
+  call, with the run's retry policy inside it and the check of the reply as typed output),
+  ``support.tool.<tool name>`` (one tool call, the permission check included), ``support.summarize`` (a
+  summarizing compaction's model call) and ``support.instructions`` (callable instructions, evaluated once
+  per run). Register
   :attr:`TemporalLoop.activities` and :class:`LoopWorkflow` (workflow type ``loopctl.LoopWorkflow``, one
   run) or :class:`LoopSession` (``loopctl.LoopSession``, a conversation that continues as new when its
   history grows) on a worker. The names are compatibility data: a history records them, so renaming a loop
@@ -17,6 +19,9 @@ The mapping (``docs/durable.md`` has the whole of it):
 - Workflow code is the :class:`~loopctl.engine.BareLoop` driver, with each effect an activity: the
   :class:`~loopctl.engine.LoopMachine` lives in workflow memory and is rebuilt by replay. The machine, the
   prune and truncation passes and the token counter are pure, so replay takes the same steps.
+- ``output_type``, ``output_validator`` and ``deps`` are the loop's, on the worker: the validator runs in the
+  model activity, the validated value crosses into the workflow as JSON and is validated again there; deps
+  reach the activities from the worker's loop and never enter the history.
 - Timeouts and retries: the run's own policy (``RunConfig.max_retries``...) retries a failed model call
   *inside* one activity attempt; a failure it gives up on is the activity's result (the run fails as a plain
   run does), never an activity failure. Temporal's retry policy (``activity_retry``) covers the activity as a
@@ -36,7 +41,7 @@ import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import orjson
 from temporalio import activity, workflow
@@ -45,30 +50,36 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 from loopctl.compact import SummarizingCompactor
-from loopctl.durable._common import DurableLoop, EffectNames, with_own_budget
+from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, with_own_budget
 from loopctl.durable._payloads import (
+    OutputValues,
+    check_from_dict,
+    check_to_dict,
     config_from_dict,
     config_to_dict,
     error_from_dict,
     error_to_dict,
+    loop_error_from_dict,
     record_from_dict,
     record_to_dict,
     response_from_dict,
     response_to_dict,
     run_from_dict,
     run_to_dict,
+    usage_from_dict,
 )
 from loopctl.engine.config import RunConfig, SessionConfig
-from loopctl.engine.events import LoopEvent, Observer
+from loopctl.engine.events import Observer
 from loopctl.engine.loop import BareLoop, _race
-from loopctl.engine.machine import LoopMachine
+from loopctl.engine.machine import LoopMachine, OutputCheck
 from loopctl.engine.permission import PermissionCallback
-from loopctl.engine.run import Run, ToolCallRecord
+from loopctl.engine.run import OutputT, Run, ToolCallRecord
 from loopctl.errors import LoopError
 from loopctl.message import Message, ToolCallPart
+from loopctl.output import OutputPlan, OutputSpec, OutputValidator
 from loopctl.providers.base import ModelClient
-from loopctl.response import ModelResponse
-from loopctl.tool import Tool, ToolRegistry
+from loopctl.response import ModelResponse, Usage
+from loopctl.tool import Tool, ToolProvider, ToolRegistry
 
 __all__ = [
     "PASSTHROUGH_MODULES",
@@ -93,49 +104,98 @@ PASSTHROUGH_MODULES = ("loopctl", "orjson", "pydantic", "pydantic_core", "httpx"
 (``SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)``): loopctl's workflow code is
 deterministic by construction and keeps its module state (the loops a worker hosts)."""
 
-_LOOPS: dict[str, TemporalLoop] = {}
+_LOOPS: dict[str, TemporalLoop[Any]] = {}
+_NOT_SENT: Any = object()  # a model call's input from a history recorded before instructions were sent
 
 
 class ActivityNames(EffectNames):
     """The stable activity names of a loop (compatibility data: ``docs/durable.md``).
 
-    ``model``: ``<name>.model``; ``summarize``: ``<name>.summarize``; :meth:`tool`: ``<name>.tool.<tool>``.
+    ``model``: ``<name>.model``; ``summarize``: ``<name>.summarize``; ``instructions``:
+    ``<name>.instructions``; :meth:`tool`: ``<name>.tool.<tool>``.
     """
 
     __slots__ = ()
 
 
-class TemporalLoop(DurableLoop):
+class TemporalLoop(DurableLoop[OutputT]):
     """A loop whose runs are Temporal workflows (see the module docstring for the mapping and its rules).
 
     ``client``, ``tools``, ``config``, ``observers`` and ``permission`` are those of
     :class:`~loopctl.engine.BareLoop`; they are used by the activities, on the worker. ``name`` prefixes the
     activity names and is how :class:`LoopWorkflow` finds the loop: build the loop, with the same name, in
-    every worker that may run its workflows.
+    every worker that may run its workflows. ``output_type`` and ``output_validator`` make every run's output
+    a validated value (:mod:`loopctl.output`; ``run(..., output_type=T)`` of a plain loop); ``deps`` is
+    handed to tools and instructions (``ToolContext.deps``, ``RunContext.deps``) in the activities and never
+    enters the workflow history.
 
     Activity options: ``model_timeout`` (one model-call attempt, our retries included; default 10 minutes),
     ``tool_timeout`` (one tool-call attempt when ``RunConfig.tool_timeout`` is ``None``; otherwise that
     timeout plus ``tool_grace``), ``heartbeat_timeout`` (how soon a dead worker's activity is retried
     elsewhere; default 30 s) and ``activity_retry`` (Temporal's retry policy for an activity as a whole;
     default: up to 5 attempts, 1 s initial interval).
+
+    Raises ``TypeError`` for an output type pydantic cannot describe and ``ValueError`` for an output tool
+    named like one of the tools.
     """
 
+    @overload
     def __init__(
-        self,
+        self: TemporalLoop[str],
         client: ModelClient,
-        tools: ToolRegistry | Iterable[Tool] = (),
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
         *,
         name: str,
         observers: Sequence[Observer] = (),
         permission: PermissionCallback | None = None,
+        output_type: None = None,
+        output_validator: OutputValidator[str] | None = None,
+        deps: Any = None,
+        model_timeout: timedelta = ...,
+        tool_timeout: timedelta = ...,
+        tool_grace: timedelta = ...,
+        heartbeat_timeout: timedelta = ...,
+        activity_retry: RetryPolicy | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: TemporalLoop[_T],
+        client: ModelClient,
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
+        config: SessionConfig | None = None,
+        *,
+        name: str,
+        observers: Sequence[Observer] = (),
+        permission: PermissionCallback | None = None,
+        output_type: OutputSpec[_T],
+        output_validator: OutputValidator[_T] | None = None,
+        deps: Any = None,
+        model_timeout: timedelta = ...,
+        tool_timeout: timedelta = ...,
+        tool_grace: timedelta = ...,
+        heartbeat_timeout: timedelta = ...,
+        activity_retry: RetryPolicy | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        client: ModelClient,
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
+        config: SessionConfig | None = None,
+        *,
+        name: str,
+        observers: Sequence[Observer] = (),
+        permission: PermissionCallback | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
         model_timeout: timedelta = timedelta(minutes=10),
         tool_timeout: timedelta = timedelta(hours=1),
         tool_grace: timedelta = timedelta(seconds=30),
         heartbeat_timeout: timedelta = timedelta(seconds=30),
         activity_retry: RetryPolicy | None = None,
     ) -> None:
-        super().__init__(client, tools, config, observers, permission)
+        super().__init__(client, tools, config, observers, permission, output_type, output_validator, deps)
         self.names = ActivityNames(name)
         self.name = name
         self.model_timeout = model_timeout
@@ -155,16 +215,20 @@ class TemporalLoop(DurableLoop):
         *,
         machine: LoopMachine | None = None,
         cancel: asyncio.Event | None = None,
-    ) -> Run:
+    ) -> Run[OutputT]:
         """Run the loop on ``input`` from workflow code and return the :class:`~loopctl.engine.Run`;
         ``machine`` (the workflow's own, updated in place) holds the conversation to continue, a fresh one by
         default. Setting ``cancel``, or cancelling the workflow, ends the run ``CANCELLED`` with salvage."""
         driver = _WorkflowDriver(self, machine or LoopMachine())
         cancel = cancel or asyncio.Event()
-        task = asyncio.ensure_future(driver._run(input, config or RunConfig(), cancel))
+        # deps stay on the worker: the activities take them from this loop, workflow code never sees them
+        task = asyncio.ensure_future(
+            driver._run(input, config or RunConfig(), cancel, self.output_type, self.output_validator, None, ())
+        )
         while True:
             try:
-                return await asyncio.shield(task)
+                run: Run[OutputT] = await asyncio.shield(task)
+                return run
             except asyncio.CancelledError:
                 if task.done():
                     raise
@@ -172,15 +236,16 @@ class TemporalLoop(DurableLoop):
 
     # --- worker side ---------------------------------------------------------------------------------------
 
-    def _host(self, messages: Sequence[Message] = ()) -> BareLoop:
+    def _host(self, messages: Sequence[Message] = (), instructions: Any = _NOT_SENT) -> _ActivityHost:
         """A driver on the worker, to run one effect with the loop's client, tools and observers."""
-        return BareLoop(
+        return _ActivityHost(
             self.client,
             self.tools,
             self.config,
             observers=self.observers,
             permission=self.permission,
             machine=LoopMachine(messages),
+            instructions=instructions,
         )
 
     def _make_activities(self) -> list[Callable[..., Any]]:
@@ -189,15 +254,23 @@ class TemporalLoop(DurableLoop):
         @activity.defn(name=self.names.model)
         async def model(payload: str) -> str:
             data = orjson.loads(payload)
-            host = loop._host([Message.from_dict(m) for m in data["messages"]])
+            host = loop._host([Message.from_dict(m) for m in data["messages"]], data.get("instructions", _NOT_SENT))
             emit = host._emit if host.observers else None
+            cfg = config_from_dict(data["config"])
+            setup = await host._prepare(loop.output_type, loop.output_validator, cfg, loop.deps)
             try:
-                response = await _heartbeating(
-                    host._call_model(data["turn"], config_from_dict(data["config"]), None, emit)
-                )
+                response = await _heartbeating(host._call_model(data["turn"], cfg, setup, None, emit))
             except LoopError as exc:  # the run's own retries gave up: the run fails, Temporal does not retry
                 return _dumps({"error": error_to_dict(exc)})
-            return _dumps({"response": response_to_dict(response)})
+            out: dict[str, Any] = {"response": response_to_dict(response)}
+            if setup.plan is not None:  # the output validator runs here, once: its verdict is recorded
+                try:
+                    verdict = await host._check_reply(setup.plan, response, setup.validator)
+                except Exception as exc:
+                    out["output_error"] = error_to_dict(exc)
+                else:
+                    out["output"] = check_to_dict(*verdict, loop.output_values)
+            return _dumps(out)
 
         @activity.defn(name=self.names.summarize)
         async def summarize(payload: str) -> str:
@@ -209,7 +282,12 @@ class TemporalLoop(DurableLoop):
             out = await _heartbeating(loop._host()._summarize(compactor, messages))
             return _dumps(None if out is None else [m.to_dict() for m in out])
 
-        made: list[Callable[..., Any]] = [model, summarize]
+        @activity.defn(name=self.names.instructions)
+        async def instructions(payload: str) -> str:
+            text = await _heartbeating(BareLoop._instructions(loop._host(), loop.deps))
+            return _dumps({"text": text})
+
+        made: list[Callable[..., Any]] = [model, summarize, instructions]
         for t in self.tools:
             made.append(self._tool_activity(t.name))
         return made
@@ -223,24 +301,43 @@ class TemporalLoop(DurableLoop):
             host = loop._host()
             emit = host._emit if host.observers else None
             call = ToolCallPart.model_validate(data["call"])
-            record = await _heartbeating(host._run_one(data["turn"], call, config_from_dict(data["config"]), emit))
+            cfg = config_from_dict(data["config"])
+            usage = usage_from_dict(data["usage"]) if "usage" in data else Usage()
+            record = await _heartbeating(host._run_one(data["turn"], call, cfg, emit, loop.deps, usage))
             return _dumps(record_to_dict(record))
 
         return run_tool
 
 
+class _ActivityHost(BareLoop):
+    """BareLoop on the worker, running one effect of a workflow; its instructions are the workflow's (sent
+    with a model call's input), not evaluated again."""
+
+    def __init__(self, *args: Any, instructions: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sent_instructions = instructions
+
+    async def _instructions(self, deps: Any) -> str | None:
+        if self._sent_instructions is _NOT_SENT:
+            return await super()._instructions(deps)
+        text: str | None = self._sent_instructions
+        return text
+
+
 class _WorkflowDriver(BareLoop):
     """BareLoop's driver in workflow code, each effect an activity; one per run."""
 
-    def __init__(self, owner: TemporalLoop, machine: LoopMachine) -> None:
+    def __init__(self, owner: TemporalLoop[Any], machine: LoopMachine) -> None:
         super().__init__(
-            owner.client, owner.tools, with_own_budget(owner.config), observers=owner.observers, machine=machine
+            owner.client,
+            owner.tools,
+            with_own_budget(owner.config),
+            observers=[LiveObserver(o, _not_replaying) for o in owner.observers],
+            machine=machine,
         )
         self._owner = owner
-
-    def _emit(self, event: LoopEvent) -> None:
-        if not workflow.unsafe.is_replaying():
-            super()._emit(event)
+        self._instructions_text: str | None = None
+        self._verdict: tuple[ModelResponse, Any] | None = None  # the last model activity's output check
 
     def _clock(self) -> float:
         # Temporal's workflow time: the same readings when the workflow is replayed.
@@ -258,12 +355,25 @@ class _WorkflowDriver(BareLoop):
             summary=summary,
         )
 
-    async def _call_model(self, turn: int, cfg: RunConfig, cancel: asyncio.Event | None, emit: Any) -> ModelResponse:
+    async def _instructions(self, deps: Any) -> str | None:
+        instructions = self.config.instructions
+        if callable(instructions):
+            out = orjson.loads(
+                await self._activity(self._owner.names.instructions, "{}", self._owner.model_timeout, "instructions")
+            )
+            instructions = None if out["text"] is None else str(out["text"])
+        self._instructions_text = instructions
+        return instructions
+
+    async def _call_model(
+        self, turn: int, cfg: RunConfig, setup: Any, cancel: asyncio.Event | None, emit: Any
+    ) -> ModelResponse:
         payload = _dumps(
             {
                 "turn": turn,
                 "messages": [m.to_dict() for m in self._machine.full_history()],
                 "config": config_to_dict(cfg),
+                "instructions": self._instructions_text,
             }
         )
         names = self._owner.names
@@ -271,15 +381,47 @@ class _WorkflowDriver(BareLoop):
             await _race(self._activity(names.model, payload, self._owner.model_timeout, f"turn {turn}"), cancel)
         )
         if "error" in out:
-            raise error_from_dict(out["error"])
-        return response_from_dict(out["response"])
+            raise loop_error_from_dict(out["error"])
+        response = response_from_dict(out["response"])
+        if "output_error" in out:
+            self._verdict = (response, error_from_dict(out["output_error"]))
+        elif "output" in out:
+            self._verdict = (response, check_from_dict(out["output"], self._owner.output_values))
+        return response
 
-    async def _run_one(self, turn: int, call: ToolCallPart, cfg: RunConfig, emit: Any) -> ToolCallRecord:
+    async def _check_reply(
+        self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
+    ) -> tuple[OutputCheck | None, Any, list[str]]:
+        # The verdict the model activity returned with the reply (the validator does not run in workflow code).
+        verdict, self._verdict = self._verdict, None
+        assert verdict is not None
+        assert verdict[0] is response
+        if isinstance(verdict[1], BaseException):
+            raise verdict[1]
+        checked: tuple[OutputCheck | None, Any, list[str]] = verdict[1]
+        return checked
+
+    async def _run_one(
+        self,
+        turn: int,
+        call: ToolCallPart,
+        cfg: RunConfig,
+        emit: Any,
+        deps: Any = None,
+        usage: Usage | None = None,
+    ) -> ToolCallRecord:
         owner = self._owner
         timeout = (
             owner.tool_timeout if cfg.tool_timeout is None else timedelta(seconds=cfg.tool_timeout) + owner.tool_grace
         )
-        payload = _dumps({"turn": turn, "call": call.to_dict(), "config": config_to_dict(cfg)})
+        payload = _dumps(
+            {
+                "turn": turn,
+                "call": call.to_dict(),
+                "config": config_to_dict(cfg),
+                "usage": (usage or Usage()).to_dict(),
+            }
+        )
         return record_from_dict(
             orjson.loads(await self._activity(owner.names.tool(call.name), payload, timeout, call.name))
         )
@@ -290,6 +432,10 @@ class _WorkflowDriver(BareLoop):
             await self._activity(self._owner.names.summarize, payload, self._owner.model_timeout, "summarize")
         )
         return None if out is None else [Message.from_dict(m) for m in out]
+
+
+def _not_replaying() -> bool:
+    return not workflow.unsafe.is_replaying()
 
 
 @dataclasses.dataclass
@@ -341,7 +487,7 @@ class LoopWorkflow(_Conversation):
         message = params.input if isinstance(params.input, str) else Message.from_dict(params.input)
         config = None if params.config is None else config_from_dict(params.config)
         run = await loop.run(message, config, machine=self._machine, cancel=self._cancel)
-        return {"run": run_to_dict(run), "machine": self._machine.to_json()}
+        return {"run": run_to_dict(run, loop.output_values), "machine": self._machine.to_json()}
 
 
 SESSION_WORKFLOW_NAME = "loopctl.LoopSession"
@@ -399,7 +545,7 @@ class LoopSession(_Conversation):
                 cancel=self._cancel,
             )
             self._done += 1
-            self._results[self._done] = run_to_dict(run)
+            self._results[self._done] = run_to_dict(run, loop.output_values)
             info = workflow.info()
             if not self._queue and (
                 info.is_continue_as_new_suggested() or info.get_current_history_length() > params.max_history_events
@@ -425,7 +571,7 @@ class LoopSession(_Conversation):
         self._closed = True
 
 
-def _hosted(name: str) -> TemporalLoop:
+def _hosted(name: str) -> TemporalLoop[Any]:
     loop = _LOOPS.get(name)
     if loop is None:
         hosted = ", ".join(sorted(_LOOPS)) or "none"
@@ -444,10 +590,13 @@ async def execute(
     task_queue: str,
     config: RunConfig | None = None,
     machine: LoopMachine | None = None,
-) -> tuple[Run, LoopMachine]:
+    output_type: Any = None,
+) -> tuple[Run[Any], LoopMachine]:
     """Run ``input`` on the loop named ``loop`` as :class:`LoopWorkflow` ``id`` on ``task_queue``, wait for
     it, and return its :class:`~loopctl.engine.Run` and the machine after the run (to continue the
-    conversation: pass it as ``machine`` next time)."""
+    conversation: pass it as ``machine`` next time). A typed output comes back as JSON and is validated
+    again with ``output_type`` (the loop's when this process hosts a :class:`TemporalLoop` of that name);
+    without either, ``run.output`` is the JSON value."""
     params = LoopWorkflowInput(
         loop=loop,
         input=input if isinstance(input, str) else input.to_dict(),
@@ -455,7 +604,14 @@ async def execute(
         machine=None if machine is None else machine.to_json(),
     )
     out = await client.execute_workflow(WORKFLOW_NAME, params, id=id, task_queue=task_queue, result_type=dict)
-    return run_from_dict(out["run"]), LoopMachine.from_json(out["machine"])
+    hosted = _LOOPS.get(loop)
+    if output_type is not None:
+        values = OutputValues(output_type)
+    elif hosted is not None:
+        values = hosted.output_values
+    else:
+        values = OutputValues(None)
+    return run_from_dict(out["run"], values), LoopMachine.from_json(out["machine"])
 
 
 async def _heartbeating(coro: Coroutine[Any, Any, _T]) -> _T:
