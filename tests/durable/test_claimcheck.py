@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import orjson
@@ -16,7 +16,8 @@ pytest.importorskip("temporalio")
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import default
 
-from loopctl.durable.claimcheck import BLOB_KEY, BlobMissing, ClaimCheckCodec, DirectoryBlobStore
+from loopctl.durable.claimcheck import BLOB_KEY, BlobMissing, ClaimCheckCodec, DirectoryBlobStore, SessionStoreBlobs
+from loopctl.store import SessionStore, SQLiteStore
 
 
 class MemoryStore:
@@ -90,6 +91,40 @@ async def test_a_missing_or_altered_blob_is_a_clear_error(tmp_path: Path) -> Non
     (tmp_path / "blobs" / digest).unlink()
     with pytest.raises(BlobMissing, match="does not have"):
         await codec.decode([encoded])
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def session_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+    """A session store on an empty database: a SQLite file, or a schema on the test run's PostgreSQL."""
+    store: SessionStore
+    if request.param == "sqlite":
+        store = SQLiteStore(tmp_path / "sessions.db")
+    else:
+        from loopctl.store import PostgresStore
+
+        store = PostgresStore(request.getfixturevalue("postgres_dsn"), max_size=2)
+    yield store
+    store.close()
+
+
+async def test_a_session_store_keeps_the_blobs_beside_the_sessions(session_store: SessionStore) -> None:
+    image = "iVBORw0KGgo" + "B" * 600_000
+    codec = ClaimCheckCodec(SessionStoreBlobs(session_store))
+    doc = {"messages": [{"data": image}], "note": "short"}
+    [encoded] = await codec.encode([_payload(doc)])
+    assert encoded.ByteSize() < 2000
+    digest = hashlib.sha256(image.encode()).hexdigest()
+    assert session_store.get_blobs([bytes.fromhex(digest)]) == {bytes.fromhex(digest): image.encode()}
+    # a second worker on the same database reads it back
+    assert _value((await ClaimCheckCodec(SessionStoreBlobs(session_store)).decode([encoded]))[0], dict) == doc
+
+
+async def test_a_blob_missing_from_the_session_store_is_a_clear_error(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "a.db") as writer, SQLiteStore(tmp_path / "b.db") as other:
+        [encoded] = await ClaimCheckCodec(SessionStoreBlobs(writer)).encode([_payload({"big": "q" * 400_000})])
+        with pytest.raises(BlobMissing, match="does not have"):
+            await ClaimCheckCodec(SessionStoreBlobs(other)).decode([encoded])
+        assert await SessionStoreBlobs(other).get(["not hex"]) == {}
 
 
 json_values = st.recursive(

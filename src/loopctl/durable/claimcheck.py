@@ -5,9 +5,10 @@ Temporal refuses a payload over 2 MB (the server's blob size limit, ``limit.blob
 grow with the conversation (each model call sends it whole) and with what tools return (an image, a big
 file). :class:`ClaimCheckCodec` keeps them small: in a payload over ``threshold`` bytes, each string longer
 than ``part_limit`` characters (image data, a long tool output) is stored in a :class:`BlobStore` under the
-SHA-256 of its UTF-8 bytes and replaced by ``{"$loopctl.blob": "<hex digest>"}``. The same image sent again
-with every later model call is stored once. A payload still over ``threshold`` after that is stored whole.
-Decoding reverses both and checks each digest.
+SHA-256 of its UTF-8 bytes and replaced by ``{"$loopctl.blob": "<hex digest>"}``
+(:class:`SessionStoreBlobs` keeps them in a :mod:`loopctl.store` session store, :class:`DirectoryBlobStore`
+in a shared folder). The same image sent again with every later model call is stored once. A payload still
+over ``threshold`` after that is stored whole. Decoding reverses both and checks each digest.
 
 Payloads the codec changed carry the metadata ``encoding: loopctl/claim-check``; others pass unchanged, so
 a history written without the codec still decodes. Every process that reads the history (workers, clients,
@@ -21,7 +22,7 @@ import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import orjson
 from temporalio.api.common.v1 import Payload
@@ -29,7 +30,10 @@ from temporalio.converter import PayloadCodec
 
 from loopctl.errors import LoopError
 
-__all__ = ["BLOB_KEY", "BlobMissing", "BlobStore", "ClaimCheckCodec", "DirectoryBlobStore"]
+if TYPE_CHECKING:
+    from loopctl.store import SessionStore
+
+__all__ = ["BLOB_KEY", "BlobMissing", "BlobStore", "ClaimCheckCodec", "DirectoryBlobStore", "SessionStoreBlobs"]
 
 BLOB_KEY = "$loopctl.blob"
 """The key of the object that stands for a stored string."""
@@ -87,6 +91,32 @@ class DirectoryBlobStore:
             if target.exists():
                 out[digest] = target.read_bytes()
         return out
+
+
+class SessionStoreBlobs:
+    """A :class:`BlobStore` in the blob table of a :mod:`loopctl.store` session store
+    (:class:`~loopctl.store.SQLiteStore`, or :class:`~loopctl.store.PostgresStore` for workers on several
+    machines): the blobs sit in the table of the sessions' own big payloads, keyed by the SHA-256 of their
+    bytes as those are (``docs/sessions.md``), and ``verify`` keeps checking only what sessions refer to.
+    The store's own errors (:class:`~loopctl.errors.StoreError`) go through."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+
+    async def put(self, blobs: Mapping[str, bytes]) -> None:
+        """Store the blobs (one write transaction)."""
+        await self.store.aput_blobs({bytes.fromhex(d): data for d, data in blobs.items()})
+
+    async def get(self, digests: Sequence[str]) -> Mapping[str, bytes]:
+        """The blobs the store has (a digest that is not hex text is one it does not have)."""
+        keys = []
+        for digest in digests:
+            try:
+                keys.append(bytes.fromhex(digest))
+            except ValueError:
+                continue
+        found = await self.store.aget_blobs(keys)
+        return {key.hex(): data for key, data in found.items()}
 
 
 class ClaimCheckCodec(PayloadCodec):

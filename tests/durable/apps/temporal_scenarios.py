@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import os
+import sqlite3
 import sys
 import tempfile
 import uuid
@@ -30,10 +32,11 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from loopctl.durable._payloads import run_from_dict
-from loopctl.durable.claimcheck import ClaimCheckCodec, DirectoryBlobStore
+from loopctl.durable.claimcheck import ClaimCheckCodec, SessionStoreBlobs
 from loopctl.durable.temporal import WORKFLOW_NAME, LoopSession, LoopWorkflow, LoopWorkflowInput, TemporalLoop, execute
 from loopctl.errors import AuthenticationError, RateLimited
 from loopctl.message import ImagePart, ImageSource, Message, ToolCallPart
+from loopctl.store import SQLiteStore
 from loopctl.testing import ScriptedClient
 from loopctl.tool import ToolOutput, tool
 from tests.durable import workload
@@ -194,8 +197,8 @@ async def big_image(env: WorkflowEnvironment, workdir: Path) -> dict[str, Any]:
         [Message.new("assistant", [ToolCallPart(id="s1", name="screenshot", input={})]), "I see it", "again"]
     )
     loop = TemporalLoop(script, [screenshot], name="shots")
-    blobs = workdir / "blobs"
-    converter = dataclasses.replace(default(), payload_codec=ClaimCheckCodec(DirectoryBlobStore(blobs)))
+    store = SQLiteStore(workdir / "sessions.db")  # the blobs beside the sessions (loopctl.store)
+    converter = dataclasses.replace(default(), payload_codec=ClaimCheckCodec(SessionStoreBlobs(store)))
     client = await env.connect_client(data_converter=converter)
 
     async def body(queue: str) -> dict[str, Any]:
@@ -215,12 +218,18 @@ async def big_image(env: WorkflowEnvironment, workdir: Path) -> dict[str, Any]:
             **summary(run),
             "second": run2.output,
             "largest_payload": max(sizes),
-            "blobs": len(list(blobs.iterdir())),
+            "blobs": blob_rows(workdir / "sessions.db"),
             "image_intact": image.source.data == data,
             "requests_with_image": sum(1 for r in script.requests if any(m.tool_results() for m in r.messages)),
         }
 
     return await with_worker(client, loop, body)
+
+
+def blob_rows(path: Path) -> int:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        count: int = conn.execute("SELECT count(*) FROM loopctl_blobs").fetchone()[0]
+        return count
 
 
 async def session(client: Client, workdir: Path) -> dict[str, Any]:
