@@ -1,20 +1,23 @@
 """DBOSLoop in one process, on a SQLite system database: the mapping of a run onto a workflow and steps,
-replay from the records, cancellation and failures."""
+replay from the records, cancellation and failures; typed output, deps, instructions and streaming."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from loopctl.engine import BareLoop, OutcomeKind, RunConfig
-from loopctl.errors import AuthenticationError
+from loopctl.engine import BareLoop, OutcomeKind, RunConfig, SessionConfig
+from loopctl.errors import AuthenticationError, OutputInvalid, OutputValidationError, RunFailed
 from loopctl.message import Message, Role, ToolCallPart
+from loopctl.output import RejectOutput
 from loopctl.testing import ScriptedClient
-from loopctl.tool import tool
+from loopctl.tool import RunContext, ToolContext, tool
 from tests.durable import workload
 
 pytest.importorskip("dbos")
@@ -118,6 +121,13 @@ async def test_a_failed_model_call_is_recorded_and_replays_as_the_same_failure(
     replayed = await (await dbos_sqlite.fork_workflow_async("bad", model_step["function_id"] + 1)).get_result()
     assert replayed.outcome == run.outcome
     assert client.calls == 1
+    # the error itself crosses the pickled result: same class, text and attributes
+    stored = await (await dbos_sqlite.retrieve_workflow_async("bad")).get_result()
+    assert type(stored.error) is AuthenticationError
+    assert (str(stored.error), stored.error.status) == ("openai: bad key (HTTP 401)", 401)
+    with pytest.raises(RunFailed) as raised:
+        stored.raise_for_outcome()
+    assert raised.value.__cause__ is stored.error
 
 
 async def test_a_cancel_from_outside_ends_the_run_cancelled_with_salvage(dbos_sqlite: Any, tmp_path: Path) -> None:
@@ -211,3 +221,189 @@ async def test_parallel_tool_steps_are_numbered_in_call_order_whatever_order_the
     replayed = await (await dbos_sqlite.fork_workflow_async("par-1", first_tool + 2)).get_result()
     assert _shape(replayed) == _shape(original)
     assert [r.result.output.root for r in replayed.turns[0].tool_calls] == ["slow", "fast", "medium", "fast"]
+
+
+# --- what a plain run takes, in a durable run: typed output, deps, instructions, streaming -------------------
+
+
+class Verdict(BaseModel):
+    """The typed output of the tests (module level: DBOS pickles the run that holds it)."""
+
+    label: str
+    score: int
+
+
+@dataclass
+class Deps:
+    user: str
+    secret: str
+
+
+def _final(call_id: str, **fields: Any) -> Message:
+    return Message.new("assistant", [ToolCallPart(id=call_id, name="final_result", input=fields)])
+
+
+async def test_a_typed_output_is_checked_in_the_model_step_and_comes_back_validated(
+    dbos_sqlite: Any, tmp_path: Path
+) -> None:
+    replies = [
+        _final("f1", label="ok", score="high"),  # not valid: the model is told, and tries again
+        _final("f2", label="ok", score=3),  # valid, but the validator rejects it
+        _final("f3", label="ok", score=5),
+    ]
+    client = ScriptedClient(replies)
+    checked: list[Verdict] = []
+
+    def validator(value: Verdict) -> Verdict:
+        checked.append(value)
+        if value.score < 5:
+            raise RejectOutput("the score must be at least 5")
+        return value
+
+    loop = DBOSLoop(client, [], name="typed", output_type=Verdict, output_validator=validator)
+    dbos_sqlite.launch()
+    cfg = RunConfig(output_retries=2)
+    run = await loop.run("judge", cfg, workflow_id="typed-1")
+    assert run.ok
+    assert run.output == Verdict(label="ok", score=5)
+    assert type(run.output) is Verdict
+    assert [v.score for v in checked] == [3, 5]
+    plain = await BareLoop(ScriptedClient(replies)).run("judge", cfg, output_type=Verdict, output_validator=validator)
+    assert _shape(plain) == _shape(run)
+    del checked[2:]
+    # the workflow's result, as DBOS stored it (pickled), holds the validated value
+    stored = await (await dbos_sqlite.retrieve_workflow_async("typed-1")).get_result()
+    assert stored.output == Verdict(label="ok", score=5)
+    steps = await _steps(dbos_sqlite, "typed-1")
+    names = [s["function_name"] for s in steps]
+    assert names == ["typed.start", "typed.model", "typed.model", "typed.model", "DBOS.setEvent"]
+    last_model = steps[3]
+    assert json.loads(last_model["output"])["output"]["value"] == {"label": "ok", "score": 5}
+    # replayed from after the last model step: the recorded verdicts are used, the validator does not run again
+    replayed = await (await dbos_sqlite.fork_workflow_async("typed-1", last_model["function_id"] + 1)).get_result()
+    assert replayed.output == run.output
+    assert _shape(replayed) == _shape(run)
+    assert len(checked) == 2
+    assert client.calls == 3
+
+
+async def test_a_run_that_ends_output_invalid_keeps_its_error_in_the_stored_result(dbos_sqlite: Any) -> None:
+    loop = DBOSLoop(ScriptedClient([_final("f1", label="ok")]), [], name="typed", output_type=Verdict)
+    dbos_sqlite.launch()
+    run = await loop.run("judge", workflow_id="bad-output", config=RunConfig(output_retries=0))
+    assert run.outcome.kind is OutcomeKind.OUTPUT_INVALID
+    stored = await (await dbos_sqlite.retrieve_workflow_async("bad-output")).get_result()
+    assert type(stored.error) is OutputValidationError
+    assert stored.error.errors == ["score: Field required"]
+    with pytest.raises(OutputInvalid):
+        stored.raise_for_outcome()
+
+
+async def test_deps_reach_tools_and_instructions_and_are_never_recorded(dbos_sqlite: Any) -> None:
+    @tool
+    def whoami(ctx: ToolContext[Deps]) -> str:
+        """Who the run is for."""
+        return f"{ctx.deps.user} (key of {len(ctx.deps.secret)} characters)"
+
+    client = ScriptedClient([Message.new("assistant", [ToolCallPart(id="w", name="whoami", input={})]), "done"])
+    deps = Deps(user="ada", secret="s3cr3t-token-never-stored")
+    config = SessionConfig(instructions=lambda ctx: f"You help {ctx.deps.user}.")
+    loop = DBOSLoop(client, [whoami], config, name="deps", deps=deps)
+    dbos_sqlite.launch()
+    run = await loop.run("who am I?", workflow_id="deps-1")
+    assert run.turns[0].tool_calls[0].result.output.root == "ada (key of 25 characters)"
+    assert client.requests[0].system == "You help ada."
+    recorded = [s["output"] for s in await _steps(dbos_sqlite, "deps-1")]
+    [status] = await dbos_sqlite.list_workflows_async(workflow_ids=["deps-1"], load_input=True)
+    assert "ada (key of 25" in " ".join(map(str, recorded))
+    assert deps.secret not in " ".join(map(str, recorded)) + repr(status.input) + repr(status.output)
+
+
+async def test_callable_instructions_are_evaluated_once_per_run_and_replayed_from_their_record(
+    dbos_sqlite: Any, tmp_path: Path
+) -> None:
+    made = 0
+
+    async def instructions(ctx: RunContext[None]) -> str:
+        nonlocal made
+        made += 1
+        return f"instructions #{made}"
+
+    client = workload.model("plain")
+    loop = DBOSLoop(client, workload.tools(tmp_path), SessionConfig(instructions=instructions), name="wl")
+    dbos_sqlite.launch()
+    await loop.run("go", workflow_id="ins-1")
+    assert [r.system for r in client.requests] == ["instructions #1"] * 3
+    steps = await _steps(dbos_sqlite, "ins-1")
+    assert [s["function_name"] for s in steps[:3]] == ["wl.start", "wl.instructions", "wl.model"]
+    last_model = max(s["function_id"] for s in steps if s["function_name"] == "wl.model")
+    await (await dbos_sqlite.fork_workflow_async("ins-1", last_model)).get_result()
+    assert made == 1  # the replay read the recorded text
+    assert client.requests[-1].system == "instructions #1"
+
+
+async def test_a_stream_yields_the_runs_events_and_then_its_run(dbos_sqlite: Any, tmp_path: Path) -> None:
+    seen: list[Any] = []
+    loop = DBOSLoop(workload.model("plain"), workload.tools(tmp_path), name="wl", observers=[seen.append])
+    dbos_sqlite.launch()
+    async with loop.stream("go", workflow_id="s-1") as stream:
+        events = [e async for e in stream]
+    run = await stream.result()
+    assert run.output == "done"
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[0] == "RunStarted"
+    assert kinds[-1] == "RunFinished"
+    assert (kinds.count("TurnStarted"), kinds.count("ToolCallFinished")) == (3, 3)
+    assert events[-1].run.output == "done"
+    assert [type(e).__name__ for e in seen] == kinds  # the loop's observers saw the same events
+    # a workflow id that already ran streams nothing and gives its recorded run
+    async with loop.stream("go", workflow_id="s-1") as again:
+        assert [e async for e in again] == []
+    assert (await again.result()).output == "done"
+
+
+async def test_leaving_a_stream_early_cancels_the_run_with_salvage(dbos_sqlite: Any, tmp_path: Path) -> None:
+    @tool
+    async def wait() -> str:
+        """Wait a long time."""
+        await asyncio.sleep(60)
+        return "never"
+
+    client = ScriptedClient([Message.new("assistant", [ToolCallPart(id="w1", name="wait", input={})]), "unused"])
+    loop = DBOSLoop(client, [wait], name="wl")
+    dbos_sqlite.launch()
+    async with loop.stream("go", workflow_id="s-2") as stream:
+        async for event in stream:
+            if type(event).__name__ == "ToolCallStarted":
+                break
+    run = await asyncio.wait_for(stream.result(), 10)
+    assert run.outcome.kind is OutcomeKind.CANCELLED
+    assert [m.role for m in loop.history] == [Role.USER]  # the unanswered call is dropped
+
+
+def test_an_output_type_pickle_cannot_store_is_refused_when_the_loop_is_built(dbos_sqlite: Any) -> None:
+    class Local(BaseModel):
+        x: int
+
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        DBOSLoop(ScriptedClient(["x"]), [], name="local", output_type=Local)
+
+
+async def test_a_second_run_at_once_on_one_loop_is_refused(dbos_sqlite: Any) -> None:
+    gate = asyncio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Wait for the gate."""
+        await gate.wait()
+        return "held"
+
+    client = ScriptedClient([Message.new("assistant", [ToolCallPart(id="h", name="hold", input={})]), "first"])
+    loop = DBOSLoop(client, [hold], name="one")
+    dbos_sqlite.launch()
+    first = asyncio.ensure_future(loop.run("a"))
+    await asyncio.sleep(0.05)
+    with pytest.raises(RuntimeError, match="already running"):
+        await loop.run("b")
+    gate.set()
+    assert (await first).output == "first"
