@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from loopctl.testing.postgres import PostgresServer
 
 
 @pytest.fixture
@@ -39,16 +42,10 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture
-def dbos_postgres_url(request: pytest.FixtureRequest) -> str:
+def dbos_postgres_url(postgres_server: PostgresServer) -> str:
     """A ``postgresql://`` URL of a new, empty database for a DBOS system database, on the test run's
-    throwaway PostgreSQL server (the ``postgres_server`` fixture of ``tests/postgres.py``)."""
-    import secrets
-
-    try:
-        server = request.getfixturevalue("postgres_server")
-    except pytest.FixtureLookupError:
-        pytest.skip("no postgres_server fixture in this checkout (tests/postgres.py)")
+    throwaway PostgreSQL server (the ``postgres_server`` fixture of ``tests/postgres.py``: it fails, never
+    skips, when PostgreSQL cannot start)."""
     name = f"dbos_{secrets.token_hex(6)}"
-    server.create_database(name)
-    url: str = server.url(name)
-    return url
+    postgres_server.create_database(name)
+    return postgres_server.url(name)

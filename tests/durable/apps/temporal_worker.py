@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, fo
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
+from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
 from loopctl.durable._payloads import run_from_dict
@@ -69,6 +70,8 @@ async def run(args: argparse.Namespace) -> None:
         name="wl",
         observers=[lambda e: events.append(type(e).__name__)],
         heartbeat_timeout=timedelta(seconds=1),
+        # the dead worker's activity is retried as soon as its heartbeat times out (the default waits 1 s more)
+        activity_retry=RetryPolicy(initial_interval=timedelta(milliseconds=100)),
     )
     # The worker to be killed caches no workflow: otherwise the next workflow task waits for the dead worker's
     # sticky queue to time out (5 s) before any other worker may take it.
