@@ -4,7 +4,10 @@ replay from the records, cancellation and failures; typed output, deps, instruct
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +165,66 @@ async def test_a_cancel_from_outside_ends_the_run_cancelled_with_salvage(dbos_sq
     ]
     assert await dbos_sqlite.get_workflow_status_async(cancel_marker_id("long")) is not None
     assert client.calls == 2
+
+
+# --- a committed record (a run killed mid tool call) recovered by this release ----------------------------------
+
+PENDING = FIXTURES / "dbos-pending-sequential.sql"
+"""A SQLite system database, as SQL, of workflow ``committed-1`` of the ``sequential`` workload, recorded by a
+worker killed in its ``block`` tool call (``apps/dbos_worker.py start ... --app-version loopctl-committed-1``,
+then SIGKILL): the model reply, the ``append`` call and the next reply are recorded, the ``block`` call is not."""
+
+
+@pytest.fixture
+def dbos_committed(tmp_path: Path) -> Iterator[Any]:
+    """``DBOS(config=...)`` on a copy of the committed record (application version pinned, as DBOS recovers
+    only the runs of its own version); build the loop, then launch (which recovers ``committed-1``)."""
+    dbos = pytest.importorskip("dbos")
+    with contextlib.closing(sqlite3.connect(tmp_path / "system.sqlite")) as conn:
+        conn.executescript(PENDING.read_text())
+    dbos.DBOS(
+        config={
+            "name": "loopctl-tests",
+            "system_database_url": f"sqlite:///{tmp_path / 'system.sqlite'}",
+            "application_version": "loopctl-committed-1",
+            "log_level": "WARNING",
+        }
+    )
+    yield dbos.DBOS
+    dbos.DBOS.destroy(destroy_registry=True)
+
+
+async def test_a_committed_record_replays_and_the_run_finishes_without_repeating_a_recorded_call(
+    dbos_committed: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "release").touch()
+    events: list[str] = []
+    client = workload.model("sequential")
+    observers = [lambda e: events.append(type(e).__name__)]
+    DBOSLoop(client, workload.tools(tmp_path), name="wl", observers=observers)
+    dbos_committed.launch()
+    run = await (await dbos_committed.retrieve_workflow_async("committed-1")).get_result(polling_interval_sec=0.05)
+    assert run.outcome.kind is OutcomeKind.COMPLETED
+    assert workload.summary(run)["results"] == [["appended first"], ["released second"], []]
+    assert workload.side_effects(tmp_path) == ["block second"]  # the recorded append did not run again
+    assert client.calls == 1  # only the last reply: the two recorded ones were read from the record
+    assert events.count("RunStarted") == 0
+    assert (events.count("ToolCallStarted"), events.count("TurnFinished")) == (1, 1)
+
+
+async def test_a_change_that_breaks_determinism_is_caught_when_the_committed_record_replays(
+    dbos_committed: Any, tmp_path: Path
+) -> None:
+    # The recorded first reply calls `append`; without that tool the machine answers the call itself, so the
+    # next step is a model call where the record holds the tool step: DBOS refuses to go on.
+    tools = [t for t in workload.tools(tmp_path) if t.name != "append"]
+    DBOSLoop(workload.model("sequential"), tools, name="wl")
+    dbos_committed.launch()
+    handle = await dbos_committed.retrieve_workflow_async("committed-1")
+    with pytest.raises(Exception, match=r"wl\.tool\.append") as caught:
+        await handle.get_result(polling_interval_sec=0.05)
+    assert type(caught.value).__name__ == "DBOSUnexpectedStepError"  # "check that your workflow is deterministic"
+    assert workload.side_effects(tmp_path) == []
 
 
 def test_names_make_the_stable_step_names() -> None:

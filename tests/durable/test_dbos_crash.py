@@ -50,25 +50,3 @@ def test_parallel_calls_across_a_crash_keep_their_records(tmp_path: Path) -> Non
     assert out["results"] == [["appended p1", "released p2", "appended p3"], []]
     lines = workload.side_effects(tmp_path)
     assert sorted(lines) == ["block p2", "block p2", "p1", "p3"]
-
-
-def test_recovery_with_a_tool_removed_is_caught_as_nondeterminism(tmp_path: Path) -> None:
-    # The recorded first reply calls `append`; without that tool the machine answers the call itself, so the
-    # next step is a model call where the record holds the tool step: DBOS refuses to go on.
-    db = f"sqlite:///{tmp_path / 'system.sqlite'}"
-    first = Worker("dbos_worker.py", ["start", *_args(tmp_path, db, "sequential")], tmp_path, "first")
-    try:
-        wait_for_file(tmp_path / "ready", 60, first)
-    finally:
-        first.kill()
-    second = Worker(
-        "dbos_worker.py",
-        ["recover", *_args(tmp_path, db, "sequential", "--without-tool", "append")],
-        tmp_path,
-        "second",
-    )
-    code = second.wait(60)
-    assert code != 0
-    assert "DBOSUnexpectedStepError" in second.output()
-    assert "wl.tool.append" in second.output()
-    assert workload.side_effects(tmp_path) == ["first", "block second"]

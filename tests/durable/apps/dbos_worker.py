@@ -1,7 +1,7 @@
 """A DBOS worker process for the durable tests (run as a script; the test kills it and starts it again).
 
     python dbos_worker.py MODE --workdir DIR --db URL --scenario NAME --workflow-id ID [--executor ID]
-                          [--without-tool NAME] [--recover-executor ID]
+                          [--without-tool NAME] [--recover-executor ID] [--app-version V]
 
 ``start`` runs the scenario as workflow ``ID``; ``recover`` launches DBOS (which recovers this executor's
 pending runs) and waits for ``ID``; ``standby`` launches, waits for the file ``recover-now``, then hands the
@@ -35,6 +35,7 @@ def main() -> None:
     p.add_argument("--executor", default=None)
     p.add_argument("--without-tool", default=None)
     p.add_argument("--recover-executor", default=None)
+    p.add_argument("--app-version", default=None)
     args = p.parse_args()
     workdir: Path = args.workdir
     workflow_id: str = args.workflow_id
@@ -42,6 +43,8 @@ def main() -> None:
     config = {"name": "loopctl-tests", "system_database_url": args.db, "log_level": "WARNING"}
     if args.executor:
         config["executor_id"] = args.executor
+    if args.app_version:
+        config["application_version"] = args.app_version
     DBOS(config=config)  # type: ignore[arg-type]
 
     async def siblings_recorded() -> None:
