@@ -219,7 +219,7 @@ def _available(case: str, pg_url: str | None) -> str | None:
 def _postgres() -> tuple[Any, str | None]:
     """A throwaway PostgreSQL server (or ``None``) and a ``postgresql://`` URL of a database on it."""
     try:
-        from loopctl.testing.postgres import PostgresServer  # type: ignore[import-not-found]
+        from loopctl.testing.postgres import PostgresServer
     except ImportError:
         return None, None
     server = PostgresServer(durable=True)
