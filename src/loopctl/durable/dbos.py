@@ -236,30 +236,38 @@ class DBOSLoop(DurableLoop[OutputT]):
                 await cancel.wait()
                 await self.cancel(wid)
 
-            self._streams[wid] = observer
             watcher = asyncio.ensure_future(cancel_when_set())
             try:
-                return await self._start(input, config, wid)
+                return await self._start(input, config, wid, observer)
             finally:
                 watcher.cancel()
-                del self._streams[wid]
 
         return RunStream(start)
 
-    async def _start(self, input: str | Message, config: RunConfig | None, workflow_id: str | None) -> Run[OutputT]:  # noqa: A002
+    async def _start(
+        self,
+        input: str | Message,  # noqa: A002
+        config: RunConfig | None,
+        workflow_id: str | None,
+        observer: Observer | None = None,
+    ) -> Run[OutputT]:
         if self._running:
             raise RuntimeError("this loop is already running; build another DBOSLoop for concurrent conversations")
         self._running = True
+        wid = workflow_id or str(uuid.uuid4())
+        if observer is not None:
+            self._streams[wid] = observer
         try:
             doc = input if isinstance(input, str) else input.to_dict()
-            with SetWorkflowID(workflow_id or str(uuid.uuid4())):
+            with SetWorkflowID(wid):
                 handle = await DBOS.start_workflow_async(self._workflow, self._machine.to_json(), doc, config)
             run: Run[OutputT] = await handle.get_result()
-            machine = await DBOS.get_event_async(handle.get_workflow_id(), MACHINE_EVENT, timeout_seconds=5)
+            machine = await DBOS.get_event_async(wid, MACHINE_EVENT, timeout_seconds=5)
             if isinstance(machine, str):
                 self._machine = LoopMachine.from_json(machine)
             return run
         finally:
+            self._streams.pop(wid, None)
             self._running = False
 
     async def cancel(self, workflow_id: str) -> None:
