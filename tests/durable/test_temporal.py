@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from temporalio.worker import Replayer
 
 from loopctl.durable.temporal import WORKFLOW_NAME, ActivityNames, LoopWorkflow, TemporalLoop
 from loopctl.engine import SessionConfig
+from loopctl.output import OutputTool
 from loopctl.testing import ScriptedClient
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -203,6 +204,15 @@ def test_a_loop_registers_one_activity_per_effect(tmp_path: Path) -> None:
         "reg.tool.block",
         "reg.tool.tag",
     ]
+
+
+def test_an_output_type_a_loop_cannot_use_is_refused_when_it_is_built(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="has no JSON Schema"):
+        TemporalLoop(ScriptedClient(["x"]), name="no-schema", output_type=Callable[[int], int])
+    with pytest.raises(ValueError, match="has the name of one of the loop's tools"):
+        TemporalLoop(
+            ScriptedClient(["x"]), workload.tools(tmp_path), name="clash", output_type=OutputTool(dict, name="tag")
+        )
 
 
 @pytest.mark.parametrize("bad", ["", "a.b", "with space"])
