@@ -5,8 +5,9 @@ plain loop and against pydantic-ai's DBOS and Temporal integrations on the same 
 Workload W(N): one run; a scripted model (instant, no network) answers N times with one ``echo`` tool call
 (a 200-character argument the tool returns), then a final answer: N+1 model calls and N tool calls, each a
 recorded step (DBOS) or activity (Temporal). Reported: milliseconds per turn (wall time of the run / model
-calls), the median of ``--repeat`` runs, each in a fresh subprocess after a W(2) warm-up; and each durable
-case's ratio to the plain loop and to the peer on the same engine (below 1.0: loopctl is faster).
+calls), the median of ``--repeat`` runs, each in a fresh subprocess after a W(2) warm-up, the cases
+interleaved round by round; and each durable case's ratio to the plain loop and to the peer on the same
+engine (below 1.0: loopctl is faster).
 
 The peers: pydantic-ai's ``DBOSDurability`` with the tool made a DBOS step (pydantic-ai records function
 tools only when the user wraps them; the unwrapped case, which records model calls only, is shown too), and
@@ -259,14 +260,18 @@ def main() -> None:
 
 
 def _run_all(cases: list[str], turns: int, repeat: int, pg_url: str | None) -> dict[str, float | str]:
+    """Each case ``repeat`` times, interleaved (round ``i`` runs every case once), so a change in the machine's
+    load between cases shifts each case's figures alike; the median per case, in ms per turn."""
     results: dict[str, float | str] = {}
+    times: dict[str, list[float]] = {}
     for case in cases:
         why = _available(case, pg_url)
         if why is not None:
             results[case] = f"skipped: {why}"
-            continue
-        times = []
-        for i in range(repeat):
+        else:
+            times[case] = []
+    for i in range(repeat):
+        for case in [c for c in cases if c in times and c not in results]:
             cmd = [sys.executable, __file__, "--case", case, "--turns", str(turns)]
             if pg_url and "postgres" in case:
                 # a database per measurement would be fairer still; DBOS creates its tables once per database
@@ -275,15 +280,13 @@ def _run_all(cases: list[str], turns: int, repeat: int, pg_url: str | None) -> d
             lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
             if proc.returncode != 0 or not lines:
                 results[case] = f"failed (run {i + 1}): {proc.stderr.strip().splitlines()[-1:] or proc.returncode}"
-                break
-            times.append(json.loads(lines[-1])["seconds"])
-        else:
-            results[case] = statistics.median(times) / (turns + 1) * 1000
-        print(
-            f"  {case}: {results[case] if isinstance(results[case], str) else f'{results[case]:.2f} ms/turn'}",
-            flush=True,
-        )
-    return results
+                continue
+            times[case].append(json.loads(lines[-1])["seconds"])
+            print(f"  round {i + 1}: {case} {times[case][-1] / (turns + 1) * 1000:.2f} ms/turn", flush=True)
+    for case in cases:
+        if case not in results:
+            results[case] = statistics.median(times[case]) / (turns + 1) * 1000
+    return {case: results[case] for case in cases}
 
 
 def _report(results: dict[str, float | str], turns: int) -> None:
