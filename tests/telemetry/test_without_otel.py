@@ -91,7 +91,7 @@ print(json.dumps({
         "enabled": False,
         "warnings": [
             "RuntimeWarning: opentelemetry-api is not installed, so OTelObserver records nothing "
-            "(pip install 'loopctl[otel]')"
+            "(pip install 'pyloopctl[otel]')"
         ],
         "outcome": "completed",
         "output": "42",

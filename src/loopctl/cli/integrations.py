@@ -61,7 +61,7 @@ async def open_integrations(
     try:
         from loopctl.mcp import MCPServerHTTP, MCPServerStdio
     except ImportError as exc:
-        raise ImportError(f"--mcp needs the MCP SDK: pip install 'loopctl[mcp]' ({exc})") from exc
+        raise ImportError(f"--mcp needs the MCP SDK: pip install 'pyloopctl[mcp]' ({exc})") from exc
     servers: list[Any] = []
     for command in mcp_commands:
         try:

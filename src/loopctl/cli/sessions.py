@@ -27,6 +27,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from loopctl.cli.inert import inert
 from loopctl.errors import ConversationFileError, LoopError
 
 if TYPE_CHECKING:
@@ -40,15 +41,6 @@ DEFAULT_STORE = Path(".loopctl") / "sessions.db"
 
 STORE_VAR = "LOOPCTL_STORE"
 """Environment variable: the CLI's store (a SQLite file, or a PostgreSQL URL or connection string)."""
-
-# C0 and C1 controls (but newline and tab), and the invisible format characters that reorder or hide text.
-_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
-
-
-def inert(text: str) -> str:
-    """``text`` safe to print: every control or invisible format character becomes a visible escape
-    (``\\x1b``, ``\\u202e``)."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
 def is_postgres(spec: str) -> bool:
@@ -108,13 +100,17 @@ class RunTarget:
             return Session(LoopMachine())
         return Session(LoopMachine(), st.model, st.root, st.system_prompt, dict(st.metadata))
 
-    def open(self, *, model: str, root: str, system_prompt: str | None) -> None:
+    def open(
+        self, *, model: str, root: str, system_prompt: str | None, metadata: dict[str, object] | None = None
+    ) -> None:
         """Open the store and, for a new session, create it with these settings (before any model call)."""
         from loopctl.store import SessionState
 
         store = self._open()
         if self.resume is None:
-            state = SessionState.at_rest(0).with_settings(model=model, root=root, system_prompt=system_prompt)
+            state = SessionState.at_rest(0).with_settings(
+                model=model, root=root, system_prompt=system_prompt, metadata=metadata
+            )
             store.create(self.session_id, state=state)
 
     def loop_args(self) -> dict[str, object]:

@@ -1,14 +1,14 @@
 """The shape of a conversation that the passes must respect: where it may be cut, what a result answers,
 and how to keep only the ``Durable`` results (with their calls) of a stretch that is being dropped.
 
-Rules (the guide, "Parts" and "Retention classes"; ``check_conversation``):
+Rules (``docs/wire-format.md``, "Conversation rules"; ``docs/compaction.md``, "Retention classes"):
 
 - A tool result answers a call of the latest assistant message before it, so a cut between an assistant
   message and the last message holding one of its results would orphan a result or leave a call
   unanswered. Cuts are allowed only at the other boundaries (:attr:`Layout.cut_ok`).
 - A thinking part belongs to the next tool call in its message (Anthropic sends thinking before the
   ``tool_use`` blocks it led to; Gemini's signature part sits right before the ``functionCall`` it came on,
-  ``python-api.md`` "Provider signatures"); keeping a call keeps the thinking that belongs to it.
+  ``docs/providers.md``, "The reasoning replay policy"); keeping a call keeps the thinking that belongs to it.
 
 Everything here is linear in the number of messages. Pure: no I/O.
 """
@@ -182,7 +182,7 @@ def durable_copy(message: Message, index: int, layout: Layout, *, keep_thinking:
 def describe_call(name: str, call_input: Any, limit: int = CALL_INPUT_CHARS) -> str:
     """``name(<compact JSON input>)`` with the input cut safely to ``limit`` characters, for markers."""
     try:
-        # orjson writes the same compact, key-sorted, UTF-8 JSON as the guide's Display, ten times faster.
+        # orjson writes the same compact, key-sorted, UTF-8 JSON as ``str(message)`` shows a call, ten times faster.
         text = orjson.dumps(call_input, option=orjson.OPT_SORT_KEYS).decode()
     except (TypeError, orjson.JSONEncodeError):
         try:  # integers past 64 bits

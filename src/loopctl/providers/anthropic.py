@@ -6,8 +6,8 @@ is the client's business; this module only builds and reads JSON bodies and SSE 
 Request rules (each with its source; ``docs/providers/anthropic.md`` is the long form):
 
 - **System**: top-level ``system`` gets the ``system`` argument first, then the text of every
-  ``Role.SYSTEM`` message, joined with ``"\\n"``; system messages never appear in ``messages`` (the guide,
-  "Roles"; Messages API reference, ``system``).
+  ``Role.SYSTEM`` message, joined with ``"\\n"``; system messages never appear in ``messages`` (``docs/providers.md``;
+  Messages API reference, ``system``).
 - **Tool results** ride user-side as ``tool_result`` blocks at the *start* of one user message; results the
   history split over several user messages are merged, other user content follows them ("In the user
   message containing tool results, the tool_result blocks must come FIRST in the content array. Any text
@@ -20,8 +20,8 @@ Request rules (each with its source; ``docs/providers/anthropic.md`` is the long
   ``MessageCreateParams.messages``: consecutive same-role turns are one turn).
 - **Thinking** is replayed verbatim, in place, only when ``ThinkingPart.provider == "anthropic"`` and it is
   signed (``thinking`` + ``signature``) or redacted (``redacted_thinking`` + ``data``); everything else is
-  omitted from the request and stays in history (the project's replay policy, ``python-api.md``
-  "Provider signatures"). Thinking blocks must open their assistant message ("If an assistant message
+  omitted from the request and stays in history (the project's replay policy,
+  ``docs/providers.md``). Thinking blocks must open their assistant message ("If an assistant message
   contains any thinking blocks, the first block must be thinking or redacted_thinking": API 400 text), so
   a thinking part that follows text or a tool call in the same (merged) message is omitted too.
 - **Tool-use ids** must match ``^[a-zA-Z0-9_-]+$`` (API 400 "tool_use.id: String should match pattern");

@@ -7,7 +7,7 @@ documented, with its source, in ``docs/providers/gemini.md``; the ones that shap
 
 - ``contents`` alternate ``user`` / ``model`` (adjacent same-role messages are merged in the request only);
   ``systemInstruction`` holds the ``system`` argument, then the text of every ``Role.SYSTEM`` message,
-  joined with ``"\\n"`` (the guide's folding).
+  joined with ``"\\n"`` (``docs/providers.md``, "Rules every codec keeps").
 - Tool calls are ``functionCall`` parts; results are ``functionResponse`` parts whose ``name`` is the called
   tool's (filled from the call when empty) and whose ``response`` is ``{"output": ...}`` or, for a failed
   call, ``{"error": ...}`` (google-genai ``types.FunctionResponse.response``). A user content answering
@@ -16,8 +16,8 @@ documented, with its source, in ``docs/providers/gemini.md``; the ones that shap
   are moved, in order, to ``inlineData`` parts right after the responses.
 - ``thoughtSignature`` rides on the part it signs. A signature that came on a text or call part is kept as
   ``ThinkingPart(text="", signature=..., provider="gemini")`` right before that part, and put back on it;
-  a signature that came on a thought part stays on that ThinkingPart (``python-api.md``, "Provider
-  signatures"). Only Gemini's own thinking is replayed (the project's reasoning replay policy).
+  a signature that came on a thought part stays on that ThinkingPart. Only Gemini's own thinking is replayed
+  (``docs/providers.md``, "The reasoning replay policy").
 - A call Gemini sent without an id gets ``<responseId>_<position>``; such ids, and other providers' ids, are
   never sent to Gemini (Vertex refuses ``functionCall.id``); ids Gemini minted are echoed
   (``ToolCallPart.provider == "gemini"``).

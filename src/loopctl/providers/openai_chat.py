@@ -374,7 +374,7 @@ def _convert_assistant(message: Message, path: str, opts: _Options) -> _Piece:
                 reasoning.append(part.text)
         else:
             raise _unsupported(part, ppath, "an assistant message")
-    # Consecutive text parts are one logical stream (the guide's text_content); one string suits every
+    # Consecutive text parts are one logical stream (``Message.text_content``); one string suits every
     # compatible server. A turn that only calls tools has content null, not "".
     text = "".join(texts)
     assistant: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}

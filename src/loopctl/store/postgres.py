@@ -26,7 +26,7 @@ try:
     import psycopg
     import psycopg_pool
 except ImportError as exc:  # pragma: no cover - the extra is not installed
-    raise ImportError("PostgresStore needs psycopg 3 and psycopg_pool: pip install 'loopctl[postgres]'") from exc
+    raise ImportError("PostgresStore needs psycopg 3 and psycopg_pool: pip install 'pyloopctl[postgres]'") from exc
 
 __all__ = ["PostgresStore"]
 

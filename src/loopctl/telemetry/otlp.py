@@ -55,7 +55,7 @@ def configure_otlp(service_name: str = "loopctl") -> OTLPExport:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
         raise ImportError(
-            f"OTLP export needs the OpenTelemetry SDK and exporter: pip install 'loopctl[otlp]' ({exc})"
+            f"OTLP export needs the OpenTelemetry SDK and exporter: pip install 'pyloopctl[otlp]' ({exc})"
         ) from exc
     resource = Resource.create({SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME") or service_name})
     tracer_provider = TracerProvider(resource=resource)
