@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 
-import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,8 +12,10 @@ from loopctl.durable._payloads import (
     OutputValues,
     check_from_dict,
     check_to_dict,
+    dumps,
     error_from_dict,
     error_to_dict,
+    loads,
     record_from_dict,
     record_to_dict,
     response_from_dict,
@@ -53,18 +54,18 @@ def test_a_model_response_round_trips_through_json(parts, usage, stop, raw, inva
     response = ModelResponse(
         Message.new(Role.ASSISTANT, parts), usage, stop, raw, "m-1", "resp-1", invalid_tool_calls=tuple(invalid)
     )
-    assert response_from_dict(orjson.loads(orjson.dumps(response_to_dict(response)))) == response
+    assert response_from_dict(loads(dumps(response_to_dict(response)))) == response
 
 
 @given(call=s.tool_call_part(), data=st.data(), duration=st.floats(0, 1e6), ran=st.booleans())
 def test_a_tool_call_record_round_trips_through_json(call, data, duration, ran) -> None:
     record = ToolCallRecord(call, data.draw(s.tool_result_part(call)), duration, ran)
-    assert record_from_dict(orjson.loads(orjson.dumps(record_to_dict(record)))) == record
+    assert record_from_dict(loads(dumps(record_to_dict(record)))) == record
 
 
 def test_a_recorded_error_is_the_same_class_with_the_same_text_and_attributes() -> None:
     original = RateLimited("slow down", retry_after=2.5, provider="anthropic", status=429)
-    back = error_from_dict(orjson.loads(orjson.dumps(error_to_dict(original))))
+    back = error_from_dict(loads(dumps(error_to_dict(original))))
     assert type(back) is RateLimited
     assert str(back) == str(original) == "anthropic: slow down (HTTP 429)"
     assert back.retryable is True
@@ -109,7 +110,7 @@ def test_a_tool_timeout_reads_back_with_its_fields() -> None:
 def test_a_typed_value_crosses_as_json_and_is_validated_again(label: str, score: int) -> None:
     values = OutputValues(workload.Verdict)
     value = workload.Verdict(label=label, score=score)
-    back = values.load(orjson.loads(orjson.dumps(values.dump(value))))
+    back = values.load(loads(dumps(values.dump(value))))
     assert type(back) is workload.Verdict
     assert back == value
 
@@ -127,7 +128,7 @@ def test_a_typed_value_crosses_as_json_and_is_validated_again(label: str, score:
 )
 def test_each_kind_of_output_type_round_trips(output_type: object, value: object) -> None:
     values = OutputValues(output_type)
-    assert values.load(orjson.loads(orjson.dumps(values.dump(value)))) == value
+    assert values.load(loads(dumps(values.dump(value)))) == value
 
 
 def test_a_verdict_round_trips_with_its_check_and_problems() -> None:
@@ -137,7 +138,7 @@ def test_a_verdict_round_trips_with_its_check_and_problems() -> None:
         (OutputCheck("f1", "The answer is not valid: score: missing.", "score: missing"), NO_OUTPUT, ["x"]),
         (None, NO_OUTPUT, []),
     ]:
-        assert check_from_dict(orjson.loads(orjson.dumps(check_to_dict(*verdict, values))), values) == verdict
+        assert check_from_dict(loads(dumps(check_to_dict(*verdict, values))), values) == verdict
 
 
 def _run(outcome: Outcome, output: object, error: BaseException | None) -> Run[object]:
@@ -149,14 +150,14 @@ def _run(outcome: Outcome, output: object, error: BaseException | None) -> Run[o
 def test_a_run_round_trips_with_its_typed_output_its_text_and_its_error() -> None:
     values = OutputValues(workload.Verdict)
     ok = _run(Outcome(OutcomeKind.COMPLETED), workload.Verdict(label="ok", score=5), None)
-    back = run_from_dict(orjson.loads(orjson.dumps(run_to_dict(ok, values))), values)
+    back = run_from_dict(loads(dumps(run_to_dict(ok, values))), values)
     assert (back.output, back.text, back.error, back.turns, back.usage) == (ok.output, "done", None, ok.turns, ok.usage)
     invalid = _run(
         Outcome(OutcomeKind.OUTPUT_INVALID, "score: missing", "OutputValidationError"),
         NO_OUTPUT,
         OutputValidationError(["score: missing"]),
     )
-    back = run_from_dict(orjson.loads(orjson.dumps(run_to_dict(invalid, values))), values)
+    back = run_from_dict(loads(dumps(run_to_dict(invalid, values))), values)
     assert back.outcome == invalid.outcome
     assert type(back.error) is OutputValidationError
     assert back.error.errors == ["score: missing"]

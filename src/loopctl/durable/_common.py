@@ -56,7 +56,8 @@ class EffectNames:
 
 class DurableLoop(Generic[OutputT]):
     """The settings of a durable loop: the model ``client``, the ``tools``, the session ``config``, the
-    ``observers`` and the ``permission`` callback as :class:`~loopctl.engine.BareLoop` takes them; and what
+    ``observers``, the ``permission`` callback and the ``hooks`` as :class:`~loopctl.engine.BareLoop` takes
+    them; and what
     a plain loop takes per run but a durable loop holds for all its runs, because it is code that every
     worker recovering a run must have (``docs/durable.md``, "What a durable run takes"): the ``output_type``
     and ``output_validator`` of its runs (:mod:`loopctl.output`) and the ``deps`` handed to tools and
@@ -75,12 +76,14 @@ class DurableLoop(Generic[OutputT]):
         output_type: Any = None,
         output_validator: OutputValidator[Any] | None = None,
         deps: Any = None,
+        hooks: Sequence[object] = (),
     ) -> None:
         self.client = client
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.config = config or SessionConfig()
         self.observers = list(observers)
         self.permission = permission
+        self.hooks = list(hooks)
         self.output_type: Any = output_type
         self.output_validator = output_validator
         self.deps: Any = deps

@@ -1,4 +1,4 @@
-"""What crosses a durable step's boundary, as JSON: model replies, tool-call records and errors.
+"""What crosses a durable step's boundary, as JSON: model replies, tool-call records, approvals and errors.
 
 Both engines record each step's output (DBOS in its system database, Temporal in the workflow history) and
 hand the recorded value back when the workflow is replayed. The values are written here as plain JSON (the
@@ -13,36 +13,61 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
+import pydantic_core
 from pydantic import TypeAdapter
 
 import loopctl.errors as errors_module
 from loopctl.engine.config import RunConfig
+from loopctl.engine.limits import LimitHit, UsageLimits
 from loopctl.engine.machine import Outcome, OutcomeKind, OutputCheck
-from loopctl.engine.run import NO_OUTPUT, Run, ToolCallRecord, Turn
-from loopctl.errors import LoopError
+from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval
+from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn
+from loopctl.errors import ApprovalError, LoopError
 from loopctl.message import Message, ToolCallPart, ToolResultPart
+from loopctl.message.model import _dumps_bytes
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.tool import ForceTool
 
 __all__ = [
     "OutputValues",
+    "approvals_from_dict",
+    "approvals_to_dict",
     "loop_error_from_dict",
     "check_from_dict",
     "check_to_dict",
     "config_from_dict",
     "config_to_dict",
+    "dumps",
+    "loads",
     "error_from_dict",
     "error_to_dict",
+    "pending_from_dict",
+    "pending_to_dict",
     "record_from_dict",
     "record_to_dict",
+    "reply_from_dict",
+    "reply_to_dict",
     "response_from_dict",
     "response_to_dict",
     "run_from_dict",
     "run_to_dict",
     "usage_from_dict",
 ]
+
+
+def dumps(value: Any) -> str:
+    """``value`` (the JSON objects of this module) as compact JSON text, as the message model writes it:
+    integers past 64 bits included (a tool call's input may hold one)."""
+    return _dumps_bytes(value).decode()
+
+
+def loads(text: str | bytes) -> Any:
+    """The value of JSON ``text`` written by :func:`dumps`; integers of any size stay exact."""
+    return pydantic_core.from_json(text)
 
 
 def response_to_dict(response: ModelResponse) -> dict[str, Any]:
@@ -94,6 +119,87 @@ def record_from_dict(data: dict[str, Any]) -> ToolCallRecord:
     )
 
 
+def reply_to_dict(reply: ModelReply) -> dict[str, Any]:
+    """A model call's :class:`~loopctl.engine.run.ModelReply` as a JSON object: ``response``
+    (:func:`response_to_dict`), the ``provider`` and ``model`` that answered (a fallback chain's client) and
+    the ``cost`` in USD as a decimal string (``null``: unknown)."""
+    return {
+        "response": response_to_dict(reply.response),
+        "provider": reply.provider,
+        "model": reply.model,
+        "cost": None if reply.cost is None else str(reply.cost),
+    }
+
+
+def reply_from_dict(data: dict[str, Any]) -> ModelReply:
+    """The :class:`~loopctl.engine.run.ModelReply` written by :func:`reply_to_dict`. A record from before
+    replies were priced (no ``provider``, ``model`` or ``cost``) reads as the model the response names, no
+    provider, and an unknown cost."""
+    response = response_from_dict(data["response"])
+    cost = data.get("cost")
+    return ModelReply(
+        response,
+        str(data.get("provider") or ""),
+        str(data.get("model") or response.model or ""),
+        None if cost is None else Decimal(str(cost)),
+    )
+
+
+def pending_to_dict(pending: PendingApproval) -> dict[str, Any]:
+    """A deferred call (:class:`~loopctl.engine.PendingApproval`) as a JSON object: ``call``, ``reason``."""
+    return {"call": pending.call.to_dict(), "reason": pending.reason}
+
+
+def pending_from_dict(data: dict[str, Any]) -> PendingApproval:
+    """The :class:`~loopctl.engine.PendingApproval` written by :func:`pending_to_dict`."""
+    reason = data.get("reason")
+    return PendingApproval(ToolCallPart.model_validate(data["call"]), None if reason is None else str(reason))
+
+
+def approvals_to_dict(approvals: Mapping[str, Approval]) -> dict[str, Any]:
+    """Decisions on deferred calls, ``{call_id: Approve() | Deny(reason) | Modify(input)}``, as a JSON object
+    ``{call_id: {"decision": "approve"} | {"decision": "deny", "reason": ...} | {"decision": "modify",
+    "input": ...}}`` (the form the durable loops' approval messages and signals carry; ``Modify.input`` must
+    be JSON). Raises :class:`~loopctl.errors.ApprovalError` for a decision of another type."""
+    out: dict[str, Any] = {}
+    for call_id, decision in approvals.items():
+        if not isinstance(call_id, str):
+            raise ApprovalError(f"a call id must be a str, got {call_id!r}")
+        if isinstance(decision, Approve):
+            out[call_id] = {"decision": "approve"}
+        elif isinstance(decision, Deny):
+            out[call_id] = {"decision": "deny", "reason": decision.reason}
+        elif isinstance(decision, Modify):
+            out[call_id] = {"decision": "modify", "input": decision.input}
+        else:
+            raise ApprovalError(
+                f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or Modify(input)"
+            )
+    return out
+
+
+def approvals_from_dict(data: Any) -> dict[str, Approval]:
+    """The decisions written by :func:`approvals_to_dict`. Raises :class:`~loopctl.errors.ApprovalError` for
+    data of another shape (it may come from outside: a message or a signal anyone can send)."""
+    if not isinstance(data, dict):
+        raise ApprovalError(f"approvals must be a JSON object of call ids, got {type(data).__name__}")
+    out: dict[str, Approval] = {}
+    for call_id, item in data.items():
+        kind = item.get("decision") if isinstance(item, dict) else None
+        if kind == "approve":
+            out[str(call_id)] = Approve()
+        elif kind == "deny":
+            reason = item.get("reason")
+            out[str(call_id)] = Deny(reason) if isinstance(reason, str) else Deny()
+        elif kind == "modify" and "input" in item:
+            out[str(call_id)] = Modify(item["input"])
+        else:
+            raise ApprovalError(
+                f"the decision for call {call_id!r} must be {{'decision': 'approve' | 'deny' | 'modify'}}, got {item!r}"
+            )
+    return out
+
+
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -112,12 +218,28 @@ def error_to_dict(error: BaseException) -> dict[str, Any]:
         for k, v in vars(error).items()
         if k != "message" and not k.startswith("_") and _json_attr(v)
     }
-    return {
+    out: dict[str, Any] = {
         "type": type(error).__name__,
         "message": str(error),
         "retryable": bool(getattr(error, "retryable", False)),
         "attrs": attrs,
     }
+    # (label, error) pairs, such as FallbackFailed.errors: each error recorded in the same form
+    pairs = {k: [[label, error_to_dict(e)] for label, e in v] for k, v in vars(error).items() if _error_pairs(v)}
+    if pairs:
+        out["pairs"] = pairs
+    return out
+
+
+def _error_pairs(value: Any) -> bool:
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and all(
+            isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], BaseException)
+            for v in value
+        )
+    )
 
 
 _UNKNOWN: dict[str, type[LoopError]] = {}
@@ -147,6 +269,8 @@ def error_from_dict(data: dict[str, Any]) -> BaseException:
     error = cls.__new__(cls)
     Exception.__init__(error, message)
     error.__dict__.update(data.get("attrs", {}))
+    for key, pairs in data.get("pairs", {}).items():
+        error.__dict__[key] = tuple((str(label), error_from_dict(e)) for label, e in pairs)
     error.message = message
     if bool(data.get("retryable")) != cls.retryable:
         error.retryable = bool(data.get("retryable"))
@@ -217,11 +341,17 @@ def check_from_dict(data: dict[str, Any], values: OutputValues) -> tuple[OutputC
 
 def run_to_dict(run: Run[Any], values: OutputValues = _TEXT) -> dict[str, Any]:
     """A :class:`~loopctl.engine.Run` as a JSON object (read back by :func:`run_from_dict`); ``values``
-    dumps a typed output."""
+    dumps a typed output. Costs are decimal strings (``null``: unknown)."""
     o = run.outcome
     output = run._output  # NO_OUTPUT must not raise here
     return {
-        "outcome": {"kind": o.kind.value, "error": o.error, "error_type": o.error_type, "retryable": o.retryable},
+        "outcome": {
+            "kind": o.kind.value,
+            "error": o.error,
+            "error_type": o.error_type,
+            "retryable": o.retryable,
+            "limit": None if o.limit is None else o.limit.to_dict(),
+        },
         "output": values.dump(output),
         "has_output": output is not NO_OUTPUT,
         "text": run.text,
@@ -235,22 +365,35 @@ def run_to_dict(run: Run[Any], values: OutputValues = _TEXT) -> dict[str, Any]:
                 "usage": t.usage.to_dict(),
                 "stop_reason": t.stop_reason.value,
                 "duration": t.duration,
+                "model": t.model,
+                "provider": t.provider,
+                "cost": None if t.cost is None else str(t.cost),
             }
             for t in run.turns
         ],
         "usage": run.usage.to_dict(),
         "duration": run.duration,
+        "pending_approvals": [pending_to_dict(p) for p in run.pending_approvals],
+        "resumed_calls": [record_to_dict(r) for r in run.resumed_calls],
     }
 
 
 def run_from_dict(data: dict[str, Any], values: OutputValues = _TEXT) -> Run[Any]:
     """The :class:`~loopctl.engine.Run` written by :func:`run_to_dict`; ``values`` validates a typed output
-    again (without it, the output is the JSON value)."""
+    again (without it, the output is the JSON value). Fields added later (a turn's model and cost, the
+    outcome's limit, approvals) are optional."""
     o = data["outcome"]
     output = values.load(data["output"]) if data.get("has_output", True) else NO_OUTPUT
     error = data.get("error")
+    limit = o.get("limit")
     return Run(
-        Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable"))),
+        Outcome(
+            OutcomeKind(o["kind"]),
+            o.get("error"),
+            o.get("error_type"),
+            bool(o.get("retryable")),
+            None if limit is None else LimitHit.from_dict(limit),
+        ),
         output,
         tuple(
             Turn(
@@ -261,6 +404,9 @@ def run_from_dict(data: dict[str, Any], values: OutputValues = _TEXT) -> Run[Any
                 usage=usage_from_dict(t["usage"]),
                 stop_reason=StopReason(t["stop_reason"]),
                 duration=float(t["duration"]),
+                model=str(t.get("model") or ""),
+                provider=str(t.get("provider") or ""),
+                cost=None if t.get("cost") is None else Decimal(str(t["cost"])),
             )
             for t in data["turns"]
         ),
@@ -268,17 +414,20 @@ def run_from_dict(data: dict[str, Any], values: OutputValues = _TEXT) -> Run[Any
         float(data["duration"]),
         None if error is None else error_from_dict(error),
         text=str(data.get("text", data["output"] if isinstance(data["output"], str) else "")),
+        pending_approvals=tuple(pending_from_dict(p) for p in data.get("pending_approvals", ())),
+        resumed_calls=tuple(record_from_dict(r) for r in data.get("resumed_calls", ())),
     )
 
 
 def config_to_dict(config: RunConfig) -> dict[str, Any]:
     """A :class:`~loopctl.engine.RunConfig` as a JSON object (``tool_choice`` a string or
-    ``{"tool": name}``; ``extra`` must itself be JSON)."""
+    ``{"tool": name}``; ``limits`` as ``UsageLimits.to_dict``; ``extra`` must itself be JSON)."""
     data = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
     choice = config.tool_choice
     data["tool_choice"] = {"tool": choice.name} if isinstance(choice, ForceTool) else choice
     data["stop"] = None if config.stop is None else list(config.stop)
     data["extra"] = dict(config.extra)
+    data["limits"] = None if config.limits is None else config.limits.to_dict()
     return data
 
 
@@ -290,5 +439,7 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         values["tool_choice"] = ForceTool(str(choice["tool"]))
     if values.get("stop") is not None:
         values["stop"] = tuple(values["stop"])
+    if values.get("limits") is not None:
+        values["limits"] = UsageLimits.from_dict(values["limits"])
     known = {f.name for f in dataclasses.fields(RunConfig)}
     return RunConfig(**{k: v for k, v in values.items() if k in known})

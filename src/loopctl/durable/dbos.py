@@ -43,41 +43,55 @@ import contextvars
 import pickle
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
-import orjson
 from dbos import DBOS, SetWorkflowID
 
 from loopctl.compact import SummarizingCompactor
 from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, with_own_budget
 from loopctl.durable._payloads import (
+    approvals_from_dict,
+    approvals_to_dict,
     check_from_dict,
     check_to_dict,
+    dumps,
     error_from_dict,
     error_to_dict,
+    loads,
     loop_error_from_dict,
+    pending_from_dict,
+    pending_to_dict,
     record_from_dict,
     record_to_dict,
-    response_from_dict,
-    response_to_dict,
+    reply_from_dict,
+    reply_to_dict,
 )
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import Observer
 from loopctl.engine.loop import BareLoop, _Cancelled, _race
 from loopctl.engine.machine import CallTools, LoopMachine, OutputCheck
-from loopctl.engine.permission import PermissionCallback
-from loopctl.engine.run import OutputT, Run, ToolCallRecord
+from loopctl.engine.permission import Approval, Approve, Modify, PendingApproval, PermissionCallback
+from loopctl.engine.run import ModelReply, OutputT, Run, ToolCallRecord
 from loopctl.engine.streaming import RunStream
-from loopctl.errors import LoopError
+from loopctl.errors import ApprovalError, HookFailed, LoopError
 from loopctl.message import Message, ToolCallPart
 from loopctl.output import OutputPlan, OutputSpec, OutputValidator
 from loopctl.output import resolve as resolve_output
-from loopctl.providers.base import ModelClient
+from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import ModelResponse, Usage
 from loopctl.tool import Tool, ToolProvider, ToolRegistry
 
-__all__ = ["CANCEL_POLL_INTERVAL", "MACHINE_EVENT", "DBOSLoop", "StepNames", "cancel_marker_id", "recover"]
+__all__ = [
+    "APPROVALS_TOPIC",
+    "CANCEL_POLL_INTERVAL",
+    "MACHINE_EVENT",
+    "PENDING_EVENT",
+    "DBOSLoop",
+    "StepNames",
+    "cancel_marker_id",
+    "recover",
+]
 
 CANCEL_POLL_INTERVAL = 1.0
 """Seconds between two looks for a cancel request while a model or tool step runs (each is one read of the
@@ -86,6 +100,17 @@ system database; a step that finishes sooner costs none, and each model call loo
 MACHINE_EVENT = "loopctl.machine"
 """The DBOS event a finished run sets to its machine (``LoopMachine.to_json`` text): the conversation after
 the run, for whoever continues it."""
+
+PENDING_EVENT = "loopctl.pending"
+"""The DBOS event a run sets while it waits for approvals: a JSON array of the calls it awaits
+(``[{"call": <tool call>, "reason": ...}]``), ``[]`` once it has decisions (:meth:`DBOSLoop.pending`)."""
+
+APPROVALS_TOPIC = "loopctl.approvals"
+"""The DBOS message topic a paused run receives its decisions on (:meth:`DBOSLoop.approve`): JSON text
+``{"approvals": {call_id: {"decision": ...}}}`` (``_payloads.approvals_to_dict``), or ``{"cancel": true}``
+(:meth:`DBOSLoop.cancel` wakes a waiting run with it)."""
+
+_WAIT_CHUNK = 24 * 3600.0  # seconds of one DBOS.recv while a run waits for approvals without a timeout
 
 _T = TypeVar("_T")
 
@@ -118,7 +143,16 @@ class DBOSLoop(DurableLoop[OutputT]):
     every process that may recover the loop's runs. ``output_type`` and ``output_validator`` make every
     run's output a validated value (:mod:`loopctl.output`; ``run(..., output_type=T)`` of a plain loop);
     ``deps`` is handed to tools and instructions (``ToolContext.deps``, ``RunContext.deps``) in this
-    process and never recorded: every process that may recover a run builds its own. The conversation lives
+    process and never recorded: every process that may recover a run builds its own. ``hooks`` are
+    ``BareLoop``'s: the model hooks run inside the model step, the tool hooks inside the tool step, so a
+    recovered run never runs a completed step's hooks again.
+
+    A call deferred for approval (a permission callback's ``Defer()``, a tool marked ``requires_approval``)
+    makes the run *wait* inside its workflow: the event :data:`PENDING_EVENT` lists the calls
+    (:meth:`pending`), and :meth:`approve`, from any process on the same system database, sends the
+    decisions; a crash while it waits loses nothing. ``approval_timeout`` (seconds, default ``None``: wait
+    for ever) ends a run that waited that long without a decision with outcome ``AWAITING_APPROVAL``, as a
+    plain run pauses; ``run(approvals=...)`` continues it as a new workflow. The conversation lives
     in :attr:`machine`; successive :meth:`run` calls continue it, as with ``BareLoop``. Build it after
     ``DBOS(config=...)`` and before ``DBOS.launch()``.
 
@@ -141,6 +175,8 @@ class DBOSLoop(DurableLoop[OutputT]):
         output_type: None = None,
         output_validator: OutputValidator[str] | None = None,
         deps: Any = None,
+        hooks: Sequence[object] = (),
+        approval_timeout: float | None = None,
     ) -> None: ...
     @overload
     def __init__(
@@ -156,6 +192,8 @@ class DBOSLoop(DurableLoop[OutputT]):
         output_type: OutputSpec[_T],
         output_validator: OutputValidator[_T] | None = None,
         deps: Any = None,
+        hooks: Sequence[object] = (),
+        approval_timeout: float | None = None,
     ) -> None: ...
     def __init__(
         self,
@@ -170,9 +208,14 @@ class DBOSLoop(DurableLoop[OutputT]):
         output_type: Any = None,
         output_validator: OutputValidator[Any] | None = None,
         deps: Any = None,
+        hooks: Sequence[object] = (),
+        approval_timeout: float | None = None,
     ) -> None:
-        super().__init__(client, tools, config, observers, permission, output_type, output_validator, deps)
+        super().__init__(client, tools, config, observers, permission, output_type, output_validator, deps, hooks)
         _check_picklable(output_type)
+        if approval_timeout is not None and not approval_timeout > 0:
+            raise ValueError(f"approval_timeout must be a number of seconds > 0 or None, got {approval_timeout!r}")
+        self.approval_timeout = approval_timeout
         self.names = StepNames(name)
         self.name = name
         self._machine = machine or LoopMachine()
@@ -197,19 +240,29 @@ class DBOSLoop(DurableLoop[OutputT]):
 
     async def run(
         self,
-        input: str | Message,  # noqa: A002 - BareLoop's name
+        input: str | Message | None = None,  # noqa: A002 - BareLoop's name
         config: RunConfig | None = None,
         *,
         workflow_id: str | None = None,
+        approvals: Mapping[str, Approval] | None = None,
     ) -> Run[OutputT]:
         """Run the loop on ``input`` as one DBOS workflow (id ``workflow_id``, or one DBOS makes up) and
         return its :class:`~loopctl.engine.Run`; the loop's :attr:`machine` then holds the conversation after
         the run. Starting a ``workflow_id`` that already ran returns its recorded run. Errors end the run
         (``run.outcome``) as with ``BareLoop``, and what ``BareLoop.run`` raises (an input image the provider
-        cannot read, instructions that return no str) is raised here. A cancelled run (:meth:`cancel`) ends
-        ``CANCELLED`` with the coherent prefix of its conversation kept. One run at a time per loop: a second
-        concurrent call raises ``RuntimeError``."""
-        return await self._start(input, config, workflow_id)
+        cannot read, instructions that return no str, approvals that do not fit) is raised here. A cancelled
+        run (:meth:`cancel`) ends ``CANCELLED`` with the coherent prefix of its conversation kept. One run at
+        a time per loop: a second concurrent call raises ``RuntimeError``.
+
+        A run that defers a call waits for :meth:`approve` (this call returns when the run ends). With
+        ``approvals`` instead of ``input``, the workflow continues a run that ended ``AWAITING_APPROVAL`` (it
+        waited past ``approval_timeout``), as ``BareLoop.run(approvals=...)`` does; raises
+        :class:`~loopctl.errors.ApprovalError` when they do not fit the loop's machine."""
+        if approvals is not None:  # BareLoop's checks, before a workflow starts
+            BareLoop(self.client, self.tools, machine=self._machine)._check_start(input, approvals)
+        elif input is None:
+            raise ApprovalError("run() needs an input (or approvals=, to continue a paused run)")
+        return await self._start(input, config, workflow_id, approvals=approvals)
 
     def stream(
         self,
@@ -238,7 +291,7 @@ class DBOSLoop(DurableLoop[OutputT]):
 
             watcher = asyncio.ensure_future(cancel_when_set())
             try:
-                return await self._start(input, config, wid, observer)
+                return await self._start(input, config, wid, observer=observer)
             finally:
                 watcher.cancel()
 
@@ -246,10 +299,12 @@ class DBOSLoop(DurableLoop[OutputT]):
 
     async def _start(
         self,
-        input: str | Message,  # noqa: A002
+        input: str | Message | None,  # noqa: A002
         config: RunConfig | None,
         workflow_id: str | None,
+        *,
         observer: Observer | None = None,
+        approvals: Mapping[str, Approval] | None = None,
     ) -> Run[OutputT]:
         if self._running:
             raise RuntimeError("this loop is already running; build another DBOSLoop for concurrent conversations")
@@ -258,9 +313,10 @@ class DBOSLoop(DurableLoop[OutputT]):
         if observer is not None:
             self._streams[wid] = observer
         try:
-            doc = input if isinstance(input, str) else input.to_dict()
+            doc = input if isinstance(input, str) or input is None else input.to_dict()
+            decided = None if approvals is None else approvals_to_dict(approvals)
             with SetWorkflowID(wid):
-                handle = await DBOS.start_workflow_async(self._workflow, self._machine.to_json(), doc, config)
+                handle = await DBOS.start_workflow_async(self._workflow, self._machine.to_json(), doc, config, decided)
             run: Run[OutputT] = await handle.get_result()
             machine = await DBOS.get_event_async(wid, MACHINE_EVENT, timeout_seconds=5)
             if isinstance(machine, str):
@@ -279,19 +335,67 @@ class DBOSLoop(DurableLoop[OutputT]):
         with SetWorkflowID(cancel_marker_id(workflow_id)):
             handle = await DBOS.start_workflow_async(self._cancel_workflow)
         await handle.get_result()
+        # a run waiting for approvals reads no marker: wake it
+        await DBOS.send_async(
+            workflow_id, dumps({"cancel": True}), APPROVALS_TOPIC, idempotency_key=cancel_marker_id(workflow_id)
+        )
+
+    async def approve(
+        self, workflow_id: str, approvals: Mapping[str, Approval], *, idempotency_key: str | None = None
+    ) -> None:
+        """Send decisions, ``{call_id: Approve() | Deny(reason) | Modify(input)}``, to the run ``workflow_id``
+        waiting for approvals, from any process sharing the system database (``DBOS.launch()`` done). The run
+        then runs the approved calls (once, without asking the permission callback again), gives the denied
+        ones their reason as an error result, and goes on; calls left out stay pending (it waits again).
+        The message is durable: sent before the run waits, or while no worker runs it, it is read when the
+        run waits. ``idempotency_key`` makes a repeated send a no-op (DBOS's own key).
+
+        Raises :class:`~loopctl.errors.ApprovalError` for a decision of the wrong type, and, while the run
+        waits, for a call id it does not await (the run would ignore it)."""
+        doc = approvals_to_dict(approvals)
+        if not doc:
+            raise ApprovalError("approvals is empty")
+        waiting = await self.pending(workflow_id)
+        if waiting:
+            ids = {p.id for p in waiting}
+            stray = sorted(set(doc) - ids)
+            if stray:
+                raise ApprovalError(
+                    f"the run {workflow_id!r} does not await {', '.join(stray)} (it awaits {', '.join(sorted(ids))})"
+                )
+        await DBOS.send_async(workflow_id, dumps({"approvals": doc}), APPROVALS_TOPIC, idempotency_key=idempotency_key)
+
+    async def pending(self, workflow_id: str, *, timeout: float = 0.0) -> tuple[PendingApproval, ...]:
+        """The calls the run ``workflow_id`` waits on (empty when it waits for none), from the event
+        :data:`PENDING_EVENT`; ``timeout`` seconds to wait for the event to exist at all."""
+        text = await DBOS.get_event_async(workflow_id, PENDING_EVENT, timeout_seconds=timeout)
+        if not isinstance(text, str):
+            return ()
+        return tuple(pending_from_dict(p) for p in loads(text))
 
     # --- the workflow --------------------------------------------------------------------------------------
 
     def _make_workflow(self) -> Any:
         loop = self
 
-        async def run_workflow(machine: str, input: str | dict[str, Any], config: RunConfig | None) -> Run[Any]:  # noqa: A002
-            return await loop._execute(machine, input, config)
+        async def run_workflow(
+            machine: str,
+            input: str | dict[str, Any] | None,  # noqa: A002
+            config: RunConfig | None,
+            approvals: dict[str, Any] | None = None,
+        ) -> Run[Any]:
+            return await loop._execute(machine, input, config, approvals)
 
         run_workflow.__name__ = run_workflow.__qualname__ = f"run_{self.name.replace('-', '_')}"
         return run_workflow
 
-    async def _execute(self, machine: str, input: str | dict[str, Any], config: RunConfig | None) -> Run[Any]:  # noqa: A002
+    async def _execute(
+        self,
+        machine: str,
+        input: str | dict[str, Any] | None,  # noqa: A002
+        config: RunConfig | None,
+        approvals: dict[str, Any] | None,
+    ) -> Run[Any]:
         """The workflow body: a fresh driver over the recorded machine, run to the end."""
         fresh = False
 
@@ -301,12 +405,16 @@ class DBOSLoop(DurableLoop[OutputT]):
 
         await DBOS.run_step_async({"name": self.names.start}, start)
         driver = _Driver(self, LoopMachine.from_json(machine), live=fresh)
-        message = input if isinstance(input, str) else Message.from_dict(input)
+        message = input if isinstance(input, str) or input is None else Message.from_dict(input)
+        decided = None if approvals is None else approvals_from_dict(approvals)
         stream = self._streams.get(DBOS.workflow_id or "")
-        extra = (LiveObserver(stream, driver.is_live),) if stream is not None else ()
-        run = await driver._run(
-            message, config or RunConfig(), None, self.output_type, self.output_validator, self.deps, extra
-        )
+        driver._run_observers = (LiveObserver(stream, driver.is_live),) if stream is not None else ()
+        try:
+            run = await driver._run(
+                message, decided, config or RunConfig(), None, self.output_type, self.output_validator, self.deps
+            )
+        finally:
+            driver._run_observers = ()
         await DBOS.set_event_async(MACHINE_EVENT, driver.machine.to_json())
         return run
 
@@ -322,12 +430,15 @@ class _Driver(BareLoop):
             observers=[LiveObserver(o, self.is_live) for o in owner.observers],
             permission=owner.permission,
             machine=machine,
+            hooks=owner.hooks,
         )
         self._owner = owner
         self._names = owner.names
         self._live = live  # False while the steps so far were replayed from their records
         self._reserved: dict[str, Any] = {}
         self._verdict: tuple[ModelResponse, Any] | None = None  # the last model step's output check
+        self._setup_plan: OutputPlan | None = None  # the run's typed output, for the model steps
+        self._setup_validator: OutputValidator[Any] | None = None
         self._cancel_id = cancel_marker_id(DBOS.workflow_id or "")
         self._elapsed = 0.0  # the run's clock: the recorded durations of its steps so far
 
@@ -357,7 +468,7 @@ class _Driver(BareLoop):
             text = await reservation.run_async({"name": name}, step)
         else:
             text = await DBOS.run_step_async({"name": name}, step)
-        return orjson.loads(text)
+        return loads(text)
 
     async def _cancel_requested(self) -> bool:
         return await DBOS.get_workflow_status_async(self._cancel_id) is not None
@@ -377,40 +488,55 @@ class _Driver(BareLoop):
         finally:
             watcher.cancel()
 
+    async def _prepare(
+        self, output_type: Any, output_validator: OutputValidator[Any] | None, cfg: RunConfig, deps: Any
+    ) -> Any:
+        setup = await super()._prepare(output_type, output_validator, cfg, deps)
+        self._setup_plan, self._setup_validator = setup.plan, setup.validator
+        return setup
+
     async def _instructions(self, deps: Any) -> str | None:
         if not callable(self.config.instructions):
             return self.config.instructions
 
         async def instructions_step() -> str:
-            return _dumps({"text": await BareLoop._instructions(self, deps)})
+            return dumps({"text": await BareLoop._instructions(self, deps)})
 
         text = (await self._step(self._names.instructions, instructions_step))["text"]
         return None if text is None else str(text)
 
     async def _call_model(
-        self, turn: int, cfg: RunConfig, setup: Any, cancel: asyncio.Event | None, emit: Any
-    ) -> ModelResponse:
-        plan: OutputPlan | None = setup.plan
+        self,
+        turn: int,
+        request: ModelRequest,
+        cfg: RunConfig,
+        cancel: asyncio.Event | None,
+        emit: Any,
+    ) -> ModelReply:
+        # The step runs BareLoop's model call whole: the before_model/after_model hooks, the retries, a
+        # FallbackClient's chain and the pricing; it records the reply, which client answered and its cost.
+        plan: OutputPlan | None = self._setup_plan
+        validator = self._setup_validator
 
         async def model_step() -> str:
             if await self._cancel_requested():
-                return _dumps({"cancelled": True})
+                return dumps({"cancelled": True})
             t0 = time.perf_counter()
             try:
-                response = await self._cancellable(BareLoop._call_model(self, turn, cfg, setup, None, emit))
+                reply = await self._cancellable(BareLoop._call_model(self, turn, request, cfg, None, emit))
             except _Cancelled:
-                return _dumps({"cancelled": True})
+                return dumps({"cancelled": True})
             except LoopError as exc:  # recorded as the step's output, so a replay fails the run the same way
-                return _dumps({"error": error_to_dict(exc)})
-            out: dict[str, Any] = {"response": response_to_dict(response), "duration": time.perf_counter() - t0}
+                return dumps({"error": error_to_dict(exc)})
+            out: dict[str, Any] = {**reply_to_dict(reply), "duration": time.perf_counter() - t0}
             if plan is not None:  # the output validator runs here, once: its verdict is recorded
                 try:
-                    verdict = await BareLoop._check_reply(self, plan, response, setup.validator)
+                    verdict = await BareLoop._check_reply(self, plan, reply.response, validator)
                 except Exception as exc:
                     out["output_error"] = error_to_dict(exc)
                 else:
                     out["output"] = check_to_dict(*verdict, self._owner.output_values)
-            return _dumps(out)
+            return dumps(out)
 
         out = await self._step(self._names.model, model_step)
         if "cancelled" in out:
@@ -418,12 +544,12 @@ class _Driver(BareLoop):
         if "error" in out:
             raise loop_error_from_dict(out["error"])
         self._elapsed += float(out.get("duration", 0.0))
-        response = response_from_dict(out["response"])
+        reply = reply_from_dict(out)
         if "output_error" in out:
-            self._verdict = (response, error_from_dict(out["output_error"]))
+            self._verdict = (reply.response, error_from_dict(out["output_error"]))
         elif "output" in out:
-            self._verdict = (response, check_from_dict(out["output"], self._owner.output_values))
-        return response
+            self._verdict = (reply.response, check_from_dict(out["output"], self._owner.output_values))
+        return reply
 
     async def _check_reply(
         self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
@@ -445,13 +571,13 @@ class _Driver(BareLoop):
         emit: Any,
         deps: Any = None,
         usage: Usage | None = None,
-    ) -> list[ToolCallRecord]:
+    ) -> list[ToolCallRecord | PendingApproval]:
         # Step numbers in call order, before any call starts: DBOS numbers steps as they start, and parallel
         # calls would otherwise start in whatever order the concurrency limit lets them.
         self._reserved = {call.id: DBOS.reserve_step() for call in step.calls}
-        records = await super()._run_tools(step, cfg, None, emit, deps, usage)
-        self._elapsed += max((r.duration for r in records), default=0.0)
-        return records
+        done = await super()._run_tools(step, cfg, None, emit, deps, usage)
+        self._elapsed += max((r.duration for r in done if isinstance(r, ToolCallRecord)), default=0.0)
+        return done
 
     async def _run_one(
         self,
@@ -461,25 +587,63 @@ class _Driver(BareLoop):
         emit: Any,
         deps: Any = None,
         usage: Usage | None = None,
-    ) -> ToolCallRecord:
+        approval: Approve | Modify | None = None,
+    ) -> ToolCallRecord | PendingApproval:
+        # The step runs BareLoop's call whole: the before_tool hooks, the permission check (or a later
+        # approval), the tool and the after_tool hooks. A deferred call's step records the deferral.
         reservation = self._reserved.pop(call.id)
 
         async def tool_step() -> str:
             try:
-                record = await self._cancellable(BareLoop._run_one(self, turn, call, cfg, emit, deps, usage))
+                done = await self._cancellable(BareLoop._run_one(self, turn, call, cfg, emit, deps, usage, approval))
             except _Cancelled:
-                return _dumps({"cancelled": True})
-            return _dumps(record_to_dict(record))
+                return dumps({"cancelled": True})
+            except HookFailed as exc:
+                return dumps({"error": error_to_dict(exc)})
+            if isinstance(done, PendingApproval):
+                return dumps({"pending": pending_to_dict(done)})
+            return dumps(record_to_dict(done))
 
         out = await self._step(self._names.tool(call.name), tool_step, reservation)
         if "cancelled" in out:
             raise _Cancelled
+        if "error" in out:
+            raise loop_error_from_dict(out["error"])
+        if "pending" in out:
+            return pending_from_dict(out["pending"])
         return record_from_dict(out)
+
+    async def _await_approvals(self, pending: tuple[PendingApproval, ...]) -> Mapping[str, Approval] | None:
+        # The workflow waits (DBOS.recv: durable, so a recovered run waits again, or reads the decisions
+        # that came meanwhile) for a message of DBOSLoop.approve; the calls it awaits are the event
+        # PENDING_EVENT while it waits.
+        wanted = {p.id for p in pending}
+        await DBOS.set_event_async(PENDING_EVENT, dumps([pending_to_dict(p) for p in pending]))
+        timeout = self._owner.approval_timeout
+        while True:
+            text = await DBOS.recv_async(APPROVALS_TOPIC, timeout_seconds=timeout or _WAIT_CHUNK)
+            if text is None:  # the wait timed out
+                if timeout is None:
+                    continue
+                await DBOS.set_event_async(PENDING_EVENT, "[]")
+                return None
+            data = loads(text) if isinstance(text, str) else None
+            if isinstance(data, dict) and data.get("cancel"):
+                await DBOS.set_event_async(PENDING_EVENT, "[]")
+                raise _Cancelled
+            try:
+                decided = approvals_from_dict(data.get("approvals") if isinstance(data, dict) else data)
+            except ApprovalError:
+                continue  # a message of the wrong shape: not a decision
+            decisions = {k: v for k, v in decided.items() if k in wanted}
+            if decisions:
+                await DBOS.set_event_async(PENDING_EVENT, "[]")
+                return decisions
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
         async def summarize_step() -> str:
             out = await BareLoop._summarize(self, compactor, messages)
-            return _dumps(None if out is None else [m.to_dict() for m in out])
+            return dumps(None if out is None else [m.to_dict() for m in out])
 
         data = await self._step(self._names.summarize, summarize_step)
         return None if data is None else [Message.from_dict(m) for m in data]
@@ -520,7 +684,3 @@ def _check_picklable(output_type: Any) -> None:
             f"DBOS records a run's result with pickle, and the output type {mode.type!r} cannot be pickled by "
             f"reference (define it at a module's top level): {exc}"
         ) from exc
-
-
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()

@@ -43,7 +43,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
-import orjson
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
@@ -57,8 +56,10 @@ from loopctl.durable._payloads import (
     check_to_dict,
     config_from_dict,
     config_to_dict,
+    dumps,
     error_from_dict,
     error_to_dict,
+    loads,
     loop_error_from_dict,
     record_from_dict,
     record_to_dict,
@@ -253,7 +254,7 @@ class TemporalLoop(DurableLoop[OutputT]):
 
         @activity.defn(name=self.names.model)
         async def model(payload: str) -> str:
-            data = orjson.loads(payload)
+            data = loads(payload)
             host = loop._host([Message.from_dict(m) for m in data["messages"]], data.get("instructions", _NOT_SENT))
             emit = host._emit if host.observers else None
             cfg = config_from_dict(data["config"])
@@ -261,7 +262,7 @@ class TemporalLoop(DurableLoop[OutputT]):
             try:
                 response = await _heartbeating(host._call_model(data["turn"], cfg, setup, None, emit))
             except LoopError as exc:  # the run's own retries gave up: the run fails, Temporal does not retry
-                return _dumps({"error": error_to_dict(exc)})
+                return dumps({"error": error_to_dict(exc)})
             out: dict[str, Any] = {"response": response_to_dict(response)}
             if setup.plan is not None:  # the output validator runs here, once: its verdict is recorded
                 try:
@@ -270,22 +271,22 @@ class TemporalLoop(DurableLoop[OutputT]):
                     out["output_error"] = error_to_dict(exc)
                 else:
                     out["output"] = check_to_dict(*verdict, loop.output_values)
-            return _dumps(out)
+            return dumps(out)
 
         @activity.defn(name=self.names.summarize)
         async def summarize(payload: str) -> str:
-            data = orjson.loads(payload)
+            data = loads(payload)
             compactor = loop.config.compactor
             if not isinstance(compactor, SummarizingCompactor):
                 raise ApplicationError("this loop's compactor does not summarize", non_retryable=True)
             messages = [Message.from_dict(m) for m in data["messages"]]
             out = await _heartbeating(loop._host()._summarize(compactor, messages))
-            return _dumps(None if out is None else [m.to_dict() for m in out])
+            return dumps(None if out is None else [m.to_dict() for m in out])
 
         @activity.defn(name=self.names.instructions)
         async def instructions(payload: str) -> str:
             text = await _heartbeating(BareLoop._instructions(loop._host(), loop.deps))
-            return _dumps({"text": text})
+            return dumps({"text": text})
 
         made: list[Callable[..., Any]] = [model, summarize, instructions]
         for t in self.tools:
@@ -297,14 +298,14 @@ class TemporalLoop(DurableLoop[OutputT]):
 
         @activity.defn(name=self.names.tool(tool_name))
         async def run_tool(payload: str) -> str:
-            data = orjson.loads(payload)
+            data = loads(payload)
             host = loop._host()
             emit = host._emit if host.observers else None
             call = ToolCallPart.model_validate(data["call"])
             cfg = config_from_dict(data["config"])
             usage = usage_from_dict(data["usage"]) if "usage" in data else Usage()
             record = await _heartbeating(host._run_one(data["turn"], call, cfg, emit, loop.deps, usage))
-            return _dumps(record_to_dict(record))
+            return dumps(record_to_dict(record))
 
         return run_tool
 
@@ -358,7 +359,7 @@ class _WorkflowDriver(BareLoop):
     async def _instructions(self, deps: Any) -> str | None:
         instructions = self.config.instructions
         if callable(instructions):
-            out = orjson.loads(
+            out = loads(
                 await self._activity(self._owner.names.instructions, "{}", self._owner.model_timeout, "instructions")
             )
             instructions = None if out["text"] is None else str(out["text"])
@@ -368,7 +369,7 @@ class _WorkflowDriver(BareLoop):
     async def _call_model(
         self, turn: int, cfg: RunConfig, setup: Any, cancel: asyncio.Event | None, emit: Any
     ) -> ModelResponse:
-        payload = _dumps(
+        payload = dumps(
             {
                 "turn": turn,
                 "messages": [m.to_dict() for m in self._machine.full_history()],
@@ -377,7 +378,7 @@ class _WorkflowDriver(BareLoop):
             }
         )
         names = self._owner.names
-        out = orjson.loads(
+        out = loads(
             await _race(self._activity(names.model, payload, self._owner.model_timeout, f"turn {turn}"), cancel)
         )
         if "error" in out:
@@ -414,7 +415,7 @@ class _WorkflowDriver(BareLoop):
         timeout = (
             owner.tool_timeout if cfg.tool_timeout is None else timedelta(seconds=cfg.tool_timeout) + owner.tool_grace
         )
-        payload = _dumps(
+        payload = dumps(
             {
                 "turn": turn,
                 "call": call.to_dict(),
@@ -422,15 +423,11 @@ class _WorkflowDriver(BareLoop):
                 "usage": (usage or Usage()).to_dict(),
             }
         )
-        return record_from_dict(
-            orjson.loads(await self._activity(owner.names.tool(call.name), payload, timeout, call.name))
-        )
+        return record_from_dict(loads(await self._activity(owner.names.tool(call.name), payload, timeout, call.name)))
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
-        payload = _dumps({"messages": [m.to_dict() for m in messages]})
-        out = orjson.loads(
-            await self._activity(self._owner.names.summarize, payload, self._owner.model_timeout, "summarize")
-        )
+        payload = dumps({"messages": [m.to_dict() for m in messages]})
+        out = loads(await self._activity(self._owner.names.summarize, payload, self._owner.model_timeout, "summarize"))
         return None if out is None else [Message.from_dict(m) for m in out]
 
 
@@ -635,7 +632,3 @@ async def _heartbeating(coro: Coroutine[Any, Any, _T]) -> _T:
         beater.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beater
-
-
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()

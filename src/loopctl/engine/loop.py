@@ -700,7 +700,11 @@ class BareLoop:
                     )
                     settle(reply_message, before_results)
                     if m.state is MachineState.AWAITING_APPROVAL:
-                        decisions = await _race(self._await_approvals(m.pending_approvals), cancel)
+                        try:
+                            decisions = await _race(self._await_approvals(m.pending_approvals), cancel)
+                        except _Cancelled:  # cancelled while it waited (a durable workflow's wait)
+                            m.cancel()
+                            continue
                         if decisions:
                             before_results = m.context_tokens
                             m.approve(decisions)
