@@ -50,3 +50,34 @@ def test_parallel_calls_across_a_crash_keep_their_records(tmp_path: Path) -> Non
     assert out["results"] == [["appended p1", "released p2", "appended p3"], []]
     lines = workload.side_effects(tmp_path)
     assert sorted(lines) == ["block p2", "block p2", "p1", "p3"]
+
+
+def test_a_deferred_approval_answered_after_a_restart_runs_the_approved_call_once(tmp_path: Path) -> None:
+    # The run waits in its workflow for approvals; the worker dies while it waits; a new worker recovers it
+    # (it waits again), the approval comes, and the run finishes.
+    db = f"sqlite:///{tmp_path / 'system.sqlite'}"
+    first = Worker("dbos_worker.py", ["start", *_args(tmp_path, db, "approval")], tmp_path, "first")
+    try:
+        wait_for_file(tmp_path / "ready", 60, first)
+    finally:
+        first.kill()
+    assert workload.side_effects(tmp_path) == []  # nothing deferred ran before the decision
+    second = Worker("dbos_worker.py", ["recover", *_args(tmp_path, db, "approval", "--approve")], tmp_path, "second")
+    out = result(tmp_path, "recover", second)
+    assert out["outcome"] == "completed"
+    assert out["output"] == "done"
+    assert out["pending"] == []
+    assert out["results"] == [["appended yes", workload.DENIAL, "free"], []]
+    # the approved call ran exactly once, the denied one never
+    assert workload.side_effects(tmp_path) == ["yes"]
+    # each hook ran once, in the step it wraps: the recovered worker replayed the first worker's steps
+    # without running their hooks again, and an approved call skips the hooks before it (asked already)
+    assert sorted(workload.hook_lines(tmp_path)) == sorted(
+        [
+            "before_model", "after_model",  # turn 1, first worker
+            "before_tool append yes", "before_tool append no", "before_tool tag free", "after_tool tag free",
+            "after_tool append yes",  # the approved call, second worker
+            "before_model", "after_model",  # turn 2, second worker
+        ]
+    )  # fmt: skip
+    assert out["events"].count("ToolCallStarted") == 1  # the second worker ran only the approved call

@@ -6,6 +6,10 @@ already recorded, gets the right reply), and tools whose side effects land in fi
 - ``block(tag)`` writes ``ready`` and waits forever, unless ``release`` exists: the call the test kills the
   worker in. An engine-specific ``before_ready`` hook lets it wait until the sibling calls are recorded.
 - ``tag(text)`` returns its text and writes nothing: a call that costs no side effect.
+
+The ``approval`` scenario defers both ``append`` calls (:func:`defer_appends`); the test approves one and
+denies the other after a restart. :class:`FileHooks` writes a line to ``hooks.log`` for each hook call, so a
+test can count how often each ran across processes.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from loopctl.engine import Approve, Defer, Hook
 from loopctl.message import Message, Role, ToolCallPart
 from loopctl.output import RejectOutput
 from loopctl.providers.base import ModelRequest
@@ -37,7 +42,56 @@ SCENARIOS: dict[str, list[list[Call] | str]] = {
     ],
     # no crash: three turns of cheap calls
     "plain": [[("tag", {"text": "a"}), ("tag", {"text": "b"})], [("tag", {"text": "c"})], "done"],
+    # two side effects deferred for approval (one approved, one denied), one call that runs at once
+    "approval": [
+        [("append", {"text": "yes"}), ("append", {"text": "no"}), ("tag", {"text": "free"})],
+        "done",
+    ],
 }
+
+APPROVED, DENIED = "call-0-0", "call-0-1"
+"""The ``approval`` scenario's deferred calls: the one the test approves and the one it denies."""
+
+DENIAL = "not this one"
+
+
+def defer_appends(call: ToolCallPart) -> Defer | Approve:
+    """A permission callback: every ``append`` waits for a decision; everything else runs."""
+    return Defer("it writes a file") if call.name == "append" else Approve()
+
+
+class FileHooks(Hook):
+    """Hooks that append a line per call to ``hooks.log`` in ``workdir``: ``before_model``,
+    ``after_model``, ``before_tool <name> <text>``, ``after_tool <name> <text>``."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.path = workdir / "hooks.log"
+
+    def _line(self, text: str) -> None:
+        with self.path.open("a") as f:
+            f.write(text + "\n")
+
+    def before_model(self, request: ModelRequest) -> None:
+        """One line per model call."""
+        self._line("before_model")
+
+    def after_model(self, response: Any) -> None:
+        """One line per reply kept."""
+        self._line("after_model")
+
+    def before_tool(self, call: ToolCallPart) -> None:
+        """One line per call, before the permission check."""
+        self._line(f"before_tool {call.name} {call.input.get('text', '')}")
+
+    def after_tool(self, call: ToolCallPart, result: Any) -> None:
+        """One line per call that ran."""
+        self._line(f"after_tool {call.name} {call.input.get('text', '')}")
+
+
+def hook_lines(workdir: Path) -> list[str]:
+    """The lines of ``hooks.log`` (empty when there is none)."""
+    path = workdir / "hooks.log"
+    return path.read_text().splitlines() if path.exists() else []
 
 
 def replies_so_far(request: ModelRequest) -> int:
@@ -169,6 +223,7 @@ def summary(run: Any, events: list[str] | None = None) -> dict[str, Any]:
         "turns": len(run.turns),
         "results": [[str(r.result.output) for r in t.tool_calls] for t in run.turns],
         "events": events or [],
+        "pending": [p.id for p in run.pending_approvals],
     }
 
 

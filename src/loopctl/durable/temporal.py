@@ -32,6 +32,11 @@ The mapping (``docs/durable.md`` has the whole of it):
 - Cancelling the workflow (``handle.cancel()``) or signalling ``cancel`` ends the run ``CANCELLED`` with the
   coherent prefix kept, as a cancelled ``BareLoop`` run does; the running activity is cancelled (a tool learns
   of it at its next heartbeat).
+- Guardrails: limits and loop detection are the machine's (workflow state); the hooks run in the activities
+  whose effect they wrap (``before_model``/``after_model`` in the model activity, ``before_tool``/
+  ``after_tool`` in the tool activity), as does a :class:`~loopctl.providers.FallbackClient`'s chain; the
+  model activity returns which client answered and the reply's cost. A deferred call makes the workflow wait
+  for the signal ``approve`` (:func:`approve`); the query ``pending_approvals`` lists what it waits on.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
@@ -52,6 +57,8 @@ from loopctl.compact import SummarizingCompactor
 from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, with_own_budget
 from loopctl.durable._payloads import (
     OutputValues,
+    approvals_from_dict,
+    approvals_to_dict,
     check_from_dict,
     check_to_dict,
     config_from_dict,
@@ -61,10 +68,12 @@ from loopctl.durable._payloads import (
     error_to_dict,
     loads,
     loop_error_from_dict,
+    pending_from_dict,
+    pending_to_dict,
     record_from_dict,
     record_to_dict,
-    response_from_dict,
-    response_to_dict,
+    reply_from_dict,
+    reply_to_dict,
     run_from_dict,
     run_to_dict,
     usage_from_dict,
@@ -73,32 +82,46 @@ from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import Observer
 from loopctl.engine.loop import BareLoop, _race
 from loopctl.engine.machine import LoopMachine, OutputCheck
-from loopctl.engine.permission import PermissionCallback
-from loopctl.engine.run import OutputT, Run, ToolCallRecord
-from loopctl.errors import LoopError
+from loopctl.engine.permission import Approval, Approve, Modify, PendingApproval, PermissionCallback
+from loopctl.engine.run import ModelReply, OutputT, Run, ToolCallRecord
+from loopctl.errors import ApprovalError, HookFailed, LoopError
 from loopctl.message import Message, ToolCallPart
 from loopctl.output import OutputPlan, OutputSpec, OutputValidator
-from loopctl.providers.base import ModelClient
+from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import ModelResponse, Usage
 from loopctl.tool import Tool, ToolProvider, ToolRegistry
 
 __all__ = [
+    "APPROVE_SIGNAL",
     "PASSTHROUGH_MODULES",
+    "PENDING_QUERY",
     "WORKFLOW_NAME",
     "ActivityNames",
+    "ApprovalInbox",
     "SESSION_WORKFLOW_NAME",
     "LoopSession",
     "LoopSessionInput",
     "LoopWorkflow",
     "LoopWorkflowInput",
     "TemporalLoop",
+    "approve",
     "execute",
+    "pending_approvals",
 ]
 
 _T = TypeVar("_T")
 
 WORKFLOW_NAME = "loopctl.LoopWorkflow"
 """The workflow type of :class:`LoopWorkflow` (compatibility data)."""
+
+APPROVE_SIGNAL = "approve"
+"""The signal that carries decisions to a run waiting for approvals (compatibility data): one argument,
+``{call_id: {"decision": "approve"} | {"decision": "deny", "reason": ...} | {"decision": "modify", "input":
+...}}`` (``_payloads.approvals_to_dict``; :func:`approve` sends it)."""
+
+PENDING_QUERY = "pending_approvals"
+"""The query that lists the calls a run waits on (compatibility data): ``[{"call": ..., "reason": ...}]``,
+``[]`` when it waits for none (:func:`pending_approvals`)."""
 
 PASSTHROUGH_MODULES = ("loopctl", "orjson", "pydantic", "pydantic_core", "httpx", "tenacity")
 """Modules a sandboxed workflow of your own that calls :meth:`TemporalLoop.run` should pass through
@@ -128,7 +151,14 @@ class TemporalLoop(DurableLoop[OutputT]):
     every worker that may run its workflows. ``output_type`` and ``output_validator`` make every run's output
     a validated value (:mod:`loopctl.output`; ``run(..., output_type=T)`` of a plain loop); ``deps`` is
     handed to tools and instructions (``ToolContext.deps``, ``RunContext.deps``) in the activities and never
-    enters the workflow history.
+    enters the workflow history. ``hooks`` are ``BareLoop``'s, run in the activities (model hooks in the
+    model activity, tool hooks in the tool activity), so a replay never runs them again.
+
+    A deferred call (a permission callback's ``Defer()``, a tool marked ``requires_approval``) makes the run
+    wait in its workflow for the signal :data:`APPROVE_SIGNAL` (:class:`ApprovalInbox`); ``approval_timeout``
+    (default ``None``: for ever) ends a run that waited that long without a decision with outcome
+    ``AWAITING_APPROVAL``, as a plain run pauses (its machine holds the calls; a new workflow continues it
+    with ``approvals``).
 
     Activity options: ``model_timeout`` (one model-call attempt, our retries included; default 10 minutes),
     ``tool_timeout`` (one tool-call attempt when ``RunConfig.tool_timeout`` is ``None``; otherwise that
@@ -153,6 +183,8 @@ class TemporalLoop(DurableLoop[OutputT]):
         output_type: None = None,
         output_validator: OutputValidator[str] | None = None,
         deps: Any = None,
+        hooks: Sequence[object] = (),
+        approval_timeout: timedelta | None = None,
         model_timeout: timedelta = ...,
         tool_timeout: timedelta = ...,
         tool_grace: timedelta = ...,
@@ -172,6 +204,8 @@ class TemporalLoop(DurableLoop[OutputT]):
         output_type: OutputSpec[_T],
         output_validator: OutputValidator[_T] | None = None,
         deps: Any = None,
+        hooks: Sequence[object] = (),
+        approval_timeout: timedelta | None = None,
         model_timeout: timedelta = ...,
         tool_timeout: timedelta = ...,
         tool_grace: timedelta = ...,
@@ -190,13 +224,16 @@ class TemporalLoop(DurableLoop[OutputT]):
         output_type: Any = None,
         output_validator: OutputValidator[Any] | None = None,
         deps: Any = None,
+        hooks: Sequence[object] = (),
+        approval_timeout: timedelta | None = None,
         model_timeout: timedelta = timedelta(minutes=10),
         tool_timeout: timedelta = timedelta(hours=1),
         tool_grace: timedelta = timedelta(seconds=30),
         heartbeat_timeout: timedelta = timedelta(seconds=30),
         activity_retry: RetryPolicy | None = None,
     ) -> None:
-        super().__init__(client, tools, config, observers, permission, output_type, output_validator, deps)
+        super().__init__(client, tools, config, observers, permission, output_type, output_validator, deps, hooks)
+        self.approval_timeout = approval_timeout
         self.names = ActivityNames(name)
         self.name = name
         self.model_timeout = model_timeout
@@ -211,20 +248,27 @@ class TemporalLoop(DurableLoop[OutputT]):
 
     async def run(
         self,
-        input: str | Message,  # noqa: A002 - BareLoop's name
+        input: str | Message | None = None,  # noqa: A002 - BareLoop's name
         config: RunConfig | None = None,
         *,
         machine: LoopMachine | None = None,
         cancel: asyncio.Event | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+        inbox: ApprovalInbox | None = None,
     ) -> Run[OutputT]:
         """Run the loop on ``input`` from workflow code and return the :class:`~loopctl.engine.Run`;
         ``machine`` (the workflow's own, updated in place) holds the conversation to continue, a fresh one by
-        default. Setting ``cancel``, or cancelling the workflow, ends the run ``CANCELLED`` with salvage."""
-        driver = _WorkflowDriver(self, machine or LoopMachine())
+        default. Setting ``cancel``, or cancelling the workflow, ends the run ``CANCELLED`` with salvage.
+
+        ``inbox`` is where the run waits for decisions on deferred calls (feed it from a signal or update
+        handler of your workflow); without one a run that defers a call ends ``AWAITING_APPROVAL`` at once.
+        ``approvals`` instead of ``input`` continues a paused machine, as ``BareLoop.run(approvals=...)``
+        (raises :class:`~loopctl.errors.ApprovalError` when they do not fit)."""
+        driver = _WorkflowDriver(self, machine or LoopMachine(), inbox)
         cancel = cancel or asyncio.Event()
         # deps stay on the worker: the activities take them from this loop, workflow code never sees them
         task = asyncio.ensure_future(
-            driver._run(input, config or RunConfig(), cancel, self.output_type, self.output_validator, None, ())
+            driver._run(input, approvals, config or RunConfig(), cancel, self.output_type, self.output_validator, None)
         )
         while True:
             try:
@@ -246,6 +290,7 @@ class TemporalLoop(DurableLoop[OutputT]):
             observers=self.observers,
             permission=self.permission,
             machine=LoopMachine(messages),
+            hooks=self.hooks,
             instructions=instructions,
         )
 
@@ -259,14 +304,17 @@ class TemporalLoop(DurableLoop[OutputT]):
             emit = host._emit if host.observers else None
             cfg = config_from_dict(data["config"])
             setup = await host._prepare(loop.output_type, loop.output_validator, cfg, loop.deps)
+            # the request is built here from the conversation sent (as workflow code builds it): the hooks,
+            # the retries, a fallback chain and the pricing all run in this activity
+            request = host._request(cfg, setup)
             try:
-                response = await _heartbeating(host._call_model(data["turn"], cfg, setup, None, emit))
+                reply = await _heartbeating(host._call_model(data["turn"], request, cfg, None, emit))
             except LoopError as exc:  # the run's own retries gave up: the run fails, Temporal does not retry
                 return dumps({"error": error_to_dict(exc)})
-            out: dict[str, Any] = {"response": response_to_dict(response)}
+            out: dict[str, Any] = reply_to_dict(reply)
             if setup.plan is not None:  # the output validator runs here, once: its verdict is recorded
                 try:
-                    verdict = await host._check_reply(setup.plan, response, setup.validator)
+                    verdict = await host._check_reply(setup.plan, reply.response, setup.validator)
                 except Exception as exc:
                     out["output_error"] = error_to_dict(exc)
                 else:
@@ -304,8 +352,14 @@ class TemporalLoop(DurableLoop[OutputT]):
             call = ToolCallPart.model_validate(data["call"])
             cfg = config_from_dict(data["config"])
             usage = usage_from_dict(data["usage"]) if "usage" in data else Usage()
-            record = await _heartbeating(host._run_one(data["turn"], call, cfg, emit, loop.deps, usage))
-            return dumps(record_to_dict(record))
+            approval = _approval(data.get("approval"), call.id)
+            try:
+                done = await _heartbeating(host._run_one(data["turn"], call, cfg, emit, loop.deps, usage, approval))
+            except HookFailed as exc:  # the run fails as a plain run does; Temporal does not retry
+                return dumps({"error": error_to_dict(exc)})
+            if isinstance(done, PendingApproval):
+                return dumps({"pending": pending_to_dict(done)})
+            return dumps(record_to_dict(done))
 
         return run_tool
 
@@ -328,7 +382,7 @@ class _ActivityHost(BareLoop):
 class _WorkflowDriver(BareLoop):
     """BareLoop's driver in workflow code, each effect an activity; one per run."""
 
-    def __init__(self, owner: TemporalLoop[Any], machine: LoopMachine) -> None:
+    def __init__(self, owner: TemporalLoop[Any], machine: LoopMachine, inbox: ApprovalInbox | None) -> None:
         super().__init__(
             owner.client,
             owner.tools,
@@ -337,6 +391,7 @@ class _WorkflowDriver(BareLoop):
             machine=machine,
         )
         self._owner = owner
+        self._inbox = inbox
         self._instructions_text: str | None = None
         self._verdict: tuple[ModelResponse, Any] | None = None  # the last model activity's output check
 
@@ -367,8 +422,14 @@ class _WorkflowDriver(BareLoop):
         return instructions
 
     async def _call_model(
-        self, turn: int, cfg: RunConfig, setup: Any, cancel: asyncio.Event | None, emit: Any
-    ) -> ModelResponse:
+        self,
+        turn: int,
+        request: ModelRequest,
+        cfg: RunConfig,
+        cancel: asyncio.Event | None,
+        emit: Any,
+    ) -> ModelReply:
+        # The activity builds the same request from the conversation, the config and the instructions sent.
         payload = dumps(
             {
                 "turn": turn,
@@ -383,12 +444,12 @@ class _WorkflowDriver(BareLoop):
         )
         if "error" in out:
             raise loop_error_from_dict(out["error"])
-        response = response_from_dict(out["response"])
+        reply = reply_from_dict(out)
         if "output_error" in out:
-            self._verdict = (response, error_from_dict(out["output_error"]))
+            self._verdict = (reply.response, error_from_dict(out["output_error"]))
         elif "output" in out:
-            self._verdict = (response, check_from_dict(out["output"], self._owner.output_values))
-        return response
+            self._verdict = (reply.response, check_from_dict(out["output"], self._owner.output_values))
+        return reply
 
     async def _check_reply(
         self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
@@ -410,20 +471,31 @@ class _WorkflowDriver(BareLoop):
         emit: Any,
         deps: Any = None,
         usage: Usage | None = None,
-    ) -> ToolCallRecord:
+        approval: Approve | Modify | None = None,
+    ) -> ToolCallRecord | PendingApproval:
         owner = self._owner
         timeout = (
             owner.tool_timeout if cfg.tool_timeout is None else timedelta(seconds=cfg.tool_timeout) + owner.tool_grace
         )
-        payload = dumps(
-            {
-                "turn": turn,
-                "call": call.to_dict(),
-                "config": config_to_dict(cfg),
-                "usage": (usage or Usage()).to_dict(),
-            }
-        )
-        return record_from_dict(loads(await self._activity(owner.names.tool(call.name), payload, timeout, call.name)))
+        doc: dict[str, Any] = {
+            "turn": turn,
+            "call": call.to_dict(),
+            "config": config_to_dict(cfg),
+            "usage": (usage or Usage()).to_dict(),
+        }
+        if approval is not None:  # a call approved later: the activity skips the hooks before it and the check
+            doc["approval"] = approvals_to_dict({call.id: approval})[call.id]
+        out = loads(await self._activity(owner.names.tool(call.name), dumps(doc), timeout, call.name))
+        if "error" in out:
+            raise loop_error_from_dict(out["error"])
+        if "pending" in out:
+            return pending_from_dict(out["pending"])
+        return record_from_dict(out)
+
+    async def _await_approvals(self, pending: tuple[PendingApproval, ...]) -> Mapping[str, Approval] | None:
+        if self._inbox is None:
+            return None
+        return await self._inbox.wait(pending, self._owner.approval_timeout)
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
         payload = dumps({"messages": [m.to_dict() for m in messages]})
@@ -435,24 +507,78 @@ def _not_replaying() -> bool:
     return not workflow.unsafe.is_replaying()
 
 
+class ApprovalInbox:
+    """Where a run in workflow code waits for decisions on its deferred calls: a signal or update handler
+    :meth:`put` s what it received, the run takes the decisions for the calls it awaits. :attr:`pending`
+    is what the run waits on now (empty when it does not wait). Workflow state, rebuilt by replay like the
+    rest: the signals are in the history."""
+
+    def __init__(self) -> None:
+        self._inbox: list[dict[str, Approval]] = []
+        self.pending: tuple[PendingApproval, ...] = ()
+
+    def put(self, approvals: Any) -> None:
+        """Take a signal's decisions (``_payloads.approvals_to_dict`` form). Decisions of the wrong shape are
+        logged and dropped (a signal cannot answer its sender); decisions for calls the run does not await
+        are dropped when the run takes them."""
+        try:
+            self._inbox.append(approvals_from_dict(approvals))
+        except ApprovalError as exc:
+            workflow.logger.warning("approvals dropped: %s", exc)
+
+    async def wait(
+        self, pending: tuple[PendingApproval, ...], timeout: timedelta | None = None
+    ) -> Mapping[str, Approval] | None:
+        """The decisions for some of ``pending`` (those given in one signal; the others stay pending), or
+        ``None`` after ``timeout`` without any."""
+        wanted = {p.id for p in pending}
+        self.pending = pending
+        try:
+            while True:
+                try:
+                    await workflow.wait_condition(lambda: bool(self._inbox), timeout=timeout)
+                except TimeoutError:
+                    return None
+                decisions = {k: v for k, v in self._inbox.pop(0).items() if k in wanted}
+                if decisions:
+                    return decisions
+        finally:
+            self.pending = ()
+
+
 @dataclasses.dataclass
 class LoopWorkflowInput:
     """What starts a :class:`LoopWorkflow`: the ``loop`` (a :class:`TemporalLoop` name), the user's
     ``input`` (text, or a message in its wire form), the ``config`` (``RunConfig`` as JSON, or ``None``) and
-    the ``machine`` to continue (``LoopMachine.to_json`` text, or ``None`` for a new conversation)."""
+    the ``machine`` to continue (``LoopMachine.to_json`` text, or ``None`` for a new conversation); or, with
+    ``input`` ``None``, the ``approvals`` that continue a paused ``machine`` (``_payloads.approvals_to_dict``
+    form)."""
 
     loop: str
-    input: str | dict[str, Any]
+    input: str | dict[str, Any] | None
     config: dict[str, Any] | None = None
     machine: str | None = None
+    approvals: dict[str, Any] | None = None
 
 
 class _Conversation:
-    """What both workflows answer: the signal ``cancel`` and the query ``machine``."""
+    """What both workflows answer: the signals ``cancel`` and ``approve``, the queries ``machine`` and
+    ``pending_approvals``."""
 
     def __init__(self) -> None:
         self._cancel = asyncio.Event()
         self._machine: LoopMachine | None = None
+        self._inbox = ApprovalInbox()
+
+    @workflow.signal(name=APPROVE_SIGNAL)
+    def approve(self, approvals: dict[str, Any]) -> None:
+        """Decisions on the calls the run waits on (:data:`APPROVE_SIGNAL`)."""
+        self._inbox.put(approvals)
+
+    @workflow.query(name=PENDING_QUERY)
+    def pending_approvals(self) -> list[dict[str, Any]]:
+        """The calls the run waits on (:data:`PENDING_QUERY`)."""
+        return [pending_to_dict(p) for p in self._inbox.pending]
 
     @workflow.signal(name="cancel")
     def cancel(self) -> None:
@@ -481,9 +607,13 @@ class LoopWorkflow(_Conversation):
         """Run ``params.input`` on the loop named ``params.loop``."""
         loop = _hosted(params.loop)
         self._machine = LoopMachine.from_json(params.machine) if params.machine else LoopMachine()
-        message = params.input if isinstance(params.input, str) else Message.from_dict(params.input)
+        text = params.input
+        message = text if isinstance(text, str) or text is None else Message.from_dict(text)
         config = None if params.config is None else config_from_dict(params.config)
-        run = await loop.run(message, config, machine=self._machine, cancel=self._cancel)
+        decided = None if params.approvals is None else approvals_from_dict(params.approvals)
+        run = await loop.run(
+            message, config, machine=self._machine, cancel=self._cancel, approvals=decided, inbox=self._inbox
+        )
         return {"run": run_to_dict(run, loop.output_values), "machine": self._machine.to_json()}
 
 
@@ -540,6 +670,7 @@ class LoopSession(_Conversation):
                 None if config is None else config_from_dict(config),
                 machine=self._machine,
                 cancel=self._cancel,
+                inbox=self._inbox,
             )
             self._done += 1
             self._results[self._done] = run_to_dict(run, loop.output_values)
@@ -588,17 +719,22 @@ async def execute(
     config: RunConfig | None = None,
     machine: LoopMachine | None = None,
     output_type: Any = None,
+    approvals: Mapping[str, Approval] | None = None,
 ) -> tuple[Run[Any], LoopMachine]:
     """Run ``input`` on the loop named ``loop`` as :class:`LoopWorkflow` ``id`` on ``task_queue``, wait for
     it, and return its :class:`~loopctl.engine.Run` and the machine after the run (to continue the
     conversation: pass it as ``machine`` next time). A typed output comes back as JSON and is validated
     again with ``output_type`` (the loop's when this process hosts a :class:`TemporalLoop` of that name);
-    without either, ``run.output`` is the JSON value."""
+    without either, ``run.output`` is the JSON value. With ``approvals`` (and ``input`` ``None``), the
+    workflow continues the paused ``machine`` of a run that ended ``AWAITING_APPROVAL``.
+
+    The call waits while the run waits for approvals: send them with :func:`approve` from elsewhere."""
     params = LoopWorkflowInput(
         loop=loop,
-        input=input if isinstance(input, str) else input.to_dict(),
+        input=input if isinstance(input, str) or input is None else input.to_dict(),
         config=None if config is None else config_to_dict(config),
         machine=None if machine is None else machine.to_json(),
+        approvals=None if approvals is None else approvals_to_dict(approvals),
     )
     out = await client.execute_workflow(WORKFLOW_NAME, params, id=id, task_queue=task_queue, result_type=dict)
     hosted = _LOOPS.get(loop)
@@ -609,6 +745,36 @@ async def execute(
     else:
         values = OutputValues(None)
     return run_from_dict(out["run"], values), LoopMachine.from_json(out["machine"])
+
+
+async def approve(client: Client, workflow_id: str, approvals: Mapping[str, Approval]) -> None:
+    """Send decisions, ``{call_id: Approve() | Deny(reason) | Modify(input)}``, to the run of
+    :class:`LoopWorkflow` or :class:`LoopSession` ``workflow_id`` (the signal :data:`APPROVE_SIGNAL`). The run
+    then runs the approved calls once, gives the denied ones their reason as an error result, and goes on;
+    calls left out stay pending. A signal is durable: sent while no worker runs, or before the run waits, it
+    is taken when the run waits. Raises :class:`~loopctl.errors.ApprovalError` for a decision of the wrong
+    type or no decision."""
+    doc = approvals_to_dict(approvals)
+    if not doc:
+        raise ApprovalError("approvals is empty")
+    await client.get_workflow_handle(workflow_id).signal(APPROVE_SIGNAL, doc)
+
+
+async def pending_approvals(client: Client, workflow_id: str) -> tuple[PendingApproval, ...]:
+    """The calls the run ``workflow_id`` waits on (the query :data:`PENDING_QUERY`; a worker must be
+    running); empty when it waits for none."""
+    out = await client.get_workflow_handle(workflow_id).query(PENDING_QUERY, result_type=list)
+    return tuple(pending_from_dict(p) for p in out)
+
+
+def _approval(data: Any, call_id: str) -> Approve | Modify | None:
+    """The later approval of a call sent with a tool activity's input (a denial never reaches one)."""
+    if data is None:
+        return None
+    decision = approvals_from_dict({call_id: data})[call_id]
+    if not isinstance(decision, (Approve, Modify)):
+        raise ApplicationError(f"a tool activity got the decision {decision!r}", non_retryable=True)
+    return decision
 
 
 async def _heartbeating(coro: Coroutine[Any, Any, _T]) -> _T:

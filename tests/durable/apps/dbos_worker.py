@@ -1,11 +1,14 @@
 """A DBOS worker process for the durable tests (run as a script; the test kills it and starts it again).
 
     python dbos_worker.py MODE --workdir DIR --db URL --scenario NAME --workflow-id ID [--executor ID]
-                          [--without-tool NAME] [--recover-executor ID] [--app-version V]
+                          [--without-tool NAME] [--recover-executor ID] [--app-version V] [--approve]
 
 ``start`` runs the scenario as workflow ``ID``; ``recover`` launches DBOS (which recovers this executor's
 pending runs) and waits for ``ID``; ``standby`` launches, waits for the file ``recover-now``, then hands the
 runs of ``--recover-executor`` to itself. Each writes ``result-MODE.json`` (the run's summary) in ``DIR``.
+
+The ``approval`` scenario defers its ``append`` calls: ``start`` writes ``ready`` once the run waits for
+approvals; ``recover --approve`` approves one and denies the other once DBOS has launched.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, fo
 from dbos import DBOS
 
 from loopctl.durable.dbos import DBOSLoop, recover
+from loopctl.engine import Approve, Deny
 from tests.durable import workload
 
 
@@ -36,6 +40,7 @@ def main() -> None:
     p.add_argument("--without-tool", default=None)
     p.add_argument("--recover-executor", default=None)
     p.add_argument("--app-version", default=None)
+    p.add_argument("--approve", action="store_true")
     args = p.parse_args()
     workdir: Path = args.workdir
     workflow_id: str = args.workflow_id
@@ -59,15 +64,31 @@ def main() -> None:
 
     tools = [t for t in workload.tools(workdir, siblings_recorded) if t.name != args.without_tool]
     events: list[str] = []
+    approval = args.scenario == "approval"
     loop = DBOSLoop(
-        workload.model(args.scenario), tools, name="wl", observers=[lambda e: events.append(type(e).__name__)]
+        workload.model(args.scenario),
+        tools,
+        name="wl",
+        observers=[lambda e: events.append(type(e).__name__)],
+        permission=workload.defer_appends if approval else None,
+        hooks=[workload.FileHooks(workdir)] if approval else (),
     )
+
+    async def announce_pause() -> None:
+        while not await loop.pending(workflow_id):
+            await asyncio.sleep(0.05)
+        (workdir / "ready").write_text("paused")
 
     async def run() -> None:
         DBOS.launch()
         if args.mode == "start":
+            watcher = asyncio.ensure_future(announce_pause()) if approval else None
             result = await loop.run("go", workflow_id=workflow_id)
+            if watcher is not None:
+                watcher.cancel()
         else:
+            if args.approve:
+                await loop.approve(workflow_id, {workload.APPROVED: Approve(), workload.DENIED: Deny(workload.DENIAL)})
             if args.mode == "standby":
                 while not (workdir / "recover-now").exists():
                     await asyncio.sleep(0.02)
