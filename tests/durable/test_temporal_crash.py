@@ -54,3 +54,40 @@ def test_parallel_calls_across_a_crash_keep_their_results(temporal_server: Any, 
     assert out["outcome"] == "completed"
     assert out["results"] == [["appended p1", "released p2", "appended p3"], []]
     assert sorted(workload.side_effects(tmp_path)) == ["block p2", "block p2", "p1", "p3"]
+
+
+def test_a_deferred_approval_answered_after_a_restart_runs_the_approved_call_once(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    # The workflow waits for the signal `approve`; its worker dies while it waits; a new worker takes the
+    # workflow when the signal comes, and the run finishes.
+    wid = f"wf-{uuid.uuid4().hex[:8]}"
+    first = Worker(
+        "temporal_worker.py", ["start", *_args(temporal_server, tmp_path, "approval", wid)], tmp_path, "first"
+    )
+    try:
+        wait_for_file(tmp_path / "ready", 60, first)
+    finally:
+        first.kill()
+    assert workload.side_effects(tmp_path) == []  # nothing deferred ran before the decision
+    second = Worker(
+        "temporal_worker.py", ["recover", *_args(temporal_server, tmp_path, "approval", wid)], tmp_path, "second"
+    )
+    out = result(tmp_path, "recover", second)
+    assert out["outcome"] == "completed"
+    assert out["output"] == "done"
+    assert out["pending"] == []
+    assert out["results"] == [["appended yes", workload.DENIAL, "free"], []]
+    # the approved call ran exactly once, the denied one never
+    assert workload.side_effects(tmp_path) == ["yes"]
+    # each hook ran once, in the activity it wraps (replay runs no activity again); an approved call skips
+    # the hooks before it (they were asked before it was deferred)
+    assert sorted(workload.hook_lines(tmp_path)) == sorted(
+        [
+            "before_model", "after_model",
+            "before_tool append yes", "before_tool append no", "before_tool tag free", "after_tool tag free",
+            "after_tool append yes",
+            "before_model", "after_model",
+        ]
+    )  # fmt: skip
+    assert out["events"].count("ToolCallStarted") == 1  # the new worker ran only the approved call

@@ -6,6 +6,9 @@
 ``start`` starts a worker and the workflow ``ID`` and runs until killed; ``recover`` starts a worker and
 waits for ``ID``'s result, written as ``result-recover.json`` in ``DIR``. ``history`` writes the finished
 workflow's history as ``history.json``.
+
+The ``approval`` scenario defers its ``append`` calls: ``start`` writes ``ready`` once the run waits for
+approvals; ``recover`` then approves one and denies the other (the signal ``approve``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
 from loopctl.durable._payloads import run_from_dict
-from loopctl.durable.temporal import WORKFLOW_NAME, LoopWorkflow, LoopWorkflowInput, TemporalLoop
+from loopctl.durable.temporal import (
+    WORKFLOW_NAME,
+    LoopWorkflow,
+    LoopWorkflowInput,
+    TemporalLoop,
+    approve,
+    pending_approvals,
+)
+from loopctl.engine import Approve, Deny
 from tests.durable import workload
 
 
@@ -64,11 +75,14 @@ async def run(args: argparse.Namespace) -> None:
 
     tools = [t for t in workload.tools(workdir, siblings_recorded) if t.name != args.without_tool]
     events: list[str] = []
+    approval = args.scenario == "approval"
     loop = TemporalLoop(
         workload.model(args.scenario),
         tools,
         name="wl",
         observers=[lambda e: events.append(type(e).__name__)],
+        permission=workload.defer_appends if approval else None,
+        hooks=[workload.FileHooks(workdir)] if approval else (),
         heartbeat_timeout=timedelta(seconds=1),
         # the dead worker's activity is retried as soon as its heartbeat times out (the default waits 1 s more)
         activity_retry=RetryPolicy(initial_interval=timedelta(milliseconds=100)),
@@ -92,7 +106,15 @@ async def run(args: argparse.Namespace) -> None:
             await client.start_workflow(
                 WORKFLOW_NAME, LoopWorkflowInput(loop="wl", input="go"), id=args.workflow_id, task_queue=args.task_queue
             )
+            if approval:
+                while not await pending_approvals(client, args.workflow_id):
+                    await asyncio.sleep(0.05)
+                (workdir / "ready").write_text("paused")
             await asyncio.sleep(3600)
+        if approval:
+            await approve(
+                client, args.workflow_id, {workload.APPROVED: Approve(), workload.DENIED: Deny(workload.DENIAL)}
+            )
         result = await handle.result()
     workload.write_json(workdir / "result-recover.json", workload.summary(run_from_dict(result["run"]), events))
 
