@@ -14,10 +14,34 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from loopctl.engine import BareLoop, OutcomeKind, RunConfig, SessionConfig
-from loopctl.errors import AuthenticationError, OutputInvalid, OutputValidationError, RunFailed
+from loopctl.engine import (
+    Approve,
+    BareLoop,
+    Block,
+    Deny,
+    Hook,
+    LimitHit,
+    Modify,
+    OutcomeKind,
+    RunConfig,
+    SessionConfig,
+    UsageLimits,
+)
+from loopctl.errors import (
+    ApprovalError,
+    AuthenticationError,
+    FallbackFailed,
+    HookFailed,
+    OutputInvalid,
+    OutputValidationError,
+    RunFailed,
+    ServerError,
+)
 from loopctl.message import Message, Role, ToolCallPart
 from loopctl.output import RejectOutput
+from loopctl.pricing import price
+from loopctl.providers import FallbackClient
+from loopctl.response import Usage
 from loopctl.testing import ScriptedClient
 from loopctl.tool import RunContext, ToolContext, tool
 from tests.durable import workload
@@ -457,3 +481,213 @@ async def test_a_second_run_at_once_on_one_loop_is_refused(dbos_sqlite: Any) -> 
         await loop.run("b")
     gate.set()
     assert (await first).output == "first"
+
+
+# --- guardrails (docs/guardrails.md) on DBOS -----------------------------------------------------------------
+
+
+class Anthropic(ScriptedClient):
+    """Replies priced as Anthropic's (the model named by the client)."""
+
+    provider = "anthropic"
+
+
+PRICED = Usage(input_tokens=1000, output_tokens=100)
+
+
+async def test_a_usage_limit_ends_a_durable_run_limit_reached_as_a_plain_run(dbos_sqlite: Any, tmp_path: Path) -> None:
+    # Limits are the machine's: the workflow state, so they come with the run (and with its recovery).
+    loop = DBOSLoop(workload.model("plain"), workload.tools(tmp_path), name="wl")
+    tools_loop = DBOSLoop(workload.model("plain"), workload.tools(tmp_path), name="wl2")
+    dbos_sqlite.launch()
+    config = RunConfig(limits=UsageLimits(requests=2))
+    run = await loop.run("go", config, workflow_id="limited")
+    assert run.outcome.kind is OutcomeKind.LIMIT_REACHED
+    assert run.outcome.limit == LimitHit("requests", spent=2, limit=2)
+    assert len(run.turns) == 2
+    plain = await BareLoop(workload.model("plain"), workload.tools(tmp_path)).run("go", config)
+    assert _shape(run) == _shape(plain)
+    # the limit and what was spent are in the machine after the run (the event loopctl.machine)
+    assert loop.machine.usage.requests == 2
+    # a tool-call limit is checked before the batch that would pass it: the batch of two does not start
+    few = RunConfig(limits=UsageLimits(tool_calls=1))
+    run = await tools_loop.run("go", few, workflow_id="few-tools")
+    assert run.outcome.kind is OutcomeKind.LIMIT_REACHED
+    assert (run.outcome.limit.dimension, run.outcome.limit.spent, run.outcome.limit.needed) == ("tool_calls", 0, 2)
+
+
+async def test_loop_detection_ends_a_durable_run_loop_detected(dbos_sqlite: Any, tmp_path: Path) -> None:
+    def same(request: Any) -> Message:
+        n = workload.replies_so_far(request)
+        return Message.new("assistant", [ToolCallPart(id=f"r{n}", name="tag", input={"text": "again"})])
+
+    loop = DBOSLoop(ScriptedClient(same), workload.tools(tmp_path), name="wl")
+    dbos_sqlite.launch()
+    run = await loop.run("go", RunConfig(loop_detection=2), workflow_id="looping")
+    assert run.outcome.kind is OutcomeKind.LOOP_DETECTED
+    plain = await BareLoop(ScriptedClient(same), workload.tools(tmp_path)).run("go", RunConfig(loop_detection=2))
+    assert _shape(run) == _shape(plain)
+    # the 2nd call in a row is answered with an error (the soft stop), the 3rd ends the run (its reply dropped)
+    assert [[r.ran for r in t.tool_calls] for t in run.turns] == [[True], [False], []]
+
+
+async def test_a_fallback_and_the_cost_are_recorded_with_the_model_step_and_replayed(
+    dbos_sqlite: Any, tmp_path: Path
+) -> None:
+    def down(request: Any) -> Any:
+        raise ServerError("down", provider="scripted", status=503)
+
+    primary = ScriptedClient(down, model="primary")
+    backup = Anthropic(
+        lambda r: workload.reply_for("plain", workload.replies_so_far(r)), model="claude-sonnet-4-5", usage=PRICED
+    )
+    loop = DBOSLoop(FallbackClient(primary, backup), workload.tools(tmp_path), name="wl")
+    dbos_sqlite.launch()
+    run = await loop.run("go", RunConfig(max_retries=0), workflow_id="fell-back")
+    one = price(PRICED, "claude-sonnet-4-5", provider="anthropic")
+    assert one is not None and one > 0
+    assert run.outcome.kind is OutcomeKind.COMPLETED
+    assert [(t.provider, t.model, t.cost) for t in run.turns] == [("anthropic", "claude-sonnet-4-5", one)] * 3
+    assert run.cost == 3 * one
+    assert (primary.calls, backup.calls) == (3, 3)
+    # replayed from the records: earlier turns' answers, their client and their cost come from the model steps
+    steps = await _steps(dbos_sqlite, "fell-back")
+    last_model = max(s["function_id"] for s in steps if s["function_name"] == "wl.model")
+    replayed = await (await dbos_sqlite.fork_workflow_async("fell-back", last_model)).get_result()
+    assert replayed.turns[:2] == run.turns[:2]
+    assert (primary.calls, backup.calls) == (4, 4)  # only the last model call ran again, falling back again
+    assert replayed.cost == run.cost
+
+
+async def test_every_client_of_a_fallback_chain_failing_ends_fallback_exhausted_with_each_error(
+    dbos_sqlite: Any,
+) -> None:
+    chain = FallbackClient(
+        ScriptedClient([ServerError("down")], model="a"), ScriptedClient([ServerError("out")], model="b")
+    )
+    loop = DBOSLoop(chain, [], name="chat")
+    dbos_sqlite.launch()
+    run = await loop.run("hi", RunConfig(max_retries=0), workflow_id="exhausted")
+    assert run.outcome.kind is OutcomeKind.FALLBACK_EXHAUSTED
+    # the stored result (DBOS pickled it) keeps each client's error
+    stored = await (await dbos_sqlite.retrieve_workflow_async("exhausted")).get_result()
+    assert isinstance(stored.error, FallbackFailed)
+    assert [(label, type(e).__name__, str(e)) for label, e in stored.error.errors] == [
+        ("scripted:a", "ServerError", str(run.error.errors[0][1])),
+        ("scripted:b", "ServerError", str(run.error.errors[1][1])),
+    ]
+
+
+class Blocker(Hook):
+    """Blocks every `append`; fails on `block`."""
+
+    def before_tool(self, call: ToolCallPart) -> Block | None:
+        if call.name == "block":
+            raise RuntimeError("no blocking here")
+        return Block("appending is not allowed") if call.name == "append" else None
+
+
+async def test_hooks_run_inside_the_steps_they_wrap_and_a_failing_hook_fails_the_run(
+    dbos_sqlite: Any, tmp_path: Path
+) -> None:
+    recorded = workload.FileHooks(tmp_path)
+    loop = DBOSLoop(workload.model("sequential"), workload.tools(tmp_path), name="wl", hooks=[recorded, Blocker()])
+    dbos_sqlite.launch()
+    run = await loop.run("go", workflow_id="hooked")
+    assert run.outcome.kind is OutcomeKind.FAILED
+    assert run.outcome.error_type == "HookFailed"
+    assert isinstance(run.error, HookFailed) and (run.error.hook, run.error.method) == ("Blocker", "before_tool")
+    assert run.turns[0].tool_calls[0].result.output.root == "appending is not allowed"
+    assert workload.side_effects(tmp_path) == []  # blocked, and the failing hook stopped `block` before it ran
+    lines = workload.hook_lines(tmp_path)
+    assert lines == [
+        "before_model", "after_model", "before_tool append first",
+        "before_model", "after_model", "before_tool block second",
+    ]  # fmt: skip
+    # replayed from the records (forked after the first tool step): no hook of a recorded step runs again
+    steps = await _steps(dbos_sqlite, "hooked")
+    first_tool = min(s["function_id"] for s in steps if s["function_name"] == "wl.tool.append")
+    replayed = await (await dbos_sqlite.fork_workflow_async("hooked", first_tool + 1)).get_result()
+    assert replayed.outcome == run.outcome
+    assert workload.hook_lines(tmp_path)[len(lines) :] == ["before_model", "after_model", "before_tool block second"]
+
+
+async def _paused(loop: DBOSLoop[Any], workflow_id: str) -> tuple[Any, ...]:
+    for _ in range(400):
+        pending = await loop.pending(workflow_id)
+        if pending:
+            return pending
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{workflow_id} never waited for approvals")
+
+
+async def test_a_deferred_call_makes_the_workflow_wait_for_approve(dbos_sqlite: Any, tmp_path: Path) -> None:
+    loop = DBOSLoop(workload.model("approval"), workload.tools(tmp_path), name="wl", permission=workload.defer_appends)
+    dbos_sqlite.launch()
+    task = asyncio.ensure_future(loop.run("go", workflow_id="waits"))
+    pending = await _paused(loop, "waits")
+    assert [(p.id, p.name, p.input, p.reason) for p in pending] == [
+        (workload.APPROVED, "append", {"text": "yes"}, "it writes a file"),
+        (workload.DENIED, "append", {"text": "no"}, "it writes a file"),
+    ]
+    with pytest.raises(ApprovalError, match="does not await nope"):
+        await loop.approve("waits", {"nope": Approve()})
+    # decisions may come in parts: the run waits again for the rest
+    await loop.approve("waits", {workload.APPROVED: Modify({"text": "modified"})})
+    for _ in range(400):
+        if [p.id for p in await loop.pending("waits")] == [workload.DENIED]:
+            break
+        await asyncio.sleep(0.025)
+    assert workload.side_effects(tmp_path) == ["modified"]
+    await loop.approve("waits", {workload.DENIED: Deny(workload.DENIAL)})
+    run = await asyncio.wait_for(task, 30)
+    assert run.outcome.kind is OutcomeKind.COMPLETED
+    assert [[str(r.result.output) for r in t.tool_calls] for t in run.turns] == [
+        ["appended modified", workload.DENIAL, "free"],
+        [],
+    ]
+    assert workload.side_effects(tmp_path) == ["modified"]
+    assert await loop.pending("waits") == ()
+    steps = [s["function_name"] for s in await _steps(dbos_sqlite, "waits")]
+    assert steps.count("DBOS.recv") == 2 and steps.count("wl.tool.append") == 3  # 2 deferred, 1 run
+
+
+async def test_a_cancel_ends_a_run_waiting_for_approvals_cancelled(dbos_sqlite: Any, tmp_path: Path) -> None:
+    loop = DBOSLoop(workload.model("approval"), workload.tools(tmp_path), name="wl", permission=workload.defer_appends)
+    dbos_sqlite.launch()
+    task = asyncio.ensure_future(loop.run("go", workflow_id="cancelled-wait"))
+    await _paused(loop, "cancelled-wait")
+    await loop.cancel("cancelled-wait")
+    run = await asyncio.wait_for(task, 30)
+    assert run.outcome.kind is OutcomeKind.CANCELLED
+    assert workload.side_effects(tmp_path) == []
+    # the turn is kept whole: the call that ran keeps its result, the undecided ones say why they did not run
+    results = [p for m in loop.history for p in m.tool_results()]
+    assert [(r.call_id, r.is_error) for r in results] == [
+        (workload.APPROVED, True), (workload.DENIED, True), ("call-0-2", False),
+    ]  # fmt: skip
+
+
+async def test_a_run_that_waited_past_its_approval_timeout_pauses_and_a_new_workflow_continues_it(
+    dbos_sqlite: Any, tmp_path: Path
+) -> None:
+    loop = DBOSLoop(
+        workload.model("approval"),
+        workload.tools(tmp_path),
+        name="wl",
+        permission=workload.defer_appends,
+        approval_timeout=0.2,
+    )
+    dbos_sqlite.launch()
+    paused = await loop.run("go", workflow_id="timed-out")
+    assert paused.outcome.kind is OutcomeKind.AWAITING_APPROVAL
+    assert [p.id for p in paused.pending_approvals] == [workload.APPROVED, workload.DENIED]
+    assert loop.machine.pending_approvals == paused.pending_approvals
+    with pytest.raises(ApprovalError, match="paused"):
+        await loop.run("new input")
+    done = await loop.run(
+        approvals={workload.APPROVED: Approve(), workload.DENIED: Deny(workload.DENIAL)}, workflow_id="continued"
+    )
+    assert done.outcome.kind is OutcomeKind.COMPLETED
+    assert [str(r.result.output) for r in done.resumed_calls] == ["appended yes", workload.DENIAL]
+    assert workload.side_effects(tmp_path) == ["yes"]

@@ -81,11 +81,15 @@ class FileHooks(Hook):
 
     def before_tool(self, call: ToolCallPart) -> None:
         """One line per call, before the permission check."""
-        self._line(f"before_tool {call.name} {call.input.get('text', '')}")
+        self._line(f"before_tool {call.name} {_arg(call)}")
 
     def after_tool(self, call: ToolCallPart, result: Any) -> None:
         """One line per call that ran."""
-        self._line(f"after_tool {call.name} {call.input.get('text', '')}")
+        self._line(f"after_tool {call.name} {_arg(call)}")
+
+
+def _arg(call: ToolCallPart) -> str:
+    return str(call.input.get("text", call.input.get("tag", "")))
 
 
 def hook_lines(workdir: Path) -> list[str]:
