@@ -12,6 +12,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -329,3 +330,33 @@ def test_a_long_session_continues_as_new_and_keeps_its_conversation(scenarios: S
     assert out["history"] == ["q1", "answer to q1", "q2", "answer to q2", "q3", "answer to q3", "q4", "answer to q4"]
     assert out["first_run_ended"] == "EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
     assert out["first_run_events"] < 40
+
+
+@needs_server
+def test_guardrails_limits_fallback_cost_and_approvals_through_the_workflow(
+    scenarios: ScenarioRunner, tmp_path: Path
+) -> None:
+    out = scenarios.run("guardrails", tmp_path / "out.json")
+    # a usage limit is the machine's: the workflow ends LIMIT_REACHED with what was spent
+    assert out["limited"]["outcome"] == "limit_reached"
+    assert out["limited"]["limit"] == {"dimension": "requests", "spent": 2, "limit": 2, "needed": 0}
+    # the fallback chain runs in the model activity: which client answered and the cost come back with it
+    chain = out["chain"]
+    assert chain["outcome"] == "completed"
+    assert chain["turns"] == [["anthropic", "claude-sonnet-4-5", chain["expected_cost"]]] * 3
+    assert Decimal(chain["cost"]) == 3 * Decimal(chain["expected_cost"]) > 0
+    assert chain["calls"] == [3, 3]
+    # the workflow waits for the signal `approve`; decisions may come in parts
+    assert out["pending"] == [
+        [workload.APPROVED, "append", "it writes a file"],
+        [workload.DENIED, "append", "it writes a file"],
+    ]
+    assert out["after_first_decision"] == ["modified"]
+    assert out["waits"]["outcome"] == "completed"
+    assert out["waits"]["results"] == [["appended modified", workload.DENIAL, "free"], []]
+    # past its approval timeout the run pauses (AWAITING_APPROVAL); a new workflow continues its machine
+    assert out["paused"]["outcome"] == "awaiting_approval"
+    assert out["paused"]["pending"] == [workload.APPROVED, workload.DENIED]
+    assert out["continued"]["outcome"] == "completed"
+    assert out["continued"]["resumed"] == ["appended yes", workload.DENIAL]
+    assert out["side_effects"] == ["modified", "yes"]

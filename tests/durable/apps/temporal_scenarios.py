@@ -36,10 +36,22 @@ from temporalio.worker import Worker
 
 from loopctl.durable._payloads import run_from_dict
 from loopctl.durable.claimcheck import ClaimCheckCodec, SessionStoreBlobs
-from loopctl.durable.temporal import WORKFLOW_NAME, LoopSession, LoopWorkflow, LoopWorkflowInput, TemporalLoop, execute
-from loopctl.engine import RunConfig, SessionConfig
-from loopctl.errors import AuthenticationError, RateLimited
+from loopctl.durable.temporal import (
+    WORKFLOW_NAME,
+    LoopSession,
+    LoopWorkflow,
+    LoopWorkflowInput,
+    TemporalLoop,
+    approve,
+    execute,
+    pending_approvals,
+)
+from loopctl.engine import Approve, Deny, Modify, RunConfig, SessionConfig, UsageLimits
+from loopctl.errors import AuthenticationError, RateLimited, ServerError
 from loopctl.message import ImagePart, ImageSource, Message, ToolCallPart
+from loopctl.pricing import price
+from loopctl.providers import FallbackClient
+from loopctl.response import Usage
 from loopctl.store import SQLiteStore
 from loopctl.testing import ScriptedClient
 from loopctl.tool import ToolOutput, tool
@@ -334,7 +346,88 @@ async def session(client: Client, workdir: Path) -> dict[str, Any]:
     return await with_worker(client, loop, body)
 
 
+class Anthropic(ScriptedClient):
+    """Replies priced as Anthropic's."""
+
+    provider = "anthropic"
+
+
+PRICED = Usage(input_tokens=1000, output_tokens=100)
+
+
+async def guardrails(client: Client, workdir: Path) -> dict[str, Any]:
+    """A usage limit, a fallback chain with priced replies, and approvals: a workflow waiting for the
+    signal (decisions in two parts), and one that waited past its approval timeout, continued by a new
+    workflow."""
+
+    def down(request: Any) -> Any:
+        raise ServerError("down", provider="scripted", status=503)
+
+    primary = ScriptedClient(down, model="primary")
+    backup = Anthropic(
+        lambda r: workload.reply_for("plain", workload.replies_so_far(r)), model="claude-sonnet-4-5", usage=PRICED
+    )
+    limited = TemporalLoop(workload.model("plain"), workload.tools(workdir), name="limited")
+    chain = TemporalLoop(FallbackClient(primary, backup), workload.tools(workdir), name="chain")
+    waits = TemporalLoop(
+        workload.model("approval"), workload.tools(workdir), name="waits", permission=workload.defer_appends
+    )
+    pauses = TemporalLoop(
+        workload.model("approval"),
+        workload.tools(workdir),
+        name="pauses",
+        permission=workload.defer_appends,
+        approval_timeout=timedelta(milliseconds=300),
+    )
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    acts = [*limited.activities, *chain.activities, *waits.activities, *pauses.activities]
+    out: dict[str, Any] = {}
+    async with Worker(client, task_queue=queue, workflows=[LoopWorkflow], activities=acts):
+        run, _ = await execute(
+            client, "limited", "go", id="limited", task_queue=queue, config=RunConfig(limits=UsageLimits(requests=2))
+        )
+        out["limited"] = {**summary(run), "limit": run.outcome.limit.to_dict() if run.outcome.limit else None}
+        run, _ = await execute(client, "chain", "go", id="chain", task_queue=queue, config=RunConfig(max_retries=0))
+        expected = price(PRICED, "claude-sonnet-4-5", provider="anthropic")
+        out["chain"] = {
+            **summary(run),
+            "turns": [[t.provider, t.model, str(t.cost)] for t in run.turns],
+            "cost": str(run.cost),
+            "expected_cost": str(expected),
+            "calls": [primary.calls, backup.calls],
+        }
+        # a workflow waiting for approvals
+        handle = await client.start_workflow(
+            WORKFLOW_NAME, LoopWorkflowInput(loop="waits", input="go"), id="waits", task_queue=queue
+        )
+        while not (pending := await pending_approvals(client, "waits")):
+            await asyncio.sleep(0.05)
+        out["pending"] = [[p.id, p.name, p.reason] for p in pending]
+        await approve(client, "waits", {workload.APPROVED: Modify({"text": "modified"})})
+        while [p.id for p in await pending_approvals(client, "waits")] != [workload.DENIED]:
+            await asyncio.sleep(0.05)
+        out["after_first_decision"] = workload.side_effects(workdir)
+        await approve(client, "waits", {workload.DENIED: Deny(workload.DENIAL)})
+        out["waits"] = summary(run_from_dict((await handle.result())["run"]))
+        # a workflow that waited past its timeout ends paused; a new workflow continues its machine
+        paused, machine = await execute(client, "pauses", "go", id="pauses", task_queue=queue)
+        out["paused"] = summary(paused)
+        done, _ = await execute(
+            client,
+            "pauses",
+            None,
+            id="pauses-2",
+            task_queue=queue,
+            machine=machine,
+            approvals={workload.APPROVED: Approve(), workload.DENIED: Deny(workload.DENIAL)},
+        )
+        out["continued"] = {**summary(done), "resumed": [str(r.result.output) for r in done.resumed_calls]}
+    out["side_effects"] = workload.side_effects(workdir)
+    return out
+
+
 SCENARIOS: dict[str, Callable[[WorkflowEnvironment, Path], Awaitable[dict[str, Any]]]] = {
+    "guardrails": lambda env, workdir: guardrails(env.client, workdir),
     "record-history": lambda env, workdir: record_history(env.client, workdir),
     "typed": lambda env, workdir: typed(env.client, workdir),
     "cancel-signal": lambda env, workdir: cancel(env.client, workdir, native=False),
