@@ -41,7 +41,6 @@ from loopctl.message import Message, Role, ToolCallPart
 from loopctl.output import RejectOutput
 from loopctl.pricing import price
 from loopctl.providers import FallbackClient
-from loopctl.response import Usage
 from loopctl.testing import ScriptedClient
 from loopctl.tool import RunContext, ToolContext, tool
 from tests.durable import workload
@@ -486,15 +485,6 @@ async def test_a_second_run_at_once_on_one_loop_is_refused(dbos_sqlite: Any) -> 
 # --- guardrails (docs/guardrails.md) on DBOS -----------------------------------------------------------------
 
 
-class Anthropic(ScriptedClient):
-    """Replies priced as Anthropic's (the model named by the client)."""
-
-    provider = "anthropic"
-
-
-PRICED = Usage(input_tokens=1000, output_tokens=100)
-
-
 async def test_a_usage_limit_ends_a_durable_run_limit_reached_as_a_plain_run(dbos_sqlite: Any, tmp_path: Path) -> None:
     # Limits are the machine's: the workflow state, so they come with the run (and with its recovery).
     loop = DBOSLoop(workload.model("plain"), workload.tools(tmp_path), name="wl")
@@ -534,17 +524,12 @@ async def test_loop_detection_ends_a_durable_run_loop_detected(dbos_sqlite: Any,
 async def test_a_fallback_and_the_cost_are_recorded_with_the_model_step_and_replayed(
     dbos_sqlite: Any, tmp_path: Path
 ) -> None:
-    def down(request: Any) -> Any:
-        raise ServerError("down", provider="scripted", status=503)
-
-    primary = ScriptedClient(down, model="primary")
-    backup = Anthropic(
-        lambda r: workload.reply_for("plain", workload.replies_so_far(r)), model="claude-sonnet-4-5", usage=PRICED
-    )
+    primary = ScriptedClient(workload.down, model="primary")
+    backup = workload.priced_plain()
     loop = DBOSLoop(FallbackClient(primary, backup), workload.tools(tmp_path), name="wl")
     dbos_sqlite.launch()
     run = await loop.run("go", RunConfig(max_retries=0), workflow_id="fell-back")
-    one = price(PRICED, "claude-sonnet-4-5", provider="anthropic")
+    one = price(workload.PRICED, "claude-sonnet-4-5", provider="anthropic")
     assert one is not None and one > 0
     assert run.outcome.kind is OutcomeKind.COMPLETED
     assert [(t.provider, t.model, t.cost) for t in run.turns] == [("anthropic", "claude-sonnet-4-5", one)] * 3
@@ -582,6 +567,7 @@ class Blocker(Hook):
     """Blocks every `append`; fails on `block`."""
 
     def before_tool(self, call: ToolCallPart) -> Block | None:
+        """Block or fail by the tool's name."""
         if call.name == "block":
             raise RuntimeError("no blocking here")
         return Block("appending is not allowed") if call.name == "append" else None

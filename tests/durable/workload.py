@@ -24,9 +24,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from loopctl.engine import Approve, Defer, Hook
+from loopctl.errors import ServerError
 from loopctl.message import Message, Role, ToolCallPart
 from loopctl.output import RejectOutput
 from loopctl.providers.base import ModelRequest
+from loopctl.response import Usage
 from loopctl.testing import ScriptedClient
 from loopctl.tool import FunctionTool, RunContext, ToolContext, tool
 
@@ -210,6 +212,26 @@ class TypedWorkload:
             return f"{ctx.deps.user} (key of {len(ctx.deps.secret)} characters)"
 
         return [whoami]
+
+
+class Anthropic(ScriptedClient):
+    """A scripted model whose replies are priced as Anthropic's (the model the client names)."""
+
+    provider = "anthropic"
+
+
+PRICED = Usage(input_tokens=1000, output_tokens=100)
+"""The usage of each priced reply."""
+
+
+def priced_plain() -> Anthropic:
+    """The ``plain`` scenario played by Anthropic's claude-sonnet-4-5, each reply using :data:`PRICED`."""
+    return Anthropic(lambda r: reply_for("plain", replies_so_far(r)), model="claude-sonnet-4-5", usage=PRICED)
+
+
+def down(request: ModelRequest) -> Any:
+    """A model that is always down (HTTP 503)."""
+    raise ServerError("down", provider="scripted", status=503)
 
 
 def side_effects(workdir: Path) -> list[str]:

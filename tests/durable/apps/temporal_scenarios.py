@@ -47,11 +47,10 @@ from loopctl.durable.temporal import (
     pending_approvals,
 )
 from loopctl.engine import Approve, Deny, Modify, RunConfig, SessionConfig, UsageLimits
-from loopctl.errors import AuthenticationError, RateLimited, ServerError
+from loopctl.errors import AuthenticationError, RateLimited
 from loopctl.message import ImagePart, ImageSource, Message, ToolCallPart
 from loopctl.pricing import price
 from loopctl.providers import FallbackClient
-from loopctl.response import Usage
 from loopctl.store import SQLiteStore
 from loopctl.testing import ScriptedClient
 from loopctl.tool import ToolOutput, tool
@@ -346,27 +345,13 @@ async def session(client: Client, workdir: Path) -> dict[str, Any]:
     return await with_worker(client, loop, body)
 
 
-class Anthropic(ScriptedClient):
-    """Replies priced as Anthropic's."""
-
-    provider = "anthropic"
-
-
-PRICED = Usage(input_tokens=1000, output_tokens=100)
-
-
 async def guardrails(client: Client, workdir: Path) -> dict[str, Any]:
     """A usage limit, a fallback chain with priced replies, and approvals: a workflow waiting for the
     signal (decisions in two parts), and one that waited past its approval timeout, continued by a new
     workflow."""
 
-    def down(request: Any) -> Any:
-        raise ServerError("down", provider="scripted", status=503)
-
-    primary = ScriptedClient(down, model="primary")
-    backup = Anthropic(
-        lambda r: workload.reply_for("plain", workload.replies_so_far(r)), model="claude-sonnet-4-5", usage=PRICED
-    )
+    primary = ScriptedClient(workload.down, model="primary")
+    backup = workload.priced_plain()
     limited = TemporalLoop(workload.model("plain"), workload.tools(workdir), name="limited")
     chain = TemporalLoop(FallbackClient(primary, backup), workload.tools(workdir), name="chain")
     waits = TemporalLoop(
@@ -388,7 +373,7 @@ async def guardrails(client: Client, workdir: Path) -> dict[str, Any]:
         )
         out["limited"] = {**summary(run), "limit": run.outcome.limit.to_dict() if run.outcome.limit else None}
         run, _ = await execute(client, "chain", "go", id="chain", task_queue=queue, config=RunConfig(max_retries=0))
-        expected = price(PRICED, "claude-sonnet-4-5", provider="anthropic")
+        expected = price(workload.PRICED, "claude-sonnet-4-5", provider="anthropic")
         out["chain"] = {
             **summary(run),
             "turns": [[t.provider, t.model, str(t.cost)] for t in run.turns],
