@@ -14,6 +14,10 @@ run decides:
   ``before_model``/``after_model`` hooks, retries and fallbacks and pricing included. Raises a
   :class:`~loopctl.errors.LoopError` (the call's final error, ``FallbackFailed``, ``HookFailed``) or
   ``_Cancelled``.
+- :meth:`BareLoop._check_reply` ``(plan, response, validator) -> (check, value, problems)``: a reply checked
+  as the run's typed output (the output validator, which may do I/O).
+- :meth:`BareLoop._instructions` ``(deps) -> str | None``: the session's instructions, once per run (a
+  callable may do I/O).
 - :meth:`BareLoop._run_tools` ``(step, cfg, cancel, emit, deps, usage) -> list[ToolCallRecord |
   PendingApproval]``: a turn's batch; it calls :meth:`BareLoop._run_one` ``(turn, call, cfg, emit, deps,
   usage, approval) -> ToolCallRecord | PendingApproval`` once per call: the ``before_tool`` hooks, the
@@ -484,22 +488,27 @@ class BareLoop:
             if tool_choice is None and cfg.reasoning_effort is None:
                 # The answer must be the output tool's call: force it (any tool, when there are others).
                 tool_choice = ForceTool(output_plan.tool.name) if not self.tools.names else "required"
-        texts = [self.config.system_prompt]
-        instructions = self.config.instructions
-        if callable(instructions):
-            made = instructions(RunContext(deps))
-            if inspect.isawaitable(made):
-                made = await made
-            if not isinstance(made, str):
-                raise TypeError(f"instructions returned {type(made).__name__}, not a str")
-            texts.append(made)
-        else:
-            texts.append(instructions)
+        texts = [self.config.system_prompt, await self._instructions(deps)]
         if output_plan is not None:
             texts.append(output_plan.instructions)
         system = "\n\n".join(t for t in texts if t) or None
         output_format = output_plan.output_format if output_plan is not None else None
         return _Setup(system, extra_tools, tool_choice, output_format, output_plan, output_validator, deps)
+
+    async def _instructions(self, deps: Any) -> str | None:
+        """The session's instructions for one run (called once per run, by :meth:`_prepare`):
+        ``SessionConfig.instructions`` itself, or what the callable returns for ``RunContext(deps)``. Raises
+        ``TypeError`` when the callable returns something other than a str. An effect boundary (module
+        docstring): the callable may do I/O."""
+        instructions = self.config.instructions
+        if not callable(instructions):
+            return instructions
+        made = instructions(RunContext(deps))
+        if inspect.isawaitable(made):
+            made = await made
+        if not isinstance(made, str):
+            raise TypeError(f"instructions returned {type(made).__name__}, not a str")
+        return made
 
     async def _run(
         self,
@@ -622,7 +631,7 @@ class BareLoop:
                     check: OutputCheck | None = None
                     if output_plan is not None:
                         try:
-                            check, checked, found = await _check_output(output_plan, response, setup.validator)
+                            check, checked, found = await self._check_reply(output_plan, response, setup.validator)
                         except _Cancelled:
                             if emit:
                                 emit(ModelCallFailed(step.turn, None, last_duration))
@@ -691,7 +700,11 @@ class BareLoop:
                     )
                     settle(reply_message, before_results)
                     if m.state is MachineState.AWAITING_APPROVAL:
-                        decisions = await _race(self._await_approvals(m.pending_approvals), cancel)
+                        try:
+                            decisions = await _race(self._await_approvals(m.pending_approvals), cancel)
+                        except _Cancelled:  # cancelled while it waited (a durable workflow's wait)
+                            m.cancel()
+                            continue
                         if decisions:
                             before_results = m.context_tokens
                             m.approve(decisions)
@@ -951,6 +964,13 @@ class BareLoop:
         model = response.model or answered.model
         cost = price(response.usage, model, provider=answered.provider, api_url=getattr(answered, "api_url", None))
         return ModelReply(response, answered.provider, model, cost)
+
+    async def _check_reply(
+        self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
+    ) -> tuple[OutputCheck | None, Any, list[str]]:
+        """The verdict on ``response`` as the run's typed output, ``(check, value, problems)``
+        (:func:`_check_output`). An effect boundary (module docstring): the ``validator`` may do I/O."""
+        return await _check_output(plan, response, validator)
 
     # --- tools ---------------------------------------------------------------------------------------------
 

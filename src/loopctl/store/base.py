@@ -29,7 +29,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -705,6 +705,31 @@ class SessionStore(abc.ABC):
                 out[_b(h)] = _b(data)
         return out
 
+    # --- blobs ---------------------------------------------------------------------------------------------
+
+    def put_blobs(self, blobs: Mapping[bytes, bytes]) -> None:
+        """Store each blob of ``blobs`` under its key, the SHA-256 of its bytes (``chain.blob_hash``); a key
+        already stored is left as it is. For other content-addressed data kept beside the sessions (the
+        Temporal claim check of ``loopctl.durable.claimcheck``). Raises ``ValueError`` for a key that is not
+        its blob's hash, before anything is written."""
+        for key, data in blobs.items():
+            if blob_hash(data) != key:
+                raise ValueError(f"blob key {key.hex()} is not the SHA-256 of its {len(data)} bytes")
+        if blobs:
+            with self._write() as tx:
+                tx.run_many(self.dialect.insert_blob, list(blobs.items()))
+
+    def get_blobs(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        """The blobs of ``keys`` the store has (a key it does not have is left out)."""
+        wanted = sorted(set(keys))
+        out: dict[bytes, bytes] = {}
+        with self._read() as tx:
+            for i in range(0, len(wanted), _BLOB_BATCH):
+                sql, params = self.dialect.blobs_query(wanted[i : i + _BLOB_BATCH])
+                for h, data in tx.query(sql, params):
+                    out[_b(h)] = _b(data)
+        return out
+
     # --- verification --------------------------------------------------------------------------------------
 
     def verify(self, session_id: str) -> list[StoreProblem]:
@@ -855,6 +880,14 @@ class SessionStore(abc.ABC):
     async def aexport_file(self, session_id: str, path: str | os.PathLike[str]) -> None:
         """:meth:`export_file`, off the event loop."""
         await asyncio.to_thread(self.export_file, session_id, path)
+
+    async def aput_blobs(self, blobs: Mapping[bytes, bytes]) -> None:
+        """:meth:`put_blobs`, off the event loop."""
+        await asyncio.to_thread(self.put_blobs, dict(blobs))
+
+    async def aget_blobs(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        """:meth:`get_blobs`, off the event loop."""
+        return await asyncio.to_thread(self.get_blobs, list(keys))
 
     async def aclose(self) -> None:
         """:meth:`close`, off the event loop."""
