@@ -49,6 +49,8 @@ __all__ = [
     "ThinkingSignature",
     "ToolCallDelta",
     "UsageReported",
+    "dumps_exact",
+    "loads_exact",
 ]
 
 
@@ -253,7 +255,7 @@ _KIND: dict[type, type[MessagePart]] = {TextDelta: TextPart, ThinkingDelta: Thin
 _LONG_DIGITS = re.compile(r"\d{19}")
 
 
-def loads_exact(text: str | bytes) -> Any:
+def loads_exact(text: str | bytes | bytearray) -> Any:
     """JSON text as Python values, integers of any size kept exactly (orjson reads one past 64 bits as a
     lossy float, so such text is read again by the standard library). Raises ``orjson.JSONDecodeError`` for
     text that is not JSON, including NaN/Infinity literals and lone surrogates, as orjson does."""
@@ -261,6 +263,16 @@ def loads_exact(text: str | bytes) -> Any:
     if _LONG_DIGITS.search(text if isinstance(text, str) else text.decode("utf-8", "replace")):
         return json.loads(text)  # orjson accepted it, so it holds no NaN, Infinity or lone surrogate
     return value
+
+
+def dumps_exact(value: Any) -> str:
+    """Compact JSON text of a JSON value, integers of any size written exactly (orjson refuses one past 64
+    bits, so such a value is written by the standard library, in the same compact shape). Raises
+    ``TypeError`` or ``ValueError`` for a value JSON cannot hold."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def parse_arguments(text: str) -> tuple[Any, str | None]:

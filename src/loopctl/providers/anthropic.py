@@ -81,6 +81,8 @@ from loopctl.stream import (
     ThinkingSignature,
     ToolCallDelta,
     UsageReported,
+    dumps_exact,
+    loads_exact,
     parse_arguments,
 )
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
@@ -549,7 +551,7 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
         part = _decode_block(block, f"content[{i}]")
         if isinstance(part, ToolCallPart) and not isinstance(block.get("input"), dict):
             raw = block.get("input")
-            text = raw if isinstance(raw, str) else orjson.dumps(raw).decode() if raw is not None else ""
+            text = raw if isinstance(raw, str) else dumps_exact(raw) if raw is not None else ""
             value, error = parse_arguments(text)
             if error is not None or not isinstance(value, dict):
                 invalid.append(InvalidToolCall(part.id, part.name, text, error or "input is not a JSON object"))
@@ -654,7 +656,7 @@ class StreamDecoder(SSEStreamDecoder):
         if not data:
             return []
         try:
-            obj = orjson.loads(data)
+            obj = loads_exact(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(
                 f"stream event {event.event!r} carries data that is not JSON: {data[:200]!r}", provider=PROVIDER
@@ -756,7 +758,7 @@ def error_from_http(
     parsed: Any = body
     if isinstance(body, (bytes, str)):
         try:
-            parsed = orjson.loads(body)
+            parsed = loads_exact(body)
         except orjson.JSONDecodeError:
             text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
             parsed = text.strip() or None

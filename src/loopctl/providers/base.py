@@ -26,7 +26,7 @@ from loopctl.errors import ProviderError, ProviderProtocolError
 from loopctl.message import Message
 from loopctl.providers.sse import ServerSentEvent, SSEDecoder
 from loopctl.response import ModelResponse
-from loopctl.stream import StreamAccumulator, StreamEvent
+from loopctl.stream import StreamAccumulator, StreamEvent, loads_exact
 from loopctl.tool import ToolChoice, ToolSchema
 
 __all__ = [
@@ -177,7 +177,7 @@ class SSEStreamDecoder:
         page from a proxy: retrying it is not worth it, and it was not cut short)."""
         if self._mode == "json":
             try:
-                body = orjson.loads(self._json)
+                body = loads_exact(self._json)
             except orjson.JSONDecodeError:
                 raise ProviderProtocolError(
                     "the stream body is neither an event stream nor JSON", provider=self.provider

@@ -63,6 +63,8 @@ from loopctl.stream import (
     ThinkingSignature,
     ToolCallDelta,
     UsageReported,
+    dumps_exact,
+    loads_exact,
 )
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
@@ -582,7 +584,7 @@ class StreamDecoder(SSEStreamDecoder):
         if event.event != "message" or not data.strip() or data.strip() == "[DONE]":
             return []
         try:
-            body = orjson.loads(data)
+            body = loads_exact(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(
                 f"a stream event whose data is not JSON: {data[:80]!r}", provider=PROVIDER
@@ -894,7 +896,7 @@ class _ReplyReader:
         call = self._call
         if call is not None:
             self._call = None
-            text = orjson.dumps(call.args).decode()
+            text = dumps_exact(call.args)
             events.append(ToolCallDelta(call.index, text[:-1] if cut else text))
             events.append(PartFinished(call.index))
 
@@ -984,7 +986,7 @@ def error_from_http(
     if isinstance(body, str):
         text = body.strip() or None
         try:
-            data = orjson.loads(body)
+            data = loads_exact(body)
         except orjson.JSONDecodeError:
             data = None
     if isinstance(data, list) and data and isinstance(data[0], Mapping):

@@ -73,6 +73,8 @@ from loopctl.stream import (
     ThinkingDelta,
     ToolCallDelta,
     UsageReported,
+    dumps_exact,
+    loads_exact,
     parse_arguments,
 )
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
@@ -507,7 +509,7 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
         name = _str(function.get("name")) or ""
         arguments = function.get("arguments")
         text = (
-            arguments if isinstance(arguments, str) else "" if arguments is None else orjson.dumps(arguments).decode()
+            arguments if isinstance(arguments, str) else "" if arguments is None else dumps_exact(arguments)
         )
         value, error = parse_arguments(text)
         if error is not None:
@@ -659,7 +661,7 @@ class StreamDecoder(SSEStreamDecoder):
             stop = _stop_reason(self._finish_reason, has_calls=bool(self._call_ids), refused=self._refused)
             return [ResponseFinished(stop, self._finish_reason)]
         try:
-            chunk = orjson.loads(data)
+            chunk = loads_exact(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(f"a stream event is not JSON: {data[:200]!r}", provider=PROVIDER) from None
         if not isinstance(chunk, dict):
@@ -748,7 +750,7 @@ class StreamDecoder(SSEStreamDecoder):
             if arguments:
                 out.append(ToolCallDelta(index, arguments))
         elif arguments is not None:  # a server that sends the arguments as an object
-            out.append(ToolCallDelta(index, orjson.dumps(arguments).decode()))
+            out.append(ToolCallDelta(index, dumps_exact(arguments)))
 
 
 def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:
@@ -803,7 +805,7 @@ def error_from_http(
 def _parse_body(body: bytes | str | Mapping[str, Any] | None) -> Any:
     if isinstance(body, (bytes, str)):
         try:
-            return orjson.loads(body)
+            return loads_exact(body)
         except orjson.JSONDecodeError:
             return body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     return body

@@ -33,7 +33,6 @@ are always accepted: they are new input, not references to stored output).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
@@ -79,6 +78,8 @@ from loopctl.stream import (
     ThinkingSignature,
     ToolCallDelta,
     UsageReported,
+    dumps_exact,
+    loads_exact,
     parse_arguments,
 )
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
@@ -410,7 +411,7 @@ def _assistant_items(parts: Sequence[MessagePart], path: str, options: _Options)
                 "type": "function_call",
                 "call_id": rewrite_tool_id(part.id, max_len=_MAX_CALL_ID),
                 "name": part.name,
-                "arguments": _dumps(part.input),
+                "arguments": dumps_exact(part.input),  # compact: the form models emit arguments in
             }
             if part.item_id is not None and not orphaned:
                 item["id"] = part.item_id
@@ -453,15 +454,6 @@ def _reasoning_item(group: Sequence[MessagePart], item_id: str) -> dict[str, Any
     if signature is not None:
         item["encrypted_content"] = signature
     return item
-
-
-def _dumps(value: Any) -> str:
-    """Compact JSON text (the form models emit arguments in); integers past 64 bits fall back to the
-    standard library."""
-    try:
-        return orjson.dumps(value).decode()
-    except orjson.JSONEncodeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 # --- tools ------------------------------------------------------------------------------------------------------
@@ -690,7 +682,7 @@ class StreamDecoder(SSEStreamDecoder):
         if event.data == "[DONE]":
             return []
         try:
-            data = orjson.loads(event.data)
+            data = loads_exact(event.data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(f"an event that is not JSON: {event.data[:80]!r}", provider=PROVIDER) from None
         if not isinstance(data, dict):
@@ -959,7 +951,7 @@ def error_from_http(
     parsed: Any = body
     if isinstance(body, (bytes, bytearray, str)):
         try:
-            parsed = orjson.loads(body)
+            parsed = loads_exact(body)
         except orjson.JSONDecodeError:
             parsed = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else body
     error = parsed.get("error") if isinstance(parsed, Mapping) else None
