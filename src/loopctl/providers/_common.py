@@ -5,6 +5,7 @@ Pure: no I/O, no clock (an HTTP-date ``Retry-After`` needs "now", so the caller 
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import hashlib
 import re
@@ -49,8 +50,10 @@ def is_context_overflow(message: str | None, code: str | None = None) -> bool:
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds, or an HTTP-date when ``now``, a
-    Unix time in seconds, is given). ``None`` when absent or unreadable."""
+    """Seconds to wait from ``retry-after-ms`` (milliseconds, OpenAI's) or ``retry-after`` (RFC 9110 section
+    10.2.3: a number of seconds, or an HTTP-date, read when ``now``, the current Unix time in seconds, is
+    given; a date in the past is 0). ``None`` when absent or unreadable. Header names are matched without
+    regard to case."""
     if not headers:
         return None
     lower = {k.lower(): v for k, v in headers.items()}
@@ -70,10 +73,12 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = 
     if now is None:
         return None
     try:
-        when = email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError):
+        date = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
         return None
-    return max(0.0, when - now)
+    if date.tzinfo is None:  # "-0000": the zone is not given; an HTTP-date is always GMT
+        date = date.replace(tzinfo=datetime.UTC)
+    return max(0.0, date.timestamp() - now)
 
 
 def classify_http_error(

@@ -744,7 +744,11 @@ def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:
 
 
 def error_from_http(
-    status: int, body: bytes | str | Mapping[str, Any] | None, headers: Mapping[str, str] | None = None
+    status: int,
+    body: bytes | str | Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    now: float | None = None,
 ) -> ProviderError:
     """The typed error for a non-2xx reply (platform.claude.com/docs/en/api/errors).
 
@@ -754,6 +758,11 @@ def error_from_http(
     :class:`~loopctl.errors.ContextOverflow` when it says "prompt is too long" or "exceed context limit";
     401/403 -> :class:`~loopctl.errors.AuthenticationError`; 404 -> :class:`~loopctl.errors.ModelNotFound`;
     other 5xx -> :class:`~loopctl.errors.ServerError`. A body that is not JSON keeps its text as the message.
+
+    ``now`` is the current Unix time in seconds: with it, a ``Retry-After`` given as an HTTP-date (RFC 9110
+    section 10.2.3, ``Wed, 21 Oct 2015 07:28:00 GMT``) becomes the seconds from ``now`` to that date (0 for a
+    date past); the codec reads no clock, so without ``now`` only a number of seconds is read. The clients
+    pass ``time.time()``.
     """
     parsed: Any = body
     if isinstance(body, (bytes, str)):
@@ -762,7 +771,7 @@ def error_from_http(
         except orjson.JSONDecodeError:
             text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
             parsed = text.strip() or None
-    return _error_from_body(parsed, status, parse_retry_after(headers))
+    return _error_from_body(parsed, status, parse_retry_after(headers, now=now))
 
 
 def _error_from_body(body: Any, status: int | None, retry_after: float | None = None) -> ProviderError:

@@ -7,7 +7,8 @@ A provider module (``openai_chat``, ``openai_responses``, ``anthropic``, ``gemin
 - ``parse_response(body) -> ModelResponse`` for a non-streamed reply (an error body raises);
 - ``StreamDecoder`` (``feed(chunk) -> list[StreamEvent]``, ``finish() -> ModelResponse``) and
   ``parse_stream(chunks) -> ModelResponse``;
-- ``error_from_http(status, body, headers) -> ProviderError`` for a non-2xx reply.
+- ``error_from_http(status, body, headers, *, now=None) -> ProviderError`` for a non-2xx reply (``now``, the
+  caller's clock in Unix seconds, reads a ``Retry-After`` HTTP-date).
 
 A client (the only place with I/O) turns a :class:`ModelRequest` into one of those bodies, sends it, and
 decodes the reply. Pure module: no I/O, no clock.

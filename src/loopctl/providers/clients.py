@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import ModuleType
 from typing import Any
@@ -119,7 +120,8 @@ class _Client:
         return response
 
     def _http_error(self, status: int, content: bytes, headers: Mapping[str, str]) -> ProviderError:
-        error: ProviderError = self.codec.error_from_http(status, content, headers)
+        # The codecs read no clock: "now" turns a Retry-After HTTP-date into seconds.
+        error: ProviderError = self.codec.error_from_http(status, content, headers, now=time.time())
         return error
 
     def __repr__(self) -> str:

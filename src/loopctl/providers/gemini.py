@@ -967,7 +967,11 @@ _DURATION = re.compile(r"\s*(\d+(?:\.\d*)?)s\s*")
 
 
 def error_from_http(
-    status: int, body: bytes | str | Mapping[str, Any] | None, headers: Mapping[str, str] | None = None
+    status: int,
+    body: bytes | str | Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    now: float | None = None,
 ) -> ProviderError:
     """The typed error for a non-2xx reply.
 
@@ -978,6 +982,11 @@ def error_from_http(
     Gemini sends it as 400 INVALID_ARGUMENT; a ``RetryInfo.retryDelay`` (``"30s"``) gives ``retry_after`` in
     seconds, else the ``Retry-After`` header; an invalid argument whose message says the input is over the
     token limit is a ContextOverflow.
+
+    ``now`` is the current Unix time in seconds: with it, a ``Retry-After`` given as an HTTP-date (RFC 9110
+    section 10.2.3, ``Wed, 21 Oct 2015 07:28:00 GMT``) becomes the seconds from ``now`` to that date (0 for a
+    date past); the codec reads no clock, so without ``now`` only a number of seconds is read. The clients
+    pass ``time.time()``.
     """
     data: Any = body
     text: str | None = None
@@ -1008,7 +1017,7 @@ def error_from_http(
                 reason = detail["reason"]
     if reason is not None and reason.startswith("API_KEY_"):
         kind = "UNAUTHENTICATED"
-    retry_after = delay if delay is not None else parse_retry_after(headers)
+    retry_after = delay if delay is not None else parse_retry_after(headers, now=now)
     raw = data if data is not None else text
     return classify_http_error(PROVIDER, status, message=message, error_type=kind, body=raw, retry_after=retry_after)
 

@@ -508,9 +508,7 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
         call_id = _str(call.get("id")) or _derived_id(response_id, position)
         name = _str(function.get("name")) or ""
         arguments = function.get("arguments")
-        text = (
-            arguments if isinstance(arguments, str) else "" if arguments is None else dumps_exact(arguments)
-        )
+        text = arguments if isinstance(arguments, str) else "" if arguments is None else dumps_exact(arguments)
         value, error = parse_arguments(text)
         if error is not None:
             invalid.append(InvalidToolCall(call_id, name, text, error))
@@ -776,7 +774,11 @@ _QUOTA_CODES = frozenset(
 
 
 def error_from_http(
-    status: int, body: bytes | str | Mapping[str, Any] | None, headers: Mapping[str, str] | None = None
+    status: int,
+    body: bytes | str | Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    now: float | None = None,
 ) -> ProviderError:
     """The typed error for a non-2xx reply: ``{"error": {"message", "type", "param", "code"}}`` (OpenAI), or the
     shapes compatible servers use (``{"error": "text"}``, a top-level ``message``).
@@ -788,10 +790,15 @@ def error_from_http(
     ``AuthenticationError``; 404 ``model_not_found`` -> ``ModelNotFound``; 503 -> ``Overloaded``; other 5xx
     -> ``ServerError``. ``retry_after`` (seconds) comes from the ``retry-after-ms`` / ``retry-after`` headers,
     else from the message's "Please try again in 1.5s".
+
+    ``now`` is the current Unix time in seconds: with it, a ``Retry-After`` given as an HTTP-date (RFC 9110
+    section 10.2.3, ``Wed, 21 Oct 2015 07:28:00 GMT``) becomes the seconds from ``now`` to that date (0 for a
+    date past); the codec reads no clock, so without ``now`` only a number of seconds is read. The clients
+    pass ``time.time()``.
     """
     parsed = _parse_body(body)
     message, kind, code = _error_fields(parsed)
-    retry_after = parse_retry_after(headers)
+    retry_after = parse_retry_after(headers, now=now)
     if retry_after is None:
         retry_after = _retry_after_in(message)
     error = classify_http_error(

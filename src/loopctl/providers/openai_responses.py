@@ -936,7 +936,11 @@ def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:
 
 
 def error_from_http(
-    status: int, body: bytes | str | Mapping[str, Any] | None, headers: Mapping[str, str] | None = None
+    status: int,
+    body: bytes | str | Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    now: float | None = None,
 ) -> ProviderError:
     """The typed error for a non-2xx reply: ``{"error": {"message", "type", "code", "param"}}``.
 
@@ -947,6 +951,11 @@ def error_from_http(
     :class:`~loopctl.errors.ContextOverflow`, other 4xx -> :class:`~loopctl.errors.InvalidRequest`, 5xx ->
     :class:`~loopctl.errors.ServerError`. ``retry_after`` (seconds) comes from ``retry-after-ms`` /
     ``retry-after`` headers, else from the message's "Please try again in 1.5s".
+
+    ``now`` is the current Unix time in seconds: with it, a ``Retry-After`` given as an HTTP-date (RFC 9110
+    section 10.2.3, ``Wed, 21 Oct 2015 07:28:00 GMT``) becomes the seconds from ``now`` to that date (0 for a
+    date past); the codec reads no clock, so without ``now`` only a number of seconds is read. The clients
+    pass ``time.time()``.
     """
     parsed: Any = body
     if isinstance(body, (bytes, bytearray, str)):
@@ -957,10 +966,12 @@ def error_from_http(
     error = parsed.get("error") if isinstance(parsed, Mapping) else None
     if not isinstance(error, Mapping):
         text = parsed.strip()[:200] if isinstance(parsed, str) and parsed.strip() else None
-        return classify_http_error(PROVIDER, status, message=text, body=parsed, retry_after=parse_retry_after(headers))
+        return classify_http_error(
+            PROVIDER, status, message=text, body=parsed, retry_after=parse_retry_after(headers, now=now)
+        )
     message = _text(error.get("message"))
     kind = _text(error.get("code")) or _text(error.get("type"))
-    retry = parse_retry_after(headers)
+    retry = parse_retry_after(headers, now=now)
     if retry is None:
         retry = _retry_from_message(message)
     return classify_http_error(PROVIDER, status, message=message, error_type=kind, body=parsed, retry_after=retry)
