@@ -391,7 +391,7 @@ class BareLoop:
             return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}")
         try:
             out = to_tool_output(value)
-            content = _sendable(out.tool_content())
+            content = out.tool_content()  # text with a lone surrogate comes back with U+FFFD in its place
             if max_chars is not None:
                 content = _clipped(content, max_chars)
             for image in content.images():
@@ -593,23 +593,6 @@ def _clipped(content: ToolContent, limit: int) -> ToolContent:
     )
 
 
-def _sendable(content: ToolContent) -> ToolContent:
-    """``content`` with every lone surrogate (a file name read with ``surrogateescape``, text cut inside a
-    surrogate pair) replaced by U+FFFD: such a string cannot be written as UTF-8, so it would fail this run
-    and every later request of the conversation."""
-    root = content.root
-    if isinstance(root, str):
-        fixed = _valid_unicode(root)
-        return content if fixed is root else ToolContent.from_string(fixed)
-    parts = [
-        p.model_copy(update={"text": fixed})
-        if isinstance(p, TextPart) and (fixed := _valid_unicode(p.text)) is not p.text
-        else p
-        for p in root
-    ]
-    return content if all(a is b for a, b in zip(parts, root, strict=True)) else ToolContent.from_multipart(parts)
-
-
 # The image types every provider reads (Anthropic IMAGE_MEDIA_TYPES, OpenAI's PNG/JPEG/GIF/WebP, Gemini's
 # inlineData), each with the first bytes of its format. Anthropic checks that the bytes match the declared
 # type ("Image does not match the provided media type"); every provider refuses bytes that are no image.
@@ -633,14 +616,6 @@ def _image_problem(image: ImagePart) -> str | None:
     if not head.startswith(magic) or (media_type == "image/webp" and head[8:12] != b"WEBP"):
         return f"its bytes are not {media_type.removeprefix('image/').upper()} data"
     return None
-
-
-def _valid_unicode(text: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
 
 
 def _error_result(call: ToolCallPart, text: str) -> ToolResultPart:

@@ -347,9 +347,9 @@ class LoopMachine:
         written (a lone surrogate, as undecodable bytes of a command line become), leaving the machine as it
         was: such a message would make every request and every save of the conversation fail."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
-        message = Message.user(input) if isinstance(input, str) else input
-        _expect_message(message, Role.USER, "accept_input")
         try:
+            message = Message.user(input) if isinstance(input, str) else input
+            _expect_message(message, Role.USER, "accept_input")
             message.to_json()
         except InvalidMessage as exc:
             raise InvalidMessage(f"input.{exc.path}", exc.expected) from None

@@ -24,7 +24,8 @@ from loopctl.errors import (
     UnsupportedContent,
 )
 from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
-from loopctl.message.check import ConversationRule
+from loopctl.message.check import ConversationRule, first_invalid_string
+from loopctl.tool import ToolSchema
 
 __all__ = [
     "check_pairing",
@@ -32,6 +33,8 @@ __all__ = [
     "is_context_overflow",
     "nothing_to_send",
     "parse_retry_after",
+    "refuse_unwritable_message",
+    "refuse_unwritable_options",
     "rewrite_tool_id",
 ]
 
@@ -229,3 +232,63 @@ def nothing_to_send(api: str, count: int) -> UnsupportedContent:
         f"messages: nothing to send to {api}: the {count} message(s) hold no user or assistant content it "
         "accepts (system messages are folded elsewhere, empty text is not sent)"
     )
+
+
+def _unwritable(path: str, api: str) -> UnsupportedContent:
+    return UnsupportedContent(
+        f"{path}: a string that is not valid Unicode (a lone surrogate) cannot be sent to {api}: it has no UTF-8 form"
+    )
+
+
+def refuse_unwritable_message(message: Message, path: str, api: str) -> None:
+    """Raise :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1].text``) of a
+    string of ``message`` that cannot be written as UTF-8. The model's constructors refuse such strings
+    (``InvalidMessage``); this catches one that got in without validation, which would otherwise fail in the
+    client with a bare ``UnicodeEncodeError`` (or orjson's ``TypeError``) after the request was built. A
+    codec calls it once per converted message (the conversion is cached)."""
+    bad = first_invalid_string(message, path)
+    if bad is not None:
+        raise _unwritable(bad, api)
+
+
+def refuse_unwritable_options(system: str | None, tools: Sequence[ToolSchema], api: str) -> None:
+    """:func:`refuse_unwritable_message` for the system prompt (``system``) and the tools
+    (``tools[1].description``, ``tools[0].input_schema.properties.q``)."""
+    if system is not None and _bad(system):
+        raise _unwritable("system", api)
+    for ti, tool in enumerate(tools):
+        for name in ("name", "description"):
+            value = getattr(tool, name)
+            if isinstance(value, str) and _bad(value):
+                raise _unwritable(f"tools[{ti}].{name}", api)
+        found = _bad_in_json(tool.input_schema, f"tools[{ti}].input_schema")
+        if found is not None:
+            raise _unwritable(found, api)
+
+
+def _bad(value: str) -> bool:
+    if value.isascii():
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _bad_in_json(value: Any, path: str) -> str | None:
+    if isinstance(value, str):
+        return path if _bad(value) else None
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str) and _bad(k):
+                return path
+            found = _bad_in_json(v, f"{path}.{k}")
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _bad_in_json(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None

@@ -65,6 +65,8 @@ from loopctl.providers._common import (
     classify_http_error,
     nothing_to_send,
     parse_retry_after,
+    refuse_unwritable_message,
+    refuse_unwritable_options,
     rewrite_tool_id,
 )
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
@@ -206,6 +208,7 @@ def build_request(
     call whose ``input`` is not a JSON object, a tool call or result that breaks the pairing rules
     (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing left to send.
     """
+    refuse_unwritable_options(system, tools, "Anthropic")
     check_pairing(messages, "Anthropic")
     pieces = _convert_all(messages, cache)
 
@@ -290,6 +293,7 @@ def _convert_all(messages: Sequence[Message], cache: ConversionCache | None) -> 
 def _convert_message(message: Message, mi: int) -> _Converted:
     role = message.role
     where = f"messages[{mi}]"
+    refuse_unwritable_message(message, where, "Anthropic")
     if role is Role.SYSTEM:
         texts: list[str] = []
         for pi, part in enumerate(message.parts):

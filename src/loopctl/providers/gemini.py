@@ -46,7 +46,14 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.providers._common import check_pairing, classify_http_error, nothing_to_send, parse_retry_after
+from loopctl.providers._common import (
+    check_pairing,
+    classify_http_error,
+    nothing_to_send,
+    parse_retry_after,
+    refuse_unwritable_message,
+    refuse_unwritable_options,
+)
 from loopctl.providers._gemini_schema import json_schema_parameters, openapi_parameters
 from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
@@ -189,6 +196,7 @@ def build_request(
         response_parts=modern if function_response_parts is None else function_response_parts,
         fallback=modern if signature_fallback is None else signature_fallback,
     )
+    refuse_unwritable_options(system, tools, "Gemini")
     check_pairing(messages, "Gemini")
     contents, system_texts = _contents(messages, options, cache)
     if cache is not None:
@@ -315,6 +323,7 @@ def _contents(
 
 
 def _system_text(message: Message, i: int) -> str:
+    refuse_unwritable_message(message, f"messages[{i}]", "Gemini")
     for j, part in enumerate(message.parts):
         if not isinstance(part, TextPart):
             raise _misplaced(part, i, j, "a system message (only text is folded into systemInstruction)")
@@ -338,6 +347,7 @@ def _resolve_results(message: Message, i: int, calls: Mapping[str, tuple[str, bo
 
 
 def _model_piece(message: Message, i: int, options: _Options) -> _Piece:
+    refuse_unwritable_message(message, f"messages[{i}]", "Gemini")
     parts = message.parts
     out: list[dict[str, Any]] = []
     calls: list[tuple[str, str, bool]] = []
@@ -384,6 +394,7 @@ def _model_piece(message: Message, i: int, options: _Options) -> _Piece:
 
 
 def _user_piece(message: Message, i: int, resolved: tuple[tuple[str, bool], ...], options: _Options) -> _Piece:
+    refuse_unwritable_message(message, f"messages[{i}]", "Gemini")
     parts: list[dict[str, Any]] = []
     responses: list[tuple[str, dict[str, Any]]] = []
     media: list[dict[str, Any]] = []

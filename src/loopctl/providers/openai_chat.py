@@ -57,6 +57,8 @@ from loopctl.providers._common import (
     is_context_overflow,
     nothing_to_send,
     parse_retry_after,
+    refuse_unwritable_message,
+    refuse_unwritable_options,
     rewrite_tool_id,
 )
 from loopctl.providers._openai_strict import plain_schema as _plain
@@ -199,6 +201,7 @@ def build_request(
     if system_role not in ("system", "developer"):
         raise ValueError(f"system_role must be 'system' or 'developer', not {system_role!r}")
     opts = _Options(system_role, image_detail, replay_reasoning_content, tool_call_id_max_length)
+    refuse_unwritable_options(system, tools, "OpenAI Chat Completions")
     check_pairing(messages, "OpenAI Chat Completions")
     pieces: list[_Piece] = []
     for index, message in enumerate(messages):
@@ -306,6 +309,7 @@ def _emit_replies(replies: list[_ToolReply], out: list[dict[str, Any]]) -> None:
 
 
 def _convert_message(message: Message, path: str, opts: _Options) -> _Piece:
+    refuse_unwritable_message(message, path, "OpenAI Chat Completions")
     role = message.role
     if role is Role.ASSISTANT:
         return _convert_assistant(message, path, opts)

@@ -61,6 +61,8 @@ from loopctl.providers._common import (
     classify_http_error,
     nothing_to_send,
     parse_retry_after,
+    refuse_unwritable_message,
+    refuse_unwritable_options,
     rewrite_tool_id,
 )
 from loopctl.providers._openai_strict import strict_schema
@@ -173,6 +175,7 @@ def build_request(
             f"{PROVIDER}: the Responses API has no stop sequences; `stop` ({list(stop)!r}) cannot be sent "
             "(use the Chat Completions codec, or drop `stop`)"
         )
+    refuse_unwritable_options(system, tools, "OpenAI Responses")
     check_pairing(messages, "OpenAI Responses")
     options = _Options(system_role=system_role, store_off=store is False)
     # Namespaced, so one cache can serve several codecs.
@@ -251,6 +254,7 @@ class _Options:
 
 def _convert_message(message: Message, index: int, options: _Options) -> tuple[dict[str, Any], ...]:
     path = f"messages[{index}]"
+    refuse_unwritable_message(message, path, "OpenAI Responses")
     if message.role is Role.ASSISTANT:
         return tuple(_assistant_items(message.parts, path, options))
     if message.role is Role.USER:
