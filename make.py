@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parent
 
 def _digest(spec: str, extra: list[str] | None) -> str:
     inputs = (ROOT / "pyproject.toml").read_bytes() + spec.encode() + " ".join(extra or []).encode()
+    for prev, arg in zip([""] + (extra or []), extra or []):
+        if prev == "-r":  # a requirements file: its contents, so an edit reinstalls
+            inputs += Path(arg).read_bytes()
     return hashlib.sha256(inputs).hexdigest()
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopctl.providers.clients import AnthropicClient, GeminiClient, OpenAIChatClient, OpenAIResponsesClient
 from loopctl.testing import FakeProviderServer
 from loopctl.testing.wire import API, THINKING_PROVIDER
+from loopctl.transport import AnthropicClient, GeminiClient, OpenAIChatClient, OpenAIResponsesClient
 
 KINDS = ("openai", "openai-responses", "anthropic", "gemini")
 

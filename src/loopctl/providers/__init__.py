@@ -1,9 +1,15 @@
-"""Providers: pure codecs from messages to each provider's request and back, and the clients that send them.
+"""Providers: pure codecs from messages to each provider's request and back; the clients that send them.
 
 Codec modules: ``openai_chat`` (OpenAI Chat Completions and compatible servers), ``openai_responses``
 (OpenAI Responses), ``anthropic`` (Anthropic Messages), ``gemini`` (Google Gemini). Each is pure: no network,
 no clock. The shared types are in :mod:`loopctl.providers.base`.
+
+The clients (:func:`from_string`, :class:`OpenAIChatClient`, :class:`OpenAIResponsesClient`,
+:class:`AnthropicClient`, :class:`GeminiClient`) live in :mod:`loopctl.transport` and are importable from
+here too; they are loaded on first use, so importing this package stays cheap (no httpx, no SDK).
 """
+
+from typing import TYPE_CHECKING
 
 from loopctl.providers.base import (
     ConversionCache,
@@ -13,6 +19,15 @@ from loopctl.providers.base import (
     ReasoningEffort,
     SSEStreamDecoder,
 )
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from loopctl.transport import (
+        AnthropicClient,
+        GeminiClient,
+        OpenAIChatClient,
+        OpenAIResponsesClient,
+        from_string,
+    )
 
 __all__ = [
     "AnthropicClient",
@@ -34,7 +49,7 @@ _CLIENTS = frozenset({"AnthropicClient", "GeminiClient", "OpenAIChatClient", "Op
 def __getattr__(name: str) -> object:
     # The clients pull in httpx (and, when used, an SDK); import them only when asked for.
     if name in _CLIENTS:
-        from loopctl.providers import clients
+        import loopctl.transport
 
-        return getattr(clients, name)
+        return getattr(loopctl.transport, name)
     raise AttributeError(f"module 'loopctl.providers' has no attribute {name!r}")

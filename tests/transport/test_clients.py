@@ -25,17 +25,17 @@ from loopctl.errors import (
 )
 from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolCallPart
 from loopctl.providers.base import ModelRequest
-from loopctl.providers.clients import (
+from loopctl.response import ModelResponse, StopReason, Usage
+from loopctl.stream import PartStarted, TextDelta
+from loopctl.testing import CutStream, Delay, ErrorReply, FakeProviderServer, StreamError
+from loopctl.tool import ToolSchema
+from loopctl.transport import (
     AnthropicClient,
     GeminiClient,
     OpenAIChatClient,
     OpenAIResponsesClient,
     from_string,
 )
-from loopctl.response import ModelResponse, StopReason, Usage
-from loopctl.stream import PartStarted, TextDelta
-from loopctl.testing import CutStream, Delay, ErrorReply, FakeProviderServer, StreamError
-from loopctl.tool import ToolSchema
 from tests.fake_clients import KINDS, MODEL_OF, THINKING_OF, make_client
 
 SIGNATURE = "c2lnbmF0dXJl"  # base64 of b"signature"
@@ -461,7 +461,7 @@ async def test_from_string_passes_options_to_the_client() -> None:
 def test_a_whole_reply_keeps_a_tool_inputs_integers_past_64_bits_exactly() -> None:
     # The reply body was read with orjson, which turns 2**70 + 1 into 1.1805916207174113e+21 (2**70): the tool ran with
     # a different number than the model wrote.
-    from loopctl.providers.clients import AnthropicClient
+    from loopctl.transport import AnthropicClient
 
     body = (
         b'{"type": "message", "role": "assistant", "model": "m", "stop_reason": "tool_use", "usage": {},'

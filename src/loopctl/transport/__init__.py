@@ -1,0 +1,62 @@
+"""The transport: the only part of loopctl that talks to a provider over the network.
+
+The codecs in :mod:`loopctl.providers` are pure (messages to a body, bytes to a reply); the clients here do
+the I/O. Each client turns a :class:`~loopctl.providers.ModelRequest` into its codec's body, writes it once
+to bytes, sends those bytes through one pooled HTTP connection per client (keep-alive), and feeds the reply's
+bytes to the same codec's decoder, so what goes over the wire is exactly what the codecs build and the tests
+check against recorded traffic. ``docs/transport.md`` says how, what a call costs, and the measurements.
+
+- :class:`OpenAIChatClient` (Chat Completions, and any OpenAI-compatible server by ``base_url``),
+  :class:`OpenAIResponsesClient` and :class:`AnthropicClient` are configured by the official SDKs (key, base
+  URL and their environment variables, headers, timeouts, HTTP client), whose per-call request transform and
+  retries are skipped: the engine retries, with one policy for every provider.
+- :class:`GeminiClient` speaks REST over httpx.
+- :func:`from_string` makes one from ``"provider:model"``.
+
+Keys come from each provider's usual environment variables unless given (a missing key raises
+:class:`~loopctl.errors.MissingAPIKey` naming the variable); a key never appears in a repr or an error
+message. Every failure is a :class:`~loopctl.errors.ProviderError` subclass (see
+:meth:`OpenAIChatClient.generate`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopctl.transport._http import DEFAULT_TIMEOUT
+from loopctl.transport.anthropic import AnthropicClient
+from loopctl.transport.gemini import GeminiClient
+from loopctl.transport.openai import OpenAIChatClient, OpenAIResponsesClient
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "AnthropicClient",
+    "Client",
+    "GeminiClient",
+    "OpenAIChatClient",
+    "OpenAIResponsesClient",
+    "from_string",
+]
+
+Client = OpenAIChatClient | OpenAIResponsesClient | AnthropicClient | GeminiClient
+"""Any of the four clients (what :func:`from_string` returns)."""
+
+_PREFIXES: dict[str, type[Client]] = {
+    "openai": OpenAIChatClient,
+    "openai-responses": OpenAIResponsesClient,
+    "anthropic": AnthropicClient,
+    "gemini": GeminiClient,
+}
+
+
+def from_string(spec: str, **options: Any) -> Client:
+    """A client from ``"provider:model"``: prefixes ``openai:`` (Chat Completions, or any OpenAI-compatible
+    server with ``base_url=``), ``openai-responses:``, ``anthropic:`` and ``gemini:``; the model keeps any
+    colons of its own (``openai:org/model:tag``). ``options`` go to the client (``api_key``, ``base_url``,
+    ``timeout``, ``codec_options``, ``default_headers``...). Raises ``ValueError`` for an unknown prefix or
+    no model name, and :class:`~loopctl.errors.MissingAPIKey` when no key is found."""
+    prefix, sep, model = spec.partition(":")
+    if not sep or not model or prefix not in _PREFIXES:
+        known = ", ".join(f"{p}:MODEL" for p in _PREFIXES)
+        raise ValueError(f"unknown model spec {spec!r}; expected one of {known}")
+    return _PREFIXES[prefix](model, **options)

@@ -1,0 +1,224 @@
+"""What every client shares: the body serialized once, one pooled HTTP client, reading the reply (SSE or a
+whole JSON body), and turning every failure into a typed :class:`~loopctl.errors.ProviderError`.
+
+A call does, in order: the codec builds the body from its cached per-message conversions
+(:meth:`HTTPClient.build`); :func:`~loopctl.message.model._dumps_bytes` writes it once to bytes (integers
+past 64 bits exactly); the bytes go to the pool with headers built when the client was made; the reply's
+bytes go to the codec's decoder as they arrive. Nothing the SDKs do per call (their request transform, their
+retries) is on this path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from types import ModuleType
+from typing import Any
+
+import httpx
+import orjson
+
+from loopctl.errors import ConnectionFailed, ProviderError, ProviderProtocolError, ProviderTimeout, StreamTruncated
+from loopctl.message.model import _dumps_bytes
+from loopctl.providers.base import ConversionCache, EventCallback, ModelRequest, malformed_reply
+from loopctl.response import ModelResponse
+from loopctl.stream import loads_exact
+
+__all__ = ["DEFAULT_TIMEOUT", "HTTPClient"]
+
+DEFAULT_TIMEOUT = 600.0
+"""Seconds the client waits for a connection, or for the next bytes of a reply, before
+:class:`~loopctl.errors.ProviderTimeout` (httpx timeouts are per operation: a stream that keeps sending is
+never cut by this)."""
+
+REDACTED = "[redacted]"
+"""What stands in for the client's API key wherever a reply quoted it (an error body, a malformed event)."""
+
+
+def _httpx2_errors(name: str) -> tuple[type[BaseException], ...]:
+    """The error class ``name`` of httpx2 (the HTTP client of the newest official SDKs) when it is installed."""
+    try:
+        import httpx2
+    except ImportError:
+        return ()
+    return (getattr(httpx2, name),)
+
+
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.TransportError, *_httpx2_errors("TransportError"))
+TIMEOUT_ERRORS: tuple[type[BaseException], ...] = (httpx.TimeoutException, *_httpx2_errors("TimeoutException"))
+
+
+def _describe(exc: BaseException) -> str:
+    # httpx's ReadTimeout and kin often carry no text.
+    return str(exc) or type(exc).__name__
+
+
+def _without(value: Any, secret: str) -> Any:
+    """``value`` (text, or a JSON value) with ``secret`` replaced wherever a string holds it."""
+    if isinstance(value, str):
+        return value.replace(secret, REDACTED) if secret in value else value
+    if isinstance(value, bytes):
+        return value.replace(secret.encode(), REDACTED.encode())
+    if isinstance(value, dict):
+        return {_without(k, secret): _without(v, secret) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without(v, secret) for v in value]
+    return value
+
+
+class HTTPClient:
+    """Base of the four clients: a codec, its conversion cache, one pooled HTTP client and prebuilt headers.
+
+    A subclass sets :attr:`provider` and :attr:`codec` and calls :meth:`_connect` with the pool (an
+    ``httpx.AsyncClient``, or the ``httpx2.AsyncClient`` of the newest SDKs: the two share this API), the
+    headers of every request, the URL of each mode, and the API key (kept out of every error message).
+    """
+
+    provider: str = ""
+    codec: ModuleType
+
+    def __init__(self, model: str, codec_options: Mapping[str, Any] | None) -> None:
+        self.model = model
+        self.codec_options = dict(codec_options or {})
+        self._cache = ConversionCache()
+        self._http: Any = None
+        self._own_http = True
+        self._headers: dict[str, str] = {}
+        self._urls: tuple[str, str] = ("", "")  # (whole reply, streamed reply)
+        self._secret = b""
+
+    def _connect(
+        self, http: Any, *, own: bool, headers: Mapping[str, str], url: str, stream_url: str, secret: str
+    ) -> None:
+        self._http = http
+        self._own_http = own
+        self._headers = dict(headers)
+        self._urls = (url, stream_url)
+        self._secret = secret.encode()
+
+    # --- the body ----------------------------------------------------------------------------------------
+
+    def build(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
+        """The request body for ``request``: the codec's ``build_request_from`` (cached per message)."""
+        body: dict[str, Any] = self.codec.build_request_from(
+            request, model=self.model, stream=stream, cache=self._cache, **self.codec_options
+        )
+        return body
+
+    def encode(self, request: ModelRequest, stream: bool) -> bytes:
+        """The bytes this client sends for ``request``: :meth:`build`'s body as compact UTF-8 JSON, written once
+        by the project's serializer (integers past 64 bits exact). Raises
+        :class:`~loopctl.errors.UnsupportedContent` for what the codec refuses and
+        :class:`~loopctl.errors.InvalidMessage` for text that is not valid Unicode (a lone surrogate)."""
+        return _dumps_bytes(self.build(request, stream))
+
+    # --- one call ----------------------------------------------------------------------------------------
+
+    async def generate(
+        self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
+    ) -> ModelResponse:
+        """Send ``request`` (streamed when ``stream``, calling ``on_event`` with each decoded event) and decode
+        the reply.
+
+        Raises a :class:`~loopctl.errors.ProviderError` subclass: the codec's typed error for an HTTP error
+        (``retry-after`` read from the reply); :class:`~loopctl.errors.ConnectionFailed` when no reply began
+        (refused, reset); :class:`~loopctl.errors.ProviderTimeout` for no reply, or a reply that stalls,
+        within the timeout; :class:`~loopctl.errors.StreamTruncated` for a reply cut off after it began. One
+        request per call: retrying is the caller's (the engine's) policy. A cancel closes the connection.
+        """
+        content = self.encode(request, stream)
+        http = self._http
+        try:
+            raw = await http.send(
+                http.build_request("POST", self._urls[stream], content=content, headers=self._headers), stream=True
+            )
+        except TIMEOUT_ERRORS as exc:
+            raise ProviderTimeout(f"no reply in time ({_describe(exc)})", provider=self.provider) from None
+        except TRANSPORT_ERRORS as exc:
+            raise ConnectionFailed(f"cannot reach the provider ({_describe(exc)})", provider=self.provider) from None
+        try:
+            # Past the headers: reading errors are typed as a stall or a cut, never as ConnectionFailed.
+            if raw.status_code >= 400:
+                body = self._redact(await self._read(raw.aread()))
+                # The codecs read no clock: "now" turns a Retry-After HTTP-date into seconds.
+                error: ProviderError = self.codec.error_from_http(
+                    raw.status_code, body, dict(raw.headers), now=time.time()
+                )
+                raise error
+            if stream:
+                return await self._decode_stream(raw.aiter_bytes(), on_event)
+            return self._parse(await self._read(raw.aread()))
+        except ProviderError as exc:
+            self._scrub(exc)
+            raise
+        finally:
+            await raw.aclose()
+
+    async def _decode_stream(self, chunks: AsyncIterator[bytes], on_event: EventCallback | None) -> ModelResponse:
+        decoder = self.codec.StreamDecoder()
+        try:
+            async for chunk in chunks:
+                events = decoder.feed(chunk)
+                if on_event is not None:
+                    for event in events:
+                        on_event(event)
+        except TIMEOUT_ERRORS as exc:
+            raise ProviderTimeout(f"the stream stalled: {_describe(exc)}", provider=self.provider) from exc
+        except TRANSPORT_ERRORS as exc:
+            raise StreamTruncated(f"the stream broke off: {_describe(exc)}", provider=self.provider) from exc
+        response: ModelResponse = decoder.finish()
+        return response
+
+    async def _read(self, body: Awaitable[bytes]) -> bytes:
+        """A whole reply body, once its headers have arrived: a stall is a
+        :class:`~loopctl.errors.ProviderTimeout`, a connection lost half way a
+        :class:`~loopctl.errors.StreamTruncated` (the reply began, so this is no ``ConnectionFailed``)."""
+        try:
+            return await body
+        except TIMEOUT_ERRORS as exc:
+            raise ProviderTimeout(f"the reply stalled: {_describe(exc)}", provider=self.provider) from exc
+        except TRANSPORT_ERRORS as exc:
+            raise StreamTruncated(f"the reply broke off: {_describe(exc)}", provider=self.provider) from exc
+
+    def _parse(self, content: bytes) -> ModelResponse:
+        try:
+            body = loads_exact(content)  # a tool input's integers past 64 bits stay exact
+        except orjson.JSONDecodeError:
+            raise ProviderProtocolError(f"the reply is not JSON: {content[:200]!r}", provider=self.provider) from None
+        try:
+            response: ModelResponse = self.codec.parse_response(body)
+        except ProviderError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # a reply of the wrong shape
+            raise malformed_reply(self.provider, exc, content) from exc
+        return response
+
+    # --- keeping the key secret ------------------------------------------------------------------------------
+
+    def _redact(self, content: bytes) -> bytes:
+        """``content`` with this client's API key replaced (a provider's error may quote the key it refused)."""
+        if self._secret and self._secret in content:
+            return content.replace(self._secret, REDACTED.encode())
+        return content
+
+    def _scrub(self, error: ProviderError) -> None:
+        """Replace, in place, every quote of the API key in ``error``'s text."""
+        secret = self._secret.decode()
+        if not secret:
+            return
+        for name in ("message", "provider_message", "body"):
+            value = getattr(error, name, None)
+            if value is not None:
+                setattr(error, name, _without(value, secret))
+        if error.args and isinstance(error.args[0], str) and secret in error.args[0]:
+            error.args = (error.args[0].replace(secret, REDACTED), *error.args[1:])
+
+    # --- the pool ----------------------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the connection pool (when this client made it)."""
+        if self._own_http and self._http is not None:
+            await self._http.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r})"

@@ -1,0 +1,60 @@
+"""The Anthropic client: Messages, configured by the official ``anthropic`` SDK (the ``anthropic`` extra) and
+sent as the codec's bytes through the SDK's HTTP client.
+
+``POST {base_url}/v1/messages`` (docs.anthropic.com/en/api/messages); a streamed reply is read as
+server-sent events (docs.anthropic.com/en/api/messages-streaming).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from loopctl.errors import MissingAPIKey
+from loopctl.providers import anthropic
+from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
+from loopctl.transport._sdk import import_sdk, sdk_headers
+
+__all__ = ["AnthropicClient"]
+
+
+class AnthropicClient(HTTPClient):
+    """Anthropic Messages.
+
+    ``api_key`` / ``base_url``: default ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``; a missing key raises
+    :class:`~loopctl.errors.MissingAPIKey`. ``timeout``: seconds (connect, and between bytes of a reply).
+    ``codec_options`` go to :func:`loopctl.providers.anthropic.build_request` (``prompt_cache``...).
+    ``default_headers`` are sent with every request (``anthropic-beta``, for one).
+    :meth:`~loopctl.transport._http.HTTPClient.generate` gives the errors.
+    """
+
+    provider = "anthropic"
+    codec = anthropic
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        codec_options: Mapping[str, Any] | None = None,
+        default_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(model, codec_options)
+        sdk = import_sdk("anthropic", "anthropic")
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise MissingAPIKey("anthropic", "ANTHROPIC_API_KEY")
+        http = sdk.DefaultAsyncHttpxClient(timeout=timeout)
+        self._sdk_client = sdk.AsyncAnthropic(
+            api_key=key,
+            base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL"),
+            timeout=timeout,
+            max_retries=0,
+            default_headers=dict(default_headers or {}),
+            http_client=http,
+        )
+        url = f"{str(self._sdk_client.base_url).rstrip('/')}/v1/messages"
+        self._connect(http, own=True, headers=sdk_headers(self._sdk_client), url=url, stream_url=url, secret=key)

@@ -1,0 +1,199 @@
+"""What the four clients put on the wire, checked on the bytes a real server receives: the codec's body
+serialized once (integers past 64 bits exact), the headers the SDK itself would send, custom headers, one
+kept-alive connection, a cancel that closes the stream, and an API key that never shows."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from loopctl.errors import AuthenticationError, ConnectionFailed, ProviderError
+from loopctl.message import Message, MessagePart, Role
+from loopctl.message.model import _dumps_bytes
+from loopctl.providers.base import ModelRequest
+from loopctl.stream import StreamEvent
+from loopctl.testing import ErrorReply, FakeProviderServer, StreamError
+from loopctl.tool import ToolSchema
+from tests.fake_clients import KINDS, make_client
+from tests.transport.test_clients import free_port
+
+every_client = pytest.mark.parametrize("kind", KINDS)
+both_modes = pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+sdk_clients = pytest.mark.parametrize("kind", ["openai", "openai-responses", "anthropic"])
+
+BIG = 2**70 + 1  # past 64 bits: orjson cannot write it, the standard library can
+PICK = ToolSchema("pick", "Pick a row.", {"type": "object", "properties": {"id": {"type": "integer"}}})
+
+
+def big_int_history() -> list[Message]:
+    return [
+        Message.user("Pick row 1180591620717411303425, ünïcödé 🚀"),
+        Message.new(Role.ASSISTANT, [MessagePart.tool_call("call_1", "pick", {"id": BIG, "note": "é"})]),
+        Message.new(Role.USER, [MessagePart.tool_result("call_1", "pick", "picked", False)]),
+    ]
+
+
+@every_client
+@both_modes
+async def test_the_bytes_sent_are_the_codecs_body_written_once_with_big_integers_exact(kind: str, stream: bool) -> None:
+    # GeminiClient wrote the body with plain orjson, so a history holding 2**70 + 1 raised a bare TypeError.
+    req = ModelRequest(messages=big_int_history(), system="Be brief.", tools=[PICK], max_tokens=50)
+    with FakeProviderServer(["ok"]) as server:
+        client = make_client(kind, server)
+        reply = await client.generate(req, stream=stream)
+        sent = client.encode(req, stream)
+        body = client.build(req, stream)
+        await client.aclose()
+    assert reply.message.text_content() == "ok"
+    (received,) = server.requests
+    assert received.raw == sent == _dumps_bytes(body)
+    assert b"1180591620717411303425" in received.raw
+    assert received.headers["content-type"] == "application/json"
+    assert received.headers["content-length"] == str(len(sent))
+
+
+@sdk_clients
+async def test_the_headers_are_the_ones_the_sdk_itself_sends(kind: str) -> None:
+    # loopctl sends through the SDK's HTTP client with headers it read once from the SDK; an SDK call made the
+    # usual way (which runs the SDK's whole request pipeline) must carry the same ones.
+    with FakeProviderServer(["ours", "the sdk's"]) as server:
+        client = make_client(kind, server, default_headers={"x-team": "blue"})
+        await client.generate(ModelRequest(messages=[Message.user("hi")], max_tokens=10), stream=False)
+        sdk: Any = client._sdk_client
+        if kind == "openai":
+            await sdk.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        elif kind == "openai-responses":
+            await sdk.responses.create(model="gpt-5", input="hi")
+        else:
+            await sdk.messages.create(model="claude-test-1", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+        await client.aclose()
+    ours, theirs = (dict(r.headers) for r in server.requests)
+    per_request = {"content-length", "x-stainless-retry-count", "x-stainless-read-timeout", "x-stainless-timeout",
+                   "idempotency-key"}  # fmt: skip
+    assert {k: v for k, v in ours.items() if k not in per_request} == {
+        k: v for k, v in theirs.items() if k not in per_request
+    }
+    assert ours["x-team"] == "blue"
+    assert sdk.custom_auth is None  # no per-request auth that a header read once could miss
+
+
+@every_client
+async def test_custom_headers_and_base_url_reach_the_server(kind: str) -> None:
+    with FakeProviderServer(["ok"]) as server:
+        client = make_client(kind, server, default_headers={"x-team": "blue", "x-trace": "t-1"})
+        await client.generate(ModelRequest(messages=[Message.user("hi")]))
+        await client.aclose()
+    (received,) = server.requests
+    assert (received.headers["x-team"], received.headers["x-trace"]) == ("blue", "t-1")
+    assert received.api is not None  # the base URL and the endpoint path were joined right
+
+
+@every_client
+async def test_calls_share_one_kept_alive_connection(kind: str) -> None:
+    connections = 0
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+            )
+            await reader.readexactly(length)
+            body = b"{}"
+            writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n" + body)
+            await writer.drain()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = make_client(kind, f"http://127.0.0.1:{port}")
+    for _ in range(3):
+        with pytest.raises(ProviderError):
+            await client.generate(ModelRequest(messages=[Message.user("hi")]), stream=False)
+    await client.aclose()
+    server.close()
+    assert connections == 1
+
+
+@every_client
+async def test_a_cancel_mid_stream_stops_reading_and_the_client_stays_usable(kind: str) -> None:
+    seen: list[StreamEvent] = []
+    first = asyncio.Event()
+
+    def on_event(event: StreamEvent) -> None:
+        seen.append(event)
+        first.set()
+
+    long_reply = " ".join(f"word{i}" for i in range(200))
+    with FakeProviderServer([long_reply, "again"], event_delay=0.05, chunk_size=16) as server:
+        client = make_client(kind, server)
+        task = asyncio.ensure_future(client.generate(ModelRequest(messages=[Message.user("hi")]), on_event=on_event))
+        await asyncio.wait_for(first.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        count = len(seen)
+        await asyncio.sleep(0.2)
+        assert len(seen) == count  # nothing read after the cancel
+        reply = await client.generate(ModelRequest(messages=[Message.user("hi")]))
+        await client.aclose()
+    assert reply.message.text_content() == "again"
+    assert len(server.requests) == 2
+
+
+# --- the key stays secret ---------------------------------------------------------------------------------------
+
+SECRET = "sk-test-SECRET-0123456789abcdef"
+
+
+def _texts(error: BaseException) -> list[str]:
+    out = [str(error), repr(error), *map(str, error.args)]
+    if isinstance(error, ProviderError):
+        out += [str(error.provider_message), repr(error.body)]
+    return out
+
+
+@every_client
+@both_modes
+async def test_an_api_key_never_appears_in_a_repr_a_log_line_or_an_error_message(
+    kind: str, stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # every logger, httpx's and the SDKs' included
+    quoting = f"Incorrect API key provided: {SECRET}. You can find your API key at the console."
+    script = [
+        "fine",
+        ErrorReply(status=401, message=quoting),
+        StreamError("half a reply", ErrorReply(status=500, message=f"upstream refused {SECRET}"), 2),
+    ]
+    errors: list[BaseException] = []
+    with FakeProviderServer(script) as server:
+        client = make_client(kind, server, api_key=SECRET)
+        req = ModelRequest(messages=[Message.user("hi")])
+        await client.generate(req, stream=stream)
+        with pytest.raises(AuthenticationError) as refused:
+            await client.generate(req, stream=stream)
+        errors.append(refused.value)
+        with pytest.raises(ProviderError) as failed:
+            await client.generate(req, stream=stream)
+        errors.append(failed.value)
+        shown = [repr(client), str(client)]
+        await client.aclose()
+    unreachable = make_client(kind, f"http://127.0.0.1:{free_port()}", api_key=SECRET)
+    with pytest.raises(ConnectionFailed) as caught:
+        await unreachable.generate(req, stream=stream)
+    errors.append(caught.value)
+    await unreachable.aclose()
+    assert key_was_sent(kind, server.requests[0].headers)
+    assert "Incorrect API key provided: [redacted]" in str(refused.value)
+    texts = shown + [t for e in errors for t in _texts(e)] + [r.getMessage() for r in caplog.records]
+    assert caplog.records  # the SDKs and httpx did log
+    assert [t for t in texts if SECRET in t] == []
+
+
+def key_was_sent(kind: str, headers: Any) -> bool:
+    return SECRET in " ".join(headers.get(h, "") for h in ("authorization", "x-api-key", "x-goog-api-key"))
+
