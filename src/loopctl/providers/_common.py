@@ -28,6 +28,7 @@ from loopctl.message.check import ConversationRule, first_invalid_string
 from loopctl.tool import ToolSchema
 
 __all__ = [
+    "TOOL_ERROR_MARKER",
     "check_pairing",
     "classify_http_error",
     "is_context_overflow",
@@ -37,6 +38,12 @@ __all__ = [
     "refuse_unwritable_options",
     "rewrite_tool_id",
 ]
+
+TOOL_ERROR_MARKER = "[tool error] "
+"""Put before the text of a failed tool result where the API has no error flag for one (OpenAI Chat's
+``role: "tool"`` message, OpenAI Responses' ``function_call_output``), so the model can tell a failure from
+an output. Anthropic sends ``is_error: true``; Gemini puts a failure under the ``error`` key of
+``functionResponse.response`` instead of ``output`` (google-genai ``FunctionResponse.response``)."""
 
 # Phrases providers use for "the prompt is longer than the window" (OpenAI ``context_length_exceeded``,
 # Anthropic "prompt is too long", Gemini "exceeds the maximum number of tokens").

@@ -13,7 +13,8 @@ Request rules (each with its source; ``docs/providers/anthropic.md`` is the long
   message containing tool results, the tool_result blocks must come FIRST in the content array. Any text
   must come AFTER all tool results": platform.claude.com/docs/en/agents-and-tools/tool-use/handle-tool-calls).
   ``is_error: true`` is carried; ``content`` holds text and image blocks (SDK ``ToolResultBlockParam``), and
-  is omitted for an empty result (allowed: same page, "content ... or omitted").
+  is omitted for an empty result (allowed: same page, "content ... or omitted"). Results go in the order of
+  the calls they answer (strict compatible endpoints want it; the other codecs send that order too).
 - **No empty text**: empty or whitespace-only text blocks are dropped ("text content blocks must contain
   non-whitespace text"); a message left with nothing is dropped, never sent as ``content: []``.
 - **Alternation**: adjacent same-role messages are merged in the request view only (the SDK's
@@ -224,6 +225,7 @@ def build_request(
             else:
                 turns.append((piece.role, piece.content))
 
+    _results_in_call_order(turns)
     thinking = _thinking_config(reasoning_effort, max_tokens, tool_choice, bool(tools), turns)
     if thinking is not None:
         budget = thinking["budget_tokens"]
@@ -410,6 +412,24 @@ def _merge(role: str, first: list[dict[str, Any]], second: list[dict[str, Any]])
             merged.append(b)
             opened = True
     return merged
+
+
+def _results_in_call_order(turns: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    """Put the ``tool_result`` blocks of each user turn in the order of the ``tool_use`` blocks of the
+    assistant turn before it (results stored in another order, or merged from several messages): the API
+    pairs them by id, but strict Anthropic-compatible endpoints want them in call order, as OpenAI Chat and
+    Gemini are sent. Results of unknown calls keep their place after the known ones. Cached block lists are
+    never changed: a reordered turn gets a new list. One pass over the blocks."""
+    for ti in range(1, len(turns)):
+        role, content = turns[ti]
+        if role != "user" or turns[ti - 1][0] != "assistant" or content[0]["type"] != "tool_result":
+            continue
+        order = {b["id"]: k for k, b in enumerate(turns[ti - 1][1]) if b["type"] == "tool_use"}
+        results = [b for b in content if b["type"] == "tool_result"]
+        keys = [order.get(b["tool_use_id"], len(order)) for b in results]
+        if keys != sorted(keys):
+            ranked = [results[i] for i in sorted(range(len(results)), key=keys.__getitem__)]  # stable
+            turns[ti] = (role, ranked + content[len(results) :])
 
 
 def _thinking_config(

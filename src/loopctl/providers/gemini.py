@@ -9,11 +9,12 @@ documented, with its source, in ``docs/providers/gemini.md``; the ones that shap
   ``systemInstruction`` holds the ``system`` argument, then the text of every ``Role.SYSTEM`` message,
   joined with ``"\\n"`` (the guide's folding).
 - Tool calls are ``functionCall`` parts; results are ``functionResponse`` parts whose ``name`` is the called
-  tool's (filled from the call when empty) and whose ``response`` is ``{"output": ...}`` or, for a failed
-  call, ``{"error": ...}`` (google-genai ``types.FunctionResponse.response``). A user content answering
-  calls puts its ``functionResponse`` parts first, in the order of the calls (Gemini matches them by order
-  when there are no ids). Images in results ride inside the ``functionResponse`` (``parts``, Gemini 3) or
-  are moved, in order, to ``inlineData`` parts right after the responses.
+  tool's (the call's, found by ``call_id``; the result's own name only when the call is gone) and whose
+  ``response`` is ``{"output": ...}`` or, for a failed call, ``{"error": ...}`` (google-genai
+  ``types.FunctionResponse.response``). A user content answering calls puts its ``functionResponse`` parts
+  first, in the order of the calls (Gemini matches them by order when there are no ids). Images in results
+  ride inside the ``functionResponse`` (``parts``, Gemini 3) or are moved, in order, to ``inlineData`` parts
+  right after the responses.
 - ``thoughtSignature`` rides on the part it signs. A signature that came on a text or call part is kept as
   ``ThinkingPart(text="", signature=..., provider="gemini")`` right before that part, and put back on it;
   a signature that came on a thought part stays on that ThinkingPart (``python-api.md``, "Provider
@@ -331,12 +332,15 @@ def _system_text(message: Message, i: int) -> str:
 
 
 def _resolve_results(message: Message, i: int, calls: Mapping[str, tuple[str, bool]]) -> tuple[tuple[str, bool], ...]:
-    """(name, echo the id?) per tool result of a user message, from the result or the call it answers."""
+    """(name, echo the id?) per tool result of a user message. The name is the call's, found by ``call_id``:
+    a result stored with a stale name (``"unknown"``, a tool renamed since) must not answer another
+    function, and in a parallel turn one call's result must not go out under the other call's name. The
+    result's own ``name`` stands in only when its call is not in the conversation."""
     out = []
     for j, part in enumerate(message.parts):
         if isinstance(part, ToolResultPart):
             name, minted = calls.get(part.call_id, ("", False))
-            name = part.name or name
+            name = name or part.name
             if not name:
                 raise UnsupportedContent(
                     f"messages[{i}].parts[{j}]: a tool result with no name whose call {part.call_id!r} is not "

@@ -52,6 +52,7 @@ from loopctl.message import (
     ToolResultPart,
 )
 from loopctl.providers._common import (
+    TOOL_ERROR_MARKER,
     check_pairing,
     classify_http_error,
     is_context_overflow,
@@ -106,9 +107,6 @@ TOOL_CALL_ID_MAX_LENGTH: Final = 40
 """OpenAI refuses longer tool-call ids: ``Invalid 'messages[2].tool_calls[0].id': string too long. Expected a
 string with maximum length 40`` (code ``string_above_max_length``; reported in agno-agi/agno#5382,
 microsoft/autogen#6377)."""
-
-TOOL_ERROR_MARKER: Final = "[tool error] "
-"""Put before the text of a failed tool result: Chat's tool message has no error field."""
 
 SystemRole = Literal["system", "developer"]
 MaxTokensParam = Literal["max_completion_tokens", "max_tokens"]

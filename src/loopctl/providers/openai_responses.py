@@ -7,7 +7,8 @@ How each part rides (``docs/providers/openai_responses.md`` has the full table a
 
 - user text and images: one input message (``{"role": "user", "content": ...}``), images as ``input_image``
   data URLs;
-- tool results: one ``function_call_output`` item each (``call_id``, ``output``); a multipart result keeps
+- tool results: one ``function_call_output`` item each (``call_id``, ``output``; a failed one's text starts
+  with ``[tool error]``, as on Chat: the item has no error flag); a multipart result keeps
   its images in place, as ``input_image`` items of ``output`` (openai-python
   ``types/responses/response_input_item_param.py``, ``FunctionCallOutput.output: str |
   ResponseFunctionCallOutputItemListParam``);
@@ -57,6 +58,7 @@ from loopctl.message import (
     ToolResultPart,
 )
 from loopctl.providers._common import (
+    TOOL_ERROR_MARKER,
     check_pairing,
     classify_http_error,
     nothing_to_send,
@@ -88,6 +90,7 @@ from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
 __all__ = [
     "PROVIDER",
+    "TOOL_ERROR_MARKER",
     "StreamDecoder",
     "build_request",
     "build_request_from",
@@ -183,13 +186,21 @@ def build_request(
     items: list[dict[str, Any]] = []
     if system and not system_as_instructions:
         items.append({"role": system_role, "content": system})
+    calls: tuple[dict[str, Any], ...] = ()  # the items of the latest assistant message
+    outputs: list[int] = []  # where the function_call_output items answering it stand in ``items``
     for index, message in enumerate(messages):
         converted: tuple[dict[str, Any], ...] | None = cache.get(message, key) if cache is not None else None
         if converted is None:
             converted = _convert_message(message, index, options)
             if cache is not None:
                 cache.put(message, converted, key)
+        if message.role is Role.ASSISTANT:
+            _outputs_in_call_order(items, outputs, calls)
+            calls, outputs = converted, []
+        else:
+            outputs.extend(len(items) + k for k, item in enumerate(converted) if item.get("type") == _OUTPUT)
         items.extend(converted)
+    _outputs_in_call_order(items, outputs, calls)
     if cache is not None:
         cache.sweep()
     if not items and not (system and system_as_instructions):
@@ -240,6 +251,24 @@ def build_request_from(
     return build_request(
         request.messages, model=model, stream=stream, cache=cache, **request.options(), **provider_specific
     )
+
+
+_OUTPUT = "function_call_output"
+
+
+def _outputs_in_call_order(items: list[dict[str, Any]], outputs: list[int], calls: Sequence[dict[str, Any]]) -> None:
+    """Put the ``function_call_output`` items at ``outputs`` in the order of the ``function_call`` items in
+    ``calls`` (the assistant message they answer), keeping the slots they stand in, so text around them stays
+    in place. The API pairs them by ``call_id``, but they are sent in call order, as every codec sends them
+    (strict compatible servers expect it). Outputs of unknown calls keep their order, after the known ones."""
+    if len(outputs) < 2:
+        return
+    order = {item["call_id"]: k for k, item in enumerate(i for i in calls if i.get("type") == "function_call")}
+    found = [items[i] for i in outputs]
+    keys = [order.get(item["call_id"], len(order)) for item in found]
+    if keys != sorted(keys):
+        for slot, k in zip(outputs, sorted(range(len(found)), key=keys.__getitem__), strict=True):
+            items[slot] = found[k]
 
 
 class _Options:
@@ -340,16 +369,24 @@ def _user_items(parts: Sequence[MessagePart], path: str) -> list[dict[str, Any]]
 
 
 def _function_call_output(part: ToolResultPart, path: str) -> dict[str, Any]:
-    """A ``function_call_output`` item. The API has no error flag on it, so ``is_error`` does not travel
-    (openai-python ``FunctionCallOutput``: ``call_id``, ``output``, ``type``, ``id``, ``status``...)."""
+    """A ``function_call_output`` item. The API has no error flag on it (openai-python ``FunctionCallOutput``:
+    ``call_id``, ``output``, ``type``, ``id``, ``status``; ``status`` is the item's progress, not the tool's
+    success), so a failed result's text starts with :data:`TOOL_ERROR_MARKER`, as on Chat: its first text
+    piece, or a text piece of its own before an output that opens with an image."""
     root = part.output.root
+    failed = part.failed()
     output: str | list[dict[str, Any]]
     if isinstance(root, str):
-        output = root
+        output = TOOL_ERROR_MARKER + root if failed else root
     else:
         pieces = [
             piece for oi, sub in enumerate(root) if (piece := _input_content(sub, f"{path}.output[{oi}]")) is not None
         ]
+        if failed:
+            if pieces and pieces[0]["type"] == "input_text":
+                pieces[0] = {**pieces[0], "text": TOOL_ERROR_MARKER + pieces[0]["text"]}
+            else:
+                pieces.insert(0, {"type": "input_text", "text": TOOL_ERROR_MARKER.rstrip()})
         output = pieces if pieces else ""
     return {
         "type": "function_call_output",
