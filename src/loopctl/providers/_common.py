@@ -32,6 +32,7 @@ __all__ = [
     "check_pairing",
     "classify_http_error",
     "is_context_overflow",
+    "is_zero_valued",
     "nothing_to_send",
     "parse_retry_after",
     "refuse_unwritable_message",
@@ -52,6 +53,25 @@ _OVERFLOW = re.compile(
     r"exceeds the maximum number of tokens|input token count.*exceeds|too many tokens",
     re.IGNORECASE,
 )
+
+
+def is_zero_valued(value: Any) -> bool:
+    """True for a JSON value that holds nothing: ``null``, ``false``, ``0``, ``""``, ``[]``, or an object whose
+    every value is zero-valued (``{"data": "", "expires_at": 0}``). Some OpenAI-compatible servers write every
+    optional field of a reply this way instead of leaving it out (Snowflake Cortex sends ``"audio": {"id": "",
+    "data": "", ...}`` and ``"function_call": {"name": "", "arguments": ""}`` in every reply, Go encoders
+    without ``omitempty``); such an object is absent, not content."""
+    if value is None or value is False or value == "":
+        return True
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return value == 0
+    if isinstance(value, Mapping):
+        return all(is_zero_valued(v) for v in value.values())
+    if isinstance(value, list):
+        return not value
+    return False
 
 
 def is_context_overflow(message: str | None, code: str | None = None) -> bool:

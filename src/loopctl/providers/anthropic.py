@@ -64,6 +64,7 @@ from loopctl.message import (
 from loopctl.providers._common import (
     check_pairing,
     classify_http_error,
+    is_zero_valued,
     nothing_to_send,
     parse_retry_after,
     refuse_unwritable_message,
@@ -564,7 +565,7 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
     """
     if not isinstance(body, Mapping):
         raise ProviderProtocolError(f"expected a JSON object, got {type(body).__name__}", provider=PROVIDER)
-    if body.get("type") == "error" or ("error" in body and "content" not in body):
+    if body.get("type") == "error" or (not is_zero_valued(body.get("error")) and "content" not in body):
         raise _error_from_body(body, None)
     content = body.get("content")
     if not isinstance(content, list):

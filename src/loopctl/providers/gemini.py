@@ -50,6 +50,7 @@ from loopctl.message import (
 from loopctl.providers._common import (
     check_pairing,
     classify_http_error,
+    is_zero_valued,
     nothing_to_send,
     parse_retry_after,
     refuse_unwritable_message,
@@ -565,7 +566,7 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
     """
     if not isinstance(body, Mapping):
         raise ProviderProtocolError(f"expected a JSON object, got {type(body).__name__}", provider=PROVIDER)
-    if "error" in body:
+    if not is_zero_valued(body.get("error")):  # a zero-valued error object (all "" and 0) is no error
         raise _error_from_body(body)
     reader = _ReplyReader()
     accumulator = StreamAccumulator(PROVIDER)
@@ -604,7 +605,7 @@ class StreamDecoder(SSEStreamDecoder):
             raise ProviderProtocolError(
                 f"a stream event whose data is not JSON: {data[:80]!r}", provider=PROVIDER
             ) from None
-        if isinstance(body, dict) and "error" in body:
+        if isinstance(body, dict) and not is_zero_valued(body.get("error")):
             raise _error_from_body(body)
         return self._reader.chunk(body)
 

@@ -56,6 +56,7 @@ from loopctl.providers._common import (
     check_pairing,
     classify_http_error,
     is_context_overflow,
+    is_zero_valued,
     nothing_to_send,
     parse_retry_after,
     refuse_unwritable_message,
@@ -497,15 +498,17 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
     refusal = _str(message.get("refusal"))
     if refusal:
         parts.append(TextPart(text=refusal))
-    if message.get("audio"):
+    if not is_zero_valued(message.get("audio")):
         raise ProviderProtocolError("the reply holds audio, which loopctl does not request", provider=PROVIDER)
     calls = message.get("tool_calls") or []
     legacy = message.get("function_call")
-    if isinstance(legacy, Mapping):
+    if isinstance(legacy, Mapping) and not is_zero_valued(legacy):
         calls = [*calls, {"type": "function", "function": legacy}]
     for position, call in enumerate(calls):
         if not isinstance(call, Mapping):
             raise ProviderProtocolError("a tool call is not an object", provider=PROVIDER)
+        if is_zero_valued(call):
+            continue  # a zero-valued placeholder, not a call
         function = _function_of(call)
         call_id = _str(call.get("id")) or _derived_id(response_id, position)
         name = _str(function.get("name")) or ""
@@ -547,8 +550,8 @@ def _reasoning_of(fields: Mapping[str, Any]) -> str | None:
 
 
 def _function_of(call: Mapping[str, Any]) -> Mapping[str, Any]:
-    kind = call.get("type", "function")
-    if kind not in ("function", None):
+    kind = call.get("type") or "function"  # absent, null or "" (zero-valued): a function call
+    if kind != "function":
         raise ProviderProtocolError(f"unknown tool call type {kind!r} in the reply", provider=PROVIDER)
     function = call.get("function") or {}
     if not isinstance(function, Mapping):
@@ -563,7 +566,8 @@ def _derived_id(response_id: str | None, position: int) -> str:
 
 
 def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    """A string field of a reply; ``""`` (a zero-valued optional field) reads as absent."""
+    return value if isinstance(value, str) and value else None
 
 
 def _int(value: Any) -> int:
@@ -704,10 +708,10 @@ class StreamDecoder(SSEStreamDecoder):
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
-                if isinstance(call, Mapping):
+                if isinstance(call, Mapping) and not is_zero_valued(call):
                     self._tool_call(call, out)
         legacy = delta.get("function_call")
-        if isinstance(legacy, Mapping):
+        if isinstance(legacy, Mapping) and not is_zero_valued(legacy):
             self._tool_call({"index": -1, "type": "function", "function": legacy}, out)
 
     def _part(self, kind: Literal["text", "thinking"], out: list[StreamEvent]) -> int:
@@ -836,7 +840,7 @@ def _error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
 
 
 def _is_error_body(body: Mapping[str, Any]) -> bool:
-    return bool(body.get("error")) or body.get("object") == "error"
+    return not is_zero_valued(body.get("error")) or body.get("object") == "error"
 
 
 def _error_from_body(body: Mapping[str, Any], *, status: int | None) -> ProviderError:

@@ -61,6 +61,7 @@ from loopctl.providers._common import (
     TOOL_ERROR_MARKER,
     check_pairing,
     classify_http_error,
+    is_zero_valued,
     nothing_to_send,
     parse_retry_after,
     refuse_unwritable_message,
@@ -547,6 +548,8 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
         raise ProviderProtocolError(f"a reply must be a JSON object, not {type(body).__name__}", provider=PROVIDER)
     error = body.get("error")
     status = body.get("status")
+    if is_zero_valued(error):
+        error = None  # a zero-valued error object (all "" and 0), as some compatible servers write, is no error
     if isinstance(error, Mapping) or status == "failed":
         raise _error_from_object(
             error if isinstance(error, Mapping) else {"message": "the response failed"},
@@ -607,7 +610,9 @@ def _field(item: Mapping[str, Any], key: str, where: str, *, required: bool = Fa
     """A string field of a reply item (``None`` when absent and not required); anything else is the
     provider's protocol error."""
     value = item.get(key)
-    if isinstance(value, str) or (value is None and not required):
+    if isinstance(value, str):
+        return value if value or required else None  # an optional "" (zero-valued) is absent
+    if value is None and not required:
         return value
     what = "missing" if value is None else f"not a string ({type(value).__name__})"
     raise ProviderProtocolError(f"{where}.{key} is {what}", provider=PROVIDER)
@@ -759,7 +764,7 @@ class StreamDecoder(SSEStreamDecoder):
         if not isinstance(item, Mapping):
             return []
         kind = item.get("type")
-        state = _Item(str(kind), item.get("id"))
+        state = _Item(str(kind), item.get("id") or None)  # "" (zero-valued) is no id
         self._items[data.get("output_index", len(self._items))] = state
         if kind == "message":
             return []  # its parts start with response.content_part.added
