@@ -19,6 +19,7 @@ from loopctl.errors import (
     ModelNotFound,
     Overloaded,
     ProviderError,
+    ProviderTimeout,
     RateLimited,
     ServerError,
     UnsupportedContent,
@@ -31,6 +32,8 @@ __all__ = [
     "TOOL_ERROR_MARKER",
     "check_pairing",
     "classify_http_error",
+    "error_from_status_code",
+    "http_status_code",
     "is_context_overflow",
     "is_zero_valued",
     "nothing_to_send",
@@ -47,10 +50,11 @@ an output. Anthropic sends ``is_error: true``; Gemini puts a failure under the `
 ``functionResponse.response`` instead of ``output`` (google-genai ``FunctionResponse.response``)."""
 
 # Phrases providers use for "the prompt is longer than the window" (OpenAI ``context_length_exceeded``,
-# Anthropic "prompt is too long", Gemini "exceeds the maximum number of tokens").
+# Anthropic "prompt is too long", Gemini "exceeds the maximum number of tokens", OpenRouter's mid-stream
+# "Token limit reached").
 _OVERFLOW = re.compile(
     r"context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|context window|"
-    r"exceeds the maximum number of tokens|input token count.*exceeds|too many tokens",
+    r"exceeds the maximum number of tokens|input token count.*exceeds|too many tokens|token limit reached",
     re.IGNORECASE,
 )
 
@@ -140,11 +144,50 @@ def classify_http_error(
         return AuthenticationError(text, **kw)
     if kind in ("not_found_error", "model_not_found", "not_found") or status == 404:
         return ModelNotFound(text, **kw)
+    if status == 408:  # Request Timeout (RFC 9110 section 15.5.9): the request may be repeated
+        return ProviderTimeout(text, **kw)
     if status >= 500 or kind in ("api_error", "internal", "server_error"):
         return ServerError(text, **kw)
     if is_context_overflow(message, error_type):
         return ContextOverflow(text, **kw)
     return InvalidRequest(text, **kw)
+
+
+def http_status_code(error: Any) -> int | None:
+    """The HTTP status an error object names as its ``code`` (an integer, or a string of digits, from 400 to
+    599), or ``None``. OpenRouter's errors are ``{"error": {"code": 400, "message", "metadata"}}``, where
+    "the HTTP Response will have the same status code as error.code" (openrouter.ai/docs/api/reference/
+    errors-and-debugging); an error that occurs while the model is producing the output comes after a 200,
+    "emitted in the response body or as an SSE data event", so its ``code`` is the only status it has."""
+    if not isinstance(error, Mapping):
+        return None
+    code = error.get("code")
+    if isinstance(code, str) and code.isdigit():
+        code = int(code)
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
+        return code
+    return None
+
+
+def error_from_status_code(
+    provider: str,
+    code: int,
+    *,
+    message: str | None,
+    error_type: str | None = None,
+    body: Any = None,
+    retry_after: float | None = None,
+) -> ProviderError:
+    """The typed error for an error object that names an HTTP status (``code``, see :func:`http_status_code`)
+    but arrived without one: classified as :func:`classify_http_error` classifies that status (a 400 saying
+    "Token limit reached" is a :class:`~loopctl.errors.ContextOverflow`, not retryable; a 429 is
+    ``RateLimited``, a 502 a ``ServerError``), with ``status`` left unset (the reply's own status was 200)."""
+    cls = type(classify_http_error(provider, code, message=message, error_type=error_type))
+    text = message or f"error {code}"
+    kw: dict[str, Any] = {"provider": provider, "provider_message": message, "body": body}
+    if issubclass(cls, (RateLimited, Overloaded)):
+        return cls(text, retry_after=retry_after, **kw)
+    return cls(text, **kw)
 
 
 _SAFE = re.compile(r"^[A-Za-z0-9_-]+$")

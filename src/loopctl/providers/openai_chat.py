@@ -55,6 +55,8 @@ from loopctl.providers._common import (
     TOOL_ERROR_MARKER,
     check_pairing,
     classify_http_error,
+    error_from_status_code,
+    http_status_code,
     is_context_overflow,
     is_zero_valued,
     nothing_to_send,
@@ -486,13 +488,12 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
     if isinstance(content, str):
         if content:
             parts.append(TextPart(text=content))
-    elif isinstance(content, list):  # some compatible servers answer with content parts
-        for item in content:
-            if isinstance(item, Mapping) and item.get("type") == "text" and item.get("text"):
-                parts.append(TextPart(text=str(item["text"])))
+    elif isinstance(content, list):  # compatible servers' content parts (Mistral: thinking, then text)
+        for kind, text in _content_chunks(content):
+            if kind == "thinking":
+                parts.append(ThinkingPart(text=text, provider=COMPATIBLE_REASONING))
             else:
-                kind = item.get("type") if isinstance(item, Mapping) else type(item).__name__
-                raise ProviderProtocolError(f"unknown content part type {kind!r} in the reply", provider=PROVIDER)
+                parts.append(TextPart(text=text))
     elif content is not None:
         raise ProviderProtocolError("message.content is neither a string nor null", provider=PROVIDER)
     refusal = _str(message.get("refusal"))
@@ -529,6 +530,44 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
         id=response_id,
         invalid_tool_calls=tuple(invalid),
     )
+
+
+def _content_chunks(content: list[Any]) -> list[tuple[Literal["text", "thinking"], str]]:
+    """``(kind, text)`` of each content part a compatible server sent as a list, in order, empty ones left out.
+
+    ``{"type": "text", "text"}`` is text. Mistral's reasoning models send their reasoning as ``{"type":
+    "thinking", "thinking": [{"type": "text", "text": "..."}], "closed": true}`` (Mistral API ``ThinkChunk``,
+    whose ``thinking`` holds text and reference chunks; docs.mistral.ai/capabilities/reasoning), whole in a
+    reply and in pieces in a stream's ``delta.content``; its text parts join into one thinking text (a plain
+    string ``thinking`` is read too). ``{"type": "reference"}`` chunks (the ids of documents a tool found)
+    carry no text and are skipped. Any other part type raises :class:`~loopctl.errors.ProviderProtocolError`.
+    """
+    out: list[tuple[Literal["text", "thinking"], str]] = []
+    for item in content:
+        kind = item.get("type") if isinstance(item, Mapping) else type(item).__name__
+        if kind == "text":
+            text = item.get("text")
+            if not isinstance(text, str):
+                raise ProviderProtocolError("a text content part has no text string", provider=PROVIDER)
+            if text:
+                out.append(("text", text))
+        elif kind == "thinking":
+            inner = item.get("thinking")
+            if isinstance(inner, str):
+                thought = inner
+            elif isinstance(inner, list):
+                thought = "".join(
+                    c["text"]
+                    for c in inner
+                    if isinstance(c, Mapping) and c.get("type", "text") == "text" and isinstance(c.get("text"), str)
+                )
+            else:
+                raise ProviderProtocolError("a thinking content part has no thinking text", provider=PROVIDER)
+            if thought:
+                out.append(("thinking", thought))
+        elif kind != "reference":
+            raise ProviderProtocolError(f"unknown content part type {kind!r} in the reply", provider=PROVIDER)
+    return out
 
 
 def _first_choice(choices: Any) -> Mapping[str, Any] | None:
@@ -705,6 +744,12 @@ class StreamDecoder(SSEStreamDecoder):
             if isinstance(text, str) and text:
                 self._refused = self._refused or key == "refusal"
                 out.append(TextDelta(self._part("text", out), text))
+            elif key == "content" and isinstance(text, list):  # Mistral: thinking chunks, then text chunks
+                for kind, piece in _content_chunks(text):
+                    if kind == "thinking":
+                        out.append(ThinkingDelta(self._part("thinking", out), piece))
+                    else:
+                        out.append(TextDelta(self._part("text", out), piece))
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
@@ -845,12 +890,22 @@ def _is_error_body(body: Mapping[str, Any]) -> bool:
 
 def _error_from_body(body: Mapping[str, Any], *, status: int | None) -> ProviderError:
     """The typed error for an error object met outside an HTTP error status (a stream chunk, or a 200 body);
-    classified by its ``code`` / ``type`` alone. An unknown kind is a ``ServerError`` (retryable): mid-stream
-    failures are the server's (``"type": "server_error"`` in OpenAI's)."""
+    classified by its ``code`` / ``type`` alone: a numeric ``code`` is the HTTP status it stands for
+    (OpenRouter, :func:`~loopctl.providers._common.http_status_code`), a named one the OpenAI kind. An
+    unknown kind is a ``ServerError`` (retryable): mid-stream failures are the server's (``"type":
+    "server_error"`` in OpenAI's)."""
     message, kind, code = _error_fields(body)
+    names = {(kind or "").lower(), (code or "").lower()}
+    numeric = http_status_code(body.get("error"))
+    if numeric is not None:  # OpenRouter: {"error": {"code": 400, "message": "Token limit reached"}}
+        found = error_from_status_code(
+            PROVIDER, numeric, message=message, error_type=kind, body=dict(body), retry_after=_retry_after_in(message)
+        )
+        if isinstance(found, RateLimited) and names & _QUOTA_CODES:
+            found.retryable = False
+        return found
     text = message or "an error object in the reply"
     kw: dict[str, Any] = {"provider": PROVIDER, "status": status, "provider_message": message, "body": dict(body)}
-    names = {(kind or "").lower(), (code or "").lower()}
     if names & _QUOTA_CODES:
         error: ProviderError = RateLimited(text, retry_after=None, **kw)
         error.retryable = False

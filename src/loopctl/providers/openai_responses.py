@@ -61,6 +61,7 @@ from loopctl.providers._common import (
     TOOL_ERROR_MARKER,
     check_pairing,
     classify_http_error,
+    http_status_code,
     is_zero_valued,
     nothing_to_send,
     parse_retry_after,
@@ -1064,7 +1065,8 @@ def _error_from_object(error: Mapping[str, Any], *, body: Any, default_status: i
     message = _text(error.get("message"))
     code = _text(error.get("code"))
     kind = _text(error.get("type"))
-    status = _CODE_STATUS.get(code or "") or _CODE_STATUS.get(kind or "")
+    # A numeric code is the HTTP status it stands for (OpenRouter's errors; _common.http_status_code).
+    status = http_status_code(error) or _CODE_STATUS.get(code or "") or _CODE_STATUS.get(kind or "")
     if status is None and code is not None and ("image" in code or code.startswith("invalid")):
         status = 400
     cls = type(classify_http_error(PROVIDER, status or default_status, message=message, error_type=code or kind))
