@@ -141,10 +141,9 @@ ROUND_TRIP = [
     ("assistant", ["text"]),
 ]
 
-# Where each wire carries a result's error flag: Anthropic ``is_error``, Gemini an ``error`` key, Chat a
-# marker before the text (``openai_chat.TOOL_ERROR_MARKER``, read back by ``tool_exchanges``). Responses has
-# none; the text says it.
-FLAGS_ERRORS = {"openai": True, "openai-responses": False, "anthropic": True, "gemini": True}
+# Where each wire carries a result's error flag: Anthropic ``is_error``, Gemini an ``error`` key, Chat and
+# Responses (no field for it) a marker before the text (``TOOL_ERROR_MARKER``, read back by ``tool_exchanges``).
+FLAGS_ERRORS = {"openai": True, "openai-responses": True, "anthropic": True, "gemini": True}
 
 
 def chat_tool_messages(s: Session, request: int = 1) -> list[Any]:

@@ -295,9 +295,11 @@ def _pairing_error(path: str, problem: str, rule: ConversationRule, api: str) ->
 
 
 def nothing_to_send(api: str, count: int) -> UnsupportedContent:
-    """The error for a request with no conversation left to send (no messages, only system messages, or only
-    empty text): every provider refuses an empty conversation with a 400 (Anthropic and Chat Completions want
-    at least one message; Gemini "contents is not specified", quarkiverse/quarkus-langchain4j#2480)."""
+    """The error for a request with no conversation left to send (no messages, only system messages where
+    system is folded out, only empty messages): every provider refuses an empty conversation with a 400
+    (Anthropic and Chat Completions want at least one message; Gemini "contents is not specified",
+    quarkiverse/quarkus-langchain4j#2480). An empty prompt is not this: Chat, Responses and Gemini send it,
+    Anthropic refuses it with its own error."""
     return UnsupportedContent(
         f"messages: nothing to send to {api}: the {count} message(s) hold no user or assistant content it "
         "accepts (system messages are folded elsewhere, empty text is not sent)"

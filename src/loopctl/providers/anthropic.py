@@ -226,6 +226,7 @@ def build_request(
             else:
                 turns.append((piece.role, piece.content))
 
+    _refuse_an_empty_prompt(messages, pieces, turns)
     _results_in_call_order(turns)
     thinking = _thinking_config(reasoning_effort, max_tokens, tool_choice, bool(tools), turns)
     if thinking is not None:
@@ -413,6 +414,32 @@ def _merge(role: str, first: list[dict[str, Any]], second: list[dict[str, Any]])
             merged.append(b)
             opened = True
     return merged
+
+
+def _refuse_an_empty_prompt(
+    messages: Sequence[Message], pieces: list[_Converted], turns: list[tuple[str, list[dict[str, Any]]]]
+) -> None:
+    """Raise :class:`~loopctl.errors.UnsupportedContent` when the conversation ends on a user message of
+    empty (or whitespace-only) text that nothing else stands in for. Anthropic refuses such text ("text
+    content blocks must contain non-whitespace text"), and leaving it out would end the request on the
+    assistant's turn, which Anthropic reads as a prefill to continue rather than a question to answer.
+    (Chat, Responses and Gemini send an empty prompt: their APIs accept it.)"""
+    for mi in range(len(messages) - 1, -1, -1):
+        message = messages[mi]
+        if message.role is Role.SYSTEM:
+            continue
+        empty = (
+            message.role is Role.USER
+            and not pieces[mi].content
+            and bool(message.parts)
+            and all(isinstance(p, TextPart) for p in message.parts)
+        )
+        if empty and (not turns or turns[-1][0] == "assistant"):
+            raise UnsupportedContent(
+                f"messages[{mi}]: the prompt is empty; Anthropic refuses empty or whitespace-only text, and "
+                "without it the request would end on the assistant's turn (a prefill)"
+            )
+        return
 
 
 def _results_in_call_order(turns: list[tuple[str, list[dict[str, Any]]]]) -> None:

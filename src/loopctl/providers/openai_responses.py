@@ -205,6 +205,10 @@ def build_request(
     _outputs_in_call_order(items, outputs, calls)
     if cache is not None:
         cache.sweep()
+    if _ends_on_an_empty_prompt(messages) and not (items and _is_user_item(items[-1])):
+        # An empty prompt is still the user's turn: the API answers {"role": "user", "content": ""} with a
+        # 200, while leaving it out would end the input on the assistant's turn (or send nothing at all).
+        items.append({"role": "user", "content": ""})
     if not items and not (system and system_as_instructions):
         raise nothing_to_send("OpenAI Responses", len(messages))
 
@@ -256,6 +260,22 @@ def build_request_from(
 
 
 _OUTPUT = "function_call_output"
+
+
+def _ends_on_an_empty_prompt(messages: Sequence[Message]) -> bool:
+    """True when the last message that is not a system message is a user message of empty text only."""
+    for message in reversed(messages):
+        if message.role is not Role.SYSTEM:
+            return (
+                message.role is Role.USER
+                and bool(message.parts)
+                and all(isinstance(p, TextPart) and not p.text for p in message.parts)
+            )
+    return False
+
+
+def _is_user_item(item: Mapping[str, Any]) -> bool:
+    return item.get("role") == "user" or item.get("type") == _OUTPUT
 
 
 def _outputs_in_call_order(items: list[dict[str, Any]], outputs: list[int], calls: Sequence[dict[str, Any]]) -> None:
