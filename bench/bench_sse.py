@@ -15,9 +15,7 @@ Prints figures; no assertion (performance is measured here, never in timed tests
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,27 +25,12 @@ try:
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT / "src"))
 
+from bench_openai_chat_codec import best_of, chunked  # noqa: E402  (bench/ is on the path when run)
 from openai._streaming import SSEDecoder as OpenAISSEDecoder  # noqa: E402
 
 from loopctl.providers.sse import SSEDecoder  # noqa: E402
 
 TRAFFIC = ROOT / "tests" / "fixtures" / "provider-traffic"
-
-
-def chunked(data: bytes, size: int) -> list[bytes]:
-    return [data[i : i + size] for i in range(0, len(data), size)]
-
-
-def best_of(runs: int, fn: Callable[[], int]) -> tuple[float, int]:
-    """The fastest of ``runs`` timings (seconds) and what ``fn`` counted."""
-    best = float("inf")
-    count = 0
-    for _ in range(runs):
-        gc.collect()
-        start = time.perf_counter()
-        count = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, count
 
 
 def ours(streams: list[list[bytes]]) -> Callable[[], int]:

@@ -13,10 +13,10 @@ then leaves out a reasoning item whose following item has no id.
 
 from __future__ import annotations
 
-from loopctl.compact import ContextBudget, HeuristicTokenCounter, SummarizingCompactor, TruncatingCompactor
+from loopctl.compact import SummarizingCompactor, TruncatingCompactor
 from loopctl.message import Message, Retention, Role, ThinkingPart, ToolCallPart, check_conversation
 from loopctl.providers import anthropic, openai_responses
-from tests.compact.build import assistant, calls, result, results, tool_turn, user
+from tests.compact.build import assistant, calls, exact_budget, result, results, tool_turn, user
 from tests.providers.responses_wire import validate_with_sdk
 
 D = Retention.DURABLE
@@ -25,18 +25,6 @@ REASONING = ThinkingPart(text="Read both.", signature="gAAAAB-encrypted", provid
 FC_1 = ToolCallPart(id="call_1", name="read_file", input={"path": "a.py"}, item_id="fc_1")
 FC_2 = ToolCallPart(id="call_2", name="save_note", input={"text": "root cause"}, item_id="fc_2")
 REPLY_ORDER = ["rs_1", "fc_1", "fc_2"]  # the reply's items, as the API stored them
-
-
-def _budget(target: int) -> ContextBudget:
-    return ContextBudget(
-        window=target,
-        threshold=1.0,
-        emergency=1.0,
-        prune_line=1.0,
-        target_ratio=1.0,
-        protected_tail=0,
-        counter=HeuristicTokenCounter(),
-    )
 
 
 def conversation(durable: str) -> list[Message]:
@@ -74,7 +62,7 @@ def assert_api_would_accept(ids: list[str]) -> None:
 
 def test_truncation_keeps_a_second_durable_call_with_its_thinking_and_without_its_item_id() -> None:
     convo = conversation("call_2")
-    out = TruncatingCompactor(notice=None).compact(convo, _budget(1_400))
+    out = TruncatingCompactor(notice=None).compact(convo, exact_budget(1_400))
     assert check_conversation(out) == []
     copy = next(m for m in out if m.role is Role.ASSISTANT and m.tool_calls())
     assert copy.parts == (REASONING, FC_2.model_copy(update={"item_id": None}))
@@ -85,7 +73,7 @@ def test_truncation_keeps_a_second_durable_call_with_its_thinking_and_without_it
 
 def test_truncation_keeps_a_first_durable_call_paired_with_its_reasoning() -> None:
     convo = conversation("call_1")
-    out = TruncatingCompactor(notice=None).compact(convo, _budget(2_400))
+    out = TruncatingCompactor(notice=None).compact(convo, exact_budget(2_400))
     copy = next(m for m in out if m.role is Role.ASSISTANT and m.tool_calls())
     assert copy.parts == (REASONING, FC_1)  # both ids kept: the pair is whole
     ids = responses_ids(out)
@@ -96,7 +84,7 @@ def test_truncation_keeps_a_first_durable_call_paired_with_its_reasoning() -> No
 def test_a_summary_drops_the_item_id_of_a_durable_call_whose_thinking_aged_out() -> None:
     for durable, call in (("call_1", FC_1), ("call_2", FC_2)):
         convo = conversation(durable)
-        plan = SummarizingCompactor(max_summary_tokens=100).start(convo, _budget(1_500))
+        plan = SummarizingCompactor(max_summary_tokens=100).start(convo, exact_budget(1_500))
         assert plan is not None
         out = plan.finish("The bug is an expired token.")
         assert check_conversation(out) == []
@@ -121,7 +109,7 @@ def test_anthropic_thinking_stays_with_a_durable_call_that_is_not_first() -> Non
         *tool_turn("toolu_4", BIG),
         assistant("Fixed."),
     ]
-    out = TruncatingCompactor(notice=None).compact(convo, _budget(1_400))
+    out = TruncatingCompactor(notice=None).compact(convo, exact_budget(1_400))
     copy = next(m for m in out if m.role is Role.ASSISTANT and m.tool_calls())
     assert copy.parts == (thinking, second)
     body = anthropic.build_request(out, model="claude-sonnet-4-5", prompt_cache=False)
@@ -140,6 +128,6 @@ def test_a_message_kept_whole_keeps_its_ids_and_is_the_same_object() -> None:
         *tool_turn("call_4", BIG),
         assistant("Fixed."),
     ]
-    out = TruncatingCompactor(notice=None).compact(convo, _budget(1_400))
+    out = TruncatingCompactor(notice=None).compact(convo, exact_budget(1_400))
     assert any(m is convo[1] for m in out)
     assert_api_would_accept(responses_ids(out))

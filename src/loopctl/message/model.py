@@ -480,10 +480,10 @@ def _unwritable_at(value: object, path: str, *, numbers: bool = False, strings: 
     if isinstance(value, float):
         return None if not numbers or math.isfinite(value) else path
     if isinstance(value, str):
-        return path if strings and _bad_string(value) else None
+        return path if strings and has_lone_surrogate(value) else None
     if isinstance(value, dict):
         for k, v in value.items():
-            if strings and isinstance(k, str) and _bad_string(k):
+            if strings and isinstance(k, str) and has_lone_surrogate(k):
                 return f"{path}.{k.encode('utf-8', 'backslashreplace').decode()}"
             if isinstance(v, (float, dict, list)) or (strings and isinstance(v, str)):
                 found = _unwritable_at(v, f"{path}.{k}", numbers=numbers, strings=strings)
@@ -498,9 +498,9 @@ def _unwritable_at(value: object, path: str, *, numbers: bool = False, strings: 
     return None
 
 
-def _bad_string(value: str) -> bool:
-    """True for a string with a lone surrogate (it cannot be written as UTF-8). O(1) for ASCII text; other
-    text is encoded, which is faster than searching it for the surrogate range."""
+def has_lone_surrogate(value: str) -> bool:
+    """True for a string with a lone surrogate, which cannot be written as UTF-8. O(1) for ASCII text; other
+    text is encoded once (faster than searching it for the surrogate range)."""
     if value.isascii():
         return False
     try:
@@ -521,6 +521,13 @@ _STRING_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
+def lone_surrogate_in_json(value: object, path: str) -> str | None:
+    """``path`` plus the sub-path (``.properties.q``) of the first string or key of a JSON value that has a
+    lone surrogate, or ``None`` (a bad key is named with its surrogate escaped, so the path stays
+    printable)."""
+    return _unwritable_at(value, path, strings=True)
+
+
 def lone_surrogate_at(value: object) -> str | None:
     """The path (``parts[1].input.q``; ``text`` for a part) of the first string in a message, a part, an
     image source or a tool output that has a lone surrogate, so cannot be written as UTF-8; ``None`` when
@@ -534,7 +541,7 @@ def lone_surrogate_at(value: object) -> str | None:
     if isinstance(value, ToolContent):
         root = value.root
         if isinstance(root, str):
-            return "" if _bad_string(root) else None
+            return "" if has_lone_surrogate(root) else None
         for i, sub in enumerate(root):
             found = lone_surrogate_at(sub)
             if found is not None:
@@ -542,7 +549,7 @@ def lone_surrogate_at(value: object) -> str | None:
         return None
     for name in _STRING_FIELDS.get(type(value).__name__, ()):
         field_value = getattr(value, name)
-        if field_value is not None and _bad_string(field_value):
+        if field_value is not None and has_lone_surrogate(field_value):
             return name
     if isinstance(value, ToolCallPart):
         return _unwritable_at(value.input, "input", strings=True)
@@ -845,7 +852,7 @@ def _dumps_bytes(obj: Any) -> bytes:
         return orjson.dumps(obj)
     except orjson.JSONEncodeError as exc:
         if "surrogates" in str(exc) or "UTF-8" in str(exc):
-            path = _find_bad_string(obj, "")
+            path = _findhas_lone_surrogate(obj, "")
             raise InvalidMessage(path, "expected a string that is valid Unicode (found a lone surrogate)") from None
         try:
             return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
@@ -853,7 +860,7 @@ def _dumps_bytes(obj: Any) -> bytes:
             raise InvalidMessage("", f"expected JSON-compatible values ({exc2})") from None
 
 
-def _find_bad_string(value: Any, path: str) -> str:
+def _findhas_lone_surrogate(value: Any, path: str) -> str:
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -862,12 +869,12 @@ def _find_bad_string(value: Any, path: str) -> str:
         return ""
     if isinstance(value, dict):
         for k, v in value.items():
-            found = _find_bad_string(k, path) or _find_bad_string(v, f"{path}.{k}" if path else str(k))
+            found = _findhas_lone_surrogate(k, path) or _findhas_lone_surrogate(v, f"{path}.{k}" if path else str(k))
             if found:
                 return found
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            found = _find_bad_string(v, f"{path}[{i}]")
+            found = _findhas_lone_surrogate(v, f"{path}[{i}]")
             if found:
                 return found
     return ""

@@ -26,6 +26,7 @@ from loopctl.errors import (
 )
 from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
 from loopctl.message.check import ConversationRule, first_invalid_string
+from loopctl.message.model import has_lone_surrogate, lone_surrogate_in_json
 from loopctl.tool import ToolSchema
 
 __all__ = [
@@ -326,41 +327,13 @@ def refuse_unwritable_message(message: Message, path: str, api: str) -> None:
 def refuse_unwritable_options(system: str | None, tools: Sequence[ToolSchema], api: str) -> None:
     """:func:`refuse_unwritable_message` for the system prompt (``system``) and the tools
     (``tools[1].description``, ``tools[0].input_schema.properties.q``)."""
-    if system is not None and _bad(system):
+    if system is not None and has_lone_surrogate(system):
         raise _unwritable("system", api)
     for ti, tool in enumerate(tools):
         for name in ("name", "description"):
             value = getattr(tool, name)
-            if isinstance(value, str) and _bad(value):
+            if isinstance(value, str) and has_lone_surrogate(value):
                 raise _unwritable(f"tools[{ti}].{name}", api)
-        found = _bad_in_json(tool.input_schema, f"tools[{ti}].input_schema")
+        found = lone_surrogate_in_json(dict(tool.input_schema), f"tools[{ti}].input_schema")
         if found is not None:
             raise _unwritable(found, api)
-
-
-def _bad(value: str) -> bool:
-    if value.isascii():
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _bad_in_json(value: Any, path: str) -> str | None:
-    if isinstance(value, str):
-        return path if _bad(value) else None
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            if isinstance(k, str) and _bad(k):
-                return path
-            found = _bad_in_json(v, f"{path}.{k}")
-            if found is not None:
-                return found
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            found = _bad_in_json(v, f"{path}[{i}]")
-            if found is not None:
-                return found
-    return None
