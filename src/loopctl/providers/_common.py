@@ -24,7 +24,7 @@ from loopctl.errors import (
     ServerError,
     UnsupportedContent,
 )
-from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
+from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.message.check import ConversationRule, first_invalid_string
 from loopctl.message.model import has_lone_surrogate, lone_surrogate_in_json
 from loopctl.tool import ToolSchema
@@ -33,6 +33,7 @@ __all__ = [
     "TOOL_ERROR_MARKER",
     "check_pairing",
     "classify_http_error",
+    "ends_on_an_empty_prompt",
     "error_from_status_code",
     "http_status_code",
     "is_context_overflow",
@@ -293,6 +294,20 @@ def _part_path(messages: Sequence[Message], mi: int, call_id: str, kind: type, n
 
 def _pairing_error(path: str, problem: str, rule: ConversationRule, api: str) -> UnsupportedContent:
     return UnsupportedContent(f"{path}: {problem}; {api} refuses such a request [{rule.value}]")
+
+
+def ends_on_an_empty_prompt(messages: Sequence[Message]) -> bool:
+    """True when the last message that is not a system message is a user message of empty text only (an
+    empty prompt: ``Message.user("")``). Chat, Responses and Gemini send it as an empty user turn; Anthropic
+    refuses empty text. Looks at the end of the conversation only."""
+    for message in reversed(messages):
+        if message.role is not Role.SYSTEM:
+            return (
+                message.role is Role.USER
+                and bool(message.parts)
+                and all(isinstance(p, TextPart) and not p.text for p in message.parts)
+            )
+    return False
 
 
 def nothing_to_send(api: str, count: int) -> UnsupportedContent:

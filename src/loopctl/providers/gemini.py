@@ -50,6 +50,7 @@ from loopctl.message import (
 from loopctl.providers._common import (
     check_pairing,
     classify_http_error,
+    ends_on_an_empty_prompt,
     is_zero_valued,
     nothing_to_send,
     parse_retry_after,
@@ -285,18 +286,12 @@ def _contents(
         if parts:
             contents.append({"role": role, "parts": parts})
 
-    empty_prompt_last = False  # the conversation ends on a user message of empty text
     for i, message in enumerate(messages):
         if message.role is Role.SYSTEM:
             text = _system_text(message, i)
             if text:
                 system_texts.append(text)
             continue
-        empty_prompt_last = (
-            message.role is Role.USER
-            and bool(message.parts)
-            and all(isinstance(p, TextPart) and not p.text for p in message.parts)
-        )
         if message.role is Role.ASSISTANT:
             key: Any = ("model", options.fallback)
             piece = cache.get(message, key) if cache is not None else None
@@ -327,7 +322,7 @@ def _contents(
             order[call_id] = seen
             seen += 1
     flush()
-    if empty_prompt_last and (not contents or contents[-1]["role"] != "user"):
+    if ends_on_an_empty_prompt(messages) and (not contents or contents[-1]["role"] != "user"):
         # An empty prompt is still the user's turn: generateContent answers {"text": ""} with a 200, while
         # leaving it out would end the request on a model turn (or send nothing at all).
         contents.append({"role": "user", "parts": [{"text": ""}]})

@@ -61,6 +61,7 @@ from loopctl.providers._common import (
     TOOL_ERROR_MARKER,
     check_pairing,
     classify_http_error,
+    ends_on_an_empty_prompt,
     http_status_code,
     is_zero_valued,
     nothing_to_send,
@@ -205,7 +206,7 @@ def build_request(
     _outputs_in_call_order(items, outputs, calls)
     if cache is not None:
         cache.sweep()
-    if _ends_on_an_empty_prompt(messages) and not (items and _is_user_item(items[-1])):
+    if ends_on_an_empty_prompt(messages) and not (items and _is_user_item(items[-1])):
         # An empty prompt is still the user's turn: the API answers {"role": "user", "content": ""} with a
         # 200, while leaving it out would end the input on the assistant's turn (or send nothing at all).
         items.append({"role": "user", "content": ""})
@@ -260,18 +261,6 @@ def build_request_from(
 
 
 _OUTPUT = "function_call_output"
-
-
-def _ends_on_an_empty_prompt(messages: Sequence[Message]) -> bool:
-    """True when the last message that is not a system message is a user message of empty text only."""
-    for message in reversed(messages):
-        if message.role is not Role.SYSTEM:
-            return (
-                message.role is Role.USER
-                and bool(message.parts)
-                and all(isinstance(p, TextPart) and not p.text for p in message.parts)
-            )
-    return False
 
 
 def _is_user_item(item: Mapping[str, Any]) -> bool:
