@@ -69,10 +69,20 @@ def is_zero_valued(value: Any) -> bool:
     without ``omitempty``); such an object is absent, not content."""
     if value is None or value is False or value == "":
         return True
+    kind = type(value)
+    if kind is dict:  # what JSON decodes to: checked first, as an ABC check costs more
+        return all(is_zero_valued(v) for v in value.values())
+    if kind is list:
+        return not value
+    if kind is int or kind is float:
+        return bool(value == 0)
+    if kind is bool or kind is str:
+        return False
+    # Not what JSON decodes to (subclasses, other mappings): the same rules by isinstance.
     if isinstance(value, bool):
         return False
     if isinstance(value, (int, float)):
-        return value == 0
+        return bool(value == 0)
     if isinstance(value, Mapping):
         return all(is_zero_valued(v) for v in value.values())
     if isinstance(value, list):

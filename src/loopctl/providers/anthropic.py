@@ -708,7 +708,9 @@ class StreamDecoder(SSEStreamDecoder):
         if not data:
             return []
         try:
-            obj = loads_exact(data)
+            # Only a block that starts a tool call can hold its input as a JSON value (compatible servers send
+            # it whole there); every other event goes through orjson alone (loads_exact scans the text).
+            obj = loads_exact(data) if '"tool_use"' in data else orjson.loads(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(
                 f"stream event {event.event!r} carries data that is not JSON: {data[:200]!r}", provider=PROVIDER

@@ -605,7 +605,9 @@ class StreamDecoder(SSEStreamDecoder):
         if event.event != "message" or not data.strip() or data.strip() == "[DONE]":
             return []
         try:
-            body = loads_exact(data)
+            # A functionCall's args are a JSON object in the event: read exactly (integers past 64 bits); the
+            # other events, text and thoughts, go through orjson alone (loads_exact scans the text).
+            body = loads_exact(data) if '"functionCall"' in data else orjson.loads(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(
                 f"a stream event whose data is not JSON: {data[:80]!r}", provider=PROVIDER

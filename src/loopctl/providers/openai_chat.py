@@ -704,7 +704,9 @@ class StreamDecoder(SSEStreamDecoder):
             stop = _stop_reason(self._finish_reason, has_calls=bool(self._call_ids), refused=self._refused)
             return [ResponseFinished(stop, self._finish_reason)]
         try:
-            chunk = loads_exact(data)
+            # Arguments are JSON text (parsed exactly when the call ends), but compatible servers may send them
+            # as an object: events with calls are read exactly, the others by orjson alone.
+            chunk = loads_exact(data) if '"tool_calls"' in data or '"function_call"' in data else orjson.loads(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(f"a stream event is not JSON: {data[:200]!r}", provider=PROVIDER) from None
         if not isinstance(chunk, dict):

@@ -738,7 +738,9 @@ class StreamDecoder(SSEStreamDecoder):
         if event.data == "[DONE]":
             return []
         try:
-            data = loads_exact(event.data)
+            # Arguments arrive as JSON text, parsed exactly when the call ends (parse_arguments): no event holds
+            # them as a JSON value, so orjson alone reads the events.
+            data = orjson.loads(event.data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(f"an event that is not JSON: {event.data[:80]!r}", provider=PROVIDER) from None
         if not isinstance(data, dict):
