@@ -14,11 +14,17 @@ This module is pure: no I/O.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loopctl.engine.run import Run
+
 __all__ = [
     "AuthenticationError",
     "CompactionError",
     "CompactionNoProgress",
     "CompactionOverflow",
+    "ConcurrentUpdate",
     "ConnectionFailed",
     "ContextOverflow",
     "ConversationFileError",
@@ -28,16 +34,28 @@ __all__ = [
     "LoopError",
     "MachineStateError",
     "MissingAPIKey",
+    "MaxTokensReached",
     "ModelNotFound",
+    "OutputInvalid",
+    "OutputValidationError",
     "Overloaded",
     "ProviderError",
     "ProviderProtocolError",
     "ProviderTimeout",
     "RateLimited",
+    "RunCancelled",
+    "RunError",
+    "RunFailed",
+    "RunRefused",
     "ServerError",
+    "SessionExists",
+    "SessionNotFound",
+    "StoreCorrupt",
+    "StoreError",
     "StreamTruncated",
     "ToolError",
     "ToolTimeout",
+    "TurnLimitReached",
     "UnsupportedContent",
 ]
 
@@ -60,7 +78,7 @@ class LoopError(Exception):
 
 
 class InvalidMessage(LoopError, ValueError):
-    """A message or part that does not fit the model (spec: ``python-api.md``, "Wire form").
+    """A message or part that does not fit the model (``docs/wire-format.md``).
 
     Raised for a wrong type, a missing required key, an unknown part ``type``, an ``encoding`` other than
     ``base64``, image data that is not base64, or a string that cannot be written as UTF-8 (a lone
@@ -270,3 +288,113 @@ class CompactionNoProgress(CompactionError):
 class CompactionOverflow(CompactionError):
     """Even the parts a pass must keep (the first message, ``Durable`` results with their calls, the
     protected tail) do not fit the target; the numbers are on the error."""
+
+
+# --- errors of the session store (loopctl.store) ----------------------------------------------------------
+
+
+class StoreError(LoopError):
+    """A session store could not do what was asked: the database cannot be opened or written, its schema is
+    newer than this release reads, or a base class for the more specific errors below.
+
+    :attr:`session_id` names the session concerned, when there is one.
+    """
+
+    def __init__(self, message: str, *, session_id: str | None = None) -> None:
+        self.session_id = session_id
+        super().__init__(message)
+
+
+class ConcurrentUpdate(StoreError):
+    """An append named a head that is no longer the session's head: another writer moved it first.
+
+    Nothing was written. :attr:`expected` is the head the writer named and :attr:`actual` the head it found
+    (node ids in hex, ``None`` for an empty or missing session). Load the session again and redo the work
+    on top of the new head; retrying the same append cannot succeed.
+    """
+
+    def __init__(self, session_id: str, expected: str | None, actual: str | None) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id!r} was changed by another writer: its head is {_short(actual)}, not "
+            f"{_short(expected)} as this writer expected; nothing was written (load the session again)",
+            session_id=session_id,
+        )
+
+
+class SessionNotFound(StoreError, LookupError):
+    """No session of that id in the store (or no node of that id, for a lookup by node)."""
+
+
+class SessionExists(StoreError, ValueError):
+    """A new session (a fork, an import) was given the id of a session that already exists."""
+
+
+class StoreCorrupt(StoreError):
+    """A stored row cannot be read back: a node whose message does not parse, a chain with a missing link, a
+    state document of the wrong shape. :attr:`node` is the node's id (hex) when one is concerned.
+    ``store.verify(session_id)`` lists every such problem of a session."""
+
+    def __init__(self, message: str, *, session_id: str | None = None, node: str | None = None) -> None:
+        self.node = node
+        super().__init__(message, session_id=session_id)
+
+
+def _short(node: str | None) -> str:
+    return "empty" if node is None else node[:12]
+
+
+# --- how a run ended -----------------------------------------------------------------------------------------
+
+
+class OutputValidationError(LoopError, ValueError):
+    """The model's answer did not validate as the run's output type, after every retry the run allowed.
+
+    :attr:`errors` lists what was wrong, one sentence each (for pydantic errors: ``location: message``), the
+    same text the model was sent.
+    """
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__("the output is not valid: " + "; ".join(errors))
+
+
+class RunError(LoopError):
+    """A run that did not complete, raised by :meth:`loopctl.engine.Run.raise_for_outcome` (as httpx's
+    ``raise_for_status`` raises for an error status). :attr:`run` is the record (outcome, turns, usage); the
+    error that ended the run, if one did, is ``run.error`` and this error's ``__cause__``. Each outcome kind
+    has its subclass, so ``except RunCancelled`` catches just that."""
+
+    def __init__(self, message: str, run: Run[Any]) -> None:
+        self.run = run
+        super().__init__(message)
+
+
+class RunFailed(RunError):
+    """An error ended the run (outcome ``FAILED``, or ``CONTEXT_OVERFLOW``: it could not fit the window)."""
+
+
+class RunCancelled(RunError):
+    """The caller cancelled the run (outcome ``CANCELLED``)."""
+
+
+class TurnLimitReached(RunError):
+    """The run made ``max_turns`` model calls without an answer (outcome ``MAX_TURNS``)."""
+
+
+class MaxTokensReached(RunError):
+    """The answer was cut off by the output token limit (outcome ``MAX_TOKENS``)."""
+
+
+class RunRefused(RunError):
+    """The provider stopped the answer for content filtering or safety (outcome ``REFUSED``)."""
+
+
+class OutputInvalid(RunError):
+    """The answer did not validate as the output type, after the retries (outcome ``OUTPUT_INVALID``);
+    :attr:`errors` lists what was wrong."""
+
+    def __init__(self, message: str, run: Run[Any], errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__(message, run)

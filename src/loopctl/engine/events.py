@@ -8,18 +8,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeAlias, Union
+from typing import Any, TypeAlias, Union
 
+from loopctl.engine.run import Run
 from loopctl.message import Message, ToolCallPart, ToolResultPart
-from loopctl.response import StopReason, Usage
+from loopctl.providers.base import ModelRequest
+from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import StreamEvent
 
 __all__ = [
     "CompactionFinished",
+    "CompactionStarted",
     "LoopEvent",
+    "ModelCallFailed",
     "ModelRetry",
     "ModelStreamEvent",
     "Observer",
+    "OutputRetry",
+    "RunAborted",
     "RunFinished",
     "RunStarted",
     "ToolCallFinished",
@@ -31,17 +37,28 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class RunStarted:
-    """A run began with ``input``."""
+    """A run began with ``input``, on the loop's client: its ``provider`` (``"openai"``, ``"anthropic"``,
+    ``"gemini"``...: :attr:`ModelClient.provider <loopctl.providers.ModelClient>`) and ``model``."""
 
     input: Message
+    provider: str = ""
+    model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class TurnStarted:
-    """Model call number ``turn`` (from 1) is about to be sent with ``messages`` messages."""
+    """Model call number ``turn`` (from 1) is about to be sent with ``messages`` messages.
+
+    ``request`` is the whole :class:`~loopctl.providers.ModelRequest` (conversation, system prompt, tools and
+    settings); ``provider`` and ``model`` name the client it goes to; ``stream`` tells whether the reply is
+    streamed. Retries of the call (:class:`ModelRetry`) send the same request again."""
 
     turn: int
     messages: int
+    request: ModelRequest | None = None
+    provider: str = ""
+    model: str = ""
+    stream: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +89,20 @@ class TurnFinished:
     usage: Usage
     stop_reason: StopReason
     duration: float
+    response: ModelResponse | None = None
+    """The whole reply (its ``id``, the ``model`` that answered, the provider's raw stop reason)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallFailed:
+    """Model call ``turn`` ended without a reply the conversation keeps, after ``duration`` seconds (retries
+    included): ``error`` is the final error (a :class:`~loopctl.errors.LoopError` once retries are spent, or
+    the reply the machine refused), or ``None`` when the run was cancelled during the call. No
+    :class:`TurnFinished` follows."""
+
+    turn: int
+    error: Exception | None
+    duration: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +124,15 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class CompactionStarted:
+    """A prune (``reason``: ``"prune_line"``) or compaction pass (``"threshold"``, ``"emergency"``) begins,
+    with the conversation estimated at ``tokens_before`` tokens. A :class:`CompactionFinished` follows."""
+
+    reason: str
+    tokens_before: int
+
+
+@dataclass(frozen=True, slots=True)
 class CompactionFinished:
     """A prune or compaction pass (``kind``: ``"prune"``, ``"truncate"``, ``"summarize"``...) ran; token
     estimates before and after."""
@@ -104,10 +144,29 @@ class CompactionFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputRetry:
+    """Turn ``turn``'s answer was not valid typed output (``problems``: what the model is told); the model
+    answers again (``attempt``: the retries so far, from 1), unless that was more than ``output_retries``
+    allow, in which case the run ends with ``OUTPUT_INVALID``."""
+
+    turn: int
+    attempt: int
+    problems: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     """The run ended; ``run`` is the :class:`~loopctl.engine.Run` record."""
 
-    run: object
+    run: Run[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunAborted:
+    """The run raised ``error`` instead of returning a :class:`~loopctl.engine.Run` (``asyncio.CancelledError``
+    from a cancelled task, or a bug); no :class:`RunFinished` follows. The conversation was salvaged first."""
+
+    error: BaseException
 
 
 LoopEvent: TypeAlias = Union[
@@ -116,10 +175,14 @@ LoopEvent: TypeAlias = Union[
     ModelStreamEvent,
     ModelRetry,
     TurnFinished,
+    ModelCallFailed,
     ToolCallStarted,
     ToolCallFinished,
+    CompactionStarted,
     CompactionFinished,
+    OutputRetry,
     RunFinished,
+    RunAborted,
 ]
 """Any event an observer may see."""
 

@@ -13,7 +13,7 @@ state                  next_step                                    feeds accept
 =====================  ===========================================  ====================================
 ``START``              ``Done(IDLE)`` (nothing to do yet)            ``accept_input``
 ``AWAITING_MODEL``     checks, in order: cancelled -> turn limit     ``model_response``, ``cancel``,
-                       -> prune line (passed, and grown since the    ``fail``
+                       -> prune line (passed, and grown since the    ``context_overflow``, ``fail``
                        last prune) -> emergency compaction (>= 95%
                        of the window, always on) -> threshold
                        compaction (strictly above, when on) ->
@@ -29,10 +29,12 @@ state                  next_step                                    feeds accept
 Asking twice without a feed in between gives the same step.
 
 Run exit (``pending`` is this run's messages, ``history`` the committed runs): success commits pending into
-history; a cancel, a turn limit or an ordinary failure keeps the longest prefix of pending in which every tool
-call has its result and drops the rest; a run that cannot fit the window is discarded whole. Messages are
-never rewritten except by a prune or compaction pass, so thinking stays verbatim and each request's message
-list starts with the previous request's, byte for byte.
+history; a cancel, a turn limit or any failure (a context overflow included) keeps the longest prefix of
+pending in which every tool call has its result and drops the rest, so the results of tools that ran are never
+lost. A provider's context overflow (the estimate was under the lines, the provider said the request is too
+long) is answered once per model call by the emergency compaction and a second try of the call
+(:meth:`LoopMachine.context_overflow`). Messages are never rewritten except by a prune or compaction pass, so
+thinking stays verbatim and each request's message list starts with the previous request's, byte for byte.
 """
 
 from __future__ import annotations
@@ -67,8 +69,10 @@ __all__ = [
     "Step",
 ]
 
-MACHINE_FORMAT_VERSION = 1
-"""The machine file format this release writes and the newest it reads (policy: ``docs/wire-format.md``)."""
+MACHINE_FORMAT_VERSION = 2
+"""The machine file format this release writes and the newest it reads (policy: ``docs/wire-format.md``):
+version 2 added the run's typed-output state (``output``) and the outcome ``output_invalid``; version 1 files
+are still read."""
 
 
 class MachineState(enum.StrEnum):
@@ -87,7 +91,9 @@ class OutcomeKind(enum.StrEnum):
     ``COMPLETED``: the model answered without calling tools. ``REFUSED``: the provider stopped for content
     filtering or safety. ``MAX_TOKENS``: the final answer was cut off by the output limit. ``MAX_TURNS``: the
     turn limit was reached. ``CANCELLED``: the caller cancelled. ``FAILED``: an error ended the run.
-    ``CONTEXT_OVERFLOW``: the run could not fit the window and was discarded. ``IDLE``: no run yet.
+    ``CONTEXT_OVERFLOW``: the run could not fit the window, even after the emergency compaction (its coherent
+    prefix is kept). ``OUTPUT_INVALID``: the answer did not validate as the run's output type after
+    ``output_retries`` retries (the error holds what was wrong). ``IDLE``: no run yet.
     """
 
     COMPLETED = "completed"
@@ -97,6 +103,7 @@ class OutcomeKind(enum.StrEnum):
     CANCELLED = "cancelled"
     FAILED = "failed"
     CONTEXT_OVERFLOW = "context_overflow"
+    OUTPUT_INVALID = "output_invalid"
     IDLE = "idle"
 
 
@@ -163,6 +170,29 @@ class Done:
     outcome: Outcome
 
 
+@dataclass(frozen=True, slots=True)
+class OutputCheck:
+    """The driver's verdict on a reply read as the run's typed output (fed with ``model_response``).
+
+    ``call_id`` names the call of the output tool that was checked (``OutputTool`` mode), ``None`` when the
+    reply's text was (``NativeOutput``, ``PromptedOutput``, or a reply without the output tool's call).
+    ``error`` is ``None`` for valid output, else what the model is told so that it can fix it; ``problems``
+    says what was wrong, for the outcome of a run that ends on it (default: ``error``).
+    """
+
+    call_id: str | None = None
+    error: str | None = None
+    problems: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True for valid output."""
+        return self.error is None
+
+
+FINAL_RESULT_TEXT = "Final result processed."
+"""The result the machine gives the output tool's call that carried valid output."""
+
 Step: TypeAlias = Union[CallLLM, CallTools, Prune, Compact, Done]
 """What the machine asks for next."""
 
@@ -176,6 +206,8 @@ class MachinePolicy:
     compaction at or above this fraction, always. ``prune_threshold``: the prune pass runs above this
     fraction, and again only after the context grew by ``prune_step`` (a fraction of the window) since the
     last pass. ``prune_target``: the size (a fraction of the window) a prune pass aims for.
+    ``output_retries``: how many invalid answers (typed output) go back to the model before the run ends
+    with ``OUTPUT_INVALID``.
     """
 
     max_turns: int = 200
@@ -186,10 +218,13 @@ class MachinePolicy:
     prune_threshold: float = 0.60
     prune_step: float = 0.05
     prune_target: float = 0.50
+    output_retries: int = 1
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError("max_turns must be at least 1")
+        if self.output_retries < 0:
+            raise ValueError("output_retries must be at least 0")
         if self.context_window < 1:
             raise ValueError("context_window must be a positive number of tokens")
         if not 0 < self.compact_threshold <= self.emergency <= 1:
@@ -258,6 +293,11 @@ class LoopMachine:
         "_messages",
         "_n_history",
         "_outcome",
+        "_output_error",
+        "_output_failures",
+        "_output_prompt",
+        "_output_tool",
+        "_overflow",
         "_pruned_at",
         "_step",
         "context_tokens",
@@ -278,6 +318,15 @@ class LoopMachine:
         self._machine_results: dict[str, ToolResultPart] = {}
         self._step: Prune | Compact | None = None
         self._pruned_at: int | None = None
+        # The provider's context overflow being answered by an emergency compaction: the run ends with it if
+        # the compaction saves nothing or the call overflows again.
+        self._overflow: Outcome | None = None
+        # Typed output (see accept_input): the output tool's name, the invalid answers so far, the last one's
+        # error, and the retry message still to send (text modes).
+        self._output_tool: str | None = None
+        self._output_failures = 0
+        self._output_error: str | None = None
+        self._output_prompt: str | None = None
 
     # --- reading -------------------------------------------------------------------------------------------
 
@@ -294,6 +343,11 @@ class LoopMachine:
     def full_history(self) -> Sequence[Message]:
         """History then pending: what the model is sent. An O(1) read-only snapshot."""
         return _View(self._messages, len(self._messages))
+
+    @property
+    def output_failures(self) -> int:
+        """How many answers of this run were invalid typed output so far."""
+        return self._output_failures
 
     @property
     def outcome(self) -> Outcome:
@@ -318,12 +372,19 @@ class LoopMachine:
             assert self._step is not None
             return self._step
         # AWAITING_MODEL
+        if self._output_failures > policy.output_retries:
+            self._end(Outcome(OutcomeKind.OUTPUT_INVALID, error=self._output_error), salvage=True)
+            return Done(self._outcome)
+        if self._output_prompt is not None:
+            # An invalid text answer: the model is told what was wrong, in a user message, before it is called.
+            self._messages.append(Message.user(self._output_prompt))
+            self._output_prompt = None
         if self.turn >= policy.max_turns:
             self._end(Outcome(OutcomeKind.MAX_TURNS), salvage=True)
             return Done(self._outcome)
         window = policy.context_window
         ctx = self.context_tokens
-        # Pruning first (issue 5): it needs no model call and may make compaction unnecessary.
+        # Pruning first (docs/compaction.md, "The budget"): it needs no model call and may make compaction unnecessary.
         prune_line = policy.prune_threshold * window
         if ctx > prune_line and (self._pruned_at is None or ctx >= self._pruned_at + policy.prune_step * window):
             needed = max(0, ctx - int(policy.prune_target * window))
@@ -341,11 +402,14 @@ class LoopMachine:
 
     # --- feeds ---------------------------------------------------------------------------------------------
 
-    def accept_input(self, input: str | Message) -> None:  # noqa: A002 - the issue's name
+    def accept_input(self, input: str | Message, *, output_tool: str | None = None) -> None:  # noqa: A002
         """Start a run with the user's ``input`` (text, or a user message with images). Accepted in
-        ``START`` and ``TERMINAL``. Raises ``InvalidMessage`` (path ``input.…``) for input that cannot be
-        written (a lone surrogate, as undecodable bytes of a command line become), leaving the machine as it
-        was: such a message would make every request and every save of the conversation fail."""
+        ``START`` and ``TERMINAL``. ``output_tool`` names the run's output tool (typed output in ``OutputTool``
+        mode): the machine answers its calls itself and never asks for them to be run.
+
+        Raises ``InvalidMessage`` (path ``input.…``) for input that cannot be written (a lone surrogate, as
+        undecodable bytes of a command line become), leaving the machine as it was: such a message would make
+        every request and every save of the conversation fail."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
         try:
             message = Message.user(input) if isinstance(input, str) else input
@@ -357,6 +421,11 @@ class LoopMachine:
         self.turn = 0
         self._outcome = Outcome(OutcomeKind.IDLE)
         self._pruned_at = None
+        self._overflow = None
+        self._output_tool = output_tool
+        self._output_failures = 0
+        self._output_error = None
+        self._output_prompt = None
         self.state = MachineState.AWAITING_MODEL
 
     def model_response(
@@ -367,6 +436,7 @@ class LoopMachine:
         *,
         stop_reason: StopReason | None = None,
         invalid_calls: Iterable[tuple[str, str]] = (),
+        output_check: OutputCheck | None = None,
     ) -> None:
         """Feed the model's reply (``message``, an assistant message).
 
@@ -376,9 +446,18 @@ class LoopMachine:
         answers them with an error result too. ``context_tokens`` is the conversation's size with this reply.
         With no tool calls the run completes (``REFUSED`` or ``MAX_TOKENS`` when ``stop_reason`` says so).
 
-        Raises ``MachineStateError`` when the state takes no reply or ``message`` is not an assistant message,
-        and :class:`~loopctl.errors.ProviderProtocolError` for a reply that calls two tools under one id or a
-        tool with no name (the driver fails the run with it). Whatever it raises, the machine is left exactly as it was.
+        Typed output: ``output_check`` is the driver's verdict on the reply as the run's output. Valid output
+        completes the run: the output tool's call gets :data:`FINAL_RESULT_TEXT`, and the reply's other calls
+        are answered, not run. Invalid output goes back to the model (the output tool's call gets the error as
+        its result; an invalid text answer gets it in a user message before the next call), until more than
+        ``output_retries`` answers were invalid: then the run ends with ``OUTPUT_INVALID``. A reply that calls
+        the output tool needs the check of one of those calls; its other calls of the output tool are
+        answered as not used.
+
+        Raises ``MachineStateError`` when the state takes no reply, ``message`` is not an assistant message,
+        or ``output_check`` does not fit the reply; and :class:`~loopctl.errors.ProviderProtocolError` for a
+        reply that calls two tools under one id or a tool with no name (the driver fails the run with it).
+        Whatever it raises, the machine is left exactly as it was.
         """
         self._expect(MachineState.AWAITING_MODEL, feed="model_response")
         _expect_message(message, Role.ASSISTANT, "model_response")
@@ -386,6 +465,9 @@ class LoopMachine:
         # Everything is worked out before anything changes: a bad argument leaves the machine as it was.
         machine_results: dict[str, ToolResultPart] = {}
         to_run: list[ToolCallPart] = []
+        invalid = dict(invalid_calls)
+        output_tool = self._output_tool
+        checked = output_check.call_id if output_check is not None else None
         if calls:
             seen: set[str] = set()
             for call in calls:
@@ -400,35 +482,61 @@ class LoopMachine:
                     )
                 seen.add(call.id)
             tools = available_tools if isinstance(available_tools, (set, frozenset)) else frozenset(available_tools)
-            invalid = dict(invalid_calls)
             for call in calls:
                 if call.id in invalid:
-                    machine_results[call.id] = ToolResultPart(
-                        call_id=call.id,
-                        name=call.name,
-                        output=f"The call was not run: {invalid[call.id]}",
-                        is_error=True,
-                    )
+                    machine_results[call.id] = _error(call, f"The call was not run: {invalid[call.id]}")
+                elif output_tool is not None and call.name == output_tool:
+                    if call.id == checked:
+                        assert output_check is not None
+                        text = FINAL_RESULT_TEXT if output_check.ok else output_check.error
+                        machine_results[call.id] = ToolResultPart(
+                            call_id=call.id, name=call.name, output=text or "", is_error=not output_check.ok
+                        )
+                    else:
+                        machine_results[call.id] = _error(
+                            call, f"Not used: only one call of {output_tool} is read per reply."
+                        )
                 elif call.name not in tools:
                     known = ", ".join(sorted(tools)) or "(none)"
-                    machine_results[call.id] = ToolResultPart(
-                        call_id=call.id,
-                        name=call.name,
-                        output=f"Unknown tool {call.name!r}. The tools that exist are: {known}.",
-                        is_error=True,
-                    )
+                    unknown = f"Unknown tool {call.name!r}. The tools that exist are: {known}."
+                    machine_results[call.id] = _error(call, unknown)
                 else:
                     to_run.append(call)
+        if checked is not None and checked not in machine_results:
+            raise MachineStateError(f"output_check names call {checked!r}, which is no call of the output tool")
+        if checked is None and output_tool is not None:
+            unchecked = [c.id for c in calls if c.name == output_tool and c.id not in invalid]
+            if unchecked:
+                raise MachineStateError(
+                    f"the reply calls the output tool {output_tool} ({', '.join(unchecked)}): model_response needs "
+                    "the output_check of one of those calls"
+                )
         self._messages.append(message)
         self.turn += 1
         self.context_tokens = context_tokens
+        self._overflow = None
+        if output_check is not None and not output_check.ok:
+            self._output_failures += 1
+            self._output_error = output_check.problems or output_check.error
         if not calls:
             if stop_reason is StopReason.REFUSAL:
                 self._end(Outcome(OutcomeKind.REFUSED), salvage=False)
             elif stop_reason is StopReason.MAX_TOKENS:
                 self._end(Outcome(OutcomeKind.MAX_TOKENS), salvage=False)
+            elif output_check is not None and not output_check.ok:
+                self._output_prompt = output_check.error  # sent before the next call, if there is one
             else:
                 self._end(Outcome(OutcomeKind.COMPLETED), salvage=False)
+            return
+        if output_check is not None and output_check.ok and checked is not None:
+            # The final result is given: the other calls of the reply are answered, not run.
+            for call in to_run:
+                text = f"Not run: the final result was already given by {output_tool}."
+                machine_results[call.id] = _error(call, text)
+            self._calls = calls
+            self._machine_results = machine_results
+            self._commit_results([])
+            self._end(Outcome(OutcomeKind.COMPLETED), salvage=False)
             return
         self._calls = calls
         self._machine_results = machine_results
@@ -523,6 +631,27 @@ class LoopMachine:
         self._step = None
         self._end(self._no_progress(tokens_before, tokens_after), salvage=True)
 
+    def context_overflow(self, error: BaseException | str, context_tokens: int | None = None) -> None:
+        """The provider refused the model call as longer than the model's window
+        (:class:`~loopctl.errors.ContextOverflow`) although the estimate was under the lines: the estimate
+        was low. ``context_tokens`` is the corrected size, when the driver knows one.
+
+        The first overflow of a model call makes the machine ask for the emergency compaction
+        (``Compact(EMERGENCY)``, which makes no model call) and then the same ``CallLLM`` again. A second
+        overflow of that call, or a compaction that saves nothing, ends the run with ``CONTEXT_OVERFLOW`` and
+        the error's text, keeping the coherent prefix as every failure does (results of tools that ran are
+        never dropped). Accepted in ``AWAITING_MODEL``.
+        """
+        self._expect(MachineState.AWAITING_MODEL, feed="context_overflow")
+        if context_tokens is not None:
+            self.context_tokens = context_tokens
+        outcome = _failure(error, OutcomeKind.CONTEXT_OVERFLOW)
+        if self._overflow is not None:
+            self._end(outcome, salvage=True)
+            return
+        self._overflow = outcome
+        self._await(Compact(CompactReason.EMERGENCY, self.context_tokens))
+
     def cancel(self) -> None:
         """Cancel the run: keep the longest coherent prefix of pending (every tool call answered), drop the
         rest. A no-op when no run is active."""
@@ -531,24 +660,18 @@ class LoopMachine:
         self._end(Outcome(OutcomeKind.CANCELLED), salvage=True)
 
     def fail(self, error: BaseException | str, *, overflow: bool = False) -> None:
-        """End the run with an error. Keeps the coherent prefix of pending; with ``overflow=True`` (the run
-        cannot fit the window) the run is discarded whole."""
+        """End the run with an error (outcome ``FAILED``, or ``CONTEXT_OVERFLOW`` with ``overflow=True``: the
+        run cannot fit the window). Either way the coherent prefix of pending is kept."""
         if self.state in (MachineState.START, MachineState.TERMINAL):
             raise MachineStateError("fail() needs an active run")
-        if isinstance(error, BaseException):
-            outcome = Outcome(
-                OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED,
-                error=exception_text(error),
-                error_type=type(error).__name__,
-                retryable=bool(getattr(error, "retryable", False)),
-            )
-        else:
-            outcome = Outcome(OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED, error=error)
-        self._end(outcome, salvage=not overflow)
+        self._end(_failure(error, OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED), salvage=True)
 
     # --- run exit ------------------------------------------------------------------------------------------
 
     def _no_progress(self, before: int, after: int) -> Outcome:
+        if self._overflow is not None:
+            # The compaction answered the provider's overflow: the overflow is why the run ends.
+            return self._overflow
         return Outcome(
             OutcomeKind.FAILED,
             error=f"compaction made no progress ({before} tokens before, {after} after)",
@@ -556,9 +679,7 @@ class LoopMachine:
         )
 
     def _end(self, outcome: Outcome, *, salvage: bool) -> None:
-        if outcome.kind is OutcomeKind.CONTEXT_OVERFLOW:
-            self._messages = self._messages[: self._n_history]
-        elif salvage:
+        if salvage:
             keep = coherent_prefix(self._messages, self._n_history)
             if keep < len(self._messages):
                 self._messages = self._messages[:keep]
@@ -566,6 +687,11 @@ class LoopMachine:
         self._calls = ()
         self._machine_results = {}
         self._step = None
+        self._overflow = None
+        self._output_tool = None
+        self._output_failures = 0
+        self._output_error = None
+        self._output_prompt = None
         self._outcome = outcome
         self.state = MachineState.TERMINAL
 
@@ -576,10 +702,14 @@ class LoopMachine:
 
     # --- persistence ---------------------------------------------------------------------------------------
 
-    def to_json(self) -> str:
+    def to_json(self, *, messages: bool = True) -> str:
         """The whole machine as JSON (``docs/wire-format.md``, "Machine files"); the same machine always gives
         the same text. Raises ``InvalidMessage`` for a string that cannot be written as UTF-8 (a lone
-        surrogate); integers of any size are written exactly, as in conversation files."""
+        surrogate); integers of any size are written exactly, as in conversation files.
+
+        ``messages=False`` writes ``history`` and ``pending`` as their lengths instead of message arrays, for
+        a store that keeps the messages elsewhere (``loopctl.store``): O(1) in the history's size. Read it
+        back with ``from_json(data, messages=...)``."""
         step: dict[str, Any] | None = None
         if isinstance(self._step, Prune):
             step = {"type": "prune", "context_tokens": self._step.context_tokens, "needed": self._step.needed}
@@ -591,28 +721,36 @@ class LoopMachine:
             "state": self.state.value,
             "turn": self.turn,
             "context_tokens": self.context_tokens,
-            "history": [m.to_dict() for m in self._messages[: self._n_history]],
-            "pending": [m.to_dict() for m in self._messages[self._n_history :]],
+            "history": [m.to_dict() for m in self._messages[: self._n_history]] if messages else self._n_history,
+            "pending": [m.to_dict() for m in self._messages[self._n_history :]]
+            if messages
+            else len(self._messages) - self._n_history,
             "calls": [c.to_dict() for c in self._calls],
             "machine_results": [r.to_dict() for r in self._machine_results.values()],
             "step": step,
             "pruned_at": self._pruned_at,
-            "outcome": {
-                "kind": o.kind.value,
-                "error": o.error,
-                "error_type": o.error_type,
-                "retryable": o.retryable,
-            },
+            "outcome": _outcome_doc(o),
+        }
+        if self._overflow is not None:
+            doc["overflow"] = _outcome_doc(self._overflow)
+        doc["output"] = {
+            "tool": self._output_tool,
+            "failures": self._output_failures,
+            "error": self._output_error,
+            "prompt": self._output_prompt,
         }
         return _dumps_bytes(doc).decode()
 
     @classmethod
-    def from_json(cls, data: str | bytes) -> LoopMachine:
+    def from_json(cls, data: str | bytes, *, messages: Sequence[Message] | None = None) -> LoopMachine:
         """Restore a machine saved by :meth:`to_json`. Raises
         :class:`~loopctl.errors.ConversationFileError` for text that is not a machine file, a newer
         ``format_version``, a field of the wrong type, or fields that disagree (a state without what it waits
         for, calls that are not the last reply's...), and :class:`~loopctl.errors.InvalidMessage` for a bad
-        message inside. A machine that loads takes its next step without error."""
+        message inside. A machine that loads takes its next step without error.
+
+        ``messages`` (history then pending) reads a document written with ``to_json(messages=False)``: its
+        ``history`` and ``pending`` lengths must add up to ``len(messages)``."""
         try:
             doc = loads_exact(data)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError as exc:
@@ -629,7 +767,7 @@ class LoopMachine:
                 "upgrade loopctl to read it",
             )
         try:
-            m = _read_machine(cls, doc)
+            m = _read_machine(cls, doc, messages)
         except (ConversationFileError, InvalidMessage):
             raise
         except (KeyError, TypeError, ValueError) as exc:
@@ -647,6 +785,13 @@ class LoopMachine:
             return f"state {state.value} has a step; only awaiting_compaction waits for one"
         if (self._calls or self._machine_results) and state is not MachineState.AWAITING_TOOLS:
             return f"state {state.value} has tool calls; only awaiting_tools waits for them"
+        if self._overflow is not None and state not in (MachineState.AWAITING_MODEL, MachineState.AWAITING_COMPACTION):
+            return f"state {state.value} has a context overflow; only a run retrying a model call holds one"
+        if self._output_prompt is not None and state is not MachineState.AWAITING_MODEL:
+            return f"state {state.value} has an output retry to send; only awaiting_model sends one"
+        output_state = (self._output_tool, self._output_failures, self._output_error)
+        if state in (MachineState.START, MachineState.TERMINAL) and output_state != (None, 0, None):
+            return f"state {state.value} has typed-output state; a run that is over keeps none"
         if state in (MachineState.START, MachineState.TERMINAL):
             return f"state {state.value} has pending messages; a run that is over keeps none" if pending else None
         if state is MachineState.AWAITING_COMPACTION and self._step is None:
@@ -673,6 +818,11 @@ class LoopMachine:
         )
 
 
+def _error(call: ToolCallPart, text: str) -> ToolResultPart:
+    """An error result the machine writes for ``call``."""
+    return ToolResultPart(call_id=call.id, name=call.name, output=text, is_error=True)
+
+
 def _expect_message(message: object, role: Role, feed: str) -> None:
     if not isinstance(message, Message):
         raise MachineStateError(f"{feed} takes a Message, got {type(message).__name__}")
@@ -681,11 +831,18 @@ def _expect_message(message: object, role: Role, feed: str) -> None:
         raise MachineStateError(f"{feed} takes {article} {role.value} message, got a {message.role.value} message")
 
 
-def _read_machine(cls: type[LoopMachine], doc: dict[str, Any]) -> LoopMachine:
+def _read_machine(cls: type[LoopMachine], doc: dict[str, Any], messages: Sequence[Message] | None) -> LoopMachine:
     """The machine of a parsed machine file, each field type-checked (raises ``ConversationFileError``,
-    ``InvalidMessage``, or ``KeyError`` for a missing key)."""
-    history = _read_items(Message, doc, "history")
-    pending = _read_items(Message, doc, "pending")
+    ``InvalidMessage``, or ``KeyError`` for a missing key); ``messages`` fill a document that gives only the
+    lengths of ``history`` and ``pending``."""
+    if messages is None:
+        history = _read_items(Message, doc, "history")
+        pending = _read_items(Message, doc, "pending")
+    else:
+        n_history, n_pending = _whole(doc["history"], "history"), _whole(doc["pending"], "pending")
+        if n_history + n_pending != len(messages):
+            raise _bad_file(f"history and pending hold {n_history + n_pending} messages, not the {len(messages)} given")
+        history, pending = list(messages[:n_history]), list(messages[n_history:])
     calls = tuple(_read_items(ToolCallPart, doc, "calls"))
     results = _read_items(ToolResultPart, doc, "machine_results")
     m = cls(history)
@@ -700,16 +857,48 @@ def _read_machine(cls: type[LoopMachine], doc: dict[str, Any]) -> LoopMachine:
     if pruned_at is not None and not _is_whole(pruned_at):
         raise _bad_file(f"pruned_at must be a whole number of tokens or null, got {pruned_at!r}")
     m._pruned_at = pruned_at
-    o = doc["outcome"]
-    if not isinstance(o, dict):
-        raise _bad_file("outcome must be an object")
-    for key in ("error", "error_type"):
-        if o.get(key) is not None and not isinstance(o[key], str):
-            raise _bad_file(f"outcome.{key} must be a string or null, got {o[key]!r}")
-    if not isinstance(o.get("retryable", False), bool):
-        raise _bad_file(f"outcome.retryable must be true or false, got {o['retryable']!r}")
-    m._outcome = Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")))
+    m._outcome = _read_outcome(doc["outcome"], "outcome")
+    overflow = doc.get("overflow")
+    m._overflow = None if overflow is None else _read_outcome(overflow, "overflow")
+    output = doc.get("output")  # version 2; a version 1 file has no typed output
+    if output is not None:
+        if not isinstance(output, dict):
+            raise _bad_file("output must be an object")
+        for key in ("tool", "error", "prompt"):
+            if output.get(key) is not None and not isinstance(output[key], str):
+                raise _bad_file(f"output.{key} must be a string or null, got {output[key]!r}")
+        m._output_tool = output.get("tool")
+        m._output_failures = _whole(output.get("failures", 0), "output.failures")
+        m._output_error = output.get("error")
+        m._output_prompt = output.get("prompt")
     return m
+
+
+def _outcome_doc(o: Outcome) -> dict[str, Any]:
+    return {"kind": o.kind.value, "error": o.error, "error_type": o.error_type, "retryable": o.retryable}
+
+
+def _read_outcome(o: Any, key: str) -> Outcome:
+    if not isinstance(o, dict):
+        raise _bad_file(f"{key} must be an object")
+    for name in ("error", "error_type"):
+        if o.get(name) is not None and not isinstance(o[name], str):
+            raise _bad_file(f"{key}.{name} must be a string or null, got {o[name]!r}")
+    if not isinstance(o.get("retryable", False), bool):
+        raise _bad_file(f"{key}.retryable must be true or false, got {o['retryable']!r}")
+    return Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")))
+
+
+def _failure(error: BaseException | str, kind: OutcomeKind) -> Outcome:
+    """The outcome of a run ended by ``error`` (an exception, or a text)."""
+    if isinstance(error, BaseException):
+        return Outcome(
+            kind,
+            error=exception_text(error),
+            error_type=type(error).__name__,
+            retryable=bool(getattr(error, "retryable", False)),
+        )
+    return Outcome(kind, error=error)
 
 
 def _read_items(kind: Any, doc: dict[str, Any], key: str) -> list[Any]:

@@ -224,7 +224,7 @@ def check_pairing(messages: Sequence[Message], api: str) -> None:
     """Raise :class:`~loopctl.errors.UnsupportedContent` naming the path of the first tool call or result that
     breaks the pairing every provider enforces, so a request it would refuse is never sent.
 
-    The rules are :func:`~loopctl.message.check_conversation`'s pairing rules (the guide, "Parts"): a result
+    The rules are :func:`~loopctl.message.check_conversation`'s pairing rules (``docs/wire-format.md``): a result
     answers a call of the assistant message before it, once; a call's id is unique in its message; every
     call is answered before the next assistant message (calls of the last assistant message may still be
     waiting for their results, as check_conversation allows). Each provider refuses each break with a 400:

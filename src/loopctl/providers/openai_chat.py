@@ -67,7 +67,7 @@ from loopctl.providers._common import (
 )
 from loopctl.providers._openai_strict import plain_schema as _plain
 from loopctl.providers._openai_strict import strict_schema
-from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.base import ConversionCache, ModelRequest, OutputFormat, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -96,6 +96,7 @@ __all__ = [
     "error_from_http",
     "parse_response",
     "parse_stream",
+    "response_format",
     "strict_schema",
 ]
 
@@ -171,6 +172,7 @@ def build_request(
     image_detail: ImageDetail | None = None,
     replay_reasoning_content: bool = False,
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
+    output_format: OutputFormat | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a Chat Completions request for ``messages``.
 
@@ -189,6 +191,7 @@ def build_request(
     the assistant message's ``reasoning_content``, as DeepSeek's thinking mode requires after tool calls; not
     a field of OpenAI's own API); ``tool_call_id_max_length`` (ids longer than this, or outside
     ``[A-Za-z0-9_-]``, are rewritten by :func:`~loopctl.providers._common.rewrite_tool_id`).
+    ``output_format`` becomes ``response_format`` (:func:`response_format`).
 
     Raises :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1]``) of a part the
     API cannot carry: a part type this release does not know, an image outside user messages and tool results,
@@ -238,6 +241,8 @@ def build_request(
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
+    if output_format is not None:
+        body["response_format"] = response_format(output_format)
     if extra:
         body.update(extra)
     return body
@@ -376,7 +381,7 @@ def _convert_assistant(message: Message, path: str, opts: _Options) -> _Piece:
                 reasoning.append(part.text)
         else:
             raise _unsupported(part, ppath, "an assistant message")
-    # Consecutive text parts are one logical stream (the guide's text_content); one string suits every
+    # Consecutive text parts are one logical stream (``Message.text_content``); one string suits every
     # compatible server. A turn that only calls tools has content null, not "".
     text = "".join(texts)
     assistant: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
@@ -931,3 +936,21 @@ def _retry_after_in(message: str | None) -> float | None:
     if found is None:
         return None
     return sum(float(n) * _SECONDS[unit.lower()] for n, unit in _DURATION.findall(found.group(1)))
+
+
+# --- NativeOutput: the response format ---------------------------------------------------------------------
+
+
+def response_format(output: OutputFormat) -> dict[str, Any]:
+    """``response_format`` for ``output`` (Structured Outputs,
+    https://platform.openai.com/docs/guides/structured-outputs): ``{"type": "json_schema", "json_schema":
+    {"name", "description", "schema", "strict"}}``, the schema converted by :func:`strict_schema` when
+    ``strict`` (raising :class:`~loopctl.errors.UnsupportedContent` for what strict mode cannot express;
+    :func:`loopctl.output.plan` sends such a type non-strict, with a warning)."""
+    schema = strict_schema(output.schema, path="output_format.schema") if output.strict else _plain(output.schema)
+    spec: dict[str, Any] = {"name": output.name}
+    if output.description:
+        spec["description"] = output.description
+    spec["schema"] = schema
+    spec["strict"] = output.strict
+    return {"type": "json_schema", "json_schema": spec}

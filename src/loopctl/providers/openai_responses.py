@@ -70,8 +70,9 @@ from loopctl.providers._common import (
     refuse_unwritable_options,
     rewrite_tool_id,
 )
+from loopctl.providers._openai_strict import plain_schema as _plain
 from loopctl.providers._openai_strict import strict_schema
-from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.base import ConversionCache, ModelRequest, OutputFormat, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -101,6 +102,7 @@ __all__ = [
     "parse_response",
     "parse_stream",
     "strict_schema",
+    "text_format",
 ]
 
 PROVIDER = "openai"
@@ -140,6 +142,7 @@ def build_request(
     encrypted_reasoning: bool | None = None,
     store: bool | None = None,
     strict_tools: bool = False,
+    output_format: OutputFormat | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a ``POST /v1/responses`` request for ``messages``.
 
@@ -240,6 +243,8 @@ def build_request(
         body["store"] = store
     if stream:
         body["stream"] = True
+    if output_format is not None:
+        body["text"] = {"format": text_format(output_format)}
     if extra:
         body.update(extra)
     return body
@@ -1101,3 +1106,20 @@ def _retry_from_message(message: str | None) -> float | None:
     if found is None:
         return None
     return sum(float(n) * _UNIT[u] for n, u in _DURATION.findall(found.group(1)))
+
+
+# --- NativeOutput: the text format -------------------------------------------------------------------------
+
+
+def text_format(output: OutputFormat) -> dict[str, Any]:
+    """``text.format`` for ``output`` (Structured Outputs in the Responses API,
+    https://platform.openai.com/docs/guides/structured-outputs, and the ``text`` parameter of
+    https://platform.openai.com/docs/api-reference/responses/create): ``{"type": "json_schema", "name",
+    "description", "schema", "strict"}``, the schema converted by :func:`strict_schema` when ``strict``."""
+    schema = strict_schema(output.schema, path="output_format.schema") if output.strict else _plain(output.schema)
+    spec: dict[str, Any] = {"type": "json_schema", "name": output.name}
+    if output.description:
+        spec["description"] = output.description
+    spec["schema"] = schema
+    spec["strict"] = output.strict
+    return spec
