@@ -1,5 +1,6 @@
-"""The README's typed-output agent and streaming loop (``examples/``) run without a key, are the README's own
-code, and type-check under ``mypy --strict`` with ``run.output`` typed as the output type (issue 10)."""
+"""The README's typed-output agent, streaming loop and deferred approval (``examples/``) run without a key,
+are the README's own code, and type-check under ``mypy --strict`` with ``run.output`` typed as the output
+type."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ["typed_output.py", "streaming.py"]
+EXAMPLES = ["typed_output.py", "streaming.py", "approval.py"]
 
 
 def body(name: str) -> str:
@@ -35,6 +36,7 @@ def mypy(*args: str) -> subprocess.CompletedProcess[str]:
     [
         ("typed_output.py", "Oslo -3.5 cold\nstill cold\n"),
         ("streaming.py", "-> add({'a': 2, 'b': 40})\n<- 42\ncompleted 2 + 40 is 42.\nAgain: 2 + 40 is 42.\n"),
+        ("approval.py", "awaiting_approval [('c1', 'send_email')]\ncompleted Sent. sent to ana@example.com\n"),
     ],
 )
 def test_each_example_runs_without_a_key(name: str, printed: str) -> None:

@@ -14,13 +14,18 @@ This module is pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from loopctl.engine.limits import LimitHit
+    from loopctl.engine.permission import PendingApproval
     from loopctl.engine.run import Run
 
 __all__ = [
+    "ApprovalError",
     "AuthenticationError",
+    "AwaitingApproval",
     "CompactionError",
     "CompactionNoProgress",
     "CompactionOverflow",
@@ -28,9 +33,14 @@ __all__ = [
     "ConnectionFailed",
     "ContextOverflow",
     "ConversationFileError",
+    "CostUnknown",
+    "FallbackExhausted",
+    "FallbackFailed",
+    "HookFailed",
     "InvalidConversation",
     "InvalidMessage",
     "InvalidRequest",
+    "LoopDetected",
     "LoopError",
     "MachineStateError",
     "MissingAPIKey",
@@ -57,6 +67,7 @@ __all__ = [
     "ToolTimeout",
     "TurnLimitReached",
     "UnsupportedContent",
+    "UsageLimitReached",
 ]
 
 
@@ -243,6 +254,19 @@ class ProviderProtocolError(ProviderError):
     """The provider sent something that is not a valid reply (garbage where JSON or SSE belongs)."""
 
 
+class FallbackFailed(LoopError):
+    """Every client of a :class:`~loopctl.providers.FallbackClient` failed the call, the last one in a way that
+    would have moved it to another client. :attr:`errors` holds each attempt's ``(label, error)``, in the
+    order tried (``label`` is ``"provider:model"``; a client retried counts once, with its last error).
+    :attr:`retryable` is true when every error was."""
+
+    def __init__(self, errors: Sequence[tuple[str, LoopError]]) -> None:
+        self.errors = tuple(errors)
+        self.retryable = bool(self.errors) and all(e.retryable for _, e in self.errors)
+        listed = "; ".join(f"{label}: {type(e).__name__}: {e}" for label, e in self.errors)
+        super().__init__(f"every model of the fallback chain failed ({listed})")
+
+
 # --- errors in the loop itself ----------------------------------------------------------------------------
 
 
@@ -258,6 +282,29 @@ class ToolTimeout(ToolError):
         self.tool = tool
         self.timeout = timeout
         super().__init__(f"tool {tool!r} timed out after {timeout:g} s")
+
+
+class HookFailed(LoopError):
+    """A hook (:class:`~loopctl.engine.Hook`) raised, or returned what its method may not: the run fails with
+    this error. :attr:`hook` names the hook (its ``name`` attribute, else its class), :attr:`method` the
+    method (``before_model``, ``after_model``, ``before_tool``, ``after_tool``); the hook's own exception is
+    the ``__cause__``."""
+
+    def __init__(self, hook: str, method: str, problem: str) -> None:
+        self.hook = hook
+        self.method = method
+        super().__init__(f"hook {hook}.{method} failed: {problem}")
+
+
+class ApprovalError(LoopError, ValueError):
+    """Approvals that do not fit the loop's run: ``approvals=`` for a loop whose run is not paused, a call id
+    that awaits no approval, a decision of the wrong type, or new input given to a paused run without
+    deciding it (decide its calls, or end it with ``loop.machine.cancel()``)."""
+
+
+class CostUnknown(LoopError):
+    """A run with a cost limit got a reply whose price is unknown (:mod:`loopctl.pricing`), so the limit
+    cannot be checked: the run stops rather than spend unchecked."""
 
 
 class CompactionError(LoopError):
@@ -389,6 +436,37 @@ class MaxTokensReached(RunError):
 
 class RunRefused(RunError):
     """The provider stopped the answer for content filtering or safety (outcome ``REFUSED``)."""
+
+
+class UsageLimitReached(RunError):
+    """A usage limit ended the run (outcome ``LIMIT_REACHED``); :attr:`limit` says which (``dimension``,
+    ``spent``, ``limit``)."""
+
+    def __init__(self, message: str, run: Run[Any], limit: LimitHit | None) -> None:
+        self.limit = limit
+        super().__init__(message, run)
+
+
+class LoopDetected(RunError):
+    """The model repeated the same tool call past the loop-detection limit (outcome ``LOOP_DETECTED``)."""
+
+
+class FallbackExhausted(RunError):
+    """Every model of the fallback chain failed (outcome ``FALLBACK_EXHAUSTED``); :attr:`errors` lists each
+    ``(label, error)`` (``run.error`` is the :class:`FallbackFailed`)."""
+
+    def __init__(self, message: str, run: Run[Any], errors: Sequence[tuple[str, LoopError]]) -> None:
+        self.errors = tuple(errors)
+        super().__init__(message, run)
+
+
+class AwaitingApproval(RunError):
+    """The run is paused on tool calls that await approval (outcome ``AWAITING_APPROVAL``); :attr:`pending`
+    lists them. Continue it with ``loop.run(approvals={call_id: Approve() | Deny(reason) | Modify(input)})``."""
+
+    def __init__(self, message: str, run: Run[Any], pending: Sequence[PendingApproval]) -> None:
+        self.pending = tuple(pending)
+        super().__init__(message, run)
 
 
 class OutputInvalid(RunError):

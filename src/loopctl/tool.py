@@ -177,7 +177,10 @@ class Tool(Protocol):
     """Anything the engine can run: ``name``, ``description``, ``input_schema`` (a JSON Schema object), and
     ``async call(input, context)`` returning a ``str``, a :class:`ToolOutput`, or any JSON value (sent as
     JSON text). Raising :class:`ToolInputError` reports bad input; any other exception becomes an error
-    result the model can read."""
+    result the model can read.
+
+    A tool with a ``requires_approval`` attribute that is ``True`` has every call deferred until it is
+    approved (``loop.run(approvals=...)``: ``docs/guardrails.md``, "Approvals that wait")."""
 
     @property
     def name(self) -> str:
@@ -212,9 +215,20 @@ class FunctionTool:
     runs in a worker thread (so blocking I/O does not stall the loop) unless ``inline=True``; an
     ``async def`` runs on the loop. A parameter annotated :class:`ToolContext` (or ``ToolContext[D]``)
     receives the call's context, the run's ``deps`` included, and is not part of the schema.
+    ``requires_approval=True`` defers every call of the tool until it is approved (``loop.run(approvals=...)``).
     """
 
-    __slots__ = ("_context_param", "_fn", "_inline", "_is_async", "_model", "description", "input_schema", "name")
+    __slots__ = (
+        "_context_param",
+        "_fn",
+        "_inline",
+        "_is_async",
+        "_model",
+        "description",
+        "input_schema",
+        "name",
+        "requires_approval",
+    )
 
     def __init__(
         self,
@@ -223,10 +237,12 @@ class FunctionTool:
         name: str | None = None,
         description: str | None = None,
         inline: bool = False,
+        requires_approval: bool = False,
     ) -> None:
         self._fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
         self._inline = inline
+        self.requires_approval = requires_approval
         self.name = name or fn.__name__
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description if description is not None else summary
@@ -276,7 +292,7 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool:
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, inline: bool = False
+    *, name: str | None = None, description: str | None = None, inline: bool = False, requires_approval: bool = False
 ) -> Callable[[Callable[..., Any]], FunctionTool]:
     """``@tool(...)`` with options: a decorator that makes the :class:`FunctionTool`."""
 
@@ -288,17 +304,20 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     inline: bool = False,
+    requires_approval: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(name=..., description=..., inline=...)``.
+    """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(name=..., description=..., inline=...,
+    requires_approval=...)``.
 
     The schema comes from the type hints (pydantic); the description from the docstring's first paragraph;
     each parameter's description from a Google-style ``Args:`` section. Defaults make a parameter optional.
+    ``requires_approval=True`` defers every call until it is approved (``docs/guardrails.md``).
     """
     if fn is not None:
-        return FunctionTool(fn, name=name, description=description, inline=inline)
+        return FunctionTool(fn, name=name, description=description, inline=inline, requires_approval=requires_approval)
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(f, name=name, description=description, inline=inline)
+        return FunctionTool(f, name=name, description=description, inline=inline, requires_approval=requires_approval)
 
     return wrap
 

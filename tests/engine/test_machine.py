@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+from decimal import Decimal
 
 import pytest
 
@@ -16,16 +17,18 @@ from loopctl.engine import (
     LoopMachine,
     MachinePolicy,
     MachineState,
+    Modify,
     Outcome,
     OutcomeKind,
     OutputCheck,
     Prune,
+    UsageLimits,
     coherent_prefix,
 )
 from loopctl.engine.machine import FINAL_RESULT_TEXT
 from loopctl.errors import ConversationFileError, MachineStateError, ProviderProtocolError
 from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolResultPart
-from loopctl.response import StopReason
+from loopctl.response import StopReason, Usage
 
 POLICY = MachinePolicy(max_turns=5, context_window=1000, compact_threshold=0.8, auto_compact=True)
 TOOLS = {"read", "write"}
@@ -615,7 +618,29 @@ def _machines_in_every_state() -> dict[str, LoopMachine]:
     m10 = typed()
     m10.model_response(assistant(call("o1", "final_result")), TOOLS, 40, output_check=OutputCheck("o1", "bad", "x"))
     out["output_failed_once"] = m10
+    out["paused"] = _paused()
+    m11 = _paused()
+    m11.approve({"c2": Modify({"path": "b"})})
+    out["approved_to_run"] = m11  # awaiting_tools with a decision to run, another call's result held
+    m12 = LoopMachine()
+    m12.accept_input("hello", limits=UsageLimits(requests=1, cost=Decimal("0.01")))
+    m12.model_response(assistant(call("c1")), TOOLS, 40, usage=Usage(10, 5), cost=Decimal("0.002"))
+    m12.tool_results([result("c1")])
+    out["at_the_request_limit"] = m12  # its next step ends the run, after a restore too
+    m13 = started()
+    m13.model_response(assistant(call("c1")), TOOLS, 40)
+    m13.tool_results([result("c1")])
+    m13.model_response(assistant(call("c2")), TOOLS, 40)
+    out["repeating"] = m13  # a second call in a row of read(a)
     return out
+
+
+def _paused() -> LoopMachine:
+    """A run paused on c2 (deferred, with a reason), holding c1's result."""
+    m = started()
+    m.model_response(assistant(call("c1"), call("c2", "write")), TOOLS, 40)
+    m.tool_results([result("c1")], deferred={"c2": "it writes"})
+    return m
 
 
 @pytest.mark.parametrize("name", list(_machines_in_every_state()))
@@ -653,17 +678,33 @@ FIXTURES = pathlib.Path(__file__).parent.parent / "fixtures" / "machines"
         ("v1-awaiting-tools.json", CallTools(1, (call("c1", path="a.txt"),))),
         ("v1-terminal.json", Done(Outcome(OutcomeKind.COMPLETED))),
         ("v1-awaiting-compaction.json", Prune(960, 460)),
+        ("v2-awaiting-tools.json", CallTools(2, (call("t1", "temperature", city="Oslo"),))),
+        ("v2-terminal.json", Done(Outcome(OutcomeKind.COMPLETED))),
     ],
 )
-def test_a_version_1_machine_file_still_loads_and_takes_its_next_step(name: str, step: object) -> None:
-    # Written by the release before typed output (format_version 1, no "output" key).
+def test_an_older_machine_file_still_loads_and_takes_its_next_step(name: str, step: object) -> None:
+    # Written by the releases before typed output (format_version 1, no "output" key) and before the
+    # guardrails (format_version 2, no "limits", "usage", "loop", "deferred", "approved").
     text = (FIXTURES / name).read_text()
-    assert text.startswith('{"format_version":1,') and '"output":{' not in text
+    version = int(name[1])
+    assert text.startswith(f'{{"format_version":{version},') and '"usage":{' not in text
+    assert ('"output":{' in text) is (version == 2)
     m = LoopMachine.from_json(text)
     assert m.next_step(POLICY) == step
     saved = m.to_json()
     assert f'"format_version":{MACHINE_FORMAT_VERSION},' in saved
     assert LoopMachine.from_json(saved).to_json() == saved
+
+
+def test_a_version_2_machine_goes_on_to_finish_its_typed_run_counting_from_zero() -> None:
+    m = LoopMachine.from_json((FIXTURES / "v2-awaiting-tools.json").read_text())
+    assert m.output_tool == "final_result" and m.output_failures == 1 and m.usage.requests == 0
+    m.tool_results([result("t1", "-3.5 °C", "temperature")])
+    m.next_step(POLICY)
+    m.model_response(
+        assistant(call("f2", "final_result", city="Oslo")), {"temperature"}, 120, output_check=OutputCheck("f2")
+    )
+    assert m.outcome.kind is OutcomeKind.COMPLETED and m.usage.requests == 1
 
 
 def test_a_version_1_machine_goes_on_to_finish_its_run() -> None:
@@ -694,7 +735,7 @@ def test_a_machine_holding_a_lone_surrogate_cannot_be_saved_and_says_where() -> 
 
 
 def test_a_machine_file_from_a_newer_release_is_refused() -> None:
-    text = LoopMachine().to_json().replace('"format_version":2', '"format_version":9')
+    text = LoopMachine().to_json().replace(f'"format_version":{MACHINE_FORMAT_VERSION}', '"format_version":9')
     with pytest.raises(ConversationFileError, match="format_version 9 is newer"):
         LoopMachine.from_json(text)
 

@@ -204,3 +204,17 @@ async def test_text_deltas_match_the_streamed_events() -> None:
         events = [e async for e in stream]
     deltas = [e.event.text for e in events if isinstance(e, ModelStreamEvent) and isinstance(e.event, TextDelta)]
     assert deltas == ["one answer"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_text_yields_the_whole_reply_through_each_real_client(kind: str) -> None:
+    # Gemini's first piece of text comes with the part's start (PartStarted), not as a delta: text() lost it.
+    answer = "The fallback model answers in full."
+    with FakeProviderServer([answer]) as server:
+        client = make_client(kind, server)
+        try:
+            async with BareLoop(client).stream("go") as stream:
+                text = "".join([t async for t in stream.text()])
+        finally:
+            await client.aclose()
+    assert text == answer

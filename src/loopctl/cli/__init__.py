@@ -7,7 +7,7 @@ real client, with no API key. ``loopctl show FILE`` prints a saved session or co
 FILE`` checks one. ``python -m loopctl`` is the same command line.
 
 Layout: one module per command (:mod:`~loopctl.cli.run`, :mod:`~loopctl.cli.show`, :mod:`~loopctl.cli.sessions`
-for the session store), registered on
+for the session store, :mod:`~loopctl.cli.approvals` for runs paused on deferred calls), registered on
 :data:`main` below; :mod:`~loopctl.cli.render` is the transcript, :mod:`~loopctl.cli.approve` the approval
 prompt, :mod:`~loopctl.cli.autosave` the session file, :mod:`~loopctl.cli.inert` the escaping every string
 from a model or a tool goes through. Errors, click's own included, are reported here in one style
@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.text import Text
 
 from loopctl import __version__
+from loopctl.cli.approvals import approve
 from loopctl.cli.report import fail
 from loopctl.cli.run import DEMO_DELAY_VAR, run
 from loopctl.cli.sessions import sessions
@@ -79,3 +80,4 @@ main.add_command(run)
 main.add_command(show)
 main.add_command(check)
 main.add_command(sessions)
+main.add_command(approve)

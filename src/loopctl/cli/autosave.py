@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -154,14 +154,14 @@ class Autosave:
         return True
 
 
-def cli_values(metadata: dict[str, Any]) -> dict[str, Any]:
+def cli_values(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of the CLI's values in a session's ``metadata`` (:data:`CLI_KEY`; empty when absent or not an
     object)."""
     value = metadata.get(CLI_KEY)
     return dict(value) if isinstance(value, dict) else {}
 
 
-def _usage_of(metadata: dict[str, Any]) -> Usage:
+def _usage_of(metadata: Mapping[str, Any]) -> Usage:
     """The summed usage the CLI kept in a session's metadata (zero when absent or malformed)."""
     raw = cli_values(metadata).get("usage")
     if not isinstance(raw, dict):

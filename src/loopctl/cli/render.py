@@ -9,6 +9,7 @@ of it can move the cursor, hide text or reach the clipboard.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -20,9 +21,11 @@ from loopctl.cli.inert import inert
 from loopctl.engine.events import (
     CompactionFinished,
     LoopEvent,
+    ModelFallback,
     ModelRetry,
     ModelStreamEvent,
     RunFinished,
+    ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
@@ -31,7 +34,13 @@ from loopctl.engine.events import (
 from loopctl.message import TextPart, ThinkingPart
 from loopctl.stream import PartStarted, TextDelta, ThinkingDelta
 
-__all__ = ["Transcript"]
+__all__ = ["Transcript", "dollars"]
+
+
+def dollars(cost: Decimal) -> str:
+    """A cost in USD for a summary line: four decimals, six below a hundredth of a cent (``$0.0123``,
+    ``$0.000045``)."""
+    return f"${cost:.4f}" if cost == 0 or cost >= Decimal("0.0001") else f"${cost:.6f}"
 
 
 def _json(value: Any) -> str:
@@ -90,6 +99,24 @@ class Transcript:
                     style="yellow",
                 )
             )
+        elif isinstance(event, ModelFallback):
+            self._stop_spin()
+            printed = self._mode is not None
+            self._end_line()
+            void = "; the partial reply above is discarded" if printed else ""
+            to = _short(f"{event.to_provider}:{event.to_model}", 100)
+            c.print(
+                Text(
+                    f"↪ {type(event.error).__name__}: {_short(str(event.error), 300)} — trying {to}{void}",
+                    style="yellow",
+                )
+            )
+        elif isinstance(event, ToolCallDeferred):
+            self._stop_spin()
+            self._end_line()
+            why = f" ({_short(event.reason, 100)})" if event.reason else ""
+            line = f"⏸ {_short(event.call.name, 60)} awaits approval{why}: {_short(event.call.input)}"
+            c.print(Text(line, style="yellow"))
         elif isinstance(event, TurnFinished):
             self._stop_spin()
             if not self._streamed:  # a reply that was not streamed (--no-stream): show it whole now

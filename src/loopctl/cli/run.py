@@ -484,6 +484,8 @@ def _plural(n: int, word: str) -> str:
 
 
 def _summary(console: Console, result: Any, path: Path | None, refused: list[str]) -> None:
+    from loopctl.cli.render import dollars
+
     u = result.usage
     outcome = result.outcome
     kind = outcome.kind.value
@@ -499,7 +501,8 @@ def _summary(console: Console, result: Any, path: Path | None, refused: list[str
     console.print(
         Text(
             f"  {_plural(len(result.turns), 'turn')} · {u.input_tokens:,} tokens in ({u.cache_read_tokens:,} cached) · "
-            f"{u.output_tokens:,} out · {result.duration:.1f} s",
+            f"{u.output_tokens:,} out · {result.duration:.1f} s"
+            + (f" · {dollars(result.cost)}" if result.cost is not None and result.turns else ""),
             style="dim",
         )
     )

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, Union
 
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor
+from loopctl.engine.limits import UsageLimits
+from loopctl.engine.machine import DEFAULT_LOOP_DETECTION
 from loopctl.providers.base import ReasoningEffort
 from loopctl.tool import RunContext, ToolChoice
 
@@ -62,6 +64,13 @@ class RunConfig:
     with jitter from ``retry_initial_delay`` up to ``retry_max_delay`` seconds. ``output_retries``: with typed
     output (``output_type=``), how many invalid answers go back to the model before the run ends with
     ``OUTPUT_INVALID`` (default 1: one retry).
+
+    Guardrails (``docs/guardrails.md``): ``limits`` are the run's :class:`~loopctl.engine.UsageLimits`
+    (requests, tool calls, tokens, cost; ``None``: none), kept with the run's state so a resumed run keeps
+    counting. ``loop_detection`` is ``k``: the same tool call (name and input) ``k`` times in a row gets an
+    error result telling the model so, and once more ends the run with ``LOOP_DETECTED`` (default 3;
+    ``None``: off). A run continued with approvals keeps the loop detection it started with; ``limits``,
+    when given then, replace its limits.
     """
 
     max_turns: int = 200
@@ -80,3 +89,5 @@ class RunConfig:
     retry_initial_delay: float = 1.0
     retry_max_delay: float = 60.0
     output_retries: int = 1
+    limits: UsageLimits | None = None
+    loop_detection: int | None = DEFAULT_LOOP_DETECTION

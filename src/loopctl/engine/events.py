@@ -21,13 +21,16 @@ __all__ = [
     "CompactionStarted",
     "LoopEvent",
     "ModelCallFailed",
+    "ModelFallback",
     "ModelRetry",
     "ModelStreamEvent",
     "Observer",
     "OutputRetry",
+    "ReplyDiscarded",
     "RunAborted",
     "RunFinished",
     "RunStarted",
+    "ToolCallDeferred",
     "ToolCallFinished",
     "ToolCallStarted",
     "TurnFinished",
@@ -38,11 +41,13 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class RunStarted:
     """A run began with ``input``, on the loop's client: its ``provider`` (``"openai"``, ``"anthropic"``,
-    ``"gemini"``...: :attr:`ModelClient.provider <loopctl.providers.ModelClient>`) and ``model``."""
+    ``"gemini"``...: :attr:`ModelClient.provider <loopctl.providers.ModelClient>`) and ``model``.
+    ``resumed`` is true for a paused run continued with approvals (``input`` is then the run's first input)."""
 
     input: Message
     provider: str = ""
     model: str = ""
+    resumed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,32 @@ class ModelRetry:
     attempt: int
     error: Exception
     delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyDiscarded:
+    """The partial reply streamed so far for model call ``turn`` is void: the attempt failed and the call is
+    sent again (``reason``: ``"retry"``, the same client; ``"fallback"``, the next client of a
+    :class:`~loopctl.providers.FallbackClient`). ``text`` is the text it had streamed (to erase what was
+    shown of it). Emitted only when something had streamed; a :class:`ModelRetry` or :class:`ModelFallback`
+    follows. The turn's final reply (:class:`TurnFinished`) holds none of the discarded text."""
+
+    turn: int
+    reason: str
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFallback:
+    """Model call ``turn`` failed on ``from_provider``/``from_model`` with ``error`` and goes to the next
+    client of the fallback chain, ``to_provider``/``to_model``. Anything streamed for it so far is void."""
+
+    turn: int
+    error: Exception
+    from_provider: str
+    from_model: str
+    to_provider: str
+    to_model: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +152,16 @@ class ToolCallFinished:
     call: ToolCallPart
     result: ToolResultPart
     duration: float
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDeferred:
+    """A tool call was deferred (a permission callback answered ``Defer``, or the tool requires approval):
+    it does not run now; the run pauses once the turn's other calls are done (``AWAITING_APPROVAL``)."""
+
+    turn: int
+    call: ToolCallPart
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,10 +215,13 @@ LoopEvent: TypeAlias = Union[
     TurnStarted,
     ModelStreamEvent,
     ModelRetry,
+    ReplyDiscarded,
+    ModelFallback,
     TurnFinished,
     ModelCallFailed,
     ToolCallStarted,
     ToolCallFinished,
+    ToolCallDeferred,
     CompactionStarted,
     CompactionFinished,
     OutputRetry,

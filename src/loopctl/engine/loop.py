@@ -4,6 +4,27 @@
 tools, runs compaction passes), feeds the outcome back, and repeats until the machine says ``Done``. It
 decides nothing the machine decides; it is the only part of the engine that touches the network, the clock
 and tools.
+
+Effect boundaries (a protected seam for durable execution: ``docs/guardrails.md``, "Effect boundaries").
+Everything the driver does that is not deterministic goes through one of these methods, which a subclass
+may wrap (run each as a recorded step or activity, replay its recorded result) without changing what the
+run decides:
+
+- :meth:`BareLoop._call_model` ``(turn, request, cfg, cancel, emit) -> ModelReply``: one model call, its
+  ``before_model``/``after_model`` hooks, retries and fallbacks and pricing included. Raises a
+  :class:`~loopctl.errors.LoopError` (the call's final error, ``FallbackFailed``, ``HookFailed``) or
+  ``_Cancelled``.
+- :meth:`BareLoop._run_tools` ``(step, cfg, cancel, emit, deps, usage) -> list[ToolCallRecord |
+  PendingApproval]``: a turn's batch; it calls :meth:`BareLoop._run_one` ``(turn, call, cfg, emit, deps,
+  usage, approval) -> ToolCallRecord | PendingApproval`` once per call: the ``before_tool`` hooks, the
+  approval marker and the permission check (all skipped for a call approved later: ``approval`` is then
+  its ``Approve``/``Modify``), the tool, the ``after_tool`` hooks. A deferred call comes back as a
+  :class:`~loopctl.engine.PendingApproval`.
+- :meth:`BareLoop._await_approvals` ``(pending) -> Mapping[str, Approval] | None``: where a run paused for
+  approvals waits; ``None`` (the default) ends the run with ``AWAITING_APPROVAL``, decisions continue it at
+  once (a durable workflow waits for its signal here).
+- :meth:`BareLoop._summarize` (a summarizing compaction's model call), :meth:`BareLoop._emit` (every
+  event to every observer) and :meth:`BareLoop._clock` (the durations' clock).
 """
 
 from __future__ import annotations
@@ -13,7 +34,7 @@ import dataclasses
 import inspect
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -26,18 +47,23 @@ from loopctl.engine.events import (
     CompactionStarted,
     LoopEvent,
     ModelCallFailed,
+    ModelFallback,
     ModelRetry,
     ModelStreamEvent,
     Observer,
     OutputRetry,
+    ReplyDiscarded,
     RunAborted,
     RunFinished,
     RunStarted,
+    ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
     TurnStarted,
 )
+from loopctl.engine.fallback import FallbackClient, client_label
+from loopctl.engine.hooks import Hooks
 from loopctl.engine.images import image_problem, rules_for
 from loopctl.engine.machine import (
     CallLLM,
@@ -54,13 +80,17 @@ from loopctl.engine.machine import (
     Prune,
     exception_text,
 )
-from loopctl.engine.permission import Approve, Deny, Modify, PermissionCallback
-from loopctl.engine.run import NO_OUTPUT, Run, ToolCallRecord, Turn
-from loopctl.engine.streaming import RunStream
+from loopctl.engine.permission import Approval, Approve, Defer, Deny, Modify, PendingApproval, PermissionCallback
+from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn
+from loopctl.engine.streaming import RunStream, text_of
 from loopctl.errors import (
+    ApprovalError,
     CompactionNoProgress,
     CompactionOverflow,
     ContextOverflow,
+    CostUnknown,
+    FallbackFailed,
+    HookFailed,
     LoopError,
     OutputValidationError,
     UnsupportedContent,
@@ -69,6 +99,7 @@ from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, To
 from loopctl.output import OutputPlan, OutputSpec, OutputValidator, RejectOutput, text_plan
 from loopctl.output import plan as plan_output
 from loopctl.output import resolve as resolve_output
+from loopctl.pricing import price
 from loopctl.providers.base import ModelClient, ModelRequest, OutputFormat
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import StreamEvent
@@ -107,9 +138,11 @@ class BareLoop:
     ``client`` is any :class:`~loopctl.providers.ModelClient` (the real clients, or
     :class:`~loopctl.testing.ScriptedClient`). ``tools`` are :class:`~loopctl.tool.Tool` values and
     :class:`~loopctl.tool.ToolProvider` values such as MCP servers (or a :class:`~loopctl.tool.ToolRegistry`).
-    ``observers`` receive typed events. ``permission`` decides each tool
-    call before it runs. The conversation lives in a :class:`~loopctl.engine.LoopMachine`; successive runs
-    continue it. One run at a time per loop.
+    ``observers`` receive typed events. ``permission`` decides each tool call before it runs (approve,
+    deny, modify, or defer it: the run then pauses with outcome ``AWAITING_APPROVAL``, and
+    ``run(approvals=...)`` continues it, here or in another process). ``hooks`` run around each model call
+    and tool call, in order (:mod:`loopctl.engine.hooks`). The conversation lives in a
+    :class:`~loopctl.engine.LoopMachine`; successive runs continue it. One run at a time per loop.
 
     With a ``store`` (:mod:`loopctl.store`), the conversation is the stored session ``session_id`` (a new
     id when ``None``): loaded here when it exists, and saved before every model call and when each run ends,
@@ -126,6 +159,7 @@ class BareLoop:
         *,
         observers: Sequence[Observer] = (),
         permission: PermissionCallback | None = None,
+        hooks: Sequence[object] = (),
         machine: LoopMachine | None = None,
         store: SessionStore | None = None,
         session_id: str | None = None,
@@ -135,6 +169,9 @@ class BareLoop:
         self.config = config or SessionConfig()
         self.observers = list(observers)
         self.permission = permission
+        self.hooks = list(hooks)
+        self._hooks = Hooks(self.hooks)
+        self._run_observers: tuple[Observer, ...] = ()  # a streamed run's own observer, while it runs
         self._binding: SessionBinding | None = None
         if store is not None:
             from loopctl.store.binding import bind
@@ -190,9 +227,10 @@ class BareLoop:
     @overload
     def run_sync(
         self,
-        input: str | Message,
+        input: str | Message | None = None,
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         output_type: None = None,
         output_validator: OutputValidator[str] | None = None,
         deps: Any = None,
@@ -200,9 +238,10 @@ class BareLoop:
     @overload
     def run_sync(
         self,
-        input: str | Message,
+        input: str | Message | None = None,
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         output_type: OutputSpec[_T],
         output_validator: OutputValidator[_T] | None = None,
         deps: Any = None,
@@ -210,18 +249,20 @@ class BareLoop:
     @overload
     def run_sync(
         self,
-        input: str | Message,
+        input: str | Message | None = None,
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         output_type: object,
         output_validator: OutputValidator[Any] | None = None,
         deps: Any = None,
     ) -> Run[Any]: ...
     def run_sync(
         self,
-        input: str | Message,  # noqa: A002
+        input: str | Message | None = None,  # noqa: A002
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         output_type: Any = None,
         output_validator: OutputValidator[Any] | None = None,
         deps: Any = None,
@@ -231,16 +272,24 @@ class BareLoop:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(
-                self.run(input, config, output_type=output_type, output_validator=output_validator, deps=deps)
+                self.run(
+                    input,
+                    config,
+                    approvals=approvals,
+                    output_type=output_type,
+                    output_validator=output_validator,
+                    deps=deps,
+                )
             )
         raise RuntimeError("run_sync() cannot be called inside a running event loop; await run() instead")
 
     @overload
     async def run(
         self,
-        input: str | Message,
+        input: str | Message | None = None,
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         cancel: asyncio.Event | None = None,
         output_type: None = None,
         output_validator: OutputValidator[str] | None = None,
@@ -249,9 +298,10 @@ class BareLoop:
     @overload
     async def run(
         self,
-        input: str | Message,
+        input: str | Message | None = None,
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         cancel: asyncio.Event | None = None,
         output_type: OutputSpec[_T],
         output_validator: OutputValidator[_T] | None = None,
@@ -260,9 +310,10 @@ class BareLoop:
     @overload
     async def run(
         self,
-        input: str | Message,
+        input: str | Message | None = None,
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         cancel: asyncio.Event | None = None,
         output_type: object,
         output_validator: OutputValidator[Any] | None = None,
@@ -270,9 +321,10 @@ class BareLoop:
     ) -> Run[Any]: ...
     async def run(
         self,
-        input: str | Message,  # noqa: A002 - the documented name
+        input: str | Message | None = None,  # noqa: A002 - the documented name
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         cancel: asyncio.Event | None = None,
         output_type: Any = None,
         output_validator: OutputValidator[Any] | None = None,
@@ -289,21 +341,32 @@ class BareLoop:
         (``ToolContext.deps``) and instructions (``RunContext.deps``); it is not saved with the machine.
         Raises ``TypeError`` for an output type pydantic cannot describe and ``ValueError`` for an output
         tool named like one of the loop's tools, before the run starts.
+
+        ``approvals`` continues a paused run (outcome ``AWAITING_APPROVAL``: ``run.pending_approvals``), on this
+        loop or one restored from the machine or the session store: ``{call_id: Approve() | Deny(reason) |
+        Modify(input)}``; the approved calls run (once, without another permission check), the denied ones
+        get their reason as an error result, and the run goes on. ``input`` is not given then; pass the
+        ``output_type`` (and ``deps``) the run started with. Calls left out stay pending (the run pauses again
+        once the decided ones ran). Raises :class:`~loopctl.errors.ApprovalError`, before anything runs, for
+        approvals that do not fit (no paused run, a call that awaits none) and for input given to a paused
+        run.
         """
         if self._running:
             raise RuntimeError("this loop is already running; start another BareLoop for concurrent runs")
         self._running = True
         try:
-            return await self._run_saved(input, config or RunConfig(), cancel, output_type, output_validator, deps, ())
+            cfg = config or RunConfig()
+            return await self._run_saved(input, approvals, cfg, cancel, output_type, output_validator, deps, ())
         finally:
             self._running = False
 
     @overload
     def stream(
         self,
-        input: str | Message,
+        input: str | Message | None = None,
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         output_type: None = None,
         output_validator: OutputValidator[str] | None = None,
         deps: Any = None,
@@ -311,9 +374,10 @@ class BareLoop:
     @overload
     def stream(
         self,
-        input: str | Message,
+        input: str | Message | None = None,
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         output_type: OutputSpec[_T],
         output_validator: OutputValidator[_T] | None = None,
         deps: Any = None,
@@ -321,18 +385,20 @@ class BareLoop:
     @overload
     def stream(
         self,
-        input: str | Message,
+        input: str | Message | None = None,
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         output_type: object,
         output_validator: OutputValidator[Any] | None = None,
         deps: Any = None,
     ) -> RunStream[Any]: ...
     def stream(
         self,
-        input: str | Message,  # noqa: A002
+        input: str | Message | None = None,  # noqa: A002
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         output_type: Any = None,
         output_validator: OutputValidator[Any] | None = None,
         deps: Any = None,
@@ -349,13 +415,14 @@ class BareLoop:
         coherent prefix, as for ``cancel``). The arguments are :meth:`run`'s."""
 
         def start(observer: Observer, cancel: asyncio.Event) -> Awaitable[Run[Any]]:
-            return self._start_streamed(input, config, output_type, output_validator, deps, observer, cancel)
+            return self._start_streamed(input, approvals, config, output_type, output_validator, deps, observer, cancel)
 
         return RunStream(start)
 
     async def _start_streamed(
         self,
-        input: str | Message,  # noqa: A002
+        input: str | Message | None,  # noqa: A002
+        approvals: Mapping[str, Approval] | None,
         config: RunConfig | None,
         output_type: Any,
         output_validator: OutputValidator[Any] | None,
@@ -368,13 +435,15 @@ class BareLoop:
         self._running = True
         try:
             cfg = config or RunConfig()
-            return await self._run_saved(input, cfg, cancel, output_type, output_validator, deps, (observer,))
+            observers = (observer,)
+            return await self._run_saved(input, approvals, cfg, cancel, output_type, output_validator, deps, observers)
         finally:
             self._running = False
 
     async def _run_saved(
         self,
-        input: str | Message,  # noqa: A002
+        input: str | Message | None,  # noqa: A002
+        approvals: Mapping[str, Approval] | None,
         cfg: RunConfig,
         cancel: asyncio.Event | None,
         output_type: Any,
@@ -384,12 +453,15 @@ class BareLoop:
     ) -> Run[Any]:
         """:meth:`_run`, then the end-of-run save to the session store (when the loop has one), also when the
         run raised: the salvaged conversation is kept before the error goes on."""
+        self._run_observers = observers
         try:
-            run = await self._run(input, cfg, cancel, output_type, output_validator, deps, observers)
+            run = await self._run(input, approvals, cfg, cancel, output_type, output_validator, deps)
         except BaseException:
             if self._binding is not None:
                 await self._binding.save_end(self._machine, failing=True)
             raise
+        finally:
+            self._run_observers = ()
         if self._binding is not None:
             await self._binding.save_end(self._machine, failing=False)
         return run
@@ -431,13 +503,13 @@ class BareLoop:
 
     async def _run(
         self,
-        input: str | Message,  # noqa: A002
+        input: str | Message | None,  # noqa: A002
+        approvals: Mapping[str, Approval] | None,
         cfg: RunConfig,
         cancel: asyncio.Event | None,
         output_type: Any,
         output_validator: OutputValidator[Any] | None,
         deps: Any,
-        extra_observers: Sequence[Observer],
     ) -> Run[Any]:
         m = self._machine
         policy = MachinePolicy(
@@ -450,29 +522,71 @@ class BareLoop:
             prune_target=self._budget.target_tokens / self._budget.window,
             output_retries=cfg.output_retries,
         )
-        started = time.perf_counter()
+        started = self._clock()
+        resuming = approvals is not None
+        self._check_start(input, approvals)
         if isinstance(input, Message):
             self._check_input_images(input)
         setup = await self._prepare(output_type, output_validator, cfg, deps)
         output_plan = setup.plan
-        m.accept_input(input, output_tool=output_plan.tool_name if output_plan is not None else None)
-        first = m.pending[-1]
+        output_tool = output_plan.tool_name if output_plan is not None else None
+        self._hooks = Hooks(self.hooks)
+        if approvals is not None:
+            if m.output_tool != output_tool:
+                raise ApprovalError(
+                    "the paused run was started with another output type "
+                    f"(output tool {m.output_tool!r}, not {output_tool!r}): pass the output_type it was started with"
+                )
+            m.approve(approvals, limits=cfg.limits)
+            first = m.pending[0]
+        else:
+            assert input is not None  # _check_start
+            m.accept_input(input, output_tool=output_tool, limits=cfg.limits, loop_detection=cfg.loop_detection)
+            first = m.pending[-1]
         self._count_request(setup)
         count = self._counter.count
-        observers = [*self.observers, *extra_observers]
-        emit = _emitter(observers) if observers else None
+        emit = self._emit if self.observers or self._run_observers else None
         turns: list[Turn] = []
         usage = Usage()
-        turn_input: list[Message] = [first]
-        last: ModelResponse | None = None
+        turn_input: list[Message] = [] if resuming else [first]
+        # The turn whose calls are being decided and run: what ran of it in this run, and the calls decided here.
+        ran: dict[str, ToolCallRecord] = {}
+        decided: set[str] = set(approvals or ())
+        resumed: list[ToolCallRecord] = []
         last_duration = 0.0
         error: BaseException | None = None  # the last error met: what ended the run, if it failed
         value: Any = NO_OUTPUT  # the typed output, once valid
         problems: list[str] = []  # what was wrong with the last invalid typed output
+
+        def settle(reply: Message, before: int | None) -> None:
+            """After results or decisions for ``reply``'s calls were fed: the turn's records, and, once the
+            machine committed them, the results message as the next turn's input (``before``: the context's
+            size before it, to add it to)."""
+            nonlocal turn_input, ran, decided
+            committed = _results_of(reply, m.full_history())
+            if committed is not None:
+                results = {p.call_id: p for p in committed.parts if isinstance(p, ToolResultPart)}
+            else:
+                results = dict(m.held_results) if m.state is MachineState.AWAITING_APPROVAL else {}
+            records = self._records(reply, ran, results)
+            if turns and turns[-1].output is reply:
+                turns[-1] = dataclasses.replace(turns[-1], tool_calls=records)
+            else:  # the turn of a paused run that this run continues
+                have = {r.call.id for r in resumed}
+                resumed.extend(r for r in records if r.call.id in decided and r.call.id not in have)
+            if committed is not None:
+                if before is not None:
+                    m.context_tokens = before + message_tokens(self._counter, committed)
+                turn_input = [committed]
+                ran, decided = {}, set()
+
         try:  # from here on, whatever escapes ends the run in the machine first
             m.context_tokens = count(m.full_history())
             if emit:
-                emit(RunStarted(first, self.client.provider, self.client.model))
+                emit(RunStarted(first, self.client.provider, self.client.model, resumed=resuming))
+            if resuming and m.state is not MachineState.AWAITING_TOOLS:  # only denials were decided
+                paused_reply = m.pending[-1] if m.state is MachineState.AWAITING_APPROVAL else m.pending[-2]
+                settle(paused_reply, None)
             while True:
                 if cancel is not None and cancel.is_set():
                     m.cancel()
@@ -480,29 +594,29 @@ class BareLoop:
                 if isinstance(step, CallLLM) and self._binding is not None and await self._binding.save_turn(m):
                     continue  # the save was refused: the machine ended the run
                 if isinstance(step, CallLLM):
-                    t0 = time.perf_counter()
+                    t0 = self._clock()
                     try:
-                        response = await self._call_model(step.turn, cfg, setup, cancel, emit)
+                        reply = await self._call_model(step.turn, self._request(cfg, setup), cfg, cancel, emit)
                     except _Cancelled:
                         if emit:
-                            emit(ModelCallFailed(step.turn, None, time.perf_counter() - t0))
+                            emit(ModelCallFailed(step.turn, None, self._clock() - t0))
                         m.cancel()
                         continue
                     except ContextOverflow as exc:
                         if emit:
-                            emit(ModelCallFailed(step.turn, exc, time.perf_counter() - t0))
+                            emit(ModelCallFailed(step.turn, exc, self._clock() - t0))
                         # The estimate was low: correct it, and let the machine compact and try once more.
                         error = exc
                         m.context_overflow(exc, self._after_overflow(exc))
                         continue
                     except LoopError as exc:
                         if emit:
-                            emit(ModelCallFailed(step.turn, exc, time.perf_counter() - t0))
+                            emit(ModelCallFailed(step.turn, exc, self._clock() - t0))
                         error = exc
                         m.fail(exc)
                         continue
-                    last_duration = time.perf_counter() - t0
-                    last = response
+                    last_duration = self._clock() - t0
+                    response = reply.response
                     usage = usage + response.usage
                     msg = response.message
                     check: OutputCheck | None = None
@@ -532,6 +646,8 @@ class BareLoop:
                             stop_reason=response.stop_reason,
                             invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
                             output_check=check,
+                            usage=response.usage,
+                            cost=reply.cost,
                         )
                     except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
                         if emit:
@@ -547,30 +663,40 @@ class BareLoop:
                         )
                         if check is not None and not check.ok:
                             emit(OutputRetry(step.turn, m.output_failures, check.error or ""))
-                    turns.append(self._turn(step.turn, turn_input, response, (), last_duration))
+                    turns.append(self._turn(step.turn, turn_input, reply, (), last_duration))
                     turn_input = []
+                    ran, decided = {}, set()
                     if msg.tool_calls() and m.state is not MachineState.AWAITING_TOOLS:
-                        # The machine answered every call itself (unknown tools, cut-off calls, the output tool).
-                        committed = m.full_history()[-1]
-                        answered = self._with_machine_results(msg, committed, [])
-                        turns[-1] = self._turn(step.turn, turns[-1].input, response, answered, last_duration)
-                        turn_input = [committed]
+                        # The machine answered every call itself (unknown tools, cut-off calls, repeats, the output
+                        # tool), or a limit or a loop ended the run.
+                        settle(msg, None)
                 elif isinstance(step, CallTools):
+                    reply_message = m.pending[-1]
                     try:
-                        records = await self._run_tools(step, cfg, cancel, emit, deps, usage)
+                        done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
                     except _Cancelled:
                         m.cancel()
                         continue
-                    results = [r.result for r in records]
-                    message = Message(role=Role.USER, parts=tuple(results))
+                    except HookFailed as exc:
+                        error = exc
+                        m.fail(exc)
+                        continue
+                    records = [r for r in done if isinstance(r, ToolCallRecord)]
+                    deferred = {p.id: p.reason for p in done if isinstance(p, PendingApproval)}
+                    ran.update((r.call.id, r) for r in records)
                     before_results = m.context_tokens
-                    m.tool_results([message])
-                    m.context_tokens = before_results + message_tokens(self._counter, m.pending[-1])
-                    committed = m.pending[-1]
-                    assert last is not None
-                    all_records = self._with_machine_results(last.message, committed, records)
-                    turns[-1] = self._turn(step.turn, turns[-1].input, last, all_records, last_duration)
-                    turn_input = [committed]
+                    m.tool_results(
+                        [Message(role=Role.USER, parts=tuple(r.result for r in records))] if records else [],
+                        deferred=deferred,
+                    )
+                    settle(reply_message, before_results)
+                    if m.state is MachineState.AWAITING_APPROVAL:
+                        decisions = await _race(self._await_approvals(m.pending_approvals), cancel)
+                        if decisions:
+                            before_results = m.context_tokens
+                            m.approve(decisions)
+                            decided.update(decisions)
+                            settle(reply_message, before_results)
                 elif isinstance(step, Prune):
                     self._prune(step, emit)
                 elif isinstance(step, Compact):
@@ -608,13 +734,65 @@ class BareLoop:
             output,
             tuple(turns),
             usage,
-            time.perf_counter() - started,
+            self._clock() - started,
             error if outcome.kind is OutcomeKind.OUTPUT_INVALID else _run_error(outcome, error),
             text=text,
+            pending_approvals=m.pending_approvals,
+            resumed_calls=tuple(resumed),
         )
         if emit:
             emit(RunFinished(run))
         return run
+
+    def _check_start(self, input: str | Message | None, approvals: Mapping[str, Approval] | None) -> None:  # noqa: A002
+        """Refuse, before anything runs, a start that does not fit the machine (:class:`ApprovalError`)."""
+        m = self._machine
+        paused = m.state is MachineState.AWAITING_APPROVAL
+        if approvals is None:
+            if paused:
+                pending = ", ".join(f"{p.id} ({p.name})" for p in m.pending_approvals)
+                raise ApprovalError(
+                    f"the loop's run is paused, awaiting approval of {pending}: continue it with "
+                    "run(approvals={call_id: Approve() | Deny(reason) | Modify(input)}), or end it with "
+                    "loop.machine.cancel() before giving new input"
+                )
+            if input is None:
+                raise ApprovalError("run() needs an input (or approvals=, to continue a paused run)")
+            return
+        if input is not None:
+            raise ApprovalError("run(approvals=...) continues a paused run: it takes no new input")
+        if not paused:
+            raise ApprovalError(f"approvals were given, but the loop's run is not paused (state {m.state.value})")
+        pending_ids = {p.id for p in m.pending_approvals}
+        if not approvals:
+            raise ApprovalError(f"approvals is empty; the run awaits {', '.join(sorted(pending_ids))}")
+        for call_id, decision in approvals.items():
+            if call_id not in pending_ids:
+                raise ApprovalError(
+                    f"call {call_id!r} does not await approval (the run awaits {', '.join(sorted(pending_ids))})"
+                )
+            if not isinstance(decision, (Approve, Deny, Modify)):
+                raise ApprovalError(
+                    f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
+                    "Modify(input)"
+                )
+
+    @staticmethod
+    def _records(
+        reply: Message, ran: Mapping[str, ToolCallRecord], results: Mapping[str, ToolResultPart]
+    ) -> tuple[ToolCallRecord, ...]:
+        """Records of ``reply``'s calls that have a result, in call order: those run in this run (``ran``),
+        with the result the machine kept, and those answered otherwise (``results``: by the machine, a
+        denial, a run before this one); calls still deferred are left out."""
+        out = []
+        for call in reply.tool_calls():
+            rec = ran.get(call.id)
+            result = results.get(call.id)
+            if rec is not None:
+                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran))
+            elif result is not None:
+                out.append(ToolCallRecord(call, result, 0.0, ran=False))
+        return tuple(out)
 
     def _request_tools(self, setup: _Setup) -> tuple[ToolSchema, ...]:
         """The tools of the next request: the loop's (read per call: an MCP server's list may change), then
@@ -651,21 +829,13 @@ class BareLoop:
                     provider = getattr(self.client, "provider", "") or "the provider"
                     raise UnsupportedContent(f"{path}: the image cannot be sent to {provider}: {problem}")
 
-    # --- the model -----------------------------------------------------------------------------------------
-
-    async def _call_model(
-        self,
-        turn: int,
-        cfg: RunConfig,
-        setup: _Setup,
-        cancel: asyncio.Event | None,
-        emit: Callable[[LoopEvent], None] | None,
-    ) -> ModelResponse:
-        history = self._machine.full_history()
+    def _request(self, cfg: RunConfig, setup: _Setup) -> ModelRequest:
+        """The next model call's request: the whole conversation, the run's system text and tools, the
+        generation settings."""
         tools = self._request_tools(setup)
         self._count_request(setup, tools)
-        request = ModelRequest(
-            messages=history,
+        return ModelRequest(
+            messages=self._machine.full_history(),
             system=setup.system,
             tools=tools,
             max_tokens=cfg.max_tokens,
@@ -676,36 +846,111 @@ class BareLoop:
             extra=cfg.extra,
             output_format=setup.output_format,
         )
-        on_event: Callable[[StreamEvent], None] | None = None
+
+    # --- the effects: the protected seam of the module docstring -------------------------------------------
+
+    def _clock(self) -> float:
+        """Seconds on a monotonic clock, for the durations of a run's record (``time.perf_counter``)."""
+        return time.perf_counter()
+
+    def _emit(self, event: LoopEvent) -> None:
+        """Hand ``event`` to every observer: the loop's, then a streamed run's own."""
+        for observer in self.observers:
+            observer(event)
+        for observer in self._run_observers:
+            observer(event)
+
+    async def _await_approvals(self, pending: tuple[PendingApproval, ...]) -> Mapping[str, Approval] | None:
+        """The run paused on ``pending`` calls: decisions to continue it at once, or ``None`` to end the run
+        with outcome ``AWAITING_APPROVAL`` (the default; ``run(approvals=...)`` continues it later). A durable
+        adapter waits for its workflow's signal here."""
+        return None
+
+    async def _call_model(
+        self,
+        turn: int,
+        request: ModelRequest,
+        cfg: RunConfig,
+        cancel: asyncio.Event | None,
+        emit: Callable[[LoopEvent], None] | None,
+    ) -> ModelReply:
+        """One model call: the ``before_model`` hooks, the request sent (retried by ``cfg``'s policy, and moved
+        along a :class:`~loopctl.providers.FallbackClient`'s chain as its rules say), the ``after_model``
+        hooks, and the reply priced. Raises the call's final :class:`~loopctl.errors.LoopError`
+        (:class:`~loopctl.errors.FallbackFailed` when every client of a chain failed,
+        :class:`~loopctl.errors.HookFailed`), or ``_Cancelled``."""
+        hooks = self._hooks
+        if hooks.has("before_model"):
+            request = await _race(hooks.before_model(request), cancel)
+        client = self.client
+        chain = client if isinstance(client, FallbackClient) else None
+        clients = chain.clients if chain is not None else (client,)
+        streamed: list[str] = []  # the text the attempt in flight streamed
+        events = 0
+
+        def on_event(event: StreamEvent) -> None:
+            nonlocal events
+            events += 1
+            text = text_of(event)
+            if text:
+                streamed.append(text)
+            if emit is not None:
+                emit(ModelStreamEvent(turn, event))
+
         if emit is not None:
-            e = emit
-
-            def on_event(event: StreamEvent) -> None:
-                e(ModelStreamEvent(turn, event))
-
             emit(
                 TurnStarted(
                     turn,
-                    len(history),
+                    len(request.messages),
                     request=request,
-                    provider=self.client.provider,
-                    model=self.client.model,
+                    provider=client.provider,
+                    model=client.model,
                     stream=cfg.stream,
                 )
             )
-        attempt = 0
-        while True:
-            try:
-                coro = self.client.generate(request, stream=cfg.stream, on_event=on_event)
-                return await _race(coro, cancel)
-            except LoopError as exc:
-                if not exc.retryable or attempt >= cfg.max_retries:
-                    raise
-                attempt += 1
-                delay = _retry_delay(exc, attempt, cfg)
-                if emit is not None:
-                    emit(ModelRetry(turn, attempt, exc, delay))
-                await _race(asyncio.sleep(delay), cancel)
+        tracking = on_event if emit is not None or chain is not None else None
+        tried: list[tuple[str, LoopError]] = []
+        response: ModelResponse | None = None
+        answered: ModelClient = client
+        for index, current in enumerate(clients):
+            attempt = 0
+            while response is None:
+                events = 0
+                streamed.clear()
+                try:
+                    coro = current.generate(request, stream=cfg.stream, on_event=tracking)
+                    response = await _race(coro, cancel)
+                    answered = current
+                except LoopError as exc:
+                    began = events > 0
+                    if exc.retryable and attempt < cfg.max_retries:
+                        attempt += 1
+                        delay = _retry_delay(exc, attempt, cfg)
+                        if emit is not None:
+                            if began:
+                                emit(ReplyDiscarded(turn, "retry", "".join(streamed)))
+                            emit(ModelRetry(turn, attempt, exc, delay))
+                        await _race(asyncio.sleep(delay), cancel)
+                        continue
+                    if chain is None or not chain.falls_back(exc, streamed=began):
+                        raise
+                    tried.append((client_label(current), exc))
+                    if index + 1 == len(clients):
+                        raise FallbackFailed(tried) from exc
+                    if emit is not None:
+                        if began:
+                            emit(ReplyDiscarded(turn, "fallback", "".join(streamed)))
+                        to = clients[index + 1]
+                        emit(ModelFallback(turn, exc, current.provider, current.model, to.provider, to.model))
+                    break
+            if response is not None:
+                break
+        assert response is not None
+        if hooks.has("after_model"):
+            await _race(hooks.after_model(response), cancel)
+        model = response.model or answered.model
+        cost = price(response.usage, model, provider=answered.provider, api_url=getattr(answered, "api_url", None))
+        return ModelReply(response, answered.provider, model, cost)
 
     # --- tools ---------------------------------------------------------------------------------------------
 
@@ -717,19 +962,23 @@ class BareLoop:
         emit: Callable[[LoopEvent], None] | None,
         deps: Any = None,
         usage: Usage | None = None,
-    ) -> list[ToolCallRecord]:
+    ) -> list[ToolCallRecord | PendingApproval]:
+        """A turn's batch of calls, each through :meth:`_run_one` (in parallel, at most
+        ``cfg.max_concurrency`` at once, or one after the other), in call order."""
         calls = step.calls
         spent = usage or Usage()
+        approved = step.approved
         if len(calls) == 1 or cfg.tool_dispatch == "sequential":
-            out = []
+            out: list[ToolCallRecord | PendingApproval] = []
             for call in calls:
-                out.append(await _race(self._run_one(step.turn, call, cfg, emit, deps, spent), cancel))
+                one = self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
+                out.append(await _race(one, cancel))
             return out
         sem = asyncio.Semaphore(max(1, cfg.max_concurrency))
 
-        async def limited(call: ToolCallPart) -> ToolCallRecord:
+        async def limited(call: ToolCallPart) -> ToolCallRecord | PendingApproval:
             async with sem:
-                return await self._run_one(step.turn, call, cfg, emit, deps, spent)
+                return await self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
 
         tasks = [asyncio.ensure_future(limited(c)) for c in calls]
         try:
@@ -750,33 +999,67 @@ class BareLoop:
         emit: Callable[[LoopEvent], None] | None,
         deps: Any = None,
         usage: Usage | None = None,
-    ) -> ToolCallRecord:
+        approval: Approve | Modify | None = None,
+    ) -> ToolCallRecord | PendingApproval:
+        """One tool call: the ``before_tool`` hooks (a :class:`~loopctl.engine.Block` answers the call), the
+        approval marker and the permission check (``Defer``: the call comes back as a
+        :class:`~loopctl.engine.PendingApproval`), the tool, the ``after_tool`` hooks. A call approved later
+        (``approval``) skips the hooks before it and the permission check, and runs with a ``Modify``'s
+        input. Raises :class:`~loopctl.errors.HookFailed`."""
         tool = self.tools.get(call.name)
-        assert tool is not None  # the machine answers unknown tools itself
+        if tool is None:  # a call approved after the tool went away (another process, an MCP list change)
+            known = ", ".join(sorted(self.tools.names)) or "(none)"
+            result = _error_result(call, f"Unknown tool {call.name!r}. The tools that exist are: {known}.")
+            if emit:
+                emit(ToolCallFinished(turn, call, result, 0.0))
+            return ToolCallRecord(call, result, 0.0, ran=False)
         args = call.input
-        if self.permission is not None:
-            decision = self.permission(call)
-            if inspect.isawaitable(decision):
-                decision = await decision
-            if decision is False or isinstance(decision, Deny):
-                reason = decision.reason if isinstance(decision, Deny) else Deny().reason
-                result = ToolResultPart(call_id=call.id, name=call.name, output=reason, is_error=True)
+        if approval is None:
+            block = await self._hooks.before_tool(call) if self._hooks.has("before_tool") else None
+            if block is not None:
+                return self._not_run(turn, call, block.message, emit)
+            if getattr(tool, "requires_approval", False) is True:
                 if emit:
-                    emit(ToolCallFinished(turn, call, result, 0.0))
-                return ToolCallRecord(call, result, 0.0, ran=False)
-            if isinstance(decision, Modify):
-                args = decision.input
-            elif not (decision is True or isinstance(decision, Approve)):
-                raise TypeError(f"a permission callback returned {decision!r}; expected Approve, Deny or Modify")
+                    emit(ToolCallDeferred(turn, call, None))
+                return PendingApproval(call)
+            if self.permission is not None:
+                decision = self.permission(call)
+                if inspect.isawaitable(decision):
+                    decision = await decision
+                if decision is False or isinstance(decision, Deny):
+                    reason = decision.reason if isinstance(decision, Deny) else Deny().reason
+                    return self._not_run(turn, call, reason, emit)
+                if isinstance(decision, Defer):
+                    if emit:
+                        emit(ToolCallDeferred(turn, call, decision.reason))
+                    return PendingApproval(call, decision.reason)
+                if isinstance(decision, Modify):
+                    args = decision.input
+                elif not (decision is True or isinstance(decision, Approve)):
+                    raise TypeError(
+                        f"a permission callback returned {decision!r}; expected Approve, Deny, Modify or Defer"
+                    )
+        elif isinstance(approval, Modify):
+            args = approval.input
         if emit:
             emit(ToolCallStarted(turn, call))
-        t0 = time.perf_counter()
+        t0 = self._clock()
         context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn)
         result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
-        duration = time.perf_counter() - t0
+        if self._hooks.has("after_tool"):
+            result = await self._hooks.after_tool(call, result)
+        duration = self._clock() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration))
         return ToolCallRecord(call, result, duration)
+
+    @staticmethod
+    def _not_run(turn: int, call: ToolCallPart, text: str, emit: Callable[[LoopEvent], None] | None) -> ToolCallRecord:
+        """A call answered without running (blocked by a hook, denied): ``text`` is its error result."""
+        result = ToolResultPart(call_id=call.id, name=call.name, output=text, is_error=True)
+        if emit:
+            emit(ToolCallFinished(turn, call, result, 0.0))
+        return ToolCallRecord(call, result, 0.0, ran=False)
 
     async def _execute(
         self,
@@ -933,18 +1216,15 @@ class BareLoop:
 
     # --- helpers -------------------------------------------------------------------------------------------
 
-    def _emit(self, event: LoopEvent) -> None:
-        for observer in self.observers:
-            observer(event)
-
     @staticmethod
     def _turn(
         index: int,
         turn_input: Sequence[Message],
-        response: ModelResponse,
+        reply: ModelReply,
         records: Sequence[ToolCallRecord],
         duration: float,
     ) -> Turn:
+        response = reply.response
         return Turn(
             index=index,
             input=tuple(turn_input),
@@ -953,24 +1233,10 @@ class BareLoop:
             usage=response.usage,
             stop_reason=response.stop_reason,
             duration=duration,
+            model=reply.model,
+            provider=reply.provider,
+            cost=reply.cost,
         )
-
-    @staticmethod
-    def _with_machine_results(
-        reply: Message, committed: Message, records: Sequence[ToolCallRecord]
-    ) -> tuple[ToolCallRecord, ...]:
-        """Records for every call of the turn in call order, including those the machine answered itself."""
-        ran = {r.call.id: r for r in records}
-        results = {p.call_id: p for p in committed.parts if isinstance(p, ToolResultPart)}
-        out = []
-        for call in reply.tool_calls():
-            rec = ran.get(call.id)
-            if rec is None:
-                rec = ToolCallRecord(call, results[call.id], 0.0, ran=False)
-            else:
-                rec = ToolCallRecord(call, results.get(call.id, rec.result), rec.duration, rec.ran)
-            out.append(rec)
-        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -986,12 +1252,12 @@ class _Setup:
     deps: Any = None
 
 
-def _emitter(observers: Sequence[Observer]) -> Callable[[LoopEvent], None]:
-    def emit(event: LoopEvent) -> None:
-        for observer in observers:
-            observer(event)
-
-    return emit
+def _results_of(reply: Message, messages: Sequence[Message]) -> Message | None:
+    """The message that answers ``reply``'s calls when the machine committed them (the message right after
+    ``reply``, at the end of ``messages``), else ``None``."""
+    if len(messages) >= 2 and messages[-2] is reply and messages[-1].role is Role.USER:
+        return messages[-1]
+    return None
 
 
 async def _check_output(
@@ -1160,13 +1426,15 @@ def _run_error(outcome: Outcome, error: BaseException | None) -> BaseException |
     """The exception that ended a run with ``outcome``: the one met (``error``) when the outcome names its
     type, else one made from the outcome (a failure the machine decided, such as a compaction that saved
     nothing); ``None`` unless the run failed."""
-    if outcome.kind not in (OutcomeKind.FAILED, OutcomeKind.CONTEXT_OVERFLOW):
+    if outcome.kind not in (OutcomeKind.FAILED, OutcomeKind.CONTEXT_OVERFLOW, OutcomeKind.FALLBACK_EXHAUSTED):
         return None
     if error is not None and type(error).__name__ == outcome.error_type:
         return error
     text = outcome.error or outcome.kind.value
     if outcome.error_type == CompactionNoProgress.__name__:
         return CompactionNoProgress(text)
+    if outcome.error_type == CostUnknown.__name__:
+        return CostUnknown(text)
     return LoopError(text)
 
 

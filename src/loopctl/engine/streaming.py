@@ -15,9 +15,21 @@ from typing import Any, Generic
 
 from loopctl.engine.events import LoopEvent, ModelStreamEvent, Observer, RunFinished
 from loopctl.engine.run import OutputT, Run
-from loopctl.stream import TextDelta
+from loopctl.message import TextPart
+from loopctl.stream import PartStarted, StreamEvent, TextDelta
 
-__all__ = ["RunStream"]
+__all__ = ["RunStream", "text_of"]
+
+
+def text_of(event: StreamEvent) -> str:
+    """The reply text a stream event carries: a :class:`~loopctl.stream.TextDelta`'s, or the text a text part
+    starts with (Gemini sends its first piece that way); ``""`` for any other event."""
+    if isinstance(event, TextDelta):
+        return event.text
+    if isinstance(event, PartStarted) and isinstance(event.part, TextPart):
+        return event.part.text
+    return ""
+
 
 _DONE: Any = object()
 
@@ -83,12 +95,17 @@ class RunStream(Generic[OutputT]):
                 self._finished = True
 
     async def text(self) -> AsyncIterator[str]:
-        """The text deltas of the model's replies, as they arrive (thinking, tool calls and the other events
-        are skipped). A reply that goes on to call tools may start with text; text streamed before a retry
-        of the same model call is void, as :class:`~loopctl.engine.ModelRetry` says."""
+        """The text of the model's replies, as it arrives (thinking, tool calls and the other events are
+        skipped). A reply that goes on to call tools may start with text. Text streamed before a model call
+        failed and was sent again (a retry, a fallback to another model) is void: the events say so
+        (:class:`~loopctl.engine.ReplyDiscarded`, with the text to erase), this plain text cannot, so a reader
+        that must never show it twice reads the events instead; the run's final text (``run.text``, the
+        history) never holds it."""
         async for event in self:
-            if isinstance(event, ModelStreamEvent) and isinstance(event.event, TextDelta):
-                yield event.event.text
+            if isinstance(event, ModelStreamEvent):
+                text = text_of(event.event)
+                if text:
+                    yield text
 
     async def result(self) -> Run[OutputT]:
         """The :class:`~loopctl.engine.Run`, once the run ended (events not read yet stay unread)."""

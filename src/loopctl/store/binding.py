@@ -60,7 +60,8 @@ class SessionBinding:
     def load(self) -> LoopMachine | None:
         """The stored machine, or ``None`` when the session does not exist yet. A machine saved mid-run (its
         writer stopped before the run ended) is cancelled back to its coherent prefix, every tool call
-        answered, as ``loopctl run --resume`` does; the next save records that."""
+        answered, as ``loopctl run --resume`` does; the next save records that. A run paused for approvals
+        (``awaiting_approval``) is not in flight: it is loaded as it is, to be continued with its decisions."""
         try:
             stored = self.store.load(self.session_id)
         except SessionNotFound:
@@ -95,7 +96,7 @@ class SessionBinding:
     def _adopt(self, stored: StoredSession) -> LoopMachine:
         self._reset(stored)
         machine: LoopMachine = stored.machine()
-        if machine.state not in (MachineState.START, MachineState.TERMINAL):
+        if machine.state not in (MachineState.START, MachineState.TERMINAL, MachineState.AWAITING_APPROVAL):
             machine.cancel()
         return machine
 

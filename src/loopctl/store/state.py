@@ -95,13 +95,18 @@ class SessionState:
 
     @property
     def in_flight(self) -> bool:
-        """True when the state was saved during a run (the writer may have stopped mid-run)."""
-        return self.machine["state"] not in (MachineState.START.value, MachineState.TERMINAL.value)
+        """True when the state was saved during a run (the writer may have stopped mid-run); a run paused for
+        approvals is at rest, not in flight."""
+        return self.machine["state"] not in (
+            MachineState.START.value,
+            MachineState.TERMINAL.value,
+            MachineState.AWAITING_APPROVAL.value,
+        )
 
     @property
     def outcome(self) -> str:
-        """How the last run ended (``"completed"``, ``"failed"``...; ``"idle"`` before the first), or
-        ``"running"`` for a state saved mid-run."""
+        """How the last run ended (``"completed"``, ``"failed"``...; ``"idle"`` before the first;
+        ``"awaiting_approval"`` while it is paused), or ``"running"`` for a state saved mid-run."""
         if self.in_flight:
             return "running"
         return str(self.machine["outcome"]["kind"])

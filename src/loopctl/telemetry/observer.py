@@ -40,6 +40,7 @@ from loopctl.engine.events import (
     CompactionStarted,
     LoopEvent,
     ModelCallFailed,
+    ModelFallback,
     ModelRetry,
     ModelStreamEvent,
     RunAborted,
@@ -88,6 +89,8 @@ _FAILED_OUTCOMES = {
     OutcomeKind.CANCELLED: a.ERROR_CANCELLED,
     OutcomeKind.CONTEXT_OVERFLOW: "context_overflow",
     OutcomeKind.MAX_TURNS: "max_turns",
+    OutcomeKind.LIMIT_REACHED: "limit_reached",
+    OutcomeKind.LOOP_DETECTED: "loop_detected",
 }
 
 
@@ -291,8 +294,10 @@ class OTelObserver:
                     span.set_attribute(
                         a.GEN_AI_OUTPUT_MESSAGES, _dumps([output_message(last.output, last.stop_reason)])
                     )
+            if span.is_recording() and run.cost is not None and run.turns:
+                span.set_attribute(a.LOOPCTL_RUN_COST, str(run.cost))
             kind = run.outcome.kind
-            if kind is OutcomeKind.FAILED:
+            if kind in (OutcomeKind.FAILED, OutcomeKind.FALLBACK_EXHAUSTED):
                 error_type = run.outcome.error_type or "_OTHER"
                 description = run.outcome.error
             elif kind in _FAILED_OUTCOMES:
@@ -391,6 +396,30 @@ class OTelObserver:
         # The next attempt is sent after the delay; its stream's first chunk is timed from then.
         op.first_chunk = False
         op.attempt_started = time.perf_counter() + e.delay
+
+    def _model_fallback(self, e: ModelFallback) -> None:
+        state = self._runs.get()
+        op = state.chat if state is not None else None
+        if op is None:
+            return
+        op.span.add_event(
+            a.LOOPCTL_FALLBACK_EVENT,
+            {
+                a.LOOPCTL_FALLBACK_FROM: f"{e.from_provider}:{e.from_model}",
+                a.LOOPCTL_FALLBACK_TO: f"{e.to_provider}:{e.to_model}",
+                a.ERROR_TYPE: type(e.error).__qualname__,
+            },
+        )
+        # The call now goes to another client: the span and its metrics name it.
+        op.span.set_attribute(a.GEN_AI_PROVIDER_NAME, provider_name(e.to_provider))
+        op.span.set_attribute(a.GEN_AI_REQUEST_MODEL, e.to_model)
+        op.metric_attrs = {
+            **op.metric_attrs,
+            a.GEN_AI_PROVIDER_NAME: provider_name(e.to_provider),
+            a.GEN_AI_REQUEST_MODEL: e.to_model,
+        }
+        op.first_chunk = False
+        op.attempt_started = time.perf_counter()
 
     def _turn_finished(self, e: TurnFinished) -> None:
         state = self._runs.get()
@@ -519,6 +548,7 @@ _HANDLERS: dict[type, Any] = {
     TurnStarted: OTelObserver._turn_started,
     ModelStreamEvent: OTelObserver._model_stream_event,
     ModelRetry: OTelObserver._model_retry,
+    ModelFallback: OTelObserver._model_fallback,
     TurnFinished: OTelObserver._turn_finished,
     ModelCallFailed: OTelObserver._model_call_failed,
     ToolCallStarted: OTelObserver._tool_started,
