@@ -1112,7 +1112,7 @@ class BareLoop:
             return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}")
         try:
             out = to_tool_output(value)
-            content = _sendable(out.tool_content())
+            content = out.tool_content()  # text with a lone surrogate comes back with U+FFFD in its place
             if max_chars is not None:
                 content = _clipped(content, max_chars)
             for image in content.images():
@@ -1415,31 +1415,6 @@ def _clipped(content: ToolContent, limit: int) -> ToolContent:
     return ToolContent.from_multipart(
         [TextPart(text=clip_middle(p.text, limit)) if isinstance(p, TextPart) else p for p in root]
     )
-
-
-def _sendable(content: ToolContent) -> ToolContent:
-    """``content`` with every lone surrogate (a file name read with ``surrogateescape``, text cut inside a
-    surrogate pair) replaced by U+FFFD: such a string cannot be written as UTF-8, so it would fail this run
-    and every later request of the conversation."""
-    root = content.root
-    if isinstance(root, str):
-        fixed = _valid_unicode(root)
-        return content if fixed is root else ToolContent.from_string(fixed)
-    parts = [
-        p.model_copy(update={"text": fixed})
-        if isinstance(p, TextPart) and (fixed := _valid_unicode(p.text)) is not p.text
-        else p
-        for p in root
-    ]
-    return content if all(a is b for a, b in zip(parts, root, strict=True)) else ToolContent.from_multipart(parts)
-
-
-def _valid_unicode(text: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
 
 
 def _timeout_text(tool: Tool, name: str, timeout: float | None) -> str:

@@ -529,9 +529,9 @@ class LoopMachine:
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
         if loop_detection is not None and (isinstance(loop_detection, bool) or loop_detection < 2):
             raise ValueError(f"loop_detection must be at least 2 (or None: off), got {loop_detection!r}")
-        message = Message.user(input) if isinstance(input, str) else input
-        _expect_message(message, Role.USER, "accept_input")
         try:
+            message = Message.user(input) if isinstance(input, str) else input
+            _expect_message(message, Role.USER, "accept_input")
             message.to_json()
         except InvalidMessage as exc:
             raise InvalidMessage(f"input.{exc.path}", exc.expected) from None
