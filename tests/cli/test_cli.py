@@ -194,6 +194,22 @@ def test_with_no_stream_each_reply_shows_whole(project: Path, tmp_path: Path) ->
     assert (project / "TODO.md").read_text() == EXPECTED_TODO_MD
 
 
+def test_the_demo_in_a_folder_without_todos_says_so_and_writes_nothing(tmp_path: Path) -> None:
+    # The search's "no match for 'TODO'" was read as a TODO without a place: the demo wrote a TODO.md of one
+    # item under "## (unknown file)".
+    project = tmp_path / "tidy"
+    project.mkdir()
+    (project / "README.md").write_text("# tidy\n\nNothing left to do here.\n")
+    (project / "app.py").write_text("print('done')\n")
+    done = loopctl("run", TASK, "--model", "demo", "--root", str(project), "--yes", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    out = lines(done.stdout)
+    assert [line for line in out if line.startswith("→ ")][-1] == "→ search(pattern=TODO, path=.)"
+    assert "The search found no TODO comments, so there is nothing to write." in out
+    assert out[-3] == "● completed"
+    assert sorted(p.name for p in project.iterdir()) == ["README.md", "app.py"]
+
+
 def test_check_reports_a_broken_conversation_with_exit_code_1(tmp_path: Path) -> None:
     from loopctl.message import save_conversation
 
