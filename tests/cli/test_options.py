@@ -150,6 +150,6 @@ def test_writes_under_git_need_allow_protected_writes_even_with_yes(
     assert done.exit_code == 0, done.output
     assert (project / ".git" / "hooks" / "pre-commit").exists() is allow
     if not allow:
-        assert "  ✗ write_file: Refused: '.git/hooks/pre-commit' is under .git, where a file can make tools run" in (
+        assert "  ✗ write_file(.git/hooks/pre-commit): Refused: '.git/hooks/pre-commit' is under .git, where a file can make tools run" in (
             done.output
         )
