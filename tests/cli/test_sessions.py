@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,32 @@ def test_resume_by_id_continues_and_two_resumes_at_once_never_overwrite(project:
         assert len(answers) == 1
     assert store.verify(info.id) == []
     assert check_conversation(list(loaded.messages)) == []
+    store.close()
+
+
+def test_a_save_refused_mid_run_is_the_same_error_and_exit_code_as_a_refused_last_save(
+    project: Path, tmp_path: Path
+) -> None:
+    # Seen under load: a run refused at a save between two model calls exited 1 with the error in its summary
+    # on stdout, where a run refused at its last save exits 2 with it on stderr.
+    run = start(
+        "run", TASK, "--model", "demo", "--root", str(project), "--yes", cwd=tmp_path, **{DEMO_DELAY_VAR: "0.2"}
+    )
+    store = SQLiteStore(tmp_path / ".loopctl" / "sessions.db")
+    deadline = time.monotonic() + 60
+    while not (listed := store.sessions()) or listed[0].head is None:  # until the run has saved its input
+        assert time.monotonic() < deadline and run.poll() is None
+        time.sleep(0.02)
+    (info,) = listed
+    other = store.append(info.id, [Message.user("meanwhile, from elsewhere")], expected_head=info.head)
+    code, out, err = finish(run)
+    assert code == 2, (out, err)
+    assert err.startswith("error: ") and "changed by another writer" in err and "nothing was written" in err
+    loaded = store.load(info.id)
+    assert loaded.messages[-1] == Message.user("meanwhile, from elsewhere")  # the other writer's work is kept
+    assert store.info(info.id).head == other.head
+    assert not (project / "TODO.md").exists()  # refused before the model was called again: no tool ran
+    assert store.verify(info.id) == []
     store.close()
 
 

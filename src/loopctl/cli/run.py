@@ -228,6 +228,11 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
                     console.print(
                         Text(f'  session {sid}; continue with: loopctl run "..." --resume {sid}', style="dim")
                     )
+                    if result.outcome.error_type == "ConcurrentUpdate":
+                        # Refused at a later save than the first: the same error, and exit code, as a refusal
+                        # of the first save (which raises before the run starts).
+                        stderr().print(Text(f"error: {inert(result.outcome.error or '')}", style="bold red"))
+                        return 2
                     return _EXIT.get(result.outcome.kind.value, 1)
                 assert autosave is not None
                 assert path is not None
