@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -69,6 +70,34 @@ def demo(args: list[str]) -> None:
     loopctl = py.parent / ("loopctl.exe" if os.name == "nt" else "loopctl")
     _run([str(loopctl), "run", task, "--model", "demo", "--root", str(work), "--yes", *args])
     print(f"\nmake.py: the demo worked on a copy of examples/sample-project in {work}; see {work / 'TODO.md'}")
+    for line in _demo_hint(py, loopctl, args):
+        print(line)
+
+
+# Run by the venv's python in ROOT: the id of the session the demo just saved to the CLI's default store.
+_NEWEST_SESSION = """
+from loopctl.store import SQLiteStore
+with SQLiteStore(".loopctl/sessions.db") as store:
+    sessions = store.sessions()
+print(sessions[0].id if sessions else "")
+"""
+
+
+def _demo_hint(py: Path, loopctl: Path, args: list[str]) -> list[str]:
+    """What to type next: the command as it is installed (``.venv/bin/loopctl``: make.py puts it in .venv,
+    not on the PATH; the CLI's own hint says plain ``loopctl``) and the demo's session id, run from ROOT,
+    where the default store is."""
+    sid = ""
+    if not {"--store", "--session", "--resume"} & {a.split("=", 1)[0] for a in args}:
+        found = subprocess.run([str(py), "-c", _NEWEST_SESSION], cwd=ROOT, capture_output=True, text=True, check=False)
+        sid = found.stdout.strip() if found.returncode == 0 else ""
+    command = loopctl.relative_to(ROOT).as_posix()
+    here = "" if Path.cwd().resolve() == ROOT else f"cd {shlex.quote(str(ROOT))} && "
+    return [
+        f"make.py: the command is {command} (in .venv, not on your PATH; or `source .venv/bin/activate` first);"
+        " continue the session with:",
+        f'  {here}{command} run "..." --resume {sid or "<the session id above>"}',
+    ]
 
 
 PG_SKIP_VAR = "LOOPCTL_SKIP_POSTGRES"

@@ -1,14 +1,21 @@
 """``make.py``'s PostgreSQL step: what it runs on a fresh CI machine (root, apt-get, no PostgreSQL), checked with
-a recording runner so the test never installs or removes anything."""
+a recording runner so the test never installs or removes anything; and the demo job's last lines."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+
+from loopctl.message import Message
+from loopctl.store import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,3 +99,43 @@ def test_postgresql_is_found_where_debian_puts_it(tmp_path: Path) -> None:
     )
     assert find_bindir([tmp_path / "empty"]) is None
     assert make()._find_pg_bindir() == find_bindir()  # make.py looks where the tests look
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the stand-in venv is shell scripts")
+@pytest.mark.parametrize("from_root", [True, False], ids=["from-the-checkout", "from-elsewhere"])
+def test_the_demo_ends_with_a_command_that_runs_as_printed(
+    from_root: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The last line said `continue with: loopctl run "..." --resume ID`, but make.py puts loopctl in .venv only:
+    # on a fresh clone, `loopctl` is not a command.
+    root = tmp_path / "checkout"
+    shutil.copytree(ROOT / "examples" / "sample-project", root / "examples" / "sample-project")
+    bin_dir = root / ".venv" / "bin"  # a stand-in for the venv: this test's interpreter, which has loopctl
+    bin_dir.mkdir(parents=True)
+    for name, cmd in [("python", sys.executable), ("loopctl", f"{sys.executable} -m loopctl")]:
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec {cmd} "$@"\n')
+        (bin_dir / name).chmod(0o755)
+    m = make()
+    monkeypatch.setattr(m, "ROOT", root)
+    monkeypatch.setattr(m, "_venv", lambda *a, **k: bin_dir / "python")
+    monkeypatch.chdir(root if from_root else tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
+    monkeypatch.setenv("LOOPCTL_DEMO_DELAY", "0")
+    m.demo([])
+    hint = capsys.readouterr().out.splitlines()[-2:]
+
+    with SQLiteStore(root / ".loopctl" / "sessions.db") as store:
+        (session,) = store.sessions()
+    here = "" if from_root else f"cd {root} && "
+    assert hint == [
+        "make.py: the command is .venv/bin/loopctl (in .venv, not on your PATH; or `source .venv/bin/activate` "
+        "first); continue the session with:",
+        f'  {here}.venv/bin/loopctl run "..." --resume {session.id}',
+    ]
+    # Typed as printed, it continues the session.
+    command = hint[1].strip().replace('"..."', '"Anything left?"')
+    done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    with SQLiteStore(root / ".loopctl" / "sessions.db") as store:
+        assert [s.id for s in store.sessions()] == [session.id]
+        assert store.load(session.id).messages[-2] == Message.user("Anything left?")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +142,21 @@ def test_costs_are_shown_in_dollars(cost: str, shown: str) -> None:
     from loopctl.cli.render import dollars
 
     assert dollars(Decimal(cost)) == shown
+
+
+def test_approve_summarizes_the_run_as_loopctl_run_does_refusals_included(tmp_path: Path) -> None:
+    # `loopctl approve` printed "1 turn(s) · 10 tokens in · 5 out" and said nothing of the file change it refused
+    # (no terminal, no --yes); `loopctl run` says "● completed · 1 file change refused" and why.
+    db, root = tmp_path / "sessions.db", tmp_path / "project"
+    root.mkdir()
+    paused_session(db, root, write("w1", "notes.txt", "one\n"))
+    again = Message.new(Role.ASSISTANT, [write("w9", "more.txt", "two\n")])
+    with FakeProviderServer([again, "Wrote notes.txt; more.txt was refused."]) as server:
+        code, out, err = loopctl("approve", "s1", "--store", str(db), "--approve", "w1", base_url=server.openai_base_url)
+    assert code == 0, err
+    assert (root / "notes.txt").read_text() == "one\n" and not (root / "more.txt").exists()
+    summary = [line.rstrip() for line in out.splitlines()][-4:]
+    refusal = "write_file was not approved: the CLI cannot ask (stdin is not a terminal); run with --yes"
+    assert summary[:2] == ["● completed · 1 file change refused", "  w1 write_file: ran"]
+    assert re.fullmatch(r"  2 turns · [\d,]+ tokens in \(0 cached\) · [\d,]+ out · \d+\.\d s", summary[2])
+    assert summary[3] == f"  refused: {refusal}"

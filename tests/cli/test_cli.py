@@ -129,8 +129,9 @@ def test_the_demo_runs_end_to_end_then_resumes_and_the_session_checks_out(projec
         "→ search(pattern=TODO, path=.)",
         "→ write_file(path=TODO.md, content=# TODO⏎⏎5 TODO comments found in 4 file…)",
     ]
-    assert "  ✓ list_files: README.md⏎config.toml⏎docs/⏎notes.txt⏎textutils.py⏎wordcount.py  [6 lines]" in out
-    assert "  ✓ write_file: created TODO.md (409 bytes)  [1 line]" in out
+    # Each result names its call: the tool and its main argument.
+    assert "  ✓ list_files(.): README.md⏎config.toml⏎docs/⏎notes.txt⏎textutils.py⏎wordcount.py  [6 lines]" in out
+    assert "  ✓ write_file(TODO.md): created TODO.md (409 bytes)  [1 line]" in out
     assert [line for line in out if line.startswith("  ✗")] == []
     assert out[-4] == DONE
     assert out[-3] == "● completed"
@@ -194,6 +195,22 @@ def test_with_no_stream_each_reply_shows_whole(project: Path, tmp_path: Path) ->
     assert (project / "TODO.md").read_text() == EXPECTED_TODO_MD
 
 
+def test_the_demo_in_a_folder_without_todos_says_so_and_writes_nothing(tmp_path: Path) -> None:
+    # The search's "no match for 'TODO'" was read as a TODO without a place: the demo wrote a TODO.md of one
+    # item under "## (unknown file)".
+    project = tmp_path / "tidy"
+    project.mkdir()
+    (project / "README.md").write_text("# tidy\n\nNothing left to do here.\n")
+    (project / "app.py").write_text("print('done')\n")
+    done = loopctl("run", TASK, "--model", "demo", "--root", str(project), "--yes", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    out = lines(done.stdout)
+    assert [line for line in out if line.startswith("→ ")][-1] == "→ search(pattern=TODO, path=.)"
+    assert "The search found no TODO comments, so there is nothing to write." in out
+    assert out[-3] == "● completed"
+    assert sorted(p.name for p in project.iterdir()) == ["README.md", "app.py"]
+
+
 def test_check_reports_a_broken_conversation_with_exit_code_1(tmp_path: Path) -> None:
     from loopctl.message import save_conversation
 
@@ -235,14 +252,14 @@ def test_without_yes_and_no_terminal_writes_are_refused_naming_yes(project: Path
     # The summary says the run completed without the change it wanted to make ("completed" alone hid it).
     assert out[-4:-1] == ["● completed · 1 file change refused", out[-3], f"  refused: {refusal}"]
     assert out[-3].startswith("  5 turns · ")
-    assert f"  ✗ write_file: {refusal}  [1 line]" in out
-    # Reading tools need no approval; the model reads the refusal and says so.
-    assert [line.split(":")[0] for line in out if line.startswith("  ✓")] == [
-        "  ✓ list_files",
-        "  ✓ read_file",
-        "  ✓ read_file",
-        "  ✓ read_file",
-        "  ✓ search",
+    assert f"  ✗ write_file(TODO.md): {refusal}  [1 line]" in out
+    # Reading tools need no approval; the model reads the refusal and says so. (The parallel reads finish in
+    # any order; each result line names the file it read.)
+    done_calls = [line.split(":")[0] for line in out if line.startswith("  ✓")]
+    assert [done_calls[0], sorted(done_calls[1:4]), done_calls[4]] == [
+        "  ✓ list_files(.)",
+        ["  ✓ read_file(README.md)", "  ✓ read_file(textutils.py)", "  ✓ read_file(wordcount.py)"],
+        "  ✓ search(TODO)",
     ]
     assert out[-5] == f"I could not write TODO.md ({refusal}). It would have listed 5 TODO comments."
     history = list(Session.load(session).machine.history)
@@ -309,7 +326,7 @@ def test_in_a_terminal_a_write_asks_first(answer: bytes, project: Path, tmp_path
         assert DONE in shown
     else:
         assert not (project / "TODO.md").exists()
-        assert "  ✗ write_file: The user did not allow write_file on TODO.md.  [1 line]" in shown
+        assert "  ✗ write_file(TODO.md): The user did not allow write_file on TODO.md.  [1 line]" in shown
         assert "I could not write TODO.md (The user did not allow write_file on TODO.md.)." in shown
     assert check_conversation(list(Session.load(session).machine.history)) == []
 
@@ -466,8 +483,11 @@ def test_a_path_that_escapes_the_root_is_refused(
     ]
     # The transcript shows each refusal as it finishes (parallel calls: in any order), cut to 100 characters.
     refused = sorted(line for line in lines(done.output) if line.startswith("  ✗"))
+    main_args = [next(iter(c.input.values())) for c in history[1].tool_calls()]
+    main_args = [a if len(a) <= 40 else "…" + a[-39:] for a in main_args]  # a long path keeps its file name
     assert refused == sorted(
-        f"  ✗ {name}: {text if len(text) <= 100 else text[:99] + '…'}  [1 line]" for name, text, _ in results
+        f"  ✗ {name}({arg}): {text if len(text) <= 100 else text[:99] + '…'}  [1 line]"
+        for (name, text, _), arg in zip(results, main_args, strict=True)
     )
     assert history[-1] == Message.assistant("I stayed inside.")
 

@@ -109,12 +109,15 @@ def test_the_installed_distribution_is_pyloopctl_and_its_version_is_the_packages
 def test_every_install_hint_names_our_distribution_not_the_stranger_on_pypi() -> None:
     # PyPI's "loopctl" is someone else's project: `pip install 'loopctl[all]'` installed a stranger's code.
     wrong = re.compile(r"pip install[^\n`]*?(?<![\w/-])loopctl(?:\[|\b(?![-./\w]))")
+    # An extra named with the import name: docstrings said "extra ``loopctl[postgres]``". (A checkout's path,
+    # "/path/to/loopctl[all]", is right.)
+    extra = re.compile(r"(?<![\w/.-])loopctl\[")
     found = []
     for path in [ROOT / "README.md", ROOT / "make.py", ROOT / "pyproject.toml", *ROOT.glob("docs/**/*.md"),
                  *ROOT.glob("src/**/*.py"), *ROOT.glob("examples/**/*")]:  # fmt: skip
         if path.is_file():
             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-                if wrong.search(line) or re.search(r'"loopctl\[', line):
+                if wrong.search(line) or extra.search(line):
                     found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert found == []
     assert "pip install 'pyloopctl[all]" in (ROOT / "README.md").read_text()
@@ -147,6 +150,6 @@ def test_writes_under_git_need_allow_protected_writes_even_with_yes(
     assert done.exit_code == 0, done.output
     assert (project / ".git" / "hooks" / "pre-commit").exists() is allow
     if not allow:
-        assert "  ✗ write_file: Refused: '.git/hooks/pre-commit' is under .git, where a file can make tools run" in (
+        assert "  ✗ write_file(.git/hooks/pre-commit): Refused: '.git/hooks/pre-commit' is under .git, where a file can make tools run" in (
             done.output
         )

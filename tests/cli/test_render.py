@@ -52,7 +52,7 @@ async def test_the_transcript_shows_all_the_text_and_thinking_streamed_or_not(
         *thinking,
         "Echoing the word now, ünïcödé included.",
         "→ echo(text=hello)",
-        "  ✓ echo: hello  [1 line]",
+        "  ✓ echo(hello): hello  [1 line]",
         "All done here.",
     ]
 
@@ -83,4 +83,25 @@ async def test_a_run_whose_tool_takes_a_huge_integer_finishes_with_the_transcrip
     out = io.StringIO()
     run = await BareLoop(client, [seek], observers=[Transcript(Console(file=out, width=200))]).run("go")
     assert run.ok
-    assert f"  ✓ seek: at {big}  [1 line]" in out.getvalue().splitlines()
+    assert f"  ✓ seek({big}): at {big}  [1 line]" in out.getvalue().splitlines()
+
+
+def test_each_result_line_names_its_call_when_parallel_calls_finish_out_of_order() -> None:
+    # A result line said only "✓ read_file: ...": with parallel reads finishing out of order, which file it
+    # was could not be told. The label is the tool and its main argument, inert like the call line.
+    from loopctl.engine import ToolCallFinished
+
+    out = io.StringIO()
+    transcript = Transcript(Console(file=out, width=200, highlight=False))
+    calls = [
+        MessagePart.tool_call("c1", "read_file", {"path": "a.py"}),
+        MessagePart.tool_call("c2", "read_file", {"path": "evil\x1b[2K.py", "offset": 3}),
+        MessagePart.tool_call("c3", "list_files", {}),
+    ]
+    for call, text, failed in [(calls[1], "gone", True), (calls[0], "x = 1", False), (calls[2], "a.py", False)]:
+        transcript(ToolCallFinished(1, call, MessagePart.tool_result(call.id, call.name, text, failed), 0.0))
+    assert out.getvalue().splitlines() == [
+        "  ✗ read_file(evil\\x1b[2K.py): gone  [1 line]",
+        "  ✓ read_file(a.py): x = 1  [1 line]",
+        "  ✓ list_files(): a.py  [1 line]",
+    ]

@@ -195,6 +195,48 @@ def test_the_sessions_commands_in_the_default_store(tmp_path: Path, monkeypatch:
     store.close()
 
 
+def test_reading_commands_in_a_folder_without_a_store_create_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `sessions list` in an empty folder made .loopctl/sessions.db: looking created the store.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOOPCTL_STORE", raising=False)
+    assert invoke("list") == (0, "no sessions\n")
+    assert invoke("--store", "other.db", "list") == (0, "no sessions\n")
+    for command in (["show", "s1"], ["verify", "s1"], ["export", "s1", "s1.json"], ["fork", "s1"]):
+        result = CliRunner().invoke(main, ["sessions", *command])
+        assert (result.exit_code, result.output) == (2, "error: no session 's1' (no store at .loopctl/sessions.db)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _closed_pipe_run(*args: str, cwd: Path) -> tuple[int, str]:
+    """``loopctl ARGS`` with stdout a pipe whose reader has gone (as ``| head -1`` after its line):
+    ``(exit status, stderr)``."""
+    read, write = os.pipe()
+    os.close(read)
+    env = {k: v for k, v in os.environ.items() if k != "LOOPCTL_STORE"}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "loopctl", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=write,
+            stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    return done.returncode, done.stderr
+
+
+def test_show_and_sessions_show_exit_0_when_the_reader_stops_early(tmp_path: Path) -> None:
+    # `loopctl show s.json | head -1` exited 1 (rich's default for a broken pipe).
+    _session_file(tmp_path / "s.json")
+    assert _closed_pipe_run("show", "s.json", cwd=tmp_path) == (0, "")
+    assert _closed_pipe_run("sessions", "import", "s.json", cwd=tmp_path) == (0, "")
+    assert _closed_pipe_run("sessions", "show", "s", cwd=tmp_path) == (0, "")
+    assert _closed_pipe_run("sessions", "list", cwd=tmp_path) == (0, "")
+    # check's status says whether the file is sound: a closed pipe is not a pass.
+    assert _closed_pipe_run("check", "s.json", cwd=tmp_path)[0] == 1
+
+
 def test_verify_exits_1_naming_the_changed_row(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     with SQLiteStore(db) as store:

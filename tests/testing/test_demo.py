@@ -62,7 +62,7 @@ def run_tool(root: Path, name: str, args: dict[str, Any]) -> tuple[str, bool]:
                 for n, line in enumerate(p.read_text().splitlines(), 1):
                     if args["pattern"] in line:
                         hits.append(f"{p.relative_to(root).as_posix()}:{n}: {line.strip()}")
-        return "\n".join(hits) or "no matches", False
+        return "\n".join(hits) or f"no match for {args['pattern']!r}", False  # as FileTools says it
     if name == "write_file":
         (root / args["path"]).write_text(args["content"])
         return f"wrote {len(args['content'])} characters to {args['path']}", False
@@ -317,8 +317,9 @@ def test_the_clis_refusal_is_read_as_a_failed_write_on_wires_without_an_error_fl
 
 
 def test_a_search_without_hits_ends_without_writing(project: Path) -> None:
+    # FileTools' own wording, which names the pattern: it was read as a TODO without a place.
     def tool(name: str, args: dict[str, Any]) -> tuple[str, bool]:
-        return ("no matches", False) if name == "search" else run_tool(project, name, args)
+        return ("no match for 'TODO'", False) if name == "search" else run_tool(project, name, args)
 
     history = drive("gemini", project, lambda body: DemoScript().reply("gemini", body), tool=tool)
     assert history[-1].text_content() == "The search found no TODO comments, so there is nothing to write."

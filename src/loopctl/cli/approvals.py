@@ -195,7 +195,7 @@ async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
                 transcript.close()
     finally:
         store.close()
-    _summary(console, run)
+    _summary(console, run, approval.refused)
     kind = run.outcome.kind.value
     return 0 if kind in ("completed", "awaiting_approval") else 130 if kind == "cancelled" else 1
 
@@ -228,27 +228,16 @@ def _from_flags(pending: Sequence[Any], opts: dict[str, Any], approve: Any, deny
     return decisions
 
 
-def _summary(console: Console, run: Any) -> None:
-    from loopctl.cli.render import dollars
+def _summary(console: Console, run: Any, refused: Sequence[str]) -> None:
+    """``loopctl run``'s summary (:func:`loopctl.cli.run.print_summary`), with the decided calls (ran or
+    not) and the calls still pending after the outcome line."""
+    from loopctl.cli.run import print_summary
 
-    outcome = run.outcome
-    kind = outcome.kind.value
-    style = "green" if kind == "completed" else "yellow" if kind in ("cancelled", "awaiting_approval") else "red"
-    line = f"● {kind}"
-    if outcome.error:
-        line += f": {inert(outcome.error)}"
-    console.print(Text(line, style=f"bold {style}"))
+    details = []
     for r in run.resumed_calls:
         mark = "ran" if r.ran else "not run"
-        console.print(Text(inert(f"  {r.call.id} {r.call.name}: {mark}", one_line=True), style="dim"))
+        details.append((inert(f"  {r.call.id} {r.call.name}: {mark}", one_line=True), "dim"))
     if run.pending_approvals:
         ids = inert(", ".join(p.id for p in run.pending_approvals), one_line=True)
-        console.print(Text(f"  still awaiting: {ids}", style="yellow"))
-    u = run.usage
-    cost = f" · {dollars(run.cost)}" if run.cost is not None and run.turns else ""
-    console.print(
-        Text(
-            f"  {len(run.turns)} turn(s) · {u.input_tokens:,} tokens in · {u.output_tokens:,} out{cost}",
-            style="dim",
-        )
-    )
+        details.append((f"  still awaiting: {ids}", "yellow"))
+    print_summary(console, run, refused, details)

@@ -1,7 +1,9 @@
 """The CLI's transcript: an observer of the loop's events that prints to the terminal with rich.
 
 Text streams as it comes (a reply that was not streamed is shown whole when it arrives); thinking is dimmed;
-tool calls and results are shown on one line each; a spinner runs while the model is working. Every string
+tool calls and results are shown on one line each, a result labelled with its call's tool and main argument
+(``✓ read_file(wordcount.py): ...``; the main argument is the call's first, so parallel calls that finish out
+of order stay told apart); a spinner runs while the model is working. Every string
 that came from the model, a tool or a provider goes through :func:`~loopctl.cli.inert.inert` first, so none
 of it can move the cursor, hide text or reach the clipboard.
 """
@@ -57,6 +59,18 @@ def _short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else _json(value)
     text = inert(text.replace("\n", "⏎"), one_line=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _label(name: str, arguments: Any) -> str:
+    """A tool call named for a result line: the tool and its main argument (the value of the first one the
+    model gave, as ``path`` for ``read_file``), ``read_file(wordcount.py)``; ``name()`` without arguments.
+    Inert like the call line's; an argument past 40 characters keeps its end (a path's file name), as
+    ``read_file(…/project/src/wordcount.py)``."""
+    main = (next(iter(arguments.values())) if arguments else "") if isinstance(arguments, dict) else arguments
+    text = _short(main, 1 << 30)
+    if len(text) > 40:
+        text = "…" + text[-39:]
+    return f"{_short(name, 80)}({text})"
 
 
 class Transcript:
@@ -144,7 +158,8 @@ class Transcript:
             text = str(r.output)
             lines = text.count("\n") + 1 if text else 0
             count = f"{lines} line" if lines == 1 else f"{lines} lines"
-            c.print(Text(f"  {mark} {_short(event.call.name, 80)}: {_short(text, 100)}  [{count}]", style=style))
+            label = _label(event.call.name, event.call.input)
+            c.print(Text(f"  {mark} {label}: {_short(text, 100)}  [{count}]", style=style))
         elif isinstance(event, CompactionFinished):
             self._stop_spin()
             self._end_line()

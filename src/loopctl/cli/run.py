@@ -488,14 +488,24 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _summary(console: Console, result: Any, path: Path | None, refused: list[str]) -> None:
+def print_summary(
+    console: Console, result: Any, refused: Sequence[str] = (), details: Sequence[tuple[str, str]] = ()
+) -> None:
+    """The summary of a finished run (a :class:`~loopctl.engine.Run`), as ``loopctl run`` and ``loopctl
+    approve`` print it: ``● OUTCOME[: error][ · N file changes refused]``; then each of ``details``, a
+    ``(line, style)`` pair, as given; then ``N turns · T tokens in (C cached) · O out · S s[ · $cost]``; then
+    each reason in ``refused`` (the reasons file changes were refused) once. Text from the run is inert."""
     from loopctl.cli.render import dollars
 
     u = result.usage
     outcome = result.outcome
     kind = outcome.kind.value
     style = (
-        "green" if kind == "completed" and not refused else "yellow" if kind in ("completed", "cancelled") else "red"
+        "green"
+        if kind == "completed" and not refused
+        else "yellow"
+        if kind in ("completed", "cancelled", "awaiting_approval")
+        else "red"
     )
     line = f"● {kind}"
     if outcome.error:
@@ -503,6 +513,8 @@ def _summary(console: Console, result: Any, path: Path | None, refused: list[str
     if refused:
         line += f" · {_plural(len(refused), 'file change')} refused"
     console.print(Text(line, style=f"bold {style}"))
+    for text, detail_style in details:
+        console.print(Text(text, style=detail_style))
     console.print(
         Text(
             f"  {_plural(len(result.turns), 'turn')} · {u.input_tokens:,} tokens in ({u.cache_read_tokens:,} cached) · "
@@ -513,6 +525,10 @@ def _summary(console: Console, result: Any, path: Path | None, refused: list[str
     )
     for reason in dict.fromkeys(refused):  # each reason once
         console.print(Text(f"  refused: {inert(reason, one_line=True)}", style="yellow"))
+
+
+def _summary(console: Console, result: Any, path: Path | None, refused: list[str]) -> None:
+    print_summary(console, result, refused)
     if path is not None:
         shown = inert(str(path), one_line=True)
         console.print(

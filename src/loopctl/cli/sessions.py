@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.text import Text
 
 from loopctl.cli.inert import inert
+from loopctl.cli.report import stderr, stdout
 from loopctl.errors import ConversationFileError, LoopError
 
 if TYPE_CHECKING:
@@ -142,8 +143,28 @@ def _store(ctx: click.Context) -> Iterator[SessionStore]:
         sys.exit(2)
 
 
+def _absent_store(ctx: click.Context) -> Path | None:
+    """The SQLite file the group's store names, when it does not exist yet: nothing is stored, and a command
+    that only reads creates no store (``sessions list`` in a new folder left a ``.loopctl/`` behind).
+    ``None`` for a file that exists and for PostgreSQL."""
+    spec = ctx.obj
+    if spec and is_postgres(spec):
+        return None
+    path = Path(spec) if spec else DEFAULT_STORE
+    return None if path.exists() else path
+
+
+def _require_store(ctx: click.Context, session_id: str) -> None:
+    """End a command that reads ``session_id`` with the store's usual error (exit 2) when there is no store."""
+    path = _absent_store(ctx)
+    if path is not None:
+        message = f"error: no session {inert(repr(session_id))} (no store at {inert(str(path))})"
+        stderr().print(Text(message, style="bold red"))
+        sys.exit(2)
+
+
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return stdout()
 
 
 def _when(t: float) -> str:
@@ -162,6 +183,9 @@ def sessions(ctx: click.Context, store_spec: str | None) -> None:
 @click.pass_context
 def list_sessions(ctx: click.Context) -> None:
     """Every session, the most recently changed first: id, messages, last outcome, model, last change."""
+    if _absent_store(ctx) is not None:
+        _console().print("no sessions")
+        return
     with _store(ctx) as store:
         rows = store.sessions()
     console = _console()
@@ -184,6 +208,7 @@ def list_sessions(ctx: click.Context) -> None:
 @click.pass_context
 def show(ctx: click.Context, session_id: str, thinking: bool) -> None:
     """Print a session's messages, each with its index and node id."""
+    _require_store(ctx, session_id)
     with _store(ctx) as store:
         loaded = store.load(session_id)
     console = _console()
@@ -212,6 +237,7 @@ def show(ctx: click.Context, session_id: str, thinking: bool) -> None:
 @click.pass_context
 def fork(ctx: click.Context, session_id: str, node: str | None, new_id: str | None) -> None:
     """Start a new session from SESSION_ID's messages (up to --at); the two then go their own ways."""
+    _require_store(ctx, session_id)
     with _store(ctx) as store:
         at = store.find_node(node) if node else None
         info = store.fork(session_id, at=at, new_id=new_id)
@@ -229,6 +255,7 @@ def fork(ctx: click.Context, session_id: str, node: str | None, new_id: str | No
 @click.pass_context
 def export_session(ctx: click.Context, session_id: str, file: Path) -> None:
     """Write a session to FILE as a session file (readable by ``loopctl show`` and ``sessions import``)."""
+    _require_store(ctx, session_id)
     with _store(ctx) as store:
         try:
             store.export_file(session_id, file)
@@ -258,6 +285,7 @@ def import_session(ctx: click.Context, file: Path, new_id: str | None) -> None:
 @click.pass_context
 def verify(ctx: click.Context, session_id: str) -> None:
     """Re-derive every hash of a session's chains; list what does not match (exit 1), or say it is sound."""
+    _require_store(ctx, session_id)
     with _store(ctx) as store:
         problems = store.verify(session_id)
         length = store.info(session_id).length

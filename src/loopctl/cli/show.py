@@ -13,11 +13,10 @@ from typing import Any
 
 import click
 import orjson
-from rich.console import Console
 from rich.text import Text
 
 from loopctl.cli.inert import inert
-from loopctl.cli.report import fail
+from loopctl.cli.report import fail, stdout
 
 __all__ = ["check", "read_file", "show"]
 
@@ -53,7 +52,7 @@ def show(file: Path) -> None:
     """Print a saved session (its model, root, outcome and usage, then the conversation) or a conversation
     file."""
     session, messages = read_file(file)
-    console = Console(highlight=False, soft_wrap=True)
+    console = stdout()
     if session is not None:
         for label, value in _facts(session):
             console.print(Text.assemble((f"{label:<8} ", "bold"), inert(value, one_line=True)))

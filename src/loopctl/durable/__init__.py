@@ -1,9 +1,9 @@
 """Durable runs: an agent run on an existing durable-execution engine survives a crash without repeating a
 tool call that completed.
 
-- :mod:`loopctl.durable.dbos` (extra ``loopctl[dbos]``): each run a DBOS workflow, each model call and each
+- :mod:`loopctl.durable.dbos` (extra ``pyloopctl[dbos]``): each run a DBOS workflow, each model call and each
   tool call a step; SQLite by default, PostgreSQL for several workers.
-- :mod:`loopctl.durable.temporal` (extra ``loopctl[temporal]``): each run a Temporal workflow, each model
+- :mod:`loopctl.durable.temporal` (extra ``pyloopctl[temporal]``): each run a Temporal workflow, each model
   call and each tool call an activity.
 
 **Assume any unit may run twice**: an engine records a step's output when it returns, so a model call or a

@@ -25,8 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import orjson
-from temporalio.api.common.v1 import Payload
-from temporalio.converter import PayloadCodec
+
+try:
+    from temporalio.api.common.v1 import Payload
+    from temporalio.converter import PayloadCodec
+except ImportError as exc:  # the extra is not installed
+    raise ImportError(
+        f"loopctl.durable.claimcheck needs the Temporal SDK: pip install 'pyloopctl[temporal]' ({exc})"
+    ) from exc
 
 from loopctl.errors import LoopError
 

@@ -46,7 +46,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
-from dbos import DBOS, SetWorkflowID
+try:
+    from dbos import DBOS, SetWorkflowID
+except ImportError as exc:  # the extra is not installed
+    raise ImportError(f"loopctl.durable.dbos needs DBOS: pip install 'pyloopctl[dbos]' ({exc})") from exc
 
 from loopctl.compact import SummarizingCompactor
 from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, with_own_budget

@@ -48,10 +48,15 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
-from temporalio import activity, workflow
-from temporalio.client import Client
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+try:
+    from temporalio import activity, workflow
+    from temporalio.client import Client
+    from temporalio.common import RetryPolicy
+    from temporalio.exceptions import ApplicationError
+except ImportError as exc:  # the extra is not installed
+    raise ImportError(
+        f"loopctl.durable.temporal needs the Temporal SDK: pip install 'pyloopctl[temporal]' ({exc})"
+    ) from exc
 
 from loopctl.compact import SummarizingCompactor
 from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, with_own_budget

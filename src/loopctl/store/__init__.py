@@ -8,7 +8,7 @@ append new nodes (the old chain stays readable); a fork is a new session at any 
 before it. The machine's other state is stored beside the head (:mod:`loopctl.store.state`).
 
 Backends: :class:`SQLiteStore` (one file, the CLI's default ``.loopctl/sessions.db``) and
-:class:`PostgresStore` (a server shared by many workers; extra ``loopctl[postgres]``, imported only when
+:class:`PostgresStore` (a server shared by many workers; extra ``pyloopctl[postgres]``, imported only when
 used). ``BareLoop(client, tools, config, store=store, session_id="...")`` loads a session and appends every
 turn to it. The model, the schema and its version policy: ``docs/sessions.md``.
 """

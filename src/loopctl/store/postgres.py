@@ -1,5 +1,5 @@
 """The server store: PostgreSQL through psycopg 3 and a ``psycopg_pool`` connection pool, for sessions shared
-by many workers on many machines (extra ``loopctl[postgres]``).
+by many workers on many machines (extra ``pyloopctl[postgres]``).
 
 An append locks its session's row (``SELECT ... FOR UPDATE``) before it compares the head, so writers of one
 session run one after the other, while writers of different sessions never wait for each other

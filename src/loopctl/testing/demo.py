@@ -4,14 +4,16 @@
 each request the way a model reads its context (the tool calls made so far and their results, in any of the
 four wire formats) and answers with the next step of one task: list the project, read two or three files,
 search for ``TODO``, write ``TODO.md`` summarizing the TODO lines the search really returned, then give a
-short final answer. Every answer is a function of the request alone, so a retried request gets the same
-reply and a resumed session continues where it stopped.
+short final answer. A project without TODO comments gets no ``TODO.md``: the demo answers that it found none
+(an empty summary would only be a file to delete). Every answer is a function of the request alone, so a
+retried request gets the same reply and a resumed session continues where it stopped.
 
 Tools it calls (the CLI's built-ins): ``list_files(path=".")``, ``read_file(path)``,
 ``search(pattern, path=".")``, ``write_file(path, content)``; their results are read as plain text. A
 listing is read for anything that looks like a file path with an extension (one path per line, relative to
 the root, reads best; a tree drawn with indentation and bare names does not), a search result for
-grep-style ``path:line: text`` lines (other lines holding a ``TODO`` count without a place).
+grep-style ``path:line: text`` lines only (any other line, such as the tool's ``no match for 'TODO'`` or a
+count of hits, is not a hit).
 
 Pure apart from reading the request: no I/O, no clock.
 """
@@ -198,17 +200,20 @@ def _pick_files(files: Sequence[str], count: int = 3) -> list[str]:
 @dataclass(frozen=True, slots=True)
 class _Todo:
     path: str
-    line: int | None
+    line: int
     text: str
 
 
 def _todos(search_output: str) -> list[_Todo]:
-    """The TODO hits of a ``search`` result: ``path:line: text`` lines (grep style), or any line that holds
-    a TODO; hits in ``TODO.md`` itself (from an earlier run) are skipped."""
+    """The TODO hits of a ``search`` result: its ``path:line: text`` lines (grep style) whose text holds a
+    TODO marker. Other lines are not hits (``no match for 'TODO'`` names the pattern, it does not find it);
+    hits in ``TODO.md`` itself (from an earlier run) are skipped."""
     found: list[_Todo] = []
     for raw in search_output.splitlines():
         m = _HIT.match(raw)
-        path, line, text = (m["path"].strip(), int(m["line"]), m["text"]) if m else ("", None, raw)
+        if m is None:
+            continue
+        path, line, text = m["path"].strip(), int(m["line"]), m["text"]
         todo = _TODO.search(text)
         if todo is None or path.endswith("TODO.md"):
             continue
@@ -227,11 +232,8 @@ def _todo_markdown(todos: Sequence[_Todo]) -> str:
         f"file{'s' if len(files) != 1 else ''} (collected by loopctl's demo model).",
     ]
     for path in files:
-        lines += ["", f"## {path or '(unknown file)'}", ""]
-        for t in todos:
-            if t.path == path:
-                where = f"line {t.line}: " if t.line is not None else ""
-                lines.append(f"- [ ] {where}{t.text}")
+        lines += ["", f"## {path}", ""]
+        lines += [f"- [ ] line {t.line}: {t.text}" for t in todos if t.path == path]
     return "\n".join(lines) + "\n"
 
 
@@ -267,6 +269,8 @@ class DemoScript:
     Its turns: (1) ``list_files(".")``; (2) ``read_file`` on up to ``read_count`` files named in the listing,
     in parallel; (3) ``search("TODO", ".")``; (4) ``write_file("TODO.md", ...)`` listing the hits of the
     search result; (5) a short final text, which says so if the write failed (refused by the user, say).
+    When the search has no hit, (4) is the final text instead, saying that no TODO comment was found, and
+    no file is written.
     Each turn carries a one-line thinking part signed for the endpoint's provider (none on Chat Completions,
     where OpenAI sends no reasoning). If the request lacks one of :data:`REQUIRED_TOOLS`, the reply is a text
     naming what is missing.
