@@ -167,7 +167,9 @@ class Tool(Protocol):
     result the model can read.
 
     A tool with a ``requires_approval`` attribute that is ``True`` has every call deferred until it is
-    approved (``loop.run(approvals=...)``: ``docs/guardrails.md``, "Approvals that wait")."""
+    approved (``loop.run(approvals=...)``: ``docs/guardrails.md``, "Approvals that wait"). A tool with a
+    ``check_input(input)`` method (raising :class:`ToolInputError`) has a ``Modify`` approval's input checked
+    by it when the approval is given."""
 
     @property
     def name(self) -> str:
@@ -241,14 +243,22 @@ class FunctionTool:
                 prop.pop("title", None)
         self.input_schema: Mapping[str, Any] = schema
 
-    async def call(self, input: Any, context: ToolContext) -> Any:  # noqa: A002 - the wire name
-        """Validate ``input`` and run the function. Raises :class:`ToolInputError` for bad input."""
+    def check_input(self, input: Any) -> None:  # noqa: A002 - the wire name
+        """Validate ``input`` against the tool's schema without running it (the engine checks a ``Modify``
+        approval's input so). Raises :class:`ToolInputError` naming the field."""
+        self._parse(input)
+
+    def _parse(self, input: Any) -> BaseModel:  # noqa: A002
         if not isinstance(input, dict):
             raise ToolInputError(f"expected a JSON object as input, got {type(input).__name__}")
         try:
-            parsed = self._model.model_validate(input)
+            return self._model.model_validate(input)
         except ValidationError as exc:
             raise ToolInputError(_describe_validation(exc)) from None
+
+    async def call(self, input: Any, context: ToolContext) -> Any:  # noqa: A002 - the wire name
+        """Validate ``input`` and run the function. Raises :class:`ToolInputError` for bad input."""
+        parsed = self._parse(input)
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         if self._context_param is not None:
             kwargs[self._context_param] = context

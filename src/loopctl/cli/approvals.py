@@ -140,7 +140,7 @@ async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
     from loopctl.cli.render import Transcript
     from loopctl.cli.run import build_client
     from loopctl.engine import Approve, BareLoop, Deny, MachineState, Modify, RunConfig
-    from loopctl.errors import SessionNotFound
+    from loopctl.errors import ApprovalError, ConcurrentUpdate, SessionNotFound
     from loopctl.tools.files import PROTECTED_NAMES, FileTools
 
     console = Console(highlight=False, soft_wrap=True)
@@ -191,6 +191,13 @@ async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
             try:
                 config = RunConfig(max_turns=opts["max_turns"], stream=opts["stream"])
                 run = await loop.run(approvals=decisions, config=config)
+            except (ApprovalError, ConcurrentUpdate) as exc:
+                # Another process decided these calls first (or the run changed since it was listed): the
+                # decisions were not recorded, and nothing ran.
+                raise CommandError(
+                    f"the decisions were not recorded, and nothing ran: {exc} (see: loopctl approve "
+                    f"{session_id} --list)"
+                ) from None
             finally:
                 transcript.close()
     finally:

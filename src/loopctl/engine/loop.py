@@ -65,6 +65,7 @@ from loopctl.engine.events import (
 from loopctl.engine.fallback import FallbackClient, client_label
 from loopctl.engine.hooks import Hooks
 from loopctl.engine.images import image_problem, rules_for
+from loopctl.engine.limits import UsageLimits
 from loopctl.engine.machine import (
     CallLLM,
     CallTools,
@@ -80,7 +81,18 @@ from loopctl.engine.machine import (
     Prune,
     exception_text,
 )
-from loopctl.engine.permission import Approval, Approve, Defer, Deny, Modify, PendingApproval, PermissionCallback
+from loopctl.engine.permission import (
+    DEFAULT_DENY_REASON,
+    Approval,
+    Approve,
+    Defer,
+    Deny,
+    Modify,
+    PendingApproval,
+    PermissionCallback,
+    deny_reason,
+    input_problem,
+)
 from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn
 from loopctl.engine.streaming import RunStream, text_of
 from loopctl.errors import (
@@ -93,6 +105,7 @@ from loopctl.errors import (
     HookFailed,
     LoopError,
     OutputValidationError,
+    StoreError,
     UnsupportedContent,
 )
 from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
@@ -453,6 +466,9 @@ class BareLoop:
     ) -> Run[Any]:
         """:meth:`_run`, then the end-of-run save to the session store (when the loop has one), also when the
         run raised: the salvaged conversation is kept before the error goes on."""
+        # Decisions or input that do not fit are refused before anything runs, or is saved (a refused approval
+        # must not write the session it was refused for).
+        self._check_start(input, approvals)
         self._run_observers = observers
         try:
             run = await self._run(input, approvals, cfg, cancel, output_type, output_validator, deps)
@@ -537,7 +553,7 @@ class BareLoop:
                     "the paused run was started with another output type "
                     f"(output tool {m.output_tool!r}, not {output_tool!r}): pass the output_type it was started with"
                 )
-            m.approve(approvals, limits=cfg.limits)
+            m = await self._decide(approvals, cfg.limits)
             first = m.pending[0]
         else:
             assert input is not None  # _check_start
@@ -693,8 +709,15 @@ class BareLoop:
                     if m.state is MachineState.AWAITING_APPROVAL:
                         decisions = await _race(self._await_approvals(m.pending_approvals), cancel)
                         if decisions:
+                            self._check_decisions(decisions)
                             before_results = m.context_tokens
-                            m.approve(decisions)
+                            try:
+                                m = await self._decide(decisions, None)
+                            except StoreError as exc:  # not recorded: the machine is paused as it was
+                                m = self._machine
+                                error = exc
+                                m.fail(exc)
+                                continue
                             decided.update(decisions)
                             settle(reply_message, before_results)
                 elif isinstance(step, Prune):
@@ -744,6 +767,28 @@ class BareLoop:
             emit(RunFinished(run))
         return run
 
+    async def _decide(self, decisions: Mapping[str, Approval], limits: UsageLimits | None) -> LoopMachine:
+        """Feed ``decisions`` to the paused machine and, on a loop with a session store, save it before any
+        approved call runs: the save is a compare-and-swap on the head this loop loaded, so of two processes
+        deciding the same paused run only the first is recorded, and the other is refused here, before
+        anything ran; and a process that dies while an approved call runs leaves the decision recorded (a
+        later load answers the call "Not known whether it ran", never offers it again). A refused save
+        (:class:`~loopctl.errors.ConcurrentUpdate`, another ``StoreError``) puts the machine back as it was,
+        paused, and is raised. Returns the loop's machine."""
+        m = self._machine
+        binding = self._binding
+        before = m.to_json(messages=False) if binding is not None else None
+        m.approve(decisions, limits=limits)
+        if binding is None or before is None:
+            return m
+        try:
+            await binding.asave(m)
+        except StoreError:
+            # The messages are the same objects (approve() changes none): the binding's chain still fits.
+            self._machine = LoopMachine.from_json(before, messages=m.full_history())
+            raise
+        return m
+
     def _check_start(self, input: str | Message | None, approvals: Mapping[str, Approval] | None) -> None:  # noqa: A002
         """Refuse, before anything runs, a start that does not fit the machine (:class:`ApprovalError`)."""
         m = self._machine
@@ -762,20 +807,46 @@ class BareLoop:
         if input is not None:
             raise ApprovalError("run(approvals=...) continues a paused run: it takes no new input")
         if not paused:
-            raise ApprovalError(f"approvals were given, but the loop's run is not paused (state {m.state.value})")
-        pending_ids = {p.id for p in m.pending_approvals}
+            raise ApprovalError(
+                f"approvals were given, but the loop's run is not paused (state {m.state.value}, last outcome "
+                f"{m.outcome.kind.value}): its calls were decided already, or the run ended"
+            )
+        self._check_decisions(approvals)
+
+    def _check_decisions(self, approvals: Mapping[str, Approval]) -> None:
+        """Refuse decisions that do not fit the paused run (:class:`ApprovalError`, before anything runs): a
+        call that awaits none, a decision of another type, a ``Deny`` whose reason is not a string, a
+        ``Modify`` whose input is not JSON or does not fit the tool's schema (checked by the tool's
+        ``check_input`` when it has one: :class:`~loopctl.tool.FunctionTool`)."""
+        pending = {p.id: p for p in self._machine.pending_approvals}
+        awaited = ", ".join(sorted(pending)) or "none"
         if not approvals:
-            raise ApprovalError(f"approvals is empty; the run awaits {', '.join(sorted(pending_ids))}")
+            raise ApprovalError(f"approvals is empty; the run awaits {awaited}")
         for call_id, decision in approvals.items():
-            if call_id not in pending_ids:
-                raise ApprovalError(
-                    f"call {call_id!r} does not await approval (the run awaits {', '.join(sorted(pending_ids))})"
-                )
+            if call_id not in pending:
+                raise ApprovalError(f"call {call_id!r} does not await approval (the run awaits {awaited})")
             if not isinstance(decision, (Approve, Deny, Modify)):
                 raise ApprovalError(
                     f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
                     "Modify(input)"
                 )
+            if isinstance(decision, Deny) and not isinstance(decision.reason, str):
+                raise ApprovalError(
+                    f"the reason of Deny for call {call_id!r} must be a string (the text the model reads), got "
+                    f"{type(decision.reason).__name__}"
+                )
+            if isinstance(decision, Modify):
+                problem = input_problem(decision.input)
+                call = pending[call_id].call
+                tool = self.tools.get(call.name)
+                check = getattr(tool, "check_input", None)
+                if problem is None and callable(check):
+                    try:
+                        check(decision.input)
+                    except ToolInputError as exc:
+                        problem = f"it does not fit the schema of {call.name!r}: {exc}"
+                if problem is not None:
+                    raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
 
     @staticmethod
     def _records(
@@ -1027,7 +1098,7 @@ class BareLoop:
                 if inspect.isawaitable(decision):
                     decision = await decision
                 if decision is False or isinstance(decision, Deny):
-                    reason = decision.reason if isinstance(decision, Deny) else Deny().reason
+                    reason = deny_reason(decision) if isinstance(decision, Deny) else DEFAULT_DENY_REASON
                     return self._not_run(turn, call, reason, emit)
                 if isinstance(decision, Defer):
                     if emit:

@@ -65,7 +65,7 @@ import orjson
 from pydantic import ValidationError
 
 from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits, cost_unknown, passed_after_reply
-from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval
+from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval, deny_reason, input_problem
 from loopctl.errors import (
     ConversationFileError,
     FallbackFailed,
@@ -828,8 +828,11 @@ class LoopMachine:
         When every call is decided and none runs, the turn is committed and the run goes on to the model.
         ``limits``, when given, replace the run's limits (what it spent so far still counts).
 
-        Raises ``MachineStateError`` in another state, for no decisions, a call id that is not pending, or a
-        decision of another type; the machine is left as it was.
+        A ``Deny`` with an empty reason gives the model :data:`~loopctl.engine.permission.DEFAULT_DENY_REASON`.
+
+        Raises ``MachineStateError`` in another state, for no decisions, a call id that is not pending, a
+        decision of another type, a ``Deny`` reason that is not a string, or a ``Modify`` input that is not
+        JSON; the machine is left as it was.
         """
         self._expect(MachineState.AWAITING_APPROVAL, feed="approve")
         if not decisions:
@@ -843,12 +846,17 @@ class LoopMachine:
                     f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
                     "Modify(input)"
                 )
+            if isinstance(decision, Deny) and not isinstance(decision.reason, str):
+                raise MachineStateError(f"the reason of Deny for call {call_id!r} must be a string")
+            problem = input_problem(decision.input) if isinstance(decision, Modify) else None
+            if problem is not None:
+                raise MachineStateError(f"the input of Modify for call {call_id!r} is refused: {problem}")
         calls = {c.id: c for c in self._calls}
         approved: dict[str, Approve | Modify] = {}
         for call_id, decision in decisions.items():
             del self._deferred[call_id]
             if isinstance(decision, Deny):
-                self._machine_results[call_id] = _error(calls[call_id], decision.reason)
+                self._machine_results[call_id] = _error(calls[call_id], deny_reason(decision))
             else:
                 approved[call_id] = decision
         if limits is not None:
@@ -992,6 +1000,8 @@ class LoopMachine:
                 continue
             if call.id in self._deferred:
                 text = f"Not run: {why} while the call awaited approval."
+            elif call.id in self._approved:  # its decision was recorded; it may have run
+                text = f"Not known whether it ran: it was approved, then {why} before its result was recorded."
             else:
                 text = f"Not known whether it ran: {why} before its result was recorded."
             self._machine_results[call.id] = _error(call, text)
