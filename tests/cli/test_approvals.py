@@ -69,9 +69,29 @@ def test_approve_lists_the_pending_calls_inert(tmp_path: Path) -> None:
     code, out, err = loopctl("approve", "s1", "--store", str(db), "--list")
     assert code == 0, err
     assert "session s1 awaits 1 call(s):" in out
-    assert 'w1  write_file({"path":"notes.txt","content":"\\u001b[31mred' in out  # the escape is shown, not sent
-    assert "\x1b[31m" not in out and "— it changes a file" in out
+    assert "  w1  write_file  — it changes a file\n" in out
+    assert '        "content": "\\u001b[31mred\\u001b[0m"\n' in out  # the escape is shown, not sent
+    assert "\x1b[31m" not in out
     assert not (root / "notes.txt").exists()
+
+
+def test_approve_shows_the_whole_input_however_long_a_value_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The model picks the input and its key order: a long harmless value first must not hide the path.
+    db, root = tmp_path / "sessions.db", tmp_path / "project"
+    root.mkdir()
+    long = "Here is the weekly summary you asked for. " * 40
+    call = ToolCallPart(id="w1", name="write_file", input={"content": long + "\u202eevil", "path": ".ssh/config"})
+    paused_session(db, root, call)
+    code, out, err = loopctl("approve", "s1", "--store", str(db), "--list")
+    assert code == 0, err
+    assert '        "path": ".ssh/config"\n' in out and long + "\\u202eevil" in out
+    assert "\u202e" not in out and "…" not in out
+    capsys.readouterr()
+    decide_interactively([PendingApproval(call, "it changes a file")], lambda text, **kw: "s")
+    prompt_text = capsys.readouterr().out
+    assert '"path": ".ssh/config"' in prompt_text and long + "\\u202eevil" in prompt_text
 
 
 def test_approve_decides_and_continues_the_run_in_a_new_process(tmp_path: Path) -> None:

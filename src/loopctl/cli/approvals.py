@@ -1,6 +1,6 @@
 """``loopctl approve SESSION``: decide the tool calls a stored run is waiting on, then continue the run.
 
-    loopctl approve ID --list                   the calls the run awaits: id, tool, input, why
+    loopctl approve ID --list                   the calls the run awaits: id, tool, why, the whole input
     loopctl approve ID --all                    approve every one and continue
     loopctl approve ID --approve C1 --deny C2 --reason "not that file"
     loopctl approve ID --modify C1 '{"path": "notes.txt", "content": "..."}'
@@ -23,6 +23,7 @@ Exit status: 0 when the run completed or still awaits calls left undecided, 2 fo
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,20 +41,27 @@ from loopctl.cli.sessions import STORE_VAR, open_store
 __all__ = ["approve", "decide_interactively", "describe"]
 
 
-def describe(pending: Any) -> str:
-    """One line for a pending call: ``id  tool(input)  — reason``, inert."""
-    args = orjson.dumps(pending.input).decode()
-    if len(args) > 300:
-        args = args[:299] + "…"
-    line = f"{pending.id}  {pending.name}({args})"
+def describe(pending: Any, indent: str = "") -> str:
+    """A pending call as it is decided on: a line ``id  tool  — reason``, then its whole input as indented
+    JSON, one key per line, each line after the first starting with ``indent``. Nothing is cut: the model
+    writes the input and its key order, and a long harmless value must not push another out of sight. Every
+    line is inert (control and invisible characters written as escapes; JSON already escapes the C0
+    controls inside strings)."""
+    head = f"{pending.id}  {pending.name}"
     if pending.reason:
-        line += f"  — {pending.reason}"
-    return inert(line, one_line=True)
+        head += f"  — {pending.reason}"
+    try:
+        body = orjson.dumps(pending.input, option=orjson.OPT_INDENT_2).decode()
+    except orjson.JSONEncodeError:  # integers past 64 bits
+        body = json.dumps(pending.input, indent=2, ensure_ascii=False)
+    lines = [inert(head, one_line=True)] + [indent + "    " + inert(line, one_line=True) for line in body.splitlines()]
+    return "\n".join(lines)
 
 
 def decide_interactively(pending: Sequence[Any], prompt: Callable[..., Any] = click.prompt) -> dict[str, Any]:
-    """Ask about each pending call: approve, deny (with a reason), modify (new input as JSON), or skip (it
-    stays pending). ``prompt`` is :func:`click.prompt`'s signature (tests pass their own)."""
+    """Ask about each pending call, showing its whole input (:func:`describe`): approve, deny (with a reason),
+    modify (new input as JSON), or skip (it stays pending). ``prompt`` is :func:`click.prompt`'s signature
+    (tests pass their own)."""
     from loopctl.engine import Approve, Deny, Modify
 
     decisions: dict[str, Any] = {}
@@ -161,7 +169,7 @@ async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
         pending = machine.pending_approvals
         console.print(Text(f"session {inert(session_id, one_line=True)} awaits {len(pending)} call(s):", style="bold"))
         for p in pending:
-            console.print(Text(f"  {describe(p)}"))
+            console.print(Text(f"  {describe(p, indent='  ')}"))
         if opts["only_list"]:
             return 0
         decisions = _from_flags(pending, opts, Approve, Deny, Modify)
