@@ -521,14 +521,17 @@ class LoopMachine:
         ``limits`` are the run's usage limits (``None``: none); ``loop_detection`` is ``k``: the same tool call
         (name and input) ``k`` times in a row gets an error result telling the model so instead of running,
         and once more ends the run with ``LOOP_DETECTED`` (``None``: off; at least 2). Both hold until the run
-        ends and are saved with the machine. Raises ``ValueError`` for a ``loop_detection`` below 2.
+        ends and are saved with the machine. Raises ``ValueError`` for a ``loop_detection`` that is not a whole
+        number of at least 2 (``3.0`` included: the machine file holds a whole number), and for ``limits`` that
+        are not a :class:`~loopctl.engine.UsageLimits`.
 
         Raises ``InvalidMessage`` (path ``input.…``) for input that cannot be written (a lone surrogate, as
         undecodable bytes of a command line become), leaving the machine as it was: such a message would make
         every request and every save of the conversation fail."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
-        if loop_detection is not None and (isinstance(loop_detection, bool) or loop_detection < 2):
-            raise ValueError(f"loop_detection must be at least 2 (or None: off), got {loop_detection!r}")
+        check_loop_detection(loop_detection)
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise ValueError(f"limits must be a UsageLimits or None, got {type(limits).__name__}")
         message = Message.user(input) if isinstance(input, str) else input
         _expect_message(message, Role.USER, "accept_input")
         try:
@@ -835,6 +838,8 @@ class LoopMachine:
         JSON; the machine is left as it was.
         """
         self._expect(MachineState.AWAITING_APPROVAL, feed="approve")
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise MachineStateError(f"limits must be a UsageLimits or None, got {type(limits).__name__}")
         if not decisions:
             raise MachineStateError("approve() needs a decision for at least one pending call")
         for call_id, decision in decisions.items():
@@ -1190,6 +1195,17 @@ class LoopMachine:
             f"LoopMachine(state={self.state.value}, turn={self.turn}, history={self._n_history}, "
             f"pending={len(self._messages) - self._n_history}, context_tokens={self.context_tokens})"
         )
+
+
+def check_loop_detection(k: object) -> None:
+    """Refuse a loop-detection setting a machine file cannot hold: ``k`` is ``None`` (off) or an ``int`` (not a
+    ``bool``, not a ``float`` such as ``3.0``) of at least 2. Raises ``ValueError``."""
+    if k is None:
+        return
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise ValueError(f"loop_detection must be a whole number (an int) of at least 2, or None: off; got {k!r}")
+    if k < 2:
+        raise ValueError(f"loop_detection must be at least 2 (or None: off), got {k!r}")
 
 
 def _error(call: ToolCallPart, text: str) -> ToolResultPart:
