@@ -287,12 +287,14 @@ class ToolTimeout(ToolError):
 class HookFailed(LoopError):
     """A hook (:class:`~loopctl.engine.Hook`) raised, or returned what its method may not: the run fails with
     this error. :attr:`hook` names the hook (its ``name`` attribute, else its class), :attr:`method` the
-    method (``before_model``, ``after_model``, ``before_tool``, ``after_tool``); the hook's own exception is
-    the ``__cause__``."""
+    method (``before_model``, ``after_model``, ``before_tool``, ``after_tool``), :attr:`call_id` the tool
+    call whose ``before_tool`` or ``after_tool`` it was (``None`` for the model's hooks); the hook's own
+    exception is the ``__cause__``."""
 
-    def __init__(self, hook: str, method: str, problem: str) -> None:
+    def __init__(self, hook: str, method: str, problem: str, *, call_id: str | None = None) -> None:
         self.hook = hook
         self.method = method
+        self.call_id = call_id
         super().__init__(f"hook {hook}.{method} failed: {problem}")
 
 

@@ -201,6 +201,7 @@ class BareLoop:
         self._image_rules = rules_for(getattr(client, "provider", ""))
         self._overflow_scale: float | None = None  # how low the estimate was when the provider overflowed
         self._running = False
+        self._batch: dict[str, ToolCallRecord | PendingApproval] = {}  # the batch in flight (_run_tools)
 
     # --- sessions ------------------------------------------------------------------------------------------
 
@@ -694,7 +695,13 @@ class BareLoop:
                         m.cancel()
                         continue
                     except HookFailed as exc:
+                        # The tools that ran keep their results (the model must learn they ran); the run fails.
                         error = exc
+                        salvaged = self._salvage_batch(step, exc, cfg)
+                        ran.update((r.call.id, r) for r in salvaged)
+                        before_results = m.context_tokens
+                        m.tool_results([Message(role=Role.USER, parts=tuple(r.result for r in salvaged))])
+                        settle(reply_message, before_results)
                         m.fail(exc)
                         continue
                     records = [r for r in done if isinstance(r, ToolCallRecord)]
@@ -1039,17 +1046,21 @@ class BareLoop:
         calls = step.calls
         spent = usage or Usage()
         approved = step.approved
+        batch = self._batch = {}  # what each call came to, as it comes: kept if a hook fails the batch
         if len(calls) == 1 or cfg.tool_dispatch == "sequential":
             out: list[ToolCallRecord | PendingApproval] = []
             for call in calls:
                 one = self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
                 out.append(await _race(one, cancel))
+                batch[call.id] = out[-1]
             return out
         sem = asyncio.Semaphore(max(1, cfg.max_concurrency))
 
         async def limited(call: ToolCallPart) -> ToolCallRecord | PendingApproval:
             async with sem:
-                return await self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
+                done = await self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
+                batch[call.id] = done
+                return done
 
         tasks = [asyncio.ensure_future(limited(c)) for c in calls]
         try:
@@ -1084,6 +1095,23 @@ class BareLoop:
             if emit:
                 emit(ToolCallFinished(turn, call, result, 0.0))
             return ToolCallRecord(call, result, 0.0, ran=False)
+        try:
+            return await self._run_checked(turn, call, tool, cfg, emit, deps, usage, approval)
+        except HookFailed as exc:
+            exc.call_id = call.id  # the batch's salvage says which call it failed
+            raise
+
+    async def _run_checked(
+        self,
+        turn: int,
+        call: ToolCallPart,
+        tool: Tool,
+        cfg: RunConfig,
+        emit: Callable[[LoopEvent], None] | None,
+        deps: Any,
+        usage: Usage | None,
+        approval: Approve | Modify | None,
+    ) -> ToolCallRecord | PendingApproval:
         args = call.input
         if approval is None:
             block = await self._hooks.before_tool(call) if self._hooks.has("before_tool") else None
@@ -1123,6 +1151,33 @@ class BareLoop:
         if emit:
             emit(ToolCallFinished(turn, call, result, duration))
         return ToolCallRecord(call, result, duration)
+
+    def _salvage_batch(self, step: CallTools, error: HookFailed, cfg: RunConfig) -> list[ToolCallRecord]:
+        """A hook failed the batch of ``step``: a record for each of its calls, so that the turn can be kept
+        with a result for every call (the results of tools that ran are never lost). A call that came back
+        keeps its result; the call whose ``after_tool`` hook failed ran, and says so (its result is withheld:
+        the failed hook may have been the one to redact it); the call whose ``before_tool`` hook failed, a
+        deferred call, and the calls of a sequential batch after the failure did not run; a call of a parallel
+        batch that had not come back may have run ("Not known whether it ran")."""
+        done = self._batch
+        sequential = len(step.calls) == 1 or cfg.tool_dispatch == "sequential"
+        out = []
+        for call in step.calls:
+            got = done.get(call.id)
+            if isinstance(got, ToolCallRecord):
+                out.append(got)
+                continue
+            ran = False
+            if call.id == error.call_id and error.method == "after_tool":
+                text, ran = f"The tool ran, but the run failed after it ({error}); its result is withheld.", True
+            elif call.id == error.call_id:
+                text = f"Not run: {error}."
+            elif isinstance(got, PendingApproval) or sequential:
+                text = f"Not run: the run failed before the call ran ({error})."
+            else:
+                text = f"Not known whether it ran: the run failed ({error}) before its result was recorded."
+            out.append(ToolCallRecord(call, _error_result(call, text), 0.0, ran=ran))
+        return out
 
     @staticmethod
     def _not_run(turn: int, call: ToolCallPart, text: str, emit: Callable[[LoopEvent], None] | None) -> ToolCallRecord:
