@@ -84,6 +84,17 @@ ToolChoice: TypeAlias = Union[Literal["auto", "none", "required"], ForceTool]
 or :class:`ForceTool` (that tool)."""
 
 
+def check_tool_choice(choice: object) -> None:
+    """Refuse a ``tool_choice`` that is not a :data:`ToolChoice` (``None`` is fine: the provider's default).
+    Raises ``ValueError``; every request and run checks its own, so no codec meets one (they disagreed on
+    what to do with it)."""
+    if choice is None or choice in ("auto", "none", "required"):
+        return
+    if isinstance(choice, ForceTool) and isinstance(choice.name, str) and choice.name:
+        return
+    raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or ForceTool(name), not {choice!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
     """What a tool returns when plain text is not enough.

@@ -223,3 +223,49 @@ async def test_any_object_with_hook_methods_is_a_hook() -> None:
     assert run.ok and counter.seen == 2
     with pytest.raises(TypeError, match="is not a hook"):
         BareLoop(ScriptedClient([]), hooks=[object()])
+
+
+class Rewrite(Hook):
+    name = "fix-request"
+
+    def __init__(self, **change: Any) -> None:
+        self.change = change
+
+    def before_model(self, request: ModelRequest) -> ModelRequest:
+        return dataclasses.replace(request, **self.change)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini"])
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"messages": ["hello"]}, "returned a request that cannot be sent: messages[0] is a str, not a Message"),
+        ({"messages": "hello"}, "messages must be a sequence of Message, not str"),
+        ({"extra": {"metadata": {1, 2}}}, "extra.metadata is not a JSON value (its type is set)"),
+        ({"stop": "END"}, "stop must be a sequence of str or None"),
+        ({"tool_choice": "bogus"}, "ValueError: tool_choice must be 'auto', 'none', 'required' or ForceTool"),
+    ],
+)
+async def test_a_before_model_hook_returning_a_bad_request_fails_the_run_naming_it(
+    kind: str, change: dict[str, Any], problem: str
+) -> None:
+    from loopctl.testing import FakeProviderServer
+    from tests.fake_clients import make_client
+
+    with FakeProviderServer(["fine"]) as server:
+        client = make_client(kind, server)
+        try:
+            run = await BareLoop(client, hooks=[Rewrite(**change)]).run("go")
+        finally:
+            await client.aclose()
+        assert server.requests == []  # nothing was sent
+    assert run.outcome.kind is OutcomeKind.FAILED and isinstance(run.error, HookFailed)
+    assert (run.error.hook, run.error.method) == ("fix-request", "before_model")
+    assert problem in str(run.error)
+
+
+def test_a_request_or_run_with_a_bad_tool_choice_is_refused_where_it_is_made() -> None:
+    with pytest.raises(ValueError, match="tool_choice must be"):
+        ModelRequest(messages=[], tool_choice="bogus")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tool_choice must be"):
+        RunConfig(tool_choice="any")  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor
 from loopctl.engine.limits import UsageLimits
 from loopctl.engine.machine import DEFAULT_LOOP_DETECTION, check_loop_detection
 from loopctl.providers.base import ReasoningEffort
-from loopctl.tool import RunContext, ToolChoice
+from loopctl.tool import RunContext, ToolChoice, check_tool_choice
 
 __all__ = ["Instructions", "RunConfig", "SessionConfig"]
 
@@ -73,7 +73,8 @@ class RunConfig:
     when given then, replace its limits.
 
     Raises ``ValueError`` for a ``loop_detection`` that is not an ``int`` of at least 2 or ``None`` (``3.0``
-    too), ``limits`` that are not a :class:`~loopctl.engine.UsageLimits`, and a ``max_turns`` or
+    too), ``limits`` that are not a :class:`~loopctl.engine.UsageLimits`, a ``tool_choice`` that is not a
+    :data:`~loopctl.tool.ToolChoice`, and a ``max_turns`` or
     ``max_concurrency`` below 1 or ``max_retries`` or ``output_retries`` below 0 (or not an ``int``).
     """
 
@@ -100,6 +101,7 @@ class RunConfig:
         # What the run saves with its machine is checked here, so that nothing a run accepts makes a file its
         # loader refuses (a float ``loop_detection`` from a config file, a dict for ``limits``).
         check_loop_detection(self.loop_detection)
+        check_tool_choice(self.tool_choice)
         if self.limits is not None and not isinstance(self.limits, UsageLimits):
             raise ValueError(f"RunConfig.limits must be a UsageLimits or None, got {type(self.limits).__name__}")
         for name, least in (("max_turns", 1), ("max_concurrency", 1), ("max_retries", 0), ("output_retries", 0)):

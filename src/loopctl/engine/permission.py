@@ -28,6 +28,7 @@ __all__ = [
     "PermissionCallback",
     "deny_reason",
     "input_problem",
+    "json_problem",
 ]
 
 DEFAULT_DENY_REASON = "The user denied this tool call."
@@ -109,10 +110,12 @@ def input_problem(value: Any) -> str | None:
     """Why ``value`` cannot be a tool call's input (``None`` when it can): it must be plain JSON, as the
     machine file keeps it (``docs/wire-format.md``): ``dict`` with ``str`` keys, ``list``, ``str`` (valid
     Unicode), ``int``, finite ``float``, ``bool``, ``None``. The path of the first bad value is named."""
-    return _json_problem(value, "input", 0)
+    return json_problem(value, "input")
 
 
-def _json_problem(value: Any, path: str, depth: int) -> str | None:
+def json_problem(value: Any, path: str, depth: int = 0) -> str | None:
+    """Why ``value`` (found at ``path``, for the message) is not plain JSON, or ``None`` (see
+    :func:`input_problem`; a ``tuple`` counts as an array)."""
     if depth > 200:
         return f"{path} is nested too deeply"
     if value is None or isinstance(value, (bool, int)):
@@ -125,9 +128,9 @@ def _json_problem(value: Any, path: str, depth: int) -> str | None:
         except UnicodeEncodeError:
             return f"{path} is a string that is not valid Unicode (a lone surrogate)"
         return None
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            found = _json_problem(item, f"{path}[{i}]", depth + 1)
+            found = json_problem(item, f"{path}[{i}]", depth + 1)
             if found is not None:
                 return found
         return None
@@ -135,7 +138,7 @@ def _json_problem(value: Any, path: str, depth: int) -> str | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return f"{path} has a key that is not a string ({key!r})"
-            found = _json_problem(key, f"{path} key", depth + 1) or _json_problem(item, f"{path}.{key}", depth + 1)
+            found = json_problem(key, f"{path} key", depth + 1) or json_problem(item, f"{path}.{key}", depth + 1)
             if found is not None:
                 return found
         return None
