@@ -36,6 +36,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from tenacity import RetryCallState, wait_random_exponential
@@ -115,7 +116,7 @@ from loopctl.output import resolve as resolve_output
 from loopctl.pricing import price
 from loopctl.providers.base import ModelClient, ModelRequest, OutputFormat
 from loopctl.response import ModelResponse, StopReason, Usage
-from loopctl.stream import StreamEvent
+from loopctl.stream import StreamEvent, UsageReported
 from loopctl.tool import (
     ForceTool,
     RunContext,
@@ -634,7 +635,7 @@ class BareLoop:
                         continue
                     last_duration = self._clock() - t0
                     response = reply.response
-                    usage = usage + response.usage
+                    usage = usage + reply.usage  # the failed attempts' too: they were billed
                     msg = response.message
                     check: OutputCheck | None = None
                     if output_plan is not None:
@@ -663,7 +664,7 @@ class BareLoop:
                             stop_reason=response.stop_reason,
                             invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
                             output_check=check,
-                            usage=response.usage,
+                            usage=reply.usage,
                             cost=reply.cost,
                         )
                     except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
@@ -965,15 +966,28 @@ class BareLoop:
         clients = chain.clients if chain is not None else (client,)
         streamed: list[str] = []  # the text the attempt in flight streamed
         events = 0
+        reported: Usage | None = None  # the usage the attempt in flight reported last (a running total)
+        failed_usage = Usage()  # what the attempts that failed had reported: billed, and counted for limits
+        failed_cost: Decimal | None = Decimal(0)
 
         def on_event(event: StreamEvent) -> None:
-            nonlocal events
+            nonlocal events, reported
             events += 1
+            if isinstance(event, UsageReported):
+                reported = event.usage
             text = text_of(event)
             if text:
                 streamed.append(text)
             if emit is not None:
                 emit(ModelStreamEvent(turn, event))
+
+        def count_failed(attempt: ModelClient) -> None:
+            nonlocal failed_usage, failed_cost
+            if reported is None:
+                return
+            failed_usage = failed_usage + reported
+            spent = price(reported, attempt.model, provider=attempt.provider, api_url=getattr(attempt, "api_url", None))
+            failed_cost = None if spent is None or failed_cost is None else failed_cost + spent
 
         if emit is not None:
             emit(
@@ -986,7 +1000,7 @@ class BareLoop:
                     stream=cfg.stream,
                 )
             )
-        tracking = on_event if emit is not None or chain is not None else None
+        tracking = on_event  # always: a failed attempt's usage is known only from its events
         tried: list[tuple[str, LoopError]] = []
         response: ModelResponse | None = None
         answered: ModelClient = client
@@ -994,12 +1008,14 @@ class BareLoop:
             attempt = 0
             while response is None:
                 events = 0
+                reported = None
                 streamed.clear()
                 try:
                     coro = current.generate(request, stream=cfg.stream, on_event=tracking)
                     response = await _race(coro, cancel)
                     answered = current
                 except LoopError as exc:
+                    count_failed(current)
                     began = events > 0
                     if exc.retryable and attempt < cfg.max_retries:
                         attempt += 1
@@ -1028,7 +1044,9 @@ class BareLoop:
             await _race(hooks.after_model(response), cancel)
         model = response.model or answered.model
         cost = price(response.usage, model, provider=answered.provider, api_url=getattr(answered, "api_url", None))
-        return ModelReply(response, answered.provider, model, cost)
+        if failed_usage != Usage():
+            cost = None if cost is None or failed_cost is None else cost + failed_cost
+        return ModelReply(response, answered.provider, model, cost, failed_usage)
 
     # --- tools ---------------------------------------------------------------------------------------------
 
@@ -1356,7 +1374,7 @@ class BareLoop:
             input=tuple(turn_input),
             output=response.message,
             tool_calls=tuple(records),
-            usage=response.usage,
+            usage=reply.usage,
             stop_reason=response.stop_reason,
             duration=duration,
             model=reply.model,
