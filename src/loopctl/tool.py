@@ -180,7 +180,8 @@ class Tool(Protocol):
     A tool with a ``requires_approval`` attribute that is ``True`` has every call deferred until it is
     approved (``loop.run(approvals=...)``: ``docs/guardrails.md``, "Approvals that wait"). A tool with a
     ``check_input(input)`` method (raising :class:`ToolInputError`) has a ``Modify`` approval's input checked
-    by it when the approval is given."""
+    by it when the approval is given. A tool with a ``repeatable`` attribute that is ``True`` has its calls left
+    out of loop detection (the same call is expected to give new results: polling)."""
 
     @property
     def name(self) -> str:
@@ -216,6 +217,7 @@ class FunctionTool:
     ``async def`` runs on the loop. A parameter annotated :class:`ToolContext` (or ``ToolContext[D]``)
     receives the call's context, the run's ``deps`` included, and is not part of the schema.
     ``requires_approval=True`` defers every call of the tool until it is approved (``loop.run(approvals=...)``).
+    ``repeatable=True`` exempts its calls from loop detection (a polling tool: the same call, new results).
     """
 
     __slots__ = (
@@ -227,6 +229,7 @@ class FunctionTool:
         "description",
         "input_schema",
         "name",
+        "repeatable",
         "requires_approval",
     )
 
@@ -238,11 +241,13 @@ class FunctionTool:
         description: str | None = None,
         inline: bool = False,
         requires_approval: bool = False,
+        repeatable: bool = False,
     ) -> None:
         self._fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
         self._inline = inline
         self.requires_approval = requires_approval
+        self.repeatable = repeatable
         self.name = name or fn.__name__
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description if description is not None else summary
@@ -300,7 +305,12 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool:
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, inline: bool = False, requires_approval: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    inline: bool = False,
+    requires_approval: bool = False,
+    repeatable: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]:
     """``@tool(...)`` with options: a decorator that makes the :class:`FunctionTool`."""
 
@@ -313,19 +323,29 @@ def tool(
     description: str | None = None,
     inline: bool = False,
     requires_approval: bool = False,
+    repeatable: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(name=..., description=..., inline=...,
-    requires_approval=...)``.
+    requires_approval=..., repeatable=...)``.
 
     The schema comes from the type hints (pydantic); the description from the docstring's first paragraph;
     each parameter's description from a Google-style ``Args:`` section. Defaults make a parameter optional.
-    ``requires_approval=True`` defers every call until it is approved (``docs/guardrails.md``).
+    ``requires_approval=True`` defers every call until it is approved; ``repeatable=True`` exempts the tool's
+    calls from loop detection, for a tool called the same way for new results (polling a job's status, a
+    growing log): ``docs/guardrails.md``.
     """
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "inline": inline,
+        "requires_approval": requires_approval,
+        "repeatable": repeatable,
+    }
     if fn is not None:
-        return FunctionTool(fn, name=name, description=description, inline=inline, requires_approval=requires_approval)
+        return FunctionTool(fn, **options)
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(f, name=name, description=description, inline=inline, requires_approval=requires_approval)
+        return FunctionTool(f, **options)
 
     return wrap
 

@@ -175,3 +175,42 @@ def test_whatever_a_run_accepts_its_machine_file_loads(k: Any, limits: Any) -> N
     m.model_response(call(1), ["read"], 10)
     again = LoopMachine.from_json(m.to_json())
     assert again.to_json() == m.to_json()
+
+
+async def test_the_soft_stop_says_only_what_was_compared() -> None:
+    loop = BareLoop(ScriptedClient([call(i) for i in range(1, 4)] + ["done"]), [read])
+    await loop.run("read")
+    soft = results(list(loop.history))[2]
+    assert soft.is_error and str(soft.output) == (
+        "Not run: this is the 3rd call in a row of 'read' with the same input (loop detection compares the "
+        "calls, not their results). Do something different; calling it again this way ends the run."
+    )
+    assert "did not change" not in str(soft.output)
+
+
+progress = ["queued", "running 40%", "running 80%", "passed", "passed"]
+
+
+@tool(repeatable=True)
+async def build_status(build_id: str) -> str:
+    """The CI build's status."""
+    ran.append(build_id)
+    return progress[len(ran) - 1]
+
+
+def poll(i: int) -> Message:
+    return Message.new(Role.ASSISTANT, [MessagePart.tool_call(f"p{i}", "build_status", {"build_id": "42"})])
+
+
+async def test_a_repeatable_tool_is_polled_as_often_as_the_model_likes() -> None:
+    loop = BareLoop(ScriptedClient([poll(i) for i in range(5)] + ["The build passed."]), [build_status])
+    run = await loop.run("Wait for build 42.")
+    assert run.ok and run.output == "The build passed." and ran == ["42"] * 5
+    assert [str(r.output) for r in results(list(loop.history))] == progress
+
+
+async def test_a_repeatable_call_between_two_others_starts_their_count_again() -> None:
+    script = [call(1), call(2), poll(1), call(3), call(4), "done"]
+    loop = BareLoop(ScriptedClient(script), [read, build_status])
+    run = await loop.run("read while polling")
+    assert run.ok and not any(r.is_error for r in results(list(loop.history)))

@@ -666,6 +666,7 @@ class BareLoop:
                             output_check=check,
                             usage=reply.usage,
                             cost=reply.cost,
+                            repeatable=self._repeatable(msg),
                         )
                     except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
                         if emit:
@@ -1169,6 +1170,12 @@ class BareLoop:
         if emit:
             emit(ToolCallFinished(turn, call, result, duration))
         return ToolCallRecord(call, result, duration)
+
+    def _repeatable(self, reply: Message) -> frozenset[str]:
+        """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
+        their calls out)."""
+        names = {c.name for c in reply.tool_calls()}
+        return frozenset(n for n in names if getattr(self.tools.get(n), "repeatable", False) is True)
 
     def _salvage_batch(self, step: CallTools, error: HookFailed, cfg: RunConfig) -> list[ToolCallRecord]:
         """A hook failed the batch of ``step``: a record for each of its calls, so that the turn can be kept

@@ -565,6 +565,7 @@ class LoopMachine:
         output_check: OutputCheck | None = None,
         usage: Usage | None = None,
         cost: Decimal | None = None,
+        repeatable: Iterable[str] = (),
     ) -> None:
         """Feed the model's reply (``message``, an assistant message).
 
@@ -588,7 +589,8 @@ class LoopMachine:
         unknown cost) fails it; then the loop check (a call repeated ``loop_detection`` times in a row gets an
         error result, once more ends the run with ``LOOP_DETECTED``), then the tool-call limit (a batch that
         would pass it ends the run before it starts). A reply that finishes the run finishes it whatever it
-        spent. An ending keeps the coherent prefix, as the turn limit does.
+        spent. An ending keeps the coherent prefix, as the turn limit does. ``repeatable`` names tools whose
+        calls loop detection leaves out (polling tools); such a call between two others breaks their run.
 
         Raises ``MachineStateError`` when the state takes no reply, ``message`` is not an assistant message,
         or ``output_check`` does not fit the reply; and :class:`~loopctl.errors.ProviderProtocolError` for a
@@ -678,7 +680,7 @@ class LoopMachine:
             return
         if self._end_past_limits():
             return
-        if self._loop_k is not None and self._check_loops(calls, machine_results, to_run):
+        if self._loop_k is not None and self._check_loops(calls, machine_results, to_run, frozenset(repeatable)):
             return
         limits = self._limits
         if (
@@ -721,16 +723,23 @@ class LoopMachine:
         self._end(Outcome(OutcomeKind.LIMIT_REACHED, error=hit.describe(), limit=hit), salvage=True)
 
     def _check_loops(
-        self, calls: Sequence[ToolCallPart], machine_results: dict[str, ToolResultPart], to_run: list[ToolCallPart]
+        self,
+        calls: Sequence[ToolCallPart],
+        machine_results: dict[str, ToolResultPart],
+        to_run: list[ToolCallPart],
+        repeatable: frozenset[str],
     ) -> bool:
         """Count the reply's calls (the output tool's aside) against the last one in a row: the ``k``-th repeat
-        of one call gets an error result (taken out of ``to_run``), the one after ends the run. True when the
-        run ended."""
+        of one call gets an error result (taken out of ``to_run``), the one after ends the run. A call of a
+        ``repeatable`` tool is not counted, and starts the count again. True when the run ended."""
         k = self._loop_k
         assert k is not None
         output_tool = self._output_tool
         for call in calls:
             if output_tool is not None and call.name == output_tool:
+                continue
+            if call.name in repeatable:
+                self._loop_call, self._loop_repeats = None, 0
                 continue
             signature = _signature(call)
             if signature == self._loop_call:
@@ -747,8 +756,9 @@ class LoopMachine:
             if self._loop_repeats == k and call.id not in machine_results:
                 machine_results[call.id] = _error(
                     call,
-                    f"Not run: this is the {_ordinal(k)} call in a row of {call.name!r} with the same input, and the "
-                    "results so far did not change. Do something different; calling it again this way ends the run.",
+                    f"Not run: this is the {_ordinal(k)} call in a row of {call.name!r} with the same input (loop "
+                    "detection compares the calls, not their results). Do something different; calling it again "
+                    "this way ends the run.",
                 )
                 to_run.remove(call)
         return False
