@@ -161,3 +161,26 @@ def test_costs_are_shown_in_dollars(cost: str, shown: str) -> None:
     from loopctl.cli.render import dollars
 
     assert dollars(Decimal(cost)) == shown
+
+
+def test_a_modified_call_shows_the_input_that_ran_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    db, root = tmp_path / "sessions.db", tmp_path / "project"
+    root.mkdir()
+    paused_session(db, root, write("w1", "a.txt", "hi"))
+    code, out, err = loopctl(
+        "approve", "s1", "--store", str(db), "--modify", "w1", '{"path": "b.txt"}', "--yes",
+    )  # fmt: skip
+    assert code == 2 and "the decisions were not recorded, and nothing ran" in err
+    assert "does not fit the schema of 'write_file': invalid input: content: Field required" in err
+    assert sorted(p.name for p in root.iterdir()) == []
+    with FakeProviderServer(["Wrote b.txt."]) as server:
+        code, out, err = loopctl(
+            "approve", "s1", "--store", str(db), "--modify", "w1", '{"path": "b.txt", "content": "changed"}',
+            "--yes", base_url=server.openai_base_url,
+        )  # fmt: skip
+    assert code == 0, err
+    assert sorted(p.name for p in root.iterdir()) == ["b.txt"]
+    assert "→ write_file(path=b.txt, content=changed)\n" in out  # what ran, not the model's input
+    assert "  (input modified; the model asked for (path=a.txt, content=hi))\n" in out
+    assert '  w1 write_file: ran with the modified input {"path":"b.txt","content":"changed"}\n' in out
+    assert "  this continuation: 1 turn(s)" in out and "  the whole run: 2 model call(s)" in out

@@ -210,7 +210,7 @@ async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
                 transcript.close()
     finally:
         store.close()
-    _summary(console, run)
+    _summary(console, run, decisions, loop.machine.usage)
     kind = run.outcome.kind.value
     return 0 if kind in ("completed", "awaiting_approval") else 130 if kind == "cancelled" else 1
 
@@ -243,8 +243,12 @@ def _from_flags(pending: Sequence[Any], opts: dict[str, Any], approve: Any, deny
     return decisions
 
 
-def _summary(console: Console, run: Any) -> None:
+def _summary(console: Console, run: Any, decisions: dict[str, Any] | None = None, whole: Any = None) -> None:
+    """The continued run's outcome, what became of each decided call (with the input a ``Modify`` gave, and
+    its error when it failed), and its usage: this continuation's (``run.usage``, ``run.cost``), then the
+    whole run's, the part before the pause included (``whole``: the machine's ``RunUsage``)."""
     from loopctl.cli.render import dollars
+    from loopctl.engine import Modify
 
     outcome = run.outcome
     kind = outcome.kind.value
@@ -254,7 +258,14 @@ def _summary(console: Console, run: Any) -> None:
         line += f": {inert(outcome.error)}"
     console.print(Text(line, style=f"bold {style}"))
     for r in run.resumed_calls:
+        decision = (decisions or {}).get(r.call.id)
         mark = "ran" if r.ran else "not run"
+        if r.ran and isinstance(decision, Modify):
+            given = orjson.dumps(decision.input).decode()
+            mark += f" with the modified input {given[:300]}{'… (shortened)' if len(given) > 300 else ''}"
+        if r.ran and r.result.is_error:
+            text = str(r.result.output)
+            mark += f", and failed: {text[:200]}{'…' if len(text) > 200 else ''}"
         console.print(Text(inert(f"  {r.call.id} {r.call.name}: {mark}", one_line=True), style="dim"))
     if run.pending_approvals:
         ids = inert(", ".join(p.id for p in run.pending_approvals), one_line=True)
@@ -263,7 +274,17 @@ def _summary(console: Console, run: Any) -> None:
     cost = f" · {dollars(run.cost)}" if run.cost is not None and run.turns else ""
     console.print(
         Text(
-            f"  {len(run.turns)} turn(s) · {u.input_tokens:,} tokens in · {u.output_tokens:,} out{cost}",
+            f"  this continuation: {len(run.turns)} turn(s) · {u.input_tokens:,} tokens in · "
+            f"{u.output_tokens:,} out{cost}",
             style="dim",
         )
     )
+    if whole is not None:
+        spent = f" · {dollars(whole.cost)}" if whole.cost is not None and whole.requests else ""
+        console.print(
+            Text(
+                f"  the whole run: {whole.requests} model call(s) · {whole.input_tokens:,} tokens in · "
+                f"{whole.output_tokens:,} out{spent}",
+                style="dim",
+            )
+        )

@@ -1160,7 +1160,8 @@ class BareLoop:
         elif isinstance(approval, Modify):
             args = approval.input
         if emit:
-            emit(ToolCallStarted(turn, call))
+            modified = args is not call.input
+            emit(ToolCallStarted(turn, call, modified=modified, modified_input=args if modified else None))
         t0 = self._clock()
         context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn)
         result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
