@@ -55,6 +55,7 @@ __all__ = [
     "ToolProvider",
     "ToolRegistry",
     "ToolSchema",
+    "check_tool_choice",
     "tool",
 ]
 
