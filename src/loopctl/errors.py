@@ -84,6 +84,19 @@ class LoopError(Exception):
         super().__init__(message)
         self.message = message
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its class, its args and its attributes, rebuilt without calling ``__init__`` (whose
+        # parameters differ from ``args`` in most subclasses): so an error crosses a process boundary
+        # (multiprocessing, a durable engine's records) as itself.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[LoopError], args: tuple[Any, ...], state: dict[str, Any]) -> LoopError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 # --- errors in what the caller built -------------------------------------------------------------------
 

@@ -111,17 +111,30 @@ class ToolOutput:
     retention: Retention | None = None
 
     def tool_content(self) -> ToolContent:
-        """The content as a :class:`~loopctl.message.ToolContent`."""
+        """The content as a :class:`~loopctl.message.ToolContent`. A lone surrogate in text content (a file
+        name decoded with ``surrogateescape``, text cut inside a pair) becomes U+FFFD: the message model
+        refuses such a string, and no provider could be sent it."""
         c = self.content
         if isinstance(c, ToolContent):
             return c
         if isinstance(c, str):
-            return ToolContent.from_string(c)
+            return ToolContent.from_string(valid_unicode(c))
         return ToolContent.from_multipart(c)
 
 
 DepsT = TypeVar("DepsT", default=Any)
 """The type of a run's ``deps`` (``loop.run(..., deps=obj)``)."""
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (``text`` itself when it has none)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from loopctl.compact import ContextBudget, HeuristicTokenCounter
 from loopctl.message import (
     ImagePart,
     ImageSource,
@@ -87,3 +88,16 @@ def all_results(messages: list[Message]) -> list[ToolResultPart]:
 
 def durable_results(messages: list[Message]) -> list[ToolResultPart]:
     return [p for p in all_results(messages) if p.retention is Retention.DURABLE]
+
+
+def exact_budget(target: int, protected_tail: int = 0) -> ContextBudget:
+    """A budget whose target is exactly ``target`` tokens (every line at the window)."""
+    return ContextBudget(
+        window=target,
+        threshold=1.0,
+        emergency=1.0,
+        prune_line=1.0,
+        target_ratio=1.0,
+        protected_tail=protected_tail,
+        counter=HeuristicTokenCounter(),
+    )

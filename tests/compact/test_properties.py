@@ -78,15 +78,20 @@ def _durable_pairs(messages: list[Message], start: int, end: int, keep_thinking:
                 for p in messages[j].parts
                 if isinstance(p, ToolResultPart) and p.retention is Retention.DURABLE
             }
+            # The thinking run that opens a group (itself and the parts up to the next thinking part) goes
+            # with the group's first kept call, once.
             parts: list[MessagePart] = []
             thinking: list[MessagePart] = []
+            previous: MessagePart | None = None
             for p in m.parts:
                 if isinstance(p, ThinkingPart):
+                    if not isinstance(previous, ThinkingPart):
+                        thinking = []
                     thinking.append(p)
-                elif isinstance(p, ToolCallPart):
-                    if p.id in ids:
-                        parts += (thinking if keep_thinking else []) + [p]
+                elif isinstance(p, ToolCallPart) and p.id in ids:
+                    parts += (thinking if keep_thinking else []) + [p]
                     thinking = []
+                previous = p
             if parts:
                 kept.append(Message.new(Role.ASSISTANT, parts))
         elif m.role is Role.USER:

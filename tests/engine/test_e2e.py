@@ -141,10 +141,9 @@ ROUND_TRIP = [
     ("assistant", ["text"]),
 ]
 
-# Where each wire carries a result's error flag: Anthropic ``is_error``, Gemini an ``error`` key, Chat a
-# marker before the text (``openai_chat.TOOL_ERROR_MARKER``, read back by ``tool_exchanges``). Responses has
-# none; the text says it.
-FLAGS_ERRORS = {"openai": True, "openai-responses": False, "anthropic": True, "gemini": True}
+# Where each wire carries a result's error flag: Anthropic ``is_error``, Gemini an ``error`` key, Chat and
+# Responses (no field for it) a marker before the text (``TOOL_ERROR_MARKER``, read back by ``tool_exchanges``).
+FLAGS_ERRORS = {"openai": True, "openai-responses": True, "anthropic": True, "gemini": True}
 
 
 def chat_tool_messages(s: Session, request: int = 1) -> list[Any]:
@@ -533,3 +532,45 @@ async def test_a_call_that_overflows_twice_ends_the_run_keeping_the_results_of_t
     assert_coherent(history)
     assert [str(p.output) for m in history for p in m.tool_results() if p.name == "note"] == ["noted kept"]
     assert history[-1].tool_results()
+
+
+# --- an empty prompt (issue 8, item 24) ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+async def test_an_empty_prompt_is_sent_where_the_provider_answers_it(kind: str, stream: bool) -> None:
+    # Responses and Gemini answer an empty user message with a 200, Chat too; the run ended "nothing to send"
+    # before the model was asked. Anthropic refuses empty text: the run fails with UnsupportedContent, naming
+    # the message, before any request (it dropped the prompt, sending a request that ended on the assistant's
+    # turn, which Anthropic continues as a prefill). Either way run() returns an outcome, it does not raise.
+    from loopctl.errors import UnsupportedContent
+
+    config = RunConfig(stream=stream, retry_initial_delay=0.001)
+    with FakeProviderServer(["hello", "answered", "again"]) as server:
+        client = make_client(kind, server)
+        loop = BareLoop(client, [], SessionConfig())
+        try:
+            assert (await loop.run("hi", config)).ok
+            run = await loop.run("", config)
+            # The conversation goes on: the next prompt is sent (Anthropic: with the empty one left out).
+            after = await loop.run("more", config)
+        finally:
+            await client.aclose()
+    history = list(loop.history)
+    if kind == "anthropic":
+        assert run.outcome.kind is OutcomeKind.FAILED
+        assert isinstance(run.error, UnsupportedContent)
+        assert str(run.error).startswith("messages[2]: the prompt is empty; Anthropic refuses")
+        assert (after.outcome.kind, after.output) == (OutcomeKind.COMPLETED, "answered")
+        assert [len(r.body["messages"]) for r in server.requests] == [1, 3]
+        assert [b["text"] for b in server.requests[1].body["messages"][-1]["content"]] == ["more"]
+        return
+    assert (run.outcome.kind, run.output) == (OutcomeKind.COMPLETED, "answered")
+    assert after.output == "again"
+    assert len(server.requests) == 3
+    sent = server.requests[1].body[CONVERSATION_KEY[kind]]
+    empty = {"role": "user", "parts": [{"text": ""}]} if kind == "gemini" else {"role": "user", "content": ""}
+    assert sent[-1] == empty
+    assert len(sent) == 3
+    assert_coherent(history)
+    assert [m.text_content() for m in history] == ["hi", "hello", "", "answered", "more", "again"]

@@ -728,7 +728,8 @@ def test_a_machine_holding_an_integer_past_64_bits_saves_and_restores_it_exactly
 def test_a_machine_holding_a_lone_surrogate_cannot_be_saved_and_says_where() -> None:
     from loopctl.errors import InvalidMessage
 
-    m = LoopMachine([Message.user("ok"), Message.user("bad \ud800")])
+    bad = Message.model_construct(role=Role.USER, parts=(TextPart.model_construct(text="bad \ud800"),))  # unvalidated
+    m = LoopMachine([Message.user("ok"), bad])
     with pytest.raises(InvalidMessage, match=r"^history\[1\]\.parts\[0\]\.text: expected a string that is valid"):
         m.to_json()
 

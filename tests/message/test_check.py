@@ -19,6 +19,9 @@ from loopctl.message import (
     ImagePart,
     TextPart,
     ThinkingPart,
+    ToolCallPart,
+    ToolContent,
+    ToolResultPart,
     check_conversation,
 )
 
@@ -212,9 +215,25 @@ def test_non_ascii_and_emoji_strings_pass() -> None:
     assert found([user(MessagePart.text("café 漢字 🚀 \U0010ffff")), assistant(ThinkingPart(text="𝔘"))]) == []
 
 
+# The constructors refuse a lone surrogate (InvalidMessage), so these parts are built as a lenient reader or
+# ``model_construct`` would build them, without validation: the rule is for values that got past the model.
+
+
+def text(value: str) -> TextPart:
+    return TextPart.model_construct(text=value)
+
+
+def raw_user(*parts: MessagePart) -> Message:
+    return Message.model_construct(role=Role.USER, parts=parts)
+
+
+def raw_assistant(*parts: MessagePart) -> Message:
+    return Message.model_construct(role=Role.ASSISTANT, parts=parts)
+
+
 def test_a_lone_surrogate_in_text_is_reported_not_crashing() -> None:
     truncated = "🚀🚀"[:1] + "\ud83d"  # what slicing UTF-16 code units leaves
-    problems = check_conversation([user(MessagePart.text("fine"), MessagePart.text(truncated))])
+    problems = check_conversation([raw_user(MessagePart.text("fine"), text(truncated))])
     assert [(p.path, p.rule) for p in problems] == [("messages[0].parts[1].text", R.INVALID_UNICODE)]
     assert problems[0].detail == "lone surrogate '\\ud83d' at character 1"
     assert str(problems[0])  # printable even though the string is not
@@ -223,11 +242,16 @@ def test_a_lone_surrogate_in_text_is_reported_not_crashing() -> None:
 def test_lone_surrogates_are_reported_wherever_they_are() -> None:
     s = "x\udc00"
     conversation = [
-        assistant(
-            ThinkingPart(text="ok", signature=s, provider="anthropic"),
-            MessagePart.tool_call("id" + s, "t", {"a": [1, {"b": s}], s: 1}),
+        raw_assistant(
+            ThinkingPart.model_construct(text="ok", signature=s, provider="anthropic"),
+            ToolCallPart.model_construct(id="id" + s, name="t", input={"a": [1, {"b": s}], s: 1}),
         ),
-        user(MessagePart.tool_result("id" + s, "t", [TextPart(text=s)], False), img()),
+        raw_user(
+            ToolResultPart.model_construct(
+                call_id="id" + s, name="t", output=ToolContent.model_construct(root=(text(s),)), is_error=False
+            ),
+            img(),
+        ),
     ]
     assert found(conversation) == [
         ("messages[0].parts[0].signature", R.INVALID_UNICODE),
@@ -240,7 +264,8 @@ def test_lone_surrogates_are_reported_wherever_they_are() -> None:
 
 
 def test_a_lone_surrogate_in_a_string_tool_output_is_reported() -> None:
-    conversation = [assistant(call("c")), user(MessagePart.tool_result("c", "t", "half \ud800", False))]
+    bad = ToolResultPart.model_construct(call_id="c", name="t", output=ToolContent.model_construct(root="half \ud800"))
+    conversation = [raw_assistant(call("c")), raw_user(bad)]
     assert found(conversation) == [("messages[1].parts[0].output", R.INVALID_UNICODE)]
 
 
@@ -308,5 +333,5 @@ def test_strict_form_returns_an_empty_list_for_a_sound_conversation() -> None:
 
 def test_strict_form_reports_lone_surrogates_without_crashing() -> None:
     with pytest.raises(InvalidConversation) as info:
-        check_conversation([user(MessagePart.text("\udfff"))], strict=True)
+        check_conversation([raw_user(text("\udfff"))], strict=True)
     assert [p.rule for p in info.value.problems] == [R.INVALID_UNICODE]  # type: ignore[attr-defined]

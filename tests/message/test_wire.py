@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from loopctl import ImageSource, Message, MessagePart, Retention, Role, ToolContent
+from loopctl.errors import InvalidMessage
 from loopctl.message import (
     ImagePart,
     TextPart,
@@ -273,8 +274,21 @@ def test_an_empty_parts_list_is_written_and_read() -> None:
     assert Message.from_json('{"role":"assistant","parts":[]}').parts == ()
 
 
-def test_missing_parts_reads_as_empty() -> None:
-    assert Message.from_dict({"role": "user"}) == Message(role=Role.USER, parts=())
+def test_a_message_read_without_parts_is_refused() -> None:
+    # It read as an empty message; the original (serde, no default) requires both keys, and a file that
+    # lost its parts is damaged, not silent.
+    for read in (lambda: Message.from_dict({"role": "user"}), lambda: Message.from_json('{"role":"user"}')):
+        with pytest.raises(InvalidMessage) as info:
+            read()
+        assert str(info.value) == "parts: a value is required here (missing key)"
+    with pytest.raises(InvalidMessage, match=r"^role: a value is required here"):
+        Message.from_dict({"parts": []})
+
+
+def test_the_keyword_constructor_still_defaults_parts_to_empty() -> None:
+    # python-api.md: `Message(role=..., parts=[...])`; `parts` defaults to empty.
+    assert Message(role=Role.USER) == Message.from_dict({"role": "user", "parts": []})
+    assert Message(role=Role.USER).parts == ()
 
 
 # --- compact UTF-8 output and byte stability ---------------------------------------------------------------

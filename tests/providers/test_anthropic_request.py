@@ -443,9 +443,10 @@ def test_tool_results_open_the_user_message_and_other_content_follows() -> None:
             user(TextPart(text="here you go"), result("toolu_b", "B"), result("toolu_a", "A")),
         ]
     )
+    # Results first, in the order of the calls they answer (they were sent in stored order, b then a).
     assert msgs(body)[2]["content"] == [
-        {"type": "tool_result", "tool_use_id": "toolu_b", "content": "B"},
         {"type": "tool_result", "tool_use_id": "toolu_a", "content": "A"},
+        {"type": "tool_result", "tool_use_id": "toolu_b", "content": "B"},
         {"type": "text", "text": "here you go"},
     ]
 

@@ -81,8 +81,8 @@ def test_results_spread_over_messages_and_calls_still_waiting_are_fine(name: str
 NOTHING = {
     "no_messages": [],
     "only_empty_messages": [Message.new(Role.USER, []), Message.new(Role.ASSISTANT, [])],
-    "only_empty_text": [Message.new(Role.USER, [TextPart(text="")])],
 }
+# A conversation of one empty prompt is sent where the API takes it (tests/providers/test_empty_prompt.py).
 
 
 @pytest.mark.parametrize("name", CODECS)
@@ -101,8 +101,8 @@ def test_only_system_messages_are_nothing_to_send_where_system_is_folded_out(nam
         build(name, only_system, system="also this")
 
 
-def test_anthropic_whitespace_only_text_is_nothing_to_send() -> None:
-    with pytest.raises(UnsupportedContent, match="nothing to send to Anthropic"):
+def test_anthropic_whitespace_only_text_is_refused() -> None:
+    with pytest.raises(UnsupportedContent, match=r"^messages\[0\]: the prompt is empty; Anthropic refuses"):
         build("anthropic", [Message.user("   \n")])
 
 

@@ -523,9 +523,24 @@ class TestShapes:
         conversation = [user("x"), assistant(call("c1", "lookup")), user(result("c1", "found", name=""))]
         assert contents(conversation)[2]["parts"][0]["functionResponse"]["name"] == "lookup"
 
-    def test_a_result_name_given_wins(self) -> None:
-        conversation = [user("x"), assistant(call("c1", "lookup")), user(result("c1", "found", name="search"))]
-        assert contents(conversation)[2]["parts"][0]["functionResponse"]["name"] == "search"
+    def test_the_calls_name_wins_over_a_stale_result_name(self) -> None:
+        # The stored name won: a result stored as "unknown" (or under a tool's old name) went out as the
+        # response to another function. Gemini matches responses to calls by name.
+        conversation = [user("x"), assistant(call("c1", "lookup")), user(result("c1", "found", name="unknown"))]
+        assert contents(conversation)[2]["parts"][0]["functionResponse"]["name"] == "lookup"
+
+    def test_in_a_parallel_turn_each_result_goes_out_under_its_own_calls_name(self) -> None:
+        # Results stored with each other's names (a swap) went out under the other call's name.
+        conversation = [
+            user("x"),
+            assistant(call("c1", "lookup"), call("c2", "search")),
+            user(result("c1", "one", name="search"), result("c2", "two", name="lookup")),
+        ]
+        responses = [p["functionResponse"] for p in contents(conversation)[2]["parts"]]
+        assert [(r["name"], r["response"]) for r in responses] == [
+            ("lookup", {"output": "one"}),
+            ("search", {"output": "two"}),
+        ]
 
     def test_a_nameless_result_without_its_call_cannot_be_sent(self) -> None:
         with pytest.raises(UnsupportedContent, match=r"messages\[0\]\.parts\[0\].*'c9'"):

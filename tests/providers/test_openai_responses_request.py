@@ -214,9 +214,37 @@ class TestToolResults:
         ]
         assert [i["call_id"] for i in items(conversation)[3:]] == ["call_1", "call_2"]
 
-    def test_is_error_has_no_field_and_does_not_travel(self) -> None:
+    def test_a_failed_result_is_marked_in_its_text_as_on_chat(self) -> None:
+        # function_call_output has no error flag; the failure did not travel at all, so the model read an
+        # error message as the tool's output.
         conversation = [HELLO, assistant(call()), user(result(output="boom", is_error=True))]
-        assert items(conversation)[-1] == {"type": "function_call_output", "call_id": "call_1", "output": "boom"}
+        assert items(conversation)[-1] == {
+            "type": "function_call_output",
+            "call_id": "call_1",
+            "output": "[tool error] boom",
+        }
+        assert items([HELLO, assistant(call()), user(result(output="ok", is_error=False))])[-1]["output"] == "ok"
+
+    def test_a_failed_multipart_result_is_marked_in_its_first_text(self) -> None:
+        text_first = result(output=ToolContent.from_multipart([TextPart(text="crashed"), TextPart(text="trace")]))
+        text_first = text_first.model_copy(update={"is_error": True})
+        output = items([HELLO, assistant(call()), user(text_first)])[-1]["output"]
+        assert [c["text"] for c in output] == ["[tool error] crashed", "trace"]
+        image_first = result(output=ToolContent.from_multipart([png()])).model_copy(update={"is_error": True})
+        output = items([HELLO, assistant(call()), user(image_first)])[-1]["output"]
+        assert output[0] == {"type": "input_text", "text": "[tool error]"}
+        assert output[1]["type"] == "input_image"
+
+    def test_results_stored_out_of_order_are_sent_in_call_order_text_in_place(self) -> None:
+        conversation = [
+            HELLO,
+            assistant(call("call_1", "fc_1"), call("call_2", "fc_2"), call("call_3", "fc_3")),
+            user(result("call_3", "three"), TextPart(text="between")),
+            user(result("call_1", "one"), result("call_2", "two")),
+        ]
+        sent = items(conversation)[4:]
+        assert [i.get("call_id", i.get("content")) for i in sent] == ["call_1", "between", "call_2", "call_3"]
+        assert [i["output"] for i in sent if "output" in i] == ["one", "two", "three"]
 
     def test_empty_multipart_output_is_an_empty_string(self) -> None:
         conversation = [HELLO, assistant(call()), user(result(output=ToolContent.from_multipart([])))]

@@ -389,3 +389,16 @@ def test_a_file_that_is_not_a_session_is_refused_naming_it(store: SessionStore, 
     with pytest.raises(ConversationFileError, match=r"bad\.json: format_version 9 is newer"):
         store.import_file(bad)
     assert store.sessions() == []
+
+
+def test_blobs_put_beside_the_sessions_come_back_by_their_hash(store: SessionStore) -> None:
+    from loopctl.store.chain import blob_hash
+
+    data, other = b"\x00image bytes\xff" * 100, b"another"
+    key = blob_hash(data)
+    store.put_blobs({key: data})
+    store.put_blobs({key: data, blob_hash(other): other})  # a key already stored is left as it is
+    assert store.get_blobs([key, blob_hash(other), blob_hash(b"never stored")]) == {key: data, blob_hash(other): other}
+    with pytest.raises(ValueError, match="not the SHA-256"):
+        store.put_blobs({blob_hash(b"something else"): b"x"})
+    assert store.get_blobs([blob_hash(b"something else")]) == {}

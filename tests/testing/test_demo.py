@@ -291,7 +291,8 @@ def test_a_refused_write_is_reported_in_the_final_answer(project: Path) -> None:
 
 
 def codec_body(api: str, history: list[Message]) -> dict[str, Any]:
-    """The request body the real codec builds (Chat marks a failed result's text; Responses has no flag)."""
+    """The request body the real codec builds (neither API has an error flag: both mark a failed result's
+    text)."""
     from loopctl.providers import openai_chat, openai_responses
     from loopctl.tool import ToolSchema
 
@@ -312,7 +313,7 @@ def test_the_clis_refusal_is_read_as_a_failed_write_on_wires_without_an_error_fl
         "run with --yes). It would have listed 5 TODO comments."
     )
     exchanges = tool_exchanges(api, codec_body(api, history[:-1]))
-    assert (exchanges[-1].output, exchanges[-1].is_error) == (refusal, api == "openai-chat")
+    assert (exchanges[-1].output, exchanges[-1].is_error) == (refusal, True)  # both mark the failure in the text
 
 
 def test_a_search_without_hits_ends_without_writing(project: Path) -> None:

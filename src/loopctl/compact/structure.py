@@ -6,9 +6,13 @@ Rules (``docs/wire-format.md``, "Conversation rules"; ``docs/compaction.md``, "R
 - A tool result answers a call of the latest assistant message before it, so a cut between an assistant
   message and the last message holding one of its results would orphan a result or leave a call
   unanswered. Cuts are allowed only at the other boundaries (:attr:`Layout.cut_ok`).
-- A thinking part belongs to the next tool call in its message (Anthropic sends thinking before the
-  ``tool_use`` blocks it led to; Gemini's signature part sits right before the ``functionCall`` it came on,
+- A run of thinking parts belongs to the tool calls after it, up to the next thinking part (Anthropic sends
+  thinking before the ``tool_use`` blocks it led to, OpenAI Responses a reasoning item before its
+  ``function_call`` items; Gemini's signature part sits right before the ``functionCall`` it came on,
   ``docs/providers.md``, "The reasoning replay policy"); keeping a call keeps the thinking that belongs to it.
+- A provider item id (``item_id``) stays only where its part keeps the neighbour it had in the reply: an
+  OpenAI Responses item sent with its id but without its reasoning item is refused
+  (:func:`durable_copy`).
 
 Everything here is linear in the number of messages. Pure: no I/O.
 """
@@ -153,29 +157,61 @@ def durable_copy(message: Message, index: int, layout: Layout, *, keep_thinking:
     ``Durable`` results, or in an assistant message only the calls answered by ``Durable`` results, each
     with the thinking that belongs to it (unless ``keep_thinking`` is false: thinking ages out). Text,
     images, other results and system messages go. Returns ``None`` when nothing survives, so a pass never
-    creates an empty message. A message that survives whole is returned as is (same object)."""
+    creates an empty message. A message that survives whole is returned as is (same object).
+
+    The thinking that belongs to a call is the run of thinking parts that opens its group: a group is a run
+    of thinking parts and the parts after it up to the next thinking part, so parallel calls share the
+    thinking before the first of them (Anthropic's thinking block before its ``tool_use`` blocks, OpenAI
+    Responses' reasoning item before its ``function_call`` items), and it is kept once, before the first kept
+    call of the group.
+
+    Item ids (``item_id``, OpenAI Responses ``fc_…`` / ``rs_…``) refer to a reply's items as the provider
+    stored them, where a reasoning item and the item right after it are a pair the API checks ("Item 'fc_…'
+    of type 'function_call' was provided without its required 'reasoning' item", ``docs/providers/
+    openai_responses.md``). A kept part that is not a thinking part therefore keeps its ``item_id`` only when
+    the part before it in the message is also the part before it in the copy; otherwise the copy drops the
+    id with the pair (an item without an id is new input, always accepted), and the Responses codec then
+    leaves out a reasoning item whose following item has no id."""
     if message.role is Role.ASSISTANT:
         keep_ids = layout.durable_calls.get(index)
         if not keep_ids:
             return None
+        picked: list[int] = []
+        group: list[int] = []  # the thinking run that opens the current group
+        emitted = True  # the current group's thinking is already in ``picked`` (or there is none)
+        after_thinking = False
+        for i, part in enumerate(message.parts):
+            if isinstance(part, ThinkingPart):
+                if not after_thinking:
+                    group, emitted = [], False  # a new group starts
+                group.append(i)
+                after_thinking = True
+                continue
+            after_thinking = False
+            if isinstance(part, ToolCallPart) and part.id in keep_ids:
+                if keep_thinking and not emitted:
+                    picked.extend(group)
+                emitted = True
+                picked.append(i)
+        parts = message.parts
+        if len(picked) == len(parts):
+            return message
         kept: list[MessagePart] = []
-        pending: list[MessagePart] = []
-        for part in message.parts:
-            if isinstance(part, ToolCallPart):
-                if part.id in keep_ids:
-                    kept.extend(pending)
-                    kept.append(part)
-                pending = []
-            elif isinstance(part, ThinkingPart) and keep_thinking:
-                pending.append(part)
+        previous = -1
+        for i in picked:
+            part = parts[i]
+            if previous != i - 1 and not isinstance(part, ThinkingPart) and getattr(part, "item_id", None) is not None:
+                part = part.model_copy(update={"item_id": None})
+            kept.append(part)
+            previous = i
     else:
         kept = [p for p in message.parts if isinstance(p, ToolResultPart) and p.retention is Retention.DURABLE]
         if kept and index not in layout.answered_by:
             return None  # a result with no call before it: never keep it
+        if len(kept) == len(message.parts):
+            return message
     if not kept:
         return None
-    if len(kept) == len(message.parts):
-        return message
     return message.model_copy(update={"parts": tuple(kept)})
 
 

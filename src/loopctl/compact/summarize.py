@@ -14,7 +14,8 @@ the older stretch:
 - ``Requery`` results appear only as a marker naming the tool call and its input
   (:data:`REQUERY_OMITTED`), so the summary cannot restate what it never saw;
 - ``Durable`` results appear in full, and are also kept verbatim, with their calls, after the summary;
-- thinking ages out: it is not in the transcript, and the kept ``Durable`` calls lose theirs.
+- thinking ages out: it is not in the transcript, and the kept ``Durable`` calls lose theirs (and their
+  provider item ids with it: ``structure.durable_copy``).
 
 The recent tail is kept verbatim (it holds at least the budget's protected tail and grows while the
 result, with room for the summary, fits the target).

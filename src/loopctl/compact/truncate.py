@@ -7,7 +7,8 @@ No model call. The rules (``docs/compaction.md``, "The passes"; ``docs/compactio
 - never separate a tool call from its result: cuts fall only where no call is waiting for a result
   (the cut moves instead), so no result is kept whose call was dropped;
 - never separate a thinking block from the tool call it belongs to (messages are kept or dropped whole;
-  a ``Durable`` call kept from the middle keeps its thinking);
+  a ``Durable`` call kept from the middle keeps its thinking, and loses its provider item id when the part
+  before it in the reply is not kept with it: ``structure.durable_copy``);
 - pull ``Durable`` results and their calls out of the dropped middle into the kept side, in order;
 - never create an empty message and never return an empty conversation;
 - if the parts that must be kept alone exceed the target, raise

@@ -14,6 +14,10 @@ run decides:
   ``before_model``/``after_model`` hooks, retries and fallbacks and pricing included. Raises a
   :class:`~loopctl.errors.LoopError` (the call's final error, ``FallbackFailed``, ``HookFailed``) or
   ``_Cancelled``.
+- :meth:`BareLoop._check_reply` ``(plan, response, validator) -> (check, value, problems)``: a reply checked
+  as the run's typed output (the output validator, which may do I/O).
+- :meth:`BareLoop._instructions` ``(deps) -> str | None``: the session's instructions, once per run (a
+  callable may do I/O).
 - :meth:`BareLoop._run_tools` ``(step, cfg, cancel, emit, deps, usage) -> list[ToolCallRecord |
   PendingApproval]``: a turn's batch; it calls :meth:`BareLoop._run_one` ``(turn, call, cfg, emit, deps,
   usage, approval) -> ToolCallRecord | PendingApproval`` once per call: the ``before_tool`` hooks, the
@@ -502,22 +506,27 @@ class BareLoop:
             if tool_choice is None and cfg.reasoning_effort is None:
                 # The answer must be the output tool's call: force it (any tool, when there are others).
                 tool_choice = ForceTool(output_plan.tool.name) if not self.tools.names else "required"
-        texts = [self.config.system_prompt]
-        instructions = self.config.instructions
-        if callable(instructions):
-            made = instructions(RunContext(deps))
-            if inspect.isawaitable(made):
-                made = await made
-            if not isinstance(made, str):
-                raise TypeError(f"instructions returned {type(made).__name__}, not a str")
-            texts.append(made)
-        else:
-            texts.append(instructions)
+        texts = [self.config.system_prompt, await self._instructions(deps)]
         if output_plan is not None:
             texts.append(output_plan.instructions)
         system = "\n\n".join(t for t in texts if t) or None
         output_format = output_plan.output_format if output_plan is not None else None
         return _Setup(system, extra_tools, tool_choice, output_format, output_plan, output_validator, deps)
+
+    async def _instructions(self, deps: Any) -> str | None:
+        """The session's instructions for one run (called once per run, by :meth:`_prepare`):
+        ``SessionConfig.instructions`` itself, or what the callable returns for ``RunContext(deps)``. Raises
+        ``TypeError`` when the callable returns something other than a str. An effect boundary (module
+        docstring): the callable may do I/O."""
+        instructions = self.config.instructions
+        if not callable(instructions):
+            return instructions
+        made = instructions(RunContext(deps))
+        if inspect.isawaitable(made):
+            made = await made
+        if not isinstance(made, str):
+            raise TypeError(f"instructions returned {type(made).__name__}, not a str")
+        return made
 
     async def _run(
         self,
@@ -640,7 +649,7 @@ class BareLoop:
                     check: OutputCheck | None = None
                     if output_plan is not None:
                         try:
-                            check, checked, found = await _check_output(output_plan, response, setup.validator)
+                            check, checked, found = await self._check_reply(output_plan, response, setup.validator)
                         except _Cancelled:
                             if emit:
                                 emit(ModelCallFailed(step.turn, None, last_duration))
@@ -716,7 +725,11 @@ class BareLoop:
                     )
                     settle(reply_message, before_results)
                     if m.state is MachineState.AWAITING_APPROVAL:
-                        decisions = await _race(self._await_approvals(m.pending_approvals), cancel)
+                        try:
+                            decisions = await _race(self._await_approvals(m.pending_approvals), cancel)
+                        except _Cancelled:  # cancelled while it waited (a durable workflow's wait)
+                            m.cancel()
+                            continue
                         if decisions:
                             self._check_decisions(decisions)
                             before_results = m.context_tokens
@@ -1049,6 +1062,13 @@ class BareLoop:
             cost = None if cost is None or failed_cost is None else cost + failed_cost
         return ModelReply(response, answered.provider, model, cost, failed_usage)
 
+    async def _check_reply(
+        self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
+    ) -> tuple[OutputCheck | None, Any, list[str]]:
+        """The verdict on ``response`` as the run's typed output, ``(check, value, problems)``
+        (:func:`_check_output`). An effect boundary (module docstring): the ``validator`` may do I/O."""
+        return await _check_output(plan, response, validator)
+
     # --- tools ---------------------------------------------------------------------------------------------
 
     async def _run_tools(
@@ -1187,21 +1207,29 @@ class BareLoop:
         batch that had not come back may have run ("Not known whether it ran")."""
         done = self._batch
         sequential = len(step.calls) == 1 or cfg.tool_dispatch == "sequential"
+        failed_at = error.call_id
+        if failed_at is None and sequential:  # not named (a recorded error): the first call without a record
+            failed_at = next((c.id for c in step.calls if c.id not in done), None)
+            named = False
+        else:
+            named = failed_at is not None
         out = []
+        passed = False  # a sequential batch's calls after the failed one never started
         for call in step.calls:
             got = done.get(call.id)
             if isinstance(got, ToolCallRecord):
                 out.append(got)
                 continue
             ran = False
-            if call.id == error.call_id and error.method == "after_tool":
+            if call.id == failed_at and named and error.method == "after_tool":
                 text, ran = f"The tool ran, but the run failed after it ({error}); its result is withheld.", True
-            elif call.id == error.call_id:
+            elif call.id == failed_at and named:
                 text = f"Not run: {error}."
-            elif isinstance(got, PendingApproval) or sequential:
+            elif isinstance(got, PendingApproval) or (sequential and passed):
                 text = f"Not run: the run failed before the call ran ({error})."
             else:
                 text = f"Not known whether it ran: the run failed ({error}) before its result was recorded."
+            passed = passed or call.id == failed_at
             out.append(ToolCallRecord(call, _error_result(call, text), 0.0, ran=ran))
         return out
 
@@ -1244,7 +1272,7 @@ class BareLoop:
             return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}")
         try:
             out = to_tool_output(value)
-            content = _sendable(out.tool_content())
+            content = out.tool_content()  # text with a lone surrogate comes back with U+FFFD in its place
             if max_chars is not None:
                 content = _clipped(content, max_chars)
             for image in content.images():
@@ -1547,31 +1575,6 @@ def _clipped(content: ToolContent, limit: int) -> ToolContent:
     return ToolContent.from_multipart(
         [TextPart(text=clip_middle(p.text, limit)) if isinstance(p, TextPart) else p for p in root]
     )
-
-
-def _sendable(content: ToolContent) -> ToolContent:
-    """``content`` with every lone surrogate (a file name read with ``surrogateescape``, text cut inside a
-    surrogate pair) replaced by U+FFFD: such a string cannot be written as UTF-8, so it would fail this run
-    and every later request of the conversation."""
-    root = content.root
-    if isinstance(root, str):
-        fixed = _valid_unicode(root)
-        return content if fixed is root else ToolContent.from_string(fixed)
-    parts = [
-        p.model_copy(update={"text": fixed})
-        if isinstance(p, TextPart) and (fixed := _valid_unicode(p.text)) is not p.text
-        else p
-        for p in root
-    ]
-    return content if all(a is b for a, b in zip(parts, root, strict=True)) else ToolContent.from_multipart(parts)
-
-
-def _valid_unicode(text: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
 
 
 def _timeout_text(tool: Tool, name: str, timeout: float | None) -> str:

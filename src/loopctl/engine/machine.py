@@ -532,9 +532,9 @@ class LoopMachine:
         check_loop_detection(loop_detection)
         if limits is not None and not isinstance(limits, UsageLimits):
             raise ValueError(f"limits must be a UsageLimits or None, got {type(limits).__name__}")
-        message = Message.user(input) if isinstance(input, str) else input
-        _expect_message(message, Role.USER, "accept_input")
         try:
+            message = Message.user(input) if isinstance(input, str) else input
+            _expect_message(message, Role.USER, "accept_input")
             message.to_json()
         except InvalidMessage as exc:
             raise InvalidMessage(f"input.{exc.path}", exc.expected) from None

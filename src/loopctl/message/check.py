@@ -24,9 +24,10 @@ from loopctl.message.model import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
+    lone_surrogate_at,
 )
 
-__all__ = ["ConversationProblem", "ConversationRule", "check_conversation"]
+__all__ = ["ConversationProblem", "ConversationRule", "check_conversation", "first_invalid_string"]
 
 
 class ConversationRule(enum.StrEnum):
@@ -170,6 +171,16 @@ def check_conversation(messages: Sequence[Message], *, strict: bool = False) -> 
     if strict and problems:
         raise InvalidConversation(list(problems))
     return problems
+
+
+def first_invalid_string(message: Message, path: str = "") -> str | None:
+    """The path (``path`` + ``.parts[1].input.q``) of the first string of ``message`` that cannot be written
+    as UTF-8 (a lone surrogate), or ``None``. The model's constructors refuse such strings; this finds one
+    that got in without validation (``model_construct``). ASCII strings cost O(1) each."""
+    found = lone_surrogate_at(message)
+    if found is None:
+        return None
+    return f"{path}.{found}" if path else found
 
 
 def _check_strings(part: object, path: str, add: Any) -> None:

@@ -15,9 +15,9 @@ import binascii
 import enum
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import FrozenInstanceError
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, TypeAlias, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Self, TypeAlias, TypeVar, Union, cast
 
 import orjson
 from pydantic import (
@@ -31,7 +31,9 @@ from pydantic import (
     StrictStr,
     Tag,
     ValidationError,
+    ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError, PydanticUndefined
 
@@ -101,6 +103,9 @@ def _retention_arg(value: object) -> Retention | None:
         raise InvalidMessage("retention", str(exc)) from None
 
 
+_SURROGATE_ERROR = "expected a string that is valid Unicode (found a lone surrogate)"
+
+
 _CONFIG = ConfigDict(frozen=True, extra="ignore", validate_default=False, hide_input_in_errors=True)
 
 
@@ -121,6 +126,7 @@ class _Value(BaseModel):
             super().__init__(**data)
         except ValidationError as exc:
             raise _invalid(exc, "") from None
+        _refuse_lone_surrogates(self)
 
     # Tells pydantic this __init__ only wraps the base one, so nested validation (from_json, from_dict) goes
     # straight through pydantic-core instead of calling back into Python for every part.
@@ -130,6 +136,23 @@ class _Value(BaseModel):
     # what a frozen dataclass raises.
     __setattr__ = _refuse_assignment
     __delattr__ = _refuse_assignment
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with the fields in ``update`` replaced. Unlike pydantic's own ``model_copy``, which sets
+        them unchecked, the new values are validated as a constructor's are: a bad one raises
+        :class:`~loopctl.errors.InvalidMessage` naming the field (``text``, ``input.path``), and a name that
+        is no field raises ``TypeError``. Without ``update`` the copy is the same value."""
+        if not update:
+            return super().model_copy(deep=deep)
+        fields = type(self).model_fields
+        unknown = [name for name in update if name not in fields]
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {unknown[0]!r}")
+        data = {name: getattr(self, name) for name in fields}
+        data.update(update)
+        copy = _validate(type(self), data, "")
+        _refuse_lone_surrogates(copy)
+        return copy
 
 
 class ImageSource(_Value):
@@ -208,9 +231,11 @@ class MessagePart(_Value):
     def from_dict(data: object) -> Part:
         """Read one part from its wire object; raises ``InvalidMessage`` naming the bad path."""
         try:
-            return _PART_ADAPTER.validate_python(data)
+            part = _PART_ADAPTER.validate_python(data)
         except ValidationError as exc:
             raise _invalid(exc, "", tagged_root=True) from None
+        _refuse_lone_surrogates(part)
+        return part
 
     # --- readers ---------------------------------------------------------------------------------------
 
@@ -359,10 +384,10 @@ class ToolCallPart(MessagePart):
     def _input_is_finite(cls, value: JsonValue) -> JsonValue:
         # pydantic's JsonValue takes NaN and Infinity (from Python, and as JSON extensions); JSON has neither
         # and orjson would write them as null, so they are refused here.
-        sub = _non_finite_at(value, "")
-        if sub is not None:
+        found = _unwritable_at(value, "", numbers=True)
+        if found is not None:
             raise PydanticCustomError(
-                "non_finite_number", "expected a finite number (JSON has no NaN or Infinity)", {"subpath": sub}
+                "non_finite_number", "expected a finite number (JSON has no NaN or Infinity)", {"subpath": found}
             )
         return value
 
@@ -449,23 +474,103 @@ def json_depth(value: object) -> int:
     return deepest
 
 
-def _non_finite_at(value: object, path: str) -> str | None:
-    """The sub-path (``.x[1]``) of the first NaN or infinite float in a JSON value, or ``None``."""
+def _unwritable_at(value: object, path: str, *, numbers: bool = False, strings: bool = False) -> str | None:
+    """The sub-path (``.x[1]``) of the first value in a JSON value that JSON cannot carry, or ``None``: when
+    ``numbers``, a NaN or infinite float; when ``strings``, a string or key with a lone surrogate (a bad key
+    is named with its surrogate escaped, so the path stays printable)."""
     if isinstance(value, float):
-        return None if math.isfinite(value) else path
+        return None if not numbers or math.isfinite(value) else path
+    if isinstance(value, str):
+        return path if strings and has_lone_surrogate(value) else None
     if isinstance(value, dict):
         for k, v in value.items():
-            if isinstance(v, (float, dict, list)):
-                found = _non_finite_at(v, f"{path}.{k}")
+            if strings and isinstance(k, str) and has_lone_surrogate(k):
+                return f"{path}.{k.encode('utf-8', 'backslashreplace').decode()}"
+            if isinstance(v, (float, dict, list)) or (strings and isinstance(v, str)):
+                found = _unwritable_at(v, f"{path}.{k}", numbers=numbers, strings=strings)
                 if found is not None:
                     return found
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            if isinstance(v, (float, dict, list)):
-                found = _non_finite_at(v, f"{path}[{i}]")
+            if isinstance(v, (float, dict, list)) or (strings and isinstance(v, str)):
+                found = _unwritable_at(v, f"{path}[{i}]", numbers=numbers, strings=strings)
                 if found is not None:
                     return found
     return None
+
+
+def has_lone_surrogate(value: str) -> bool:
+    """True for a string with a lone surrogate, which cannot be written as UTF-8. O(1) for ASCII text; other
+    text is encoded once (faster than searching it for the surrogate range)."""
+    if value.isascii():
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+# The string fields of each value, checked for lone surrogates (beside a tool call's input and a result's
+# output, which are walked).
+_STRING_FIELDS: dict[str, tuple[str, ...]] = {
+    "ImageSource": ("media_type",),
+    "TextPart": ("text", "item_id"),
+    "ThinkingPart": ("text", "signature", "redacted", "provider", "item_id"),
+    "ToolCallPart": ("id", "name", "item_id", "provider"),
+    "ToolResultPart": ("call_id", "name"),
+}
+
+
+def lone_surrogate_in_json(value: object, path: str) -> str | None:
+    """``path`` plus the sub-path (``.properties.q``) of the first string or key of a JSON value that has a
+    lone surrogate, or ``None`` (a bad key is named with its surrogate escaped, so the path stays
+    printable)."""
+    return _unwritable_at(value, path, strings=True)
+
+
+def lone_surrogate_at(value: object) -> str | None:
+    """The path (``parts[1].input.q``; ``text`` for a part) of the first string in a message, a part, an
+    image source or a tool output that has a lone surrogate, so cannot be written as UTF-8; ``None`` when
+    there is none. One pass; ASCII strings cost O(1) each."""
+    if isinstance(value, Message):
+        for i, part in enumerate(value.parts):
+            found = lone_surrogate_at(part)
+            if found is not None:
+                return f"parts[{i}].{found}"
+        return None
+    if isinstance(value, ToolContent):
+        root = value.root
+        if isinstance(root, str):
+            return "" if has_lone_surrogate(root) else None
+        for i, sub in enumerate(root):
+            found = lone_surrogate_at(sub)
+            if found is not None:
+                return f"[{i}].{found}"
+        return None
+    for name in _STRING_FIELDS.get(type(value).__name__, ()):
+        field_value = getattr(value, name)
+        if field_value is not None and has_lone_surrogate(field_value):
+            return name
+    if isinstance(value, ToolCallPart):
+        return _unwritable_at(value.input, "input", strings=True)
+    if isinstance(value, ToolResultPart):
+        found = lone_surrogate_at(value.output)
+        return None if found is None else f"output{found}"
+    if isinstance(value, ImagePart):
+        found = lone_surrogate_at(value.source)
+        return None if found is None else f"source.{found}"
+    return None
+
+
+def _refuse_lone_surrogates(value: object) -> None:
+    """Raise ``InvalidMessage`` for a value built from Python that holds a lone surrogate (see
+    :func:`lone_surrogate_at`). A message is checked by its own validator, however it was built."""
+    if isinstance(value, Message):
+        return
+    found = lone_surrogate_at(value)
+    if found is not None:
+        raise InvalidMessage(found, _SURROGATE_ERROR)
 
 
 ToolContentPart: TypeAlias = Annotated[Union[TextPart, ImagePart], Field(discriminator="type")]
@@ -505,6 +610,7 @@ class ToolContent(RootModel[_ToolContentRoot]):
             super().__init__(root, **data)
         except ValidationError as exc:
             raise _invalid(exc, "", tagged_root=True) from None
+        _refuse_lone_surrogates(self)
 
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
     __setattr__ = _refuse_assignment
@@ -628,18 +734,39 @@ class Message(_Value):
 
     role: Role
     """Who spoke."""
-    parts: tuple[Part, ...] = ()
-    """What was said, in order."""
+    parts: tuple[Part, ...]
+    """What was said, in order. Required on the wire (a message read without ``parts`` is refused, as the
+    original's serde reading is); the keyword constructor ``Message(role=...)`` defaults it to ``()``."""
+
+    def __init__(self, /, **data: Any) -> None:
+        data.setdefault("parts", ())
+        super().__init__(**data)
+
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @model_validator(mode="after")
+    def _strings_are_writable(self, info: ValidationInfo) -> Self:
+        # A lone surrogate (text cut inside a pair, bytes decoded with surrogateescape) cannot be written as
+        # UTF-8: a message holding one could be neither sent to a provider nor saved. Checked once per
+        # message, however it was built from Python values (a validator on every string doubled the cost of
+        # reading one); JSON text cannot hold one (pydantic's JSON parser refuses an unpaired \ud83d escape).
+        if info.mode == "json":
+            return self
+        found = lone_surrogate_at(self)
+        if found is not None:
+            raise PydanticCustomError("string_surrogate", _SURROGATE_ERROR, {"subpath": f".{found}"})
+        return self
 
     @classmethod
     def user(cls, text: str) -> Message:
-        """A user message with one text part."""
-        return cls(role=Role.USER, parts=(TextPart(text=text),))
+        """A user message with one text part; raises ``InvalidMessage`` (``parts[0].text``) for text that is
+        not a ``str`` or holds a lone surrogate."""
+        return _validate(cls, {"role": Role.USER, "parts": ({"type": "text", "text": text},)}, "")
 
     @classmethod
     def assistant(cls, text: str) -> Message:
-        """An assistant message with one text part."""
-        return cls(role=Role.ASSISTANT, parts=(TextPart(text=text),))
+        """An assistant message with one text part; raises ``InvalidMessage`` as :meth:`user` does."""
+        return _validate(cls, {"role": Role.ASSISTANT, "parts": ({"type": "text", "text": text},)}, "")
 
     @classmethod
     def new(cls, role: Role | str, parts: Iterable[MessagePart] = ()) -> Message:
@@ -727,7 +854,7 @@ def _dumps_bytes(obj: Any) -> bytes:
         return orjson.dumps(obj)
     except orjson.JSONEncodeError as exc:
         if "surrogates" in str(exc) or "UTF-8" in str(exc):
-            path = _find_bad_string(obj, "")
+            path = _findhas_lone_surrogate(obj, "")
             raise InvalidMessage(path, "expected a string that is valid Unicode (found a lone surrogate)") from None
         try:
             return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
@@ -735,7 +862,7 @@ def _dumps_bytes(obj: Any) -> bytes:
             raise InvalidMessage("", f"expected JSON-compatible values ({exc2})") from None
 
 
-def _find_bad_string(value: Any, path: str) -> str:
+def _findhas_lone_surrogate(value: Any, path: str) -> str:
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -744,12 +871,12 @@ def _find_bad_string(value: Any, path: str) -> str:
         return ""
     if isinstance(value, dict):
         for k, v in value.items():
-            found = _find_bad_string(k, path) or _find_bad_string(v, f"{path}.{k}" if path else str(k))
+            found = _findhas_lone_surrogate(k, path) or _findhas_lone_surrogate(v, f"{path}.{k}" if path else str(k))
             if found:
                 return found
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            found = _find_bad_string(v, f"{path}[{i}]")
+            found = _findhas_lone_surrogate(v, f"{path}[{i}]")
             if found:
                 return found
     return ""
@@ -829,7 +956,7 @@ def _invalid(exc: ValidationError, prefix: str, *, tagged_root: bool = False) ->
                 msg = repl + msg[len(lead) :]
         expected = msg
     if "subpath" in ctx:
-        path += ctx["subpath"]
+        path = (path + ctx["subpath"]) if path else ctx["subpath"].lstrip(".")
     return InvalidMessage(path, expected)
 
 

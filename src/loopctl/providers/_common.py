@@ -5,6 +5,7 @@ Pure: no I/O, no clock (an HTTP-date ``Retry-After`` needs "now", so the caller 
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import hashlib
 import re
@@ -18,29 +19,75 @@ from loopctl.errors import (
     ModelNotFound,
     Overloaded,
     ProviderError,
+    ProviderTimeout,
     RateLimited,
     ServerError,
     UnsupportedContent,
 )
-from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
-from loopctl.message.check import ConversationRule
+from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
+from loopctl.message.check import ConversationRule, first_invalid_string
+from loopctl.message.model import has_lone_surrogate, lone_surrogate_in_json
+from loopctl.tool import ToolSchema
 
 __all__ = [
+    "TOOL_ERROR_MARKER",
     "check_pairing",
     "classify_http_error",
+    "ends_on_an_empty_prompt",
+    "error_from_status_code",
+    "http_status_code",
     "is_context_overflow",
+    "is_zero_valued",
     "nothing_to_send",
     "parse_retry_after",
+    "refuse_unwritable_message",
+    "refuse_unwritable_options",
     "rewrite_tool_id",
 ]
 
+TOOL_ERROR_MARKER = "[tool error] "
+"""Put before the text of a failed tool result where the API has no error flag for one (OpenAI Chat's
+``role: "tool"`` message, OpenAI Responses' ``function_call_output``), so the model can tell a failure from
+an output. Anthropic sends ``is_error: true``; Gemini puts a failure under the ``error`` key of
+``functionResponse.response`` instead of ``output`` (google-genai ``FunctionResponse.response``)."""
+
 # Phrases providers use for "the prompt is longer than the window" (OpenAI ``context_length_exceeded``,
-# Anthropic "prompt is too long", Gemini "exceeds the maximum number of tokens").
+# Anthropic "prompt is too long", Gemini "exceeds the maximum number of tokens", OpenRouter's mid-stream
+# "Token limit reached").
 _OVERFLOW = re.compile(
     r"context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|context window|"
-    r"exceeds the maximum number of tokens|input token count.*exceeds|too many tokens",
+    r"exceeds the maximum number of tokens|input token count.*exceeds|too many tokens|token limit reached",
     re.IGNORECASE,
 )
+
+
+def is_zero_valued(value: Any) -> bool:
+    """True for a JSON value that holds nothing: ``null``, ``false``, ``0``, ``""``, ``[]``, or an object whose
+    every value is zero-valued (``{"data": "", "expires_at": 0}``). Some OpenAI-compatible servers write every
+    optional field of a reply this way instead of leaving it out (Snowflake Cortex sends ``"audio": {"id": "",
+    "data": "", ...}`` and ``"function_call": {"name": "", "arguments": ""}`` in every reply, Go encoders
+    without ``omitempty``); such an object is absent, not content."""
+    if value is None or value is False or value == "":
+        return True
+    kind = type(value)
+    if kind is dict:  # what JSON decodes to: checked first, as an ABC check costs more
+        return all(is_zero_valued(v) for v in value.values())
+    if kind is list:
+        return not value
+    if kind is int or kind is float:
+        return bool(value == 0)
+    if kind is bool or kind is str:
+        return False
+    # Not what JSON decodes to (subclasses, other mappings): the same rules by isinstance.
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return bool(value == 0)
+    if isinstance(value, Mapping):
+        return all(is_zero_valued(v) for v in value.values())
+    if isinstance(value, list):
+        return not value
+    return False
 
 
 def is_context_overflow(message: str | None, code: str | None = None) -> bool:
@@ -49,8 +96,10 @@ def is_context_overflow(message: str | None, code: str | None = None) -> bool:
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds, or an HTTP-date when ``now``, a
-    Unix time in seconds, is given). ``None`` when absent or unreadable."""
+    """Seconds to wait from ``retry-after-ms`` (milliseconds, OpenAI's) or ``retry-after`` (RFC 9110 section
+    10.2.3: a number of seconds, or an HTTP-date, read when ``now``, the current Unix time in seconds, is
+    given; a date in the past is 0). ``None`` when absent or unreadable. Header names are matched without
+    regard to case."""
     if not headers:
         return None
     lower = {k.lower(): v for k, v in headers.items()}
@@ -70,10 +119,12 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = 
     if now is None:
         return None
     try:
-        when = email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError):
+        date = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
         return None
-    return max(0.0, when - now)
+    if date.tzinfo is None:  # "-0000": the zone is not given; an HTTP-date is always GMT
+        date = date.replace(tzinfo=datetime.UTC)
+    return max(0.0, date.timestamp() - now)
 
 
 def classify_http_error(
@@ -105,11 +156,50 @@ def classify_http_error(
         return AuthenticationError(text, **kw)
     if kind in ("not_found_error", "model_not_found", "not_found") or status == 404:
         return ModelNotFound(text, **kw)
+    if status == 408:  # Request Timeout (RFC 9110 section 15.5.9): the request may be repeated
+        return ProviderTimeout(text, **kw)
     if status >= 500 or kind in ("api_error", "internal", "server_error"):
         return ServerError(text, **kw)
     if is_context_overflow(message, error_type):
         return ContextOverflow(text, **kw)
     return InvalidRequest(text, **kw)
+
+
+def http_status_code(error: Any) -> int | None:
+    """The HTTP status an error object names as its ``code`` (an integer, or a string of digits, from 400 to
+    599), or ``None``. OpenRouter's errors are ``{"error": {"code": 400, "message", "metadata"}}``, where
+    "the HTTP Response will have the same status code as error.code" (openrouter.ai/docs/api/reference/
+    errors-and-debugging); an error that occurs while the model is producing the output comes after a 200,
+    "emitted in the response body or as an SSE data event", so its ``code`` is the only status it has."""
+    if not isinstance(error, Mapping):
+        return None
+    code = error.get("code")
+    if isinstance(code, str) and code.isdigit():
+        code = int(code)
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
+        return code
+    return None
+
+
+def error_from_status_code(
+    provider: str,
+    code: int,
+    *,
+    message: str | None,
+    error_type: str | None = None,
+    body: Any = None,
+    retry_after: float | None = None,
+) -> ProviderError:
+    """The typed error for an error object that names an HTTP status (``code``, see :func:`http_status_code`)
+    but arrived without one: classified as :func:`classify_http_error` classifies that status (a 400 saying
+    "Token limit reached" is a :class:`~loopctl.errors.ContextOverflow`, not retryable; a 429 is
+    ``RateLimited``, a 502 a ``ServerError``), with ``status`` left unset (the reply's own status was 200)."""
+    cls = type(classify_http_error(provider, code, message=message, error_type=error_type))
+    text = message or f"error {code}"
+    kw: dict[str, Any] = {"provider": provider, "provider_message": message, "body": body}
+    if issubclass(cls, (RateLimited, Overloaded)):
+        return cls(text, retry_after=retry_after, **kw)
+    return cls(text, **kw)
 
 
 _SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -216,11 +306,59 @@ def _pairing_error(path: str, problem: str, rule: ConversationRule, api: str) ->
     return UnsupportedContent(f"{path}: {problem}; {api} refuses such a request [{rule.value}]")
 
 
+def ends_on_an_empty_prompt(messages: Sequence[Message]) -> bool:
+    """True when the last message that is not a system message is a user message of empty text only (an
+    empty prompt: ``Message.user("")``). Chat, Responses and Gemini send it as an empty user turn; Anthropic
+    refuses empty text. Looks at the end of the conversation only."""
+    for message in reversed(messages):
+        if message.role is not Role.SYSTEM:
+            return (
+                message.role is Role.USER
+                and bool(message.parts)
+                and all(isinstance(p, TextPart) and not p.text for p in message.parts)
+            )
+    return False
+
+
 def nothing_to_send(api: str, count: int) -> UnsupportedContent:
-    """The error for a request with no conversation left to send (no messages, only system messages, or only
-    empty text): every provider refuses an empty conversation with a 400 (Anthropic and Chat Completions want
-    at least one message; Gemini "contents is not specified", quarkiverse/quarkus-langchain4j#2480)."""
+    """The error for a request with no conversation left to send (no messages, only system messages where
+    system is folded out, only empty messages): every provider refuses an empty conversation with a 400
+    (Anthropic and Chat Completions want at least one message; Gemini "contents is not specified",
+    quarkiverse/quarkus-langchain4j#2480). An empty prompt is not this: Chat, Responses and Gemini send it,
+    Anthropic refuses it with its own error."""
     return UnsupportedContent(
         f"messages: nothing to send to {api}: the {count} message(s) hold no user or assistant content it "
         "accepts (system messages are folded elsewhere, empty text is not sent)"
     )
+
+
+def _unwritable(path: str, api: str) -> UnsupportedContent:
+    return UnsupportedContent(
+        f"{path}: a string that is not valid Unicode (a lone surrogate) cannot be sent to {api}: it has no UTF-8 form"
+    )
+
+
+def refuse_unwritable_message(message: Message, path: str, api: str) -> None:
+    """Raise :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1].text``) of a
+    string of ``message`` that cannot be written as UTF-8. The model's constructors refuse such strings
+    (``InvalidMessage``); this catches one that got in without validation, which would otherwise fail in the
+    client with a bare ``UnicodeEncodeError`` (or orjson's ``TypeError``) after the request was built. A
+    codec calls it once per converted message (the conversion is cached)."""
+    bad = first_invalid_string(message, path)
+    if bad is not None:
+        raise _unwritable(bad, api)
+
+
+def refuse_unwritable_options(system: str | None, tools: Sequence[ToolSchema], api: str) -> None:
+    """:func:`refuse_unwritable_message` for the system prompt (``system``) and the tools
+    (``tools[1].description``, ``tools[0].input_schema.properties.q``)."""
+    if system is not None and has_lone_surrogate(system):
+        raise _unwritable("system", api)
+    for ti, tool in enumerate(tools):
+        for name in ("name", "description"):
+            value = getattr(tool, name)
+            if isinstance(value, str) and has_lone_surrogate(value):
+                raise _unwritable(f"tools[{ti}].{name}", api)
+        found = lone_surrogate_in_json(dict(tool.input_schema), f"tools[{ti}].input_schema")
+        if found is not None:
+            raise _unwritable(found, api)

@@ -13,7 +13,8 @@ Request rules (each with its source; ``docs/providers/anthropic.md`` is the long
   message containing tool results, the tool_result blocks must come FIRST in the content array. Any text
   must come AFTER all tool results": platform.claude.com/docs/en/agents-and-tools/tool-use/handle-tool-calls).
   ``is_error: true`` is carried; ``content`` holds text and image blocks (SDK ``ToolResultBlockParam``), and
-  is omitted for an empty result (allowed: same page, "content ... or omitted").
+  is omitted for an empty result (allowed: same page, "content ... or omitted"). Results go in the order of
+  the calls they answer (strict compatible endpoints want it; the other codecs send that order too).
 - **No empty text**: empty or whitespace-only text blocks are dropped ("text content blocks must contain
   non-whitespace text"); a message left with nothing is dropped, never sent as ``content: []``.
 - **Alternation**: adjacent same-role messages are merged in the request view only (the SDK's
@@ -63,8 +64,11 @@ from loopctl.message import (
 from loopctl.providers._common import (
     check_pairing,
     classify_http_error,
+    is_zero_valued,
     nothing_to_send,
     parse_retry_after,
+    refuse_unwritable_message,
+    refuse_unwritable_options,
     rewrite_tool_id,
 )
 from loopctl.providers.base import ConversionCache, ModelRequest, OutputFormat, ReasoningEffort, SSEStreamDecoder
@@ -81,6 +85,8 @@ from loopctl.stream import (
     ThinkingSignature,
     ToolCallDelta,
     UsageReported,
+    dumps_exact,
+    loads_exact,
     parse_arguments,
 )
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
@@ -206,6 +212,7 @@ def build_request(
     call whose ``input`` is not a JSON object, a tool call or result that breaks the pairing rules
     (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing left to send.
     """
+    refuse_unwritable_options(system, tools, "Anthropic")
     check_pairing(messages, "Anthropic")
     pieces = _convert_all(messages, cache)
 
@@ -221,6 +228,8 @@ def build_request(
             else:
                 turns.append((piece.role, piece.content))
 
+    _refuse_an_empty_prompt(messages, pieces, turns)
+    _results_in_call_order(turns)
     thinking = _thinking_config(reasoning_effort, max_tokens, tool_choice, bool(tools), turns)
     if thinking is not None:
         budget = thinking["budget_tokens"]
@@ -292,6 +301,7 @@ def _convert_all(messages: Sequence[Message], cache: ConversionCache | None) -> 
 def _convert_message(message: Message, mi: int) -> _Converted:
     role = message.role
     where = f"messages[{mi}]"
+    refuse_unwritable_message(message, where, "Anthropic")
     if role is Role.SYSTEM:
         texts: list[str] = []
         for pi, part in enumerate(message.parts):
@@ -408,6 +418,50 @@ def _merge(role: str, first: list[dict[str, Any]], second: list[dict[str, Any]])
             merged.append(b)
             opened = True
     return merged
+
+
+def _refuse_an_empty_prompt(
+    messages: Sequence[Message], pieces: list[_Converted], turns: list[tuple[str, list[dict[str, Any]]]]
+) -> None:
+    """Raise :class:`~loopctl.errors.UnsupportedContent` when the conversation ends on a user message of
+    empty (or whitespace-only) text that nothing else stands in for. Anthropic refuses such text ("text
+    content blocks must contain non-whitespace text"), and leaving it out would end the request on the
+    assistant's turn, which Anthropic reads as a prefill to continue rather than a question to answer.
+    (Chat, Responses and Gemini send an empty prompt: their APIs accept it.)"""
+    for mi in range(len(messages) - 1, -1, -1):
+        message = messages[mi]
+        if message.role is Role.SYSTEM:
+            continue
+        empty = (
+            message.role is Role.USER
+            and not pieces[mi].content
+            and bool(message.parts)
+            and all(isinstance(p, TextPart) for p in message.parts)
+        )
+        if empty and (not turns or turns[-1][0] == "assistant"):
+            raise UnsupportedContent(
+                f"messages[{mi}]: the prompt is empty; Anthropic refuses empty or whitespace-only text, and "
+                "without it the request would end on the assistant's turn (a prefill)"
+            )
+        return
+
+
+def _results_in_call_order(turns: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    """Put the ``tool_result`` blocks of each user turn in the order of the ``tool_use`` blocks of the
+    assistant turn before it (results stored in another order, or merged from several messages): the API
+    pairs them by id, but strict Anthropic-compatible endpoints want them in call order, as OpenAI Chat and
+    Gemini are sent. Results of unknown calls keep their place after the known ones. Cached block lists are
+    never changed: a reordered turn gets a new list. One pass over the blocks."""
+    for ti in range(1, len(turns)):
+        role, content = turns[ti]
+        if role != "user" or turns[ti - 1][0] != "assistant" or content[0]["type"] != "tool_result":
+            continue
+        order = {b["id"]: k for k, b in enumerate(turns[ti - 1][1]) if b["type"] == "tool_use"}
+        results = [b for b in content if b["type"] == "tool_result"]
+        keys = [order.get(b["tool_use_id"], len(order)) for b in results]
+        if keys != sorted(keys):
+            ranked = [results[i] for i in sorted(range(len(results)), key=keys.__getitem__)]  # stable
+            turns[ti] = (role, ranked + content[len(results) :])
 
 
 def _thinking_config(
@@ -542,7 +596,7 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
     """
     if not isinstance(body, Mapping):
         raise ProviderProtocolError(f"expected a JSON object, got {type(body).__name__}", provider=PROVIDER)
-    if body.get("type") == "error" or ("error" in body and "content" not in body):
+    if body.get("type") == "error" or (not is_zero_valued(body.get("error")) and "content" not in body):
         raise _error_from_body(body, None)
     content = body.get("content")
     if not isinstance(content, list):
@@ -553,7 +607,7 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
         part = _decode_block(block, f"content[{i}]")
         if isinstance(part, ToolCallPart) and not isinstance(block.get("input"), dict):
             raw = block.get("input")
-            text = raw if isinstance(raw, str) else orjson.dumps(raw).decode() if raw is not None else ""
+            text = raw if isinstance(raw, str) else dumps_exact(raw) if raw is not None else ""
             value, error = parse_arguments(text)
             if error is not None or not isinstance(value, dict):
                 invalid.append(InvalidToolCall(part.id, part.name, text, error or "input is not a JSON object"))
@@ -658,7 +712,9 @@ class StreamDecoder(SSEStreamDecoder):
         if not data:
             return []
         try:
-            obj = orjson.loads(data)
+            # Only a block that starts a tool call can hold its input as a JSON value (compatible servers send
+            # it whole there); every other event goes through orjson alone (loads_exact scans the text).
+            obj = loads_exact(data) if '"tool_use"' in data else orjson.loads(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(
                 f"stream event {event.event!r} carries data that is not JSON: {data[:200]!r}", provider=PROVIDER
@@ -746,7 +802,11 @@ def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:
 
 
 def error_from_http(
-    status: int, body: bytes | str | Mapping[str, Any] | None, headers: Mapping[str, str] | None = None
+    status: int,
+    body: bytes | str | Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    now: float | None = None,
 ) -> ProviderError:
     """The typed error for a non-2xx reply (platform.claude.com/docs/en/api/errors).
 
@@ -756,15 +816,20 @@ def error_from_http(
     :class:`~loopctl.errors.ContextOverflow` when it says "prompt is too long" or "exceed context limit";
     401/403 -> :class:`~loopctl.errors.AuthenticationError`; 404 -> :class:`~loopctl.errors.ModelNotFound`;
     other 5xx -> :class:`~loopctl.errors.ServerError`. A body that is not JSON keeps its text as the message.
+
+    ``now`` is the current Unix time in seconds: with it, a ``Retry-After`` given as an HTTP-date (RFC 9110
+    section 10.2.3, ``Wed, 21 Oct 2015 07:28:00 GMT``) becomes the seconds from ``now`` to that date (0 for a
+    date past); the codec reads no clock, so without ``now`` only a number of seconds is read. The clients
+    pass ``time.time()``.
     """
     parsed: Any = body
     if isinstance(body, (bytes, str)):
         try:
-            parsed = orjson.loads(body)
+            parsed = loads_exact(body)
         except orjson.JSONDecodeError:
             text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
             parsed = text.strip() or None
-    return _error_from_body(parsed, status, parse_retry_after(headers))
+    return _error_from_body(parsed, status, parse_retry_after(headers, now=now))
 
 
 def _error_from_body(body: Any, status: int | None, retry_after: float | None = None) -> ProviderError:

@@ -7,7 +7,8 @@ A provider module (``openai_chat``, ``openai_responses``, ``anthropic``, ``gemin
 - ``parse_response(body) -> ModelResponse`` for a non-streamed reply (an error body raises);
 - ``StreamDecoder`` (``feed(chunk) -> list[StreamEvent]``, ``finish() -> ModelResponse``) and
   ``parse_stream(chunks) -> ModelResponse``;
-- ``error_from_http(status, body, headers) -> ProviderError`` for a non-2xx reply.
+- ``error_from_http(status, body, headers, *, now=None) -> ProviderError`` for a non-2xx reply (``now``, the
+  caller's clock in Unix seconds, reads a ``Retry-After`` HTTP-date).
 
 A client (the only place with I/O) turns a :class:`ModelRequest` into one of those bodies, sends it, and
 decodes the reply. Pure module: no I/O, no clock.
@@ -26,7 +27,7 @@ from loopctl.errors import ProviderError, ProviderProtocolError
 from loopctl.message import Message
 from loopctl.providers.sse import ServerSentEvent, SSEDecoder
 from loopctl.response import ModelResponse
-from loopctl.stream import StreamAccumulator, StreamEvent
+from loopctl.stream import StreamAccumulator, StreamEvent, loads_exact
 from loopctl.tool import ToolChoice, ToolSchema, check_tool_choice
 
 __all__ = [
@@ -202,7 +203,7 @@ class SSEStreamDecoder:
         page from a proxy: retrying it is not worth it, and it was not cut short)."""
         if self._mode == "json":
             try:
-                body = orjson.loads(self._json)
+                body = loads_exact(self._json)
             except orjson.JSONDecodeError:
                 raise ProviderProtocolError(
                     "the stream body is neither an event stream nor JSON", provider=self.provider

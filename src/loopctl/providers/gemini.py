@@ -9,11 +9,12 @@ documented, with its source, in ``docs/providers/gemini.md``; the ones that shap
   ``systemInstruction`` holds the ``system`` argument, then the text of every ``Role.SYSTEM`` message,
   joined with ``"\\n"`` (``docs/providers.md``, "Rules every codec keeps").
 - Tool calls are ``functionCall`` parts; results are ``functionResponse`` parts whose ``name`` is the called
-  tool's (filled from the call when empty) and whose ``response`` is ``{"output": ...}`` or, for a failed
-  call, ``{"error": ...}`` (google-genai ``types.FunctionResponse.response``). A user content answering
-  calls puts its ``functionResponse`` parts first, in the order of the calls (Gemini matches them by order
-  when there are no ids). Images in results ride inside the ``functionResponse`` (``parts``, Gemini 3) or
-  are moved, in order, to ``inlineData`` parts right after the responses.
+  tool's (the call's, found by ``call_id``; the result's own name only when the call is gone) and whose
+  ``response`` is ``{"output": ...}`` or, for a failed call, ``{"error": ...}`` (google-genai
+  ``types.FunctionResponse.response``). A user content answering calls puts its ``functionResponse`` parts
+  first, in the order of the calls (Gemini matches them by order when there are no ids). Images in results
+  ride inside the ``functionResponse`` (``parts``, Gemini 3) or are moved, in order, to ``inlineData`` parts
+  right after the responses.
 - ``thoughtSignature`` rides on the part it signs. A signature that came on a text or call part is kept as
   ``ThinkingPart(text="", signature=..., provider="gemini")`` right before that part, and put back on it;
   a signature that came on a thought part stays on that ThinkingPart. Only Gemini's own thinking is replayed
@@ -46,7 +47,16 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.providers._common import check_pairing, classify_http_error, nothing_to_send, parse_retry_after
+from loopctl.providers._common import (
+    check_pairing,
+    classify_http_error,
+    ends_on_an_empty_prompt,
+    is_zero_valued,
+    nothing_to_send,
+    parse_retry_after,
+    refuse_unwritable_message,
+    refuse_unwritable_options,
+)
 from loopctl.providers._gemini_schema import json_schema_parameters, openapi_parameters
 from loopctl.providers.base import ConversionCache, ModelRequest, OutputFormat, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
@@ -63,6 +73,8 @@ from loopctl.stream import (
     ThinkingSignature,
     ToolCallDelta,
     UsageReported,
+    dumps_exact,
+    loads_exact,
 )
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
@@ -189,6 +201,7 @@ def build_request(
         response_parts=modern if function_response_parts is None else function_response_parts,
         fallback=modern if signature_fallback is None else signature_fallback,
     )
+    refuse_unwritable_options(system, tools, "Gemini")
     check_pairing(messages, "Gemini")
     contents, system_texts = _contents(messages, options, cache)
     if cache is not None:
@@ -313,10 +326,15 @@ def _contents(
             order[call_id] = seen
             seen += 1
     flush()
+    if ends_on_an_empty_prompt(messages) and (not contents or contents[-1]["role"] != "user"):
+        # An empty prompt is still the user's turn: generateContent answers {"text": ""} with a 200, while
+        # leaving it out would end the request on a model turn (or send nothing at all).
+        contents.append({"role": "user", "parts": [{"text": ""}]})
     return contents, system_texts
 
 
 def _system_text(message: Message, i: int) -> str:
+    refuse_unwritable_message(message, f"messages[{i}]", "Gemini")
     for j, part in enumerate(message.parts):
         if not isinstance(part, TextPart):
             raise _misplaced(part, i, j, "a system message (only text is folded into systemInstruction)")
@@ -324,12 +342,15 @@ def _system_text(message: Message, i: int) -> str:
 
 
 def _resolve_results(message: Message, i: int, calls: Mapping[str, tuple[str, bool]]) -> tuple[tuple[str, bool], ...]:
-    """(name, echo the id?) per tool result of a user message, from the result or the call it answers."""
+    """(name, echo the id?) per tool result of a user message. The name is the call's, found by ``call_id``:
+    a result stored with a stale name (``"unknown"``, a tool renamed since) must not answer another
+    function, and in a parallel turn one call's result must not go out under the other call's name. The
+    result's own ``name`` stands in only when its call is not in the conversation."""
     out = []
     for j, part in enumerate(message.parts):
         if isinstance(part, ToolResultPart):
             name, minted = calls.get(part.call_id, ("", False))
-            name = part.name or name
+            name = name or part.name
             if not name:
                 raise UnsupportedContent(
                     f"messages[{i}].parts[{j}]: a tool result with no name whose call {part.call_id!r} is not "
@@ -340,6 +361,7 @@ def _resolve_results(message: Message, i: int, calls: Mapping[str, tuple[str, bo
 
 
 def _model_piece(message: Message, i: int, options: _Options) -> _Piece:
+    refuse_unwritable_message(message, f"messages[{i}]", "Gemini")
     parts = message.parts
     out: list[dict[str, Any]] = []
     calls: list[tuple[str, str, bool]] = []
@@ -386,6 +408,7 @@ def _model_piece(message: Message, i: int, options: _Options) -> _Piece:
 
 
 def _user_piece(message: Message, i: int, resolved: tuple[tuple[str, bool], ...], options: _Options) -> _Piece:
+    refuse_unwritable_message(message, f"messages[{i}]", "Gemini")
     parts: list[dict[str, Any]] = []
     responses: list[tuple[str, dict[str, Any]]] = []
     media: list[dict[str, Any]] = []
@@ -552,7 +575,7 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
     """
     if not isinstance(body, Mapping):
         raise ProviderProtocolError(f"expected a JSON object, got {type(body).__name__}", provider=PROVIDER)
-    if "error" in body:
+    if not is_zero_valued(body.get("error")):  # a zero-valued error object (all "" and 0) is no error
         raise _error_from_body(body)
     reader = _ReplyReader()
     accumulator = StreamAccumulator(PROVIDER)
@@ -586,12 +609,14 @@ class StreamDecoder(SSEStreamDecoder):
         if event.event != "message" or not data.strip() or data.strip() == "[DONE]":
             return []
         try:
-            body = orjson.loads(data)
+            # A functionCall's args are a JSON object in the event: read exactly (integers past 64 bits); the
+            # other events, text and thoughts, go through orjson alone (loads_exact scans the text).
+            body = loads_exact(data) if '"functionCall"' in data else orjson.loads(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(
                 f"a stream event whose data is not JSON: {data[:80]!r}", provider=PROVIDER
             ) from None
-        if isinstance(body, dict) and "error" in body:
+        if isinstance(body, dict) and not is_zero_valued(body.get("error")):
             raise _error_from_body(body)
         return self._reader.chunk(body)
 
@@ -898,7 +923,7 @@ class _ReplyReader:
         call = self._call
         if call is not None:
             self._call = None
-            text = orjson.dumps(call.args).decode()
+            text = dumps_exact(call.args)
             events.append(ToolCallDelta(call.index, text[:-1] if cut else text))
             events.append(PartFinished(call.index))
 
@@ -969,7 +994,11 @@ _DURATION = re.compile(r"\s*(\d+(?:\.\d*)?)s\s*")
 
 
 def error_from_http(
-    status: int, body: bytes | str | Mapping[str, Any] | None, headers: Mapping[str, str] | None = None
+    status: int,
+    body: bytes | str | Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    now: float | None = None,
 ) -> ProviderError:
     """The typed error for a non-2xx reply.
 
@@ -980,6 +1009,11 @@ def error_from_http(
     Gemini sends it as 400 INVALID_ARGUMENT; a ``RetryInfo.retryDelay`` (``"30s"``) gives ``retry_after`` in
     seconds, else the ``Retry-After`` header; an invalid argument whose message says the input is over the
     token limit is a ContextOverflow.
+
+    ``now`` is the current Unix time in seconds: with it, a ``Retry-After`` given as an HTTP-date (RFC 9110
+    section 10.2.3, ``Wed, 21 Oct 2015 07:28:00 GMT``) becomes the seconds from ``now`` to that date (0 for a
+    date past); the codec reads no clock, so without ``now`` only a number of seconds is read. The clients
+    pass ``time.time()``.
     """
     data: Any = body
     text: str | None = None
@@ -988,7 +1022,7 @@ def error_from_http(
     if isinstance(body, str):
         text = body.strip() or None
         try:
-            data = orjson.loads(body)
+            data = loads_exact(body)
         except orjson.JSONDecodeError:
             data = None
     if isinstance(data, list) and data and isinstance(data[0], Mapping):
@@ -1010,7 +1044,7 @@ def error_from_http(
                 reason = detail["reason"]
     if reason is not None and reason.startswith("API_KEY_"):
         kind = "UNAUTHENTICATED"
-    retry_after = delay if delay is not None else parse_retry_after(headers)
+    retry_after = delay if delay is not None else parse_retry_after(headers, now=now)
     raw = data if data is not None else text
     return classify_http_error(PROVIDER, status, message=message, error_type=kind, body=raw, retry_after=retry_after)
 

@@ -52,11 +52,17 @@ from loopctl.message import (
     ToolResultPart,
 )
 from loopctl.providers._common import (
+    TOOL_ERROR_MARKER,
     check_pairing,
     classify_http_error,
+    error_from_status_code,
+    http_status_code,
     is_context_overflow,
+    is_zero_valued,
     nothing_to_send,
     parse_retry_after,
+    refuse_unwritable_message,
+    refuse_unwritable_options,
     rewrite_tool_id,
 )
 from loopctl.providers._openai_strict import plain_schema as _plain
@@ -73,6 +79,8 @@ from loopctl.stream import (
     ThinkingDelta,
     ToolCallDelta,
     UsageReported,
+    dumps_exact,
+    loads_exact,
     parse_arguments,
 )
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
@@ -103,9 +111,6 @@ TOOL_CALL_ID_MAX_LENGTH: Final = 40
 """OpenAI refuses longer tool-call ids: ``Invalid 'messages[2].tool_calls[0].id': string too long. Expected a
 string with maximum length 40`` (code ``string_above_max_length``; reported in agno-agi/agno#5382,
 microsoft/autogen#6377)."""
-
-TOOL_ERROR_MARKER: Final = "[tool error] "
-"""Put before the text of a failed tool result: Chat's tool message has no error field."""
 
 SystemRole = Literal["system", "developer"]
 MaxTokensParam = Literal["max_completion_tokens", "max_tokens"]
@@ -200,6 +205,7 @@ def build_request(
     if system_role not in ("system", "developer"):
         raise ValueError(f"system_role must be 'system' or 'developer', not {system_role!r}")
     opts = _Options(system_role, image_detail, replay_reasoning_content, tool_call_id_max_length)
+    refuse_unwritable_options(system, tools, "OpenAI Chat Completions")
     check_pairing(messages, "OpenAI Chat Completions")
     pieces: list[_Piece] = []
     for index, message in enumerate(messages):
@@ -309,6 +315,7 @@ def _emit_replies(replies: list[_ToolReply], out: list[dict[str, Any]]) -> None:
 
 
 def _convert_message(message: Message, path: str, opts: _Options) -> _Piece:
+    refuse_unwritable_message(message, path, "OpenAI Chat Completions")
     role = message.role
     if role is Role.ASSISTANT:
         return _convert_assistant(message, path, opts)
@@ -486,34 +493,33 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
     if isinstance(content, str):
         if content:
             parts.append(TextPart(text=content))
-    elif isinstance(content, list):  # some compatible servers answer with content parts
-        for item in content:
-            if isinstance(item, Mapping) and item.get("type") == "text" and item.get("text"):
-                parts.append(TextPart(text=str(item["text"])))
+    elif isinstance(content, list):  # compatible servers' content parts (Mistral: thinking, then text)
+        for kind, text in _content_chunks(content):
+            if kind == "thinking":
+                parts.append(ThinkingPart(text=text, provider=COMPATIBLE_REASONING))
             else:
-                kind = item.get("type") if isinstance(item, Mapping) else type(item).__name__
-                raise ProviderProtocolError(f"unknown content part type {kind!r} in the reply", provider=PROVIDER)
+                parts.append(TextPart(text=text))
     elif content is not None:
         raise ProviderProtocolError("message.content is neither a string nor null", provider=PROVIDER)
     refusal = _str(message.get("refusal"))
     if refusal:
         parts.append(TextPart(text=refusal))
-    if message.get("audio"):
+    if not is_zero_valued(message.get("audio")):
         raise ProviderProtocolError("the reply holds audio, which loopctl does not request", provider=PROVIDER)
     calls = message.get("tool_calls") or []
     legacy = message.get("function_call")
-    if isinstance(legacy, Mapping):
+    if isinstance(legacy, Mapping) and not is_zero_valued(legacy):
         calls = [*calls, {"type": "function", "function": legacy}]
     for position, call in enumerate(calls):
         if not isinstance(call, Mapping):
             raise ProviderProtocolError("a tool call is not an object", provider=PROVIDER)
+        if is_zero_valued(call):
+            continue  # a zero-valued placeholder, not a call
         function = _function_of(call)
         call_id = _str(call.get("id")) or _derived_id(response_id, position)
         name = _str(function.get("name")) or ""
         arguments = function.get("arguments")
-        text = (
-            arguments if isinstance(arguments, str) else "" if arguments is None else orjson.dumps(arguments).decode()
-        )
+        text = arguments if isinstance(arguments, str) else "" if arguments is None else dumps_exact(arguments)
         value, error = parse_arguments(text)
         if error is not None:
             invalid.append(InvalidToolCall(call_id, name, text, error))
@@ -529,6 +535,44 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
         id=response_id,
         invalid_tool_calls=tuple(invalid),
     )
+
+
+def _content_chunks(content: list[Any]) -> list[tuple[Literal["text", "thinking"], str]]:
+    """``(kind, text)`` of each content part a compatible server sent as a list, in order, empty ones left out.
+
+    ``{"type": "text", "text"}`` is text. Mistral's reasoning models send their reasoning as ``{"type":
+    "thinking", "thinking": [{"type": "text", "text": "..."}], "closed": true}`` (Mistral API ``ThinkChunk``,
+    whose ``thinking`` holds text and reference chunks; docs.mistral.ai/capabilities/reasoning), whole in a
+    reply and in pieces in a stream's ``delta.content``; its text parts join into one thinking text (a plain
+    string ``thinking`` is read too). ``{"type": "reference"}`` chunks (the ids of documents a tool found)
+    carry no text and are skipped. Any other part type raises :class:`~loopctl.errors.ProviderProtocolError`.
+    """
+    out: list[tuple[Literal["text", "thinking"], str]] = []
+    for item in content:
+        kind = item.get("type") if isinstance(item, Mapping) else type(item).__name__
+        if kind == "text":
+            text = item.get("text")
+            if not isinstance(text, str):
+                raise ProviderProtocolError("a text content part has no text string", provider=PROVIDER)
+            if text:
+                out.append(("text", text))
+        elif kind == "thinking":
+            inner = item.get("thinking")
+            if isinstance(inner, str):
+                thought = inner
+            elif isinstance(inner, list):
+                thought = "".join(
+                    c["text"]
+                    for c in inner
+                    if isinstance(c, Mapping) and c.get("type", "text") == "text" and isinstance(c.get("text"), str)
+                )
+            else:
+                raise ProviderProtocolError("a thinking content part has no thinking text", provider=PROVIDER)
+            if thought:
+                out.append(("thinking", thought))
+        elif kind != "reference":
+            raise ProviderProtocolError(f"unknown content part type {kind!r} in the reply", provider=PROVIDER)
+    return out
 
 
 def _first_choice(choices: Any) -> Mapping[str, Any] | None:
@@ -550,8 +594,8 @@ def _reasoning_of(fields: Mapping[str, Any]) -> str | None:
 
 
 def _function_of(call: Mapping[str, Any]) -> Mapping[str, Any]:
-    kind = call.get("type", "function")
-    if kind not in ("function", None):
+    kind = call.get("type") or "function"  # absent, null or "" (zero-valued): a function call
+    if kind != "function":
         raise ProviderProtocolError(f"unknown tool call type {kind!r} in the reply", provider=PROVIDER)
     function = call.get("function") or {}
     if not isinstance(function, Mapping):
@@ -566,7 +610,8 @@ def _derived_id(response_id: str | None, position: int) -> str:
 
 
 def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    """A string field of a reply; ``""`` (a zero-valued optional field) reads as absent."""
+    return value if isinstance(value, str) and value else None
 
 
 def _int(value: Any) -> int:
@@ -664,7 +709,9 @@ class StreamDecoder(SSEStreamDecoder):
             stop = _stop_reason(self._finish_reason, has_calls=bool(self._call_ids), refused=self._refused)
             return [ResponseFinished(stop, self._finish_reason)]
         try:
-            chunk = orjson.loads(data)
+            # Arguments are JSON text (parsed exactly when the call ends), but compatible servers may send them
+            # as an object: events with calls are read exactly, the others by orjson alone.
+            chunk = loads_exact(data) if '"tool_calls"' in data or '"function_call"' in data else orjson.loads(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(f"a stream event is not JSON: {data[:200]!r}", provider=PROVIDER) from None
         if not isinstance(chunk, dict):
@@ -704,13 +751,19 @@ class StreamDecoder(SSEStreamDecoder):
             if isinstance(text, str) and text:
                 self._refused = self._refused or key == "refusal"
                 out.append(TextDelta(self._part("text", out), text))
+            elif key == "content" and isinstance(text, list):  # Mistral: thinking chunks, then text chunks
+                for kind, piece in _content_chunks(text):
+                    if kind == "thinking":
+                        out.append(ThinkingDelta(self._part("thinking", out), piece))
+                    else:
+                        out.append(TextDelta(self._part("text", out), piece))
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
-                if isinstance(call, Mapping):
+                if isinstance(call, Mapping) and not is_zero_valued(call):
                     self._tool_call(call, out)
         legacy = delta.get("function_call")
-        if isinstance(legacy, Mapping):
+        if isinstance(legacy, Mapping) and not is_zero_valued(legacy):
             self._tool_call({"index": -1, "type": "function", "function": legacy}, out)
 
     def _part(self, kind: Literal["text", "thinking"], out: list[StreamEvent]) -> int:
@@ -753,7 +806,7 @@ class StreamDecoder(SSEStreamDecoder):
             if arguments:
                 out.append(ToolCallDelta(index, arguments))
         elif arguments is not None:  # a server that sends the arguments as an object
-            out.append(ToolCallDelta(index, orjson.dumps(arguments).decode()))
+            out.append(ToolCallDelta(index, dumps_exact(arguments)))
 
 
 def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:
@@ -779,7 +832,11 @@ _QUOTA_CODES = frozenset(
 
 
 def error_from_http(
-    status: int, body: bytes | str | Mapping[str, Any] | None, headers: Mapping[str, str] | None = None
+    status: int,
+    body: bytes | str | Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    now: float | None = None,
 ) -> ProviderError:
     """The typed error for a non-2xx reply: ``{"error": {"message", "type", "param", "code"}}`` (OpenAI), or the
     shapes compatible servers use (``{"error": "text"}``, a top-level ``message``).
@@ -791,10 +848,15 @@ def error_from_http(
     ``AuthenticationError``; 404 ``model_not_found`` -> ``ModelNotFound``; 503 -> ``Overloaded``; other 5xx
     -> ``ServerError``. ``retry_after`` (seconds) comes from the ``retry-after-ms`` / ``retry-after`` headers,
     else from the message's "Please try again in 1.5s".
+
+    ``now`` is the current Unix time in seconds: with it, a ``Retry-After`` given as an HTTP-date (RFC 9110
+    section 10.2.3, ``Wed, 21 Oct 2015 07:28:00 GMT``) becomes the seconds from ``now`` to that date (0 for a
+    date past); the codec reads no clock, so without ``now`` only a number of seconds is read. The clients
+    pass ``time.time()``.
     """
     parsed = _parse_body(body)
     message, kind, code = _error_fields(parsed)
-    retry_after = parse_retry_after(headers)
+    retry_after = parse_retry_after(headers, now=now)
     if retry_after is None:
         retry_after = _retry_after_in(message)
     error = classify_http_error(
@@ -808,7 +870,7 @@ def error_from_http(
 def _parse_body(body: bytes | str | Mapping[str, Any] | None) -> Any:
     if isinstance(body, (bytes, str)):
         try:
-            return orjson.loads(body)
+            return loads_exact(body)
         except orjson.JSONDecodeError:
             return body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     return body
@@ -830,17 +892,27 @@ def _error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
 
 
 def _is_error_body(body: Mapping[str, Any]) -> bool:
-    return bool(body.get("error")) or body.get("object") == "error"
+    return not is_zero_valued(body.get("error")) or body.get("object") == "error"
 
 
 def _error_from_body(body: Mapping[str, Any], *, status: int | None) -> ProviderError:
     """The typed error for an error object met outside an HTTP error status (a stream chunk, or a 200 body);
-    classified by its ``code`` / ``type`` alone. An unknown kind is a ``ServerError`` (retryable): mid-stream
-    failures are the server's (``"type": "server_error"`` in OpenAI's)."""
+    classified by its ``code`` / ``type`` alone: a numeric ``code`` is the HTTP status it stands for
+    (OpenRouter, :func:`~loopctl.providers._common.http_status_code`), a named one the OpenAI kind. An
+    unknown kind is a ``ServerError`` (retryable): mid-stream failures are the server's (``"type":
+    "server_error"`` in OpenAI's)."""
     message, kind, code = _error_fields(body)
+    names = {(kind or "").lower(), (code or "").lower()}
+    numeric = http_status_code(body.get("error"))
+    if numeric is not None:  # OpenRouter: {"error": {"code": 400, "message": "Token limit reached"}}
+        found = error_from_status_code(
+            PROVIDER, numeric, message=message, error_type=kind, body=dict(body), retry_after=_retry_after_in(message)
+        )
+        if isinstance(found, RateLimited) and names & _QUOTA_CODES:
+            found.retryable = False
+        return found
     text = message or "an error object in the reply"
     kw: dict[str, Any] = {"provider": PROVIDER, "status": status, "provider_message": message, "body": dict(body)}
-    names = {(kind or "").lower(), (code or "").lower()}
     if names & _QUOTA_CODES:
         error: ProviderError = RateLimited(text, retry_after=None, **kw)
         error.retryable = False

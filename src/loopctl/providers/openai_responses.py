@@ -7,7 +7,8 @@ How each part rides (``docs/providers/openai_responses.md`` has the full table a
 
 - user text and images: one input message (``{"role": "user", "content": ...}``), images as ``input_image``
   data URLs;
-- tool results: one ``function_call_output`` item each (``call_id``, ``output``); a multipart result keeps
+- tool results: one ``function_call_output`` item each (``call_id``, ``output``; a failed one's text starts
+  with ``[tool error]``, as on Chat: the item has no error flag); a multipart result keeps
   its images in place, as ``input_image`` items of ``output`` (openai-python
   ``types/responses/response_input_item_param.py``, ``FunctionCallOutput.output: str |
   ResponseFunctionCallOutputItemListParam``);
@@ -33,7 +34,6 @@ are always accepted: they are new input, not references to stored output).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
@@ -58,10 +58,16 @@ from loopctl.message import (
     ToolResultPart,
 )
 from loopctl.providers._common import (
+    TOOL_ERROR_MARKER,
     check_pairing,
     classify_http_error,
+    ends_on_an_empty_prompt,
+    http_status_code,
+    is_zero_valued,
     nothing_to_send,
     parse_retry_after,
+    refuse_unwritable_message,
+    refuse_unwritable_options,
     rewrite_tool_id,
 )
 from loopctl.providers._openai_strict import plain_schema as _plain
@@ -80,12 +86,15 @@ from loopctl.stream import (
     ThinkingSignature,
     ToolCallDelta,
     UsageReported,
+    dumps_exact,
+    loads_exact,
     parse_arguments,
 )
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
 __all__ = [
     "PROVIDER",
+    "TOOL_ERROR_MARKER",
     "StreamDecoder",
     "build_request",
     "build_request_from",
@@ -175,6 +184,7 @@ def build_request(
             f"{PROVIDER}: the Responses API has no stop sequences; `stop` ({list(stop)!r}) cannot be sent "
             "(use the Chat Completions codec, or drop `stop`)"
         )
+    refuse_unwritable_options(system, tools, "OpenAI Responses")
     check_pairing(messages, "OpenAI Responses")
     options = _Options(system_role=system_role, store_off=store is False)
     # Namespaced, so one cache can serve several codecs.
@@ -182,15 +192,27 @@ def build_request(
     items: list[dict[str, Any]] = []
     if system and not system_as_instructions:
         items.append({"role": system_role, "content": system})
+    calls: tuple[dict[str, Any], ...] = ()  # the items of the latest assistant message
+    outputs: list[int] = []  # where the function_call_output items answering it stand in ``items``
     for index, message in enumerate(messages):
         converted: tuple[dict[str, Any], ...] | None = cache.get(message, key) if cache is not None else None
         if converted is None:
             converted = _convert_message(message, index, options)
             if cache is not None:
                 cache.put(message, converted, key)
+        if message.role is Role.ASSISTANT:
+            _outputs_in_call_order(items, outputs, calls)
+            calls, outputs = converted, []
+        else:
+            outputs.extend(len(items) + k for k, item in enumerate(converted) if item.get("type") == _OUTPUT)
         items.extend(converted)
+    _outputs_in_call_order(items, outputs, calls)
     if cache is not None:
         cache.sweep()
+    if ends_on_an_empty_prompt(messages) and not (items and _is_user_item(items[-1])):
+        # An empty prompt is still the user's turn: the API answers {"role": "user", "content": ""} with a
+        # 200, while leaving it out would end the input on the assistant's turn (or send nothing at all).
+        items.append({"role": "user", "content": ""})
     if not items and not (system and system_as_instructions):
         raise nothing_to_send("OpenAI Responses", len(messages))
 
@@ -243,6 +265,28 @@ def build_request_from(
     )
 
 
+_OUTPUT = "function_call_output"
+
+
+def _is_user_item(item: Mapping[str, Any]) -> bool:
+    return item.get("role") == "user" or item.get("type") == _OUTPUT
+
+
+def _outputs_in_call_order(items: list[dict[str, Any]], outputs: list[int], calls: Sequence[dict[str, Any]]) -> None:
+    """Put the ``function_call_output`` items at ``outputs`` in the order of the ``function_call`` items in
+    ``calls`` (the assistant message they answer), keeping the slots they stand in, so text around them stays
+    in place. The API pairs them by ``call_id``, but they are sent in call order, as every codec sends them
+    (strict compatible servers expect it). Outputs of unknown calls keep their order, after the known ones."""
+    if len(outputs) < 2:
+        return
+    order = {item["call_id"]: k for k, item in enumerate(i for i in calls if i.get("type") == "function_call")}
+    found = [items[i] for i in outputs]
+    keys = [order.get(item["call_id"], len(order)) for item in found]
+    if keys != sorted(keys):
+        for slot, k in zip(outputs, sorted(range(len(found)), key=keys.__getitem__), strict=True):
+            items[slot] = found[k]
+
+
 class _Options:
     """The options that change how one message converts (they are part of the cache key)."""
 
@@ -255,6 +299,7 @@ class _Options:
 
 def _convert_message(message: Message, index: int, options: _Options) -> tuple[dict[str, Any], ...]:
     path = f"messages[{index}]"
+    refuse_unwritable_message(message, path, "OpenAI Responses")
     if message.role is Role.ASSISTANT:
         return tuple(_assistant_items(message.parts, path, options))
     if message.role is Role.USER:
@@ -340,16 +385,24 @@ def _user_items(parts: Sequence[MessagePart], path: str) -> list[dict[str, Any]]
 
 
 def _function_call_output(part: ToolResultPart, path: str) -> dict[str, Any]:
-    """A ``function_call_output`` item. The API has no error flag on it, so ``is_error`` does not travel
-    (openai-python ``FunctionCallOutput``: ``call_id``, ``output``, ``type``, ``id``, ``status``...)."""
+    """A ``function_call_output`` item. The API has no error flag on it (openai-python ``FunctionCallOutput``:
+    ``call_id``, ``output``, ``type``, ``id``, ``status``; ``status`` is the item's progress, not the tool's
+    success), so a failed result's text starts with :data:`TOOL_ERROR_MARKER`, as on Chat: its first text
+    piece, or a text piece of its own before an output that opens with an image."""
     root = part.output.root
+    failed = part.failed()
     output: str | list[dict[str, Any]]
     if isinstance(root, str):
-        output = root
+        output = TOOL_ERROR_MARKER + root if failed else root
     else:
         pieces = [
             piece for oi, sub in enumerate(root) if (piece := _input_content(sub, f"{path}.output[{oi}]")) is not None
         ]
+        if failed:
+            if pieces and pieces[0]["type"] == "input_text":
+                pieces[0] = {**pieces[0], "text": TOOL_ERROR_MARKER + pieces[0]["text"]}
+            else:
+                pieces.insert(0, {"type": "input_text", "text": TOOL_ERROR_MARKER.rstrip()})
         output = pieces if pieces else ""
     return {
         "type": "function_call_output",
@@ -415,7 +468,7 @@ def _assistant_items(parts: Sequence[MessagePart], path: str, options: _Options)
                 "type": "function_call",
                 "call_id": rewrite_tool_id(part.id, max_len=_MAX_CALL_ID),
                 "name": part.name,
-                "arguments": _dumps(part.input),
+                "arguments": dumps_exact(part.input),  # compact: the form models emit arguments in
             }
             if part.item_id is not None and not orphaned:
                 item["id"] = part.item_id
@@ -458,15 +511,6 @@ def _reasoning_item(group: Sequence[MessagePart], item_id: str) -> dict[str, Any
     if signature is not None:
         item["encrypted_content"] = signature
     return item
-
-
-def _dumps(value: Any) -> str:
-    """Compact JSON text (the form models emit arguments in); integers past 64 bits fall back to the
-    standard library."""
-    try:
-        return orjson.dumps(value).decode()
-    except orjson.JSONEncodeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 # --- tools ------------------------------------------------------------------------------------------------------
@@ -519,6 +563,8 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
         raise ProviderProtocolError(f"a reply must be a JSON object, not {type(body).__name__}", provider=PROVIDER)
     error = body.get("error")
     status = body.get("status")
+    if is_zero_valued(error):
+        error = None  # a zero-valued error object (all "" and 0), as some compatible servers write, is no error
     if isinstance(error, Mapping) or status == "failed":
         raise _error_from_object(
             error if isinstance(error, Mapping) else {"message": "the response failed"},
@@ -579,7 +625,9 @@ def _field(item: Mapping[str, Any], key: str, where: str, *, required: bool = Fa
     """A string field of a reply item (``None`` when absent and not required); anything else is the
     provider's protocol error."""
     value = item.get(key)
-    if isinstance(value, str) or (value is None and not required):
+    if isinstance(value, str):
+        return value if value or required else None  # an optional "" (zero-valued) is absent
+    if value is None and not required:
         return value
     what = "missing" if value is None else f"not a string ({type(value).__name__})"
     raise ProviderProtocolError(f"{where}.{key} is {what}", provider=PROVIDER)
@@ -695,6 +743,8 @@ class StreamDecoder(SSEStreamDecoder):
         if event.data == "[DONE]":
             return []
         try:
+            # Arguments arrive as JSON text, parsed exactly when the call ends (parse_arguments): no event holds
+            # them as a JSON value, so orjson alone reads the events.
             data = orjson.loads(event.data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(f"an event that is not JSON: {event.data[:80]!r}", provider=PROVIDER) from None
@@ -731,7 +781,7 @@ class StreamDecoder(SSEStreamDecoder):
         if not isinstance(item, Mapping):
             return []
         kind = item.get("type")
-        state = _Item(str(kind), item.get("id"))
+        state = _Item(str(kind), item.get("id") or None)  # "" (zero-valued) is no id
         self._items[data.get("output_index", len(self._items))] = state
         if kind == "message":
             return []  # its parts start with response.content_part.added
@@ -949,7 +999,11 @@ def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:
 
 
 def error_from_http(
-    status: int, body: bytes | str | Mapping[str, Any] | None, headers: Mapping[str, str] | None = None
+    status: int,
+    body: bytes | str | Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    now: float | None = None,
 ) -> ProviderError:
     """The typed error for a non-2xx reply: ``{"error": {"message", "type", "code", "param"}}``.
 
@@ -960,20 +1014,27 @@ def error_from_http(
     :class:`~loopctl.errors.ContextOverflow`, other 4xx -> :class:`~loopctl.errors.InvalidRequest`, 5xx ->
     :class:`~loopctl.errors.ServerError`. ``retry_after`` (seconds) comes from ``retry-after-ms`` /
     ``retry-after`` headers, else from the message's "Please try again in 1.5s".
+
+    ``now`` is the current Unix time in seconds: with it, a ``Retry-After`` given as an HTTP-date (RFC 9110
+    section 10.2.3, ``Wed, 21 Oct 2015 07:28:00 GMT``) becomes the seconds from ``now`` to that date (0 for a
+    date past); the codec reads no clock, so without ``now`` only a number of seconds is read. The clients
+    pass ``time.time()``.
     """
     parsed: Any = body
     if isinstance(body, (bytes, bytearray, str)):
         try:
-            parsed = orjson.loads(body)
+            parsed = loads_exact(body)
         except orjson.JSONDecodeError:
             parsed = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else body
     error = parsed.get("error") if isinstance(parsed, Mapping) else None
     if not isinstance(error, Mapping):
         text = parsed.strip()[:200] if isinstance(parsed, str) and parsed.strip() else None
-        return classify_http_error(PROVIDER, status, message=text, body=parsed, retry_after=parse_retry_after(headers))
+        return classify_http_error(
+            PROVIDER, status, message=text, body=parsed, retry_after=parse_retry_after(headers, now=now)
+        )
     message = _text(error.get("message"))
     kind = _text(error.get("code")) or _text(error.get("type"))
-    retry = parse_retry_after(headers)
+    retry = parse_retry_after(headers, now=now)
     if retry is None:
         retry = _retry_from_message(message)
     return classify_http_error(PROVIDER, status, message=message, error_type=kind, body=parsed, retry_after=retry)
@@ -1020,7 +1081,8 @@ def _error_from_object(error: Mapping[str, Any], *, body: Any, default_status: i
     message = _text(error.get("message"))
     code = _text(error.get("code"))
     kind = _text(error.get("type"))
-    status = _CODE_STATUS.get(code or "") or _CODE_STATUS.get(kind or "")
+    # A numeric code is the HTTP status it stands for (OpenRouter's errors; _common.http_status_code).
+    status = http_status_code(error) or _CODE_STATUS.get(code or "") or _CODE_STATUS.get(kind or "")
     if status is None and code is not None and ("image" in code or code.startswith("invalid")):
         status = 400
     cls = type(classify_http_error(PROVIDER, status or default_status, message=message, error_type=code or kind))

@@ -37,11 +37,13 @@ class SSEDecoder:
     reports whether an incomplete event was dropped.
     """
 
-    __slots__ = ("_buf", "_data", "_event", "_id", "_pending_cr", "_started", "_text", "_utf8")
+    __slots__ = ("_data", "_event", "_id", "_pending", "_pending_cr", "_started", "_text", "_utf8")
 
     def __init__(self) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._buf = ""
+        # The pieces of the line not yet ended, joined once when its line end arrives: a long line fed in
+        # small chunks costs time linear in its length (joining on every chunk was quadratic).
+        self._pending: list[str] = []
         self._pending_cr = False
         self._started = False
         self._data: list[str] = []
@@ -50,7 +52,10 @@ class SSEDecoder:
         self._text = False
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
-        """Decode ``chunk`` and return the events it completes (possibly none)."""
+        """Decode ``chunk`` and return the events it completes (possibly none).
+
+        Cost: linear in the chunk's length (each character is scanned for line ends once, and a line split
+        over many chunks is joined once, when it ends)."""
         text = self._utf8.decode(chunk)
         if not self._started and text:
             self._started = True
@@ -63,20 +68,28 @@ class SSEDecoder:
                 text = text[1:]
         if not text:
             return []
-        buf = self._buf + text if self._buf else text
-        if "\r" not in buf:
+        if "\n" not in text and "\r" not in text:
+            self._pending.append(text)  # the line goes on
+            return []
+        if "\r" not in text:
             # The common case: LF line ends only.
-            lines = buf.split("\n")
-            self._buf = lines.pop()
+            lines = text.split("\n")
+            rest = lines.pop()
         else:
             lines = []
             start = 0
-            for m in _EOL.finditer(buf):
-                lines.append(buf[start : m.start()])
+            for m in _EOL.finditer(text):
+                lines.append(text[start : m.start()])
                 start = m.end()
-            if start == len(buf) and buf.endswith("\r"):
+            if start == len(text) and text.endswith("\r"):
                 self._pending_cr = True
-            self._buf = buf[start:]
+            rest = text[start:]
+        if self._pending:
+            self._pending.append(lines[0])
+            lines[0] = "".join(self._pending)
+            self._pending = []
+        if rest:
+            self._pending.append(rest)
         events: list[ServerSentEvent] = []
         for line in lines:
             event = self._line(line)
@@ -87,8 +100,8 @@ class SSEDecoder:
     def close(self) -> bool:
         """End of stream. Returns True if an incomplete event (no closing empty line) was discarded."""
         tail = self._utf8.decode(b"", final=True)
-        incomplete = bool(self._buf or tail or self._data or self._event)
-        self._buf = ""
+        incomplete = bool(self._pending or tail or self._data or self._event)
+        self._pending = []
         self._data = []
         self._event = ""
         return incomplete

@@ -24,10 +24,12 @@ import abc
 import asyncio
 import contextlib
 import datetime
+import gc
 import os
 import secrets
+import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -273,6 +275,45 @@ class Dialect:
 
 
 _BLOB_BATCH = 500
+
+
+class _CollectorPause:
+    """Pauses Python's cyclic garbage collector while a chain's messages are built (``with
+    _collector_paused:``).
+
+    A load creates a dozen objects per message and keeps them all: each pass of the collector over them frees
+    nothing, and the full passes, whose number grows with every object the load keeps, took half of a
+    10,000-message load (``docs/sessions.md``, "Figures"). The collector runs again when the last of the
+    loads running at the same time (in any thread) ends, and only if it was enabled when the first began.
+    Reference counting frees everything as usual meanwhile.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0  # loads building messages right now, in any thread
+        self._resume = False  # whether the first of them found the collector enabled
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._active == 0:
+                self._resume = gc.isenabled()
+                gc.disable()
+            self._active += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0 and self._resume:
+                if not gc.get_freeze_count():
+                    # Move every object to the oldest generation (freeze, then unfreeze at once): what the
+                    # load built would otherwise be walked by the very next young collection, to free
+                    # nothing. Skipped when the program froze objects itself (unfreeze would thaw them).
+                    gc.freeze()
+                    gc.unfreeze()
+                gc.enable()
+
+
+_collector_paused = _CollectorPause()
 
 
 class SessionStore(abc.ABC):
@@ -549,8 +590,8 @@ class SessionStore(abc.ABC):
 
     def load(self, session_id: str) -> StoredSession:
         """The session with its messages up to the head. Raises ``SessionNotFound``, and ``StoreCorrupt``
-        for a chain with a missing link, a message that does not parse or a state that cannot be read (the
-        hashes are not re-derived: that is :meth:`verify`)."""
+        for a chain with a missing link, a message that does not parse, a payload that is missing or a state
+        that cannot be read, naming the node (the hashes are not re-derived: that is :meth:`verify`)."""
         sid = check_session_id(session_id)
         with self._read() as tx:
             row = tx.query(self.dialect.get_session, (sid,))
@@ -614,8 +655,13 @@ class SessionStore(abc.ABC):
         its node ids, their parents and the messages, oldest first."""
         if head is None:
             return [], [], []
+        with _collector_paused:
+            return self._read_chain(tx, head, length, sid)
+
+    def _read_chain(
+        self, tx: Tx, head: bytes, length: int, sid: str | None
+    ) -> tuple[list[bytes], list[bytes | None], list[Message]]:
         rows = sorted(tx.query(self.dialect.chain, (head,)), key=itemgetter(2))
-        blobs = self._blobs(tx, rows)
         where = f"session {sid!r}" if sid is not None else f"node {head.hex()[:12]}"
         if len(rows) != length or (rows and _b(rows[-1][0]) != head):
             raise StoreCorrupt(
@@ -626,40 +672,81 @@ class SessionStore(abc.ABC):
             )
         ids: list[bytes] = []
         parents: list[bytes | None] = []
-        messages: list[Message] = []
+        bodies: list[bytes] = []
+        cuts: list[list[tuple[int, bytes]] | None] = []  # each node's payload references, None for none
+        wanted: set[bytes] = set()
         prev: bytes | None = None
-        from_json = Message.from_json
         for i, (nid, parent, depth, body, refs) in enumerate(rows):
             nid, parent, body = _b(nid), _ob(parent), _b(body)
             if depth != i or parent != prev:
                 raise StoreCorrupt(f"{where}: the chain is broken at message {i}", session_id=sid, node=nid.hex())
-            try:
-                messages.append(
-                    from_json(join_payloads(body, read_refs(_ob(refs), len(body)), blobs) if refs else body)
-                )
-            except (KeyError, ValueError) as exc:
-                what = f"a payload is missing ({_b(exc.args[0]).hex()[:12]})" if isinstance(exc, KeyError) else exc
-                raise StoreCorrupt(
-                    f"{where}: message {i} (node {nid.hex()[:12]}) cannot be read: {what}",
-                    session_id=sid,
-                    node=nid.hex(),
-                ) from None
+            ref_list = None
+            if refs:
+                try:
+                    ref_list = read_refs(_b(refs), len(body))
+                except ValueError as exc:
+                    raise _unreadable(where, i, nid, sid, str(exc)) from None
+                wanted.update(key for _, key in ref_list)
             ids.append(nid)
             parents.append(parent)
+            bodies.append(body)
+            cuts.append(ref_list)
             prev = nid
+        blobs = self._fetch_blobs(tx, wanted)
+        messages: list[Message] = []
+        from_json = Message.from_json
+        for i, (body, ref_list) in enumerate(zip(bodies, cuts, strict=True)):
+            try:
+                messages.append(from_json(body if ref_list is None else join_payloads(body, ref_list, blobs)))
+            except KeyError as exc:
+                what = f"a payload is missing ({_b(exc.args[0]).hex()[:12]})"
+                raise _unreadable(where, i, ids[i], sid, what) from None
+            except ValueError as exc:  # InvalidMessage
+                raise _unreadable(where, i, ids[i], sid, str(exc)) from None
         return ids, parents, messages
 
     def _blobs(self, tx: Tx, rows: Iterable[tuple[Any, ...]]) -> dict[bytes, bytes]:
+        """The blobs the node ``rows`` refer to (a row whose references cannot be read is skipped: the caller
+        reports it)."""
         wanted: set[bytes] = set()
         for r in rows:
             if r[4]:
-                wanted.update(h for _, h in read_refs(_b(r[4]), len(_b(r[3]))))
+                with contextlib.suppress(ValueError):
+                    wanted.update(h for _, h in read_refs(_b(r[4]), len(_b(r[3]))))
+        return self._fetch_blobs(tx, wanted)
+
+    def _fetch_blobs(self, tx: Tx, wanted: Iterable[bytes]) -> dict[bytes, bytes]:
         out: dict[bytes, bytes] = {}
         keys = sorted(wanted)
         for i in range(0, len(keys), _BLOB_BATCH):
             sql, params = self.dialect.blobs_query(keys[i : i + _BLOB_BATCH])
             for h, data in tx.query(sql, params):
                 out[_b(h)] = _b(data)
+        return out
+
+    # --- blobs ---------------------------------------------------------------------------------------------
+
+    def put_blobs(self, blobs: Mapping[bytes, bytes]) -> None:
+        """Store each blob of ``blobs`` under its key, the SHA-256 of its bytes (``chain.blob_hash``); a key
+        already stored is left as it is. For other content-addressed data kept beside the sessions (the
+        Temporal claim check of ``loopctl.durable.claimcheck``). Raises ``ValueError`` for a key that is not
+        its blob's hash, before anything is written."""
+        for key, data in blobs.items():
+            if blob_hash(data) != key:
+                raise ValueError(f"blob key {key.hex()} is not the SHA-256 of its {len(data)} bytes")
+        if blobs:
+            with self._write() as tx:
+                tx.run_many(self.dialect.insert_blob, list(blobs.items()))
+
+    def get_blobs(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        """The blobs of ``keys`` the store has (a key it does not have is left out)."""
+        wanted = sorted(set(keys))
+        out: dict[bytes, bytes] = {}
+        with self._read() as tx:
+            for i in range(0, len(wanted), _BLOB_BATCH):
+                sql, params = self.dialect.blobs_query(wanted[i : i + _BLOB_BATCH])
+                for h, data in tx.query(sql, params):
+                    out[_b(h)] = _b(data)
         return out
 
     # --- verification --------------------------------------------------------------------------------------
@@ -820,9 +907,23 @@ class SessionStore(abc.ABC):
         """:meth:`export_file`, off the event loop."""
         await asyncio.to_thread(self.export_file, session_id, path)
 
+    async def aput_blobs(self, blobs: Mapping[bytes, bytes]) -> None:
+        """:meth:`put_blobs`, off the event loop."""
+        await asyncio.to_thread(self.put_blobs, dict(blobs))
+
+    async def aget_blobs(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        """:meth:`get_blobs`, off the event loop."""
+        return await asyncio.to_thread(self.get_blobs, list(keys))
+
     async def aclose(self) -> None:
         """:meth:`close`, off the event loop."""
         await asyncio.to_thread(self.close)
+
+
+def _unreadable(where: str, index: int, nid: bytes, sid: str | None, what: str) -> StoreCorrupt:
+    return StoreCorrupt(
+        f"{where}: message {index} (node {nid.hex()[:12]}) cannot be read: {what}", session_id=sid, node=nid.hex()
+    )
 
 
 def _state(data: Any, sid: str) -> SessionState:

@@ -159,11 +159,12 @@ def join_payloads(body: bytes, refs: list[tuple[int, bytes]], blobs: Mapping[byt
     Raises ``KeyError`` (the hash) for a blob that is missing from ``blobs``."""
     if not refs:
         return body
-    out = bytearray()
+    view = memoryview(body)
+    pieces: list[bytes | memoryview] = []
     prev = 0
     for off, key in refs:
-        out += body[prev:off]
-        out += blobs[key]
+        pieces.append(view[prev:off])
+        pieces.append(blobs[key])
         prev = off
-    out += body[prev:]
-    return bytes(out)
+    pieces.append(view[prev:])
+    return b"".join(pieces)  # one copy of each byte (slices of a memoryview copy nothing)

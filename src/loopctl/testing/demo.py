@@ -84,9 +84,9 @@ def tool_exchanges(api: API, body: Mapping[str, Any]) -> list[ToolExchange]:
 
     Chat: assistant ``tool_calls`` and ``role: "tool"`` messages (a text starting with
     :data:`~loopctl.providers.openai_chat.TOOL_ERROR_MARKER` is an error, the marker removed); Responses:
-    ``function_call`` and ``function_call_output`` input items; Anthropic: ``tool_use`` and ``tool_result``
-    blocks; Gemini: ``functionCall`` and ``functionResponse`` parts, paired by ``id`` when present, else by
-    order and name.
+    ``function_call`` and ``function_call_output`` input items (the same marker); Anthropic: ``tool_use`` and
+    ``tool_result`` blocks; Gemini: ``functionCall`` and ``functionResponse`` parts, paired by ``id`` when
+    present, else by order and name.
     """
     calls: list[ToolExchange] = []
     results: dict[str, tuple[str, bool]] = {}
@@ -106,7 +106,12 @@ def tool_exchanges(api: API, body: Mapping[str, Any]) -> list[ToolExchange]:
             if item.get("type") == "function_call":
                 calls.append(ToolExchange(item.get("call_id", ""), item.get("name", ""), _args(item.get("arguments"))))
             elif item.get("type") == "function_call_output":
-                results[item.get("call_id", "")] = (_text_of(item.get("output")), False)
+                # No error field here either: the codec marks a failed result's text as on Chat.
+                text = _text_of(item.get("output"))
+                results[item.get("call_id", "")] = (
+                    text.removeprefix(TOOL_ERROR_MARKER),
+                    text.startswith(TOOL_ERROR_MARKER),
+                )
     elif api == "anthropic":
         for m in body.get("messages") or []:
             content = m.get("content")

@@ -10,6 +10,7 @@ retries) is on this path.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from types import ModuleType
 from typing import Any
@@ -145,7 +146,10 @@ class HTTPClient:
             # Past the headers: reading errors are typed as a stall or a cut, never as ConnectionFailed.
             if raw.status_code >= 400:
                 body = self._redact(await self._read(raw.aread()))
-                error: ProviderError = self.codec.error_from_http(raw.status_code, body, dict(raw.headers))
+                # The codecs read no clock: "now" turns a Retry-After HTTP-date into seconds.
+                error: ProviderError = self.codec.error_from_http(
+                    raw.status_code, body, dict(raw.headers), now=time.time()
+                )
                 raise error
             if stream:
                 return await self._decode_stream(raw.aiter_bytes(), on_event)
