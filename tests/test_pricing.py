@@ -140,3 +140,40 @@ async def test_each_turn_and_the_run_carry_their_cost() -> None:
 async def test_a_run_with_a_reply_of_unknown_price_has_no_cost() -> None:
     run = await BareLoop(ScriptedClient(["hi"], model="no-such-model")).run("hello")
     assert run.turns[0].cost is None and run.cost is None
+
+
+@pytest.mark.parametrize(
+    ("usage", "provider", "model"),
+    [
+        (Usage(10, 5, cache_read_tokens=100), "openai", "gpt-4o"),
+        (Usage(100, 5, cache_read_tokens=80, cache_write_tokens=80), "anthropic", "claude-sonnet-4-5"),
+    ],
+)
+def test_usage_the_price_data_refuses_as_inconsistent_has_no_price(usage: Usage, provider: str, model: str) -> None:
+    # genai-prices raises ValueError for cache reads (and writes, for Anthropic) above the input tokens: a
+    # client that counts input without its cached tokens. The price is unknown, never a guess, never an error.
+    with pytest.raises(ValueError, match="Invalid usage data"):
+        genai_prices.calc_price(
+            genai_prices.Usage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+            ),
+            model,
+            provider_id=provider,
+        )
+    assert price(usage, model, provider=provider) is None
+
+
+async def test_a_reply_whose_usage_cannot_be_priced_leaves_the_run_going_or_stops_a_cost_limit() -> None:
+    from loopctl.engine import UsageLimits
+    from loopctl.errors import CostUnknown
+
+    bad = Usage(10, 5, cache_read_tokens=100)
+    reply = Message.new(Role.ASSISTANT, [MessagePart.tool_call("c1", "add", {"a": 2, "b": 40})])
+    run = await BareLoop(PricedScript([reply, "42"], model="claude-sonnet-4-5", usage=bad), [add]).run("2 + 40?")
+    assert run.ok and run.output == "42" and [t.cost for t in run.turns] == [None, None] and run.cost is None
+    limited = BareLoop(PricedScript([reply, "42"], model="claude-sonnet-4-5", usage=bad), [add])
+    run = await limited.run("2 + 40?", RunConfig(limits=UsageLimits(cost=Decimal("1"))))
+    assert run.outcome.error_type == "CostUnknown" and isinstance(run.error, CostUnknown)

@@ -300,12 +300,14 @@ class ToolTimeout(ToolError):
 class HookFailed(LoopError):
     """A hook (:class:`~loopctl.engine.Hook`) raised, or returned what its method may not: the run fails with
     this error. :attr:`hook` names the hook (its ``name`` attribute, else its class), :attr:`method` the
-    method (``before_model``, ``after_model``, ``before_tool``, ``after_tool``); the hook's own exception is
-    the ``__cause__``."""
+    method (``before_model``, ``after_model``, ``before_tool``, ``after_tool``), :attr:`call_id` the tool
+    call whose ``before_tool`` or ``after_tool`` it was (``None`` for the model's hooks); the hook's own
+    exception is the ``__cause__``."""
 
-    def __init__(self, hook: str, method: str, problem: str) -> None:
+    def __init__(self, hook: str, method: str, problem: str, *, call_id: str | None = None) -> None:
         self.hook = hook
         self.method = method
+        self.call_id = call_id
         super().__init__(f"hook {hook}.{method} failed: {problem}")
 
 
@@ -369,16 +371,35 @@ class ConcurrentUpdate(StoreError):
     """An append named a head that is no longer the session's head: another writer moved it first.
 
     Nothing was written. :attr:`expected` is the head the writer named and :attr:`actual` the head it found
-    (node ids in hex, ``None`` for an empty or missing session). Load the session again and redo the work
-    on top of the new head; retrying the same append cannot succeed.
+    (node ids in hex, ``None`` for an empty or missing session); :attr:`expected_revision` and
+    :attr:`actual_revision` the revisions, when the writer named one and the head is the same (another
+    writer saved a new state at that head). Load the session again and redo the work on top of the new
+    head; retrying the same append cannot succeed.
     """
 
-    def __init__(self, session_id: str, expected: str | None, actual: str | None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        expected: str | None,
+        actual: str | None,
+        *,
+        expected_revision: int | None = None,
+        actual_revision: int | None = None,
+    ) -> None:
         self.expected = expected
         self.actual = actual
+        self.expected_revision = expected_revision
+        self.actual_revision = actual_revision
+        if expected == actual and expected_revision is not None:
+            what = (
+                f"its revision is {actual_revision}, not {expected_revision} as this writer expected (same head "
+                f"{_short(actual)}, a new state)"
+            )
+        else:
+            what = f"its head is {_short(actual)}, not {_short(expected)} as this writer expected"
         super().__init__(
-            f"session {session_id!r} was changed by another writer: its head is {_short(actual)}, not "
-            f"{_short(expected)} as this writer expected; nothing was written (load the session again)",
+            f"session {session_id!r} was changed by another writer: {what}; nothing was written (load the session "
+            "again)",
             session_id=session_id,
         )
 

@@ -11,7 +11,9 @@ answer is ``None``, never a guess:
 - the provider is not one ``genai-prices`` prices (the test doubles' ``"scripted"``), or the client talks to
   a server of its own (an OpenAI-compatible server at a ``base_url`` other than the provider's own API:
   the same model name there is not the provider's price);
-- the model is not in the price data.
+- the model is not in the price data;
+- the usage is one ``genai-prices`` refuses as inconsistent: cache reads (or, for Anthropic, cache reads and
+  writes) above the input tokens, as a client that reports input without its cached tokens gives.
 
 The engine prices each reply (``Turn.cost``, ``Run.cost``) with the provider, model and API URL of the client
 that answered. Pure apart from reading the package's data once, on the first call (about 0.4 s to import).
@@ -86,6 +88,11 @@ def price(
     try:
         calculation = lib.calc_price(lib.Usage(**counts), model, provider_id=provider_id, genai_request_timestamp=at)
     except LookupError:  # a model the price data does not list
+        return None
+    except ValueError:
+        # Usage genai-prices finds inconsistent (cache reads above the input tokens, or reads and writes above
+        # them for Anthropic): a client or gateway that counts input without the cached tokens. Its price
+        # cannot be known; a guess would be wrong either way.
         return None
     total: Decimal = calculation.total_price
     return total

@@ -55,6 +55,7 @@ __all__ = [
     "ToolProvider",
     "ToolRegistry",
     "ToolSchema",
+    "check_tool_choice",
     "tool",
 ]
 
@@ -82,6 +83,17 @@ class ForceTool:
 ToolChoice: TypeAlias = Union[Literal["auto", "none", "required"], ForceTool]
 """``"auto"`` (the model decides), ``"none"`` (no tool calls), ``"required"`` (at least one call, any tool),
 or :class:`ForceTool` (that tool)."""
+
+
+def check_tool_choice(choice: object) -> None:
+    """Refuse a ``tool_choice`` that is not a :data:`ToolChoice` (``None`` is fine: the provider's default).
+    Raises ``ValueError``; every request and run checks its own, so no codec meets one (they disagreed on
+    what to do with it)."""
+    if choice is None or choice in ("auto", "none", "required"):
+        return
+    if isinstance(choice, ForceTool) and isinstance(choice.name, str) and choice.name:
+        return
+    raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or ForceTool(name), not {choice!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +192,10 @@ class Tool(Protocol):
     result the model can read.
 
     A tool with a ``requires_approval`` attribute that is ``True`` has every call deferred until it is
-    approved (``loop.run(approvals=...)``: ``docs/guardrails.md``, "Approvals that wait")."""
+    approved (``loop.run(approvals=...)``: ``docs/guardrails.md``, "Approvals that wait"). A tool with a
+    ``check_input(input)`` method (raising :class:`ToolInputError`) has a ``Modify`` approval's input checked
+    by it when the approval is given. A tool with a ``repeatable`` attribute that is ``True`` has its calls left
+    out of loop detection (the same call is expected to give new results: polling)."""
 
     @property
     def name(self) -> str:
@@ -216,6 +231,7 @@ class FunctionTool:
     ``async def`` runs on the loop. A parameter annotated :class:`ToolContext` (or ``ToolContext[D]``)
     receives the call's context, the run's ``deps`` included, and is not part of the schema.
     ``requires_approval=True`` defers every call of the tool until it is approved (``loop.run(approvals=...)``).
+    ``repeatable=True`` exempts its calls from loop detection (a polling tool: the same call, new results).
     """
 
     __slots__ = (
@@ -227,6 +243,7 @@ class FunctionTool:
         "description",
         "input_schema",
         "name",
+        "repeatable",
         "requires_approval",
     )
 
@@ -238,11 +255,13 @@ class FunctionTool:
         description: str | None = None,
         inline: bool = False,
         requires_approval: bool = False,
+        repeatable: bool = False,
     ) -> None:
         self._fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
         self._inline = inline
         self.requires_approval = requires_approval
+        self.repeatable = repeatable
         self.name = name or fn.__name__
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description if description is not None else summary
@@ -254,14 +273,22 @@ class FunctionTool:
                 prop.pop("title", None)
         self.input_schema: Mapping[str, Any] = schema
 
-    async def call(self, input: Any, context: ToolContext) -> Any:  # noqa: A002 - the wire name
-        """Validate ``input`` and run the function. Raises :class:`ToolInputError` for bad input."""
+    def check_input(self, input: Any) -> None:  # noqa: A002 - the wire name
+        """Validate ``input`` against the tool's schema without running it (the engine checks a ``Modify``
+        approval's input so). Raises :class:`ToolInputError` naming the field."""
+        self._parse(input)
+
+    def _parse(self, input: Any) -> BaseModel:  # noqa: A002
         if not isinstance(input, dict):
             raise ToolInputError(f"expected a JSON object as input, got {type(input).__name__}")
         try:
-            parsed = self._model.model_validate(input)
+            return self._model.model_validate(input)
         except ValidationError as exc:
             raise ToolInputError(_describe_validation(exc)) from None
+
+    async def call(self, input: Any, context: ToolContext) -> Any:  # noqa: A002 - the wire name
+        """Validate ``input`` and run the function. Raises :class:`ToolInputError` for bad input."""
+        parsed = self._parse(input)
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         if self._context_param is not None:
             kwargs[self._context_param] = context
@@ -292,7 +319,12 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool:
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, inline: bool = False, requires_approval: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    inline: bool = False,
+    requires_approval: bool = False,
+    repeatable: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]:
     """``@tool(...)`` with options: a decorator that makes the :class:`FunctionTool`."""
 
@@ -305,19 +337,29 @@ def tool(
     description: str | None = None,
     inline: bool = False,
     requires_approval: bool = False,
+    repeatable: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(name=..., description=..., inline=...,
-    requires_approval=...)``.
+    requires_approval=..., repeatable=...)``.
 
     The schema comes from the type hints (pydantic); the description from the docstring's first paragraph;
     each parameter's description from a Google-style ``Args:`` section. Defaults make a parameter optional.
-    ``requires_approval=True`` defers every call until it is approved (``docs/guardrails.md``).
+    ``requires_approval=True`` defers every call until it is approved; ``repeatable=True`` exempts the tool's
+    calls from loop detection, for a tool called the same way for new results (polling a job's status, a
+    growing log): ``docs/guardrails.md``.
     """
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "inline": inline,
+        "requires_approval": requires_approval,
+        "repeatable": repeatable,
+    }
     if fn is not None:
-        return FunctionTool(fn, name=name, description=description, inline=inline, requires_approval=requires_approval)
+        return FunctionTool(fn, **options)
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(f, name=name, description=description, inline=inline, requires_approval=requires_approval)
+        return FunctionTool(f, **options)
 
     return wrap
 

@@ -70,9 +70,29 @@ def test_approve_lists_the_pending_calls_inert(tmp_path: Path) -> None:
     code, out, err = loopctl("approve", "s1", "--store", str(db), "--list")
     assert code == 0, err
     assert "session s1 awaits 1 call(s):" in out
-    assert 'w1  write_file({"path":"notes.txt","content":"\\u001b[31mred' in out  # the escape is shown, not sent
-    assert "\x1b[31m" not in out and "— it changes a file" in out
+    assert "  w1  write_file  — it changes a file\n" in out
+    assert '        "content": "\\u001b[31mred\\u001b[0m"\n' in out  # the escape is shown, not sent
+    assert "\x1b[31m" not in out
     assert not (root / "notes.txt").exists()
+
+
+def test_approve_shows_the_whole_input_however_long_a_value_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The model picks the input and its key order: a long harmless value first must not hide the path.
+    db, root = tmp_path / "sessions.db", tmp_path / "project"
+    root.mkdir()
+    long = "Here is the weekly summary you asked for. " * 40
+    call = ToolCallPart(id="w1", name="write_file", input={"content": long + "\u202eevil", "path": ".ssh/config"})
+    paused_session(db, root, call)
+    code, out, err = loopctl("approve", "s1", "--store", str(db), "--list")
+    assert code == 0, err
+    assert '        "path": ".ssh/config"\n' in out and long + "\\u202eevil" in out
+    assert "\u202e" not in out and "…" not in out
+    capsys.readouterr()
+    decide_interactively([PendingApproval(call, "it changes a file")], lambda text, **kw: "s")
+    prompt_text = capsys.readouterr().out
+    assert '"path": ".ssh/config"' in prompt_text and long + "\\u202eevil" in prompt_text
 
 
 def test_approve_decides_and_continues_the_run_in_a_new_process(tmp_path: Path) -> None:
@@ -155,8 +175,33 @@ def test_approve_summarizes_the_run_as_loopctl_run_does_refusals_included(tmp_pa
         code, out, err = loopctl("approve", "s1", "--store", str(db), "--approve", "w1", base_url=server.openai_base_url)
     assert code == 0, err
     assert (root / "notes.txt").read_text() == "one\n" and not (root / "more.txt").exists()
-    summary = [line.rstrip() for line in out.splitlines()][-4:]
+    summary = [line.rstrip() for line in out.splitlines()][-5:]
     refusal = "write_file was not approved: the CLI cannot ask (stdin is not a terminal); run with --yes"
     assert summary[:2] == ["● completed · 1 file change refused", "  w1 write_file: ran"]
-    assert re.fullmatch(r"  2 turns · [\d,]+ tokens in \(0 cached\) · [\d,]+ out · \d+\.\d s", summary[2])
+    usage = r"  this continuation: 2 turns · [\d,]+ tokens in \(0 cached\) · [\d,]+ out · \d+\.\d s"
+    assert re.fullmatch(usage, summary[2])
     assert summary[3] == f"  refused: {refusal}"
+    assert re.fullmatch(r"  the whole run: 3 model call\(s\) · [\d,]+ tokens in · [\d,]+ out", summary[4])
+
+
+def test_a_modified_call_shows_the_input_that_ran_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    db, root = tmp_path / "sessions.db", tmp_path / "project"
+    root.mkdir()
+    paused_session(db, root, write("w1", "a.txt", "hi"))
+    code, out, err = loopctl(
+        "approve", "s1", "--store", str(db), "--modify", "w1", '{"path": "b.txt"}', "--yes",
+    )  # fmt: skip
+    assert code == 2 and "the decisions were not recorded, and nothing ran" in err
+    assert "does not fit the schema of 'write_file': invalid input: content: Field required" in err
+    assert sorted(p.name for p in root.iterdir()) == []
+    with FakeProviderServer(["Wrote b.txt."]) as server:
+        code, out, err = loopctl(
+            "approve", "s1", "--store", str(db), "--modify", "w1", '{"path": "b.txt", "content": "changed"}',
+            "--yes", base_url=server.openai_base_url,
+        )  # fmt: skip
+    assert code == 0, err
+    assert sorted(p.name for p in root.iterdir()) == ["b.txt"]
+    assert "→ write_file(path=b.txt, content=changed)\n" in out  # what ran, not the model's input
+    assert "  (input modified; the model asked for (path=a.txt, content=hi))\n" in out
+    assert '  w1 write_file: ran with the modified input {"path":"b.txt","content":"changed"}\n' in out
+    assert "  this continuation: 1 turn · " in out and "  the whole run: 2 model call(s)" in out

@@ -170,3 +170,21 @@ def test_an_output_validators_own_exception_keeps_its_builtin_class() -> None:
     back = error_from_dict(error_to_dict(ValueError("the ledger is closed")))
     assert type(back) is ValueError
     assert str(back) == "the ledger is closed"
+
+
+def test_a_reply_round_trips_with_the_usage_of_its_failed_attempts() -> None:
+    from decimal import Decimal
+
+    from loopctl.durable._payloads import reply_from_dict, reply_to_dict
+    from loopctl.engine.run import ModelReply
+    from loopctl.errors import HookFailed
+
+    response = ModelResponse(Message.assistant("hi"), Usage(50_000, 400), StopReason.END_TURN, "m")
+    reply = ModelReply(response, "anthropic", "m", Decimal("0.3"), Usage(100_000, 2))
+    again = reply_from_dict(reply_to_dict(reply))
+    assert again == reply and again.usage == Usage(150_000, 402)  # a replayed run counts what the first did
+    old = reply_to_dict(reply)
+    del old["failed_usage"]  # a record written before failed attempts were counted
+    assert reply_from_dict(old).failed_usage == Usage()
+    failed = error_from_dict(error_to_dict(HookFailed("audit", "after_tool", "down", call_id="c2")))
+    assert isinstance(failed, HookFailed) and failed.call_id == "c2"  # the batch's salvage names the call

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,36 @@ async def test_approvals_that_do_not_fit_are_refused_before_anything_runs() -> N
     assert loop.machine.to_json() == saved and ran == []
 
 
+async def test_decisions_with_a_bad_reason_or_input_are_refused_when_given() -> None:
+    loop = BareLoop(ScriptedClient([WRITE, "ok"]), [write], permission=lambda c: Defer())
+    await loop.run("write")
+    saved = loop.machine.to_json()
+    for bad in (Deny(None), Deny(123)):  # type: ignore[arg-type]
+        with pytest.raises(ApprovalError, match="the reason of Deny for call 'w1' must be a string"):
+            await loop.run(approvals={"w1": bad})
+    refused = r"the input of Modify for call 'w1' \(write\) is refused: "
+    with pytest.raises(ApprovalError, match=refused + r"input is not a JSON value \(its type is object\)"):
+        await loop.run(approvals={"w1": Modify(object())})
+    with pytest.raises(ApprovalError, match=refused + r"input.path is not a JSON value \(its type is set\)"):
+        await loop.run(approvals={"w1": Modify({"path": {1}, "text": "x"})})
+    with pytest.raises(
+        ApprovalError, match=refused + "it does not fit the schema of 'write': invalid input: text: Field"
+    ):
+        await loop.run(approvals={"w1": Modify({"path": "a.txt"})})
+    assert loop.machine.to_json() == saved and ran == []  # nothing decided, nothing ran
+
+
+async def test_an_empty_deny_reason_gives_the_model_the_default_one() -> None:
+    loop = BareLoop(ScriptedClient([WRITE, "ok"]), [write], permission=lambda c: Defer())
+    await loop.run("write")
+    await loop.run(approvals={"w1": Deny("")})
+    assert str(results(loop.history[2])["w1"].output) == "The user denied this tool call."
+    denied = BareLoop(ScriptedClient([WRITE, "ok"]), [write], permission=lambda c: Deny("  "))
+    await denied.run("write")
+    assert str(results(denied.history[2])["w1"].output) == "The user denied this tool call."
+    assert ran == []
+
+
 async def test_cancelling_a_paused_run_keeps_the_results_of_the_tools_that_ran() -> None:
     loop = BareLoop(ScriptedClient([READ_AND_WRITE]), [read, write], permission=defer_writes)
     await loop.run("copy")
@@ -281,3 +312,86 @@ def test_a_deferred_approval_is_decided_in_another_process_and_the_tool_runs_onc
         assert check_conversation(list(store.load("s1").messages)) == []
     finally:
         store.close()
+
+
+def _pause_on_append(db: str, session: str) -> None:
+    """A stored run paused on one call of the workers' ``append_line`` tool (call id ``c1``)."""
+    from tests.engine.approval_worker import make_tool
+
+    store = SQLiteStore(db)
+    try:
+        reply = calls(("c1", "append_line", {"text": "sent once"}))
+        tools = [make_tool(Path(db).with_name("unused.txt"))]
+        run = BareLoop(ScriptedClient([reply]), tools, store=store, session_id=session, permission=lambda c: Defer())
+        assert run.run_sync("send it").outcome.kind is OutcomeKind.AWAITING_APPROVAL
+    finally:
+        store.close()
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.engine.approval_worker", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_two_processes_approving_one_paused_call_run_it_once(tmp_path: Path) -> None:
+    # Both load the paused session, then both approve at once: the decision is saved (compare-and-swap on the
+    # head both loaded) before the tool runs, so the second is refused before anything ran.
+    db, out, go = str(tmp_path / "s.db"), tmp_path / "sent.txt", tmp_path / "go"
+    _pause_on_append(db, "s")
+    ready = [tmp_path / f"ready{i}" for i in range(2)]
+    procs = [_spawn("race", db, "s", str(out), "c1", str(r), str(go)) for r in ready]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(r.exists() for r in ready):
+            assert time.monotonic() < deadline, "the workers did not load the session"
+            time.sleep(0.01)
+        go.touch()
+        reports = []
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=60)
+            assert p.returncode == 0, stderr
+            reports.append(orjson.loads(stdout.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert out.read_text().splitlines() == ["sent once"], reports  # the side effect happened exactly once
+    assert sorted(r.get("outcome", r.get("raised")) for r in reports) == ["ConcurrentUpdate", "completed"]
+    store = SQLiteStore(db)
+    try:
+        loaded = store.load("s")
+        assert loaded.state.outcome == "completed"
+        tool_results = [p for m in loaded.messages for p in m.parts if isinstance(p, ToolResultPart)]
+        assert [str(r.output) for r in tool_results] == ["appended 'sent once'"]
+    finally:
+        store.close()
+
+
+def test_a_crash_inside_an_approved_call_never_offers_it_for_approval_again(tmp_path: Path) -> None:
+    # The approver dies inside the tool, after its side effect, before the run saved the result. The decision
+    # was saved first: a later load does not show the call pending; it answers it "not known whether it ran".
+    db, out = str(tmp_path / "s.db"), tmp_path / "sent.txt"
+    _pause_on_append(db, "s")
+    crashed = _spawn("crash", db, "s", str(out), "c1")
+    crashed.communicate(timeout=60)
+    assert crashed.returncode == -9  # SIGKILL, inside the tool
+    assert out.read_text().splitlines() == ["sent once"]
+    store = SQLiteStore(db)
+    try:
+        loop = BareLoop(ScriptedClient(["again?"]), [], store=store, session_id="s")
+        m = loop.machine
+        assert m.state is MachineState.TERMINAL and m.pending_approvals == ()
+        answer = results(m.history[-1])["c1"]
+        assert answer.is_error and str(answer.output).startswith("Not known whether it ran: it was approved")
+        with pytest.raises(ApprovalError, match="decided already"):
+            loop.run_sync(approvals={"c1": Approve()})
+    finally:
+        store.close()
+    assert out.read_text().splitlines() == ["sent once"]  # the tool ran once

@@ -151,7 +151,61 @@ async def test_a_hook_that_returns_what_it_may_not_fails_the_run() -> None:
     run = await loop.run("go")
     assert isinstance(run.error, HookFailed)
     assert str(run.error) == "hook Broken.after_tool failed: returned int, not a ToolResultPart, str or None"
-    assert list(loop.history) == [Message.user("go")]  # the half-done turn is dropped, as for any failure
+    assert run.error.call_id == "c1"
+    # The tool ran: the turn is kept, its result withheld (the failed hook may have been the redacting one).
+    (answer,) = list(loop.history)[2].parts
+    assert isinstance(answer, ToolResultPart) and answer.is_error
+    assert str(answer.output) == f"The tool ran, but the run failed after it ({run.error}); its result is withheld."
+    assert "secret" not in str(answer.output) and log == ["tool k"]
+
+
+def charge(i: str, amount: int) -> ToolCallPart:
+    return ToolCallPart(id=i, name="lookup", input={"key": str(amount)})
+
+
+class Audit(Hook):
+    """Its audit log fails: before the call ``fail_before``, after every call with ``after``."""
+
+    name = "audit"
+
+    def __init__(self, fail_before: str | None = None, after: bool = False) -> None:
+        self.fail_before, self.after = fail_before, after
+
+    def before_tool(self, call: ToolCallPart) -> None:
+        if call.id == self.fail_before:
+            raise ConnectionError("audit log unreachable")
+
+    async def after_tool(self, call: ToolCallPart, result: ToolResultPart) -> None:
+        if self.after:
+            raise ConnectionError("audit log unreachable")
+
+
+async def test_a_before_tool_failure_keeps_the_results_of_the_calls_that_ran_before_it() -> None:
+    reply = Message.new(Role.ASSISTANT, [charge("c1", 10), charge("c2", 20), charge("c3", 30)])
+    loop = BareLoop(ScriptedClient([reply, "never"]), [lookup], hooks=[Audit(fail_before="c2")])
+    run = await loop.run("charge", RunConfig(tool_dispatch="sequential"))
+    assert run.outcome.error_type == "HookFailed" and log == ["tool 10"]
+    history = list(loop.history)
+    assert history[1] == reply  # the turn is kept, every call answered
+    answers = {p.call_id: p for p in history[2].parts if isinstance(p, ToolResultPart)}
+    assert str(answers["c1"].output) == "secret-10" and not answers["c1"].is_error
+    failed = "hook audit.before_tool failed: ConnectionError: audit log unreachable"
+    assert str(answers["c2"].output) == f"Not run: {failed}."
+    assert str(answers["c3"].output) == f"Not run: the run failed before the call ran ({failed})."
+    assert [(r.call.id, r.ran) for r in run.turns[0].tool_calls] == [("c1", True), ("c2", False), ("c3", False)]
+
+
+async def test_an_after_tool_failure_in_a_parallel_batch_keeps_what_ran() -> None:
+    reply = Message.new(Role.ASSISTANT, [charge("c1", 10), charge("c2", 20)])
+    loop = BareLoop(ScriptedClient([reply, "never"]), [lookup], hooks=[Audit(after=True)])
+    run = await loop.run("charge", RunConfig(tool_dispatch="parallel"))
+    assert run.outcome.error_type == "HookFailed" and sorted(log) == ["tool 10", "tool 20"]
+    answers = [p for p in list(loop.history)[2].parts if isinstance(p, ToolResultPart)]
+    assert [a.call_id for a in answers] == ["c1", "c2"] and all(a.is_error for a in answers)
+    texts = [str(a.output) for a in answers]
+    # The first to fail says it ran; the other was stopped in flight (after its tool ran, here): not known.
+    assert any(t.startswith("The tool ran, but the run failed after it") for t in texts)
+    assert all(t.startswith(("The tool ran", "Not known whether it ran")) for t in texts)
 
 
 async def test_any_object_with_hook_methods_is_a_hook() -> None:
@@ -169,3 +223,49 @@ async def test_any_object_with_hook_methods_is_a_hook() -> None:
     assert run.ok and counter.seen == 2
     with pytest.raises(TypeError, match="is not a hook"):
         BareLoop(ScriptedClient([]), hooks=[object()])
+
+
+class Rewrite(Hook):
+    name = "fix-request"
+
+    def __init__(self, **change: Any) -> None:
+        self.change = change
+
+    def before_model(self, request: ModelRequest) -> ModelRequest:
+        return dataclasses.replace(request, **self.change)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini"])
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"messages": ["hello"]}, "returned a request that cannot be sent: messages[0] is a str, not a Message"),
+        ({"messages": "hello"}, "messages must be a sequence of Message, not str"),
+        ({"extra": {"metadata": {1, 2}}}, "extra.metadata is not a JSON value (its type is set)"),
+        ({"stop": "END"}, "stop must be a sequence of str or None"),
+        ({"tool_choice": "bogus"}, "ValueError: tool_choice must be 'auto', 'none', 'required' or ForceTool"),
+    ],
+)
+async def test_a_before_model_hook_returning_a_bad_request_fails_the_run_naming_it(
+    kind: str, change: dict[str, Any], problem: str
+) -> None:
+    from loopctl.testing import FakeProviderServer
+    from tests.fake_clients import make_client
+
+    with FakeProviderServer(["fine"]) as server:
+        client = make_client(kind, server)
+        try:
+            run = await BareLoop(client, hooks=[Rewrite(**change)]).run("go")
+        finally:
+            await client.aclose()
+        assert server.requests == []  # nothing was sent
+    assert run.outcome.kind is OutcomeKind.FAILED and isinstance(run.error, HookFailed)
+    assert (run.error.hook, run.error.method) == ("fix-request", "before_model")
+    assert problem in str(run.error)
+
+
+def test_a_request_or_run_with_a_bad_tool_choice_is_refused_where_it_is_made() -> None:
+    with pytest.raises(ValueError, match="tool_choice must be"):
+        ModelRequest(messages=[], tool_choice="bogus")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tool_choice must be"):
+        RunConfig(tool_choice="any")  # type: ignore[arg-type]

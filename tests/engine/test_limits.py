@@ -215,3 +215,44 @@ async def test_a_paused_run_resumed_in_another_loop_keeps_counting_requests() ->
     assert second.calls == 1  # one request was spent before the pause, one after: the limit of 2
     assert resumed.outcome.limit == LimitHit("requests", 2, 2)
     assert ran == [1, 1]  # the approved call, then the call of the one request made after the pause
+
+
+async def test_usage_reported_by_attempts_that_failed_counts_toward_the_limits() -> None:
+    # A cut stream had reported its prompt's input tokens (Anthropic's message_start): the provider bills
+    # them. Two cut attempts on the primary (one retry), then the fallback answers: 3 x 50,000 input tokens.
+    from loopctl.engine import ModelStreamEvent, OutcomeKind, RunConfig, UsageLimits
+    from loopctl.providers import FallbackClient
+    from loopctl.response import ModelResponse, StopReason
+    from loopctl.stream import UsageReported
+    from loopctl.testing import CutStream, FakeProviderServer
+    from tests.fake_clients import make_client
+
+    call = Message.new(
+        Role.ASSISTANT, [MessagePart.text("Working. " * 40), MessagePart.tool_call("t1", "step", {"n": 1})]
+    )
+    reply = ModelResponse(
+        message=call, usage=Usage(50_000, 400), stop_reason=StopReason.TOOL_CALL, model="claude-sonnet-4-5"
+    )
+    events: list[Any] = []
+    cfg = RunConfig(
+        retry_initial_delay=0.001, retry_max_delay=0.01, max_retries=1, limits=UsageLimits(input_tokens=100_000)
+    )
+    with FakeProviderServer([CutStream(reply, after_events=6)] * 2) as a, FakeProviderServer([reply, "done"]) as b:
+        client = FallbackClient(make_client("anthropic", a), make_client("anthropic", b))
+        try:
+            loop = BareLoop(client, [step], observers=[events.append])
+            run = await loop.run("go", cfg)
+        finally:
+            await client.aclose()
+    starts = [
+        e.event.usage.input_tokens
+        for e in events
+        if isinstance(e, ModelStreamEvent) and isinstance(e.event, UsageReported) and e.event.usage.output_tokens <= 1
+    ]
+    assert starts == [50_000, 50_000, 50_000]  # three attempts reported their input
+    assert loop.machine.usage.input_tokens == 150_000 and run.usage.input_tokens == 150_000
+    # The turn counts them too (each cut message_start reported 1 output token).
+    assert run.turns[0].usage.input_tokens == 150_000 and run.turns[0].usage.output_tokens == 400 + 2
+    assert run.outcome.kind is OutcomeKind.LIMIT_REACHED and run.outcome.limit is not None
+    assert (run.outcome.limit.dimension, run.outcome.limit.spent) == ("input_tokens", 150_000)
+    assert ran == []  # the reply's call did not run: the limit was passed

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from loopctl.engine import BareLoop, LoopMachine, MachinePolicy, OutcomeKind, RunConfig
+from loopctl.engine import BareLoop, LoopMachine, MachinePolicy, OutcomeKind, RunConfig, UsageLimits
 from loopctl.errors import LoopDetected
 from loopctl.message import Message, MessagePart, Role, ToolResultPart, check_conversation
 from loopctl.testing import ScriptedClient
@@ -131,3 +133,84 @@ def test_an_older_machine_file_resumes_without_loop_detection() -> None:
     text = (Path(__file__).parent.parent / "fixtures" / "machines" / "v2-awaiting-tools.json").read_text()
     m = LoopMachine.from_json(text)
     assert m.to_json().count('"loop":{"k":null') == 1  # the run started before loop detection existed
+
+
+@pytest.mark.parametrize("k", [3.0, 2.5, True, "3"])
+def test_a_k_that_is_not_a_whole_number_is_refused_where_it_is_given(k: Any) -> None:
+    with pytest.raises(ValueError, match="loop_detection must be a whole number"):
+        RunConfig(loop_detection=k)
+    m = LoopMachine()
+    with pytest.raises(ValueError, match="loop_detection must be a whole number"):
+        m.accept_input("read", loop_detection=k)
+    assert m.state.value == "start" and list(m.pending) == []  # as it was
+
+
+_ints = st.integers(min_value=0, max_value=2**70)  # UsageLimits refuses negative counts itself
+_settings = st.one_of(st.none(), st.integers(-3, 2**70), st.floats(), st.booleans(), st.text(max_size=3))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    k=_settings,
+    limits=st.one_of(
+        st.none(),
+        st.builds(
+            UsageLimits,
+            requests=st.one_of(st.none(), _ints),
+            tool_calls=st.one_of(st.none(), _ints),
+            input_tokens=st.one_of(st.none(), _ints),
+            cost=st.one_of(st.none(), st.decimals(min_value=0, allow_nan=False, allow_infinity=False, places=6)),
+        ),
+        st.just({"requests": 3}),
+    ),
+)
+def test_whatever_a_run_accepts_its_machine_file_loads(k: Any, limits: Any) -> None:
+    # A run paused for approval is saved and loaded by another process: the file its run wrote must load.
+    try:
+        cfg = RunConfig(loop_detection=k, limits=limits)
+    except ValueError:
+        return  # refused where it was given: nothing was saved
+    m = LoopMachine()
+    m.accept_input("read", limits=cfg.limits, loop_detection=cfg.loop_detection)
+    m.model_response(call(1), ["read"], 10)
+    again = LoopMachine.from_json(m.to_json())
+    assert again.to_json() == m.to_json()
+
+
+async def test_the_soft_stop_says_only_what_was_compared() -> None:
+    loop = BareLoop(ScriptedClient([call(i) for i in range(1, 4)] + ["done"]), [read])
+    await loop.run("read")
+    soft = results(list(loop.history))[2]
+    assert soft.is_error and str(soft.output) == (
+        "Not run: this is the 3rd call in a row of 'read' with the same input (loop detection compares the "
+        "calls, not their results). Do something different; calling it again this way ends the run."
+    )
+    assert "did not change" not in str(soft.output)
+
+
+progress = ["queued", "running 40%", "running 80%", "passed", "passed"]
+
+
+@tool(repeatable=True)
+async def build_status(build_id: str) -> str:
+    """The CI build's status."""
+    ran.append(build_id)
+    return progress[len(ran) - 1]
+
+
+def poll(i: int) -> Message:
+    return Message.new(Role.ASSISTANT, [MessagePart.tool_call(f"p{i}", "build_status", {"build_id": "42"})])
+
+
+async def test_a_repeatable_tool_is_polled_as_often_as_the_model_likes() -> None:
+    loop = BareLoop(ScriptedClient([poll(i) for i in range(5)] + ["The build passed."]), [build_status])
+    run = await loop.run("Wait for build 42.")
+    assert run.ok and run.output == "The build passed." and ran == ["42"] * 5
+    assert [str(r.output) for r in results(list(loop.history))] == progress
+
+
+async def test_a_repeatable_call_between_two_others_starts_their_count_again() -> None:
+    script = [call(1), call(2), poll(1), call(3), call(4), "done"]
+    loop = BareLoop(ScriptedClient(script), [read, build_status])
+    run = await loop.run("read while polling")
+    assert run.ok and not any(r.is_error for r in results(list(loop.history)))

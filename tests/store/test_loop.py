@@ -216,3 +216,35 @@ def test_a_slow_model_does_not_hold_the_session(store: SessionStore) -> None:
         assert (await task).ok
 
     asyncio.run(main())
+
+
+async def test_an_approval_is_recorded_before_its_call_runs_so_a_second_approver_is_refused(
+    store: SessionStore,
+) -> None:
+    from loopctl.engine import Approve, Defer, MachineState
+
+    started, release, ran = asyncio.Event(), asyncio.Event(), []
+
+    @tool
+    async def send(to: str) -> str:
+        """Send mail."""
+        ran.append(to)
+        started.set()
+        await release.wait()
+        return f"sent to {to}"
+
+    reply = calls(("c1", "send", {"to": "ana"}))
+    paused = BareLoop(ScriptedClient([reply]), [send], store=store, session_id="s", permission=lambda c: Defer())
+    assert (await paused.run("mail ana", FAST)).outcome.kind is OutcomeKind.AWAITING_APPROVAL
+    first = BareLoop(ScriptedClient(["Sent."]), [send], store=store, session_id="s")
+    second = BareLoop(ScriptedClient(["Sent again."]), [send], store=store, session_id="s")
+    running = asyncio.ensure_future(first.run(approvals={"c1": Approve()}, config=FAST))
+    await started.wait()  # the first approver's call is running; its decision is in the store
+    assert store.load("s").machine().state is MachineState.AWAITING_TOOLS
+    with pytest.raises(ConcurrentUpdate, match="revision"):
+        await second.run(approvals={"c1": Approve()}, config=FAST)
+    assert second.machine.state is MachineState.AWAITING_APPROVAL  # as it was loaded: nothing ran, nothing decided
+    release.set()
+    assert (await running).ok
+    assert ran == ["ana"]
+    assert store.load("s").state.outcome == "completed"

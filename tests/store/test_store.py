@@ -174,6 +174,20 @@ def test_a_stale_append_is_refused_and_writes_nothing(store: SessionStore) -> No
     assert [h.revision for h in store.heads("s")] == [1, 2]
 
 
+def test_a_state_saved_at_the_same_head_moves_the_revision_an_append_can_expect(store: SessionStore) -> None:
+    # Nodes are named by content: a state-only save (an approval recorded before its call runs) keeps the head,
+    # so only the revision tells a writer that another saved meanwhile.
+    first = store.append("s", [Message.user("one")], expected_head=None)
+    state = SessionState.at_rest(1)
+    moved = store.append("s", [], expected_head=first.head, state=state, expected_revision=first.revision)
+    assert (moved.head, moved.revision) == (first.head, first.revision + 1)
+    with pytest.raises(ConcurrentUpdate, match="its revision is 2, not 1") as caught:
+        store.append("s", [], expected_head=first.head, state=state, expected_revision=first.revision)
+    assert (caught.value.expected_revision, caught.value.actual_revision) == (1, 2)
+    assert store.info("s").revision == 2  # nothing written
+    store.append("s", [], expected_head=first.head, state=state)  # without a revision, the head alone is checked
+
+
 def test_expected_none_on_a_session_that_has_messages_is_stale(store: SessionStore) -> None:
     store.append("s", [Message.user("one")], expected_head=None)
     with pytest.raises(ConcurrentUpdate):

@@ -1,6 +1,6 @@
 """``loopctl approve SESSION``: decide the tool calls a stored run is waiting on, then continue the run.
 
-    loopctl approve ID --list                   the calls the run awaits: id, tool, input, why
+    loopctl approve ID --list                   the calls the run awaits: id, tool, why, the whole input
     loopctl approve ID --all                    approve every one and continue
     loopctl approve ID --approve C1 --deny C2 --reason "not that file"
     loopctl approve ID --modify C1 '{"path": "notes.txt", "content": "..."}'
@@ -23,6 +23,7 @@ Exit status: 0 when the run completed or still awaits calls left undecided, 2 fo
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,20 +41,27 @@ from loopctl.cli.sessions import STORE_VAR, open_store
 __all__ = ["approve", "decide_interactively", "describe"]
 
 
-def describe(pending: Any) -> str:
-    """One line for a pending call: ``id  tool(input)  — reason``, inert."""
-    args = orjson.dumps(pending.input).decode()
-    if len(args) > 300:
-        args = args[:299] + "…"
-    line = f"{pending.id}  {pending.name}({args})"
+def describe(pending: Any, indent: str = "") -> str:
+    """A pending call as it is decided on: a line ``id  tool  — reason``, then its whole input as indented
+    JSON, one key per line, each line after the first starting with ``indent``. Nothing is cut: the model
+    writes the input and its key order, and a long harmless value must not push another out of sight. Every
+    line is inert (control and invisible characters written as escapes; JSON already escapes the C0
+    controls inside strings)."""
+    head = f"{pending.id}  {pending.name}"
     if pending.reason:
-        line += f"  — {pending.reason}"
-    return inert(line, one_line=True)
+        head += f"  — {pending.reason}"
+    try:
+        body = orjson.dumps(pending.input, option=orjson.OPT_INDENT_2).decode()
+    except orjson.JSONEncodeError:  # integers past 64 bits
+        body = json.dumps(pending.input, indent=2, ensure_ascii=False)
+    lines = [inert(head, one_line=True)] + [indent + "    " + inert(line, one_line=True) for line in body.splitlines()]
+    return "\n".join(lines)
 
 
 def decide_interactively(pending: Sequence[Any], prompt: Callable[..., Any] = click.prompt) -> dict[str, Any]:
-    """Ask about each pending call: approve, deny (with a reason), modify (new input as JSON), or skip (it
-    stays pending). ``prompt`` is :func:`click.prompt`'s signature (tests pass their own)."""
+    """Ask about each pending call, showing its whole input (:func:`describe`): approve, deny (with a reason),
+    modify (new input as JSON), or skip (it stays pending). ``prompt`` is :func:`click.prompt`'s signature
+    (tests pass their own)."""
     from loopctl.engine import Approve, Deny, Modify
 
     decisions: dict[str, Any] = {}
@@ -140,7 +148,7 @@ async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
     from loopctl.cli.render import Transcript
     from loopctl.cli.run import build_client
     from loopctl.engine import Approve, BareLoop, Deny, MachineState, Modify, RunConfig
-    from loopctl.errors import SessionNotFound
+    from loopctl.errors import ApprovalError, ConcurrentUpdate, SessionNotFound
     from loopctl.tools.files import PROTECTED_NAMES, FileTools
 
     console = Console(highlight=False, soft_wrap=True)
@@ -161,7 +169,7 @@ async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
         pending = machine.pending_approvals
         console.print(Text(f"session {inert(session_id, one_line=True)} awaits {len(pending)} call(s):", style="bold"))
         for p in pending:
-            console.print(Text(f"  {describe(p)}"))
+            console.print(Text(f"  {describe(p, indent='  ')}"))
         if opts["only_list"]:
             return 0
         decisions = _from_flags(pending, opts, Approve, Deny, Modify)
@@ -191,11 +199,18 @@ async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
             try:
                 config = RunConfig(max_turns=opts["max_turns"], stream=opts["stream"])
                 run = await loop.run(approvals=decisions, config=config)
+            except (ApprovalError, ConcurrentUpdate) as exc:
+                # Another process decided these calls first (or the run changed since it was listed): the
+                # decisions were not recorded, and nothing ran.
+                raise CommandError(
+                    f"the decisions were not recorded, and nothing ran: {exc} (see: loopctl approve "
+                    f"{session_id} --list)"
+                ) from None
             finally:
                 transcript.close()
     finally:
         store.close()
-    _summary(console, run, approval.refused)
+    _summary(console, run, approval.refused, decisions, loop.machine.usage)
     kind = run.outcome.kind.value
     return 0 if kind in ("completed", "awaiting_approval") else 130 if kind == "cancelled" else 1
 
@@ -228,16 +243,38 @@ def _from_flags(pending: Sequence[Any], opts: dict[str, Any], approve: Any, deny
     return decisions
 
 
-def _summary(console: Console, run: Any, refused: Sequence[str]) -> None:
-    """``loopctl run``'s summary (:func:`loopctl.cli.run.print_summary`), with the decided calls (ran or
-    not) and the calls still pending after the outcome line."""
+def _summary(
+    console: Console, run: Any, refused: Sequence[str], decisions: dict[str, Any] | None = None, whole: Any = None
+) -> None:
+    """``loopctl run``'s summary (:func:`loopctl.cli.run.print_summary`) of the continued run, with what
+    became of each decided call after the outcome line (the input a ``Modify`` gave, and its error when it
+    failed) and the calls still pending; its usage line is this continuation's (``run.usage``, ``run.cost``),
+    followed by the whole run's, the part before the pause included (``whole``: the machine's ``RunUsage``)."""
+    from loopctl.cli.render import dollars
     from loopctl.cli.run import print_summary
+    from loopctl.engine import Modify
 
     details = []
     for r in run.resumed_calls:
+        decision = (decisions or {}).get(r.call.id)
         mark = "ran" if r.ran else "not run"
+        if r.ran and isinstance(decision, Modify):
+            given = orjson.dumps(decision.input).decode()
+            mark += f" with the modified input {given[:300]}{'… (shortened)' if len(given) > 300 else ''}"
+        if r.ran and r.result.is_error:
+            text = str(r.result.output)
+            mark += f", and failed: {text[:200]}{'…' if len(text) > 200 else ''}"
         details.append((inert(f"  {r.call.id} {r.call.name}: {mark}", one_line=True), "dim"))
     if run.pending_approvals:
         ids = inert(", ".join(p.id for p in run.pending_approvals), one_line=True)
         details.append((f"  still awaiting: {ids}", "yellow"))
-    print_summary(console, run, refused, details)
+    print_summary(console, run, refused, details, label="this continuation: ")
+    if whole is not None:
+        spent = f" · {dollars(whole.cost)}" if whole.cost is not None and whole.requests else ""
+        console.print(
+            Text(
+                f"  the whole run: {whole.requests} model call(s) · {whole.input_tokens:,} tokens in · "
+                f"{whole.output_tokens:,} out{spent}",
+                style="dim",
+            )
+        )

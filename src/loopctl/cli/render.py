@@ -73,6 +73,13 @@ def _label(name: str, arguments: Any) -> str:
     return f"{_short(name, 80)}({text})"
 
 
+def _args(value: Any) -> str:
+    """A tool call's input on one line, inert: ``key=value, ...`` for an object, else the value."""
+    if isinstance(value, dict):
+        return ", ".join(f"{_short(k, 40)}={_short(v, 40)}" for k, v in value.items())
+    return _short(value)
+
+
 class Transcript:
     """Prints a run as it happens. Call it with each :data:`~loopctl.engine.LoopEvent`."""
 
@@ -143,13 +150,11 @@ class Transcript:
         elif isinstance(event, ToolCallStarted):
             self._stop_spin()
             self._end_line()
-            args = (
-                ", ".join(f"{_short(k, 40)}={_short(v, 40)}" for k, v in event.call.input.items())
-                if isinstance(event.call.input, dict)
-                else _short(event.call.input)
-            )
+            args = _args(event.input)  # what runs: a modified call's new input, not the model's
             name = _short(event.call.name, 80)
             c.print(Text.assemble(("→ ", "cyan"), (name, "bold cyan"), (f"({args})", "cyan")))
+            if event.modified:
+                c.print(Text(f"  (input modified; the model asked for ({_args(event.call.input)}))", style="dim"))
             self._spin(f"running {name}…")
         elif isinstance(event, ToolCallFinished):
             self._stop_spin()

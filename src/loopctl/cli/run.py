@@ -489,12 +489,18 @@ def _plural(n: int, word: str) -> str:
 
 
 def print_summary(
-    console: Console, result: Any, refused: Sequence[str] = (), details: Sequence[tuple[str, str]] = ()
+    console: Console,
+    result: Any,
+    refused: Sequence[str] = (),
+    details: Sequence[tuple[str, str]] = (),
+    *,
+    label: str = "",
 ) -> None:
     """The summary of a finished run (a :class:`~loopctl.engine.Run`), as ``loopctl run`` and ``loopctl
     approve`` print it: ``● OUTCOME[: error][ · N file changes refused]``; then each of ``details``, a
     ``(line, style)`` pair, as given; then ``N turns · T tokens in (C cached) · O out · S s[ · $cost]``; then
-    each reason in ``refused`` (the reasons file changes were refused) once. Text from the run is inert."""
+    each reason in ``refused`` (the reasons file changes were refused) once. ``label`` opens the usage line
+    (``loopctl approve``: ``"this continuation: "``). Text from the run is inert."""
     from loopctl.cli.render import dollars
 
     u = result.usage
@@ -517,8 +523,8 @@ def print_summary(
         console.print(Text(text, style=detail_style))
     console.print(
         Text(
-            f"  {_plural(len(result.turns), 'turn')} · {u.input_tokens:,} tokens in ({u.cache_read_tokens:,} cached) · "
-            f"{u.output_tokens:,} out · {result.duration:.1f} s"
+            f"  {label}{_plural(len(result.turns), 'turn')} · {u.input_tokens:,} tokens in "
+            f"({u.cache_read_tokens:,} cached) · {u.output_tokens:,} out · {result.duration:.1f} s"
             + (f" · {dollars(result.cost)}" if result.cost is not None and result.turns else ""),
             style="dim",
         )

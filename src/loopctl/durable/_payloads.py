@@ -122,26 +122,30 @@ def record_from_dict(data: dict[str, Any]) -> ToolCallRecord:
 def reply_to_dict(reply: ModelReply) -> dict[str, Any]:
     """A model call's :class:`~loopctl.engine.run.ModelReply` as a JSON object: ``response``
     (:func:`response_to_dict`), the ``provider`` and ``model`` that answered (a fallback chain's client) and
-    the ``cost`` in USD as a decimal string (``null``: unknown)."""
+    the ``cost`` in USD as a decimal string (``null``: unknown), and the ``failed_usage`` of attempts that
+    failed before it (``Usage.to_dict``)."""
     return {
         "response": response_to_dict(reply.response),
         "provider": reply.provider,
         "model": reply.model,
         "cost": None if reply.cost is None else str(reply.cost),
+        "failed_usage": reply.failed_usage.to_dict(),
     }
 
 
 def reply_from_dict(data: dict[str, Any]) -> ModelReply:
     """The :class:`~loopctl.engine.run.ModelReply` written by :func:`reply_to_dict`. A record from before
     replies were priced (no ``provider``, ``model`` or ``cost``) reads as the model the response names, no
-    provider, and an unknown cost."""
+    provider, and an unknown cost; one without ``failed_usage`` as none."""
     response = response_from_dict(data["response"])
     cost = data.get("cost")
+    failed = data.get("failed_usage")
     return ModelReply(
         response,
         str(data.get("provider") or ""),
         str(data.get("model") or response.model or ""),
         None if cost is None else Decimal(str(cost)),
+        usage_from_dict(failed) if isinstance(failed, dict) else Usage(),
     )
 
 

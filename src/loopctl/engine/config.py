@@ -11,9 +11,9 @@ from typing import Any, Literal, TypeAlias, Union
 
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor
 from loopctl.engine.limits import UsageLimits
-from loopctl.engine.machine import DEFAULT_LOOP_DETECTION
+from loopctl.engine.machine import DEFAULT_LOOP_DETECTION, check_loop_detection
 from loopctl.providers.base import ReasoningEffort
-from loopctl.tool import RunContext, ToolChoice
+from loopctl.tool import RunContext, ToolChoice, check_tool_choice
 
 __all__ = ["Instructions", "RunConfig", "SessionConfig"]
 
@@ -71,6 +71,11 @@ class RunConfig:
     error result telling the model so, and once more ends the run with ``LOOP_DETECTED`` (default 3;
     ``None``: off). A run continued with approvals keeps the loop detection it started with; ``limits``,
     when given then, replace its limits.
+
+    Raises ``ValueError`` for a ``loop_detection`` that is not an ``int`` of at least 2 or ``None`` (``3.0``
+    too), ``limits`` that are not a :class:`~loopctl.engine.UsageLimits`, a ``tool_choice`` that is not a
+    :data:`~loopctl.tool.ToolChoice`, and a ``max_turns`` or
+    ``max_concurrency`` below 1 or ``max_retries`` or ``output_retries`` below 0 (or not an ``int``).
     """
 
     max_turns: int = 200
@@ -91,3 +96,15 @@ class RunConfig:
     output_retries: int = 1
     limits: UsageLimits | None = None
     loop_detection: int | None = DEFAULT_LOOP_DETECTION
+
+    def __post_init__(self) -> None:
+        # What the run saves with its machine is checked here, so that nothing a run accepts makes a file its
+        # loader refuses (a float ``loop_detection`` from a config file, a dict for ``limits``).
+        check_loop_detection(self.loop_detection)
+        check_tool_choice(self.tool_choice)
+        if self.limits is not None and not isinstance(self.limits, UsageLimits):
+            raise ValueError(f"RunConfig.limits must be a UsageLimits or None, got {type(self.limits).__name__}")
+        for name, least in (("max_turns", 1), ("max_concurrency", 1), ("max_retries", 0), ("output_retries", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"RunConfig.{name} must be a whole number >= {least}, got {value!r}")

@@ -138,10 +138,19 @@ class ModelCallFailed:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallStarted:
-    """A tool call is about to run (after the permission check)."""
+    """A tool call is about to run (after the permission check). ``modified`` says it runs with
+    ``modified_input`` (a :class:`~loopctl.engine.Modify` decision's) instead of the model's ``call.input``;
+    :attr:`input` is the input it runs with, either way."""
 
     turn: int
     call: ToolCallPart
+    modified: bool = False
+    modified_input: Any = None
+
+    @property
+    def input(self) -> Any:
+        """The input the tool runs with: the ``Modify``'s when ``modified``, else the model's."""
+        return self.modified_input if self.modified else self.call.input
 
 
 @dataclass(frozen=True, slots=True)

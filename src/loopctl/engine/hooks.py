@@ -6,7 +6,9 @@ order given, each method of each hook:
 
 - ``before_model(request) -> ModelRequest | None``: before each model call (once per call, not per retry or
   fallback): return a changed :class:`~loopctl.providers.ModelRequest` to send instead (the next hook sees
-  it), or ``None`` to send it as it is. The conversation the machine holds is not changed.
+  it), or ``None`` to send it as it is. The conversation the machine holds is not changed. A request whose
+  fields are not of their types (a ``str`` among the messages, ``extra`` that is not JSON) fails the run
+  (:func:`request_problem`).
 - ``after_model(response) -> None``: after each reply the conversation keeps, before the machine reads it.
 - ``before_tool(call) -> Block | None``: before each tool call, before the permission check; return
   :class:`Block` to stop the call, its ``message`` becoming the error result the model reads (the later
@@ -28,16 +30,18 @@ goes through ``before_tool`` hooks first, then the permission check (``docs/guar
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loopctl.engine.permission import json_problem
 from loopctl.errors import HookFailed
-from loopctl.message import ToolCallPart, ToolResultPart
+from loopctl.message import Message, ToolCallPart, ToolResultPart
 from loopctl.providers.base import ModelRequest
 from loopctl.response import ModelResponse
+from loopctl.tool import ToolSchema
 
-__all__ = ["Block", "Hook", "Hooks", "hook_name"]
+__all__ = ["Block", "Hook", "Hooks", "hook_name", "request_problem"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +125,9 @@ class Hooks:
             if out is not None:
                 if not isinstance(out, ModelRequest):
                     raise HookFailed(name, "before_model", f"returned {type(out).__name__}, not a ModelRequest or None")
+                problem = request_problem(out)
+                if problem is not None:
+                    raise HookFailed(name, "before_model", f"returned a request that cannot be sent: {problem}")
                 request = out
         return request
 
@@ -157,6 +164,40 @@ class Hooks:
                 raise HookFailed(name, "after_tool", f"returned the result of call {out.call_id!r}, not {call.id!r}")
             result = out
         return result
+
+
+def request_problem(request: ModelRequest) -> str | None:
+    """What makes ``request`` one no codec can send (``None`` when nothing does): each field of the type it
+    is declared with. Checked for a request a ``before_model`` hook returns, so that the run fails with
+    ``HookFailed`` naming the hook rather than an error from inside a codec."""
+    messages = request.messages
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        return f"messages must be a sequence of Message, not {type(messages).__name__}"
+    for i, m in enumerate(messages):
+        if not isinstance(m, Message):
+            return f"messages[{i}] is a {type(m).__name__}, not a Message"
+    if request.system is not None and not isinstance(request.system, str):
+        return f"system must be a str or None, not {type(request.system).__name__}"
+    if isinstance(request.tools, (str, bytes)) or not isinstance(request.tools, Sequence):
+        return f"tools must be a sequence of ToolSchema, not {type(request.tools).__name__}"
+    for i, t in enumerate(request.tools):
+        if not isinstance(t, ToolSchema):
+            return f"tools[{i}] is a {type(t).__name__}, not a ToolSchema"
+    for key in ("max_tokens",):
+        value = getattr(request, key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            return f"{key} must be a whole number >= 1 or None, not {value!r}"
+    temperature = request.temperature
+    if temperature is not None and (not isinstance(temperature, (int, float)) or isinstance(temperature, bool)):
+        return f"temperature must be a number or None, not {temperature!r}"
+    stop = request.stop
+    if stop is not None and (
+        isinstance(stop, (str, bytes)) or not isinstance(stop, Sequence) or not all(isinstance(x, str) for x in stop)
+    ):
+        return f"stop must be a sequence of str or None, not {stop!r}"
+    if not isinstance(request.extra, Mapping):
+        return f"extra must be a mapping, not {type(request.extra).__name__}"
+    return json_problem(dict(request.extra), "extra")
 
 
 async def _call(name: str, method: str, fn: Callable[..., Any], *args: Any) -> Any:

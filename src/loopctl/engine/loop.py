@@ -40,6 +40,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from tenacity import RetryCallState, wait_random_exponential
@@ -69,6 +70,7 @@ from loopctl.engine.events import (
 from loopctl.engine.fallback import FallbackClient, client_label
 from loopctl.engine.hooks import Hooks
 from loopctl.engine.images import image_problem, rules_for
+from loopctl.engine.limits import UsageLimits
 from loopctl.engine.machine import (
     CallLLM,
     CallTools,
@@ -84,7 +86,18 @@ from loopctl.engine.machine import (
     Prune,
     exception_text,
 )
-from loopctl.engine.permission import Approval, Approve, Defer, Deny, Modify, PendingApproval, PermissionCallback
+from loopctl.engine.permission import (
+    DEFAULT_DENY_REASON,
+    Approval,
+    Approve,
+    Defer,
+    Deny,
+    Modify,
+    PendingApproval,
+    PermissionCallback,
+    deny_reason,
+    input_problem,
+)
 from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn
 from loopctl.engine.streaming import RunStream, text_of
 from loopctl.errors import (
@@ -97,6 +110,7 @@ from loopctl.errors import (
     HookFailed,
     LoopError,
     OutputValidationError,
+    StoreError,
     UnsupportedContent,
 )
 from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
@@ -106,7 +120,7 @@ from loopctl.output import resolve as resolve_output
 from loopctl.pricing import price
 from loopctl.providers.base import ModelClient, ModelRequest, OutputFormat
 from loopctl.response import ModelResponse, StopReason, Usage
-from loopctl.stream import StreamEvent
+from loopctl.stream import StreamEvent, UsageReported
 from loopctl.tool import (
     ForceTool,
     RunContext,
@@ -192,6 +206,7 @@ class BareLoop:
         self._image_rules = rules_for(getattr(client, "provider", ""))
         self._overflow_scale: float | None = None  # how low the estimate was when the provider overflowed
         self._running = False
+        self._batch: dict[str, ToolCallRecord | PendingApproval] = {}  # the batch in flight (_run_tools)
 
     # --- sessions ------------------------------------------------------------------------------------------
 
@@ -457,6 +472,9 @@ class BareLoop:
     ) -> Run[Any]:
         """:meth:`_run`, then the end-of-run save to the session store (when the loop has one), also when the
         run raised: the salvaged conversation is kept before the error goes on."""
+        # Decisions or input that do not fit are refused before anything runs, or is saved (a refused approval
+        # must not write the session it was refused for).
+        self._check_start(input, approvals)
         self._run_observers = observers
         try:
             run = await self._run(input, approvals, cfg, cancel, output_type, output_validator, deps)
@@ -546,7 +564,7 @@ class BareLoop:
                     "the paused run was started with another output type "
                     f"(output tool {m.output_tool!r}, not {output_tool!r}): pass the output_type it was started with"
                 )
-            m.approve(approvals, limits=cfg.limits)
+            m = await self._decide(approvals, cfg.limits)
             first = m.pending[0]
         else:
             assert input is not None  # _check_start
@@ -626,7 +644,7 @@ class BareLoop:
                         continue
                     last_duration = self._clock() - t0
                     response = reply.response
-                    usage = usage + response.usage
+                    usage = usage + reply.usage  # the failed attempts' too: they were billed
                     msg = response.message
                     check: OutputCheck | None = None
                     if output_plan is not None:
@@ -655,8 +673,9 @@ class BareLoop:
                             stop_reason=response.stop_reason,
                             invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
                             output_check=check,
-                            usage=response.usage,
+                            usage=reply.usage,
                             cost=reply.cost,
+                            repeatable=self._repeatable(msg),
                         )
                     except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
                         if emit:
@@ -687,7 +706,13 @@ class BareLoop:
                         m.cancel()
                         continue
                     except HookFailed as exc:
+                        # The tools that ran keep their results (the model must learn they ran); the run fails.
                         error = exc
+                        salvaged = self._salvage_batch(step, exc, cfg)
+                        ran.update((r.call.id, r) for r in salvaged)
+                        before_results = m.context_tokens
+                        m.tool_results([Message(role=Role.USER, parts=tuple(r.result for r in salvaged))])
+                        settle(reply_message, before_results)
                         m.fail(exc)
                         continue
                     records = [r for r in done if isinstance(r, ToolCallRecord)]
@@ -706,8 +731,15 @@ class BareLoop:
                             m.cancel()
                             continue
                         if decisions:
+                            self._check_decisions(decisions)
                             before_results = m.context_tokens
-                            m.approve(decisions)
+                            try:
+                                m = await self._decide(decisions, None)
+                            except StoreError as exc:  # not recorded: the machine is paused as it was
+                                m = self._machine
+                                error = exc
+                                m.fail(exc)
+                                continue
                             decided.update(decisions)
                             settle(reply_message, before_results)
                 elif isinstance(step, Prune):
@@ -757,6 +789,28 @@ class BareLoop:
             emit(RunFinished(run))
         return run
 
+    async def _decide(self, decisions: Mapping[str, Approval], limits: UsageLimits | None) -> LoopMachine:
+        """Feed ``decisions`` to the paused machine and, on a loop with a session store, save it before any
+        approved call runs: the save is a compare-and-swap on the head this loop loaded, so of two processes
+        deciding the same paused run only the first is recorded, and the other is refused here, before
+        anything ran; and a process that dies while an approved call runs leaves the decision recorded (a
+        later load answers the call "Not known whether it ran", never offers it again). A refused save
+        (:class:`~loopctl.errors.ConcurrentUpdate`, another ``StoreError``) puts the machine back as it was,
+        paused, and is raised. Returns the loop's machine."""
+        m = self._machine
+        binding = self._binding
+        before = m.to_json(messages=False) if binding is not None else None
+        m.approve(decisions, limits=limits)
+        if binding is None or before is None:
+            return m
+        try:
+            await binding.asave(m)
+        except StoreError:
+            # The messages are the same objects (approve() changes none): the binding's chain still fits.
+            self._machine = LoopMachine.from_json(before, messages=m.full_history())
+            raise
+        return m
+
     def _check_start(self, input: str | Message | None, approvals: Mapping[str, Approval] | None) -> None:  # noqa: A002
         """Refuse, before anything runs, a start that does not fit the machine (:class:`ApprovalError`)."""
         m = self._machine
@@ -775,20 +829,46 @@ class BareLoop:
         if input is not None:
             raise ApprovalError("run(approvals=...) continues a paused run: it takes no new input")
         if not paused:
-            raise ApprovalError(f"approvals were given, but the loop's run is not paused (state {m.state.value})")
-        pending_ids = {p.id for p in m.pending_approvals}
+            raise ApprovalError(
+                f"approvals were given, but the loop's run is not paused (state {m.state.value}, last outcome "
+                f"{m.outcome.kind.value}): its calls were decided already, or the run ended"
+            )
+        self._check_decisions(approvals)
+
+    def _check_decisions(self, approvals: Mapping[str, Approval]) -> None:
+        """Refuse decisions that do not fit the paused run (:class:`ApprovalError`, before anything runs): a
+        call that awaits none, a decision of another type, a ``Deny`` whose reason is not a string, a
+        ``Modify`` whose input is not JSON or does not fit the tool's schema (checked by the tool's
+        ``check_input`` when it has one: :class:`~loopctl.tool.FunctionTool`)."""
+        pending = {p.id: p for p in self._machine.pending_approvals}
+        awaited = ", ".join(sorted(pending)) or "none"
         if not approvals:
-            raise ApprovalError(f"approvals is empty; the run awaits {', '.join(sorted(pending_ids))}")
+            raise ApprovalError(f"approvals is empty; the run awaits {awaited}")
         for call_id, decision in approvals.items():
-            if call_id not in pending_ids:
-                raise ApprovalError(
-                    f"call {call_id!r} does not await approval (the run awaits {', '.join(sorted(pending_ids))})"
-                )
+            if call_id not in pending:
+                raise ApprovalError(f"call {call_id!r} does not await approval (the run awaits {awaited})")
             if not isinstance(decision, (Approve, Deny, Modify)):
                 raise ApprovalError(
                     f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
                     "Modify(input)"
                 )
+            if isinstance(decision, Deny) and not isinstance(decision.reason, str):
+                raise ApprovalError(
+                    f"the reason of Deny for call {call_id!r} must be a string (the text the model reads), got "
+                    f"{type(decision.reason).__name__}"
+                )
+            if isinstance(decision, Modify):
+                problem = input_problem(decision.input)
+                call = pending[call_id].call
+                tool = self.tools.get(call.name)
+                check = getattr(tool, "check_input", None)
+                if problem is None and callable(check):
+                    try:
+                        check(decision.input)
+                    except ToolInputError as exc:
+                        problem = f"it does not fit the schema of {call.name!r}: {exc}"
+                if problem is not None:
+                    raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
 
     @staticmethod
     def _records(
@@ -900,15 +980,28 @@ class BareLoop:
         clients = chain.clients if chain is not None else (client,)
         streamed: list[str] = []  # the text the attempt in flight streamed
         events = 0
+        reported: Usage | None = None  # the usage the attempt in flight reported last (a running total)
+        failed_usage = Usage()  # what the attempts that failed had reported: billed, and counted for limits
+        failed_cost: Decimal | None = Decimal(0)
 
         def on_event(event: StreamEvent) -> None:
-            nonlocal events
+            nonlocal events, reported
             events += 1
+            if isinstance(event, UsageReported):
+                reported = event.usage
             text = text_of(event)
             if text:
                 streamed.append(text)
             if emit is not None:
                 emit(ModelStreamEvent(turn, event))
+
+        def count_failed(attempt: ModelClient) -> None:
+            nonlocal failed_usage, failed_cost
+            if reported is None:
+                return
+            failed_usage = failed_usage + reported
+            spent = price(reported, attempt.model, provider=attempt.provider, api_url=getattr(attempt, "api_url", None))
+            failed_cost = None if spent is None or failed_cost is None else failed_cost + spent
 
         if emit is not None:
             emit(
@@ -921,7 +1014,7 @@ class BareLoop:
                     stream=cfg.stream,
                 )
             )
-        tracking = on_event if emit is not None or chain is not None else None
+        tracking = on_event  # always: a failed attempt's usage is known only from its events
         tried: list[tuple[str, LoopError]] = []
         response: ModelResponse | None = None
         answered: ModelClient = client
@@ -929,12 +1022,14 @@ class BareLoop:
             attempt = 0
             while response is None:
                 events = 0
+                reported = None
                 streamed.clear()
                 try:
                     coro = current.generate(request, stream=cfg.stream, on_event=tracking)
                     response = await _race(coro, cancel)
                     answered = current
                 except LoopError as exc:
+                    count_failed(current)
                     began = events > 0
                     if exc.retryable and attempt < cfg.max_retries:
                         attempt += 1
@@ -963,7 +1058,9 @@ class BareLoop:
             await _race(hooks.after_model(response), cancel)
         model = response.model or answered.model
         cost = price(response.usage, model, provider=answered.provider, api_url=getattr(answered, "api_url", None))
-        return ModelReply(response, answered.provider, model, cost)
+        if failed_usage != Usage():
+            cost = None if cost is None or failed_cost is None else cost + failed_cost
+        return ModelReply(response, answered.provider, model, cost, failed_usage)
 
     async def _check_reply(
         self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
@@ -988,17 +1085,21 @@ class BareLoop:
         calls = step.calls
         spent = usage or Usage()
         approved = step.approved
+        batch = self._batch = {}  # what each call came to, as it comes: kept if a hook fails the batch
         if len(calls) == 1 or cfg.tool_dispatch == "sequential":
             out: list[ToolCallRecord | PendingApproval] = []
             for call in calls:
                 one = self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
                 out.append(await _race(one, cancel))
+                batch[call.id] = out[-1]
             return out
         sem = asyncio.Semaphore(max(1, cfg.max_concurrency))
 
         async def limited(call: ToolCallPart) -> ToolCallRecord | PendingApproval:
             async with sem:
-                return await self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
+                done = await self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
+                batch[call.id] = done
+                return done
 
         tasks = [asyncio.ensure_future(limited(c)) for c in calls]
         try:
@@ -1033,6 +1134,23 @@ class BareLoop:
             if emit:
                 emit(ToolCallFinished(turn, call, result, 0.0))
             return ToolCallRecord(call, result, 0.0, ran=False)
+        try:
+            return await self._run_checked(turn, call, tool, cfg, emit, deps, usage, approval)
+        except HookFailed as exc:
+            exc.call_id = call.id  # the batch's salvage says which call it failed
+            raise
+
+    async def _run_checked(
+        self,
+        turn: int,
+        call: ToolCallPart,
+        tool: Tool,
+        cfg: RunConfig,
+        emit: Callable[[LoopEvent], None] | None,
+        deps: Any,
+        usage: Usage | None,
+        approval: Approve | Modify | None,
+    ) -> ToolCallRecord | PendingApproval:
         args = call.input
         if approval is None:
             block = await self._hooks.before_tool(call) if self._hooks.has("before_tool") else None
@@ -1047,7 +1165,7 @@ class BareLoop:
                 if inspect.isawaitable(decision):
                     decision = await decision
                 if decision is False or isinstance(decision, Deny):
-                    reason = decision.reason if isinstance(decision, Deny) else Deny().reason
+                    reason = deny_reason(decision) if isinstance(decision, Deny) else DEFAULT_DENY_REASON
                     return self._not_run(turn, call, reason, emit)
                 if isinstance(decision, Defer):
                     if emit:
@@ -1062,7 +1180,8 @@ class BareLoop:
         elif isinstance(approval, Modify):
             args = approval.input
         if emit:
-            emit(ToolCallStarted(turn, call))
+            modified = args is not call.input
+            emit(ToolCallStarted(turn, call, modified=modified, modified_input=args if modified else None))
         t0 = self._clock()
         context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn)
         result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
@@ -1072,6 +1191,47 @@ class BareLoop:
         if emit:
             emit(ToolCallFinished(turn, call, result, duration))
         return ToolCallRecord(call, result, duration)
+
+    def _repeatable(self, reply: Message) -> frozenset[str]:
+        """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
+        their calls out)."""
+        names = {c.name for c in reply.tool_calls()}
+        return frozenset(n for n in names if getattr(self.tools.get(n), "repeatable", False) is True)
+
+    def _salvage_batch(self, step: CallTools, error: HookFailed, cfg: RunConfig) -> list[ToolCallRecord]:
+        """A hook failed the batch of ``step``: a record for each of its calls, so that the turn can be kept
+        with a result for every call (the results of tools that ran are never lost). A call that came back
+        keeps its result; the call whose ``after_tool`` hook failed ran, and says so (its result is withheld:
+        the failed hook may have been the one to redact it); the call whose ``before_tool`` hook failed, a
+        deferred call, and the calls of a sequential batch after the failure did not run; a call of a parallel
+        batch that had not come back may have run ("Not known whether it ran")."""
+        done = self._batch
+        sequential = len(step.calls) == 1 or cfg.tool_dispatch == "sequential"
+        failed_at = error.call_id
+        if failed_at is None and sequential:  # not named (a recorded error): the first call without a record
+            failed_at = next((c.id for c in step.calls if c.id not in done), None)
+            named = False
+        else:
+            named = failed_at is not None
+        out = []
+        passed = False  # a sequential batch's calls after the failed one never started
+        for call in step.calls:
+            got = done.get(call.id)
+            if isinstance(got, ToolCallRecord):
+                out.append(got)
+                continue
+            ran = False
+            if call.id == failed_at and named and error.method == "after_tool":
+                text, ran = f"The tool ran, but the run failed after it ({error}); its result is withheld.", True
+            elif call.id == failed_at and named:
+                text = f"Not run: {error}."
+            elif isinstance(got, PendingApproval) or (sequential and passed):
+                text = f"Not run: the run failed before the call ran ({error})."
+            else:
+                text = f"Not known whether it ran: the run failed ({error}) before its result was recorded."
+            passed = passed or call.id == failed_at
+            out.append(ToolCallRecord(call, _error_result(call, text), 0.0, ran=ran))
+        return out
 
     @staticmethod
     def _not_run(turn: int, call: ToolCallPart, text: str, emit: Callable[[LoopEvent], None] | None) -> ToolCallRecord:
@@ -1250,7 +1410,7 @@ class BareLoop:
             input=tuple(turn_input),
             output=response.message,
             tool_calls=tuple(records),
-            usage=response.usage,
+            usage=reply.usage,
             stop_reason=response.stop_reason,
             duration=duration,
             model=reply.model,

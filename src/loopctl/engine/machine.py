@@ -65,7 +65,7 @@ import orjson
 from pydantic import ValidationError
 
 from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits, cost_unknown, passed_after_reply
-from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval
+from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval, deny_reason, input_problem
 from loopctl.errors import (
     ConversationFileError,
     FallbackFailed,
@@ -521,14 +521,17 @@ class LoopMachine:
         ``limits`` are the run's usage limits (``None``: none); ``loop_detection`` is ``k``: the same tool call
         (name and input) ``k`` times in a row gets an error result telling the model so instead of running,
         and once more ends the run with ``LOOP_DETECTED`` (``None``: off; at least 2). Both hold until the run
-        ends and are saved with the machine. Raises ``ValueError`` for a ``loop_detection`` below 2.
+        ends and are saved with the machine. Raises ``ValueError`` for a ``loop_detection`` that is not a whole
+        number of at least 2 (``3.0`` included: the machine file holds a whole number), and for ``limits`` that
+        are not a :class:`~loopctl.engine.UsageLimits`.
 
         Raises ``InvalidMessage`` (path ``input.…``) for input that cannot be written (a lone surrogate, as
         undecodable bytes of a command line become), leaving the machine as it was: such a message would make
         every request and every save of the conversation fail."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
-        if loop_detection is not None and (isinstance(loop_detection, bool) or loop_detection < 2):
-            raise ValueError(f"loop_detection must be at least 2 (or None: off), got {loop_detection!r}")
+        check_loop_detection(loop_detection)
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise ValueError(f"limits must be a UsageLimits or None, got {type(limits).__name__}")
         try:
             message = Message.user(input) if isinstance(input, str) else input
             _expect_message(message, Role.USER, "accept_input")
@@ -562,6 +565,7 @@ class LoopMachine:
         output_check: OutputCheck | None = None,
         usage: Usage | None = None,
         cost: Decimal | None = None,
+        repeatable: Iterable[str] = (),
     ) -> None:
         """Feed the model's reply (``message``, an assistant message).
 
@@ -585,7 +589,8 @@ class LoopMachine:
         unknown cost) fails it; then the loop check (a call repeated ``loop_detection`` times in a row gets an
         error result, once more ends the run with ``LOOP_DETECTED``), then the tool-call limit (a batch that
         would pass it ends the run before it starts). A reply that finishes the run finishes it whatever it
-        spent. An ending keeps the coherent prefix, as the turn limit does.
+        spent. An ending keeps the coherent prefix, as the turn limit does. ``repeatable`` names tools whose
+        calls loop detection leaves out (polling tools); such a call between two others breaks their run.
 
         Raises ``MachineStateError`` when the state takes no reply, ``message`` is not an assistant message,
         or ``output_check`` does not fit the reply; and :class:`~loopctl.errors.ProviderProtocolError` for a
@@ -675,7 +680,7 @@ class LoopMachine:
             return
         if self._end_past_limits():
             return
-        if self._loop_k is not None and self._check_loops(calls, machine_results, to_run):
+        if self._loop_k is not None and self._check_loops(calls, machine_results, to_run, frozenset(repeatable)):
             return
         limits = self._limits
         if (
@@ -718,16 +723,23 @@ class LoopMachine:
         self._end(Outcome(OutcomeKind.LIMIT_REACHED, error=hit.describe(), limit=hit), salvage=True)
 
     def _check_loops(
-        self, calls: Sequence[ToolCallPart], machine_results: dict[str, ToolResultPart], to_run: list[ToolCallPart]
+        self,
+        calls: Sequence[ToolCallPart],
+        machine_results: dict[str, ToolResultPart],
+        to_run: list[ToolCallPart],
+        repeatable: frozenset[str],
     ) -> bool:
         """Count the reply's calls (the output tool's aside) against the last one in a row: the ``k``-th repeat
-        of one call gets an error result (taken out of ``to_run``), the one after ends the run. True when the
-        run ended."""
+        of one call gets an error result (taken out of ``to_run``), the one after ends the run. A call of a
+        ``repeatable`` tool is not counted, and starts the count again. True when the run ended."""
         k = self._loop_k
         assert k is not None
         output_tool = self._output_tool
         for call in calls:
             if output_tool is not None and call.name == output_tool:
+                continue
+            if call.name in repeatable:
+                self._loop_call, self._loop_repeats = None, 0
                 continue
             signature = _signature(call)
             if signature == self._loop_call:
@@ -744,8 +756,9 @@ class LoopMachine:
             if self._loop_repeats == k and call.id not in machine_results:
                 machine_results[call.id] = _error(
                     call,
-                    f"Not run: this is the {_ordinal(k)} call in a row of {call.name!r} with the same input, and the "
-                    "results so far did not change. Do something different; calling it again this way ends the run.",
+                    f"Not run: this is the {_ordinal(k)} call in a row of {call.name!r} with the same input (loop "
+                    "detection compares the calls, not their results). Do something different; calling it again "
+                    "this way ends the run.",
                 )
                 to_run.remove(call)
         return False
@@ -828,10 +841,15 @@ class LoopMachine:
         When every call is decided and none runs, the turn is committed and the run goes on to the model.
         ``limits``, when given, replace the run's limits (what it spent so far still counts).
 
-        Raises ``MachineStateError`` in another state, for no decisions, a call id that is not pending, or a
-        decision of another type; the machine is left as it was.
+        A ``Deny`` with an empty reason gives the model :data:`~loopctl.engine.permission.DEFAULT_DENY_REASON`.
+
+        Raises ``MachineStateError`` in another state, for no decisions, a call id that is not pending, a
+        decision of another type, a ``Deny`` reason that is not a string, or a ``Modify`` input that is not
+        JSON; the machine is left as it was.
         """
         self._expect(MachineState.AWAITING_APPROVAL, feed="approve")
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise MachineStateError(f"limits must be a UsageLimits or None, got {type(limits).__name__}")
         if not decisions:
             raise MachineStateError("approve() needs a decision for at least one pending call")
         for call_id, decision in decisions.items():
@@ -843,12 +861,17 @@ class LoopMachine:
                     f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
                     "Modify(input)"
                 )
+            if isinstance(decision, Deny) and not isinstance(decision.reason, str):
+                raise MachineStateError(f"the reason of Deny for call {call_id!r} must be a string")
+            problem = input_problem(decision.input) if isinstance(decision, Modify) else None
+            if problem is not None:
+                raise MachineStateError(f"the input of Modify for call {call_id!r} is refused: {problem}")
         calls = {c.id: c for c in self._calls}
         approved: dict[str, Approve | Modify] = {}
         for call_id, decision in decisions.items():
             del self._deferred[call_id]
             if isinstance(decision, Deny):
-                self._machine_results[call_id] = _error(calls[call_id], decision.reason)
+                self._machine_results[call_id] = _error(calls[call_id], deny_reason(decision))
             else:
                 approved[call_id] = decision
         if limits is not None:
@@ -992,6 +1015,8 @@ class LoopMachine:
                 continue
             if call.id in self._deferred:
                 text = f"Not run: {why} while the call awaited approval."
+            elif call.id in self._approved:  # its decision was recorded; it may have run
+                text = f"Not known whether it ran: it was approved, then {why} before its result was recorded."
             else:
                 text = f"Not known whether it ran: {why} before its result was recorded."
             self._machine_results[call.id] = _error(call, text)
@@ -1180,6 +1205,17 @@ class LoopMachine:
             f"LoopMachine(state={self.state.value}, turn={self.turn}, history={self._n_history}, "
             f"pending={len(self._messages) - self._n_history}, context_tokens={self.context_tokens})"
         )
+
+
+def check_loop_detection(k: object) -> None:
+    """Refuse a loop-detection setting a machine file cannot hold: ``k`` is ``None`` (off) or an ``int`` (not a
+    ``bool``, not a ``float`` such as ``3.0``) of at least 2. Raises ``ValueError``."""
+    if k is None:
+        return
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise ValueError(f"loop_detection must be a whole number (an int) of at least 2, or None: off; got {k!r}")
+    if k < 2:
+        raise ValueError(f"loop_detection must be at least 2 (or None: off), got {k!r}")
 
 
 def _error(call: ToolCallPart, text: str) -> ToolResultPart:

@@ -9,13 +9,30 @@ or another (``docs/guardrails.md``, "Approvals that wait").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, Union
 
 from loopctl.message import ToolCallPart
 
-__all__ = ["Approval", "Approve", "Decision", "Defer", "Deny", "Modify", "PendingApproval", "PermissionCallback"]
+__all__ = [
+    "DEFAULT_DENY_REASON",
+    "Approval",
+    "Approve",
+    "Decision",
+    "Defer",
+    "Deny",
+    "Modify",
+    "PendingApproval",
+    "PermissionCallback",
+    "deny_reason",
+    "input_problem",
+    "json_problem",
+]
+
+DEFAULT_DENY_REASON = "The user denied this tool call."
+"""What the model reads for a denied call when no reason (or an empty one) is given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,14 +42,17 @@ class Approve:
 
 @dataclass(frozen=True, slots=True)
 class Deny:
-    """Do not run the call; the model reads ``reason`` as an error result."""
+    """Do not run the call; the model reads ``reason`` as an error result (a string; an empty one reads as
+    :data:`DEFAULT_DENY_REASON`)."""
 
-    reason: str = "The user denied this tool call."
+    reason: str = DEFAULT_DENY_REASON
 
 
 @dataclass(frozen=True, slots=True)
 class Modify:
-    """Run the call with ``input`` instead of the model's input (the history keeps the model's call)."""
+    """Run the call with ``input`` instead of the model's input (the history keeps the model's call). ``input``
+    is a JSON value (objects with string keys, arrays, strings, finite numbers, booleans, ``null``); given as an
+    approval, one that is not JSON, or does not fit the tool's schema, is refused before anything runs."""
 
     input: Any
 
@@ -77,3 +97,49 @@ Approval: TypeAlias = Union[Approve, Deny, Modify]
 
 PermissionCallback: TypeAlias = Callable[[ToolCallPart], Union[Decision, Awaitable[Decision]]]
 """Decides each tool call before it runs."""
+
+
+def deny_reason(decision: Deny) -> str:
+    """The text the model reads for ``decision``: its reason, or :data:`DEFAULT_DENY_REASON` when it is empty
+    (the model must learn why the call did not run)."""
+    reason = decision.reason
+    return reason if isinstance(reason, str) and reason.strip() else DEFAULT_DENY_REASON
+
+
+def input_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a tool call's input (``None`` when it can): it must be plain JSON, as the
+    machine file keeps it (``docs/wire-format.md``): ``dict`` with ``str`` keys, ``list``, ``str`` (valid
+    Unicode), ``int``, finite ``float``, ``bool``, ``None``. The path of the first bad value is named."""
+    return json_problem(value, "input")
+
+
+def json_problem(value: Any, path: str, depth: int = 0) -> str | None:
+    """Why ``value`` (found at ``path``, for the message) is not plain JSON, or ``None`` (see
+    :func:`input_problem`; a ``tuple`` counts as an array)."""
+    if depth > 200:
+        return f"{path} is nested too deeply"
+    if value is None or isinstance(value, (bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path} is {value!r}, which JSON cannot hold"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{path} is a string that is not valid Unicode (a lone surrogate)"
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = json_problem(item, f"{path}[{i}]", depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path} has a key that is not a string ({key!r})"
+            found = json_problem(key, f"{path} key", depth + 1) or json_problem(item, f"{path}.{key}", depth + 1)
+            if found is not None:
+                return found
+        return None
+    return f"{path} is not a JSON value (its type is {type(value).__name__})"

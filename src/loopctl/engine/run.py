@@ -49,24 +49,33 @@ class ToolCallRecord:
 class ModelReply:
     """What one model call gave (the result of the driver's ``_call_model`` effect): the ``response``, the
     ``provider`` and ``model`` that answered (a fallback chain's client), and its ``cost`` in USD (``None``:
-    unknown). Plain data, so a durable adapter can record it and replay it as is."""
+    unknown). ``failed_usage`` is what the call's attempts that failed (retries, fallbacks) had reported
+    before they failed (a cut stream's input tokens: the provider bills them); ``cost`` includes their price.
+    Plain data, so a durable adapter can record it and replay it as is."""
 
     response: ModelResponse
     provider: str = ""
     model: str = ""
     cost: Decimal | None = None
+    failed_usage: Usage = field(default_factory=Usage)
+
+    @property
+    def usage(self) -> Usage:
+        """The whole call's usage: the reply's and its failed attempts'."""
+        return self.response.usage + self.failed_usage
 
 
 @dataclass(frozen=True, slots=True)
 class Turn:
     """One model call: the messages added since the previous call (``input``: the user's input or the
     previous turn's tool results), the model's ``output``, the ``tool_calls`` it made with their results
-    (calls deferred for approval are the run's ``pending_approvals`` instead), ``usage`` (tokens), the
+    (calls deferred for approval are the run's ``pending_approvals`` instead), ``usage`` (tokens: the reply's,
+    plus what attempts of the call that failed had reported, a cut stream's input tokens for one), the
     ``stop_reason`` and the ``duration`` of the model call in seconds.
 
     ``provider`` and ``model`` name what answered (the model the provider reported, else the client's; with a
     :class:`~loopctl.providers.FallbackClient`, whichever client of the chain answered). ``cost`` is the
-    call's price in USD (:mod:`loopctl.pricing`), ``None`` when it is not known."""
+    call's price in USD (:mod:`loopctl.pricing`) for that usage, ``None`` when it is not known."""
 
     index: int
     input: tuple[Message, ...]

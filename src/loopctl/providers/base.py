@@ -28,7 +28,7 @@ from loopctl.message import Message
 from loopctl.providers.sse import ServerSentEvent, SSEDecoder
 from loopctl.response import ModelResponse
 from loopctl.stream import StreamAccumulator, StreamEvent, loads_exact
-from loopctl.tool import ToolChoice, ToolSchema
+from loopctl.tool import ToolChoice, ToolSchema, check_tool_choice
 
 __all__ = [
     "ConversionCache",
@@ -68,7 +68,8 @@ class ModelRequest:
     """One model call, provider-neutral: the conversation, the system prompt, the tools and the generation
     settings. ``max_tokens`` is in tokens; ``temperature`` as the provider takes it; ``extra`` is merged into
     the provider's body last (anything the provider accepts that has no option here). ``output_format``
-    constrains the reply's text to a schema (typed output in ``NativeOutput`` mode)."""
+    constrains the reply's text to a schema (typed output in ``NativeOutput`` mode). Raises ``ValueError``
+    for a ``tool_choice`` that is not a :data:`~loopctl.tool.ToolChoice`."""
 
     messages: Sequence[Message]
     system: str | None = None
@@ -80,6 +81,9 @@ class ModelRequest:
     reasoning_effort: ReasoningEffort | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     output_format: OutputFormat | None = None
+
+    def __post_init__(self) -> None:
+        check_tool_choice(self.tool_choice)
 
     def options(self) -> dict[str, Any]:
         """The settings as the keyword arguments every codec's ``build_request`` takes (all but the

@@ -392,20 +392,34 @@ class SessionStore(abc.ABC):
         expected_head: str | None,
         parent: str | Literal["head"] | None = "head",
         state: SessionState | None = None,
+        expected_revision: int | None = None,
     ) -> Appended:
         """Append ``messages`` to the session and move its head to the last of them, if and only if its head
-        is still ``expected_head`` (``None``: the session is empty or does not exist yet, and is created).
+        is still ``expected_head`` (``None``: the session is empty or does not exist yet, and is created)
+        and, when ``expected_revision`` is given, its revision is still that one. A writer that saves states
+        (a run's progress with no new message, such as an approval recorded before the call runs) needs the
+        revision: nodes are named by their content, so a write that keeps the head, or that appends what
+        another writer appended too, leaves the head as it was.
 
         The messages hang from ``parent``: the head (default), another node (hex id) to move the head to a new
         branch (a compaction or an edit, which leaves the old chain readable), or ``None`` to start a new
         chain. ``state`` is stored beside the new head and must hold exactly the messages of its chain; by
         default the session is at rest with them as its history (its settings kept).
 
-        Raises :class:`~loopctl.errors.ConcurrentUpdate` when the head has moved (nothing is written),
+        Raises :class:`~loopctl.errors.ConcurrentUpdate` when the head has moved or the revision is not the
+        one expected (nothing is written),
         ``SessionNotFound`` when ``expected_head`` is given but the session does not exist or ``parent``
         names no node, ``ValueError`` for a state that does not fit, ``InvalidMessage`` for a message that
         cannot be written (before anything is)."""
-        return self._append(check_session_id(session_id), list(messages), expected_head, parent, state, new_only=False)
+        return self._append(
+            check_session_id(session_id),
+            list(messages),
+            expected_head,
+            parent,
+            state,
+            new_only=False,
+            expected_revision=expected_revision,
+        )
 
     def _append(
         self,
@@ -417,6 +431,7 @@ class SessionStore(abc.ABC):
         *,
         new_only: bool,
         kind: HeadKind | None = None,
+        expected_revision: int | None = None,
     ) -> Appended:
         expected = _unhex(expected_head, "expected head")
         base = expected if parent == "head" else _unhex(parent, "parent")
@@ -450,6 +465,10 @@ class SessionStore(abc.ABC):
             current = _ob(current)
             if current != expected:
                 raise ConcurrentUpdate(sid, expected_head, _hex(current))
+            if expected_revision is not None and revision != expected_revision:
+                raise ConcurrentUpdate(
+                    sid, expected_head, _hex(current), expected_revision=expected_revision, actual_revision=revision
+                )
             if base is None:
                 depth0 = 0
             elif base == current:
@@ -838,11 +857,18 @@ class SessionStore(abc.ABC):
         expected_head: str | None,
         parent: str | Literal["head"] | None = "head",
         state: SessionState | None = None,
+        expected_revision: int | None = None,
     ) -> Appended:
         """:meth:`append`, off the event loop."""
         msgs = list(messages)
         return await asyncio.to_thread(
-            self.append, session_id, msgs, expected_head=expected_head, parent=parent, state=state
+            self.append,
+            session_id,
+            msgs,
+            expected_head=expected_head,
+            parent=parent,
+            state=state,
+            expected_revision=expected_revision,
         )
 
     async def afork(self, session_id: str, *, at: str | None = None, new_id: str | None = None) -> SessionInfo:

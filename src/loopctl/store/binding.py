@@ -4,7 +4,8 @@
 last wrote. Saving compares the machine's messages with that chain, object by object: what is new since
 goes on top of the head; when a compaction or a prune pass rewrote earlier messages, the new tail hangs from
 the last message they still share (so the old chain stays readable). Every save is a compare-and-swap on the
-head: a binding whose head another writer moved gets :class:`~loopctl.errors.ConcurrentUpdate`, writes
+head and the session's revision (a state saved at the same head by another writer counts as a move): a
+binding whose head another writer moved gets :class:`~loopctl.errors.ConcurrentUpdate`, writes
 nothing, and stays *stale* (every later save refuses the same way) until :meth:`SessionBinding.load` is
 called again.
 """
@@ -49,6 +50,9 @@ class SessionBinding:
         self.metadata: dict[str, Any] | None = dict(metadata) if metadata is not None else None
         self.head: str | None = None
         """The head this binding last read or wrote (hex; ``None`` for a session not yet written)."""
+        self.revision: int | None = None
+        """The session's revision when this binding last read or wrote it (``None``: not yet written); every
+        save expects it, so a state saved by another writer at the same head is seen too."""
         self.stale: ConcurrentUpdate | None = None
         """The refusal that made this binding stale, or ``None``."""
         self._messages: list[Message] = []
@@ -81,9 +85,10 @@ class SessionBinding:
     def _reset(self, stored: StoredSession | None) -> None:
         self.stale = None
         if stored is None:
-            self.head, self._messages, self._ids, self._state = None, [], [], None
+            self.head, self.revision, self._messages, self._ids, self._state = None, None, [], [], None
             return
         self.head = stored.head
+        self.revision = stored.revision
         self._messages = list(stored.messages)
         self._ids = list(stored.node_ids)
         st = stored.state
@@ -130,6 +135,7 @@ class SessionBinding:
 
     def _adopt_append(self, current: list[Message], shared: int, state: SessionState, done: Appended) -> None:
         self.head = done.head
+        self.revision = done.revision
         self._messages = current
         self._ids = self._ids[:shared] + list(done.node_ids)
         self._state = state.to_bytes()
@@ -137,7 +143,7 @@ class SessionBinding:
     def save(self, machine: LoopMachine) -> bool:
         """Write what changed in ``machine`` since the last load or save; ``False`` when nothing had. Raises
         :class:`~loopctl.errors.ConcurrentUpdate` (nothing written; the binding becomes stale) when another
-        writer moved the head, and ``StoreError`` when the database fails."""
+        writer moved the head (or saved a state at it), and ``StoreError`` when the database fails."""
         self._refuse_if_stale()
         plan = self._plan(machine)
         if plan is None:
@@ -146,7 +152,12 @@ class SessionBinding:
         parent = self._ids[shared - 1] if shared else None
         try:
             done = self.store.append(
-                self.session_id, current[shared:], expected_head=self.head, parent=parent, state=state
+                self.session_id,
+                current[shared:],
+                expected_head=self.head,
+                parent=parent,
+                state=state,
+                expected_revision=self.revision,
             )
         except ConcurrentUpdate as exc:
             self.stale = exc
@@ -164,7 +175,12 @@ class SessionBinding:
         parent = self._ids[shared - 1] if shared else None
         try:
             done = await self.store.aappend(
-                self.session_id, current[shared:], expected_head=self.head, parent=parent, state=state
+                self.session_id,
+                current[shared:],
+                expected_head=self.head,
+                parent=parent,
+                state=state,
+                expected_revision=self.revision,
             )
         except ConcurrentUpdate as exc:
             self.stale = exc
