@@ -16,7 +16,9 @@ decodes the reply. Pure module: no I/O, no clock.
 
 from __future__ import annotations
 
+import operator
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
@@ -32,6 +34,8 @@ from loopctl.tool import ToolChoice, ToolSchema
 
 __all__ = [
     "ConversionCache",
+    "LaidOutPrefix",
+    "RequestCache",
     "EventCallback",
     "ModelClient",
     "ModelRequest",
@@ -257,3 +261,97 @@ class ConversionCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+@dataclass(slots=True)
+class LaidOutPrefix:
+    """The start of one conversation as a codec last laid it out: ``messages`` (held, so that their
+    identity can be checked) became the output items ``items``, already written as JSON (compact UTF-8, the
+    items joined by ``,``, no brackets; ``b""`` for none), and ``count`` items in all. ``state`` is what the
+    codec carries over to lay out what follows (pairing state, system texts, names of calls...). Built by a
+    codec's incremental build; read as a whole, never changed in place once handed out except by that build."""
+
+    key: Any
+    messages: list[Message]
+    items: bytes = b""
+    count: int = 0
+    state: Any = None
+
+
+class RequestCache:
+    """What a client keeps between calls so that building the next request body costs O(new messages), not
+    O(history): the per-message conversions (:attr:`conversions`), the laid-out and serialized start of each
+    conversation it serves (:class:`LaidOutPrefix`, one per conversation, keyed by its first message), and
+    the converted tools.
+
+    A conversation is recognized by identity: a request whose first ``len(prefix.messages)`` messages are the
+    very objects of a stored prefix (messages are immutable) continues it, and only the messages after it are
+    converted, checked and written. Anything else (a compaction, an edited or removed message, other options)
+    lays the conversation out afresh. The bytes are the same either way (the codecs' property tests check it).
+    At most :attr:`max_conversations` prefixes are kept (least recently used dropped). Pure: no I/O.
+    """
+
+    __slots__ = ("_prefixes", "_tools", "conversions", "max_conversations")
+
+    def __init__(self, max_conversations: int = 1024) -> None:
+        self.conversions = ConversionCache()
+        self.max_conversations = max_conversations
+        self._prefixes: OrderedDict[int, LaidOutPrefix] = OrderedDict()
+        self._tools: tuple[Any, tuple[Any, ...], Any] | None = None
+
+    def prefix(self, messages: Sequence[Message], key: Any) -> LaidOutPrefix | None:
+        """The stored prefix that ``messages`` continue under ``key`` (same layout options), or ``None``.
+        Costs one identity comparison per message of the prefix (C speed: no Python per message)."""
+        if not messages:
+            return None
+        found = self._prefixes.get(id(messages[0]))
+        if found is None or found.key != key:
+            return None
+        held = found.messages
+        n = len(held)
+        if n > len(messages) or held[0] is not messages[0]:
+            return None
+        if n > 1 and not all(map(operator.is_, messages[:n], held)):
+            return None
+        self._prefixes.move_to_end(id(messages[0]))
+        return found
+
+    def keep(self, prefix: LaidOutPrefix) -> None:
+        """Store ``prefix`` (it replaces the one of the same conversation)."""
+        if not prefix.messages:
+            return
+        k = id(prefix.messages[0])
+        self._prefixes[k] = prefix
+        self._prefixes.move_to_end(k)
+        while len(self._prefixes) > self.max_conversations:
+            self._prefixes.popitem(last=False)
+
+    def forget(self, messages: Sequence[Message]) -> None:
+        """Drop the prefix stored for the conversation that starts with ``messages[0]``."""
+        if messages:
+            found = self._prefixes.get(id(messages[0]))
+            if found is not None and found.messages[0] is messages[0]:
+                del self._prefixes[id(messages[0])]
+
+    def tools(self, key: Any, tools: Sequence[Any], convert: Callable[[], Any]) -> Any:
+        """``convert()``, the converted form of ``tools`` under ``key``, made once while the same tool objects
+        (compared by identity; a :class:`~loopctl.tool.ToolSchema` is treated as immutable) come back."""
+        held = self._tools
+        if (
+            held is not None
+            and held[0] == key
+            and len(held[1]) == len(tools)
+            and all(map(operator.is_, held[1], tools))
+        ):
+            return held[2]
+        value = convert()
+        self._tools = (key, tuple(tools), value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._prefixes)
+
+
+def join_items(*parts: bytes) -> orjson.Fragment:
+    """A JSON array of already written items: each part is items joined by ``,`` (no brackets) or ``b""``."""
+    return orjson.Fragment(b"[" + b",".join(p for p in parts if p) + b"]")
