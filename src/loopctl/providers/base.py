@@ -36,6 +36,8 @@ __all__ = [
     "ConversionCache",
     "LaidOutPrefix",
     "RequestCache",
+    "held_messages",
+    "join_items",
     "EventCallback",
     "ModelClient",
     "ModelRequest",
@@ -265,14 +267,18 @@ class ConversionCache:
 
 @dataclass(slots=True)
 class LaidOutPrefix:
-    """The start of one conversation as a codec last laid it out: ``messages`` (held, so that their
-    identity can be checked) became the output items ``items``, already written as JSON (compact UTF-8, the
-    items joined by ``,``, no brackets; ``b""`` for none), and ``count`` items in all. ``state`` is what the
-    codec carries over to lay out what follows (pairing state, system texts, names of calls...). Built by a
-    codec's incremental build; read as a whole, never changed in place once handed out except by that build."""
+    """One conversation as a codec last sent it: ``messages`` (held, so that their identity can be checked)
+    is the whole request; ``messages[:start]`` became the output items ``items``, already written as JSON
+    (compact UTF-8, the items joined by ``,``, no brackets; ``b""`` for none), ``count`` items in all, which no
+    message appended after ``messages`` can change. A request continues the prefix only when it starts with
+    all of ``messages`` (the codecs' rules for where a layout is final hold for appends, not for another
+    continuation of a shorter start). ``state`` is what the codec carries over to lay out what follows
+    (system texts, where thinking was decided...). Built by a codec's incremental build, never changed once
+    kept."""
 
     key: Any
     messages: list[Message]
+    start: int
     items: bytes = b""
     count: int = 0
     state: Any = None
@@ -284,9 +290,9 @@ class RequestCache:
     conversation it serves (:class:`LaidOutPrefix`, one per conversation, keyed by its first message), and
     the converted tools.
 
-    A conversation is recognized by identity: a request whose first ``len(prefix.messages)`` messages are the
-    very objects of a stored prefix (messages are immutable) continues it, and only the messages after it are
-    converted, checked and written. Anything else (a compaction, an edited or removed message, other options)
+    A conversation is recognized by identity: a request whose first messages are the very objects of the
+    previous request of that conversation (messages are immutable) continues it, and only the messages from
+    the prefix's ``start`` on are converted, checked and written. Anything else (a compaction, an edited or removed message, other options)
     lays the conversation out afresh. The bytes are the same either way (the codecs' property tests check it).
     At most :attr:`max_conversations` prefixes are kept (least recently used dropped). Pure: no I/O.
     """
@@ -297,7 +303,7 @@ class RequestCache:
         self.conversions = ConversionCache()
         self.max_conversations = max_conversations
         self._prefixes: OrderedDict[int, LaidOutPrefix] = OrderedDict()
-        self._tools: tuple[Any, tuple[Any, ...], Any] | None = None
+        self._tools: dict[Any, tuple[tuple[Any, ...], Any]] = {}
 
     def prefix(self, messages: Sequence[Message], key: Any) -> LaidOutPrefix | None:
         """The stored prefix that ``messages`` continue under ``key`` (same layout options), or ``None``.
@@ -335,21 +341,25 @@ class RequestCache:
 
     def tools(self, key: Any, tools: Sequence[Any], convert: Callable[[], Any]) -> Any:
         """``convert()``, the converted form of ``tools`` under ``key``, made once while the same tool objects
-        (compared by identity; a :class:`~loopctl.tool.ToolSchema` is treated as immutable) come back."""
-        held = self._tools
-        if (
-            held is not None
-            and held[0] == key
-            and len(held[1]) == len(tools)
-            and all(map(operator.is_, held[1], tools))
-        ):
-            return held[2]
+        (compared by identity; a :class:`~loopctl.tool.ToolSchema` is treated as immutable) come back. What
+        ``convert`` raises is raised again on every call (nothing is kept)."""
+        held = self._tools.get(key)
+        if held is not None and len(held[0]) == len(tools) and all(map(operator.is_, held[0], tools)):
+            return held[1]
         value = convert()
-        self._tools = (key, tuple(tools), value)
+        if len(self._tools) >= 16:
+            self._tools.clear()
+        self._tools[key] = (tuple(tools), value)
         return value
 
     def __len__(self) -> int:
         return len(self._prefixes)
+
+
+def held_messages(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` as a list of the same objects (a slice: C speed for lists and the engine's views)."""
+    held = messages[:]
+    return held if isinstance(held, list) else list(held)
 
 
 def join_items(*parts: bytes) -> orjson.Fragment:

@@ -75,6 +75,7 @@ from loopctl.providers.base import (
     ReasoningEffort,
     RequestCache,
     SSEStreamDecoder,
+    held_messages as _held,
     join_items,
 )
 from loopctl.providers.sse import ServerSentEvent
@@ -288,10 +289,14 @@ def _build(
     if system_role not in ("system", "developer"):
         raise ValueError(f"system_role must be 'system' or 'developer', not {system_role!r}")
     opts = _Options(system_role, image_detail, replay_reasoning_content, tool_call_id_max_length)
-    refuse_unwritable_options(system, () if requests is not None else tools, _API)
+    if requests is None:
+        refuse_unwritable_options(system, tools, _API)
+    else:  # the tools' strings are checked once while the same tools come back
+        refuse_unwritable_options(system, (), _API)
+        requests.tools(("writable", _API), tools, lambda: refuse_unwritable_options(None, tools, _API))
     conversions = requests.conversions if requests is not None else cache
     prefix = requests.prefix(messages, opts) if requests is not None else None
-    start = len(prefix.messages) if prefix is not None else 0
+    start = prefix.start if prefix is not None else 0
     check_pairing(messages, _API, start)
     tail = messages[start:] if start else messages
     pieces: list[_Piece] = []
@@ -326,11 +331,12 @@ def _build(
         count = prefix.count if prefix is not None else 0
         body["messages"] = join_items(_items(head), old, written, _items(rest))
         if cut is not None:
-            held = [*(prefix.messages if prefix is not None else ()), *tail[: cut[0]]]
-            keep = LaidOutPrefix(opts, held, b",".join(p for p in (old, written) if p), count + len(done))
+            keep = LaidOutPrefix(
+                opts, _held(messages), start + cut[0], b",".join(p for p in (old, written) if p), count + len(done)
+            )
         if tools:
             body["tools"] = requests.tools(
-                (_API, strict_tools), tools, lambda: _tools_fragment(system, tools, strict_tools)
+                (_API, strict_tools), tools, lambda: _tools_fragment(tools, strict_tools)
             )
     elif tools:
         body["tools"] = [_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)]
@@ -357,8 +363,7 @@ def _items(items: list[dict[str, Any]]) -> bytes:
     return _dumps_bytes(items)[1:-1] if items else b""
 
 
-def _tools_fragment(system: str | None, tools: Sequence[ToolSchema], strict: bool) -> Any:
-    refuse_unwritable_options(None, tools, _API)
+def _tools_fragment(tools: Sequence[ToolSchema], strict: bool) -> Any:
     return join_items(_items([_tool(t, f"tools[{i}]", strict) for i, t in enumerate(tools)]))
 
 
