@@ -223,7 +223,7 @@ class BareLoop:
                     turn_input = []
                     if msg.tool_calls() and m.state is MachineState.AWAITING_MODEL:
                         # The machine answered every call itself (unknown tools, cut-off calls).
-                        committed = m.pending[-1]
+                        committed = m.full_history()[-1]  # O(1): pending would copy the run's messages
                         answered = self._with_machine_results(msg, committed, [])
                         turns[-1] = self._turn(step.turn, turns[-1].input, response, answered, last_duration)
                         turn_input = [committed]
@@ -237,8 +237,8 @@ class BareLoop:
                     message = Message(role=Role.USER, parts=tuple(results))
                     before_results = m.context_tokens
                     m.tool_results([message])
-                    m.context_tokens = before_results + message_tokens(self._counter, m.pending[-1])
-                    committed = m.pending[-1]
+                    committed = m.full_history()[-1]  # O(1): pending would copy the run's messages
+                    m.context_tokens = before_results + message_tokens(self._counter, committed)
                     assert last is not None
                     all_records = self._with_machine_results(last.message, committed, records)
                     turns[-1] = self._turn(step.turn, turns[-1].input, last, all_records, last_duration)

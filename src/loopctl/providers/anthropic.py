@@ -79,8 +79,10 @@ from loopctl.providers.base import (
     ReasoningEffort,
     RequestCache,
     SSEStreamDecoder,
+    ITEMS_MARK,
     held_messages as _held,
-    join_items,
+    write_items,
+    write_spliced,
 )
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
@@ -222,7 +224,7 @@ def build_request(
     call whose ``input`` is not a JSON object, a tool call or result that breaks the pairing rules
     (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing left to send.
     """
-    body, _ = _build(
+    body, _, _ = _build(
         messages,
         model=model,
         system=system,
@@ -261,8 +263,8 @@ def encode_request(
     (the first block of the assistant turn after the last plain user turn is carried over when that turn
     lies in the prefix). Raises what :func:`build_request` raises.
     """
-    body, prefix = _build(messages, model=model, cache=None, requests=cache, **options)
-    out = _dumps_bytes(body)
+    body, prefix, parts = _build(messages, model=model, cache=None, requests=cache, **options)
+    out = write_spliced(body, *parts) if parts is not None else _dumps_bytes(body)
     if cache is not None and prefix is not None:
         cache.keep(prefix)
     return out
@@ -313,8 +315,10 @@ def _build(
     cache: ConversionCache | None = None,
     requests: RequestCache | None = None,
     prompt_cache: bool = True,
-) -> tuple[dict[str, Any], LaidOutPrefix | None]:
-    """The body and (with ``requests``) the prefix to keep for the next call (see :func:`encode_request`)."""
+) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
+    """The body and, with ``requests``, the prefix to keep for the next call and the parts of the messages
+    array (``body["messages"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`; see
+    :func:`encode_request`)."""
     if requests is None:
         refuse_unwritable_options(system, tools, "Anthropic")
     else:  # the tools' strings are checked once while the same tools come back
@@ -371,21 +375,24 @@ def _build(
     if system_blocks:
         body["system"] = system_blocks
     keep: LaidOutPrefix | None = None
+    parts: tuple[tuple[bytes, ...], list[dict[str, Any]]] | None = None
     if requests is None:
         body["messages"] = [{"role": role, "content": content} for role, content in turns]
     else:
         cut = _cut(laid_out, prompt_cache)
         done = [{"role": role, "content": content} for role, content in laid_out[:cut]]
         rest = [{"role": role, "content": content} for role, content in turns[cut:]]
-        old = prefix.items if prefix is not None else b""
-        written = _items(done)
-        body["messages"] = join_items(old, written, _items(rest))
+        chunks = prefix.chunks if prefix is not None else ()
+        written = write_items(done)
+        if written:
+            chunks = (*chunks, written)
+        body["messages"] = ITEMS_MARK
+        parts = (chunks, rest)
         if cut:
             upto = firsts[cut]
             count = (prefix.count if prefix is not None else 0) + cut
             state = _carry(carry, count - cut, laid_out, cut, [t for off, t in tail_system if off < upto])
-            joined = b",".join(p for p in (old, written) if p)
-            keep = LaidOutPrefix(key, _held(messages), start + upto, joined, count, state)
+            keep = LaidOutPrefix(key, _held(messages), start + upto, chunks, count, state)
     if tool_list:
         body["tools"] = tool_list
         if tool_choice is not None:
@@ -400,12 +407,7 @@ def _build(
         body["stream"] = True
     if extra:
         body.update(extra)
-    return body, keep
-
-
-def _items(items: list[dict[str, Any]]) -> bytes:
-    """``items`` written as JSON, joined by ``,``, without the brackets (``b""`` for none)."""
-    return _dumps_bytes(items)[1:-1] if items else b""
+    return body, keep, parts
 
 
 def _tool_list(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:

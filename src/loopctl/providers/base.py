@@ -27,6 +27,7 @@ import orjson
 
 from loopctl.errors import ProviderError, ProviderProtocolError
 from loopctl.message import Message
+from loopctl.message.model import _dumps_bytes
 from loopctl.providers.sse import ServerSentEvent, SSEDecoder
 from loopctl.response import ModelResponse
 from loopctl.stream import StreamAccumulator, StreamEvent, loads_exact
@@ -36,8 +37,10 @@ __all__ = [
     "ConversionCache",
     "LaidOutPrefix",
     "RequestCache",
+    "ITEMS_MARK",
     "held_messages",
-    "join_items",
+    "write_items",
+    "write_spliced",
     "EventCallback",
     "ModelClient",
     "ModelRequest",
@@ -268,8 +271,8 @@ class ConversionCache:
 @dataclass(slots=True)
 class LaidOutPrefix:
     """One conversation as a codec last sent it: ``messages`` (held, so that their identity can be checked)
-    is the whole request; ``messages[:start]`` became the output items ``items``, already written as JSON
-    (compact UTF-8, the items joined by ``,``, no brackets; ``b""`` for none), ``count`` items in all, which no
+    is the whole request; ``messages[:start]`` became ``count`` output items, already written as JSON in
+    ``chunks`` (compact UTF-8; each chunk is one or more items, each followed by ``,``), which no
     message appended after ``messages`` can change. A request continues the prefix only when it starts with
     all of ``messages`` (the codecs' rules for where a layout is final hold for appends, not for another
     continuation of a shorter start). ``state`` is what the codec carries over to lay out what follows
@@ -279,7 +282,7 @@ class LaidOutPrefix:
     key: Any
     messages: list[Message]
     start: int
-    items: bytes = b""
+    chunks: tuple[bytes, ...] = ()
     count: int = 0
     state: Any = None
 
@@ -362,6 +365,27 @@ def held_messages(messages: Sequence[Message]) -> list[Message]:
     return held if isinstance(held, list) else list(held)
 
 
-def join_items(*parts: bytes) -> orjson.Fragment:
-    """A JSON array of already written items: each part is items joined by ``,`` (no brackets) or ``b""``."""
-    return orjson.Fragment(b"[" + b",".join(p for p in parts if p) + b"]")
+ITEMS_MARK: Any = orjson.Fragment(b"\x00")
+"""Stands in a body for the array an incremental build writes itself (:func:`write_spliced`): orjson never
+writes a NUL byte (it escapes one inside a string), so the mark is found without ambiguity."""
+
+
+def write_items(items: Sequence[Any]) -> bytes:
+    """``items`` written as JSON (the project's serializer), each followed by ``,`` (``b""`` for none)."""
+    if not items:
+        return b""
+    written = _dumps_bytes(items)
+    return written[1:-1] + b","
+
+
+def write_spliced(body: Mapping[str, Any], chunks: Sequence[bytes], last: Sequence[Any]) -> bytes:
+    """``body`` written as JSON with, in place of :data:`ITEMS_MARK`, the array of the items written in
+    ``chunks`` (see :func:`write_items`) followed by ``last``: the bytes of the same body holding the
+    whole list, assembled in one copy."""
+    head, mark, end = _dumps_bytes(body).partition(b"\x00")
+    if not mark:
+        raise ValueError("the body holds no ITEMS_MARK")
+    tail = _dumps_bytes(list(last))[1:-1] if last else b""
+    if not tail and chunks:
+        chunks = (*chunks[:-1], chunks[-1][:-1])  # no comma after the last item
+    return b"".join((head, b"[", *chunks, tail, b"]", end))

@@ -75,8 +75,10 @@ from loopctl.providers.base import (
     ReasoningEffort,
     RequestCache,
     SSEStreamDecoder,
+    ITEMS_MARK,
     held_messages as _held,
-    join_items,
+    write_items,
+    write_spliced,
 )
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
@@ -211,7 +213,7 @@ def build_request(
     (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing to send. Raises
     ``ValueError`` for a bad option value.
     """
-    body, _ = _build(
+    body, _, _ = _build(
         messages,
         model=model,
         system=system,
@@ -252,8 +254,8 @@ def encode_request(
     rest is the bytes of the previous call. Tool schemas are converted once while the same objects come back.
     Raises what :func:`build_request` raises, and ``InvalidMessage`` for text with a lone surrogate.
     """
-    body, prefix = _build(messages, model=model, cache=None, requests=cache, **options)
-    out = _dumps_bytes(body)
+    body, prefix, parts = _build(messages, model=model, cache=None, requests=cache, **options)
+    out = write_spliced(body, *parts) if parts is not None else _dumps_bytes(body)
     if cache is not None and prefix is not None:
         cache.keep(prefix)
     return out
@@ -280,10 +282,11 @@ def _build(
     image_detail: ImageDetail | None = None,
     replay_reasoning_content: bool = False,
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
-) -> tuple[dict[str, Any], LaidOutPrefix | None]:
-    """The body, and (with ``requests``) the prefix to keep for the next call. Without ``requests`` the
-    messages are laid out whole (``body["messages"]`` a list); with it, from the stored prefix on
-    (``body["messages"]`` an ``orjson.Fragment`` of the same bytes)."""
+) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
+    """The body, and (with ``requests``) the prefix to keep for the next call and the parts of the messages
+    array. Without ``requests`` the messages are laid out whole (``body["messages"]`` a list); with it, from
+    the stored prefix on (``body["messages"]`` is :data:`~loopctl.providers.base.ITEMS_MARK`, the array the
+    written chunks of the prefix and the new items: see :func:`~loopctl.providers.base.write_spliced`)."""
     if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
         raise ValueError(f"max_tokens_param must be 'max_completion_tokens' or 'max_tokens', not {max_tokens_param!r}")
     if system_role not in ("system", "developer"):
@@ -321,19 +324,21 @@ def _build(
 
     body: dict[str, Any] = {"model": model, "messages": chat}
     keep: LaidOutPrefix | None = None
+    parts: tuple[tuple[bytes, ...], list[dict[str, Any]]] | None = None
     if requests is not None:
         # The layout before an assistant message never changes when messages are added after it (results are
         # gathered up to the next assistant message): everything before the last one becomes the prefix.
         cut = next((s for s in reversed(starts) if s[0] > 0), None)
         done, rest = (chat[: cut[1]], chat[cut[1] :]) if cut is not None else ([], chat)
-        written = _items(done)
-        old = prefix.items if prefix is not None else b""
-        count = prefix.count if prefix is not None else 0
-        body["messages"] = join_items(_items(head), old, written, _items(rest))
+        chunks = prefix.chunks if prefix is not None else ()
+        written = write_items(done)
+        if written:
+            chunks = (*chunks, written)
+        body["messages"] = ITEMS_MARK
+        parts = ((write_items(head), *chunks) if head else chunks, rest)
         if cut is not None:
-            keep = LaidOutPrefix(
-                opts, _held(messages), start + cut[0], b",".join(p for p in (old, written) if p), count + len(done)
-            )
+            count = (prefix.count if prefix is not None else 0) + len(done)
+            keep = LaidOutPrefix(opts, _held(messages), start + cut[0], chunks, count)
         if tools:
             body["tools"] = requests.tools(
                 (_API, strict_tools), tools, lambda: _tools_fragment(tools, strict_tools)
@@ -355,16 +360,11 @@ def _build(
         body["stream_options"] = {"include_usage": True}
     if extra:
         body.update(extra)
-    return body, keep
-
-
-def _items(items: list[dict[str, Any]]) -> bytes:
-    """``items`` written as JSON, joined by ``,``, without the brackets (``b""`` for none)."""
-    return _dumps_bytes(items)[1:-1] if items else b""
+    return body, keep, parts
 
 
 def _tools_fragment(tools: Sequence[ToolSchema], strict: bool) -> Any:
-    return join_items(_items([_tool(t, f"tools[{i}]", strict) for i, t in enumerate(tools)]))
+    return orjson.Fragment(_dumps_bytes([_tool(t, f"tools[{i}]", strict) for i, t in enumerate(tools)]))
 
 
 def encode_request_from(
