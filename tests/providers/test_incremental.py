@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from loopctl.errors import LoopError
 from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from loopctl.message.model import _dumps_bytes
-from loopctl.providers import anthropic, openai_chat
+from loopctl.providers import anthropic, openai_chat, openai_responses
 from loopctl.providers.base import RequestCache
 from loopctl.tool import ForceTool, ToolSchema
 from tests import strategies
@@ -52,9 +52,23 @@ def _anthropic_options(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
+def _responses_options(draw: st.DrawFn) -> dict[str, Any]:
+    return {
+        "system": draw(st.sampled_from(SYSTEMS)),
+        "tools": draw(st.sampled_from([(), TOOLS_A, TOOLS_B])),
+        "stream": draw(st.booleans()),
+        "system_role": draw(st.sampled_from(["system", "developer"])),
+        "system_as_instructions": draw(st.booleans()),
+        "store": draw(st.sampled_from([None, True, False])),
+        "reasoning_effort": draw(st.sampled_from([None, "low"])),
+        "strict_tools": draw(st.booleans()),
+    }
+
+
 CODECS: list[tuple[ModuleType, Callable[[st.DrawFn], dict[str, Any]]]] = [
     (openai_chat, _chat_options),
     (anthropic, _anthropic_options),
+    (openai_responses, _responses_options),
 ]
 
 
@@ -150,7 +164,7 @@ def _tool_loop(turns: int, *, thinking: bool = False) -> list[Message]:
     return messages
 
 
-@pytest.mark.parametrize("codec", [openai_chat, anthropic], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("codec", [openai_chat, anthropic, openai_responses], ids=lambda c: c.__name__)
 def test_a_tool_loop_keeps_all_but_its_last_turns_as_a_prefix(codec: ModuleType) -> None:
     messages = _tool_loop(30)
     cache = RequestCache()
@@ -159,9 +173,9 @@ def test_a_tool_loop_keeps_all_but_its_last_turns_as_a_prefix(codec: ModuleType)
             codec.build_request(messages[:n], model="m", tools=TOOLS_A)
         )
     (prefix,) = cache._prefixes.values()
-    # Chat keeps everything before the last assistant message; Anthropic also leaves the last two user
-    # turns (the cache breakpoints) out of the prefix.
-    expected = len(messages) - 2 if codec is openai_chat else len(messages) - 4
+    # Chat and Responses keep everything before the last assistant message; Anthropic also leaves the last
+    # two user turns (the cache breakpoints) out of the prefix.
+    expected = len(messages) - 4 if codec is anthropic else len(messages) - 2
     assert prefix.start == expected
     assert prefix.count == expected
 
