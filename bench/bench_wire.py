@@ -571,6 +571,8 @@ def main() -> None:
         # --reps times, larger ones run long enough to be measured once.
         for rep in range(a.reps):
             sizes = ns if rep == 0 else [n for n in ns if n <= a.rep_max_n]
+            if not sizes:  # --ns "": C(K) only
+                continue
             for driver in drivers:
                 res = _run_worker(["series", driver, base, ",".join(map(str, sizes)), str(a.max_run_s)],
                                   timeout=a.max_run_s * 2 * len(sizes) + 120)  # fmt: skip

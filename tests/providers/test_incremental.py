@@ -114,7 +114,7 @@ def timelines(draw: st.DrawFn) -> list[tuple[str, Any]]:
     return steps
 
 
-@pytest.mark.parametrize("codec, option_strategy", CODECS, ids=lambda c: getattr(c, "__name__", ""))
+@pytest.mark.parametrize(("codec", "option_strategy"), CODECS, ids=lambda c: getattr(c, "__name__", ""))
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_incremental_bytes_equal_a_fresh_build(
@@ -122,7 +122,7 @@ def test_incremental_bytes_equal_a_fresh_build(
 ) -> None:
     source = data.draw(strategies.conversations(max_turns=10))
     steps = data.draw(timelines())
-    options = data.draw(st.composite(lambda draw: option_strategy(draw))())
+    options = data.draw(st.composite(option_strategy)())
     cache = RequestCache()
     current: list[Message] = source[:1]
     taken = 1
@@ -141,9 +141,9 @@ def test_incremental_bytes_equal_a_fresh_build(
         elif kind == "rollback" and current:
             current = current[: arg % len(current) + 1]
         elif kind == "fork":
-            other = current[: max(1, len(current) // 2)] + [Message.user("a forked question")]
+            other = [*current[:max(1, len(current) // 2)], Message.user("a forked question")]
         elif kind == "options":
-            options = data.draw(st.composite(lambda draw: option_strategy(draw))())
+            options = data.draw(st.composite(option_strategy)())
         for conversation in (current, other):
             if conversation is None:
                 continue

@@ -61,6 +61,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
+from loopctl.message.model import _dumps_bytes
 from loopctl.providers._common import (
     check_pairing,
     classify_http_error,
@@ -71,18 +72,19 @@ from loopctl.providers._common import (
     refuse_unwritable_options,
     rewrite_tool_id,
 )
-from loopctl.message.model import _dumps_bytes
 from loopctl.providers.base import (
+    ITEMS_MARK,
     ConversionCache,
     LaidOutPrefix,
     ModelRequest,
     ReasoningEffort,
     RequestCache,
     SSEStreamDecoder,
-    ITEMS_MARK,
-    held_messages as _held,
     write_items,
     write_spliced,
+)
+from loopctl.providers.base import (
+    held_messages as _held,
 )
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage

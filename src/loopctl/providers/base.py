@@ -295,9 +295,10 @@ class RequestCache:
 
     A conversation is recognized by identity: a request whose first messages are the very objects of the
     previous request of that conversation (messages are immutable) continues it, and only the messages from
-    the prefix's ``start`` on are converted, checked and written. Anything else (a compaction, an edited or removed message, other options)
-    lays the conversation out afresh. The bytes are the same either way (the codecs' property tests check it).
-    At most :attr:`max_conversations` prefixes are kept (least recently used dropped). Pure: no I/O.
+    the prefix's ``start`` on are converted, checked and written. Anything else (a compaction, an edited or
+    removed message, a fork, other options) lays the conversation out afresh. The bytes are the same either
+    way (the codecs' property tests check it). At most :attr:`max_conversations` prefixes are kept (least
+    recently used dropped). Pure: no I/O.
     """
 
     __slots__ = ("_prefixes", "_tools", "conversions", "max_conversations")

@@ -51,6 +51,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
+from loopctl.message.model import _dumps_bytes
 from loopctl.providers._common import (
     TOOL_ERROR_MARKER,
     check_pairing,
@@ -67,18 +68,19 @@ from loopctl.providers._common import (
 )
 from loopctl.providers._openai_strict import plain_schema as _plain
 from loopctl.providers._openai_strict import strict_schema
-from loopctl.message.model import _dumps_bytes
 from loopctl.providers.base import (
+    ITEMS_MARK,
     ConversionCache,
     LaidOutPrefix,
     ModelRequest,
     ReasoningEffort,
     RequestCache,
     SSEStreamDecoder,
-    ITEMS_MARK,
-    held_messages as _held,
     write_items,
     write_spliced,
+)
+from loopctl.providers.base import (
+    held_messages as _held,
 )
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage

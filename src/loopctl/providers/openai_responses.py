@@ -57,6 +57,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
+from loopctl.message.model import _dumps_bytes
 from loopctl.providers._common import (
     TOOL_ERROR_MARKER,
     check_pairing,
@@ -71,7 +72,6 @@ from loopctl.providers._common import (
     rewrite_tool_id,
 )
 from loopctl.providers._openai_strict import strict_schema
-from loopctl.message.model import _dumps_bytes
 from loopctl.providers.base import (
     ITEMS_MARK,
     ConversionCache,
