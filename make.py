@@ -3,6 +3,8 @@
 
     python3 make.py demo    # make .venv, install loopctl, run the main job (no API key needed)
     python3 make.py test    # make .venv, install loopctl and its dev tools, run ruff, mypy and pytest
+                            # (installs PostgreSQL with apt-get when it is missing and we are root;
+                            # LOOPCTL_SKIP_POSTGRES=1 skips that and the PostgreSQL tests)
     python3 make.py bench   # the benchmarks (installs the peer libraries into .venv-bench)
 
 Every job creates its own virtual environment in the checkout (``.venv``) and installs into it only when
@@ -17,7 +19,9 @@ import shutil
 import subprocess
 import sys
 import venv
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 
@@ -67,8 +71,65 @@ def demo(args: list[str]) -> None:
     print(f"\nmake.py: the demo worked on a copy of examples/sample-project in {work}; see {work / 'TODO.md'}")
 
 
+PG_SKIP_VAR = "LOOPCTL_SKIP_POSTGRES"
+
+
+def _find_pg_bindir() -> Path | None:
+    """``loopctl.testing.postgres.find_bindir``, loaded from its file (it is standard library only), so the
+    tests and this script look for PostgreSQL in the same places."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_loopctl_pg", ROOT / "src" / "loopctl" / "testing" / "postgres.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found: Path | None = module.find_bindir()
+    return found
+
+
+def ensure_postgres(
+    *,
+    find: Callable[[], Path | None] = _find_pg_bindir,
+    run: Callable[..., Any] = subprocess.run,
+    is_root: bool | None = None,
+    has_apt: bool | None = None,
+) -> bool:
+    """Make sure PostgreSQL's server programs are installed, for the tests that start a real server: when
+    ``initdb``/``pg_ctl`` are missing and this runs as root on a machine with apt-get (CI), install the
+    ``postgresql`` package. Returns whether they are there. ``LOOPCTL_SKIP_POSTGRES=1`` skips the check (and
+    the tests skip themselves). The keyword arguments replace the checks and the command runner, for tests."""
+    if os.environ.get(PG_SKIP_VAR) == "1":
+        print(f"make.py: {PG_SKIP_VAR}=1: PostgreSQL is not checked and its tests are skipped", flush=True)
+        return False
+    if find() is not None:
+        return True
+    if is_root is None:
+        is_root = os.name == "posix" and os.geteuid() == 0
+    if has_apt is None:
+        has_apt = shutil.which("apt-get") is not None
+    if not (is_root and has_apt):
+        print(
+            "make.py: PostgreSQL (initdb, pg_ctl) is not installed and cannot be installed from here (that needs "
+            f"root and apt-get); the PostgreSQL tests will fail. Install it, or set {PG_SKIP_VAR}=1 to skip them.",
+            flush=True,
+        )
+        return False
+    print("make.py: installing PostgreSQL (apt-get install postgresql)", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"]):
+        result = run(cmd, check=False, env=env)
+        if result.returncode != 0:
+            print(f"make.py: {' '.join(cmd)} failed (exit {result.returncode}); the PostgreSQL tests will fail")
+            return False
+    if find() is None:
+        print("make.py: the postgresql package is installed but initdb/pg_ctl are still not found", flush=True)
+        return False
+    return True
+
+
 def test(args: list[str]) -> None:
     py = _venv(".venv", ".[dev]")
+    ensure_postgres()
     print("make.py: ruff (lint)", flush=True)
     _run([str(py), "-m", "ruff", "check", "src", "tests", "bench"])
     print("make.py: mypy --strict", flush=True)

@@ -1,8 +1,15 @@
-"""Build, check, print and save a small conversation with loopctl's message model."""
+"""Build, check, print and save a small conversation with loopctl's message model.
+
+    python examples/build_conversation.py [PATH]
+
+saves to PATH, or to a temporary folder that is removed afterwards (nothing is left behind).
+"""
 
 from __future__ import annotations
 
 import sys
+import tempfile
+from pathlib import Path
 
 from loopctl import Message, MessagePart, Retention, Role
 from loopctl.message import check_conversation, load_conversation, save_conversation
@@ -25,7 +32,8 @@ problems = check_conversation(conversation)
 print(f"{len(conversation)} messages, {len(problems)} problems")
 for message in conversation:
     print(f"--- {message.role.value}\n{message}")
-path = sys.argv[1] if len(sys.argv) > 1 else "conversation.json"
-save_conversation(path, conversation)
-assert load_conversation(path) == conversation
-print(f"saved to {path} and read back unchanged")
+with tempfile.TemporaryDirectory() as scratch:
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(scratch) / "conversation.json"
+    save_conversation(path, conversation)
+    assert load_conversation(path) == conversation
+    print(f"saved to {path} and read back unchanged")

@@ -1,4 +1,5 @@
-"""Shared test helpers: the recorded provider traffic (copied from ../shared/fixtures, see its INDEX.md)."""
+"""Shared test helpers: the recorded provider traffic (copied from ../shared/fixtures, see its INDEX.md), and a
+real PostgreSQL server (:mod:`tests.postgres`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.postgres import postgres_database, postgres_dsn, postgres_server
+
+__all__ = ["postgres_database", "postgres_dsn", "postgres_server"]  # fixtures for every test module
 
 TRAFFIC = Path(__file__).parent / "fixtures" / "provider-traffic"
 

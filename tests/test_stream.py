@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from loopctl.message import ToolCallPart
 from loopctl.message.model import MAX_INPUT_DEPTH
 from loopctl.response import StopReason
-from loopctl.stream import PartStarted, ResponseFinished, StreamAccumulator, ToolCallDelta, parse_arguments
+from loopctl.stream import PartStarted, ResponseFinished, StreamAccumulator, ToolCallDelta, loads_exact, parse_arguments
 
 
 def test_arguments_nested_deeper_than_a_tool_input_may_be_are_an_invalid_call() -> None:
@@ -37,3 +44,51 @@ def test_integers_past_64_bits_in_arguments_are_kept_exactly() -> None:
     assert all(type(n) is int for n in (value["A"], value["B"][0], value["B"][2]))
     assert parse_arguments('{"n": 9007199254740993}') == ({"n": 9007199254740993}, None)
     assert parse_arguments('{"x": NaN, "pad": 1234567890123456789012}')[1] is not None
+
+
+# loads_exact finds a possible integer past 64 bits by a scan of its digits; whatever the text, it must read
+# the same values as the standard library (which keeps every integer exact), with the same types.
+_wide_json = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.integers(-(2**200), 2**200),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(st.characters(codec="utf-8", exclude_categories=("Cs",))),
+        st.text(st.sampled_from("0123456789١٢٣٤٥٦٧٨٩߀"), min_size=15, max_size=40),  # digits inside strings
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value), value)
+
+
+@given(_wide_json, st.booleans(), st.booleans())
+def test_loads_exact_reads_what_the_standard_library_reads(value: Any, ascii_only: bool, as_bytes: bool) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    expected = _typed(json.loads(text))
+    assert _typed(loads_exact(text.encode() if as_bytes else text)) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1234567890123456789",  # 19 digits, within 64 bits
+        "12345678901234567890",  # 20 digits, past them
+        "-9223372036854775809",
+        '{"a": "x", "n": [18446744073709551616]}',
+        '["é漢字🚀", 123456789012345678901234567890]',
+        '{"digits in text": "12345678901234567890123", "n": 1}',
+    ],
+)
+def test_loads_exact_keeps_integers_of_any_size(text: str) -> None:
+    assert _typed(loads_exact(text)) == _typed(json.loads(text))
+    assert _typed(loads_exact(text.encode())) == _typed(json.loads(text))

@@ -14,31 +14,60 @@ This module is pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loopctl.engine.limits import LimitHit
+    from loopctl.engine.permission import PendingApproval
+    from loopctl.engine.run import Run
+
 __all__ = [
+    "ApprovalError",
     "AuthenticationError",
+    "AwaitingApproval",
     "CompactionError",
     "CompactionNoProgress",
     "CompactionOverflow",
+    "ConcurrentUpdate",
     "ConnectionFailed",
     "ContextOverflow",
     "ConversationFileError",
+    "CostUnknown",
+    "FallbackExhausted",
+    "FallbackFailed",
+    "HookFailed",
     "InvalidConversation",
     "InvalidMessage",
     "InvalidRequest",
+    "LoopDetected",
     "LoopError",
     "MachineStateError",
     "MissingAPIKey",
+    "MaxTokensReached",
     "ModelNotFound",
+    "OutputInvalid",
+    "OutputValidationError",
     "Overloaded",
     "ProviderError",
     "ProviderProtocolError",
     "ProviderTimeout",
     "RateLimited",
+    "RunCancelled",
+    "RunError",
+    "RunFailed",
+    "RunRefused",
     "ServerError",
+    "SessionExists",
+    "SessionNotFound",
+    "StoreCorrupt",
+    "StoreError",
     "StreamTruncated",
     "ToolError",
     "ToolTimeout",
+    "TurnLimitReached",
     "UnsupportedContent",
+    "UsageLimitReached",
 ]
 
 
@@ -55,12 +84,25 @@ class LoopError(Exception):
         super().__init__(message)
         self.message = message
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its class, its args and its attributes, rebuilt without calling ``__init__`` (whose
+        # parameters differ from ``args`` in most subclasses): so an error crosses a process boundary
+        # (multiprocessing, a durable engine's records) as itself.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[LoopError], args: tuple[Any, ...], state: dict[str, Any]) -> LoopError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 # --- errors in what the caller built -------------------------------------------------------------------
 
 
 class InvalidMessage(LoopError, ValueError):
-    """A message or part that does not fit the model (spec: ``python-api.md``, "Wire form").
+    """A message or part that does not fit the model (``docs/wire-format.md``).
 
     Raised for a wrong type, a missing required key, an unknown part ``type``, an ``encoding`` other than
     ``base64``, image data that is not base64, or a string that cannot be written as UTF-8 (a lone
@@ -225,6 +267,19 @@ class ProviderProtocolError(ProviderError):
     """The provider sent something that is not a valid reply (garbage where JSON or SSE belongs)."""
 
 
+class FallbackFailed(LoopError):
+    """Every client of a :class:`~loopctl.providers.FallbackClient` failed the call, the last one in a way that
+    would have moved it to another client. :attr:`errors` holds each attempt's ``(label, error)``, in the
+    order tried (``label`` is ``"provider:model"``; a client retried counts once, with its last error).
+    :attr:`retryable` is true when every error was."""
+
+    def __init__(self, errors: Sequence[tuple[str, LoopError]]) -> None:
+        self.errors = tuple(errors)
+        self.retryable = bool(self.errors) and all(e.retryable for _, e in self.errors)
+        listed = "; ".join(f"{label}: {type(e).__name__}: {e}" for label, e in self.errors)
+        super().__init__(f"every model of the fallback chain failed ({listed})")
+
+
 # --- errors in the loop itself ----------------------------------------------------------------------------
 
 
@@ -240,6 +295,29 @@ class ToolTimeout(ToolError):
         self.tool = tool
         self.timeout = timeout
         super().__init__(f"tool {tool!r} timed out after {timeout:g} s")
+
+
+class HookFailed(LoopError):
+    """A hook (:class:`~loopctl.engine.Hook`) raised, or returned what its method may not: the run fails with
+    this error. :attr:`hook` names the hook (its ``name`` attribute, else its class), :attr:`method` the
+    method (``before_model``, ``after_model``, ``before_tool``, ``after_tool``); the hook's own exception is
+    the ``__cause__``."""
+
+    def __init__(self, hook: str, method: str, problem: str) -> None:
+        self.hook = hook
+        self.method = method
+        super().__init__(f"hook {hook}.{method} failed: {problem}")
+
+
+class ApprovalError(LoopError, ValueError):
+    """Approvals that do not fit the loop's run: ``approvals=`` for a loop whose run is not paused, a call id
+    that awaits no approval, a decision of the wrong type, or new input given to a paused run without
+    deciding it (decide its calls, or end it with ``loop.machine.cancel()``)."""
+
+
+class CostUnknown(LoopError):
+    """A run with a cost limit got a reply whose price is unknown (:mod:`loopctl.pricing`), so the limit
+    cannot be checked: the run stops rather than spend unchecked."""
 
 
 class CompactionError(LoopError):
@@ -270,3 +348,144 @@ class CompactionNoProgress(CompactionError):
 class CompactionOverflow(CompactionError):
     """Even the parts a pass must keep (the first message, ``Durable`` results with their calls, the
     protected tail) do not fit the target; the numbers are on the error."""
+
+
+# --- errors of the session store (loopctl.store) ----------------------------------------------------------
+
+
+class StoreError(LoopError):
+    """A session store could not do what was asked: the database cannot be opened or written, its schema is
+    newer than this release reads, or a base class for the more specific errors below.
+
+    :attr:`session_id` names the session concerned, when there is one.
+    """
+
+    def __init__(self, message: str, *, session_id: str | None = None) -> None:
+        self.session_id = session_id
+        super().__init__(message)
+
+
+class ConcurrentUpdate(StoreError):
+    """An append named a head that is no longer the session's head: another writer moved it first.
+
+    Nothing was written. :attr:`expected` is the head the writer named and :attr:`actual` the head it found
+    (node ids in hex, ``None`` for an empty or missing session). Load the session again and redo the work
+    on top of the new head; retrying the same append cannot succeed.
+    """
+
+    def __init__(self, session_id: str, expected: str | None, actual: str | None) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id!r} was changed by another writer: its head is {_short(actual)}, not "
+            f"{_short(expected)} as this writer expected; nothing was written (load the session again)",
+            session_id=session_id,
+        )
+
+
+class SessionNotFound(StoreError, LookupError):
+    """No session of that id in the store (or no node of that id, for a lookup by node)."""
+
+
+class SessionExists(StoreError, ValueError):
+    """A new session (a fork, an import) was given the id of a session that already exists."""
+
+
+class StoreCorrupt(StoreError):
+    """A stored row cannot be read back: a node whose message does not parse, a chain with a missing link, a
+    state document of the wrong shape. :attr:`node` is the node's id (hex) when one is concerned.
+    ``store.verify(session_id)`` lists every such problem of a session."""
+
+    def __init__(self, message: str, *, session_id: str | None = None, node: str | None = None) -> None:
+        self.node = node
+        super().__init__(message, session_id=session_id)
+
+
+def _short(node: str | None) -> str:
+    return "empty" if node is None else node[:12]
+
+
+# --- how a run ended -----------------------------------------------------------------------------------------
+
+
+class OutputValidationError(LoopError, ValueError):
+    """The model's answer did not validate as the run's output type, after every retry the run allowed.
+
+    :attr:`errors` lists what was wrong, one sentence each (for pydantic errors: ``location: message``), the
+    same text the model was sent.
+    """
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__("the output is not valid: " + "; ".join(errors))
+
+
+class RunError(LoopError):
+    """A run that did not complete, raised by :meth:`loopctl.engine.Run.raise_for_outcome` (as httpx's
+    ``raise_for_status`` raises for an error status). :attr:`run` is the record (outcome, turns, usage); the
+    error that ended the run, if one did, is ``run.error`` and this error's ``__cause__``. Each outcome kind
+    has its subclass, so ``except RunCancelled`` catches just that."""
+
+    def __init__(self, message: str, run: Run[Any]) -> None:
+        self.run = run
+        super().__init__(message)
+
+
+class RunFailed(RunError):
+    """An error ended the run (outcome ``FAILED``, or ``CONTEXT_OVERFLOW``: it could not fit the window)."""
+
+
+class RunCancelled(RunError):
+    """The caller cancelled the run (outcome ``CANCELLED``)."""
+
+
+class TurnLimitReached(RunError):
+    """The run made ``max_turns`` model calls without an answer (outcome ``MAX_TURNS``)."""
+
+
+class MaxTokensReached(RunError):
+    """The answer was cut off by the output token limit (outcome ``MAX_TOKENS``)."""
+
+
+class RunRefused(RunError):
+    """The provider stopped the answer for content filtering or safety (outcome ``REFUSED``)."""
+
+
+class UsageLimitReached(RunError):
+    """A usage limit ended the run (outcome ``LIMIT_REACHED``); :attr:`limit` says which (``dimension``,
+    ``spent``, ``limit``)."""
+
+    def __init__(self, message: str, run: Run[Any], limit: LimitHit | None) -> None:
+        self.limit = limit
+        super().__init__(message, run)
+
+
+class LoopDetected(RunError):
+    """The model repeated the same tool call past the loop-detection limit (outcome ``LOOP_DETECTED``)."""
+
+
+class FallbackExhausted(RunError):
+    """Every model of the fallback chain failed (outcome ``FALLBACK_EXHAUSTED``); :attr:`errors` lists each
+    ``(label, error)`` (``run.error`` is the :class:`FallbackFailed`)."""
+
+    def __init__(self, message: str, run: Run[Any], errors: Sequence[tuple[str, LoopError]]) -> None:
+        self.errors = tuple(errors)
+        super().__init__(message, run)
+
+
+class AwaitingApproval(RunError):
+    """The run is paused on tool calls that await approval (outcome ``AWAITING_APPROVAL``); :attr:`pending`
+    lists them. Continue it with ``loop.run(approvals={call_id: Approve() | Deny(reason) | Modify(input)})``."""
+
+    def __init__(self, message: str, run: Run[Any], pending: Sequence[PendingApproval]) -> None:
+        self.pending = tuple(pending)
+        super().__init__(message, run)
+
+
+class OutputInvalid(RunError):
+    """The answer did not validate as the output type, after the retries (outcome ``OUTPUT_INVALID``);
+    :attr:`errors` lists what was wrong."""
+
+    def __init__(self, message: str, run: Run[Any], errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__(message, run)

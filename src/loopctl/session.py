@@ -42,14 +42,16 @@ class Session:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
-        """The session file's bytes."""
+        """The session file's bytes. Raises ``InvalidMessage`` for metadata that JSON cannot hold (a lone
+        surrogate, a value that is no JSON value), and ``TypeError`` for a field that is no string."""
         doc = {
             "format_version": SESSION_FORMAT_VERSION,
             "kind": "loopctl-session",
             "model": self.model,
             "root": self.root,
             "system_prompt": self.system_prompt,
-            "metadata": self.metadata,
+            # Written as the machine is: integers of any size exactly (orjson alone stops at 64 bits).
+            "metadata": orjson.Fragment(_dumps_bytes(self.metadata)),
             "machine": orjson.Fragment(self.machine.to_json()),
         }
         return orjson.dumps(doc)

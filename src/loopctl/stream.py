@@ -19,7 +19,6 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, TypeAlias, Union
 
@@ -251,8 +250,11 @@ class StreamAccumulator:
 _KIND: dict[type, type[MessagePart]] = {TextDelta: TextPart, ThinkingDelta: ThinkingPart, ToolCallDelta: ToolCallPart}
 
 
-# A run of 19 or more digits may be an integer past 64 bits, which orjson reads as a float.
-_LONG_DIGITS = re.compile(r"\d{19}")
+# A run of 19 or more digits may be an integer past 64 bits, which orjson reads as a float. The run is found
+# by mapping every byte to "0" (a digit) or " " and searching for 19 zeros: two C passes, several times
+# faster than a regular expression on the small events of a stream (which all go through here).
+_DIGIT_OR_NOT = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN = b"0" * 19
 
 
 def loads_exact(text: str | bytes | bytearray) -> Any:
@@ -260,7 +262,8 @@ def loads_exact(text: str | bytes | bytearray) -> Any:
     lossy float, so such text is read again by the standard library). Raises ``orjson.JSONDecodeError`` for
     text that is not JSON, including NaN/Infinity literals and lone surrogates, as orjson does."""
     value = orjson.loads(text)
-    if _LONG_DIGITS.search(text if isinstance(text, str) else text.decode("utf-8", "replace")):
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if len(raw) >= 19 and _LONG_RUN in raw.translate(_DIGIT_OR_NOT):
         return json.loads(text)  # orjson accepted it, so it holds no NaN, Infinity or lone surrogate
     return value
 

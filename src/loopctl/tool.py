@@ -6,9 +6,10 @@
   ``call``. :func:`tool` builds one from a plain function, its type hints and its docstring (pydantic makes
   the schema and validates the model's input against it before the call).
 - :class:`ToolOutput` is what a tool may return to say more than text: images, ``is_error``, and a
-  ``retention`` class (guide, "Retention classes": ``Requery`` for re-derivable results such as a file read,
-  ``Durable`` for results that are not).
-- :class:`ToolRegistry` holds the tools of a loop, with their schemas computed once.
+  ``retention`` class (``docs/compaction.md``, "Retention classes": ``Requery`` for re-derivable results
+  such as a file read, ``Durable`` for results that are not).
+- :class:`ToolRegistry` holds the tools of a loop, with their schemas computed once. A
+  :class:`ToolProvider` (an MCP server, :mod:`loopctl.mcp`) stands for several tools whose list may change.
 
 Nothing here touches the network; a tool's own body may do anything.
 """
@@ -18,23 +19,40 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, Union, get_type_hints, overload, runtime_checkable
+from typing import (
+    Any,
+    Generic,
+    Literal,
+    Protocol,
+    TypeAlias,
+    Union,
+    get_origin,
+    get_type_hints,
+    overload,
+    runtime_checkable,
+)
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from typing_extensions import TypeVar
 
 from loopctl.message import ImagePart, Retention, TextPart, ToolContent
+from loopctl.response import Usage
 
 __all__ = [
+    "DepsT",
     "ForceTool",
     "FunctionTool",
+    "RunContext",
     "Tool",
     "ToolChoice",
     "ToolContext",
     "ToolInputError",
     "ToolOutput",
+    "ToolProvider",
     "ToolRegistry",
     "ToolSchema",
     "tool",
@@ -92,6 +110,10 @@ class ToolOutput:
         return ToolContent.from_multipart(c)
 
 
+DepsT = TypeVar("DepsT", default=Any)
+"""The type of a run's ``deps`` (``loop.run(..., deps=obj)``)."""
+
+
 def valid_unicode(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD (``text`` itself when it has none)."""
     if text.isascii():
@@ -104,11 +126,45 @@ def valid_unicode(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolContext:
-    """What a running tool may know about its call: the provider's ``call_id`` and the tool ``name``."""
+class RunContext(Generic[DepsT]):
+    """What instructions (``SessionConfig(instructions=callable)``) know about the run they are made for: the
+    run's ``deps`` (``loop.run(..., deps=obj)``; ``None`` when none were given), its ``usage`` so far
+    (tokens) and its ``turn`` (model calls made, 0 before the first)."""
+
+    deps: DepsT
+    usage: Usage = field(default_factory=Usage)
+    turn: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext(Generic[DepsT]):
+    """What a running tool may know about its call: the provider's ``call_id``, the tool ``name``, the run's
+    ``deps`` (``loop.run(..., deps=obj)``; ``None`` when none were given), its ``usage`` so far (tokens, the
+    replies before this call) and the ``turn`` (the model call, from 1) that made the call.
+
+    A tool gets it by annotating a parameter ``ToolContext[D]`` (``D`` the deps' type, checked by mypy in the
+    tool's body); that parameter is not part of the schema the model sees.
+
+    :attr:`stop_requested` turns true when the engine gave up on the call (its timeout passed, or the run was
+    cancelled). A coroutine is cancelled then anyway; a plain function running in a worker thread cannot be
+    stopped from outside, so a long one should poll it and return early.
+    """
 
     call_id: str
     name: str
+    deps: DepsT = None  # type: ignore[assignment]
+    usage: Usage = field(default_factory=Usage)
+    turn: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the engine no longer waits for this call (thread-safe)."""
+        return self._stop.is_set()
+
+    def request_stop(self) -> None:
+        """Ask the tool to stop (the engine calls this when it gives up on the call)."""
+        self._stop.set()
 
 
 class ToolInputError(ValueError):
@@ -121,7 +177,10 @@ class Tool(Protocol):
     """Anything the engine can run: ``name``, ``description``, ``input_schema`` (a JSON Schema object), and
     ``async call(input, context)`` returning a ``str``, a :class:`ToolOutput`, or any JSON value (sent as
     JSON text). Raising :class:`ToolInputError` reports bad input; any other exception becomes an error
-    result the model can read."""
+    result the model can read.
+
+    A tool with a ``requires_approval`` attribute that is ``True`` has every call deferred until it is
+    approved (``loop.run(approvals=...)``: ``docs/guardrails.md``, "Approvals that wait")."""
 
     @property
     def name(self) -> str:
@@ -154,11 +213,22 @@ class FunctionTool:
     The input model is built once from the function's signature; each call validates the model's input
     against it (raising :class:`ToolInputError` naming the field) before the function runs. A plain ``def``
     runs in a worker thread (so blocking I/O does not stall the loop) unless ``inline=True``; an
-    ``async def`` runs on the loop. A parameter annotated :class:`ToolContext` receives the call's context
-    and is not part of the schema.
+    ``async def`` runs on the loop. A parameter annotated :class:`ToolContext` (or ``ToolContext[D]``)
+    receives the call's context, the run's ``deps`` included, and is not part of the schema.
+    ``requires_approval=True`` defers every call of the tool until it is approved (``loop.run(approvals=...)``).
     """
 
-    __slots__ = ("_context_param", "_fn", "_inline", "_is_async", "_model", "description", "input_schema", "name")
+    __slots__ = (
+        "_context_param",
+        "_fn",
+        "_inline",
+        "_is_async",
+        "_model",
+        "description",
+        "input_schema",
+        "name",
+        "requires_approval",
+    )
 
     def __init__(
         self,
@@ -167,10 +237,12 @@ class FunctionTool:
         name: str | None = None,
         description: str | None = None,
         inline: bool = False,
+        requires_approval: bool = False,
     ) -> None:
         self._fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
         self._inline = inline
+        self.requires_approval = requires_approval
         self.name = name or fn.__name__
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description if description is not None else summary
@@ -203,6 +275,12 @@ class FunctionTool:
         """Call the underlying function directly (no validation)."""
         return self._fn(*args, **kwargs)
 
+    @property
+    def runs_in_thread(self) -> bool:
+        """True for a plain ``def`` without ``inline=True``: it runs in a worker thread, which cannot be
+        stopped from outside (a timeout gives up waiting for it; it may go on running)."""
+        return not self._is_async and not self._inline
+
     def __repr__(self) -> str:
         return f"FunctionTool(name={self.name!r})"
 
@@ -214,7 +292,7 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool:
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, inline: bool = False
+    *, name: str | None = None, description: str | None = None, inline: bool = False, requires_approval: bool = False
 ) -> Callable[[Callable[..., Any]], FunctionTool]:
     """``@tool(...)`` with options: a decorator that makes the :class:`FunctionTool`."""
 
@@ -226,60 +304,112 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     inline: bool = False,
+    requires_approval: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(name=..., description=..., inline=...)``.
+    """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(name=..., description=..., inline=...,
+    requires_approval=...)``.
 
     The schema comes from the type hints (pydantic); the description from the docstring's first paragraph;
     each parameter's description from a Google-style ``Args:`` section. Defaults make a parameter optional.
+    ``requires_approval=True`` defers every call until it is approved (``docs/guardrails.md``).
     """
     if fn is not None:
-        return FunctionTool(fn, name=name, description=description, inline=inline)
+        return FunctionTool(fn, name=name, description=description, inline=inline, requires_approval=requires_approval)
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(f, name=name, description=description, inline=inline)
+        return FunctionTool(f, name=name, description=description, inline=inline, requires_approval=requires_approval)
 
     return wrap
+
+
+@runtime_checkable
+class ToolProvider(Protocol):
+    """A source of several tools whose list may change while it is used (an MCP server: its
+    ``tools/list_changed`` notification). ``tools`` is the current list; a provider hands out a new sequence
+    object when the list changes, and the same object while it does not."""
+
+    @property
+    def tools(self) -> Sequence[Tool]:
+        """The tools as they are now."""
+        ...
 
 
 class ToolRegistry:
     """The tools of a loop, by name, with their schemas computed once.
 
-    Raises ``ValueError`` for two tools with the same name.
+    Takes tools and :class:`ToolProvider` values (their tools join in place, in order). A provider's list is
+    re-read on every lookup and the registry rebuilt when it changed, so a changed MCP tool list takes effect
+    at the next model call. Raises ``ValueError`` for two tools with the same name; when a provider's new
+    list brings a name already taken, the first registered tool keeps it.
     """
 
-    __slots__ = ("_names", "_schemas", "_tools")
+    __slots__ = ("_entries", "_names", "_provided", "_providers", "_schemas", "_tools")
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
-        for t in tools:
-            if t.name in self._tools:
-                raise ValueError(f"two tools are named {t.name!r}")
-            self._tools[t.name] = t
-        self._schemas = tuple(schema_of(t) for t in self._tools.values())
-        self._names = frozenset(self._tools)
+    def __init__(self, tools: Iterable[Tool | ToolProvider] = ()) -> None:
+        # Each entry is a tool, or a provider (anything with a ``tools`` list that is not itself a tool).
+        self._entries: list[Tool | ToolProvider] = list(tools)
+        self._providers: list[ToolProvider] = [t for t in self._entries if _is_provider(t)]  # type: ignore[misc]
+        self._provided: list[Sequence[Tool]] = []
+        self._build(strict=True)
+
+    def _build(self, strict: bool) -> None:
+        tools: dict[str, Tool] = {}
+        provided: list[Sequence[Tool]] = []
+        for entry in self._entries:
+            group: Sequence[Tool]
+            if _is_provider(entry):
+                group = entry.tools  # type: ignore[union-attr]
+                provided.append(group)
+            else:
+                group = (entry,)  # type: ignore[assignment]
+            for t in group:
+                if t.name in tools:
+                    if strict:
+                        raise ValueError(f"two tools are named {t.name!r}")
+                    continue
+                tools[t.name] = t
+        self._tools = tools
+        self._provided = provided
+        self._schemas = tuple(schema_of(t) for t in tools.values())
+        self._names = frozenset(tools)
+
+    def _current(self) -> None:
+        providers = self._providers
+        if providers and any(p.tools is not seen for p, seen in zip(providers, self._provided, strict=True)):
+            self._build(strict=False)
 
     @property
     def schemas(self) -> tuple[ToolSchema, ...]:
         """The schemas, in registration order."""
+        self._current()
         return self._schemas
 
     @property
     def names(self) -> frozenset[str]:
         """The tool names."""
+        self._current()
         return self._names
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""
+        self._current()
         return self._tools.get(name)
 
     def __contains__(self, name: object) -> bool:
+        self._current()
         return name in self._tools
 
     def __len__(self) -> int:
+        self._current()
         return len(self._tools)
 
     def __iter__(self) -> Any:
+        self._current()
         return iter(self._tools.values())
+
+
+def _is_provider(entry: object) -> bool:
+    return isinstance(entry, ToolProvider) and not isinstance(entry, Tool)
 
 
 def to_tool_output(value: Any) -> ToolOutput:
@@ -337,20 +467,48 @@ def _input_model(
     fn: Callable[..., Any], name: str, param_docs: Mapping[str, str]
 ) -> tuple[type[BaseModel], str | None]:
     sig = inspect.signature(fn)
-    hints = get_type_hints(fn, include_extras=True)
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except NameError:
+        hints = _hints_one_by_one(fn, name)
     fields: dict[str, Any] = {}
     context_param: str | None = None
     for pname, param in sig.parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
         annotation = hints.get(pname, Any)
-        if annotation is ToolContext:
+        if annotation is ToolContext or get_origin(annotation) is ToolContext:
             context_param = pname
             continue
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
     model = create_model(f"{name}_input", __config__=ConfigDict(extra="forbid", strict=False), **fields)
     return model, context_param
+
+
+_CONTEXT_ANNOTATION = re.compile(r"^\s*(?:[\w.]+\.)?ToolContext\s*(?:\[.*\])?\s*$", re.S)
+
+
+def _hints_one_by_one(fn: Callable[..., Any], name: str) -> dict[str, Any]:
+    """The type hints of ``fn`` when one of them names something its module cannot see (a class defined
+    inside a function, as ``ToolContext[Deps]`` with a local ``Deps`` under ``from __future__ import
+    annotations``): a ``ToolContext[...]`` annotation is read from its text; any other that cannot be
+    resolved is a ``TypeError`` naming the parameter."""
+    hints: dict[str, Any] = {}
+    namespace = getattr(fn, "__globals__", {})
+    for pname, raw in getattr(fn, "__annotations__", {}).items():
+        if not isinstance(raw, str):
+            hints[pname] = raw
+            continue
+        try:
+            hints[pname] = eval(raw, namespace)  # the programmer's annotation, as typing.get_type_hints reads it
+        except NameError as exc:
+            if _CONTEXT_ANNOTATION.match(raw):
+                hints[pname] = ToolContext
+            elif pname != "return":
+                problem = f"the annotation of {pname!r} ({raw}) cannot be resolved: {exc}"
+                raise TypeError(f"tool {name!r}: {problem}") from None
+    return hints
 
 
 def _describe_validation(exc: ValidationError) -> str:

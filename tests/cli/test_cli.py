@@ -43,6 +43,21 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
+def env_playing(tmp_path: Path, model: str, **extra: str) -> dict[str, str]:
+    """:func:`env` for a child ``python -m loopctl run --model demo`` whose demo model is ``model``
+    (``"module:Class"``, a :class:`~loopctl.testing.Responder` of these tests) instead of the demo's."""
+    module, name = model.split(":")
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport loopctl.testing.demo as d\n"
+        f"from {module} import {name}\nd.DemoScript = {name}\n"
+    )
+    out = env(**extra)
+    out["PYTHONPATH"] = f"{site}{os.pathsep}{out['PYTHONPATH']}"
+    return out
+
+
 def loopctl(
     *args: str, cwd: Path, stdin: int | None = subprocess.DEVNULL, **extra: str
 ) -> subprocess.CompletedProcess[str]:
@@ -149,6 +164,21 @@ def test_the_demo_runs_end_to_end_then_resumes_and_the_session_checks_out(projec
     shown = loopctl("show", str(session), cwd=tmp_path)
     assert shown.returncode == 0
     shown_lines = lines(shown.stdout)
+    # The session's facts first: the usage is the sum of both runs' (as their summaries said).
+    counts = [
+        re.search(r"· ([\d,]+) tokens in \(0 cached\) · ([\d,]+) out", lines(r.stdout)[-2]) for r in (done, again)
+    ]
+    tokens_in, tokens_out = (sum(int(m.group(g).replace(",", "")) for m in counts if m) for g in (1, 2))
+    assert shown_lines[:6] == [
+        "model    demo",
+        f"root     {project.resolve()}",
+        "outcome  completed",
+        f"usage    {tokens_in:,} tokens in (0 cached) · {tokens_out:,} out",
+        "messages 12",
+        "",
+    ]
+    assert tokens_in > 1000 and tokens_out > 100
+    shown_lines = shown_lines[6:]
     assert [line for line in shown_lines if line.startswith("── ")] == ["── user", "── assistant"] * 6
     assert shown_lines[:2] == ["── user", TASK]
     assert shown_lines[-2:] == ["── assistant", DONE]
@@ -195,10 +225,16 @@ def test_without_yes_and_no_terminal_writes_are_refused_naming_yes(project: Path
         "run", TASK, "--model", "demo", "--root", str(project), "--session", str(session), cwd=tmp_path,
         **{DEMO_DELAY_VAR: "0"},  # no need to watch it stream
     )  # fmt: skip
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.returncode, lines(done.stderr)) == (
+        0,
+        ["warning: stdin is not a terminal, so file changes will be refused; pass --yes to allow them"],
+    )
     assert not (project / "TODO.md").exists()
     refusal = "write_file was not approved: the CLI cannot ask (stdin is not a terminal); run with --yes"
     out = lines(done.stdout)
+    # The summary says the run completed without the change it wanted to make ("completed" alone hid it).
+    assert out[-4:-1] == ["● completed · 1 file change refused", out[-3], f"  refused: {refusal}"]
+    assert out[-3].startswith("  5 turns · ")
     assert f"  ✗ write_file: {refusal}  [1 line]" in out
     # Reading tools need no approval; the model reads the refusal and says so.
     assert [line.split(":")[0] for line in out if line.startswith("  ✓")] == [
@@ -208,23 +244,25 @@ def test_without_yes_and_no_terminal_writes_are_refused_naming_yes(project: Path
         "  ✓ read_file",
         "  ✓ search",
     ]
-    assert out[-4] == f"I could not write TODO.md ({refusal}). It would have listed 5 TODO comments."
+    assert out[-5] == f"I could not write TODO.md ({refusal}). It would have listed 5 TODO comments."
     history = list(Session.load(session).machine.history)
     assert check_conversation(history) == []
     (result,) = [p for p in history[-2].parts if isinstance(p, ToolResultPart)]
     assert (result.name, str(result.output), result.is_error) == ("write_file", refusal, True)
 
 
-def in_a_terminal(args: Sequence[str], *, answer: bytes, cwd: Path) -> tuple[int, str]:
+def on_a_terminal(
+    args: Sequence[str], *, answer: bytes, cwd: Path, child_env: dict[str, str] | None = None
+) -> tuple[int, bytes]:
     """Run ``python -m loopctl ARGS`` on a pseudo-terminal, typing ``answer`` at the approval prompt.
-    Returns the exit code and everything the terminal showed (escape codes stripped)."""
+    Returns the exit code and everything the terminal was sent, as it was sent."""
     import pty  # POSIX only
     import select
 
     pid, fd = pty.fork()
     if pid == 0:  # the child: exec at once, nothing else
         os.chdir(cwd)
-        os.execve(sys.executable, [sys.executable, "-m", "loopctl", *args], env(**{DEMO_DELAY_VAR: "0"}))
+        os.execve(sys.executable, [sys.executable, "-m", "loopctl", *args], child_env or env(**{DEMO_DELAY_VAR: "0"}))
     shown = b""
     answered = False
     deadline = time.monotonic() + 30
@@ -244,8 +282,18 @@ def in_a_terminal(args: Sequence[str], *, answer: bytes, cwd: Path) -> tuple[int
             answered = True
     os.close(fd)
     _, status = os.waitpid(pid, 0)
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode()).replace("\r\n", "\n")
-    return os.waitstatus_to_exitcode(status), text
+    return os.waitstatus_to_exitcode(status), shown
+
+
+def plain(shown: bytes) -> str:
+    """What a terminal shows as text: escape codes stripped, CR LF as LF."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode()).replace("\r\n", "\n")
+
+
+def in_a_terminal(args: Sequence[str], *, answer: bytes, cwd: Path) -> tuple[int, str]:
+    """:func:`on_a_terminal`, with the escape codes stripped from what it showed."""
+    code, shown = on_a_terminal(args, answer=answer, cwd=cwd)
+    return code, plain(shown)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
@@ -498,14 +546,52 @@ def test_show_and_check_of_a_file_that_cannot_be_read_is_a_clear_error(command: 
 def test_a_missing_provider_sdk_is_a_one_line_error_not_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loopctl.providers import clients
+    import loopctl.providers
 
     def no_sdk(spec: str, **options: object) -> None:
-        raise ImportError("the anthropic SDK is not installed: pip install 'loopctl[anthropic]'")
+        raise ImportError("the anthropic SDK is not installed: pip install 'pyloopctl[anthropic]'")
 
-    monkeypatch.setattr(clients, "from_string", no_sdk)
+    monkeypatch.setattr(loopctl.providers, "from_string", no_sdk)  # where the CLI imports it from
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["run", "x", "--model", "anthropic:claude", "--root", str(tmp_path)])
     assert result.exit_code == 2
-    assert "error: the anthropic SDK is not installed: pip install 'loopctl[anthropic]'" in result.output
+    assert "error: the anthropic SDK is not installed: pip install 'pyloopctl[anthropic]'" in result.output
     assert "Traceback" not in result.output
+
+
+class Backtracker:
+    """A model that searches with a pattern that backtracks catastrophically on every line."""
+
+    def respond(self, request: RecordedRequest) -> Message:
+        if len(request.body["messages"]) > 3:
+            return Message.assistant("gave up")
+        return Message.new(Role.ASSISTANT, [MessagePart.tool_call("c1", "search", {"pattern": "(a|aa)+$"})])
+
+
+def test_ctrl_c_stops_a_run_stuck_in_a_catastrophic_search(tmp_path: Path) -> None:
+    # re held the GIL while it backtracked: the event loop froze, Ctrl-C could not fire, and the process went
+    # on for as long as the search did.
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "a.txt").write_text(("a" * 26 + "!\n") * 200)  # about 40 s of matching, 0.2 s a line
+    session = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loopctl", "run", "go", "--model", "demo", "--root", str(project), "--session",
+         str(session)],
+        cwd=tmp_path, env=env_playing(tmp_path, "tests.cli.test_cli:Backtracker", **{DEMO_DELAY_VAR: "0"}),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("→ search"):
+            break
+    time.sleep(0.5)  # well inside the search
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 3
+    assert proc.returncode == 130
+    assert "● cancelled" in rest
+    saved = Session.load(session).machine
+    assert saved.outcome.kind is OutcomeKind.CANCELLED
+    assert check_conversation(list(saved.history)) == []

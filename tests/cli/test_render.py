@@ -55,3 +55,32 @@ async def test_the_transcript_shows_all_the_text_and_thinking_streamed_or_not(
         "  ✓ echo: hello  [1 line]",
         "All done here.",
     ]
+
+
+def test_a_tool_argument_past_64_bits_is_shown_exactly() -> None:
+    # _short() wrote arguments with orjson, which raises TypeError for an integer past 64 bits: the transcript
+    # (an observer) crashed the run.
+    from loopctl.engine import ToolCallStarted
+
+    out = io.StringIO()
+    transcript = Transcript(Console(file=out, width=200, highlight=False))
+    big = 2**70 + 1
+    call = MessagePart.tool_call("c1", "seek", {"offset": big, "nested": {"ids": [-big]}})
+    transcript(ToolCallStarted(1, call))
+    assert out.getvalue().splitlines() == [f'→ seek(offset={big}, nested={{"ids":[{-big}]}})']
+
+
+async def test_a_run_whose_tool_takes_a_huge_integer_finishes_with_the_transcript_on() -> None:
+    from loopctl.testing import ScriptedClient
+
+    @tool
+    def seek(offset: int) -> str:
+        """Seek."""
+        return f"at {offset}"
+
+    big = 2**70
+    client = ScriptedClient([Message.new(Role.ASSISTANT, [MessagePart.tool_call("c1", "seek", {"offset": big})]), "ok"])
+    out = io.StringIO()
+    run = await BareLoop(client, [seek], observers=[Transcript(Console(file=out, width=200))]).run("go")
+    assert run.ok
+    assert f"  ✓ seek: at {big}  [1 line]" in out.getvalue().splitlines()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from loopctl.compact import (
     PRUNE_MARKER,
     SUMMARY_HEADER,
@@ -169,7 +171,7 @@ def test_calibration_follows_the_reported_input_tokens() -> None:
     assert abs(loop._counter.count(sent_last) - seen[-1]) / seen[-1] < 0.10
 
 
-def test_a_run_whose_kept_parts_cannot_fit_is_discarded_with_the_numbers() -> None:
+def test_a_run_whose_kept_parts_cannot_fit_ends_with_the_numbers_keeping_the_results_of_tools_that_ran() -> None:
     @tool
     async def keep(n: int) -> ToolOutput:
         """Durable and big."""
@@ -184,4 +186,73 @@ def test_a_run_whose_kept_parts_cannot_fit_is_discarded_with_the_numbers() -> No
     assert result.outcome.kind is OutcomeKind.CONTEXT_OVERFLOW
     assert result.outcome.error_type == "CompactionOverflow"
     assert re.search(r"do not fit the target of [\d,]+ tokens: first message\(s\) \d+", result.outcome.error or "")
-    assert list(loop.history) == []  # the run is discarded whole; nothing half-finished stays
+    # The run used to be discarded whole, Durable results of tools that ran included (issue 8, item 6): now
+    # the coherent prefix stays, every call answered.
+    history = list(loop.history)
+    assert history[0] == Message.user("hoard")
+    kept = [p for m in history for p in m.parts if isinstance(p, ToolResultPart)]
+    ran = len(result.turns)
+    assert [p.call_id for p in kept] == [t.tool_calls[0].call.id for t in result.turns if t.tool_calls]
+    assert len(kept) >= ran - 1 > 0
+    assert check_conversation(history) == []
+
+
+# --- a provider's context overflow (issue 8, item 6) ----------------------------------------------------------
+
+
+def overflowing(window: int, ratio: float, *, sticky: bool = False) -> Any:
+    """The scripted agent behind a provider that counts ``ratio`` times the heuristic's tokens, reports no
+    usage (so nothing calibrates the estimate) and refuses, in Anthropic's words, a request over ``window``
+    by its count; with ``sticky``, every request after the first refused one is refused too."""
+    from loopctl.compact import HeuristicTokenCounter
+    from loopctl.errors import ContextOverflow
+
+    truth = HeuristicTokenCounter()
+    agent_reply = agent(30)
+    refused = {"n": 0}
+
+    def reply(request: ModelRequest) -> Any:
+        tokens = int(ratio * truth.count(list(request.messages)))
+        if tokens > window or (sticky and refused["n"]):
+            refused["n"] += 1
+            text = f"prompt is too long: {max(tokens, window + 1)} tokens > {window} maximum"
+            raise ContextOverflow(text, provider="anthropic", status=400, provider_message=text)
+        return agent_reply(request)
+
+    return reply
+
+
+def test_a_provider_overflow_mid_run_compacts_retries_and_finishes_with_every_durable_result() -> None:
+    # The estimate stayed under the lines, the provider said "prompt is too long", and the run was discarded
+    # whole: history [] with the Durable results of tools that ran.
+    loop, watch, result = run(30, SessionConfig(context_window=20_000), ScriptedClient(overflowing(20_000, 3.0)))
+    assert result.outcome.kind is OutcomeKind.COMPLETED, result.outcome
+    assert [(p.kind, p.reason) for p in watch.passes if p.reason == "emergency"]
+    history = list(loop.history)
+    assert [str(r.output) for r in durable_results(history)] == [f"saved note {n}" for n in range(2, 31, 3)]
+    assert check_conversation(history) == []
+
+
+def test_a_call_that_overflows_again_after_the_compaction_ends_the_run_keeping_the_coherent_prefix() -> None:
+    from loopctl.errors import ContextOverflow, RunFailed
+
+    client = ScriptedClient(overflowing(20_000, 3.0, sticky=True))
+    loop, watch, result = run(30, SessionConfig(context_window=20_000), client)
+    assert result.outcome.kind is OutcomeKind.CONTEXT_OVERFLOW
+    assert result.outcome.error_type == "ContextOverflow"
+    assert isinstance(result.error, ContextOverflow)
+    assert str(result.error).startswith("anthropic: prompt is too long")
+    # The call was refused, the conversation compacted, the call tried again and refused again: the run ends,
+    # and nothing a tool produced is dropped; every call of the kept history has its result.
+    answered = len(result.turns)
+    assert answered >= 5
+    assert client.calls == answered + 2
+    assert [p.reason for p in watch.passes if p.kind == "truncate"] == ["emergency"]
+    history = list(loop.history)
+    assert check_conversation(history) == []
+    assert [str(r.output) for r in durable_results(history)] == [f"saved note {n}" for n in range(2, answered + 1, 3)]
+    assert history[-1].tool_results()  # the last exchange, complete
+    with pytest.raises(RunFailed) as info:
+        result.raise_for_outcome()
+    assert info.value.__cause__ is result.error
+    assert info.value.run is result

@@ -452,3 +452,125 @@ async def test_each_request_starts_with_the_previous_request_so_prompt_caches_hi
         assert after[: len(before)] == before
         # Everything around the conversation (model, system, tools, settings) is the same every call.
         assert {k: v for k, v in current.items() if k != key} == {k: v for k, v in previous.items() if k != key}
+
+
+# --- a provider's context overflow (issue 8, item 6) ----------------------------------------------------------
+
+
+@tool
+async def dump(n: int) -> str:
+    """A big, re-derivable output."""
+    return f"dump {n}: " + "lorem ipsum dolor sit amet " * 90
+
+
+@tool
+async def note(text: str) -> Any:
+    """A write: its result is not re-derivable."""
+    from loopctl.message import Retention
+    from loopctl.tool import ToolOutput
+
+    ran.append(f"note {text}")
+    return ToolOutput(f"noted {text}", retention=Retention.DURABLE)
+
+
+async def test_a_provider_overflow_is_compacted_and_the_call_sent_again(kind: str) -> None:
+    # The provider's "prompt is too long" (each API's own 400) discarded the run whole: history [], the
+    # Durable note included, though the tool had run.
+    from loopctl.compact import ContextBudget
+    from loopctl.engine import CompactionFinished
+
+    script = [
+        calls(("d1", "dump", {"n": 1}), ("d2", "dump", {"n": 2})),
+        calls(("n1", "note", {"text": "kept"})),
+        ErrorReply.context_overflow(),
+        "done",
+    ]
+    events: list[Any] = []
+    with FakeProviderServer(script) as server:
+        client = make_client(kind, server)
+        config = SessionConfig(budget=ContextBudget(window=4_000, protected_tail=200))
+        loop = BareLoop(client, [dump, note], config, observers=[events.append])
+        try:
+            run = await loop.run("go", FAST)
+        finally:
+            await client.aclose()
+    assert run.outcome.kind is OutcomeKind.COMPLETED, run.outcome
+    assert ran == ["note kept"]
+    assert [(e.kind, e.reason) for e in events if isinstance(e, CompactionFinished)] == [("truncate", "emergency")]
+    history = list(loop.history)
+    assert_coherent(history)
+    noted = [p for m in history for p in m.tool_results() if p.name == "note"]
+    assert [str(p.output) for p in noted] == ["noted kept"]
+    # The call was sent again, shorter: the two dumps were cut, the note kept.
+    refused, retried = (server.requests[i].body[CONVERSATION_KEY[kind]] for i in (2, 3))
+    assert len(str(retried)) < len(str(refused)) / 2
+    assert "noted kept" in str(retried) and "dump 1" not in str(retried)
+
+
+async def test_a_call_that_overflows_twice_ends_the_run_keeping_the_results_of_tools_that_ran(kind: str) -> None:
+    from loopctl.compact import ContextBudget
+    from loopctl.errors import ContextOverflow
+
+    script = [
+        calls(("d1", "dump", {"n": 1}), ("d2", "dump", {"n": 2})),
+        calls(("n1", "note", {"text": "kept"})),
+        ErrorReply.context_overflow(),
+        ErrorReply.context_overflow(),
+    ]
+    with FakeProviderServer(script) as server:
+        client = make_client(kind, server)
+        loop = BareLoop(client, [dump, note], SessionConfig(budget=ContextBudget(window=4_000, protected_tail=200)))
+        try:
+            run = await loop.run("go", FAST)
+        finally:
+            await client.aclose()
+    assert run.outcome.kind is OutcomeKind.CONTEXT_OVERFLOW
+    assert isinstance(run.error, ContextOverflow)
+    assert run.outcome.error == str(run.error)
+    assert len(server.requests) == 4
+    history = list(loop.history)
+    assert_coherent(history)
+    assert [str(p.output) for m in history for p in m.tool_results() if p.name == "note"] == ["noted kept"]
+    assert history[-1].tool_results()
+
+
+# --- an empty prompt (issue 8, item 24) ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+async def test_an_empty_prompt_is_sent_where_the_provider_answers_it(kind: str, stream: bool) -> None:
+    # Responses and Gemini answer an empty user message with a 200, Chat too; the run ended "nothing to send"
+    # before the model was asked. Anthropic refuses empty text: the run fails with UnsupportedContent, naming
+    # the message, before any request (it dropped the prompt, sending a request that ended on the assistant's
+    # turn, which Anthropic continues as a prefill). Either way run() returns an outcome, it does not raise.
+    from loopctl.errors import UnsupportedContent
+
+    config = RunConfig(stream=stream, retry_initial_delay=0.001)
+    with FakeProviderServer(["hello", "answered", "again"]) as server:
+        client = make_client(kind, server)
+        loop = BareLoop(client, [], SessionConfig())
+        try:
+            assert (await loop.run("hi", config)).ok
+            run = await loop.run("", config)
+            # The conversation goes on: the next prompt is sent (Anthropic: with the empty one left out).
+            after = await loop.run("more", config)
+        finally:
+            await client.aclose()
+    history = list(loop.history)
+    if kind == "anthropic":
+        assert run.outcome.kind is OutcomeKind.FAILED
+        assert isinstance(run.error, UnsupportedContent)
+        assert str(run.error).startswith("messages[2]: the prompt is empty; Anthropic refuses")
+        assert (after.outcome.kind, after.output) == (OutcomeKind.COMPLETED, "answered")
+        assert [len(r.body["messages"]) for r in server.requests] == [1, 3]
+        assert [b["text"] for b in server.requests[1].body["messages"][-1]["content"]] == ["more"]
+        return
+    assert (run.outcome.kind, run.output) == (OutcomeKind.COMPLETED, "answered")
+    assert after.output == "again"
+    assert len(server.requests) == 3
+    sent = server.requests[1].body[CONVERSATION_KEY[kind]]
+    empty = {"role": "user", "parts": [{"text": ""}]} if kind == "gemini" else {"role": "user", "content": ""}
+    assert sent[-1] == empty
+    assert len(sent) == 3
+    assert_coherent(history)
+    assert [m.text_content() for m in history] == ["hi", "hello", "", "answered", "more", "again"]

@@ -665,3 +665,230 @@ async def test_a_huge_tool_output_is_cut_in_the_middle_with_a_note() -> None:
     loop2 = BareLoop(ScriptedClient([calls(("d1", "dump", {})), "ok"]), [dump])
     await loop2.run("go", RunConfig(max_tool_output_chars=None))
     assert len(str(results(loop2)[0].output)) == 10_000
+
+
+# --- a tool's own cancellation (issue 8, item 15) ----------------------------------------------------------
+
+
+@tool
+async def self_cancelling() -> str:
+    """Awaits a sub-task of its own that gets cancelled."""
+    inner = asyncio.create_task(asyncio.sleep(10))
+    asyncio.get_running_loop().call_soon(inner.cancel)
+    await inner
+    return "never"
+
+
+@pytest.mark.parametrize("dispatch", ["sequential", "parallel"])
+@pytest.mark.parametrize("with_cancel_event", [False, True])
+async def test_a_tool_whose_own_sub_task_is_cancelled_fails_as_a_tool_not_the_run(
+    dispatch: str, with_cancel_event: bool
+) -> None:
+    # run() raised CancelledError: the tool's internal cancellation was taken for the caller's.
+    script = [calls(("c1", "self_cancelling", {}), ("c2", "echo", {"text": "x"})), "went on"]
+    loop = BareLoop(ScriptedClient(script), [self_cancelling, echo])
+    cancel = asyncio.Event() if with_cancel_event else None
+    run = await loop.run("go", RunConfig(tool_dispatch=dispatch), cancel=cancel)  # type: ignore[arg-type]
+    assert (run.outcome.kind, run.output) == (OutcomeKind.COMPLETED, "went on")
+    first, second = results(loop)
+    assert (str(first.output), first.is_error) == (
+        "Tool 'self_cancelling' failed: a task of its own was cancelled (CancelledError).",
+        True,
+    )
+    assert (str(second.output), second.is_error) == ("x", False)
+
+
+async def test_a_client_whose_own_task_is_cancelled_fails_the_run_rather_than_cancelling_the_caller() -> None:
+    async def cancelled_inside(request: Any) -> str:
+        inner = asyncio.create_task(asyncio.sleep(10))
+        inner.cancel()
+        await inner
+        return "never"
+
+    class Client(ScriptedClient):
+        async def generate(self, request: Any, **kw: Any) -> Any:
+            await cancelled_inside(request)
+
+    loop = BareLoop(Client([]))
+    run = await loop.run("go")
+    assert run.outcome.kind is OutcomeKind.FAILED
+    assert run.outcome.error == "an operation of the run was cancelled from inside it (asyncio.CancelledError)"
+    assert list(loop.history) == [Message.user("go")]
+
+
+async def test_the_callers_cancel_still_cancels_a_run_inside_a_tool() -> None:
+    loop = BareLoop(ScriptedClient([calls(("c1", "hang", {"seconds": 30}), ("c2", "hang", {"seconds": 30}))]), [hang])
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await loop.run("go")
+    assert loop.machine.outcome.kind is OutcomeKind.CANCELLED
+
+
+# --- a failed run's output and error (issue 8, item 16) -----------------------------------------------------
+
+
+async def test_a_failed_run_has_no_earlier_answer_and_carries_its_error() -> None:
+    # run.output was the previous run's answer ("first answer") and the error only a string.
+    from loopctl.errors import RunFailed
+
+    error = InvalidRequest("bad request", provider="openai", status=400)
+    loop = BareLoop(ScriptedClient(["first answer", error]))
+    assert (await loop.run("one")).output == "first answer"
+    run = await loop.run("two")
+    assert (run.outcome.kind, run.output, run.error) == (OutcomeKind.FAILED, "", error)
+    with pytest.raises(
+        RunFailed, match=r"^the run ended with outcome failed: openai: bad request \(HTTP 400\)$"
+    ) as info:
+        run.raise_for_outcome()
+    assert (info.value.__cause__, info.value.run) == (error, run)
+
+
+async def test_raise_for_outcome_returns_a_completed_run_and_raises_one_type_per_outcome() -> None:
+    from loopctl.errors import MaxTokensReached, RunCancelled, RunRefused, TurnLimitReached
+
+    done = await BareLoop(ScriptedClient(["fine"])).run("go")
+    assert done.raise_for_outcome() is done
+    assert done.error is None
+    cut = ModelResponse(Message.assistant("half an ans"), stop_reason=StopReason.MAX_TOKENS)
+    refused = ModelResponse(Message.assistant("no"), stop_reason=StopReason.REFUSAL)
+    cases: list[tuple[Any, RunConfig, type[Exception], str]] = [
+        ([cut], RunConfig(), MaxTokensReached, "half an ans"),
+        ([refused], RunConfig(), RunRefused, "no"),
+        ([calls(("c1", "echo", {"text": "x"}))], RunConfig(max_turns=1), TurnLimitReached, ""),
+    ]
+    for script, config, raised, output in cases:
+        run = await BareLoop(ScriptedClient(script), [echo]).run("go", config)
+        assert (run.output, run.error) == (output, None)
+        with pytest.raises(raised):
+            run.raise_for_outcome()
+    cancel = asyncio.Event()
+    cancel.set()
+    cancelled = await BareLoop(ScriptedClient(["never"])).run("go", cancel=cancel)
+    with pytest.raises(RunCancelled):
+        cancelled.raise_for_outcome()
+
+
+# --- sync tools that time out (issue 8, item 20) ------------------------------------------------------------
+
+
+async def test_a_sync_tool_that_times_out_is_said_to_be_still_running_and_is_asked_to_stop() -> None:
+    # The result said "timed out ... and was stopped" while the thread went on running.
+    import threading
+
+    finished = threading.Event()
+    seen_stop: list[bool] = []
+
+    @tool
+    def crunch(ctx: ToolContext) -> str:
+        """Works in a thread, checking whether it should stop."""
+        for _ in range(400):
+            if ctx.stop_requested:
+                seen_stop.append(True)
+                break
+            threading.Event().wait(0.005)
+        finished.set()
+        return "crunched"
+
+    loop = BareLoop(ScriptedClient([calls(("c1", "crunch", {})), "ok"]), [crunch])
+    run = await loop.run("go", RunConfig(tool_timeout=0.05))
+    assert run.ok
+    (r,) = results(loop)
+    assert (str(r.output), r.is_error) == (
+        "Tool 'crunch' timed out after 0.05 s. It runs in a worker thread, which cannot be stopped: it may still "
+        "be running, and what it does may still take effect.",
+        True,
+    )
+    assert await asyncio.to_thread(finished.wait, 5)
+    assert seen_stop == [True]  # it polled ctx.stop_requested and stopped early
+
+
+# --- deps for tools, instructions (issue 10, items 3 and 4) -------------------------------------------------
+
+
+async def test_deps_reach_a_tool_through_its_context_and_not_its_schema() -> None:
+    from dataclasses import dataclass
+
+    from loopctl.tool import RunContext
+
+    @dataclass
+    class Deps:
+        user: str
+
+    seen: list[ToolContext[Deps]] = []
+
+    @tool
+    async def whoami(ctx: ToolContext[Deps], greeting: str) -> str:
+        """Greets the user of the run."""
+        seen.append(ctx)
+        return f"{greeting}, {ctx.deps.user}"
+
+    assert whoami.input_schema == {
+        "additionalProperties": False,
+        "properties": {"greeting": {"type": "string"}},
+        "required": ["greeting"],
+        "type": "object",
+    }
+    usage = Usage(input_tokens=10, output_tokens=2)
+    client = ScriptedClient(["first", calls(("w1", "whoami", {"greeting": "hi"})), "done"], usage=usage)
+    loop = BareLoop(client, [whoami])
+    await loop.run("warm up")
+    deps = Deps("ada")
+    run = await loop.run("who am I?", deps=deps)
+    assert run.ok
+    (ctx,) = seen
+    assert (ctx.deps, ctx.call_id, ctx.name, ctx.turn, ctx.usage) == (deps, "w1", "whoami", 1, usage)
+    assert str(results(loop, 4)[0].output) == "hi, ada"
+    assert client.requests[1].tools[0].input_schema == whoami.input_schema
+    assert RunContext(deps).deps is deps
+
+
+async def test_instructions_are_made_once_per_run_and_every_request_of_the_run_carries_the_same_bytes() -> None:
+    from loopctl.tool import RunContext
+
+    made: list[Any] = []
+
+    async def instructions(ctx: RunContext[str]) -> str:
+        made.append(ctx.deps)
+        return f"You help {ctx.deps} (instructions number {len(made)})."
+
+    script = [calls(("c1", "echo", {"text": "a"})), calls(("c2", "echo", {"text": "b"})), "done", "again"]
+    client = ScriptedClient(script)
+    loop = BareLoop(client, [echo], SessionConfig(system_prompt="Be brief.", instructions=instructions))
+    await loop.run("go", deps="ada")
+    assert made == ["ada"]  # three model calls, one evaluation
+    systems = [r.system for r in client.requests]
+    assert systems == ["Be brief.\n\nYou help ada (instructions number 1)."] * 3
+    await loop.run("and again", deps="bob")
+    assert made == ["ada", "bob"]
+    assert client.requests[3].system == "Be brief.\n\nYou help bob (instructions number 2)."
+
+
+async def test_instructions_may_be_a_string_or_a_sync_callable_and_system_prompt_keeps_working() -> None:
+    client = ScriptedClient(["a", "b", "c"])
+    await BareLoop(client, config=SessionConfig(instructions="Answer in French.")).run("go")
+    await BareLoop(client, config=SessionConfig(instructions=lambda ctx: f"turn {ctx.turn}")).run("go")
+    await BareLoop(client, config=SessionConfig(system_prompt="Only this.")).run("go")
+    assert [r.system for r in client.requests] == ["Answer in French.", "turn 0", "Only this."]
+
+
+async def test_instructions_that_do_not_return_text_are_refused_before_the_run_starts() -> None:
+    loop = BareLoop(ScriptedClient(["a"]), config=SessionConfig(instructions=lambda ctx: 42))  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match="instructions returned int, not a str"):
+        await loop.run("go")
+    assert list(loop.history) == []
+
+
+async def test_an_output_validator_checks_plain_text_answers_too() -> None:
+    # With no output_type the validator was never called: a rejected answer came back as the run's output.
+    from loopctl.output import RejectOutput
+
+    def short(text: str) -> str:
+        if len(text) > 10:
+            raise RejectOutput("Answer in ten characters or fewer.")
+        return text.upper()
+
+    client = ScriptedClient(["a far too long answer", "short one"])
+    run = await BareLoop(client).run("go", output_validator=short)
+    assert (run.outcome.kind, run.output) == (OutcomeKind.COMPLETED, "SHORT ONE")
+    assert client.requests[1].messages[-1] == Message.user("Answer in ten characters or fewer.")
+    assert client.requests[0].tools == () and client.requests[0].output_format is None

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pathlib
+from decimal import Decimal
+
 import pytest
 
 from loopctl.engine import (
+    MACHINE_FORMAT_VERSION,
     CallLLM,
     CallTools,
     Compact,
@@ -13,13 +17,18 @@ from loopctl.engine import (
     LoopMachine,
     MachinePolicy,
     MachineState,
+    Modify,
+    Outcome,
     OutcomeKind,
+    OutputCheck,
     Prune,
+    UsageLimits,
     coherent_prefix,
 )
+from loopctl.engine.machine import FINAL_RESULT_TEXT
 from loopctl.errors import ConversationFileError, MachineStateError, ProviderProtocolError
 from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolResultPart
-from loopctl.response import StopReason
+from loopctl.response import StopReason, Usage
 
 POLICY = MachinePolicy(max_turns=5, context_window=1000, compact_threshold=0.8, auto_compact=True)
 TOOLS = {"read", "write"}
@@ -365,14 +374,159 @@ def test_a_prune_result_of_another_length_is_refused() -> None:
         m.prune_result([], 700, 0)
 
 
-def test_a_run_that_cannot_fit_the_window_is_discarded() -> None:
+def test_a_run_that_cannot_fit_the_window_keeps_the_results_of_tools_that_ran() -> None:
+    # It used to be discarded whole (history back to the previous runs): a tool that ran was forgotten.
     m = LoopMachine([Message.user("old"), Message.assistant("kept")])
     m.accept_input("new")
     m.model_response(assistant(call("c1")), TOOLS, 40)
     m.tool_results([result("c1")])
+    m.model_response(assistant(call("c2")), TOOLS, 50)
     m.fail("prompt is too long", overflow=True)
     assert m.outcome.kind is OutcomeKind.CONTEXT_OVERFLOW
-    assert list(m.history) == [Message.user("old"), Message.assistant("kept")]
+    assert list(m.history) == [
+        Message.user("old"),
+        Message.assistant("kept"),
+        Message.user("new"),
+        assistant(call("c1")),
+        result("c1"),
+    ]
+
+
+def _overflowed() -> LoopMachine:
+    """A run whose second model call the provider refused as too long (one tool exchange done)."""
+    m = started()
+    m.model_response(assistant(call("c1")), TOOLS, 40)
+    m.tool_results([result("c1")])
+    m.context_overflow("prompt is too long: 1200 tokens > 1000 maximum", 1200)
+    return m
+
+
+def test_a_provider_overflow_asks_for_the_emergency_compaction_then_the_same_call_again() -> None:
+    # A "prompt is too long" mid-run used to discard the run whole (history []), Durable results included.
+    m = _overflowed()
+    assert m.next_step(POLICY) == Compact(CompactReason.EMERGENCY, 1200)
+    compacted = [Message.user("hello"), assistant(call("c1")), result("c1")]
+    m.compaction_result(compacted, 1200, 300)
+    assert m.next_step(POLICY) == CallLLM(2)
+    m.model_response(Message.assistant("done"), TOOLS, 320)
+    assert m.outcome.kind is OutcomeKind.COMPLETED
+    assert list(m.history) == [*compacted, Message.assistant("done")]
+
+
+def test_a_second_overflow_of_the_call_ends_the_run_keeping_the_results_of_tools_that_ran() -> None:
+    m = _overflowed()
+    m.next_step(POLICY)
+    m.compaction_result([Message.user("hello"), assistant(call("c1")), result("c1")], 1200, 900)
+    m.context_overflow("prompt is too long: 1100 tokens > 1000 maximum")
+    assert m.outcome.kind is OutcomeKind.CONTEXT_OVERFLOW
+    assert m.outcome.error == "prompt is too long: 1100 tokens > 1000 maximum"
+    assert list(m.history) == [Message.user("hello"), assistant(call("c1")), result("c1")]
+
+
+def test_an_overflow_the_compaction_cannot_help_ends_with_the_providers_error_not_no_progress() -> None:
+    m = _overflowed()
+    m.next_step(POLICY)
+    m.compaction_noop(1200, 1200)
+    assert (m.outcome.kind, m.outcome.error) == (
+        OutcomeKind.CONTEXT_OVERFLOW,
+        "prompt is too long: 1200 tokens > 1000 maximum",
+    )
+    assert list(m.history) == [Message.user("hello"), assistant(call("c1")), result("c1")]
+
+
+def test_each_model_call_gets_its_own_overflow_retry() -> None:
+    m = _overflowed()
+    m.next_step(POLICY)
+    m.compaction_result([Message.user("hello"), assistant(call("c1")), result("c1")], 1200, 300)
+    m.model_response(assistant(call("c2")), TOOLS, 400)  # the retry answered: the next call starts afresh
+    m.tool_results([result("c2")])
+    m.context_overflow(RuntimeError("too long"), 1100)
+    assert m.next_step(POLICY) == Compact(CompactReason.EMERGENCY, 1100)
+
+
+def test_context_overflow_is_a_feed_of_a_run_waiting_for_the_model() -> None:
+    m = started()
+    m.model_response(assistant(call("c1")), TOOLS, 40)
+    with pytest.raises(MachineStateError, match="context_overflow"):
+        m.context_overflow("too long")
+
+
+# --- typed output ---------------------------------------------------------------------------------------------
+
+
+def typed(ctx: int = 10) -> LoopMachine:
+    m = LoopMachine()
+    m.accept_input("hello", output_tool="final_result")
+    m.context_tokens = ctx
+    return m
+
+
+def test_valid_output_completes_the_run_and_the_other_calls_of_the_reply_are_answered_not_run() -> None:
+    m = typed()
+    reply = assistant(call("c1"), call("out", "final_result", city="Paris"), call("out2", "final_result"))
+    m.model_response(reply, TOOLS, 40, output_check=OutputCheck("out"))
+    assert m.outcome.kind is OutcomeKind.COMPLETED
+    (results,) = [msg for msg in m.history if msg.role is Role.USER and msg.tool_results()]
+    assert [(r.call_id, str(r.output), r.is_error) for r in results.tool_results()] == [
+        ("c1", "Not run: the final result was already given by final_result.", True),
+        ("out", FINAL_RESULT_TEXT, False),
+        ("out2", "Not used: only one call of final_result is read per reply.", True),
+    ]
+
+
+def test_invalid_output_goes_back_as_the_calls_error_then_ends_output_invalid() -> None:
+    policy = MachinePolicy(context_window=1000, output_retries=1)
+    m = typed()
+    m.model_response(assistant(call("o1", "final_result")), TOOLS, 40, output_check=OutputCheck("o1", "bad: x", "x"))
+    assert m.output_failures == 1
+    assert m.next_step(policy) == CallLLM(2)
+    assert [str(r.output) for r in m.pending[-1].tool_results()] == ["bad: x"]
+    m.model_response(assistant(call("o2", "final_result")), TOOLS, 60, output_check=OutputCheck("o2", "bad: y", "y"))
+    assert m.next_step(policy) == Done(m.outcome)
+    assert (m.outcome.kind, m.outcome.error) == (OutcomeKind.OUTPUT_INVALID, "y")
+    assert coherent_prefix(list(m.history)) == len(m.history)  # both calls answered, nothing dropped
+
+
+def test_an_invalid_text_answer_is_told_in_a_user_message_before_the_next_call() -> None:
+    m = started()
+    m.model_response(Message.assistant("{}"), TOOLS, 40, output_check=OutputCheck(None, "say more"))
+    assert m.state is MachineState.AWAITING_MODEL
+    assert m.next_step(POLICY) == CallLLM(2)
+    assert m.next_step(POLICY) == CallLLM(2)  # asked twice: the message is sent once
+    assert list(m.pending)[-2:] == [Message.assistant("{}"), Message.user("say more")]
+    m.model_response(Message.assistant('{"a": 1}'), TOOLS, 60, output_check=OutputCheck())
+    assert m.outcome.kind is OutcomeKind.COMPLETED
+
+
+def test_an_answer_cut_off_by_max_tokens_ends_max_tokens_not_as_invalid_output() -> None:
+    m = started()
+    m.model_response(Message.assistant('{"a": '), TOOLS, 40, stop_reason=StopReason.MAX_TOKENS)
+    assert m.outcome.kind is OutcomeKind.MAX_TOKENS
+
+
+def test_output_retries_zero_ends_at_the_first_invalid_answer() -> None:
+    m = started()
+    m.model_response(Message.assistant("no"), TOOLS, 40, output_check=OutputCheck(None, "wrong"))
+    assert m.next_step(MachinePolicy(output_retries=0)) == Done(m.outcome)
+    assert m.outcome.kind is OutcomeKind.OUTPUT_INVALID
+    assert list(m.history)[-1] == Message.assistant("no")  # the retry message was never sent
+
+
+@pytest.mark.parametrize(
+    ("reply", "check", "problem"),
+    [
+        (assistant(call("o1", "final_result")), None, "needs the output_check of one of those calls"),
+        (assistant(call("c1")), OutputCheck("c1"), "names call 'c1', which is no call of the output tool"),
+    ],
+)
+def test_an_output_check_that_does_not_fit_the_reply_is_refused_leaving_the_machine_as_it_was(
+    reply: Message, check: OutputCheck | None, problem: str
+) -> None:
+    m = typed()
+    before = m.to_json()
+    with pytest.raises(MachineStateError, match=problem):
+        m.model_response(reply, TOOLS, 40, output_check=check)
+    assert m.to_json() == before
 
 
 # --- run exit and salvage -------------------------------------------------------------------------------
@@ -453,7 +607,40 @@ def _machines_in_every_state() -> dict[str, LoopMachine]:
     m7 = _awaiting_compaction()
     m7.compaction_result([Message.user("summary")], 960, 100)
     out["compacted"] = m7  # awaiting_model with every message in history, none pending
+    out["overflowed"] = _overflowed()
+    m8 = _overflowed()
+    m8.next_step(POLICY)
+    m8.compaction_result([Message.user("hello"), assistant(call("c1")), result("c1")], 1200, 300)
+    out["retrying_after_overflow"] = m8  # a second overflow must end the run, after a restore too
+    m9 = typed()
+    m9.model_response(Message.assistant("{}"), TOOLS, 40, output_check=OutputCheck(None, "say more"))
+    out["output_retry_to_send"] = m9
+    m10 = typed()
+    m10.model_response(assistant(call("o1", "final_result")), TOOLS, 40, output_check=OutputCheck("o1", "bad", "x"))
+    out["output_failed_once"] = m10
+    out["paused"] = _paused()
+    m11 = _paused()
+    m11.approve({"c2": Modify({"path": "b"})})
+    out["approved_to_run"] = m11  # awaiting_tools with a decision to run, another call's result held
+    m12 = LoopMachine()
+    m12.accept_input("hello", limits=UsageLimits(requests=1, cost=Decimal("0.01")))
+    m12.model_response(assistant(call("c1")), TOOLS, 40, usage=Usage(10, 5), cost=Decimal("0.002"))
+    m12.tool_results([result("c1")])
+    out["at_the_request_limit"] = m12  # its next step ends the run, after a restore too
+    m13 = started()
+    m13.model_response(assistant(call("c1")), TOOLS, 40)
+    m13.tool_results([result("c1")])
+    m13.model_response(assistant(call("c2")), TOOLS, 40)
+    out["repeating"] = m13  # a second call in a row of read(a)
     return out
+
+
+def _paused() -> LoopMachine:
+    """A run paused on c2 (deferred, with a reason), holding c1's result."""
+    m = started()
+    m.model_response(assistant(call("c1"), call("c2", "write")), TOOLS, 40)
+    m.tool_results([result("c1")], deferred={"c2": "it writes"})
+    return m
 
 
 @pytest.mark.parametrize("name", list(_machines_in_every_state()))
@@ -465,6 +652,67 @@ def test_a_restored_machine_takes_exactly_the_same_next_step(name: str) -> None:
     assert restored.next_step(POLICY) == m.next_step(POLICY)
     assert list(restored.full_history()) == list(m.full_history())
     assert restored.state is m.state
+
+
+def test_a_machine_restored_while_retrying_after_an_overflow_still_retries_only_once() -> None:
+    restored = LoopMachine.from_json(_machines_in_every_state()["retrying_after_overflow"].to_json())
+    restored.context_overflow("still too long")
+    assert restored.outcome.kind is OutcomeKind.CONTEXT_OVERFLOW
+
+
+def test_a_restored_machine_keeps_counting_invalid_answers() -> None:
+    restored = LoopMachine.from_json(_machines_in_every_state()["output_failed_once"].to_json())
+    restored.model_response(
+        assistant(call("o2", "final_result")), TOOLS, 50, output_check=OutputCheck("o2", "bad again", "y")
+    )
+    assert restored.next_step(MachinePolicy(output_retries=1)) == Done(restored.outcome)
+    assert restored.outcome.kind is OutcomeKind.OUTPUT_INVALID
+
+
+FIXTURES = pathlib.Path(__file__).parent.parent / "fixtures" / "machines"
+
+
+@pytest.mark.parametrize(
+    ("name", "step"),
+    [
+        ("v1-awaiting-tools.json", CallTools(1, (call("c1", path="a.txt"),))),
+        ("v1-terminal.json", Done(Outcome(OutcomeKind.COMPLETED))),
+        ("v1-awaiting-compaction.json", Prune(960, 460)),
+        ("v2-awaiting-tools.json", CallTools(2, (call("t1", "temperature", city="Oslo"),))),
+        ("v2-terminal.json", Done(Outcome(OutcomeKind.COMPLETED))),
+    ],
+)
+def test_an_older_machine_file_still_loads_and_takes_its_next_step(name: str, step: object) -> None:
+    # Written by the releases before typed output (format_version 1, no "output" key) and before the
+    # guardrails (format_version 2, no "limits", "usage", "loop", "deferred", "approved").
+    text = (FIXTURES / name).read_text()
+    version = int(name[1])
+    assert text.startswith(f'{{"format_version":{version},') and '"usage":{' not in text
+    assert ('"output":{' in text) is (version == 2)
+    m = LoopMachine.from_json(text)
+    assert m.next_step(POLICY) == step
+    saved = m.to_json()
+    assert f'"format_version":{MACHINE_FORMAT_VERSION},' in saved
+    assert LoopMachine.from_json(saved).to_json() == saved
+
+
+def test_a_version_2_machine_goes_on_to_finish_its_typed_run_counting_from_zero() -> None:
+    m = LoopMachine.from_json((FIXTURES / "v2-awaiting-tools.json").read_text())
+    assert m.output_tool == "final_result" and m.output_failures == 1 and m.usage.requests == 0
+    m.tool_results([result("t1", "-3.5 °C", "temperature")])
+    m.next_step(POLICY)
+    m.model_response(
+        assistant(call("f2", "final_result", city="Oslo")), {"temperature"}, 120, output_check=OutputCheck("f2")
+    )
+    assert m.outcome.kind is OutcomeKind.COMPLETED and m.usage.requests == 1
+
+
+def test_a_version_1_machine_goes_on_to_finish_its_run() -> None:
+    m = LoopMachine.from_json((FIXTURES / "v1-awaiting-tools.json").read_text())
+    m.tool_results([result("c1", "text of a")])
+    m.model_response(Message.assistant("a says hello"), TOOLS, 80)
+    assert m.outcome.kind is OutcomeKind.COMPLETED
+    assert [msg.role for msg in m.history] == [Role.USER, Role.ASSISTANT] * 3
 
 
 def test_a_machine_holding_an_integer_past_64_bits_saves_and_restores_it_exactly() -> None:
@@ -487,7 +735,7 @@ def test_a_machine_holding_a_lone_surrogate_cannot_be_saved_and_says_where() -> 
 
 
 def test_a_machine_file_from_a_newer_release_is_refused() -> None:
-    text = LoopMachine().to_json().replace('"format_version":1', '"format_version":9')
+    text = LoopMachine().to_json().replace(f'"format_version":{MACHINE_FORMAT_VERSION}', '"format_version":9')
     with pytest.raises(ConversationFileError, match="format_version 9 is newer"):
         LoopMachine.from_json(text)
 
@@ -530,6 +778,12 @@ def _saved(name: str, **changes: object) -> str:
         ("awaiting_compaction", {"step": {"type": "squash"}}, "step type 'squash' is not prune or compact"),
         ("failed", {"outcome": {"kind": "failed", "error": 5}}, "outcome.error must be a string or null, got 5"),
         ("failed", {"outcome": [1]}, "outcome must be an object"),
+        ("terminal", {"overflow": {"kind": "context_overflow", "error": "x"}}, "state terminal has a context overflow"),
+        ("overflowed", {"overflow": {"kind": "context_overflow", "error": 1}}, "overflow.error must be a string"),
+        ("terminal", {"output": {"tool": None, "failures": 1}}, "state terminal has typed-output state"),
+        ("awaiting_tools", {"output": {"prompt": "retry"}}, "state awaiting_tools has an output retry to send"),
+        ("output_failed_once", {"output": {"failures": -1}}, "output.failures must be a whole number >= 0"),
+        ("output_failed_once", {"output": [1]}, "output must be an object"),
     ],
 )  # fmt: skip
 def test_a_machine_file_whose_fields_disagree_is_refused_when_read_not_later(

@@ -1,11 +1,15 @@
 """The CLI's transcript: an observer of the loop's events that prints to the terminal with rich.
 
 Text streams as it comes (a reply that was not streamed is shown whole when it arrives); thinking is dimmed;
-tool calls and results are shown on one line each; a spinner runs while the model is working.
+tool calls and results are shown on one line each; a spinner runs while the model is working. Every string
+that came from the model, a tool or a provider goes through :func:`~loopctl.cli.inert.inert` first, so none
+of it can move the cursor, hide text or reach the clipboard.
 """
 
 from __future__ import annotations
 
+import json
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -13,12 +17,15 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
+from loopctl.cli.inert import inert
 from loopctl.engine.events import (
     CompactionFinished,
     LoopEvent,
+    ModelFallback,
     ModelRetry,
     ModelStreamEvent,
     RunFinished,
+    ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
@@ -27,12 +34,28 @@ from loopctl.engine.events import (
 from loopctl.message import TextPart, ThinkingPart
 from loopctl.stream import PartStarted, TextDelta, ThinkingDelta
 
-__all__ = ["Transcript"]
+__all__ = ["Transcript", "dollars"]
+
+
+def dollars(cost: Decimal) -> str:
+    """A cost in USD for a summary line: four decimals, six below a hundredth of a cent (``$0.0123``,
+    ``$0.000045``)."""
+    return f"${cost:.4f}" if cost == 0 or cost >= Decimal("0.0001") else f"${cost:.6f}"
+
+
+def _json(value: Any) -> str:
+    """``value`` as compact JSON text; integers past 64 bits (which orjson cannot write) and any other value
+    JSON has no form for are written by the standard library (``str()`` for the latter)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else orjson.dumps(value).decode()
-    text = text.replace("\n", "⏎")
+    """``value`` (text, or any JSON value) on one line, made inert, cut to ``limit`` characters."""
+    text = value if isinstance(value, str) else _json(value)
+    text = inert(text.replace("\n", "⏎"), one_line=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -70,11 +93,30 @@ class Transcript:
             void = "; the partial reply above is discarded" if printed else ""
             c.print(
                 Text(
-                    f"↻ {type(event.error).__name__}: {event.error} — retrying in {event.delay:.1f} s "
+                    f"↻ {type(event.error).__name__}: {_short(str(event.error), 300)} — "
+                    f"retrying in {event.delay:.1f} s "
                     f"(attempt {event.attempt}){void}",
                     style="yellow",
                 )
             )
+        elif isinstance(event, ModelFallback):
+            self._stop_spin()
+            printed = self._mode is not None
+            self._end_line()
+            void = "; the partial reply above is discarded" if printed else ""
+            to = _short(f"{event.to_provider}:{event.to_model}", 100)
+            c.print(
+                Text(
+                    f"↪ {type(event.error).__name__}: {_short(str(event.error), 300)} — trying {to}{void}",
+                    style="yellow",
+                )
+            )
+        elif isinstance(event, ToolCallDeferred):
+            self._stop_spin()
+            self._end_line()
+            why = f" ({_short(event.reason, 100)})" if event.reason else ""
+            line = f"⏸ {_short(event.call.name, 60)} awaits approval{why}: {_short(event.call.input)}"
+            c.print(Text(line, style="yellow"))
         elif isinstance(event, TurnFinished):
             self._stop_spin()
             if not self._streamed:  # a reply that was not streamed (--no-stream): show it whole now
@@ -88,12 +130,13 @@ class Transcript:
             self._stop_spin()
             self._end_line()
             args = (
-                ", ".join(f"{k}={_short(v, 40)}" for k, v in event.call.input.items())
+                ", ".join(f"{_short(k, 40)}={_short(v, 40)}" for k, v in event.call.input.items())
                 if isinstance(event.call.input, dict)
                 else _short(event.call.input)
             )
-            c.print(Text.assemble(("→ ", "cyan"), (event.call.name, "bold cyan"), (f"({args})", "cyan")))
-            self._spin(f"running {event.call.name}…")
+            name = _short(event.call.name, 80)
+            c.print(Text.assemble(("→ ", "cyan"), (name, "bold cyan"), (f"({args})", "cyan")))
+            self._spin(f"running {name}…")
         elif isinstance(event, ToolCallFinished):
             self._stop_spin()
             r = event.result
@@ -101,7 +144,7 @@ class Transcript:
             text = str(r.output)
             lines = text.count("\n") + 1 if text else 0
             count = f"{lines} line" if lines == 1 else f"{lines} lines"
-            c.print(Text(f"  {mark} {event.call.name}: {_short(text, 100)}  [{count}]", style=style))
+            c.print(Text(f"  {mark} {_short(event.call.name, 80)}: {_short(text, 100)}  [{count}]", style=style))
         elif isinstance(event, CompactionFinished):
             self._stop_spin()
             self._end_line()
@@ -123,7 +166,7 @@ class Transcript:
         if self._mode != "text":
             self._end_line()
             self._mode = "text"
-        self.console.print(Text(text), end="")
+        self.console.print(Text(inert(text)), end="")
 
     def _thinking(self, text: str) -> None:
         self._streamed = True
@@ -133,7 +176,7 @@ class Transcript:
         if self._mode != "thinking":
             self._end_line()
             self._mode = "thinking"
-        self.console.print(Text(text, style="dim italic"), end="")
+        self.console.print(Text(inert(text), style="dim italic"), end="")
 
     def _spin(self, label: str) -> None:
         if not self.console.is_terminal:

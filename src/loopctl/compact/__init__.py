@@ -2,7 +2,7 @@
 
 Sans-IO like the loop machine: every pass takes messages and returns messages; the summarizing compactor
 returns the model request it wants sent and builds the new conversation from the reply the driver hands
-back. The retention classes (the guide, "Retention classes") decide what each pass may do with a tool
+back. The retention classes (``docs/compaction.md``, "Retention classes") decide what each pass may do with a tool
 result: untagged results go first, ``Requery`` results next and only with a marker naming the call,
 ``Durable`` results are never pruned and are kept verbatim through truncation and summaries.
 

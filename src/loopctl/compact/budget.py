@@ -3,7 +3,7 @@
 A :class:`ContextBudget` turns a window size and four fractions into token counts (prune line, compaction
 threshold, emergency line, target after a pass), measures conversations with its one counter, and
 re-measures what a pass returned (:meth:`ContextBudget.assess`), so that the same counter decides both
-when to compact and whether compacting worked (issue 5, "ContextBudget").
+when to compact and whether compacting worked (``docs/compaction.md``, "The budget").
 
 Pure: no I/O, no clock. The budget itself is a frozen value; its counter carries the calibration state.
 """
@@ -76,7 +76,7 @@ class PassReport:
 
 @dataclass(frozen=True, slots=True)
 class ContextBudget:
-    """The compaction policy of a session, in fractions of the context window (issue 5, "ContextBudget").
+    """The compaction policy of a session, in fractions of the context window (``docs/compaction.md``, "The budget").
 
     ``window``: the model's context window, in tokens (default 200,000). ``threshold``: compact when the
     conversation is strictly above this fraction (0.80). ``emergency``: at or above this fraction (0.95),

@@ -78,7 +78,7 @@ class CounterPreset:
 
 
 PRESETS: dict[str, CounterPreset] = {
-    # The heuristic: characters / 4; images at Anthropic's ceiling (below), the most expensive of
+    # OpenAI's rule of thumb: characters / 4; images at Anthropic's ceiling (below), the most expensive of
     # the three, because under-counting is what gets a request refused for length.
     "default": CounterPreset("default"),
     # "A token approximately represents 3.5 English characters" (Anthropic glossary, docs.anthropic.com).

@@ -1,10 +1,10 @@
 """The prune pass: replace the output of old tool results with a short marker that names the call.
 
-The guide's retention classes ("Retention classes"): untagged results are "first to go" and are "exactly
-what the prune pass clears"; ``Requery`` results are "cleared after the untagged pool runs out", and "the
-omission marker names the tool call"; ``Durable`` results are "exempt from pruning". The issue adds the
-order (untagged first, oldest first; ``Requery`` only while still short of the needed room) and the
-protected recent tail (2,000 tokens by default) that is never touched.
+The retention classes (``docs/compaction.md``, "Retention classes"): untagged results go first and are
+exactly what the prune pass clears; ``Requery`` results are cleared after the untagged pool runs out, with a
+marker naming the tool call; ``Durable`` results are never pruned. The order is untagged first, oldest
+first, ``Requery`` only while still short of the needed room; a recent tail (2,000 tokens by default) is
+never touched.
 
 A pruned result keeps its ``call_id``, ``name``, ``is_error`` and ``retention``; only ``output`` changes,
 so pairing is untouched and no message loses a part. Messages the pass does not change are returned as the

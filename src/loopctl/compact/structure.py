@@ -1,7 +1,7 @@
 """The shape of a conversation that the passes must respect: where it may be cut, what a result answers,
 and how to keep only the ``Durable`` results (with their calls) of a stretch that is being dropped.
 
-Rules (the guide, "Parts" and "Retention classes"; ``check_conversation``):
+Rules (``docs/wire-format.md``, "Conversation rules"; ``docs/compaction.md``, "Retention classes"):
 
 - A tool result answers a call of the latest assistant message before it, so a cut between an assistant
   message and the last message holding one of its results would orphan a result or leave a call
@@ -9,7 +9,7 @@ Rules (the guide, "Parts" and "Retention classes"; ``check_conversation``):
 - A run of thinking parts belongs to the tool calls after it, up to the next thinking part (Anthropic sends
   thinking before the ``tool_use`` blocks it led to, OpenAI Responses a reasoning item before its
   ``function_call`` items; Gemini's signature part sits right before the ``functionCall`` it came on,
-  ``python-api.md`` "Provider signatures"); keeping a call keeps the thinking that belongs to it.
+  ``docs/providers.md``, "The reasoning replay policy"); keeping a call keeps the thinking that belongs to it.
 - A provider item id (``item_id``) stays only where its part keeps the neighbour it had in the reply: an
   OpenAI Responses item sent with its id but without its reasoning item is refused
   (:func:`durable_copy`).
@@ -218,7 +218,7 @@ def durable_copy(message: Message, index: int, layout: Layout, *, keep_thinking:
 def describe_call(name: str, call_input: Any, limit: int = CALL_INPUT_CHARS) -> str:
     """``name(<compact JSON input>)`` with the input cut safely to ``limit`` characters, for markers."""
     try:
-        # orjson writes the same compact, key-sorted, UTF-8 JSON as the guide's Display, ten times faster.
+        # orjson writes the same compact, key-sorted, UTF-8 JSON as ``str(message)`` shows a call, ten times faster.
         text = orjson.dumps(call_input, option=orjson.OPT_SORT_KEYS).decode()
     except (TypeError, orjson.JSONEncodeError):
         try:  # integers past 64 bits

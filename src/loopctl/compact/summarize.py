@@ -6,7 +6,7 @@ Sans-IO in two steps, like the loop machine: :meth:`SummarizingCompactor.start` 
 :meth:`SummaryPlan.finish` takes the reply (its text, the :class:`~loopctl.response.ModelResponse`, or the
 failure) and returns the new conversation. A failed call leaves the conversation untouched.
 
-What the rules (the guide, "Retention classes"; issue 5, "A summarizing compactor") make of each part of
+What the rules (``docs/compaction.md``, "Retention classes"; ``docs/compaction.md``, "The passes") make of each part of
 the older stretch:
 
 - a leading system message is kept as it is and never summarized;

@@ -1,6 +1,6 @@
 """The truncating compactor (the default): keep the first message and a recent tail, drop the middle.
 
-No model call. The rules (issue 5, "A truncating compactor"; the guide, "Retention classes"):
+No model call. The rules (``docs/compaction.md``, "The passes"; ``docs/compaction.md``, "Retention classes"):
 
 - keep the first message (after any leading system messages, which are kept too) and a recent tail that
   holds at least the protected tail and grows while the result fits the budget's target;

@@ -1,24 +1,35 @@
 """The engine: the loop machine (the brain: pure, serializable) and the driver (the hands: model, tools).
 
-``LoopMachine`` decides; ``BareLoop`` acts. See :mod:`loopctl.engine.machine` for the state table.
+``LoopMachine`` decides; ``BareLoop`` acts. See :mod:`loopctl.engine.machine` for the state table, and
+``docs/guardrails.md`` for usage limits, cost, fallback models, hooks, loop detection and approvals.
 """
 
-from loopctl.engine.config import RunConfig, SessionConfig
+from loopctl.engine.config import Instructions, RunConfig, SessionConfig
 from loopctl.engine.events import (
     CompactionFinished,
+    CompactionStarted,
     LoopEvent,
+    ModelCallFailed,
+    ModelFallback,
     ModelRetry,
     ModelStreamEvent,
     Observer,
+    OutputRetry,
+    ReplyDiscarded,
+    RunAborted,
     RunFinished,
     RunStarted,
+    ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
     TurnStarted,
 )
+from loopctl.engine.hooks import Block, Hook
+from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits
 from loopctl.engine.loop import BareLoop
 from loopctl.engine.machine import (
+    DEFAULT_LOOP_DETECTION,
     MACHINE_FORMAT_VERSION,
     CallLLM,
     CallTools,
@@ -30,48 +41,82 @@ from loopctl.engine.machine import (
     MachineState,
     Outcome,
     OutcomeKind,
+    OutputCheck,
     Prune,
     Step,
     coherent_prefix,
 )
-from loopctl.engine.permission import Approve, Decision, Deny, Modify, PermissionCallback
-from loopctl.engine.run import Run, ToolCallRecord, Turn
+from loopctl.engine.permission import (
+    Approval,
+    Approve,
+    Decision,
+    Defer,
+    Deny,
+    Modify,
+    PendingApproval,
+    PermissionCallback,
+)
+from loopctl.engine.run import ModelReply, Run, ToolCallRecord, Turn
+from loopctl.engine.streaming import RunStream
+from loopctl.tool import RunContext, ToolContext
 
 __all__ = [
+    "DEFAULT_LOOP_DETECTION",
     "MACHINE_FORMAT_VERSION",
+    "Approval",
     "Approve",
     "BareLoop",
+    "Block",
     "CallLLM",
     "CallTools",
     "Compact",
     "CompactReason",
     "CompactionFinished",
+    "CompactionStarted",
     "Decision",
+    "Defer",
     "Deny",
     "Done",
+    "Hook",
+    "Instructions",
+    "LimitHit",
     "LoopEvent",
     "LoopMachine",
     "MachinePolicy",
     "MachineState",
+    "ModelCallFailed",
+    "ModelFallback",
+    "ModelReply",
     "ModelRetry",
     "ModelStreamEvent",
     "Modify",
     "Observer",
     "Outcome",
     "OutcomeKind",
+    "OutputCheck",
+    "OutputRetry",
+    "PendingApproval",
     "PermissionCallback",
     "Prune",
+    "ReplyDiscarded",
     "Run",
+    "RunAborted",
     "RunConfig",
+    "RunContext",
     "RunFinished",
     "RunStarted",
+    "RunStream",
+    "RunUsage",
     "SessionConfig",
     "Step",
+    "ToolCallDeferred",
     "ToolCallFinished",
     "ToolCallRecord",
     "ToolCallStarted",
+    "ToolContext",
     "Turn",
     "TurnFinished",
     "TurnStarted",
+    "UsageLimits",
     "coherent_prefix",
 ]

@@ -5,15 +5,21 @@ Pure data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias, Union
 
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor
+from loopctl.engine.limits import UsageLimits
+from loopctl.engine.machine import DEFAULT_LOOP_DETECTION
 from loopctl.providers.base import ReasoningEffort
-from loopctl.tool import ToolChoice
+from loopctl.tool import RunContext, ToolChoice
 
-__all__ = ["RunConfig", "SessionConfig"]
+__all__ = ["Instructions", "RunConfig", "SessionConfig"]
+
+Instructions: TypeAlias = Union[str, Callable[[RunContext[Any]], Union[str, Awaitable[str]]]]
+"""Instructions: a string, or a callable (sync or async) that takes the run's
+:class:`~loopctl.tool.RunContext` and returns one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +27,11 @@ class SessionConfig:
     """Settings that hold for the whole session.
 
     ``system_prompt``: standing guidance, routed by each provider codec to where it belongs.
+    ``instructions``: more of it, a string or a callable ``(ctx: RunContext) -> str`` (sync or async) called
+    once at the start of each run, never per turn, so every request of a run starts with the same bytes and
+    the provider's prompt cache hits within the run. The text sent is ``system_prompt``, then the
+    instructions, joined by a blank line. Instructions that differ between runs change the request's first
+    bytes, so the next run starts with a cache miss (``docs/agent.md``, "Instructions").
     ``context_window``: the model's window in tokens (default 200,000). ``compact_threshold``: compaction
     starts strictly above this fraction of the window (default 0.80) when ``auto_compact`` is on; emergency
     compaction at 95% is always on. ``budget`` optionally replaces these numbers with a full
@@ -29,6 +40,7 @@ class SessionConfig:
     """
 
     system_prompt: str | None = None
+    instructions: Instructions | None = None
     context_window: int = 200_000
     compact_threshold: float = 0.80
     auto_compact: bool = True
@@ -49,7 +61,16 @@ class RunConfig:
     ``temperature``, ``reasoning_effort``, ``tool_choice``, ``stop``, and ``extra`` (merged into the provider's
     request body). Retries: a retryable error (rate limit, overload, server error, dropped stream) is retried
     up to ``max_retries`` times, waiting the provider's ``retry_after`` when given, else exponential backoff
-    with jitter from ``retry_initial_delay`` up to ``retry_max_delay`` seconds.
+    with jitter from ``retry_initial_delay`` up to ``retry_max_delay`` seconds. ``output_retries``: with typed
+    output (``output_type=``), how many invalid answers go back to the model before the run ends with
+    ``OUTPUT_INVALID`` (default 1: one retry).
+
+    Guardrails (``docs/guardrails.md``): ``limits`` are the run's :class:`~loopctl.engine.UsageLimits`
+    (requests, tool calls, tokens, cost; ``None``: none), kept with the run's state so a resumed run keeps
+    counting. ``loop_detection`` is ``k``: the same tool call (name and input) ``k`` times in a row gets an
+    error result telling the model so, and once more ends the run with ``LOOP_DETECTED`` (default 3;
+    ``None``: off). A run continued with approvals keeps the loop detection it started with; ``limits``,
+    when given then, replace its limits.
     """
 
     max_turns: int = 200
@@ -67,3 +88,6 @@ class RunConfig:
     max_retries: int = 4
     retry_initial_delay: float = 1.0
     retry_max_delay: float = 60.0
+    output_retries: int = 1
+    limits: UsageLimits | None = None
+    loop_detection: int | None = DEFAULT_LOOP_DETECTION

@@ -8,20 +8,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeAlias, Union
+from typing import Any, TypeAlias, Union
 
+from loopctl.engine.run import Run
 from loopctl.message import Message, ToolCallPart, ToolResultPart
-from loopctl.response import StopReason, Usage
+from loopctl.providers.base import ModelRequest
+from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import StreamEvent
 
 __all__ = [
     "CompactionFinished",
+    "CompactionStarted",
     "LoopEvent",
+    "ModelCallFailed",
+    "ModelFallback",
     "ModelRetry",
     "ModelStreamEvent",
     "Observer",
+    "OutputRetry",
+    "ReplyDiscarded",
+    "RunAborted",
     "RunFinished",
     "RunStarted",
+    "ToolCallDeferred",
     "ToolCallFinished",
     "ToolCallStarted",
     "TurnFinished",
@@ -31,17 +40,30 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class RunStarted:
-    """A run began with ``input``."""
+    """A run began with ``input``, on the loop's client: its ``provider`` (``"openai"``, ``"anthropic"``,
+    ``"gemini"``...: :attr:`ModelClient.provider <loopctl.providers.ModelClient>`) and ``model``.
+    ``resumed`` is true for a paused run continued with approvals (``input`` is then the run's first input)."""
 
     input: Message
+    provider: str = ""
+    model: str = ""
+    resumed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class TurnStarted:
-    """Model call number ``turn`` (from 1) is about to be sent with ``messages`` messages."""
+    """Model call number ``turn`` (from 1) is about to be sent with ``messages`` messages.
+
+    ``request`` is the whole :class:`~loopctl.providers.ModelRequest` (conversation, system prompt, tools and
+    settings); ``provider`` and ``model`` name the client it goes to; ``stream`` tells whether the reply is
+    streamed. Retries of the call (:class:`ModelRetry`) send the same request again."""
 
     turn: int
     messages: int
+    request: ModelRequest | None = None
+    provider: str = ""
+    model: str = ""
+    stream: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +86,32 @@ class ModelRetry:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyDiscarded:
+    """The partial reply streamed so far for model call ``turn`` is void: the attempt failed and the call is
+    sent again (``reason``: ``"retry"``, the same client; ``"fallback"``, the next client of a
+    :class:`~loopctl.providers.FallbackClient`). ``text`` is the text it had streamed (to erase what was
+    shown of it). Emitted only when something had streamed; a :class:`ModelRetry` or :class:`ModelFallback`
+    follows. The turn's final reply (:class:`TurnFinished`) holds none of the discarded text."""
+
+    turn: int
+    reason: str
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFallback:
+    """Model call ``turn`` failed on ``from_provider``/``from_model`` with ``error`` and goes to the next
+    client of the fallback chain, ``to_provider``/``to_model``. Anything streamed for it so far is void."""
+
+    turn: int
+    error: Exception
+    from_provider: str
+    from_model: str
+    to_provider: str
+    to_model: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnFinished:
     """The model answered turn ``turn`` with ``message``; ``usage`` in tokens; ``duration`` in seconds."""
 
@@ -71,6 +119,20 @@ class TurnFinished:
     message: Message
     usage: Usage
     stop_reason: StopReason
+    duration: float
+    response: ModelResponse | None = None
+    """The whole reply (its ``id``, the ``model`` that answered, the provider's raw stop reason)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallFailed:
+    """Model call ``turn`` ended without a reply the conversation keeps, after ``duration`` seconds (retries
+    included): ``error`` is the final error (a :class:`~loopctl.errors.LoopError` once retries are spent, or
+    the reply the machine refused), or ``None`` when the run was cancelled during the call. No
+    :class:`TurnFinished` follows."""
+
+    turn: int
+    error: Exception | None
     duration: float
 
 
@@ -93,6 +155,25 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallDeferred:
+    """A tool call was deferred (a permission callback answered ``Defer``, or the tool requires approval):
+    it does not run now; the run pauses once the turn's other calls are done (``AWAITING_APPROVAL``)."""
+
+    turn: int
+    call: ToolCallPart
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStarted:
+    """A prune (``reason``: ``"prune_line"``) or compaction pass (``"threshold"``, ``"emergency"``) begins,
+    with the conversation estimated at ``tokens_before`` tokens. A :class:`CompactionFinished` follows."""
+
+    reason: str
+    tokens_before: int
+
+
+@dataclass(frozen=True, slots=True)
 class CompactionFinished:
     """A prune or compaction pass (``kind``: ``"prune"``, ``"truncate"``, ``"summarize"``...) ran; token
     estimates before and after."""
@@ -104,10 +185,29 @@ class CompactionFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputRetry:
+    """Turn ``turn``'s answer was not valid typed output (``problems``: what the model is told); the model
+    answers again (``attempt``: the retries so far, from 1), unless that was more than ``output_retries``
+    allow, in which case the run ends with ``OUTPUT_INVALID``."""
+
+    turn: int
+    attempt: int
+    problems: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     """The run ended; ``run`` is the :class:`~loopctl.engine.Run` record."""
 
-    run: object
+    run: Run[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunAborted:
+    """The run raised ``error`` instead of returning a :class:`~loopctl.engine.Run` (``asyncio.CancelledError``
+    from a cancelled task, or a bug); no :class:`RunFinished` follows. The conversation was salvaged first."""
+
+    error: BaseException
 
 
 LoopEvent: TypeAlias = Union[
@@ -115,11 +215,18 @@ LoopEvent: TypeAlias = Union[
     TurnStarted,
     ModelStreamEvent,
     ModelRetry,
+    ReplyDiscarded,
+    ModelFallback,
     TurnFinished,
+    ModelCallFailed,
     ToolCallStarted,
     ToolCallFinished,
+    ToolCallDeferred,
+    CompactionStarted,
     CompactionFinished,
+    OutputRetry,
     RunFinished,
+    RunAborted,
 ]
 """Any event an observer may see."""
 

@@ -4,16 +4,43 @@
 tools, runs compaction passes), feeds the outcome back, and repeats until the machine says ``Done``. It
 decides nothing the machine decides; it is the only part of the engine that touches the network, the clock
 and tools.
+
+Effect boundaries (a protected seam for durable execution: ``docs/guardrails.md``, "Effect boundaries").
+Everything the driver does that is not deterministic goes through one of these methods, which a subclass
+may wrap (run each as a recorded step or activity, replay its recorded result) without changing what the
+run decides:
+
+- :meth:`BareLoop._call_model` ``(turn, request, cfg, cancel, emit) -> ModelReply``: one model call, its
+  ``before_model``/``after_model`` hooks, retries and fallbacks and pricing included. Raises a
+  :class:`~loopctl.errors.LoopError` (the call's final error, ``FallbackFailed``, ``HookFailed``) or
+  ``_Cancelled``.
+- :meth:`BareLoop._check_reply` ``(plan, response, validator) -> (check, value, problems)``: a reply checked
+  as the run's typed output (the output validator, which may do I/O).
+- :meth:`BareLoop._instructions` ``(deps) -> str | None``: the session's instructions, once per run (a
+  callable may do I/O).
+- :meth:`BareLoop._run_tools` ``(step, cfg, cancel, emit, deps, usage) -> list[ToolCallRecord |
+  PendingApproval]``: a turn's batch; it calls :meth:`BareLoop._run_one` ``(turn, call, cfg, emit, deps,
+  usage, approval) -> ToolCallRecord | PendingApproval`` once per call: the ``before_tool`` hooks, the
+  approval marker and the permission check (all skipped for a call approved later: ``approval`` is then
+  its ``Approve``/``Modify``), the tool, the ``after_tool`` hooks. A deferred call comes back as a
+  :class:`~loopctl.engine.PendingApproval`.
+- :meth:`BareLoop._await_approvals` ``(pending) -> Mapping[str, Approval] | None``: where a run paused for
+  approvals waits; ``None`` (the default) ends the run with ``AWAITING_APPROVAL``, decisions continue it at
+  once (a durable workflow waits for its signal here).
+- :meth:`BareLoop._summarize` (a summarizing compaction's model call), :meth:`BareLoop._emit` (every
+  event to every observer) and :meth:`BareLoop._clock` (the durations' clock).
 """
 
 from __future__ import annotations
 
 import asyncio
-import binascii
+import dataclasses
 import inspect
+import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from tenacity import RetryCallState, wait_random_exponential
 
@@ -21,17 +48,27 @@ from loopctl.compact import ContextBudget, SummarizingCompactor, clip_middle, me
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import (
     CompactionFinished,
+    CompactionStarted,
     LoopEvent,
+    ModelCallFailed,
+    ModelFallback,
     ModelRetry,
     ModelStreamEvent,
     Observer,
+    OutputRetry,
+    ReplyDiscarded,
+    RunAborted,
     RunFinished,
     RunStarted,
+    ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
     TurnStarted,
 )
+from loopctl.engine.fallback import FallbackClient, client_label
+from loopctl.engine.hooks import Hooks
+from loopctl.engine.images import image_problem, rules_for
 from loopctl.engine.machine import (
     CallLLM,
     CallTools,
@@ -41,17 +78,50 @@ from loopctl.engine.machine import (
     LoopMachine,
     MachinePolicy,
     MachineState,
+    Outcome,
+    OutcomeKind,
+    OutputCheck,
     Prune,
     exception_text,
 )
-from loopctl.engine.permission import Approve, Deny, Modify, PermissionCallback
-from loopctl.engine.run import Run, ToolCallRecord, Turn
-from loopctl.errors import CompactionOverflow, ContextOverflow, LoopError
+from loopctl.engine.permission import Approval, Approve, Defer, Deny, Modify, PendingApproval, PermissionCallback
+from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn
+from loopctl.engine.streaming import RunStream, text_of
+from loopctl.errors import (
+    ApprovalError,
+    CompactionNoProgress,
+    CompactionOverflow,
+    ContextOverflow,
+    CostUnknown,
+    FallbackFailed,
+    HookFailed,
+    LoopError,
+    OutputValidationError,
+    UnsupportedContent,
+)
 from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
-from loopctl.providers.base import ModelClient, ModelRequest
-from loopctl.response import ModelResponse, Usage
+from loopctl.output import OutputPlan, OutputSpec, OutputValidator, RejectOutput, text_plan
+from loopctl.output import plan as plan_output
+from loopctl.output import resolve as resolve_output
+from loopctl.pricing import price
+from loopctl.providers.base import ModelClient, ModelRequest, OutputFormat
+from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import StreamEvent
-from loopctl.tool import Tool, ToolContext, ToolInputError, ToolRegistry, to_tool_output
+from loopctl.tool import (
+    ForceTool,
+    RunContext,
+    Tool,
+    ToolChoice,
+    ToolContext,
+    ToolInputError,
+    ToolProvider,
+    ToolRegistry,
+    ToolSchema,
+    to_tool_output,
+)
+
+if TYPE_CHECKING:
+    from loopctl.store import SessionBinding, SessionStore
 
 __all__ = ["BareLoop"]
 
@@ -70,36 +140,57 @@ class BareLoop:
     """Runs agent loops over one conversation: a model client, tools, and a session's settings.
 
     ``client`` is any :class:`~loopctl.providers.ModelClient` (the real clients, or
-    :class:`~loopctl.testing.ScriptedClient`). ``tools`` are :class:`~loopctl.tool.Tool` values (or a
-    :class:`~loopctl.tool.ToolRegistry`). ``observers`` receive typed events. ``permission`` decides each tool
-    call before it runs. The conversation lives in a :class:`~loopctl.engine.LoopMachine`; successive runs
-    continue it. One run at a time per loop.
+    :class:`~loopctl.testing.ScriptedClient`). ``tools`` are :class:`~loopctl.tool.Tool` values and
+    :class:`~loopctl.tool.ToolProvider` values such as MCP servers (or a :class:`~loopctl.tool.ToolRegistry`).
+    ``observers`` receive typed events. ``permission`` decides each tool call before it runs (approve,
+    deny, modify, or defer it: the run then pauses with outcome ``AWAITING_APPROVAL``, and
+    ``run(approvals=...)`` continues it, here or in another process). ``hooks`` run around each model call
+    and tool call, in order (:mod:`loopctl.engine.hooks`). The conversation lives in a
+    :class:`~loopctl.engine.LoopMachine`; successive runs continue it. One run at a time per loop.
+
+    With a ``store`` (:mod:`loopctl.store`), the conversation is the stored session ``session_id`` (a new
+    id when ``None``): loaded here when it exists, and saved before every model call and when each run ends,
+    so a crash loses at most the turn in flight. A save refused because another writer moved the session's
+    head (:class:`~loopctl.errors.ConcurrentUpdate`) writes nothing and ends the run failed with it; a refusal
+    of the save at the end of a run is raised by :meth:`run`.
     """
 
     def __init__(
         self,
         client: ModelClient,
-        tools: ToolRegistry | Iterable[Tool] = (),
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
         *,
         observers: Sequence[Observer] = (),
         permission: PermissionCallback | None = None,
+        hooks: Sequence[object] = (),
         machine: LoopMachine | None = None,
+        store: SessionStore | None = None,
+        session_id: str | None = None,
     ) -> None:
         self.client = client
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.config = config or SessionConfig()
         self.observers = list(observers)
         self.permission = permission
+        self.hooks = list(hooks)
+        self._hooks = Hooks(self.hooks)
+        self._run_observers: tuple[Observer, ...] = ()  # a streamed run's own observer, while it runs
+        self._binding: SessionBinding | None = None
+        if store is not None:
+            from loopctl.store.binding import bind
+
+            self._binding, machine = bind(store, session_id, machine, system_prompt=self.config.system_prompt)
         self._machine = machine or LoopMachine()
         self._budget = _make_budget(self.config)
         self._counter = self._budget.counter
         self._compactor = self.config.compactor
         self._calibrated_at = -1  # history length at the last calibration (-1: never)
-        set_request = getattr(self._counter, "set_request", None)
-        if set_request is not None:
-            # The system prompt and tool schemas are sent with every request: count them once.
-            set_request(system=self.config.system_prompt, tools=self.tools.schemas)
+        # The system text and tool schemas are sent with every request: the counter counts them once per change.
+        self._request_key: tuple[str | None, tuple[ToolSchema, ...]] | None = None
+        self._count_request(_Setup(self.config.system_prompt))
+        self._image_rules = rules_for(getattr(client, "provider", ""))
+        self._overflow_scale: float | None = None  # how low the estimate was when the provider overflowed
         self._running = False
 
     # --- sessions ------------------------------------------------------------------------------------------
@@ -108,6 +199,11 @@ class BareLoop:
     def machine(self) -> LoopMachine:
         """The machine holding the conversation (do not feed it while a run is active)."""
         return self._machine
+
+    @property
+    def session_id(self) -> str | None:
+        """The id of the stored session this loop keeps its conversation in (``None`` without a store)."""
+        return self._binding.session_id if self._binding is not None else None
 
     @property
     def history(self) -> Sequence[Message]:
@@ -123,7 +219,7 @@ class BareLoop:
         cls,
         machine: LoopMachine,
         client: ModelClient,
-        tools: ToolRegistry | Iterable[Tool] = (),
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
         **kwargs: Any,
     ) -> BareLoop:
@@ -132,34 +228,298 @@ class BareLoop:
 
     # --- running -------------------------------------------------------------------------------------------
 
-    def run_sync(self, input: str | Message, config: RunConfig | None = None) -> Run:  # noqa: A002
+    @overload
+    def run_sync(
+        self,
+        input: str | Message | None = None,
+        config: RunConfig | None = None,
+        *,
+        approvals: Mapping[str, Approval] | None = None,
+        output_type: None = None,
+        output_validator: OutputValidator[str] | None = None,
+        deps: Any = None,
+    ) -> Run[str]: ...
+    @overload
+    def run_sync(
+        self,
+        input: str | Message | None = None,
+        config: RunConfig | None = None,
+        *,
+        approvals: Mapping[str, Approval] | None = None,
+        output_type: OutputSpec[_T],
+        output_validator: OutputValidator[_T] | None = None,
+        deps: Any = None,
+    ) -> Run[_T]: ...
+    @overload
+    def run_sync(
+        self,
+        input: str | Message | None = None,
+        config: RunConfig | None = None,
+        *,
+        approvals: Mapping[str, Approval] | None = None,
+        output_type: object,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> Run[Any]: ...
+    def run_sync(
+        self,
+        input: str | Message | None = None,  # noqa: A002
+        config: RunConfig | None = None,
+        *,
+        approvals: Mapping[str, Approval] | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> Run[Any]:
         """:meth:`run` on a fresh event loop. Raises ``RuntimeError`` inside a running event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, config))
+            return asyncio.run(
+                self.run(
+                    input,
+                    config,
+                    approvals=approvals,
+                    output_type=output_type,
+                    output_validator=output_validator,
+                    deps=deps,
+                )
+            )
         raise RuntimeError("run_sync() cannot be called inside a running event loop; await run() instead")
 
+    @overload
     async def run(
         self,
-        input: str | Message,  # noqa: A002 - the issue's name
+        input: str | Message | None = None,
         config: RunConfig | None = None,
         *,
+        approvals: Mapping[str, Approval] | None = None,
         cancel: asyncio.Event | None = None,
-    ) -> Run:
+        output_type: None = None,
+        output_validator: OutputValidator[str] | None = None,
+        deps: Any = None,
+    ) -> Run[str]: ...
+    @overload
+    async def run(
+        self,
+        input: str | Message | None = None,
+        config: RunConfig | None = None,
+        *,
+        approvals: Mapping[str, Approval] | None = None,
+        cancel: asyncio.Event | None = None,
+        output_type: OutputSpec[_T],
+        output_validator: OutputValidator[_T] | None = None,
+        deps: Any = None,
+    ) -> Run[_T]: ...
+    @overload
+    async def run(
+        self,
+        input: str | Message | None = None,
+        config: RunConfig | None = None,
+        *,
+        approvals: Mapping[str, Approval] | None = None,
+        cancel: asyncio.Event | None = None,
+        output_type: object,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> Run[Any]: ...
+    async def run(
+        self,
+        input: str | Message | None = None,  # noqa: A002 - the documented name
+        config: RunConfig | None = None,
+        *,
+        approvals: Mapping[str, Approval] | None = None,
+        cancel: asyncio.Event | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> Run[Any]:
         """Run the loop on ``input`` until the model answers without tool calls, a limit is reached, the run
         fails, or ``cancel`` is set. Returns the :class:`~loopctl.engine.Run` record; errors end the run
         (see ``run.outcome``) rather than raise, except ``asyncio.CancelledError``, which is re-raised after
-        the machine has salvaged the conversation."""
+        the machine has salvaged the conversation.
+
+        ``output_type`` makes ``run.output`` a validated value of that type (:mod:`loopctl.output`: a type,
+        or ``OutputTool(T)`` / ``NativeOutput(T)`` / ``PromptedOutput(T)``); ``output_validator`` may check
+        a valid value and reject it with :class:`~loopctl.output.RejectOutput`. ``deps`` is handed to tools
+        (``ToolContext.deps``) and instructions (``RunContext.deps``); it is not saved with the machine.
+        Raises ``TypeError`` for an output type pydantic cannot describe and ``ValueError`` for an output
+        tool named like one of the loop's tools, before the run starts.
+
+        ``approvals`` continues a paused run (outcome ``AWAITING_APPROVAL``: ``run.pending_approvals``), on this
+        loop or one restored from the machine or the session store: ``{call_id: Approve() | Deny(reason) |
+        Modify(input)}``; the approved calls run (once, without another permission check), the denied ones
+        get their reason as an error result, and the run goes on. ``input`` is not given then; pass the
+        ``output_type`` (and ``deps``) the run started with. Calls left out stay pending (the run pauses again
+        once the decided ones ran). Raises :class:`~loopctl.errors.ApprovalError`, before anything runs, for
+        approvals that do not fit (no paused run, a call that awaits none) and for input given to a paused
+        run.
+        """
         if self._running:
             raise RuntimeError("this loop is already running; start another BareLoop for concurrent runs")
         self._running = True
         try:
-            return await self._run(input, config or RunConfig(), cancel)
+            cfg = config or RunConfig()
+            return await self._run_saved(input, approvals, cfg, cancel, output_type, output_validator, deps, ())
         finally:
             self._running = False
 
-    async def _run(self, input: str | Message, cfg: RunConfig, cancel: asyncio.Event | None) -> Run:  # noqa: A002
+    @overload
+    def stream(
+        self,
+        input: str | Message | None = None,
+        config: RunConfig | None = None,
+        *,
+        approvals: Mapping[str, Approval] | None = None,
+        output_type: None = None,
+        output_validator: OutputValidator[str] | None = None,
+        deps: Any = None,
+    ) -> RunStream[str]: ...
+    @overload
+    def stream(
+        self,
+        input: str | Message | None = None,
+        config: RunConfig | None = None,
+        *,
+        approvals: Mapping[str, Approval] | None = None,
+        output_type: OutputSpec[_T],
+        output_validator: OutputValidator[_T] | None = None,
+        deps: Any = None,
+    ) -> RunStream[_T]: ...
+    @overload
+    def stream(
+        self,
+        input: str | Message | None = None,
+        config: RunConfig | None = None,
+        *,
+        approvals: Mapping[str, Approval] | None = None,
+        output_type: object,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> RunStream[Any]: ...
+    def stream(
+        self,
+        input: str | Message | None = None,  # noqa: A002
+        config: RunConfig | None = None,
+        *,
+        approvals: Mapping[str, Approval] | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+    ) -> RunStream[Any]:
+        """A run as an async context manager that streams its events (:class:`~loopctl.engine.RunStream`)::
+
+            async with loop.stream("task") as stream:
+                async for event in stream:      # the typed events observers get, RunFinished last
+                    ...
+            run = await stream.result()
+
+        ``stream.text()`` yields only the text deltas of the model's replies. The run starts when the block
+        is entered; leaving the block before the run finished cancels it cleanly (the machine keeps the
+        coherent prefix, as for ``cancel``). The arguments are :meth:`run`'s."""
+
+        def start(observer: Observer, cancel: asyncio.Event) -> Awaitable[Run[Any]]:
+            return self._start_streamed(input, approvals, config, output_type, output_validator, deps, observer, cancel)
+
+        return RunStream(start)
+
+    async def _start_streamed(
+        self,
+        input: str | Message | None,  # noqa: A002
+        approvals: Mapping[str, Approval] | None,
+        config: RunConfig | None,
+        output_type: Any,
+        output_validator: OutputValidator[Any] | None,
+        deps: Any,
+        observer: Observer,
+        cancel: asyncio.Event,
+    ) -> Run[Any]:
+        if self._running:
+            raise RuntimeError("this loop is already running; start another BareLoop for concurrent runs")
+        self._running = True
+        try:
+            cfg = config or RunConfig()
+            observers = (observer,)
+            return await self._run_saved(input, approvals, cfg, cancel, output_type, output_validator, deps, observers)
+        finally:
+            self._running = False
+
+    async def _run_saved(
+        self,
+        input: str | Message | None,  # noqa: A002
+        approvals: Mapping[str, Approval] | None,
+        cfg: RunConfig,
+        cancel: asyncio.Event | None,
+        output_type: Any,
+        output_validator: OutputValidator[Any] | None,
+        deps: Any,
+        observers: tuple[Observer, ...],
+    ) -> Run[Any]:
+        """:meth:`_run`, then the end-of-run save to the session store (when the loop has one), also when the
+        run raised: the salvaged conversation is kept before the error goes on."""
+        self._run_observers = observers
+        try:
+            run = await self._run(input, approvals, cfg, cancel, output_type, output_validator, deps)
+        except BaseException:
+            if self._binding is not None:
+                await self._binding.save_end(self._machine, failing=True)
+            raise
+        finally:
+            self._run_observers = ()
+        if self._binding is not None:
+            await self._binding.save_end(self._machine, failing=False)
+        return run
+
+    async def _prepare(
+        self, output_type: Any, output_validator: OutputValidator[Any] | None, cfg: RunConfig, deps: Any
+    ) -> _Setup:
+        """What every request of a run carries: the system text (the instructions evaluated once), the tools
+        (the output tool included), ``tool_choice`` and the output format."""
+        mode = resolve_output(output_type)
+        output_plan = plan_output(mode, getattr(self.client, "provider", "")) if mode is not None else None
+        if output_plan is None and output_validator is not None:
+            output_plan = text_plan()  # str output that the validator checks
+        extra_tools: tuple[ToolSchema, ...] = ()
+        tool_choice = cfg.tool_choice
+        if output_plan is not None and output_plan.tool is not None:
+            if output_plan.tool.name in self.tools:
+                raise ValueError(f"the output tool {output_plan.tool.name!r} has the name of one of the loop's tools")
+            extra_tools = (output_plan.tool,)
+            if tool_choice is None and cfg.reasoning_effort is None:
+                # The answer must be the output tool's call: force it (any tool, when there are others).
+                tool_choice = ForceTool(output_plan.tool.name) if not self.tools.names else "required"
+        texts = [self.config.system_prompt, await self._instructions(deps)]
+        if output_plan is not None:
+            texts.append(output_plan.instructions)
+        system = "\n\n".join(t for t in texts if t) or None
+        output_format = output_plan.output_format if output_plan is not None else None
+        return _Setup(system, extra_tools, tool_choice, output_format, output_plan, output_validator, deps)
+
+    async def _instructions(self, deps: Any) -> str | None:
+        """The session's instructions for one run (called once per run, by :meth:`_prepare`):
+        ``SessionConfig.instructions`` itself, or what the callable returns for ``RunContext(deps)``. Raises
+        ``TypeError`` when the callable returns something other than a str. An effect boundary (module
+        docstring): the callable may do I/O."""
+        instructions = self.config.instructions
+        if not callable(instructions):
+            return instructions
+        made = instructions(RunContext(deps))
+        if inspect.isawaitable(made):
+            made = await made
+        if not isinstance(made, str):
+            raise TypeError(f"instructions returned {type(made).__name__}, not a str")
+        return made
+
+    async def _run(
+        self,
+        input: str | Message | None,  # noqa: A002
+        approvals: Mapping[str, Approval] | None,
+        cfg: RunConfig,
+        cancel: asyncio.Event | None,
+        output_type: Any,
+        output_validator: OutputValidator[Any] | None,
+        deps: Any,
+    ) -> Run[Any]:
         m = self._machine
         policy = MachinePolicy(
             max_turns=cfg.max_turns,
@@ -169,146 +529,448 @@ class BareLoop:
             emergency=self._budget.emergency,
             prune_threshold=self._budget.prune_line,
             prune_target=self._budget.target_tokens / self._budget.window,
+            output_retries=cfg.output_retries,
         )
-        started = time.perf_counter()
-        m.accept_input(input)
-        first = m.pending[-1]
+        started = self._clock()
+        resuming = approvals is not None
+        self._check_start(input, approvals)
+        if isinstance(input, Message):
+            self._check_input_images(input)
+        setup = await self._prepare(output_type, output_validator, cfg, deps)
+        output_plan = setup.plan
+        output_tool = output_plan.tool_name if output_plan is not None else None
+        self._hooks = Hooks(self.hooks)
+        if approvals is not None:
+            if m.output_tool != output_tool:
+                raise ApprovalError(
+                    "the paused run was started with another output type "
+                    f"(output tool {m.output_tool!r}, not {output_tool!r}): pass the output_type it was started with"
+                )
+            m.approve(approvals, limits=cfg.limits)
+            first = m.pending[0]
+        else:
+            assert input is not None  # _check_start
+            m.accept_input(input, output_tool=output_tool, limits=cfg.limits, loop_detection=cfg.loop_detection)
+            first = m.pending[-1]
+        self._count_request(setup)
         count = self._counter.count
-        emit = self._emit if self.observers else None
+        emit = self._emit if self.observers or self._run_observers else None
         turns: list[Turn] = []
         usage = Usage()
-        turn_input: list[Message] = [first]
-        names = self.tools.names
-        last: ModelResponse | None = None
+        turn_input: list[Message] = [] if resuming else [first]
+        # The turn whose calls are being decided and run: what ran of it in this run, and the calls decided here.
+        ran: dict[str, ToolCallRecord] = {}
+        decided: set[str] = set(approvals or ())
+        resumed: list[ToolCallRecord] = []
         last_duration = 0.0
+        error: BaseException | None = None  # the last error met: what ended the run, if it failed
+        value: Any = NO_OUTPUT  # the typed output, once valid
+        problems: list[str] = []  # what was wrong with the last invalid typed output
+
+        def settle(reply: Message, before: int | None) -> None:
+            """After results or decisions for ``reply``'s calls were fed: the turn's records, and, once the
+            machine committed them, the results message as the next turn's input (``before``: the context's
+            size before it, to add it to)."""
+            nonlocal turn_input, ran, decided
+            committed = _results_of(reply, m.full_history())
+            if committed is not None:
+                results = {p.call_id: p for p in committed.parts if isinstance(p, ToolResultPart)}
+            else:
+                results = dict(m.held_results) if m.state is MachineState.AWAITING_APPROVAL else {}
+            records = self._records(reply, ran, results)
+            if turns and turns[-1].output is reply:
+                turns[-1] = dataclasses.replace(turns[-1], tool_calls=records)
+            else:  # the turn of a paused run that this run continues
+                have = {r.call.id for r in resumed}
+                resumed.extend(r for r in records if r.call.id in decided and r.call.id not in have)
+            if committed is not None:
+                if before is not None:
+                    m.context_tokens = before + message_tokens(self._counter, committed)
+                turn_input = [committed]
+                ran, decided = {}, set()
+
         try:  # from here on, whatever escapes ends the run in the machine first
             m.context_tokens = count(m.full_history())
             if emit:
-                emit(RunStarted(first))
+                emit(RunStarted(first, self.client.provider, self.client.model, resumed=resuming))
+            if resuming and m.state is not MachineState.AWAITING_TOOLS:  # only denials were decided
+                paused_reply = m.pending[-1] if m.state is MachineState.AWAITING_APPROVAL else m.pending[-2]
+                settle(paused_reply, None)
             while True:
                 if cancel is not None and cancel.is_set():
                     m.cancel()
                 step = m.next_step(policy)
+                if isinstance(step, CallLLM) and self._binding is not None and await self._binding.save_turn(m):
+                    continue  # the save was refused: the machine ended the run
                 if isinstance(step, CallLLM):
-                    t0 = time.perf_counter()
+                    t0 = self._clock()
                     try:
-                        response = await self._call_model(step.turn, cfg, cancel, emit)
+                        reply = await self._call_model(step.turn, self._request(cfg, setup), cfg, cancel, emit)
                     except _Cancelled:
+                        if emit:
+                            emit(ModelCallFailed(step.turn, None, self._clock() - t0))
                         m.cancel()
                         continue
                     except ContextOverflow as exc:
-                        m.fail(exc, overflow=True)
+                        if emit:
+                            emit(ModelCallFailed(step.turn, exc, self._clock() - t0))
+                        # The estimate was low: correct it, and let the machine compact and try once more.
+                        error = exc
+                        m.context_overflow(exc, self._after_overflow(exc))
                         continue
                     except LoopError as exc:
+                        if emit:
+                            emit(ModelCallFailed(step.turn, exc, self._clock() - t0))
+                        error = exc
                         m.fail(exc)
                         continue
-                    last_duration = time.perf_counter() - t0
-                    last = response
+                    last_duration = self._clock() - t0
+                    response = reply.response
                     usage = usage + response.usage
                     msg = response.message
+                    check: OutputCheck | None = None
+                    if output_plan is not None:
+                        try:
+                            check, checked, found = await self._check_reply(output_plan, response, setup.validator)
+                        except _Cancelled:
+                            if emit:
+                                emit(ModelCallFailed(step.turn, None, last_duration))
+                            m.cancel()
+                            continue
+                        except Exception as exc:  # the output validator failed (not a RejectOutput)
+                            if emit:
+                                emit(ModelCallFailed(step.turn, exc, last_duration))
+                            error = exc
+                            m.fail(exc)
+                            continue
+                        if check is not None and check.ok:
+                            value = checked
+                        elif check is not None:
+                            problems = found
                     try:
                         m.model_response(
                             msg,
-                            names,
+                            self.tools.names,  # read per reply: an MCP server's tool list may change mid-run
                             self._context_after_reply(m.full_history(), m.context_tokens, msg, response.usage),
                             stop_reason=response.stop_reason,
                             invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
+                            output_check=check,
+                            usage=response.usage,
+                            cost=reply.cost,
                         )
                     except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
+                        if emit:
+                            emit(ModelCallFailed(step.turn, exc, last_duration))
+                        error = exc
                         m.fail(exc)
                         continue
                     if emit:
-                        emit(TurnFinished(step.turn, msg, response.usage, response.stop_reason, last_duration))
-                    turns.append(self._turn(step.turn, turn_input, response, (), last_duration))
+                        emit(
+                            TurnFinished(
+                                step.turn, msg, response.usage, response.stop_reason, last_duration, response=response
+                            )
+                        )
+                        if check is not None and not check.ok:
+                            emit(OutputRetry(step.turn, m.output_failures, check.error or ""))
+                    turns.append(self._turn(step.turn, turn_input, reply, (), last_duration))
                     turn_input = []
-                    if msg.tool_calls() and m.state is MachineState.AWAITING_MODEL:
-                        # The machine answered every call itself (unknown tools, cut-off calls).
-                        committed = m.full_history()[-1]  # O(1): pending would copy the run's messages
-                        answered = self._with_machine_results(msg, committed, [])
-                        turns[-1] = self._turn(step.turn, turns[-1].input, response, answered, last_duration)
-                        turn_input = [committed]
+                    ran, decided = {}, set()
+                    if msg.tool_calls() and m.state is not MachineState.AWAITING_TOOLS:
+                        # The machine answered every call itself (unknown tools, cut-off calls, repeats, the output
+                        # tool), or a limit or a loop ended the run.
+                        settle(msg, None)
                 elif isinstance(step, CallTools):
+                    reply_message = m.full_history()[-1]  # O(1): pending would copy the run's messages
                     try:
-                        records = await self._run_tools(step, cfg, cancel, emit)
+                        done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
                     except _Cancelled:
                         m.cancel()
                         continue
-                    results = [r.result for r in records]
-                    message = Message(role=Role.USER, parts=tuple(results))
+                    except HookFailed as exc:
+                        error = exc
+                        m.fail(exc)
+                        continue
+                    records = [r for r in done if isinstance(r, ToolCallRecord)]
+                    deferred = {p.id: p.reason for p in done if isinstance(p, PendingApproval)}
+                    ran.update((r.call.id, r) for r in records)
                     before_results = m.context_tokens
-                    m.tool_results([message])
-                    committed = m.full_history()[-1]  # O(1): pending would copy the run's messages
-                    m.context_tokens = before_results + message_tokens(self._counter, committed)
-                    assert last is not None
-                    all_records = self._with_machine_results(last.message, committed, records)
-                    turns[-1] = self._turn(step.turn, turns[-1].input, last, all_records, last_duration)
-                    turn_input = [committed]
+                    m.tool_results(
+                        [Message(role=Role.USER, parts=tuple(r.result for r in records))] if records else [],
+                        deferred=deferred,
+                    )
+                    settle(reply_message, before_results)
+                    if m.state is MachineState.AWAITING_APPROVAL:
+                        try:
+                            decisions = await _race(self._await_approvals(m.pending_approvals), cancel)
+                        except _Cancelled:  # cancelled while it waited (a durable workflow's wait)
+                            m.cancel()
+                            continue
+                        if decisions:
+                            before_results = m.context_tokens
+                            m.approve(decisions)
+                            decided.update(decisions)
+                            settle(reply_message, before_results)
                 elif isinstance(step, Prune):
                     self._prune(step, emit)
                 elif isinstance(step, Compact):
-                    await self._compact(step, emit)
+                    error = await self._compact(step, emit) or error
                 elif isinstance(step, Done):
                     break
-        except asyncio.CancelledError:
-            m.cancel()
-            raise
+        except asyncio.CancelledError as exc:
+            if _cancelling():  # our own cancel: the caller cancelled the task running the run
+                m.cancel()
+                if emit:
+                    emit(RunAborted(exc))
+                raise
+            # A cancellation from inside (a client or callback whose own task was cancelled) is a failure of
+            # the run, not a cancel of it.
+            error = LoopError("an operation of the run was cancelled from inside it (asyncio.CancelledError)")
+            m.fail(error)
         except BaseException as exc:
             if m.state not in (MachineState.TERMINAL, MachineState.START):
                 m.fail(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            if emit:
+                emit(RunAborted(exc))
             raise
-        run = Run(
-            outcome=m.outcome,
-            output=_final_text(m.history),
-            turns=tuple(turns),
-            usage=usage,
-            duration=time.perf_counter() - started,
+        outcome = m.outcome
+        text = _answer_text(turns)
+        if output_plan is None:
+            output: Any = text
+        elif output_plan.kind == "text":  # str output: the validator's value once valid, else the text
+            output = value if outcome.kind is OutcomeKind.COMPLETED and value is not NO_OUTPUT else text
+        else:
+            output = value if outcome.kind is OutcomeKind.COMPLETED else NO_OUTPUT
+        if outcome.kind is OutcomeKind.OUTPUT_INVALID:
+            error = OutputValidationError(problems or [outcome.error or "the output is not valid"])
+        run: Run[Any] = Run(
+            outcome,
+            output,
+            tuple(turns),
+            usage,
+            self._clock() - started,
+            error if outcome.kind is OutcomeKind.OUTPUT_INVALID else _run_error(outcome, error),
+            text=text,
+            pending_approvals=m.pending_approvals,
+            resumed_calls=tuple(resumed),
         )
         if emit:
             emit(RunFinished(run))
         return run
 
-    # --- the model -----------------------------------------------------------------------------------------
+    def _check_start(self, input: str | Message | None, approvals: Mapping[str, Approval] | None) -> None:  # noqa: A002
+        """Refuse, before anything runs, a start that does not fit the machine (:class:`ApprovalError`)."""
+        m = self._machine
+        paused = m.state is MachineState.AWAITING_APPROVAL
+        if approvals is None:
+            if paused:
+                pending = ", ".join(f"{p.id} ({p.name})" for p in m.pending_approvals)
+                raise ApprovalError(
+                    f"the loop's run is paused, awaiting approval of {pending}: continue it with "
+                    "run(approvals={call_id: Approve() | Deny(reason) | Modify(input)}), or end it with "
+                    "loop.machine.cancel() before giving new input"
+                )
+            if input is None:
+                raise ApprovalError("run() needs an input (or approvals=, to continue a paused run)")
+            return
+        if input is not None:
+            raise ApprovalError("run(approvals=...) continues a paused run: it takes no new input")
+        if not paused:
+            raise ApprovalError(f"approvals were given, but the loop's run is not paused (state {m.state.value})")
+        pending_ids = {p.id for p in m.pending_approvals}
+        if not approvals:
+            raise ApprovalError(f"approvals is empty; the run awaits {', '.join(sorted(pending_ids))}")
+        for call_id, decision in approvals.items():
+            if call_id not in pending_ids:
+                raise ApprovalError(
+                    f"call {call_id!r} does not await approval (the run awaits {', '.join(sorted(pending_ids))})"
+                )
+            if not isinstance(decision, (Approve, Deny, Modify)):
+                raise ApprovalError(
+                    f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
+                    "Modify(input)"
+                )
+
+    @staticmethod
+    def _records(
+        reply: Message, ran: Mapping[str, ToolCallRecord], results: Mapping[str, ToolResultPart]
+    ) -> tuple[ToolCallRecord, ...]:
+        """Records of ``reply``'s calls that have a result, in call order: those run in this run (``ran``),
+        with the result the machine kept, and those answered otherwise (``results``: by the machine, a
+        denial, a run before this one); calls still deferred are left out."""
+        out = []
+        for call in reply.tool_calls():
+            rec = ran.get(call.id)
+            result = results.get(call.id)
+            if rec is not None:
+                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran))
+            elif result is not None:
+                out.append(ToolCallRecord(call, result, 0.0, ran=False))
+        return tuple(out)
+
+    def _request_tools(self, setup: _Setup) -> tuple[ToolSchema, ...]:
+        """The tools of the next request: the loop's (read per call: an MCP server's list may change), then
+        the run's output tool."""
+        tools = self.tools.schemas
+        return (*tools, *setup.extra_tools) if setup.extra_tools else tools
+
+    def _count_request(self, setup: _Setup, tools: tuple[ToolSchema, ...] | None = None) -> None:
+        """Tell the counter what every request carries besides its messages (the system text and the tool
+        schemas), when that changed."""
+        tools = self._request_tools(setup) if tools is None else tools
+        key = (setup.system, tools)
+        if key != self._request_key:
+            self._request_key = key
+            set_request = getattr(self._counter, "set_request", None)
+            if set_request is not None:
+                set_request(system=setup.system, tools=tools)
+
+    def _check_input_images(self, message: Message) -> None:
+        """Refuse, before it enters the conversation, an input image the provider cannot read (its type,
+        bytes or size: :mod:`loopctl.engine.images`); such an image would fail this run and every later one.
+        Raises ``UnsupportedContent`` naming the part (``input.parts[1]``, ``input.parts[0].output[2]``)."""
+        for i, part in enumerate(message.parts):
+            found: list[tuple[str, TextPart | ImagePart]] = []
+            if isinstance(part, ImagePart):
+                found = [(f"input.parts[{i}]", part)]
+            elif isinstance(part, ToolResultPart):
+                found = [(f"input.parts[{i}].output[{j}]", p) for j, p in enumerate(part.output.parts)]
+            for path, image in found:
+                if not isinstance(image, ImagePart):
+                    continue
+                problem = image_problem(image, self._image_rules)
+                if problem is not None:
+                    provider = getattr(self.client, "provider", "") or "the provider"
+                    raise UnsupportedContent(f"{path}: the image cannot be sent to {provider}: {problem}")
+
+    def _request(self, cfg: RunConfig, setup: _Setup) -> ModelRequest:
+        """The next model call's request: the whole conversation, the run's system text and tools, the
+        generation settings."""
+        tools = self._request_tools(setup)
+        self._count_request(setup, tools)
+        return ModelRequest(
+            messages=self._machine.full_history(),
+            system=setup.system,
+            tools=tools,
+            max_tokens=cfg.max_tokens,
+            temperature=cfg.temperature,
+            stop=cfg.stop,
+            tool_choice=setup.tool_choice,
+            reasoning_effort=cfg.reasoning_effort,
+            extra=cfg.extra,
+            output_format=setup.output_format,
+        )
+
+    # --- the effects: the protected seam of the module docstring -------------------------------------------
+
+    def _clock(self) -> float:
+        """Seconds on a monotonic clock, for the durations of a run's record (``time.perf_counter``)."""
+        return time.perf_counter()
+
+    def _emit(self, event: LoopEvent) -> None:
+        """Hand ``event`` to every observer: the loop's, then a streamed run's own."""
+        for observer in self.observers:
+            observer(event)
+        for observer in self._run_observers:
+            observer(event)
+
+    async def _await_approvals(self, pending: tuple[PendingApproval, ...]) -> Mapping[str, Approval] | None:
+        """The run paused on ``pending`` calls: decisions to continue it at once, or ``None`` to end the run
+        with outcome ``AWAITING_APPROVAL`` (the default; ``run(approvals=...)`` continues it later). A durable
+        adapter waits for its workflow's signal here."""
+        return None
 
     async def _call_model(
         self,
         turn: int,
+        request: ModelRequest,
         cfg: RunConfig,
         cancel: asyncio.Event | None,
         emit: Callable[[LoopEvent], None] | None,
-    ) -> ModelResponse:
-        history = self._machine.full_history()
-        request = ModelRequest(
-            messages=history,
-            system=self.config.system_prompt,
-            tools=self.tools.schemas,
-            max_tokens=cfg.max_tokens,
-            temperature=cfg.temperature,
-            stop=cfg.stop,
-            tool_choice=cfg.tool_choice,
-            reasoning_effort=cfg.reasoning_effort,
-            extra=cfg.extra,
-        )
-        on_event: Callable[[StreamEvent], None] | None = None
+    ) -> ModelReply:
+        """One model call: the ``before_model`` hooks, the request sent (retried by ``cfg``'s policy, and moved
+        along a :class:`~loopctl.providers.FallbackClient`'s chain as its rules say), the ``after_model``
+        hooks, and the reply priced. Raises the call's final :class:`~loopctl.errors.LoopError`
+        (:class:`~loopctl.errors.FallbackFailed` when every client of a chain failed,
+        :class:`~loopctl.errors.HookFailed`), or ``_Cancelled``."""
+        hooks = self._hooks
+        if hooks.has("before_model"):
+            request = await _race(hooks.before_model(request), cancel)
+        client = self.client
+        chain = client if isinstance(client, FallbackClient) else None
+        clients = chain.clients if chain is not None else (client,)
+        streamed: list[str] = []  # the text the attempt in flight streamed
+        events = 0
+
+        def on_event(event: StreamEvent) -> None:
+            nonlocal events
+            events += 1
+            text = text_of(event)
+            if text:
+                streamed.append(text)
+            if emit is not None:
+                emit(ModelStreamEvent(turn, event))
+
         if emit is not None:
-            e = emit
+            emit(
+                TurnStarted(
+                    turn,
+                    len(request.messages),
+                    request=request,
+                    provider=client.provider,
+                    model=client.model,
+                    stream=cfg.stream,
+                )
+            )
+        tracking = on_event if emit is not None or chain is not None else None
+        tried: list[tuple[str, LoopError]] = []
+        response: ModelResponse | None = None
+        answered: ModelClient = client
+        for index, current in enumerate(clients):
+            attempt = 0
+            while response is None:
+                events = 0
+                streamed.clear()
+                try:
+                    coro = current.generate(request, stream=cfg.stream, on_event=tracking)
+                    response = await _race(coro, cancel)
+                    answered = current
+                except LoopError as exc:
+                    began = events > 0
+                    if exc.retryable and attempt < cfg.max_retries:
+                        attempt += 1
+                        delay = _retry_delay(exc, attempt, cfg)
+                        if emit is not None:
+                            if began:
+                                emit(ReplyDiscarded(turn, "retry", "".join(streamed)))
+                            emit(ModelRetry(turn, attempt, exc, delay))
+                        await _race(asyncio.sleep(delay), cancel)
+                        continue
+                    if chain is None or not chain.falls_back(exc, streamed=began):
+                        raise
+                    tried.append((client_label(current), exc))
+                    if index + 1 == len(clients):
+                        raise FallbackFailed(tried) from exc
+                    if emit is not None:
+                        if began:
+                            emit(ReplyDiscarded(turn, "fallback", "".join(streamed)))
+                        to = clients[index + 1]
+                        emit(ModelFallback(turn, exc, current.provider, current.model, to.provider, to.model))
+                    break
+            if response is not None:
+                break
+        assert response is not None
+        if hooks.has("after_model"):
+            await _race(hooks.after_model(response), cancel)
+        model = response.model or answered.model
+        cost = price(response.usage, model, provider=answered.provider, api_url=getattr(answered, "api_url", None))
+        return ModelReply(response, answered.provider, model, cost)
 
-            def on_event(event: StreamEvent) -> None:
-                e(ModelStreamEvent(turn, event))
-
-            emit(TurnStarted(turn, len(history)))
-        attempt = 0
-        while True:
-            try:
-                coro = self.client.generate(request, stream=cfg.stream, on_event=on_event)
-                return await _race(coro, cancel)
-            except LoopError as exc:
-                if not exc.retryable or attempt >= cfg.max_retries:
-                    raise
-                attempt += 1
-                delay = _retry_delay(exc, attempt, cfg)
-                if emit is not None:
-                    emit(ModelRetry(turn, attempt, exc, delay))
-                await _race(asyncio.sleep(delay), cancel)
+    async def _check_reply(
+        self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
+    ) -> tuple[OutputCheck | None, Any, list[str]]:
+        """The verdict on ``response`` as the run's typed output, ``(check, value, problems)``
+        (:func:`_check_output`). An effect boundary (module docstring): the ``validator`` may do I/O."""
+        return await _check_output(plan, response, validator)
 
     # --- tools ---------------------------------------------------------------------------------------------
 
@@ -318,18 +980,25 @@ class BareLoop:
         cfg: RunConfig,
         cancel: asyncio.Event | None,
         emit: Callable[[LoopEvent], None] | None,
-    ) -> list[ToolCallRecord]:
+        deps: Any = None,
+        usage: Usage | None = None,
+    ) -> list[ToolCallRecord | PendingApproval]:
+        """A turn's batch of calls, each through :meth:`_run_one` (in parallel, at most
+        ``cfg.max_concurrency`` at once, or one after the other), in call order."""
         calls = step.calls
+        spent = usage or Usage()
+        approved = step.approved
         if len(calls) == 1 or cfg.tool_dispatch == "sequential":
-            out = []
+            out: list[ToolCallRecord | PendingApproval] = []
             for call in calls:
-                out.append(await _race(self._run_one(step.turn, call, cfg, emit), cancel))
+                one = self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
+                out.append(await _race(one, cancel))
             return out
         sem = asyncio.Semaphore(max(1, cfg.max_concurrency))
 
-        async def limited(call: ToolCallPart) -> ToolCallRecord:
+        async def limited(call: ToolCallPart) -> ToolCallRecord | PendingApproval:
             async with sem:
-                return await self._run_one(step.turn, call, cfg, emit)
+                return await self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
 
         tasks = [asyncio.ensure_future(limited(c)) for c in calls]
         try:
@@ -343,38 +1012,85 @@ class BareLoop:
             raise
 
     async def _run_one(
-        self, turn: int, call: ToolCallPart, cfg: RunConfig, emit: Callable[[LoopEvent], None] | None
-    ) -> ToolCallRecord:
+        self,
+        turn: int,
+        call: ToolCallPart,
+        cfg: RunConfig,
+        emit: Callable[[LoopEvent], None] | None,
+        deps: Any = None,
+        usage: Usage | None = None,
+        approval: Approve | Modify | None = None,
+    ) -> ToolCallRecord | PendingApproval:
+        """One tool call: the ``before_tool`` hooks (a :class:`~loopctl.engine.Block` answers the call), the
+        approval marker and the permission check (``Defer``: the call comes back as a
+        :class:`~loopctl.engine.PendingApproval`), the tool, the ``after_tool`` hooks. A call approved later
+        (``approval``) skips the hooks before it and the permission check, and runs with a ``Modify``'s
+        input. Raises :class:`~loopctl.errors.HookFailed`."""
         tool = self.tools.get(call.name)
-        assert tool is not None  # the machine answers unknown tools itself
+        if tool is None:  # a call approved after the tool went away (another process, an MCP list change)
+            known = ", ".join(sorted(self.tools.names)) or "(none)"
+            result = _error_result(call, f"Unknown tool {call.name!r}. The tools that exist are: {known}.")
+            if emit:
+                emit(ToolCallFinished(turn, call, result, 0.0))
+            return ToolCallRecord(call, result, 0.0, ran=False)
         args = call.input
-        if self.permission is not None:
-            decision = self.permission(call)
-            if inspect.isawaitable(decision):
-                decision = await decision
-            if decision is False or isinstance(decision, Deny):
-                reason = decision.reason if isinstance(decision, Deny) else Deny().reason
-                result = ToolResultPart(call_id=call.id, name=call.name, output=reason, is_error=True)
+        if approval is None:
+            block = await self._hooks.before_tool(call) if self._hooks.has("before_tool") else None
+            if block is not None:
+                return self._not_run(turn, call, block.message, emit)
+            if getattr(tool, "requires_approval", False) is True:
                 if emit:
-                    emit(ToolCallFinished(turn, call, result, 0.0))
-                return ToolCallRecord(call, result, 0.0, ran=False)
-            if isinstance(decision, Modify):
-                args = decision.input
-            elif not (decision is True or isinstance(decision, Approve)):
-                raise TypeError(f"a permission callback returned {decision!r}; expected Approve, Deny or Modify")
+                    emit(ToolCallDeferred(turn, call, None))
+                return PendingApproval(call)
+            if self.permission is not None:
+                decision = self.permission(call)
+                if inspect.isawaitable(decision):
+                    decision = await decision
+                if decision is False or isinstance(decision, Deny):
+                    reason = decision.reason if isinstance(decision, Deny) else Deny().reason
+                    return self._not_run(turn, call, reason, emit)
+                if isinstance(decision, Defer):
+                    if emit:
+                        emit(ToolCallDeferred(turn, call, decision.reason))
+                    return PendingApproval(call, decision.reason)
+                if isinstance(decision, Modify):
+                    args = decision.input
+                elif not (decision is True or isinstance(decision, Approve)):
+                    raise TypeError(
+                        f"a permission callback returned {decision!r}; expected Approve, Deny, Modify or Defer"
+                    )
+        elif isinstance(approval, Modify):
+            args = approval.input
         if emit:
             emit(ToolCallStarted(turn, call))
-        t0 = time.perf_counter()
-        result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars)
-        duration = time.perf_counter() - t0
+        t0 = self._clock()
+        context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn)
+        result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
+        if self._hooks.has("after_tool"):
+            result = await self._hooks.after_tool(call, result)
+        duration = self._clock() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration))
         return ToolCallRecord(call, result, duration)
 
+    @staticmethod
+    def _not_run(turn: int, call: ToolCallPart, text: str, emit: Callable[[LoopEvent], None] | None) -> ToolCallRecord:
+        """A call answered without running (blocked by a hook, denied): ``text`` is its error result."""
+        result = ToolResultPart(call_id=call.id, name=call.name, output=text, is_error=True)
+        if emit:
+            emit(ToolCallFinished(turn, call, result, 0.0))
+        return ToolCallRecord(call, result, 0.0, ran=False)
+
     async def _execute(
-        self, tool: Tool, call: ToolCallPart, args: Any, timeout: float | None, max_chars: int | None
+        self,
+        tool: Tool,
+        call: ToolCallPart,
+        args: Any,
+        timeout: float | None,
+        max_chars: int | None,
+        context: ToolContext[Any] | None = None,
     ) -> ToolResultPart:
-        context = ToolContext(call.id, call.name)
+        context = context if context is not None else ToolContext(call.id, call.name)
         try:
             if timeout is None:
                 value = await tool.call(args, context)
@@ -384,9 +1100,14 @@ class BareLoop:
         except ToolInputError as exc:
             return _error_result(call, f"Invalid input for tool {call.name!r}: {exc}")
         except TimeoutError:
-            return _error_result(call, f"Tool {call.name!r} timed out after {timeout:g} s and was stopped.")
+            context.request_stop()
+            return _error_result(call, _timeout_text(tool, call.name, timeout))
         except asyncio.CancelledError:
-            raise
+            context.request_stop()
+            if _cancelling():  # the run is being cancelled (by the caller, or its cancel event)
+                raise
+            # The tool's own sub-task was cancelled: the tool failed; the run goes on.
+            return _error_result(call, f"Tool {call.name!r} failed: a task of its own was cancelled (CancelledError).")
         except Exception as exc:  # a tool's failure is the model's to read, not the loop's to die of
             return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}")
         try:
@@ -395,7 +1116,7 @@ class BareLoop:
             if max_chars is not None:
                 content = _clipped(content, max_chars)
             for image in content.images():
-                problem = _image_problem(image)
+                problem = image_problem(image, self._image_rules)
                 if problem is not None:
                     return _error_result(call, f"Tool {call.name!r} returned an image that cannot be sent: {problem}")
             return ToolResultPart(
@@ -419,6 +1140,8 @@ class BareLoop:
     def _prune(self, step: Prune, emit: Callable[[LoopEvent], None] | None) -> None:
         m = self._machine
         before = m.context_tokens
+        if emit:
+            emit(CompactionStarted("prune_line", before))
         messages = list(m.full_history())
         pruned = self._budget.prune(messages, step.needed)
         after = self._counter.count(pruned) if pruned is not messages else before
@@ -426,14 +1149,22 @@ class BareLoop:
         if emit:
             emit(CompactionFinished("prune", "prune_line", before, after))
 
-    async def _compact(self, step: Compact, emit: Callable[[LoopEvent], None] | None) -> None:
+    async def _compact(self, step: Compact, emit: Callable[[LoopEvent], None] | None) -> LoopError | None:
         """Run the session's compactor; a summarizing one gets its model call here (the emergency line
-        truncates at once, and so does a summary that failed or saved nothing)."""
+        truncates at once, and so does a summary that failed or saved nothing). Returns the error that ended
+        the run, if one did."""
         m = self._machine
         before = m.context_tokens
+        if emit:
+            emit(CompactionStarted(step.reason.value, before))
         messages = list(m.full_history())
         kind = "truncate"
         compacted: list[Message] | None = None
+        budget = self._budget
+        scale, self._overflow_scale = self._overflow_scale, None
+        if scale is not None and scale > 1:
+            # Answering a provider's overflow: the estimate was ``scale`` times too low, so aim that much lower.
+            budget = dataclasses.replace(budget, window=max(1, int(budget.window / scale)))
         try:
             compactor = self._compactor
             if isinstance(compactor, SummarizingCompactor):
@@ -443,12 +1174,12 @@ class BareLoop:
                 compactor = None  # the fallback: truncation, which needs no model call
             if compacted is None:
                 kind = "truncate"
-                compacted = self._budget.compact(messages, compactor)
+                compacted = budget.compact(messages, compactor)
         except CompactionOverflow as exc:
             m.fail(exc, overflow=True)
             if emit:
                 emit(CompactionFinished(kind, step.reason.value, before, exc.tokens_after or before))
-            return
+            return exc
         if compacted is None:
             m.compaction_noop(before, before)
             after = before
@@ -457,6 +1188,7 @@ class BareLoop:
             m.compaction_result(compacted, before, after)
         if emit:
             emit(CompactionFinished(kind, step.reason.value, before, after))
+        return None
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
         """A summary pass: the compactor plans the request, the client sends it, the compactor builds the new
@@ -471,6 +1203,17 @@ class BareLoop:
         out: list[Message] = plan.finish(reply)
         before = self._counter.count(messages)
         return out if self._counter.count(out) < before else None
+
+    def _after_overflow(self, error: ContextOverflow) -> int:
+        """The conversation's size, in tokens, once the provider said it is longer than the window: what the
+        provider reported (scaled to our window when the provider's is smaller), else just past our window.
+        The ratio of that size to the estimate is kept for the emergency compaction that follows, so it cuts
+        enough: the estimate was that much too low."""
+        sent = self._machine.full_history()
+        size = _overflow_size(error, self._budget.window)
+        estimate = self._counter.count(sent)
+        self._overflow_scale = size / estimate if estimate > 0 else None
+        return max(size, estimate)
 
     def _context_after_reply(self, sent: Sequence[Message], estimate: int, reply: Message, usage: Usage) -> int:
         """The conversation's size, in tokens, once ``reply`` joins ``sent`` (estimated at ``estimate``).
@@ -493,18 +1236,15 @@ class BareLoop:
 
     # --- helpers -------------------------------------------------------------------------------------------
 
-    def _emit(self, event: LoopEvent) -> None:
-        for observer in self.observers:
-            observer(event)
-
     @staticmethod
     def _turn(
         index: int,
         turn_input: Sequence[Message],
-        response: ModelResponse,
+        reply: ModelReply,
         records: Sequence[ToolCallRecord],
         duration: float,
     ) -> Turn:
+        response = reply.response
         return Turn(
             index=index,
             input=tuple(turn_input),
@@ -513,24 +1253,74 @@ class BareLoop:
             usage=response.usage,
             stop_reason=response.stop_reason,
             duration=duration,
+            model=reply.model,
+            provider=reply.provider,
+            cost=reply.cost,
         )
 
-    @staticmethod
-    def _with_machine_results(
-        reply: Message, committed: Message, records: Sequence[ToolCallRecord]
-    ) -> tuple[ToolCallRecord, ...]:
-        """Records for every call of the turn in call order, including those the machine answered itself."""
-        ran = {r.call.id: r for r in records}
-        results = {p.call_id: p for p in committed.parts if isinstance(p, ToolResultPart)}
-        out = []
-        for call in reply.tool_calls():
-            rec = ran.get(call.id)
-            if rec is None:
-                rec = ToolCallRecord(call, results[call.id], 0.0, ran=False)
-            else:
-                rec = ToolCallRecord(call, results.get(call.id, rec.result), rec.duration, rec.ran)
-            out.append(rec)
-        return tuple(out)
+
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    """What every request of one run carries besides the messages (made once per run by ``_prepare``)."""
+
+    system: str | None
+    extra_tools: tuple[ToolSchema, ...] = ()
+    tool_choice: ToolChoice | None = None
+    output_format: OutputFormat | None = None
+    plan: OutputPlan | None = None
+    validator: OutputValidator[Any] | None = None
+    deps: Any = None
+
+
+def _results_of(reply: Message, messages: Sequence[Message]) -> Message | None:
+    """The message that answers ``reply``'s calls when the machine committed them (the message right after
+    ``reply``, at the end of ``messages``), else ``None``."""
+    if len(messages) >= 2 and messages[-2] is reply and messages[-1].role is Role.USER:
+        return messages[-1]
+    return None
+
+
+async def _check_output(
+    plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
+) -> tuple[OutputCheck | None, Any, list[str]]:
+    """The verdict on ``response`` as the run's typed output: ``(check, value, problems)``. ``check`` is
+    ``None`` for a reply that is not an answer yet (it calls other tools), or one that ended for another
+    reason (cut off by the output limit, refused); ``value`` is the valid output; ``problems`` what was
+    wrong. Raises what the ``validator`` raises, but :class:`~loopctl.output.RejectOutput`."""
+    msg = response.message
+    calls = msg.tool_calls()
+    if not calls and response.stop_reason in (StopReason.MAX_TOKENS, StopReason.REFUSAL):
+        return None, NO_OUTPUT, []
+    call_id: str | None = None
+    try:
+        if plan.kind == "tool":
+            invalid = {c.id for c in response.invalid_tool_calls}
+            mine = [c for c in calls if c.name == plan.tool_name and c.id not in invalid]
+            if not mine:
+                if calls:
+                    return None, NO_OUTPUT, []
+                missing = f"the answer is text, not a call of {plan.tool_name}"
+                return OutputCheck(None, plan.missing_call(), missing), NO_OUTPUT, [missing]
+            call_id = mine[0].id
+            value = plan.schema.validate_object(mine[0].input)
+        else:
+            if calls:
+                return None, NO_OUTPUT, []
+            text = "".join(p.text for p in msg.parts if isinstance(p, TextPart))
+            value = text if plan.kind == "text" else plan.schema.validate_text(text)
+    except ValueError as exc:
+        found: list[str] = list(exc.args[0]) if exc.args and isinstance(exc.args[0], list) else [str(exc)]
+        return OutputCheck(call_id, plan.invalid(found), "; ".join(found)), NO_OUTPUT, found
+    if validator is not None:
+        try:
+            checked = validator(value)
+            if inspect.isawaitable(checked):
+                checked = await checked
+        except RejectOutput as rejected:
+            return OutputCheck(call_id, rejected.message), NO_OUTPUT, [rejected.message]
+        if checked is not None:
+            value = checked
+    return OutputCheck(call_id), value, []
 
 
 async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
@@ -562,6 +1352,13 @@ async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
     raise _Cancelled
 
 
+def _cancelling() -> bool:
+    """Whether the current task is being cancelled (``Task.cancelling()``): a ``CancelledError`` is ours to
+    propagate only then; otherwise it came from inside an operation that was cancelled on its own."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _retrieve(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
@@ -579,6 +1376,33 @@ def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
     return float(wait(state))
 
 
+# What the providers say when a prompt is longer than the window, with the numbers (tokens) they give:
+# Anthropic "prompt is too long: 208310 tokens > 200000 maximum"; OpenAI "This model's maximum context length
+# is 128000 tokens. However, your messages resulted in 130532 tokens"; Gemini "The input token count (1572864)
+# exceeds the maximum number of tokens allowed (1048576)".
+_OVERFLOW_NUMBERS = (
+    re.compile(r"(?P<n>\d[\d,]*) tokens > (?P<max>\d[\d,]*)"),
+    re.compile(r"maximum context length is (?P<max>\d[\d,]*) tokens.*?resulted in (?P<n>\d[\d,]*) tokens", re.S),
+    re.compile(
+        r"input token count \((?P<n>\d[\d,]*)\) exceeds the maximum number of tokens allowed \((?P<max>\d[\d,]*)\)"
+    ),
+)
+
+
+def _overflow_size(error: ContextOverflow, window: int) -> int:
+    """The size, in tokens of our ``window``, of a prompt the provider refused as too long: its count scaled by
+    ``window / maximum`` (a provider window smaller than ours makes the prompt count for more), or
+    ``window + 1`` when the error gives no numbers."""
+    text = error.provider_message or exception_text(error)
+    for pattern in _OVERFLOW_NUMBERS:
+        found = pattern.search(text)
+        if found is not None:
+            n, most = (int(found.group(g).replace(",", "")) for g in ("n", "max"))
+            if most > 0:
+                return max(window + 1, n * window // most + 1)
+    return window + 1
+
+
 def _clipped(content: ToolContent, limit: int) -> ToolContent:
     """``content`` with each text longer than ``limit`` characters cut in the middle, with a note saying how
     much was cut (``compact.clip_middle``: never inside a character). One huge tool output would otherwise
@@ -593,41 +1417,45 @@ def _clipped(content: ToolContent, limit: int) -> ToolContent:
     )
 
 
-# The image types every provider reads (Anthropic IMAGE_MEDIA_TYPES, OpenAI's PNG/JPEG/GIF/WebP, Gemini's
-# inlineData), each with the first bytes of its format. Anthropic checks that the bytes match the declared
-# type ("Image does not match the provided media type"); every provider refuses bytes that are no image.
-_IMAGE_MAGIC: dict[str, tuple[bytes, ...]] = {
-    "image/png": (b"\x89PNG\r\n\x1a\n",),
-    "image/jpeg": (b"\xff\xd8\xff",),
-    "image/gif": (b"GIF87a", b"GIF89a"),
-    "image/webp": (b"RIFF",),  # then 4 bytes of size, then WEBP
-}
-
-
-def _image_problem(image: ImagePart) -> str | None:
-    """Why a tool's image could not be sent to a provider, or ``None``. An image stays in the conversation,
-    so one no provider reads would make every later request of it fail: such an image becomes the tool's
-    error result instead."""
-    media_type = image.source.media_type
-    magic = _IMAGE_MAGIC.get(media_type)
-    if magic is None:
-        return f"its media type {media_type!r} is not one of {', '.join(_IMAGE_MAGIC)}"
-    head = binascii.a2b_base64(image.source.data[:24])
-    if not head.startswith(magic) or (media_type == "image/webp" and head[8:12] != b"WEBP"):
-        return f"its bytes are not {media_type.removeprefix('image/').upper()} data"
-    return None
+def _timeout_text(tool: Tool, name: str, timeout: float | None) -> str:
+    """What the model reads when a tool ran past its timeout: true for both kinds of tool. A coroutine is
+    cancelled; a plain function running in a worker thread cannot be stopped (Python has no way to end a
+    thread), so it may still be running and its effects may still happen; it is asked to stop through
+    :attr:`~loopctl.tool.ToolContext.stop_requested`, which it may poll."""
+    seconds = f"{timeout:g} s" if timeout is not None else "its time limit"
+    if getattr(tool, "runs_in_thread", False):
+        return (
+            f"Tool {name!r} timed out after {seconds}. It runs in a worker thread, which cannot be stopped: it may "
+            "still be running, and what it does may still take effect."
+        )
+    return f"Tool {name!r} timed out after {seconds} and was stopped."
 
 
 def _error_result(call: ToolCallPart, text: str) -> ToolResultPart:
     return ToolResultPart(call_id=call.id, name=call.name, output=text, is_error=True)
 
 
-def _final_text(history: Sequence[Message]) -> str:
-    for i in range(len(history) - 1, -1, -1):
-        msg = history[i]
-        if msg.role is Role.ASSISTANT:
-            return "".join(p.text for p in msg.parts if isinstance(p, TextPart))
+def _answer_text(turns: Sequence[Turn]) -> str:
+    """The text of this run's last reply without tool calls (``""`` when it has none): never an earlier run's."""
+    if turns and not turns[-1].output.tool_calls():
+        return "".join(p.text for p in turns[-1].output.parts if isinstance(p, TextPart))
     return ""
+
+
+def _run_error(outcome: Outcome, error: BaseException | None) -> BaseException | None:
+    """The exception that ended a run with ``outcome``: the one met (``error``) when the outcome names its
+    type, else one made from the outcome (a failure the machine decided, such as a compaction that saved
+    nothing); ``None`` unless the run failed."""
+    if outcome.kind not in (OutcomeKind.FAILED, OutcomeKind.CONTEXT_OVERFLOW, OutcomeKind.FALLBACK_EXHAUSTED):
+        return None
+    if error is not None and type(error).__name__ == outcome.error_type:
+        return error
+    text = outcome.error or outcome.kind.value
+    if outcome.error_type == CompactionNoProgress.__name__:
+        return CompactionNoProgress(text)
+    if outcome.error_type == CostUnknown.__name__:
+        return CostUnknown(text)
+    return LoopError(text)
 
 
 def _make_budget(config: SessionConfig) -> ContextBudget:

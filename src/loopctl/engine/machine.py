@@ -13,12 +13,16 @@ state                  next_step                                    feeds accept
 =====================  ===========================================  ====================================
 ``START``              ``Done(IDLE)`` (nothing to do yet)            ``accept_input``
 ``AWAITING_MODEL``     checks, in order: cancelled -> turn limit     ``model_response``, ``cancel``,
-                       -> prune line (passed, and grown since the    ``fail``
+                       -> request limit -> prune line (passed, and   ``context_overflow``, ``fail``
+                       grown since the
                        last prune) -> emergency compaction (>= 95%
                        of the window, always on) -> threshold
                        compaction (strictly above, when on) ->
                        ``CallLLM``
-``AWAITING_TOOLS``     ``CallTools(turn, calls)``                   ``tool_results``, ``cancel``, ``fail``
+``AWAITING_TOOLS``     ``CallTools(turn, calls, approved)``         ``tool_results``, ``cancel``, ``fail``
+``AWAITING_APPROVAL``  ``Done(AWAITING_APPROVAL)``: the run is       ``approve``, ``cancel``, ``fail``
+                       paused, holding calls deferred by the
+                       permission check (``pending_approvals``)
 ``AWAITING_COMPACTION`` the same ``Prune``/``Compact`` again        ``prune_result``,
                                                                     ``compaction_result``,
                                                                     ``compaction_noop``, ``cancel``,
@@ -28,27 +32,50 @@ state                  next_step                                    feeds accept
 
 Asking twice without a feed in between gives the same step.
 
+Guardrails (``docs/guardrails.md``) are the machine's decisions too. A run's :class:`~loopctl.engine.UsageLimits`
+and loop-detection setting are given with its input (:meth:`LoopMachine.accept_input`) and kept, with what the
+run has spent (:attr:`LoopMachine.usage`), in the machine's state, so a restored run keeps counting: request and
+tool-call limits are checked before the step that would pass them, token and cost limits after each reply
+(outcome ``LIMIT_REACHED``). The same tool call (name and input) ``k`` times in a row gets an error result
+instead of running, and once more ends the run (``LOOP_DETECTED``). Calls the driver defers (a permission
+check answered ``Defer``) pause the run in ``AWAITING_APPROVAL`` until :meth:`LoopMachine.approve` decides them.
+
 Run exit (``pending`` is this run's messages, ``history`` the committed runs): success commits pending into
-history; a cancel, a turn limit or an ordinary failure keeps the longest prefix of pending in which every tool
-call has its result and drops the rest; a run that cannot fit the window is discarded whole. Messages are
-never rewritten except by a prune or compaction pass, so thinking stays verbatim and each request's message
-list starts with the previous request's, byte for byte.
+history; a cancel, a turn or usage limit, a loop, or any failure (a context overflow included) keeps the
+longest prefix of pending in which every tool call has its result and drops the rest, so the results of tools
+that ran are never lost (a turn that paused for approval holds results of tools that ran: ending the run then
+answers its undecided calls with an error result, so those results are kept). A provider's context overflow
+(the estimate was under the lines, the provider said the request is too long) is answered once per model
+call by the emergency compaction and a second try of the call (:meth:`LoopMachine.context_overflow`).
+Messages are never rewritten except by a prune or compaction pass, so
+thinking stays verbatim and each request's message list starts with the previous request's, byte for byte.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Sequence
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, TypeAlias, Union, overload
 
 import orjson
 from pydantic import ValidationError
 
-from loopctl.errors import ConversationFileError, InvalidMessage, MachineStateError, ProviderProtocolError
+from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits, cost_unknown, passed_after_reply
+from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval
+from loopctl.errors import (
+    ConversationFileError,
+    FallbackFailed,
+    InvalidMessage,
+    MachineStateError,
+    ProviderProtocolError,
+)
 from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
 from loopctl.message.model import _dumps_bytes, _invalid
-from loopctl.response import StopReason
+from loopctl.response import StopReason, Usage
 from loopctl.stream import loads_exact
 
 __all__ = [
@@ -57,6 +84,7 @@ __all__ = [
     "CallTools",
     "Compact",
     "CompactReason",
+    "DEFAULT_LOOP_DETECTION",
     "Done",
     "LoopMachine",
     "MachinePolicy",
@@ -67,8 +95,16 @@ __all__ = [
     "Step",
 ]
 
-MACHINE_FORMAT_VERSION = 1
-"""The machine file format this release writes and the newest it reads (policy: ``docs/wire-format.md``)."""
+MACHINE_FORMAT_VERSION = 3
+"""The machine file format this release writes and the newest it reads (policy: ``docs/wire-format.md``):
+version 3 added the run's guardrails (``limits``, ``usage``, ``loop``, ``deferred``, ``approved``), the state
+``awaiting_approval`` and the outcomes ``limit_reached``, ``loop_detected``, ``fallback_exhausted`` and
+``awaiting_approval``; version 2 added the run's typed-output state (``output``) and the outcome
+``output_invalid``. Version 1 and 2 files are still read."""
+
+DEFAULT_LOOP_DETECTION = 3
+"""The same tool call this many times in a row gets an error result instead of running; once more ends the
+run (``RunConfig.loop_detection``)."""
 
 
 class MachineState(enum.StrEnum):
@@ -77,6 +113,7 @@ class MachineState(enum.StrEnum):
     START = "start"
     AWAITING_MODEL = "awaiting_model"
     AWAITING_TOOLS = "awaiting_tools"
+    AWAITING_APPROVAL = "awaiting_approval"
     AWAITING_COMPACTION = "awaiting_compaction"
     TERMINAL = "terminal"
 
@@ -87,7 +124,13 @@ class OutcomeKind(enum.StrEnum):
     ``COMPLETED``: the model answered without calling tools. ``REFUSED``: the provider stopped for content
     filtering or safety. ``MAX_TOKENS``: the final answer was cut off by the output limit. ``MAX_TURNS``: the
     turn limit was reached. ``CANCELLED``: the caller cancelled. ``FAILED``: an error ended the run.
-    ``CONTEXT_OVERFLOW``: the run could not fit the window and was discarded. ``IDLE``: no run yet.
+    ``CONTEXT_OVERFLOW``: the run could not fit the window, even after the emergency compaction (its coherent
+    prefix is kept). ``OUTPUT_INVALID``: the answer did not validate as the run's output type after
+    ``output_retries`` retries (the error holds what was wrong). ``LIMIT_REACHED``: a usage limit ended the
+    run (:attr:`Outcome.limit` says which). ``LOOP_DETECTED``: the model repeated the same tool call past the
+    loop-detection limit. ``FALLBACK_EXHAUSTED``: every client of a fallback chain failed (the error lists
+    each one's). ``AWAITING_APPROVAL``: the run is paused until its deferred tool calls are decided (it is
+    not over: ``loop.run(approvals=...)`` continues it). ``IDLE``: no run yet.
     """
 
     COMPLETED = "completed"
@@ -97,18 +140,25 @@ class OutcomeKind(enum.StrEnum):
     CANCELLED = "cancelled"
     FAILED = "failed"
     CONTEXT_OVERFLOW = "context_overflow"
+    OUTPUT_INVALID = "output_invalid"
+    LIMIT_REACHED = "limit_reached"
+    LOOP_DETECTED = "loop_detected"
+    FALLBACK_EXHAUSTED = "fallback_exhausted"
+    AWAITING_APPROVAL = "awaiting_approval"
     IDLE = "idle"
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """The end of a run: its :class:`OutcomeKind` and, for failures, the error's ``error_type`` (the class
-    name) and ``error`` text, and whether the error was ``retryable``."""
+    name) and ``error`` text, and whether the error was ``retryable``; for ``LIMIT_REACHED``, the ``limit``
+    that ended it (dimension, spent, limit)."""
 
     kind: OutcomeKind
     error: str | None = None
     error_type: str | None = None
     retryable: bool = False
+    limit: LimitHit | None = None
 
     @property
     def ok(self) -> bool:
@@ -133,10 +183,14 @@ class CallLLM:
 
 @dataclass(frozen=True, slots=True)
 class CallTools:
-    """Run these tool calls (in this order) and feed :meth:`LoopMachine.tool_results`."""
+    """Run these tool calls (in this order) and feed :meth:`LoopMachine.tool_results`.
+
+    ``approved`` holds the decisions given for calls that were deferred (:meth:`LoopMachine.approve`), by call
+    id: such a call runs without asking the permission check again, with the input of a :class:`Modify`."""
 
     turn: int
     calls: tuple[ToolCallPart, ...]
+    approved: Mapping[str, Approve | Modify] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +217,29 @@ class Done:
     outcome: Outcome
 
 
+@dataclass(frozen=True, slots=True)
+class OutputCheck:
+    """The driver's verdict on a reply read as the run's typed output (fed with ``model_response``).
+
+    ``call_id`` names the call of the output tool that was checked (``OutputTool`` mode), ``None`` when the
+    reply's text was (``NativeOutput``, ``PromptedOutput``, or a reply without the output tool's call).
+    ``error`` is ``None`` for valid output, else what the model is told so that it can fix it; ``problems``
+    says what was wrong, for the outcome of a run that ends on it (default: ``error``).
+    """
+
+    call_id: str | None = None
+    error: str | None = None
+    problems: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True for valid output."""
+        return self.error is None
+
+
+FINAL_RESULT_TEXT = "Final result processed."
+"""The result the machine gives the output tool's call that carried valid output."""
+
 Step: TypeAlias = Union[CallLLM, CallTools, Prune, Compact, Done]
 """What the machine asks for next."""
 
@@ -176,6 +253,8 @@ class MachinePolicy:
     compaction at or above this fraction, always. ``prune_threshold``: the prune pass runs above this
     fraction, and again only after the context grew by ``prune_step`` (a fraction of the window) since the
     last pass. ``prune_target``: the size (a fraction of the window) a prune pass aims for.
+    ``output_retries``: how many invalid answers (typed output) go back to the model before the run ends
+    with ``OUTPUT_INVALID``.
     """
 
     max_turns: int = 200
@@ -186,10 +265,13 @@ class MachinePolicy:
     prune_threshold: float = 0.60
     prune_step: float = 0.05
     prune_target: float = 0.50
+    output_retries: int = 1
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError("max_turns must be at least 1")
+        if self.output_retries < 0:
+            raise ValueError("output_retries must be at least 0")
         if self.context_window < 1:
             raise ValueError("context_window must be a positive number of tokens")
         if not 0 < self.compact_threshold <= self.emergency <= 1:
@@ -249,16 +331,31 @@ class LoopMachine:
 
     ``history`` holds committed runs; ``pending`` this run's messages; ``turn`` the model calls made in this
     run; ``context_tokens`` the latest estimate of the conversation's size, in tokens, fed by the driver.
-    Misuse (a feed the current state does not accept) raises :class:`~loopctl.errors.MachineStateError`.
+    :attr:`usage` is what this run spent, :attr:`limits` what it may, :attr:`pending_approvals` the calls a
+    paused run waits on. Misuse (a feed the current state does not accept) raises
+    :class:`~loopctl.errors.MachineStateError`.
     """
 
     __slots__ = (
+        "_approved",
         "_calls",
+        "_deferred",
+        "_held",
+        "_limits",
+        "_loop_call",
+        "_loop_k",
+        "_loop_repeats",
         "_machine_results",
         "_messages",
         "_n_history",
         "_outcome",
+        "_output_error",
+        "_output_failures",
+        "_output_prompt",
+        "_output_tool",
+        "_overflow",
         "_pruned_at",
+        "_spent",
         "_step",
         "context_tokens",
         "state",
@@ -278,6 +375,27 @@ class LoopMachine:
         self._machine_results: dict[str, ToolResultPart] = {}
         self._step: Prune | Compact | None = None
         self._pruned_at: int | None = None
+        # The provider's context overflow being answered by an emergency compaction: the run ends with it if
+        # the compaction saves nothing or the call overflows again.
+        self._overflow: Outcome | None = None
+        # Typed output (see accept_input): the output tool's name, the invalid answers so far, the last one's
+        # error, and the retry message still to send (text modes).
+        self._output_tool: str | None = None
+        self._output_failures = 0
+        self._output_error: str | None = None
+        self._output_prompt: str | None = None
+        # Guardrails of the run (see accept_input): its limits and what it spent; loop detection's setting,
+        # the signature of the last call and how many times in a row it came; the calls awaiting approval
+        # (id -> reason), the decisions given for those about to run, and whether the turn in flight holds
+        # results of tools that ran while other calls waited.
+        self._limits: UsageLimits | None = None
+        self._spent = RunUsage()
+        self._loop_k: int | None = DEFAULT_LOOP_DETECTION
+        self._loop_call: str | None = None
+        self._loop_repeats = 0
+        self._deferred: dict[str, str | None] = {}
+        self._approved: dict[str, Approve | Modify] = {}
+        self._held = False
 
     # --- reading -------------------------------------------------------------------------------------------
 
@@ -296,9 +414,43 @@ class LoopMachine:
         return _View(self._messages, len(self._messages))
 
     @property
+    def output_failures(self) -> int:
+        """How many answers of this run were invalid typed output so far."""
+        return self._output_failures
+
+    @property
     def outcome(self) -> Outcome:
-        """How the last run ended (``IDLE`` before the first)."""
+        """How the last run ended (``IDLE`` before the first; ``AWAITING_APPROVAL`` while it is paused)."""
         return self._outcome
+
+    @property
+    def usage(self) -> RunUsage:
+        """What this run (or the last one) spent: requests, tool calls, tokens and cost, as counted for its
+        limits."""
+        return self._spent
+
+    @property
+    def limits(self) -> UsageLimits | None:
+        """The usage limits of the run in progress (``None``: none)."""
+        return self._limits
+
+    @property
+    def output_tool(self) -> str | None:
+        """The name of the run's output tool (typed output in ``OutputTool`` mode), or ``None``."""
+        return self._output_tool
+
+    @property
+    def held_results(self) -> Mapping[str, ToolResultPart]:
+        """The results the turn in flight already has, by call id: those the machine wrote itself, and those
+        fed before the turn paused for approval."""
+        return dict(self._machine_results)
+
+    @property
+    def pending_approvals(self) -> tuple[PendingApproval, ...]:
+        """The tool calls a paused run (``AWAITING_APPROVAL``) waits on, in the order the model made them."""
+        if not self._deferred:
+            return ()
+        return tuple(PendingApproval(c, self._deferred[c.id]) for c in self._calls if c.id in self._deferred)
 
     # --- deciding ------------------------------------------------------------------------------------------
 
@@ -309,21 +461,33 @@ class LoopMachine:
         gives the same ``Done``.
         """
         state = self.state
-        if state is MachineState.TERMINAL or state is MachineState.START:
+        if state is MachineState.TERMINAL or state is MachineState.START or state is MachineState.AWAITING_APPROVAL:
             return Done(self._outcome)
         if state is MachineState.AWAITING_TOOLS:
-            answered = self._machine_results
-            return CallTools(self.turn, tuple(c for c in self._calls if c.id not in answered))
+            answered, deferred = self._machine_results, self._deferred
+            calls = tuple(c for c in self._calls if c.id not in answered and c.id not in deferred)
+            return CallTools(self.turn, calls, dict(self._approved))
         if state is MachineState.AWAITING_COMPACTION:
             assert self._step is not None
             return self._step
         # AWAITING_MODEL
+        if self._output_failures > policy.output_retries:
+            self._end(Outcome(OutcomeKind.OUTPUT_INVALID, error=self._output_error), salvage=True)
+            return Done(self._outcome)
+        if self._output_prompt is not None:
+            # An invalid text answer: the model is told what was wrong, in a user message, before it is called.
+            self._messages.append(Message.user(self._output_prompt))
+            self._output_prompt = None
         if self.turn >= policy.max_turns:
             self._end(Outcome(OutcomeKind.MAX_TURNS), salvage=True)
             return Done(self._outcome)
+        limits = self._limits
+        if limits is not None and limits.requests is not None and self._spent.requests >= limits.requests:
+            self._end_at_limit(LimitHit("requests", self._spent.requests, limits.requests, needed=0))
+            return Done(self._outcome)
         window = policy.context_window
         ctx = self.context_tokens
-        # Pruning first (issue 5): it needs no model call and may make compaction unnecessary.
+        # Pruning first (docs/compaction.md, "The budget"): it needs no model call and may make compaction unnecessary.
         prune_line = policy.prune_threshold * window
         if ctx > prune_line and (self._pruned_at is None or ctx >= self._pruned_at + policy.prune_step * window):
             needed = max(0, ctx - int(policy.prune_target * window))
@@ -341,12 +505,30 @@ class LoopMachine:
 
     # --- feeds ---------------------------------------------------------------------------------------------
 
-    def accept_input(self, input: str | Message) -> None:  # noqa: A002 - the issue's name
+    def accept_input(
+        self,
+        input: str | Message,  # noqa: A002
+        *,
+        output_tool: str | None = None,
+        limits: UsageLimits | None = None,
+        loop_detection: int | None = DEFAULT_LOOP_DETECTION,
+    ) -> None:
         """Start a run with the user's ``input`` (text, or a user message with images). Accepted in
-        ``START`` and ``TERMINAL``. Raises ``InvalidMessage`` (path ``input.…``) for input that cannot be
-        written (a lone surrogate, as undecodable bytes of a command line become), leaving the machine as it
-        was: such a message would make every request and every save of the conversation fail."""
+        ``START`` and ``TERMINAL`` (a paused run is continued with :meth:`approve`, or ended with
+        :meth:`cancel`, first). ``output_tool`` names the run's output tool (typed output in ``OutputTool``
+        mode): the machine answers its calls itself and never asks for them to be run.
+
+        ``limits`` are the run's usage limits (``None``: none); ``loop_detection`` is ``k``: the same tool call
+        (name and input) ``k`` times in a row gets an error result telling the model so instead of running,
+        and once more ends the run with ``LOOP_DETECTED`` (``None``: off; at least 2). Both hold until the run
+        ends and are saved with the machine. Raises ``ValueError`` for a ``loop_detection`` below 2.
+
+        Raises ``InvalidMessage`` (path ``input.…``) for input that cannot be written (a lone surrogate, as
+        undecodable bytes of a command line become), leaving the machine as it was: such a message would make
+        every request and every save of the conversation fail."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
+        if loop_detection is not None and (isinstance(loop_detection, bool) or loop_detection < 2):
+            raise ValueError(f"loop_detection must be at least 2 (or None: off), got {loop_detection!r}")
         try:
             message = Message.user(input) if isinstance(input, str) else input
             _expect_message(message, Role.USER, "accept_input")
@@ -357,6 +539,16 @@ class LoopMachine:
         self.turn = 0
         self._outcome = Outcome(OutcomeKind.IDLE)
         self._pruned_at = None
+        self._overflow = None
+        self._output_tool = output_tool
+        self._output_failures = 0
+        self._output_error = None
+        self._output_prompt = None
+        self._limits = limits
+        self._spent = RunUsage()
+        self._loop_k = loop_detection
+        self._loop_call = None
+        self._loop_repeats = 0
         self.state = MachineState.AWAITING_MODEL
 
     def model_response(
@@ -367,6 +559,9 @@ class LoopMachine:
         *,
         stop_reason: StopReason | None = None,
         invalid_calls: Iterable[tuple[str, str]] = (),
+        output_check: OutputCheck | None = None,
+        usage: Usage | None = None,
+        cost: Decimal | None = None,
     ) -> None:
         """Feed the model's reply (``message``, an assistant message).
 
@@ -376,9 +571,26 @@ class LoopMachine:
         answers them with an error result too. ``context_tokens`` is the conversation's size with this reply.
         With no tool calls the run completes (``REFUSED`` or ``MAX_TOKENS`` when ``stop_reason`` says so).
 
-        Raises ``MachineStateError`` when the state takes no reply or ``message`` is not an assistant message,
-        and :class:`~loopctl.errors.ProviderProtocolError` for a reply that calls two tools under one id or a
-        tool with no name (the driver fails the run with it). Whatever it raises, the machine is left exactly as it was.
+        Typed output: ``output_check`` is the driver's verdict on the reply as the run's output. Valid output
+        completes the run: the output tool's call gets :data:`FINAL_RESULT_TEXT`, and the reply's other calls
+        are answered, not run. Invalid output goes back to the model (the output tool's call gets the error as
+        its result; an invalid text answer gets it in a user message before the next call), until more than
+        ``output_retries`` answers were invalid: then the run ends with ``OUTPUT_INVALID``. A reply that calls
+        the output tool needs the check of one of those calls; its other calls of the output tool are
+        answered as not used.
+
+        Guardrails: ``usage`` (tokens) and ``cost`` (USD; ``None``: unknown) are what the reply spent. When the
+        run would go on (the reply calls tools, or its output goes back to be fixed), a token or cost limit
+        the run is now past ends it with ``LIMIT_REACHED``, and a cost limit the run cannot check (a reply of
+        unknown cost) fails it; then the loop check (a call repeated ``loop_detection`` times in a row gets an
+        error result, once more ends the run with ``LOOP_DETECTED``), then the tool-call limit (a batch that
+        would pass it ends the run before it starts). A reply that finishes the run finishes it whatever it
+        spent. An ending keeps the coherent prefix, as the turn limit does.
+
+        Raises ``MachineStateError`` when the state takes no reply, ``message`` is not an assistant message,
+        or ``output_check`` does not fit the reply; and :class:`~loopctl.errors.ProviderProtocolError` for a
+        reply that calls two tools under one id or a tool with no name (the driver fails the run with it).
+        Whatever it raises, the machine is left exactly as it was.
         """
         self._expect(MachineState.AWAITING_MODEL, feed="model_response")
         _expect_message(message, Role.ASSISTANT, "model_response")
@@ -386,6 +598,9 @@ class LoopMachine:
         # Everything is worked out before anything changes: a bad argument leaves the machine as it was.
         machine_results: dict[str, ToolResultPart] = {}
         to_run: list[ToolCallPart] = []
+        invalid = dict(invalid_calls)
+        output_tool = self._output_tool
+        checked = output_check.call_id if output_check is not None else None
         if calls:
             seen: set[str] = set()
             for call in calls:
@@ -400,36 +615,78 @@ class LoopMachine:
                     )
                 seen.add(call.id)
             tools = available_tools if isinstance(available_tools, (set, frozenset)) else frozenset(available_tools)
-            invalid = dict(invalid_calls)
             for call in calls:
                 if call.id in invalid:
-                    machine_results[call.id] = ToolResultPart(
-                        call_id=call.id,
-                        name=call.name,
-                        output=f"The call was not run: {invalid[call.id]}",
-                        is_error=True,
-                    )
+                    machine_results[call.id] = _error(call, f"The call was not run: {invalid[call.id]}")
+                elif output_tool is not None and call.name == output_tool:
+                    if call.id == checked:
+                        assert output_check is not None
+                        text = FINAL_RESULT_TEXT if output_check.ok else output_check.error
+                        machine_results[call.id] = ToolResultPart(
+                            call_id=call.id, name=call.name, output=text or "", is_error=not output_check.ok
+                        )
+                    else:
+                        machine_results[call.id] = _error(
+                            call, f"Not used: only one call of {output_tool} is read per reply."
+                        )
                 elif call.name not in tools:
                     known = ", ".join(sorted(tools)) or "(none)"
-                    machine_results[call.id] = ToolResultPart(
-                        call_id=call.id,
-                        name=call.name,
-                        output=f"Unknown tool {call.name!r}. The tools that exist are: {known}.",
-                        is_error=True,
-                    )
+                    unknown = f"Unknown tool {call.name!r}. The tools that exist are: {known}."
+                    machine_results[call.id] = _error(call, unknown)
                 else:
                     to_run.append(call)
+        if checked is not None and checked not in machine_results:
+            raise MachineStateError(f"output_check names call {checked!r}, which is no call of the output tool")
+        if checked is None and output_tool is not None:
+            unchecked = [c.id for c in calls if c.name == output_tool and c.id not in invalid]
+            if unchecked:
+                raise MachineStateError(
+                    f"the reply calls the output tool {output_tool} ({', '.join(unchecked)}): model_response needs "
+                    "the output_check of one of those calls"
+                )
         self._messages.append(message)
         self.turn += 1
         self.context_tokens = context_tokens
+        self._overflow = None
+        self._spent = self._spent.with_reply(usage or Usage(), cost)
+        if output_check is not None and not output_check.ok:
+            self._output_failures += 1
+            self._output_error = output_check.problems or output_check.error
         if not calls:
             if stop_reason is StopReason.REFUSAL:
                 self._end(Outcome(OutcomeKind.REFUSED), salvage=False)
             elif stop_reason is StopReason.MAX_TOKENS:
                 self._end(Outcome(OutcomeKind.MAX_TOKENS), salvage=False)
+            elif output_check is not None and not output_check.ok:
+                self._output_prompt = output_check.error  # sent before the next call, if there is one
+                self._end_past_limits()
             else:
                 self._end(Outcome(OutcomeKind.COMPLETED), salvage=False)
             return
+        if output_check is not None and output_check.ok and checked is not None:
+            # The final result is given: the other calls of the reply are answered, not run.
+            for call in to_run:
+                text = f"Not run: the final result was already given by {output_tool}."
+                machine_results[call.id] = _error(call, text)
+            self._calls = calls
+            self._machine_results = machine_results
+            self._commit_results([])
+            self._end(Outcome(OutcomeKind.COMPLETED), salvage=False)
+            return
+        if self._end_past_limits():
+            return
+        if self._loop_k is not None and self._check_loops(calls, machine_results, to_run):
+            return
+        limits = self._limits
+        if (
+            to_run
+            and limits is not None
+            and limits.tool_calls is not None
+            and self._spent.tool_calls + len(to_run) > limits.tool_calls
+        ):
+            self._end_at_limit(LimitHit("tool_calls", self._spent.tool_calls, limits.tool_calls, len(to_run)))
+            return
+        self._spent = self._spent.with_tool_calls(len(to_run))
         self._calls = calls
         self._machine_results = machine_results
         if to_run:
@@ -437,13 +694,80 @@ class LoopMachine:
         else:
             self._commit_results([])
 
-    def tool_results(self, messages: Iterable[Message], context_tokens: int | None = None) -> None:
+    def _end_past_limits(self) -> bool:
+        """After a reply the run goes on from: end it when it is past a token or cost limit, or has a cost limit
+        it cannot check. True when the run ended."""
+        limits = self._limits
+        if limits is None:
+            return False
+        hit = passed_after_reply(limits, self._spent)
+        if hit is not None:
+            self._end_at_limit(hit)
+            return True
+        if cost_unknown(limits, self._spent):
+            text = (
+                f"the run has a cost limit ({limits.cost} USD) but the price of a reply is unknown (a model the price "
+                "data does not list, a server that is not the provider's own API, or genai-prices is not installed: "
+                "pip install 'pyloopctl[prices]'); the run stops rather than spend unchecked"
+            )
+            self._end(Outcome(OutcomeKind.FAILED, error=text, error_type="CostUnknown"), salvage=True)
+            return True
+        return False
+
+    def _end_at_limit(self, hit: LimitHit) -> None:
+        self._end(Outcome(OutcomeKind.LIMIT_REACHED, error=hit.describe(), limit=hit), salvage=True)
+
+    def _check_loops(
+        self, calls: Sequence[ToolCallPart], machine_results: dict[str, ToolResultPart], to_run: list[ToolCallPart]
+    ) -> bool:
+        """Count the reply's calls (the output tool's aside) against the last one in a row: the ``k``-th repeat
+        of one call gets an error result (taken out of ``to_run``), the one after ends the run. True when the
+        run ended."""
+        k = self._loop_k
+        assert k is not None
+        output_tool = self._output_tool
+        for call in calls:
+            if output_tool is not None and call.name == output_tool:
+                continue
+            signature = _signature(call)
+            if signature == self._loop_call:
+                self._loop_repeats += 1
+            else:
+                self._loop_call, self._loop_repeats = signature, 1
+            if self._loop_repeats > k:
+                text = (
+                    f"the model called {call.name!r} with the same input {self._loop_repeats} times in a row "
+                    f"(loop detection allows {k - 1}, then answers the {_ordinal(k)} with an error)"
+                )
+                self._end(Outcome(OutcomeKind.LOOP_DETECTED, error=text), salvage=True)
+                return True
+            if self._loop_repeats == k and call.id not in machine_results:
+                machine_results[call.id] = _error(
+                    call,
+                    f"Not run: this is the {_ordinal(k)} call in a row of {call.name!r} with the same input, and the "
+                    "results so far did not change. Do something different; calling it again this way ends the run.",
+                )
+                to_run.remove(call)
+        return False
+
+    def tool_results(
+        self,
+        messages: Iterable[Message],
+        context_tokens: int | None = None,
+        *,
+        deferred: Mapping[str, str | None] | Iterable[str] = (),
+    ) -> None:
         """Feed the results of the calls of the last :class:`CallTools` (in one or more user messages).
 
         The machine puts every result of the turn (its own error results included) into one user message, in
         the order the model asked; other parts of the given messages follow them. Raises
         ``MachineStateError`` for a result that answers no call of the step, a call answered twice, or a call
         left unanswered. ``context_tokens`` is the conversation's size with the results, when known.
+
+        ``deferred`` names the calls of the step that were not run but deferred (a permission check answered
+        ``Defer``): call ids, or a mapping of call id to the reason given. With any, the machine holds the
+        results given and pauses the run (``AWAITING_APPROVAL``, outcome ``AWAITING_APPROVAL``) until
+        :meth:`approve` decides the deferred calls; other parts of the messages are refused then.
         """
         self._expect(MachineState.AWAITING_TOOLS, feed="tool_results")
         results: list[ToolResultPart] = []
@@ -455,11 +779,99 @@ class LoopMachine:
                     results.append(p)
                 else:
                     other.append(p)
-        self._commit_results(results, other)
+        reasons = dict(deferred) if isinstance(deferred, Mapping) else dict.fromkeys(deferred)
+        if reasons:
+            self._hold_results(results, reasons, other)
+        else:
+            self._commit_results(results, other)
         if context_tokens is not None:
             self.context_tokens = context_tokens
 
+    def _hold_results(self, results: list[ToolResultPart], reasons: dict[str, str | None], other: list[Any]) -> None:
+        """Keep ``results`` with the turn and pause it on the deferred calls (``reasons``: id -> reason)."""
+        if other:
+            raise MachineStateError("tool_results with deferred calls takes only tool results")
+        expected = {c.id for c in self._calls if c.id not in self._machine_results and c.id not in self._deferred}
+        given: dict[str, ToolResultPart] = {}
+        for r in results:
+            if r.call_id not in expected:
+                raise MachineStateError(f"tool result for {r.call_id!r} answers no call of this step")
+            if r.call_id in given:
+                raise MachineStateError(f"tool call {r.call_id!r} is answered twice")
+            given[r.call_id] = r
+        for call_id, reason in reasons.items():
+            if call_id not in expected:
+                raise MachineStateError(f"deferred call {call_id!r} is no call of this step")
+            if call_id in given:
+                raise MachineStateError(f"tool call {call_id!r} is both answered and deferred")
+            if reason is not None and not isinstance(reason, str):
+                raise MachineStateError(f"the reason call {call_id!r} was deferred for must be a string or None")
+        missing = sorted(expected - set(given) - set(reasons))
+        if missing:
+            raise MachineStateError(f"tool calls without a result: {', '.join(missing)}")
+        names = {c.id: c.name for c in self._calls}
+        for call_id, r in given.items():
+            self._machine_results[call_id] = r if r.name else r.model_copy(update={"name": names[call_id]})
+        for call_id in (c.id for c in self._calls):  # the model's order
+            if call_id in reasons:
+                self._deferred[call_id] = reasons[call_id]
+        self._approved = {}
+        self._held = True
+        self._outcome = Outcome(OutcomeKind.AWAITING_APPROVAL)
+        self.state = MachineState.AWAITING_APPROVAL
+
+    def approve(self, decisions: Mapping[str, Approval], *, limits: UsageLimits | None = None) -> None:
+        """Decide calls of a paused run (``AWAITING_APPROVAL``), by call id: :class:`~loopctl.engine.Approve`
+        and :class:`~loopctl.engine.Modify` calls run next (``CallTools(approved=...)``: without another
+        permission check, a ``Modify`` with its input); a :class:`~loopctl.engine.Deny` call gets an error
+        result with its reason. Calls left out stay pending: the run pauses again once the decided ones ran.
+        When every call is decided and none runs, the turn is committed and the run goes on to the model.
+        ``limits``, when given, replace the run's limits (what it spent so far still counts).
+
+        Raises ``MachineStateError`` in another state, for no decisions, a call id that is not pending, or a
+        decision of another type; the machine is left as it was.
+        """
+        self._expect(MachineState.AWAITING_APPROVAL, feed="approve")
+        if not decisions:
+            raise MachineStateError("approve() needs a decision for at least one pending call")
+        for call_id, decision in decisions.items():
+            if call_id not in self._deferred:
+                pending = ", ".join(self._deferred) or "none"
+                raise MachineStateError(f"call {call_id!r} does not await approval (pending: {pending})")
+            if not isinstance(decision, (Approve, Deny, Modify)):
+                raise MachineStateError(
+                    f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
+                    "Modify(input)"
+                )
+        calls = {c.id: c for c in self._calls}
+        approved: dict[str, Approve | Modify] = {}
+        for call_id, decision in decisions.items():
+            del self._deferred[call_id]
+            if isinstance(decision, Deny):
+                self._machine_results[call_id] = _error(calls[call_id], decision.reason)
+            else:
+                approved[call_id] = decision
+        if limits is not None:
+            self._limits = limits
+        self._approved = approved
+        self._outcome = Outcome(OutcomeKind.IDLE)
+        self.state = MachineState.AWAITING_TOOLS
+        if not approved:
+            self._after_decided()
+
+    def _after_decided(self) -> None:
+        """Every call of the step was answered or deferred: pause again, or commit the turn."""
+        if self._deferred:
+            self._approved = {}
+            self._outcome = Outcome(OutcomeKind.AWAITING_APPROVAL)
+            self.state = MachineState.AWAITING_APPROVAL
+        else:
+            self._commit_results([])
+
     def _commit_results(self, results: list[ToolResultPart], other: Sequence[Any] = ()) -> None:
+        if self._deferred:  # approved calls ran while others of the turn still wait
+            self._hold_results(results, {}, list(other))
+            return
         by_id: dict[str, ToolResultPart] = dict(self._machine_results)
         expected = {c.id for c in self._calls if c.id not in self._machine_results}
         for r in results:
@@ -478,6 +890,8 @@ class LoopMachine:
         self._messages.append(Message(role=Role.USER, parts=(*ordered, *other)))
         self._calls = ()
         self._machine_results = {}
+        self._approved = {}
+        self._held = False
         self.state = MachineState.AWAITING_MODEL
 
     def prune_result(self, messages: Sequence[Message], tokens_before: int, tokens_after: int) -> None:
@@ -523,32 +937,73 @@ class LoopMachine:
         self._step = None
         self._end(self._no_progress(tokens_before, tokens_after), salvage=True)
 
+    def context_overflow(self, error: BaseException | str, context_tokens: int | None = None) -> None:
+        """The provider refused the model call as longer than the model's window
+        (:class:`~loopctl.errors.ContextOverflow`) although the estimate was under the lines: the estimate
+        was low. ``context_tokens`` is the corrected size, when the driver knows one.
+
+        The first overflow of a model call makes the machine ask for the emergency compaction
+        (``Compact(EMERGENCY)``, which makes no model call) and then the same ``CallLLM`` again. A second
+        overflow of that call, or a compaction that saves nothing, ends the run with ``CONTEXT_OVERFLOW`` and
+        the error's text, keeping the coherent prefix as every failure does (results of tools that ran are
+        never dropped). Accepted in ``AWAITING_MODEL``.
+        """
+        self._expect(MachineState.AWAITING_MODEL, feed="context_overflow")
+        if context_tokens is not None:
+            self.context_tokens = context_tokens
+        outcome = _failure(error, OutcomeKind.CONTEXT_OVERFLOW)
+        if self._overflow is not None:
+            self._end(outcome, salvage=True)
+            return
+        self._overflow = outcome
+        self._await(Compact(CompactReason.EMERGENCY, self.context_tokens))
+
     def cancel(self) -> None:
         """Cancel the run: keep the longest coherent prefix of pending (every tool call answered), drop the
-        rest. A no-op when no run is active."""
+        rest. A paused run's turn is kept whole, its undecided calls answered with an error result (results of
+        tools that ran are never dropped). A no-op when no run is active."""
         if self.state in (MachineState.START, MachineState.TERMINAL):
             return
+        self._close_held("the run was cancelled")
         self._end(Outcome(OutcomeKind.CANCELLED), salvage=True)
 
     def fail(self, error: BaseException | str, *, overflow: bool = False) -> None:
-        """End the run with an error. Keeps the coherent prefix of pending; with ``overflow=True`` (the run
-        cannot fit the window) the run is discarded whole."""
+        """End the run with an error (outcome ``FAILED``; ``CONTEXT_OVERFLOW`` with ``overflow=True``: the run
+        cannot fit the window; ``FALLBACK_EXHAUSTED`` for a :class:`~loopctl.errors.FallbackFailed`). Either
+        way the coherent prefix of pending is kept (a paused turn as :meth:`cancel` keeps it)."""
         if self.state in (MachineState.START, MachineState.TERMINAL):
             raise MachineStateError("fail() needs an active run")
-        if isinstance(error, BaseException):
-            outcome = Outcome(
-                OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED,
-                error=exception_text(error),
-                error_type=type(error).__name__,
-                retryable=bool(getattr(error, "retryable", False)),
-            )
+        if overflow:
+            kind = OutcomeKind.CONTEXT_OVERFLOW
+        elif isinstance(error, FallbackFailed):
+            kind = OutcomeKind.FALLBACK_EXHAUSTED
         else:
-            outcome = Outcome(OutcomeKind.CONTEXT_OVERFLOW if overflow else OutcomeKind.FAILED, error=error)
-        self._end(outcome, salvage=not overflow)
+            kind = OutcomeKind.FAILED
+        self._close_held("the run failed")
+        self._end(_failure(error, kind), salvage=True)
+
+    def _close_held(self, why: str) -> None:
+        """A turn holding results of tools that ran (it paused for approval) is committed before the run ends,
+        each call without a result answered with an error saying why."""
+        if not self._held or self.state not in (MachineState.AWAITING_TOOLS, MachineState.AWAITING_APPROVAL):
+            return
+        for call in self._calls:
+            if call.id in self._machine_results:
+                continue
+            if call.id in self._deferred:
+                text = f"Not run: {why} while the call awaited approval."
+            else:
+                text = f"Not known whether it ran: {why} before its result was recorded."
+            self._machine_results[call.id] = _error(call, text)
+        self._deferred = {}
+        self._commit_results([])
 
     # --- run exit ------------------------------------------------------------------------------------------
 
     def _no_progress(self, before: int, after: int) -> Outcome:
+        if self._overflow is not None:
+            # The compaction answered the provider's overflow: the overflow is why the run ends.
+            return self._overflow
         return Outcome(
             OutcomeKind.FAILED,
             error=f"compaction made no progress ({before} tokens before, {after} after)",
@@ -556,16 +1011,22 @@ class LoopMachine:
         )
 
     def _end(self, outcome: Outcome, *, salvage: bool) -> None:
-        if outcome.kind is OutcomeKind.CONTEXT_OVERFLOW:
-            self._messages = self._messages[: self._n_history]
-        elif salvage:
+        if salvage:
             keep = coherent_prefix(self._messages, self._n_history)
             if keep < len(self._messages):
                 self._messages = self._messages[:keep]
         self._n_history = len(self._messages)
         self._calls = ()
         self._machine_results = {}
+        self._deferred = {}
+        self._approved = {}
+        self._held = False
         self._step = None
+        self._overflow = None
+        self._output_tool = None
+        self._output_failures = 0
+        self._output_error = None
+        self._output_prompt = None
         self._outcome = outcome
         self.state = MachineState.TERMINAL
 
@@ -576,10 +1037,14 @@ class LoopMachine:
 
     # --- persistence ---------------------------------------------------------------------------------------
 
-    def to_json(self) -> str:
+    def to_json(self, *, messages: bool = True) -> str:
         """The whole machine as JSON (``docs/wire-format.md``, "Machine files"); the same machine always gives
         the same text. Raises ``InvalidMessage`` for a string that cannot be written as UTF-8 (a lone
-        surrogate); integers of any size are written exactly, as in conversation files."""
+        surrogate); integers of any size are written exactly, as in conversation files.
+
+        ``messages=False`` writes ``history`` and ``pending`` as their lengths instead of message arrays, for
+        a store that keeps the messages elsewhere (``loopctl.store``): O(1) in the history's size. Read it
+        back with ``from_json(data, messages=...)``."""
         step: dict[str, Any] | None = None
         if isinstance(self._step, Prune):
             step = {"type": "prune", "context_tokens": self._step.context_tokens, "needed": self._step.needed}
@@ -591,28 +1056,47 @@ class LoopMachine:
             "state": self.state.value,
             "turn": self.turn,
             "context_tokens": self.context_tokens,
-            "history": [m.to_dict() for m in self._messages[: self._n_history]],
-            "pending": [m.to_dict() for m in self._messages[self._n_history :]],
+            "history": [m.to_dict() for m in self._messages[: self._n_history]] if messages else self._n_history,
+            "pending": [m.to_dict() for m in self._messages[self._n_history :]]
+            if messages
+            else len(self._messages) - self._n_history,
             "calls": [c.to_dict() for c in self._calls],
             "machine_results": [r.to_dict() for r in self._machine_results.values()],
             "step": step,
             "pruned_at": self._pruned_at,
-            "outcome": {
-                "kind": o.kind.value,
-                "error": o.error,
-                "error_type": o.error_type,
-                "retryable": o.retryable,
-            },
+            "outcome": _outcome_doc(o),
         }
+        if self._overflow is not None:
+            doc["overflow"] = _outcome_doc(self._overflow)
+        doc["output"] = {
+            "tool": self._output_tool,
+            "failures": self._output_failures,
+            "error": self._output_error,
+            "prompt": self._output_prompt,
+        }
+        doc["limits"] = None if self._limits is None else self._limits.to_dict()
+        doc["usage"] = self._spent.to_dict()
+        doc["loop"] = {"k": self._loop_k, "call": self._loop_call, "repeats": self._loop_repeats}
+        doc["deferred"] = [{"id": call_id, "reason": reason} for call_id, reason in self._deferred.items()]
+        doc["approved"] = [
+            {"id": call_id, "decision": "modify", "input": d.input}
+            if isinstance(d, Modify)
+            else {"id": call_id, "decision": "approve"}
+            for call_id, d in self._approved.items()
+        ]
+        doc["held"] = self._held
         return _dumps_bytes(doc).decode()
 
     @classmethod
-    def from_json(cls, data: str | bytes) -> LoopMachine:
+    def from_json(cls, data: str | bytes, *, messages: Sequence[Message] | None = None) -> LoopMachine:
         """Restore a machine saved by :meth:`to_json`. Raises
         :class:`~loopctl.errors.ConversationFileError` for text that is not a machine file, a newer
         ``format_version``, a field of the wrong type, or fields that disagree (a state without what it waits
         for, calls that are not the last reply's...), and :class:`~loopctl.errors.InvalidMessage` for a bad
-        message inside. A machine that loads takes its next step without error."""
+        message inside. A machine that loads takes its next step without error.
+
+        ``messages`` (history then pending) reads a document written with ``to_json(messages=False)``: its
+        ``history`` and ``pending`` lengths must add up to ``len(messages)``."""
         try:
             doc = loads_exact(data)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError as exc:
@@ -629,7 +1113,7 @@ class LoopMachine:
                 "upgrade loopctl to read it",
             )
         try:
-            m = _read_machine(cls, doc)
+            m = _read_machine(cls, doc, messages)
         except (ConversationFileError, InvalidMessage):
             raise
         except (KeyError, TypeError, ValueError) as exc:
@@ -645,25 +1129,50 @@ class LoopMachine:
         pending = self._messages[self._n_history :]
         if self._step is not None and state is not MachineState.AWAITING_COMPACTION:
             return f"state {state.value} has a step; only awaiting_compaction waits for one"
-        if (self._calls or self._machine_results) and state is not MachineState.AWAITING_TOOLS:
-            return f"state {state.value} has tool calls; only awaiting_tools waits for them"
+        tools_states = (MachineState.AWAITING_TOOLS, MachineState.AWAITING_APPROVAL)
+        if (self._calls or self._machine_results) and state not in tools_states:
+            return f"state {state.value} has tool calls; only awaiting_tools and awaiting_approval hold them"
+        if (self._deferred or self._held) and state not in tools_states:
+            return f"state {state.value} has calls awaiting approval; only a paused turn holds them"
+        if self._approved and state is not MachineState.AWAITING_TOOLS:
+            return f"state {state.value} has approved calls; only awaiting_tools runs them"
+        paused = state is MachineState.AWAITING_APPROVAL
+        if paused != (self._outcome.kind is OutcomeKind.AWAITING_APPROVAL):
+            return "the outcome awaiting_approval belongs to the state awaiting_approval, and only to it"
+        if self._overflow is not None and state not in (MachineState.AWAITING_MODEL, MachineState.AWAITING_COMPACTION):
+            return f"state {state.value} has a context overflow; only a run retrying a model call holds one"
+        if self._output_prompt is not None and state is not MachineState.AWAITING_MODEL:
+            return f"state {state.value} has an output retry to send; only awaiting_model sends one"
+        output_state = (self._output_tool, self._output_failures, self._output_error)
+        if state in (MachineState.START, MachineState.TERMINAL) and output_state != (None, 0, None):
+            return f"state {state.value} has typed-output state; a run that is over keeps none"
         if state in (MachineState.START, MachineState.TERMINAL):
             return f"state {state.value} has pending messages; a run that is over keeps none" if pending else None
         if state is MachineState.AWAITING_COMPACTION and self._step is None:
             return "state awaiting_compaction needs the step it waits for"
-        if state is MachineState.AWAITING_TOOLS:
+        if state in tools_states:
             ids = [c.id for c in self._calls]
-            unanswered = set(ids) - set(self._machine_results)
-            if not unanswered:
+            to_run = set(ids) - set(self._machine_results) - set(self._deferred)
+            if state is MachineState.AWAITING_TOOLS and not to_run:
                 return "state awaiting_tools needs the unanswered tool calls of the last reply"
+            if paused and (to_run or not self._deferred):
+                return "state awaiting_approval needs deferred calls and every other call answered"
             last = pending[-1] if pending else None
             if last is None or last.role is not Role.ASSISTANT or tuple(last.tool_calls()) != self._calls:
-                return "the calls of state awaiting_tools are not the tool calls of the last pending message"
+                return f"the calls of state {state.value} are not the tool calls of the last pending message"
             if len(set(ids)) != len(ids):
-                return "the calls of state awaiting_tools repeat an id"
+                return f"the calls of state {state.value} repeat an id"
             stray = sorted(set(self._machine_results) - set(ids))
             if stray:
                 return f"machine_results answer no call: {', '.join(stray)}"
+            stray = sorted(set(self._deferred) - set(ids))
+            if stray:
+                return f"deferred names no call: {', '.join(stray)}"
+            both = sorted(set(self._machine_results) & set(self._deferred))
+            if both:
+                return f"calls both answered and deferred: {', '.join(both)}"
+            if not set(self._approved) <= to_run:
+                return "approved calls must be calls of the step still to run"
         return None
 
     def __repr__(self) -> str:
@@ -671,6 +1180,28 @@ class LoopMachine:
             f"LoopMachine(state={self.state.value}, turn={self.turn}, history={self._n_history}, "
             f"pending={len(self._messages) - self._n_history}, context_tokens={self.context_tokens})"
         )
+
+
+def _error(call: ToolCallPart, text: str) -> ToolResultPart:
+    """An error result the machine writes for ``call``."""
+    return ToolResultPart(call_id=call.id, name=call.name, output=text, is_error=True)
+
+
+def _signature(call: ToolCallPart) -> str:
+    """What makes two calls the same for loop detection: the tool's name and its input (keys in any order),
+    as a SHA-256 digest (hex), so the machine file stays small whatever the input's size."""
+    try:
+        data = orjson.dumps([call.name, call.input], option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # integers past 64 bits
+        data = json.dumps([call.name, call.input], sort_keys=True, separators=(",", ":"), default=repr).encode(
+            "utf-8", "surrogatepass"
+        )
+    return hashlib.sha256(data).hexdigest()
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _expect_message(message: object, role: Role, feed: str) -> None:
@@ -681,11 +1212,18 @@ def _expect_message(message: object, role: Role, feed: str) -> None:
         raise MachineStateError(f"{feed} takes {article} {role.value} message, got a {message.role.value} message")
 
 
-def _read_machine(cls: type[LoopMachine], doc: dict[str, Any]) -> LoopMachine:
+def _read_machine(cls: type[LoopMachine], doc: dict[str, Any], messages: Sequence[Message] | None) -> LoopMachine:
     """The machine of a parsed machine file, each field type-checked (raises ``ConversationFileError``,
-    ``InvalidMessage``, or ``KeyError`` for a missing key)."""
-    history = _read_items(Message, doc, "history")
-    pending = _read_items(Message, doc, "pending")
+    ``InvalidMessage``, or ``KeyError`` for a missing key); ``messages`` fill a document that gives only the
+    lengths of ``history`` and ``pending``."""
+    if messages is None:
+        history = _read_items(Message, doc, "history")
+        pending = _read_items(Message, doc, "pending")
+    else:
+        n_history, n_pending = _whole(doc["history"], "history"), _whole(doc["pending"], "pending")
+        if n_history + n_pending != len(messages):
+            raise _bad_file(f"history and pending hold {n_history + n_pending} messages, not the {len(messages)} given")
+        history, pending = list(messages[:n_history]), list(messages[n_history:])
     calls = tuple(_read_items(ToolCallPart, doc, "calls"))
     results = _read_items(ToolResultPart, doc, "machine_results")
     m = cls(history)
@@ -700,16 +1238,106 @@ def _read_machine(cls: type[LoopMachine], doc: dict[str, Any]) -> LoopMachine:
     if pruned_at is not None and not _is_whole(pruned_at):
         raise _bad_file(f"pruned_at must be a whole number of tokens or null, got {pruned_at!r}")
     m._pruned_at = pruned_at
-    o = doc["outcome"]
-    if not isinstance(o, dict):
-        raise _bad_file("outcome must be an object")
-    for key in ("error", "error_type"):
-        if o.get(key) is not None and not isinstance(o[key], str):
-            raise _bad_file(f"outcome.{key} must be a string or null, got {o[key]!r}")
-    if not isinstance(o.get("retryable", False), bool):
-        raise _bad_file(f"outcome.retryable must be true or false, got {o['retryable']!r}")
-    m._outcome = Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")))
+    m._outcome = _read_outcome(doc["outcome"], "outcome")
+    overflow = doc.get("overflow")
+    m._overflow = None if overflow is None else _read_outcome(overflow, "overflow")
+    output = doc.get("output")  # version 2; a version 1 file has no typed output
+    if output is not None:
+        if not isinstance(output, dict):
+            raise _bad_file("output must be an object")
+        for key in ("tool", "error", "prompt"):
+            if output.get(key) is not None and not isinstance(output[key], str):
+                raise _bad_file(f"output.{key} must be a string or null, got {output[key]!r}")
+        m._output_tool = output.get("tool")
+        m._output_failures = _whole(output.get("failures", 0), "output.failures")
+        m._output_error = output.get("error")
+        m._output_prompt = output.get("prompt")
+    if int(doc["format_version"]) >= 3:
+        _read_guardrails(m, doc)
+    else:  # older files: the run started without loop detection or limits, and counted nothing
+        m._loop_k = None
     return m
+
+
+def _read_guardrails(m: LoopMachine, doc: dict[str, Any]) -> None:
+    """The version 3 fields: limits, usage, loop detection, deferred and approved calls."""
+    limits = doc.get("limits")
+    try:
+        m._limits = None if limits is None else UsageLimits.from_dict(limits)
+        m._spent = RunUsage.from_dict(doc.get("usage", {}))
+    except ValueError as exc:
+        raise _bad_file(str(exc)) from None
+    loop = doc.get("loop", {})
+    if not isinstance(loop, dict):
+        raise _bad_file("loop must be an object")
+    k = loop.get("k")
+    if k is not None and (not _is_whole(k) or k < 2):
+        raise _bad_file(f"loop.k must be a whole number >= 2 or null, got {k!r}")
+    call = loop.get("call")
+    if call is not None and not isinstance(call, str):
+        raise _bad_file(f"loop.call must be a string or null, got {call!r}")
+    m._loop_k, m._loop_call, m._loop_repeats = k, call, _whole(loop.get("repeats", 0), "loop.repeats")
+    deferred = doc.get("deferred", [])
+    if not isinstance(deferred, list):
+        raise _bad_file("deferred must be an array")
+    for i, item in enumerate(deferred):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            raise _bad_file(f"deferred[{i}] must be an object with a string id")
+        reason = item.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise _bad_file(f"deferred[{i}].reason must be a string or null")
+        m._deferred[item["id"]] = reason
+    approved = doc.get("approved", [])
+    if not isinstance(approved, list):
+        raise _bad_file("approved must be an array")
+    for i, item in enumerate(approved):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            raise _bad_file(f"approved[{i}] must be an object with a string id")
+        if item.get("decision") == "approve":
+            m._approved[item["id"]] = Approve()
+        elif item.get("decision") == "modify" and "input" in item:
+            m._approved[item["id"]] = Modify(item["input"])
+        else:
+            raise _bad_file(f"approved[{i}].decision must be approve, or modify with an input")
+    held = doc.get("held", False)
+    if not isinstance(held, bool):
+        raise _bad_file("held must be true or false")
+    m._held = held
+
+
+def _outcome_doc(o: Outcome) -> dict[str, Any]:
+    doc: dict[str, Any] = {"kind": o.kind.value, "error": o.error, "error_type": o.error_type, "retryable": o.retryable}
+    if o.limit is not None:
+        doc["limit"] = o.limit.to_dict()
+    return doc
+
+
+def _read_outcome(o: Any, key: str) -> Outcome:
+    if not isinstance(o, dict):
+        raise _bad_file(f"{key} must be an object")
+    for name in ("error", "error_type"):
+        if o.get(name) is not None and not isinstance(o[name], str):
+            raise _bad_file(f"{key}.{name} must be a string or null, got {o[name]!r}")
+    if not isinstance(o.get("retryable", False), bool):
+        raise _bad_file(f"{key}.retryable must be true or false, got {o['retryable']!r}")
+    limit = o.get("limit")
+    try:
+        hit = None if limit is None else LimitHit.from_dict(limit)
+    except ValueError as exc:
+        raise _bad_file(f"{key}.{exc}") from None
+    return Outcome(OutcomeKind(o["kind"]), o.get("error"), o.get("error_type"), bool(o.get("retryable")), hit)
+
+
+def _failure(error: BaseException | str, kind: OutcomeKind) -> Outcome:
+    """The outcome of a run ended by ``error`` (an exception, or a text)."""
+    if isinstance(error, BaseException):
+        return Outcome(
+            kind,
+            error=exception_text(error),
+            error_type=type(error).__name__,
+            retryable=bool(getattr(error, "retryable", False)),
+        )
+    return Outcome(kind, error=error)
 
 
 def _read_items(kind: Any, doc: dict[str, Any], key: str) -> list[Any]:

@@ -6,12 +6,32 @@ Pure data.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Generic
+
+from typing_extensions import TypeVar
 
 from loopctl.engine.machine import Outcome, OutcomeKind
+from loopctl.engine.permission import PendingApproval
+from loopctl.errors import (
+    AwaitingApproval,
+    FallbackExhausted,
+    FallbackFailed,
+    LoopDetected,
+    MaxTokensReached,
+    OutputInvalid,
+    OutputValidationError,
+    RunCancelled,
+    RunError,
+    RunFailed,
+    RunRefused,
+    TurnLimitReached,
+    UsageLimitReached,
+)
 from loopctl.message import Message, ToolCallPart, ToolResultPart
-from loopctl.response import StopReason, Usage
+from loopctl.response import ModelResponse, StopReason, Usage
 
-__all__ = ["Run", "ToolCallRecord", "Turn"]
+__all__ = ["NO_OUTPUT", "ModelReply", "OutputT", "Run", "ToolCallRecord", "Turn"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +46,27 @@ class ToolCallRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelReply:
+    """What one model call gave (the result of the driver's ``_call_model`` effect): the ``response``, the
+    ``provider`` and ``model`` that answered (a fallback chain's client), and its ``cost`` in USD (``None``:
+    unknown). Plain data, so a durable adapter can record it and replay it as is."""
+
+    response: ModelResponse
+    provider: str = ""
+    model: str = ""
+    cost: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One model call: the messages added since the previous call (``input``: the user's input or the
-    previous turn's tool results), the model's ``output``, the ``tool_calls`` it made with their results,
-    ``usage`` (tokens), the ``stop_reason`` and the ``duration`` of the model call in seconds."""
+    previous turn's tool results), the model's ``output``, the ``tool_calls`` it made with their results
+    (calls deferred for approval are the run's ``pending_approvals`` instead), ``usage`` (tokens), the
+    ``stop_reason`` and the ``duration`` of the model call in seconds.
+
+    ``provider`` and ``model`` name what answered (the model the provider reported, else the client's; with a
+    :class:`~loopctl.providers.FallbackClient`, whichever client of the chain answered). ``cost`` is the
+    call's price in USD (:mod:`loopctl.pricing`), ``None`` when it is not known."""
 
     index: int
     input: tuple[Message, ...]
@@ -38,20 +75,134 @@ class Turn:
     usage: Usage = field(default_factory=Usage)
     stop_reason: StopReason = StopReason.END_TURN
     duration: float = 0.0
+    model: str = ""
+    provider: str = ""
+    cost: Decimal | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Run:
-    """The record of one run: its :class:`~loopctl.engine.Outcome`, the final answer text (``output``), each
-    :class:`Turn`, the total ``usage`` (tokens), and the wall-clock ``duration`` in seconds."""
+_RAISES: dict[OutcomeKind, type[RunError]] = {
+    OutcomeKind.FAILED: RunFailed,
+    OutcomeKind.CONTEXT_OVERFLOW: RunFailed,
+    OutcomeKind.CANCELLED: RunCancelled,
+    OutcomeKind.MAX_TURNS: TurnLimitReached,
+    OutcomeKind.MAX_TOKENS: MaxTokensReached,
+    OutcomeKind.REFUSED: RunRefused,
+    OutcomeKind.LOOP_DETECTED: LoopDetected,
+}
+
+OutputT = TypeVar("OutputT", default=str)
+"""The type of a run's output (``loop.run(..., output_type=T)``); ``str`` without typed output."""
+
+
+class _NoOutput:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no output>"
+
+
+NO_OUTPUT: Any = _NoOutput()
+"""What a typed run that produced no valid output holds (reading :attr:`Run.output` then raises)."""
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Run(Generic[OutputT]):
+    """The record of one run: its :class:`~loopctl.engine.Outcome`, the answer (:attr:`output`), each
+    :class:`Turn`, the total ``usage`` (tokens), the wall-clock ``duration`` in seconds, the ``error`` that
+    ended the run (an exception object; ``None`` unless an error did), and ``text``, the text of this run's
+    last reply without tool calls (``""`` when it gave none; never an earlier run's).
+
+    A run paused for approvals (outcome ``AWAITING_APPROVAL``) lists the calls it waits on in
+    :attr:`pending_approvals`; the run that continues it (``loop.run(approvals=...)``) records the decided
+    calls it ran before its first model call in :attr:`resumed_calls`. :attr:`cost` is the sum of the turns'
+    costs in USD (``None`` when any is unknown).
+
+    Without typed output (``Run[str]``), :attr:`output` is ``text``: the answer of a completed run, the
+    cut-off text of a ``MAX_TOKENS`` run. With ``output_type=T`` it is the validated ``T``, and reading it on
+    a run that did not complete raises that run's :class:`~loopctl.errors.RunError` (as
+    :meth:`raise_for_outcome`). Check :attr:`ok`, or call :meth:`raise_for_outcome`, before trusting it.
+    """
 
     outcome: Outcome
-    output: str
     turns: tuple[Turn, ...]
     usage: Usage
     duration: float
+    error: BaseException | None
+    text: str
+    pending_approvals: tuple[PendingApproval, ...]
+    resumed_calls: tuple[ToolCallRecord, ...]
+    _output: Any = field(repr=False)
+
+    def __init__(
+        self,
+        outcome: Outcome,
+        output: OutputT,
+        turns: tuple[Turn, ...],
+        usage: Usage,
+        duration: float,
+        error: BaseException | None = None,
+        *,
+        text: str | None = None,
+        pending_approvals: tuple[PendingApproval, ...] = (),
+        resumed_calls: tuple[ToolCallRecord, ...] = (),
+    ) -> None:
+        object.__setattr__(self, "outcome", outcome)
+        object.__setattr__(self, "turns", turns)
+        object.__setattr__(self, "usage", usage)
+        object.__setattr__(self, "duration", duration)
+        object.__setattr__(self, "error", error)
+        object.__setattr__(self, "text", text if text is not None else output if isinstance(output, str) else "")
+        object.__setattr__(self, "pending_approvals", pending_approvals)
+        object.__setattr__(self, "resumed_calls", resumed_calls)
+        object.__setattr__(self, "_output", output)
+
+    @property
+    def cost(self) -> Decimal | None:
+        """What the run's model calls cost, in USD: the sum of :attr:`Turn.cost`, ``None`` when the price of
+        any of them is unknown (never a guess); ``Decimal(0)`` for a run without model calls."""
+        total = Decimal(0)
+        for turn in self.turns:
+            if turn.cost is None:
+                return None
+            total += turn.cost
+        return total
+
+    @property
+    def output(self) -> OutputT:
+        """The run's answer: see the class docstring. Raises the run's ``RunError`` for a typed run with no
+        valid output."""
+        if self._output is NO_OUTPUT:
+            self.raise_for_outcome()
+            raise RuntimeError("a completed run without output")  # pragma: no cover - the driver never makes one
+        return self._output  # type: ignore[no-any-return]
 
     @property
     def ok(self) -> bool:
         """True when the run completed."""
         return self.outcome.kind is OutcomeKind.COMPLETED
+
+    def raise_for_outcome(self) -> Run[OutputT]:
+        """Return this run when it completed; otherwise raise the :class:`~loopctl.errors.RunError` subclass
+        of its outcome (``RunFailed``, ``RunCancelled``, ``TurnLimitReached``, ``MaxTokensReached``,
+        ``RunRefused``, ``OutputInvalid``, ``UsageLimitReached``, ``LoopDetected``, ``FallbackExhausted``,
+        ``AwaitingApproval``), chained from :attr:`error`. So ``run =
+        (await loop.run(task)).raise_for_outcome()`` reads as httpx's ``response.raise_for_status()``."""
+        kind = self.outcome.kind
+        if kind is OutcomeKind.COMPLETED:
+            return self
+        text = f"the run ended with outcome {kind.value}"
+        if self.outcome.error:
+            text += f": {self.outcome.error}"
+        if kind is OutcomeKind.OUTPUT_INVALID:
+            errors = self.error.errors if isinstance(self.error, OutputValidationError) else []
+            raise OutputInvalid(text, self, errors) from self.error
+        if kind is OutcomeKind.LIMIT_REACHED:
+            raise UsageLimitReached(text, self, self.outcome.limit) from self.error
+        if kind is OutcomeKind.FALLBACK_EXHAUSTED:
+            failed = self.error.errors if isinstance(self.error, FallbackFailed) else ()
+            raise FallbackExhausted(text, self, failed) from self.error
+        if kind is OutcomeKind.AWAITING_APPROVAL:
+            ids = ", ".join(p.id for p in self.pending_approvals)
+            text += f" (calls {ids}; continue with loop.run(approvals={{...}}))"
+            raise AwaitingApproval(text, self, self.pending_approvals) from self.error
+        raise _RAISES.get(kind, RunFailed)(text, self) from self.error

@@ -1,4 +1,4 @@
-"""The conversation model (spec: the "Messages" guide and ``python-api.md``).
+"""The conversation model (``docs/wire-format.md``).
 
 ``Message{role, parts}`` with text, image, tool-call, thinking and tool-result parts; the JSON wire form;
 conversation files; and the conversation checks. Pure: only :func:`save_conversation` and

@@ -1,7 +1,7 @@
 """Conversation checks: every broken pairing or placement rule, each with its path and the rule's name.
 
-The rules come from the guide's pairing rules ("Parts") and its placement limits ("Roles", "Images",
-"Thinking parts"); ``python-api.md`` names the API. An empty ``parts`` list is legal (silence) and is never
+The rules are those of ``docs/wire-format.md``, "Conversation rules" (pairing, and placement by role).
+An empty ``parts`` list is legal (silence) and is never
 a problem by itself. A conversation that ends on an assistant message whose calls are not answered yet is
 legal too: that is the state of a run waiting for its tools.
 

@@ -1,10 +1,10 @@
 """The conversation model: ``Message{role, parts}`` and its five part kinds.
 
-Normative source: ``spec/000_75b8c42ebf9fa697.txt`` (the "Messages" guide) and ``spec/python-api.md``.
+The wire form and the rules a conversation keeps: ``docs/wire-format.md``.
 Every value here is an immutable pydantic model compared by value; a message in a history never changes
 under you. The JSON wire form is written by hand (``to_dict``) so that key order and the "always written" /
-"written only when set" rules are exactly the guide's, and read through pydantic so that bad input is
-refused with a path, never coerced.
+"written only when set" rules are exactly those of ``docs/wire-format.md``, and read through pydantic so
+that bad input is refused with a path, never coerced.
 
 Pure: no I/O, no clock.
 """
@@ -57,7 +57,7 @@ __all__ = [
 
 
 class Role(enum.StrEnum):
-    """Who sent a message (guide, "Roles").
+    """Who sent a message (``docs/wire-format.md``, "Conversation rules").
 
     ``USER`` is a human turn and also carries tool results; ``ASSISTANT`` is the model's reply;
     ``SYSTEM`` is context the framework injects, folded per provider by the request builders.
@@ -69,7 +69,7 @@ class Role(enum.StrEnum):
 
 
 class Retention(enum.StrEnum):
-    """How compaction may treat a tool result (guide, "Retention classes"). Untagged is ``None``.
+    """How compaction may treat a tool result (``docs/compaction.md``, "Retention classes"). Untagged is ``None``.
 
     ``REQUERY``: re-derivable (a file read, a search hit); cleared after the untagged pool runs out, with a
     marker naming the call. ``DURABLE``: not re-derivable; never pruned, summarized rather than deleted.
@@ -156,7 +156,7 @@ class _Value(BaseModel):
 
 
 class ImageSource(_Value):
-    """Base64 image bytes with their media type (guide, "Images").
+    """Base64 image bytes with their media type (``docs/wire-format.md``, "image").
 
     Wire form: ``{"encoding": "base64", "media_type": "image/png", "data": "<base64>"}``. ``encoding`` is
     always ``"base64"``; ``data`` must be standard base64 (RFC 4648 section 4, padded, no line breaks) or
@@ -194,7 +194,7 @@ class ImageSource(_Value):
 
 
 class MessagePart(_Value):
-    """One part of a message (guide, "Parts"): the base of the five kinds.
+    """One part of a message (``docs/wire-format.md``, "Parts"): the base of the five kinds.
 
     The kinds are :class:`TextPart`, :class:`ImagePart`, :class:`ToolCallPart`, :class:`ThinkingPart` and
     :class:`ToolResultPart`, told apart on the wire by ``"type"``. The constructors ``MessagePart.text``,
@@ -209,7 +209,7 @@ class MessagePart(_Value):
         def text(cls, text: str) -> TextPart: ...
 
     @staticmethod
-    def tool_call(id: str, name: str, input: Any) -> ToolCallPart:  # noqa: A002 - the guide's names
+    def tool_call(id: str, name: str, input: Any) -> ToolCallPart:  # noqa: A002 - the documented names
         """A tool call: the model asks to run ``name`` with JSON ``input`` under the provider-assigned ``id``."""
         return ToolCallPart(id=id, name=name, input=input)
 
@@ -219,9 +219,9 @@ class MessagePart(_Value):
     ) -> ToolResultPart:
         """A tool result answering the call ``call_id`` of tool ``name``.
 
-        ``is_error`` is always stored as a bool (``python-api.md``): anything but ``True``/``False`` (``None``
-        included) raises ``InvalidMessage``, as nothing is coerced; build ``ToolResultPart(is_error=None)`` for
-        an unset flag. ``retention`` starts untagged (``None``).
+        ``is_error`` is always stored as a bool (``docs/wire-format.md``, "tool_result"): anything but
+        ``True``/``False`` (``None`` included) raises ``InvalidMessage``, as nothing is coerced; build
+        ``ToolResultPart(is_error=None)`` for an unset flag. ``retention`` starts untagged (``None``).
         """
         if not isinstance(is_error, bool):
             raise InvalidMessage("is_error", f"expected true or false, got {type(is_error).__name__}")
@@ -272,7 +272,8 @@ class MessagePart(_Value):
         return self
 
     def display(self) -> str | None:
-        """This part's chunk of ``str(message)`` (guide, "Display"), or ``None`` when it adds none."""
+        """This part's chunk of ``str(message)`` (``docs/wire-format.md``, "Conversation rules"), or ``None``
+        when it adds none."""
         raise NotImplementedError
 
     def to_dict(self) -> dict[str, Any]:
@@ -325,7 +326,7 @@ class TextPart(MessagePart):
 
 
 class ImagePart(MessagePart):
-    """A base64 image; valid only in user messages and tool results (guide, "Images").
+    """A base64 image; valid only in user messages and tool results (``docs/wire-format.md``, "image").
 
     Wire: ``{"type": "image", "source": {"encoding": "base64", "media_type": "image/png", "data": "…"}}``.
     """
@@ -406,11 +407,11 @@ class ToolCallPart(MessagePart):
 
 
 class ThinkingPart(MessagePart):
-    """The model's private reasoning (guide, "Thinking parts").
+    """The model's private reasoning (``docs/wire-format.md``, "thinking").
 
     Wire: ``{"type": "thinking", "text": "…", "signature": "…"}``; ``signature``, ``redacted`` and the
     extensions are written only when set. Signatures and redacted payloads are opaque and replayed verbatim,
-    only to the provider named in ``provider`` (``python-api.md``, "Provider signatures").
+    only to the provider named in ``provider`` (``docs/providers.md``, "The reasoning replay policy").
     """
 
     type: Literal["thinking"] = Field(default="thinking", repr=False)
@@ -595,7 +596,7 @@ _ToolContentRoot: TypeAlias = Annotated[
 
 
 class ToolContent(RootModel[_ToolContentRoot]):
-    """A tool's output (guide, "Tool output content"): plain text or a list of text and image parts.
+    """A tool's output (``docs/wire-format.md``, "ToolContent"): plain text or a list of text and image parts.
 
     Untagged on the wire: a bare JSON string, or a bare array of ``text``/``image`` parts. A plain ``str`` is
     accepted wherever a ``ToolContent`` is. ``str(content)`` joins the text parts with ``"\\n"`` and skips
@@ -664,7 +665,7 @@ def _read_tool_content(value: object) -> object:
 
 
 class ToolResultPart(MessagePart):
-    """The answer to a tool call; rides in a user message (guide, "Parts", pairing rules).
+    """The answer to a tool call; rides in a user message (``docs/wire-format.md``, "Conversation rules").
 
     Wire: ``{"type": "tool_result", "call_id", "name", "output", "is_error"[, "retention"]}``. ``name`` is
     always written (``""`` when empty, and ``""`` when missing on input, for old data); ``is_error`` is always
@@ -724,7 +725,7 @@ PART_TYPES: tuple[str, ...] = ("text", "image", "tool_call", "thinking", "tool_r
 
 
 class Message(_Value):
-    """One turn of a conversation: a sender and a bundle of parts (guide, "The shape").
+    """One turn of a conversation: a sender and a bundle of parts (``docs/wire-format.md``, "Messages").
 
     ``parts`` is stored as a tuple and may be empty (silence). Wire: ``{"role": "user", "parts": [...]}``.
     Build with :meth:`user`, :meth:`assistant` or :meth:`new`; there is deliberately no ``Message.system``
@@ -815,14 +816,15 @@ class Message(_Value):
         return _dumps(self.to_dict())
 
     def __str__(self) -> str:
-        """The guide's Display: one chunk per part joined with ``"\\n"``; thinking adds no chunk."""
+        """The display (``docs/wire-format.md``, "Conversation rules"): one chunk per part joined with
+        ``"\\n"``; thinking adds no chunk."""
         return "\n".join(chunk for p in self.parts if (chunk := p.display()) is not None)
 
 
-# The guide's constructor ``MessagePart.text(s)``; assigned here, after TextPart and ThinkingPart have
+# The constructor ``MessagePart.text(s)``; assigned here, after TextPart and ThinkingPart have
 # collected their own ``text`` fields, so it can never be taken for a field default.
 def _text_constructor(cls: type[MessagePart], text: str) -> TextPart:
-    """A text part (guide: ``MessagePart::text``)."""
+    """A text part."""
     return TextPart(text=text)
 
 

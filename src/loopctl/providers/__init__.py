@@ -7,6 +7,8 @@ no clock. The shared types are in :mod:`loopctl.providers.base`.
 The clients (:func:`from_string`, :class:`OpenAIChatClient`, :class:`OpenAIResponsesClient`,
 :class:`AnthropicClient`, :class:`GeminiClient`) live in :mod:`loopctl.transport` and are importable from
 here too; they are loaded on first use, so importing this package stays cheap (no httpx, no SDK).
+:class:`FallbackClient` (a client made of several, tried in order: ``docs/guardrails.md``) lives in
+:mod:`loopctl.engine.fallback`, whose retry policy it follows, and is importable from here the same way.
 """
 
 from typing import TYPE_CHECKING
@@ -21,6 +23,7 @@ from loopctl.providers.base import (
 )
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from loopctl.engine.fallback import FallbackClient
     from loopctl.transport import (
         AnthropicClient,
         GeminiClient,
@@ -33,6 +36,7 @@ __all__ = [
     "AnthropicClient",
     "ConversionCache",
     "EventCallback",
+    "FallbackClient",
     "GeminiClient",
     "ModelClient",
     "ModelRequest",
@@ -48,6 +52,10 @@ _CLIENTS = frozenset({"AnthropicClient", "GeminiClient", "OpenAIChatClient", "Op
 
 def __getattr__(name: str) -> object:
     # The clients pull in httpx (and, when used, an SDK); import them only when asked for.
+    if name == "FallbackClient":
+        from loopctl.engine.fallback import FallbackClient
+
+        return FallbackClient
     if name in _CLIENTS:
         import loopctl.transport
 

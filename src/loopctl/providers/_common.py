@@ -69,10 +69,20 @@ def is_zero_valued(value: Any) -> bool:
     without ``omitempty``); such an object is absent, not content."""
     if value is None or value is False or value == "":
         return True
+    kind = type(value)
+    if kind is dict:  # what JSON decodes to: checked first, as an ABC check costs more
+        return all(is_zero_valued(v) for v in value.values())
+    if kind is list:
+        return not value
+    if kind is int or kind is float:
+        return bool(value == 0)
+    if kind is bool or kind is str:
+        return False
+    # Not what JSON decodes to (subclasses, other mappings): the same rules by isinstance.
     if isinstance(value, bool):
         return False
     if isinstance(value, (int, float)):
-        return value == 0
+        return bool(value == 0)
     if isinstance(value, Mapping):
         return all(is_zero_valued(v) for v in value.values())
     if isinstance(value, list):
@@ -214,7 +224,7 @@ def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> None
     """Raise :class:`~loopctl.errors.UnsupportedContent` naming the path of the first tool call or result that
     breaks the pairing every provider enforces, so a request it would refuse is never sent.
 
-    The rules are :func:`~loopctl.message.check_conversation`'s pairing rules (the guide, "Parts"): a result
+    The rules are :func:`~loopctl.message.check_conversation`'s pairing rules (``docs/wire-format.md``): a result
     answers a call of the assistant message before it, once; a call's id is unique in its message; every
     call is answered before the next assistant message (calls of the last assistant message may still be
     waiting for their results, as check_conversation allows). Each provider refuses each break with a 400:

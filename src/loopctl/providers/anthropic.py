@@ -6,8 +6,8 @@ is the client's business; this module only builds and reads JSON bodies and SSE 
 Request rules (each with its source; ``docs/providers/anthropic.md`` is the long form):
 
 - **System**: top-level ``system`` gets the ``system`` argument first, then the text of every
-  ``Role.SYSTEM`` message, joined with ``"\\n"``; system messages never appear in ``messages`` (the guide,
-  "Roles"; Messages API reference, ``system``).
+  ``Role.SYSTEM`` message, joined with ``"\\n"``; system messages never appear in ``messages`` (``docs/providers.md``;
+  Messages API reference, ``system``).
 - **Tool results** ride user-side as ``tool_result`` blocks at the *start* of one user message; results the
   history split over several user messages are merged, other user content follows them ("In the user
   message containing tool results, the tool_result blocks must come FIRST in the content array. Any text
@@ -21,8 +21,8 @@ Request rules (each with its source; ``docs/providers/anthropic.md`` is the long
   ``MessageCreateParams.messages``: consecutive same-role turns are one turn).
 - **Thinking** is replayed verbatim, in place, only when ``ThinkingPart.provider == "anthropic"`` and it is
   signed (``thinking`` + ``signature``) or redacted (``redacted_thinking`` + ``data``); everything else is
-  omitted from the request and stays in history (the project's replay policy, ``python-api.md``
-  "Provider signatures"). Thinking blocks must open their assistant message ("If an assistant message
+  omitted from the request and stays in history (the project's replay policy,
+  ``docs/providers.md``). Thinking blocks must open their assistant message ("If an assistant message
   contains any thinking blocks, the first block must be thinking or redacted_thinking": API 400 text), so
   a thinking part that follows text or a tool call in the same (merged) message is omitted too.
 - **Tool-use ids** must match ``^[a-zA-Z0-9_-]+$`` (API 400 "tool_use.id: String should match pattern");
@@ -77,6 +77,7 @@ from loopctl.providers.base import (
     ConversionCache,
     LaidOutPrefix,
     ModelRequest,
+    OutputFormat,
     ReasoningEffort,
     RequestCache,
     SSEStreamDecoder,
@@ -106,6 +107,7 @@ from loopctl.stream import (
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
 __all__ = [
+    "json_output_format",
     "DEFAULT_MAX_TOKENS",
     "MAX_CACHE_BREAKPOINTS",
     "PROVIDER",
@@ -204,6 +206,7 @@ def build_request(
     extra: Mapping[str, Any] | None = None,
     cache: ConversionCache | None = None,
     prompt_cache: bool = True,
+    output_format: OutputFormat | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a Messages API request for ``messages``.
 
@@ -241,6 +244,7 @@ def build_request(
         cache=cache,
         requests=None,
         prompt_cache=prompt_cache,
+        output_format=output_format,
     )
     return body
 
@@ -317,6 +321,7 @@ def _build(
     cache: ConversionCache | None = None,
     requests: RequestCache | None = None,
     prompt_cache: bool = True,
+    output_format: OutputFormat | None = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body and, with ``requests``, the prefix to keep for the next call and the parts of the messages
     array (``body["messages"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`; see
@@ -407,6 +412,8 @@ def _build(
         body["stop_sequences"] = list(stop)
     if stream:
         body["stream"] = True
+    if output_format is not None:
+        body["output_config"] = {"format": json_output_format(output_format)}
     if extra:
         body.update(extra)
     return body, keep, parts
@@ -910,7 +917,9 @@ class StreamDecoder(SSEStreamDecoder):
         if not data:
             return []
         try:
-            obj = loads_exact(data)
+            # Only a block that starts a tool call can hold its input as a JSON value (compatible servers send
+            # it whole there); every other event goes through orjson alone (loads_exact scans the text).
+            obj = loads_exact(data) if '"tool_use"' in data else orjson.loads(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(
                 f"stream event {event.event!r} carries data that is not JSON: {data[:200]!r}", provider=PROVIDER
@@ -1048,3 +1057,98 @@ def _error_from_body(body: Any, status: int | None, retry_after: float | None = 
     if type(error) is InvalidRequest and message and _CONTEXT_LIMIT.search(message):
         return ContextOverflow(message, provider=PROVIDER, status=status, provider_message=message, body=body)
     return error
+
+
+# --- NativeOutput: structured outputs (output_config.format) ---------------------------------------------------
+
+# Keywords structured outputs do not take (https://platform.claude.com/docs/en/build-with-claude/structured-outputs,
+# "JSON Schema limitations"): numerical, string and array constraints. As the SDK's ``transform_schema`` does,
+# they move into the description, so the model still reads them (and loopctl's validation still checks them).
+_UNSUPPORTED_CONSTRAINTS = (
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+)
+
+
+def json_output_format(output: OutputFormat) -> dict[str, Any]:
+    """``output_config.format`` for ``output``: ``{"type": "json_schema", "schema": ...}`` (Anthropic's
+    structured outputs; ``OutputConfigParam`` / ``JSONOutputFormatParam`` in the SDK). The schema follows the
+    documented limits: every object gets ``additionalProperties: false``, ``oneOf`` becomes ``anyOf``,
+    unsupported constraints (and ``minItems`` other than 0 or 1) move into the description. Raises
+    :class:`~loopctl.errors.UnsupportedContent` naming the field for what it cannot express: a free-form map
+    (``additionalProperties`` true or a schema), a value of any type, or a recursive ``$ref`` (use
+    ``OutputTool`` or ``PromptedOutput`` for such types)."""
+    schema = _output_schema(dict(output.schema), "output_format.schema")
+    _no_recursion(schema)
+    return {"type": "json_schema", "schema": schema}
+
+
+def _output_schema(schema: dict[str, Any], path: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    notes: list[str] = []
+    for key, value in schema.items():
+        if key in _UNSUPPORTED_CONSTRAINTS or (key == "minItems" and value not in (0, 1)):
+            notes.append(f"{key}: {value}")
+        elif key in ("$defs", "definitions", "properties") and isinstance(value, dict):
+            out[key] = {k: _output_schema(dict(v), f"{path}.{key}.{k}") for k, v in value.items()}
+        elif key in ("anyOf", "oneOf", "allOf") and isinstance(value, list):
+            target = "anyOf" if key == "oneOf" else key
+            out[target] = [_output_schema(dict(v), f"{path}.{key}[{i}]") for i, v in enumerate(value)]
+        elif key == "items" and isinstance(value, dict):
+            out[key] = _output_schema(dict(value), f"{path}.items")
+        elif key != "additionalProperties":
+            out[key] = value
+    if not any(k in out for k in ("type", "anyOf", "allOf", "$ref", "enum", "const")):
+        raise UnsupportedContent(f"{path}: Anthropic's structured outputs cannot express a value of any type")
+    if out.get("type") == "object" or "properties" in out:
+        extra = schema.get("additionalProperties", False)
+        if extra is not False or "patternProperties" in schema:
+            raise UnsupportedContent(
+                f"{path}: Anthropic's structured outputs cannot express a free-form map (additionalProperties "
+                f"{extra!r}); use OutputTool or PromptedOutput for this type"
+            )
+        out["additionalProperties"] = False
+    if notes:
+        described = out.get("description")
+        out["description"] = "\n\n".join([*([described] if described else []), "{" + ", ".join(notes) + "}"])
+    return out
+
+
+def _no_recursion(schema: dict[str, Any]) -> None:
+    """Refuse a schema whose ``$defs`` refer back to themselves (the documented limits exclude recursion)."""
+    defs = schema.get("$defs") or {}
+
+    def refs(value: Any) -> set[str]:
+        if isinstance(value, dict):
+            found = {value["$ref"].rsplit("/", 1)[-1]} if isinstance(value.get("$ref"), str) else set()
+            for v in value.values():
+                found |= refs(v)
+            return found
+        if isinstance(value, list):
+            return set().union(*(refs(v) for v in value)) if value else set()
+        return set()
+
+    graph = {name: refs(body) for name, body in defs.items()}
+    for start, targets in graph.items():
+        seen: set[str] = set()
+        todo = list(targets)
+        while todo:
+            name = todo.pop()
+            if name == start:
+                raise UnsupportedContent(
+                    f"output_format.schema.$defs.{start}: Anthropic's structured outputs cannot express a "
+                    "recursive schema"
+                )
+            if name not in seen:
+                seen.add(name)
+                todo.extend(graph.get(name, ()))

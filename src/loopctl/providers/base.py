@@ -44,6 +44,7 @@ __all__ = [
     "EventCallback",
     "ModelClient",
     "ModelRequest",
+    "OutputFormat",
     "ReasoningEffort",
     "SSEStreamDecoder",
     "malformed_reply",
@@ -57,10 +58,26 @@ EventCallback: TypeAlias = Callable[[StreamEvent], None]
 
 
 @dataclass(frozen=True, slots=True)
+class OutputFormat:
+    """A JSON Schema the reply's text must follow: the provider's schema-constrained output
+    (:class:`loopctl.output.NativeOutput`). ``schema`` is a JSON Schema object in full JSON Schema (each codec
+    converts it to its provider's dialect); ``name`` and ``description`` name it where the API takes them
+    (OpenAI); ``strict`` asks OpenAI for strict mode (its strict dialect: ``providers/_openai_strict.py``).
+    What each codec sends: ``docs/output.md``. A codec whose API has no such output raises
+    :class:`~loopctl.errors.UnsupportedContent` naming ``NativeOutput`` before sending."""
+
+    name: str
+    schema: Mapping[str, Any]
+    description: str | None = None
+    strict: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One model call, provider-neutral: the conversation, the system prompt, the tools and the generation
     settings. ``max_tokens`` is in tokens; ``temperature`` as the provider takes it; ``extra`` is merged into
-    the provider's body last (anything the provider accepts that has no option here)."""
+    the provider's body last (anything the provider accepts that has no option here). ``output_format``
+    constrains the reply's text to a schema (typed output in ``NativeOutput`` mode)."""
 
     messages: Sequence[Message]
     system: str | None = None
@@ -71,11 +88,12 @@ class ModelRequest:
     tool_choice: ToolChoice | None = None
     reasoning_effort: ReasoningEffort | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    output_format: OutputFormat | None = None
 
     def options(self) -> dict[str, Any]:
         """The settings as the keyword arguments every codec's ``build_request`` takes (all but the
-        messages)."""
-        return {
+        messages); ``output_format`` only when set."""
+        options: dict[str, Any] = {
             "system": self.system,
             "tools": self.tools,
             "max_tokens": self.max_tokens,
@@ -85,6 +103,9 @@ class ModelRequest:
             "reasoning_effort": self.reasoning_effort,
             "extra": self.extra,
         }
+        if self.output_format is not None:
+            options["output_format"] = self.output_format
+        return options
 
 
 @runtime_checkable

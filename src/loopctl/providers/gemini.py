@@ -7,7 +7,7 @@ documented, with its source, in ``docs/providers/gemini.md``; the ones that shap
 
 - ``contents`` alternate ``user`` / ``model`` (adjacent same-role messages are merged in the request only);
   ``systemInstruction`` holds the ``system`` argument, then the text of every ``Role.SYSTEM`` message,
-  joined with ``"\\n"`` (the guide's folding).
+  joined with ``"\\n"`` (``docs/providers.md``, "Rules every codec keeps").
 - Tool calls are ``functionCall`` parts; results are ``functionResponse`` parts whose ``name`` is the called
   tool's (the call's, found by ``call_id``; the result's own name only when the call is gone) and whose
   ``response`` is ``{"output": ...}`` or, for a failed call, ``{"error": ...}`` (google-genai
@@ -17,8 +17,8 @@ documented, with its source, in ``docs/providers/gemini.md``; the ones that shap
   right after the responses.
 - ``thoughtSignature`` rides on the part it signs. A signature that came on a text or call part is kept as
   ``ThinkingPart(text="", signature=..., provider="gemini")`` right before that part, and put back on it;
-  a signature that came on a thought part stays on that ThinkingPart (``python-api.md``, "Provider
-  signatures"). Only Gemini's own thinking is replayed (the project's reasoning replay policy).
+  a signature that came on a thought part stays on that ThinkingPart. Only Gemini's own thinking is replayed
+  (``docs/providers.md``, "The reasoning replay policy").
 - A call Gemini sent without an id gets ``<responseId>_<position>``; such ids, and other providers' ids, are
   never sent to Gemini (Vertex refuses ``functionCall.id``); ids Gemini minted are echoed
   (``ToolCallPart.provider == "gemini"``).
@@ -58,7 +58,7 @@ from loopctl.providers._common import (
     refuse_unwritable_options,
 )
 from loopctl.providers._gemini_schema import json_schema_parameters, openapi_parameters
-from loopctl.providers.base import ConversionCache, ModelRequest, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.base import ConversionCache, ModelRequest, OutputFormat, ReasoningEffort, SSEStreamDecoder
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -79,6 +79,7 @@ from loopctl.stream import (
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
 __all__ = [
+    "response_schema",
     "PROVIDER",
     "SKIP_SIGNATURE",
     "StreamDecoder",
@@ -168,6 +169,7 @@ def build_request(
     function_response_parts: bool | None = None,
     signature_fallback: bool | None = None,
     schema_dialect: SchemaDialect = "json_schema",
+    output_format: OutputFormat | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a ``generateContent`` / ``streamGenerateContent`` request.
 
@@ -225,6 +227,8 @@ def build_request(
         include_thoughts=include_thoughts,
         modern=modern,
     )
+    if output_format is not None:
+        config = {**(config or {}), **response_schema(output_format, schema_dialect)}
     if config:
         body["generationConfig"] = config
     if extra:
@@ -605,7 +609,9 @@ class StreamDecoder(SSEStreamDecoder):
         if event.event != "message" or not data.strip() or data.strip() == "[DONE]":
             return []
         try:
-            body = loads_exact(data)
+            # A functionCall's args are a JSON object in the event: read exactly (integers past 64 bits); the
+            # other events, text and thoughts, go through orjson alone (loads_exact scans the text).
+            body = loads_exact(data) if '"functionCall"' in data else orjson.loads(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(
                 f"a stream event whose data is not JSON: {data[:80]!r}", provider=PROVIDER
@@ -1061,3 +1067,21 @@ def _error_from_body(body: Any) -> ProviderError:
     code = error.get("code") if isinstance(error, Mapping) else None
     status = code if isinstance(code, int) and not isinstance(code, bool) else 500
     return error_from_http(status, body)
+
+
+# --- NativeOutput: the response schema -------------------------------------------------------------------------
+
+
+def response_schema(output: OutputFormat, dialect: SchemaDialect = "json_schema") -> dict[str, Any]:
+    """The ``generationConfig`` fields for ``output`` (structured output,
+    https://ai.google.dev/gemini-api/docs/structured-output, and ``GenerationConfig`` in
+    https://ai.google.dev/api/generate-content#generationconfig): ``responseMimeType: "application/json"``
+    with the schema in ``responseJsonSchema`` (JSON Schema), or, with the ``"openapi"`` dialect, converted to
+    the OpenAPI subset in ``responseSchema``. Gemini has no strict switch: ``strict`` is not sent."""
+    fields: dict[str, Any] = {"responseMimeType": "application/json"}
+    if dialect == "openapi":
+        converted = openapi_parameters(output.schema, tool=output.name)
+        fields["responseSchema"] = converted if converted is not None else {"type": "OBJECT"}
+    else:
+        fields["responseJsonSchema"] = json_schema_parameters(output.schema)
+    return fields

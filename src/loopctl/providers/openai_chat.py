@@ -73,6 +73,7 @@ from loopctl.providers.base import (
     ConversionCache,
     LaidOutPrefix,
     ModelRequest,
+    OutputFormat,
     ReasoningEffort,
     RequestCache,
     SSEStreamDecoder,
@@ -112,6 +113,7 @@ __all__ = [
     "error_from_http",
     "parse_response",
     "parse_stream",
+    "response_format",
     "strict_schema",
 ]
 
@@ -189,6 +191,7 @@ def build_request(
     image_detail: ImageDetail | None = None,
     replay_reasoning_content: bool = False,
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
+    output_format: OutputFormat | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a Chat Completions request for ``messages``.
 
@@ -207,6 +210,7 @@ def build_request(
     the assistant message's ``reasoning_content``, as DeepSeek's thinking mode requires after tool calls; not
     a field of OpenAI's own API); ``tool_call_id_max_length`` (ids longer than this, or outside
     ``[A-Za-z0-9_-]``, are rewritten by :func:`~loopctl.providers._common.rewrite_tool_id`).
+    ``output_format`` becomes ``response_format`` (:func:`response_format`).
 
     Raises :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1]``) of a part the
     API cannot carry: a part type this release does not know, an image outside user messages and tool results,
@@ -235,6 +239,7 @@ def build_request(
         image_detail=image_detail,
         replay_reasoning_content=replay_reasoning_content,
         tool_call_id_max_length=tool_call_id_max_length,
+        output_format=output_format,
     )
     return body
 
@@ -284,6 +289,7 @@ def _build(
     image_detail: ImageDetail | None = None,
     replay_reasoning_content: bool = False,
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
+    output_format: OutputFormat | None = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body, and (with ``requests``) the prefix to keep for the next call and the parts of the messages
     array. Without ``requests`` the messages are laid out whole (``body["messages"]`` a list); with it, from
@@ -360,6 +366,8 @@ def _build(
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
+    if output_format is not None:
+        body["response_format"] = response_format(output_format)
     if extra:
         body.update(extra)
     return body, keep, parts
@@ -518,7 +526,7 @@ def _convert_assistant(message: Message, path: str, opts: _Options) -> _Piece:
                 reasoning.append(part.text)
         else:
             raise _unsupported(part, ppath, "an assistant message")
-    # Consecutive text parts are one logical stream (the guide's text_content); one string suits every
+    # Consecutive text parts are one logical stream (``Message.text_content``); one string suits every
     # compatible server. A turn that only calls tools has content null, not "".
     text = "".join(texts)
     assistant: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
@@ -846,7 +854,9 @@ class StreamDecoder(SSEStreamDecoder):
             stop = _stop_reason(self._finish_reason, has_calls=bool(self._call_ids), refused=self._refused)
             return [ResponseFinished(stop, self._finish_reason)]
         try:
-            chunk = loads_exact(data)
+            # Arguments are JSON text (parsed exactly when the call ends), but compatible servers may send them
+            # as an object: events with calls are read exactly, the others by orjson alone.
+            chunk = loads_exact(data) if '"tool_calls"' in data or '"function_call"' in data else orjson.loads(data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(f"a stream event is not JSON: {data[:200]!r}", provider=PROVIDER) from None
         if not isinstance(chunk, dict):
@@ -1071,3 +1081,21 @@ def _retry_after_in(message: str | None) -> float | None:
     if found is None:
         return None
     return sum(float(n) * _SECONDS[unit.lower()] for n, unit in _DURATION.findall(found.group(1)))
+
+
+# --- NativeOutput: the response format ---------------------------------------------------------------------
+
+
+def response_format(output: OutputFormat) -> dict[str, Any]:
+    """``response_format`` for ``output`` (Structured Outputs,
+    https://platform.openai.com/docs/guides/structured-outputs): ``{"type": "json_schema", "json_schema":
+    {"name", "description", "schema", "strict"}}``, the schema converted by :func:`strict_schema` when
+    ``strict`` (raising :class:`~loopctl.errors.UnsupportedContent` for what strict mode cannot express;
+    :func:`loopctl.output.plan` sends such a type non-strict, with a warning)."""
+    schema = strict_schema(output.schema, path="output_format.schema") if output.strict else _plain(output.schema)
+    spec: dict[str, Any] = {"name": output.name}
+    if output.description:
+        spec["description"] = output.description
+    spec["schema"] = schema
+    spec["strict"] = output.strict
+    return {"type": "json_schema", "json_schema": spec}

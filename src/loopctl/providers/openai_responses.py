@@ -71,12 +71,14 @@ from loopctl.providers._common import (
     refuse_unwritable_options,
     rewrite_tool_id,
 )
+from loopctl.providers._openai_strict import plain_schema as _plain
 from loopctl.providers._openai_strict import strict_schema
 from loopctl.providers.base import (
     ITEMS_MARK,
     ConversionCache,
     LaidOutPrefix,
     ModelRequest,
+    OutputFormat,
     ReasoningEffort,
     RequestCache,
     SSEStreamDecoder,
@@ -115,6 +117,7 @@ __all__ = [
     "parse_response",
     "parse_stream",
     "strict_schema",
+    "text_format",
 ]
 
 _API = "OpenAI Responses"
@@ -156,6 +159,7 @@ def build_request(
     encrypted_reasoning: bool | None = None,
     store: bool | None = None,
     strict_tools: bool = False,
+    output_format: OutputFormat | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a ``POST /v1/responses`` request for ``messages``.
 
@@ -211,6 +215,7 @@ def build_request(
         encrypted_reasoning=encrypted_reasoning,
         store=store,
         strict_tools=strict_tools,
+        output_format=output_format,
         requests=None,
     )
     return body
@@ -276,6 +281,7 @@ def _build(
     encrypted_reasoning: bool | None = None,
     store: bool | None = None,
     strict_tools: bool = False,
+    output_format: OutputFormat | None = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body and, with ``requests``, the prefix to keep and the parts of the ``input`` array (see
     :func:`encode_request`; ``body["input"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`)."""
@@ -384,11 +390,11 @@ def _build(
         body["store"] = store
     if stream:
         body["stream"] = True
+    if output_format is not None:
+        body["text"] = {"format": text_format(output_format)}
     if extra:
         body.update(extra)
     return body, keep, parts
-
-
 
 
 def build_request_from(
@@ -884,7 +890,9 @@ class StreamDecoder(SSEStreamDecoder):
         if event.data == "[DONE]":
             return []
         try:
-            data = loads_exact(event.data)
+            # Arguments arrive as JSON text, parsed exactly when the call ends (parse_arguments): no event holds
+            # them as a JSON value, so orjson alone reads the events.
+            data = orjson.loads(event.data)
         except orjson.JSONDecodeError:
             raise ProviderProtocolError(f"an event that is not JSON: {event.data[:80]!r}", provider=PROVIDER) from None
         if not isinstance(data, dict):
@@ -1245,3 +1253,20 @@ def _retry_from_message(message: str | None) -> float | None:
     if found is None:
         return None
     return sum(float(n) * _UNIT[u] for n, u in _DURATION.findall(found.group(1)))
+
+
+# --- NativeOutput: the text format -------------------------------------------------------------------------
+
+
+def text_format(output: OutputFormat) -> dict[str, Any]:
+    """``text.format`` for ``output`` (Structured Outputs in the Responses API,
+    https://platform.openai.com/docs/guides/structured-outputs, and the ``text`` parameter of
+    https://platform.openai.com/docs/api-reference/responses/create): ``{"type": "json_schema", "name",
+    "description", "schema", "strict"}``, the schema converted by :func:`strict_schema` when ``strict``."""
+    schema = strict_schema(output.schema, path="output_format.schema") if output.strict else _plain(output.schema)
+    spec: dict[str, Any] = {"type": "json_schema", "name": output.name}
+    if output.description:
+        spec["description"] = output.description
+    spec["schema"] = schema
+    spec["strict"] = output.strict
+    return spec

@@ -355,8 +355,8 @@ class DemoScript:
         parts: list[MessagePart] = []
         provider = THINKING_PROVIDER[api]
         if api == "gemini":
-            # Gemini: a thought summary, and the signature on the first call (python-api.md, "Provider
-            # signatures").
+            # Gemini: a thought summary, and the signature on the first call (docs/providers.md, "The
+            # reasoning replay policy").
             parts.append(ThinkingPart(text=thought, provider=provider))
         elif api != "openai-chat":
             parts.append(ThinkingPart(text=thought, signature=fake_signature(thought), provider=provider))

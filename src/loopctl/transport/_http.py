@@ -97,6 +97,12 @@ class HTTPClient:
         self._urls = (url, stream_url)
         self._secret = secret.encode()
 
+    @property
+    def api_url(self) -> str:
+        """The URL whole (non-streamed) requests are sent to; what :mod:`loopctl.pricing` checks is the
+        provider's own API before it applies the provider's prices."""
+        return self._urls[0]
+
     # --- the body ----------------------------------------------------------------------------------------
 
     def build(self, request: ModelRequest, stream: bool) -> dict[str, Any]:

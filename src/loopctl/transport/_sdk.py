@@ -23,7 +23,7 @@ def import_sdk(module: str, extra: str) -> ModuleType:
     try:
         return __import__(module)
     except ImportError:
-        raise ImportError(f"the {module} SDK is not installed: pip install 'loopctl[{extra}]'") from None
+        raise ImportError(f"the {module} SDK is not installed: pip install 'pyloopctl[{extra}]'") from None
 
 
 def sdk_headers(client: Any, extra: Mapping[str, str] | None = None) -> dict[str, str]:

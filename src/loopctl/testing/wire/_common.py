@@ -42,7 +42,7 @@ THINKING_PROVIDER: Mapping[str, str] = {
     "anthropic": "anthropic",
     "gemini": "gemini",
 }
-"""Which ``ThinkingPart.provider`` each API mints (``python-api.md``, "Provider signatures"). Chat
+"""Which ``ThinkingPart.provider`` each API mints (``docs/wire-format.md``, "Extension keys"). Chat
 Completions: ``"openai-compatible"``, since api.openai.com never returns reasoning there and DeepSeek-style
 servers send ``reasoning_content``."""
 

@@ -1,8 +1,8 @@
 """Gemini replies: the ``GenerateContentResponse`` object and the chunks of ``streamGenerateContent``.
 
 Shapes from https://ai.google.dev/api/generate-content#generatecontentresponse and the recordings
-``gemini/*`` (see ``tests/fixtures/provider-traffic/INDEX.md``). Signatures follow ``python-api.md``
-("Provider signatures"): a ``ThinkingPart(text="", signature=s)`` is the ``thoughtSignature`` of the part
+``gemini/*`` (see ``tests/fixtures/provider-traffic/INDEX.md``). Signatures follow ``docs/wire-format.md``
+("Extension keys"): a ``ThinkingPart(text="", signature=s)`` is the ``thoughtSignature`` of the part
 after it; one with text is a ``{"text", "thought": true}`` part (with its own signature when it has one).
 Where the API puts signatures (https://ai.google.dev/gemini-api/docs/thought-signatures): on the first
 ``functionCall`` of parallel calls, on each call of sequential steps, and on the last part of a reply

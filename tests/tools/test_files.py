@@ -1,4 +1,4 @@
-"""The CLI's file tools: what they return, their retention tags, and confinement to the root."""
+"""The file tools (loopctl.tools.files): what they return, their retention tags, and confinement to the root."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from loopctl.cli.files import FileTools, PathOutsideRoot
 from loopctl.message import Retention
 from loopctl.tool import ToolContext, ToolOutput
+from loopctl.tools.files import FileTools, PathOutsideRoot
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ async def call(ft: FileTools, name: str, **args: object) -> ToolOutput:
 
 async def test_list_files_shows_folders_with_a_slash_and_skips_vcs_folders(project: Path) -> None:
     out = await call(FileTools(project), "list_files")
-    assert out.content == "README.md\nsrc/"
+    assert out.content == "README.md\nsrc/\n(not shown: .git/; list a folder by name to see inside)"
     assert out.retention is Retention.REQUERY
     rec = await call(FileTools(project), "list_files", recursive=True)
     assert rec.content == "README.md\nsrc/\nsrc/app.py"
@@ -103,13 +103,15 @@ async def test_read_file_reads_only_the_capped_bytes_of_a_huge_file(project: Pat
     # MemoryError, and any big file was loaded whole for nothing.
     huge = project / "huge.log"
     with open(huge, "wb") as f:
-        f.write(b"first line\n")
+        f.write(b"first line\n" + b"x" * 9000)  # text as far as the binary sniff looks, then 1 TB of one line
         f.truncate(2**40)
-    out = await call(FileTools(project, max_read_bytes=100), "read_file", path="huge.log", limit=1)
-    assert (out.is_error, out.content) == (
-        False,
-        "    1\tfirst line\n... (file larger than 100 bytes; read it in parts with offset/limit)",
-    )
+    ft = FileTools(project, max_read_bytes=100)
+    out = await call(ft, "read_file", path="huge.log", limit=1)
+    assert (out.is_error, out.content) == (False, "    1\tfirst line")
+    out = await call(ft, "read_file", path="huge.log")
+    assert out.content == "    1\tfirst line\n... (stopped at the size cap of 100 bytes; read on with offset=1)"
+    out = await call(ft, "read_file", path="huge.log", offset=1)
+    assert out.content == f"    2\t{'x' * 100}\n... (line 2 is cut at the size cap of 100 bytes)"
 
 
 async def test_search_finds_a_hit_in_a_file_whose_cap_cuts_a_character(project: Path) -> None:

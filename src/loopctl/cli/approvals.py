@@ -1,0 +1,254 @@
+"""``loopctl approve SESSION``: decide the tool calls a stored run is waiting on, then continue the run.
+
+    loopctl approve ID --list                   the calls the run awaits: id, tool, input, why
+    loopctl approve ID --all                    approve every one and continue
+    loopctl approve ID --approve C1 --deny C2 --reason "not that file"
+    loopctl approve ID --modify C1 '{"path": "notes.txt", "content": "..."}'
+    loopctl approve ID                          ask about each call (at a terminal)
+
+A run pauses with outcome ``awaiting_approval`` when its permission check defers calls
+(``docs/guardrails.md``, "Approvals that wait"). This command loads the session from the store (``--store``,
+``$LOOPCTL_STORE``, else ``.loopctl/sessions.db``: the store of ``loopctl sessions``), records the decisions
+and continues the run there: the approved calls run once, the denied ones give the model their reason, and
+the model goes on until the run ends. Calls left undecided stay pending. The run continues with the model
+of the session (or ``--model``; its ``--base-url`` is kept) and the CLI's file tools over the session's
+root (or ``--root``); its own file changes after the approved calls are asked for as ``loopctl run`` asks
+(:mod:`loopctl.cli.approve`; ``--yes`` allows them).
+
+Text the model wrote (tool names, inputs, reasons) is printed inert: control characters become escapes.
+Exit status: 0 when the run completed or still awaits calls left undecided, 2 for a usage or store error,
+130 when interrupted, 1 for any other outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from rich.console import Console
+from rich.text import Text
+
+from loopctl.cli.inert import inert
+from loopctl.cli.report import CommandError
+from loopctl.cli.sessions import STORE_VAR, open_store
+
+__all__ = ["approve", "decide_interactively", "describe"]
+
+
+def describe(pending: Any) -> str:
+    """One line for a pending call: ``id  tool(input)  — reason``, inert."""
+    args = orjson.dumps(pending.input).decode()
+    if len(args) > 300:
+        args = args[:299] + "…"
+    line = f"{pending.id}  {pending.name}({args})"
+    if pending.reason:
+        line += f"  — {pending.reason}"
+    return inert(line, one_line=True)
+
+
+def decide_interactively(pending: Sequence[Any], prompt: Callable[..., Any] = click.prompt) -> dict[str, Any]:
+    """Ask about each pending call: approve, deny (with a reason), modify (new input as JSON), or skip (it
+    stays pending). ``prompt`` is :func:`click.prompt`'s signature (tests pass their own)."""
+    from loopctl.engine import Approve, Deny, Modify
+
+    decisions: dict[str, Any] = {}
+    for p in pending:
+        click.echo(describe(p))
+        choice = prompt("  [a]pprove, [d]eny, [m]odify, [s]kip", type=click.Choice(["a", "d", "m", "s"]), default="s")
+        if choice == "a":
+            decisions[p.id] = Approve()
+        elif choice == "d":
+            reason = prompt("  reason the model reads", default="The user denied this tool call.")
+            decisions[p.id] = Deny(str(reason))
+        elif choice == "m":
+            while True:
+                raw = prompt("  new input (JSON)")
+                try:
+                    decisions[p.id] = Modify(orjson.loads(str(raw)))
+                    break
+                except orjson.JSONDecodeError as exc:
+                    click.echo(f"  not JSON ({exc}); try again")
+    return decisions
+
+
+@click.command()
+@click.argument("session_id")
+@click.option("--store", "store_spec", envvar=STORE_VAR, help="The session store (default: .loopctl/sessions.db).")
+@click.option("--list", "only_list", is_flag=True, help="List the calls the run awaits, decide nothing.")
+@click.option("--all", "approve_all", is_flag=True, help="Approve every pending call.")
+@click.option("--approve", "approved", multiple=True, metavar="CALL_ID", help="Approve this call.")
+@click.option("--deny", "denied", multiple=True, metavar="CALL_ID", help="Deny this call.")
+@click.option("--reason", default="The user denied this tool call.", help="What the model reads for a denied call.")
+@click.option("--modify", "modified", multiple=True, nargs=2, metavar="CALL_ID JSON", help="Run it with this input.")
+@click.option("--model", "-m", "model", help="provider:model to continue with (default: the session's).")
+@click.option(
+    "--root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The folder the file tools may use (default: the session's).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Allow the continued run's file changes without asking.")
+@click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--no-stream", is_flag=True, help="Wait for whole replies instead of streaming them.")
+def approve(
+    session_id: str,
+    store_spec: str | None,
+    only_list: bool,
+    approve_all: bool,
+    approved: tuple[str, ...],
+    denied: tuple[str, ...],
+    reason: str,
+    modified: tuple[tuple[str, str], ...],
+    model: str | None,
+    root: Path | None,
+    yes: bool,
+    max_turns: int,
+    no_stream: bool,
+) -> None:
+    """Decide the tool calls SESSION_ID's run awaits, then continue the run."""
+    try:
+        code = asyncio.run(
+            _approve(
+                session_id,
+                store_spec,
+                only_list=only_list,
+                approve_all=approve_all,
+                approved=approved,
+                denied=denied,
+                reason=reason,
+                modified=modified,
+                model=model,
+                root=root,
+                yes=yes,
+                max_turns=max_turns,
+                stream=not no_stream,
+            )
+        )
+    except KeyboardInterrupt:
+        Console(stderr=True, highlight=False).print(Text("⏹ stopped; the session keeps what was done", style="yellow"))
+        sys.exit(130)
+    sys.exit(code)
+
+
+async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
+    from loopctl.cli.approve import Approval
+    from loopctl.cli.autosave import cli_values
+    from loopctl.cli.render import Transcript
+    from loopctl.cli.run import build_client
+    from loopctl.engine import Approve, BareLoop, Deny, MachineState, Modify, RunConfig
+    from loopctl.errors import SessionNotFound
+    from loopctl.tools.files import PROTECTED_NAMES, FileTools
+
+    console = Console(highlight=False, soft_wrap=True)
+    store = open_store(store_spec)
+    try:
+        try:
+            loaded = store.load(session_id)
+        except SessionNotFound:
+            raise CommandError(f"no session {session_id!r} in {store!r}") from None
+        state = loaded.state
+        model = opts["model"] or state.model
+        saved_url = cli_values(state.metadata).get("base_url") if opts["model"] is None else None
+        base_url = saved_url if isinstance(saved_url, str) else None
+        root = opts["root"] or (Path(state.root) if state.root else None)
+        machine = loaded.machine()
+        if machine.state is not MachineState.AWAITING_APPROVAL:
+            raise CommandError(f"session {session_id!r} awaits no approval (its last run: {state.outcome})")
+        pending = machine.pending_approvals
+        console.print(Text(f"session {inert(session_id, one_line=True)} awaits {len(pending)} call(s):", style="bold"))
+        for p in pending:
+            console.print(Text(f"  {describe(p)}"))
+        if opts["only_list"]:
+            return 0
+        decisions = _from_flags(pending, opts, Approve, Deny, Modify)
+        if not decisions:
+            if not sys.stdin.isatty():
+                raise CommandError("no decisions: pass --all, --approve ID, --deny ID or --modify ID JSON")
+            decisions = decide_interactively(pending)
+            if not decisions:
+                console.print("nothing decided; the calls stay pending")
+                return 0
+        if not model:
+            raise CommandError("--model is required (the session names none)")
+        if root is None:
+            raise CommandError("--root is required (the session names none)")
+        try:
+            files = FileTools(root, protected=PROTECTED_NAMES)
+        except OSError as exc:
+            raise CommandError(
+                f"the root folder {inert(str(root))} cannot be used ({exc.strerror}); pass --root"
+            ) from None
+        transcript = Transcript(console)
+        approval = Approval(files, console, yes=opts["yes"], before_prompt=transcript.close)
+        async with build_client(model, base_url) as client:
+            loop = BareLoop(
+                client, list(files), observers=[transcript], permission=approval, store=store, session_id=session_id
+            )
+            try:
+                config = RunConfig(max_turns=opts["max_turns"], stream=opts["stream"])
+                run = await loop.run(approvals=decisions, config=config)
+            finally:
+                transcript.close()
+    finally:
+        store.close()
+    _summary(console, run)
+    kind = run.outcome.kind.value
+    return 0 if kind in ("completed", "awaiting_approval") else 130 if kind == "cancelled" else 1
+
+
+def _from_flags(pending: Sequence[Any], opts: dict[str, Any], approve: Any, deny: Any, modify: Any) -> dict[str, Any]:
+    """The decisions the flags give; raises ``click.UsageError`` for a call id that is not pending, a call
+    decided twice, or an input that is not JSON."""
+    ids = {p.id for p in pending}
+    decisions: dict[str, Any] = {}
+
+    def put(call_id: str, decision: Any) -> None:
+        if call_id not in ids:
+            raise CommandError(f"call {call_id!r} is not pending (pending: {', '.join(sorted(ids))})")
+        if call_id in decisions:
+            raise CommandError(f"call {call_id!r} is decided twice")
+        decisions[call_id] = decision
+
+    for call_id in opts["approved"]:
+        put(call_id, approve())
+    for call_id in opts["denied"]:
+        put(call_id, deny(opts["reason"]))
+    for call_id, raw in opts["modified"]:
+        try:
+            put(call_id, modify(orjson.loads(raw)))
+        except orjson.JSONDecodeError as exc:
+            raise CommandError(f"--modify {call_id}: the input is not JSON ({exc})") from None
+    if opts["approve_all"]:
+        for p in pending:
+            decisions.setdefault(p.id, approve())
+    return decisions
+
+
+def _summary(console: Console, run: Any) -> None:
+    from loopctl.cli.render import dollars
+
+    outcome = run.outcome
+    kind = outcome.kind.value
+    style = "green" if kind == "completed" else "yellow" if kind in ("cancelled", "awaiting_approval") else "red"
+    line = f"● {kind}"
+    if outcome.error:
+        line += f": {inert(outcome.error)}"
+    console.print(Text(line, style=f"bold {style}"))
+    for r in run.resumed_calls:
+        mark = "ran" if r.ran else "not run"
+        console.print(Text(inert(f"  {r.call.id} {r.call.name}: {mark}", one_line=True), style="dim"))
+    if run.pending_approvals:
+        ids = inert(", ".join(p.id for p in run.pending_approvals), one_line=True)
+        console.print(Text(f"  still awaiting: {ids}", style="yellow"))
+    u = run.usage
+    cost = f" · {dollars(run.cost)}" if run.cost is not None and run.turns else ""
+    console.print(
+        Text(
+            f"  {len(run.turns)} turn(s) · {u.input_tokens:,} tokens in · {u.output_tokens:,} out{cost}",
+            style="dim",
+        )
+    )

@@ -1,0 +1,95 @@
+"""Approving file changes: the ``loopctl run`` permission callback.
+
+Reading tools run without asking. A call of a tool that changes files (``write_file``, ``edit_file``) runs
+at once with ``--yes``; otherwise, on a terminal, the user sees what it would do — the path resolved and
+relative to the root (what the model wrote too, when that differs), and the new content or a diff — and
+answers; with no terminal to ask on, it is refused with a reason naming ``--yes``. Every string shown passes
+through :func:`~loopctl.cli.inert.inert`. A call the tool will refuse anyway (outside the root, a protected
+path) is not asked about: the tool refuses it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from loopctl.cli.inert import inert
+from loopctl.engine import Deny
+from loopctl.message import ToolCallPart
+from loopctl.tools.files import WRITE_TOOLS, ChangePreview, FileTools
+
+__all__ = ["MAX_DIFF_LINES", "NO_TERMINAL", "Approval"]
+
+MAX_DIFF_LINES = 80
+"""The most lines of a change's diff the prompt shows (the rest is counted)."""
+
+NO_TERMINAL = "{tool} was not approved: the CLI cannot ask (stdin is not a terminal); run with --yes"
+"""The reason a change is refused when there is no terminal to ask on (the model reads it)."""
+
+
+@dataclass
+class Approval:
+    """The permission callback of a run over ``files``. ``yes``: allow every change. ``interactive``:
+    whether a user can be asked (default: stdin is a terminal). ``before_prompt`` runs before the prompt is
+    shown (the transcript stops its spinner). ``refused`` collects the reasons of the changes refused."""
+
+    files: FileTools
+    console: Console
+    yes: bool = False
+    interactive: bool | None = None
+    before_prompt: Callable[[], None] | None = None
+    refused: list[str] = field(default_factory=list)
+
+    def __call__(self, call: ToolCallPart) -> bool | Deny:
+        if call.name not in WRITE_TOOLS or self.yes:
+            return True
+        preview = self.files.preview(call.name, call.input)
+        if preview is not None and preview.problem is not None:
+            return True  # the tool refuses it itself, with the reason
+        interactive = sys.stdin.isatty() if self.interactive is None else self.interactive
+        if not interactive:
+            return self._refuse(NO_TERMINAL.format(tool=call.name))
+        if self.before_prompt is not None:
+            self.before_prompt()
+        target = preview.path if preview is not None else "?"
+        self._show(call, preview)
+        if click.confirm(f"Allow {inert(call.name, one_line=True)} on {inert(target, one_line=True)}?", default=False):
+            return True
+        return self._refuse(f"The user did not allow {call.name} on {target}.")
+
+    def _refuse(self, reason: str) -> Deny:
+        self.refused.append(reason)
+        return Deny(reason)
+
+    def _show(self, call: ToolCallPart, preview: ChangePreview | None) -> None:
+        c = self.console
+        name = inert(call.name, one_line=True)
+        if preview is None:
+            c.print(Text(f"? {name} wants to change files", style="bold yellow"))
+            return
+        path = inert(preview.path, one_line=True)
+        c.print(Text.assemble(("? ", "bold yellow"), (f"{name} wants to {preview.action} {path}", "bold")))
+        asked = call.input.get("path") if isinstance(call.input, dict) else None
+        if isinstance(asked, str) and asked not in (preview.path, f"./{preview.path}"):
+            c.print(Text(f"  (the model asked for {inert(asked, one_line=True)})", style="dim"))
+        lines = preview.diff.splitlines()
+        for line in lines[:MAX_DIFF_LINES]:
+            style = (
+                "bold"
+                if line.startswith(("---", "+++"))
+                else "green"
+                if line.startswith("+")
+                else "red"
+                if line.startswith("-")
+                else "cyan"
+                if line.startswith("@@")
+                else ""
+            )
+            c.print(Text("  " + inert(line, one_line=True), style=style))
+        if len(lines) > MAX_DIFF_LINES:
+            c.print(Text(f"  … {len(lines) - MAX_DIFF_LINES} more lines of diff", style="dim"))

@@ -1,0 +1,61 @@
+"""Untrusted text made inert for a terminal: the one function the CLI shows model and tool text through.
+
+Whatever a model or a tool produced (paths, arguments, results, thinking, text, error texts, a saved
+conversation) may hold control sequences: ESC starts ANSI/VT sequences that move the cursor, erase lines,
+hide text (``ESC[8m``) or write the clipboard (OSC 52); C1 controls (U+0080-U+009F) do the same on terminals
+that read 8-bit controls; CR and backspace overwrite what was shown. Other characters change what the eye
+reads without being seen: bidirectional overrides and isolates (the "Trojan Source" trick, CVE-2021-42574),
+zero-width spaces and joiners, invisible "tag" characters (U+E0000-U+E007F) that can smuggle text, the soft
+hyphen, Hangul fillers, line and paragraph separators. :func:`inert` writes each of them as a visible escape
+(``\\x1b``, ``\\u202e``, ``\\U000e0041``), so the text shows what it holds and does nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["inert"]
+
+# C0 controls but tab and newline (newline is handled per mode), DEL and the C1 controls; lone surrogates
+# (undecodable bytes of a file name, a cut pair), which no terminal encoding can write; then the invisible
+# format characters: soft hyphen, combining grapheme joiner, Arabic letter mark, Hangul fillers, Mongolian
+# vowel separator, zero-width space, LRM/RLM, line/paragraph separators, bidi embeddings/overrides and
+# isolates, word joiner and invisible operators, deprecated format controls, BOM, interlinear annotation,
+# and the tag characters.
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff"
+    "\u00ad\u034f\u061c\u115f\u1160\u180e\u200b\u200e\u200f\u2028-\u202e\u2060-\u206f"
+    "\u3164\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+# Zero-width (non-)joiners are part of emoji sequences and of Indic and Persian writing, between two
+# non-ASCII characters; next to ASCII (or at an end) they only hide a difference ("notes\u200d.txt").
+_JOINER = re.compile("(?:(?<=[\x00-\x7f])|^)[\u200c\u200d]|[\u200c\u200d](?=[\x00-\x7f]|$)")
+_NEWLINE = re.compile("\n")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code == 0x0D:
+        return "\\r"
+    if code == 0x0A:
+        return "\\n"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def inert(text: str, *, one_line: bool = False) -> str:
+    """``text`` with every control and invisible formatting character written as a visible escape (see the
+    module docstring); tabs stay. Newlines stay unless ``one_line`` (for a path, a name, a prompt), where
+    they become ``\\n``; a CR before a newline is dropped in multi-line text (Windows line ends) and escaped
+    anywhere else. Printable text, any script or emoji, is returned unchanged."""
+    if not one_line:
+        text = text.replace("\r\n", "\n")
+    out = _UNSAFE.sub(_escape, text)
+    if "\u200c" in out or "\u200d" in out:
+        out = _JOINER.sub(_escape, out)
+    if one_line and "\n" in out:
+        out = _NEWLINE.sub(_escape, out)
+    return out

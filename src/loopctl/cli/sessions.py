@@ -1,0 +1,269 @@
+"""``loopctl sessions``: the sessions in the store (:mod:`loopctl.store`).
+
+    loopctl sessions list                      every session, the most recently changed first
+    loopctl sessions show ID                   its messages, each with its node id
+    loopctl sessions fork ID [--at NODE]       a new session sharing ID's messages (up to NODE)
+    loopctl sessions export ID FILE            write it as a session file (docs/wire-format.md)
+    loopctl sessions import FILE               store a session or conversation file
+    loopctl sessions verify ID                 re-derive every hash; exit 1 when a row was changed
+
+The store is ``--store`` (a SQLite file, or a ``postgresql://`` URL or libpq ``key=value`` string for
+PostgreSQL), else ``$LOOPCTL_STORE``, else ``.loopctl/sessions.db`` in the current folder: the store
+``loopctl run`` saves to. Node ids may be shortened to any unique prefix of 4 hex digits or more. Text the
+model or a tool wrote is printed inert: control characters are shown as escapes, never sent to the terminal.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from loopctl.cli.inert import inert
+from loopctl.errors import ConversationFileError, LoopError
+
+if TYPE_CHECKING:
+    from loopctl.session import Session
+    from loopctl.store import SessionStore
+
+__all__ = ["DEFAULT_STORE", "STORE_VAR", "RunTarget", "inert", "open_store", "sessions"]
+
+DEFAULT_STORE = Path(".loopctl") / "sessions.db"
+"""The CLI's store when neither ``--store`` nor ``$LOOPCTL_STORE`` names one (relative to the current folder)."""
+
+STORE_VAR = "LOOPCTL_STORE"
+"""Environment variable: the CLI's store (a SQLite file, or a PostgreSQL URL or connection string)."""
+
+
+def is_postgres(spec: str) -> bool:
+    """Whether a store spec names a PostgreSQL database (a URL or a libpq ``key=value`` string)."""
+    return spec.startswith(("postgresql://", "postgres://")) or bool(re.match(r"^\s*\w+\s*=", spec))
+
+
+def open_store(spec: str | None = None) -> SessionStore:
+    """The store named by ``spec`` (see the module docstring), opened. Raises ``StoreError`` when it cannot
+    be opened."""
+    from loopctl.store import SQLiteStore
+
+    if not spec:
+        return SQLiteStore(DEFAULT_STORE)
+    if is_postgres(spec):
+        try:
+            from loopctl.store import PostgresStore
+        except ImportError as exc:
+            raise click.UsageError(str(exc)) from None
+        return PostgresStore(spec)
+    return SQLiteStore(spec)
+
+
+class RunTarget:
+    """Where ``loopctl run`` keeps its session when no file is named: the session ``resume`` of the store
+    ``spec`` (see :func:`open_store`), or a new session with a fresh id (:func:`loopctl.store.new_session_id`:
+    two runs started in the same second get two sessions)."""
+
+    def __init__(self, spec: str | None, resume: str | None) -> None:
+        from loopctl.store import new_session_id
+
+        self.spec = spec
+        self.resume = resume
+        self.session_id = resume or new_session_id()
+        self.store: SessionStore | None = None
+
+    def _open(self) -> SessionStore:
+        if self.store is None:
+            self.store = open_store(self.spec)
+        return self.store
+
+    def settings(self) -> Session:
+        """The resumed session's settings (model, root, system prompt) as a :class:`~loopctl.session.Session`
+        (its machine is empty: the loop loads the messages). Raises ``SessionNotFound`` naming the store."""
+        from loopctl.engine import LoopMachine
+        from loopctl.errors import SessionNotFound
+        from loopctl.session import Session
+
+        store = self._open()
+        try:
+            st = store.info(self.session_id).state
+        except SessionNotFound:
+            raise SessionNotFound(
+                f"no session {self.session_id!r} in {store!r}, and no file of that name", session_id=self.session_id
+            ) from None
+        if st is None:
+            return Session(LoopMachine())
+        return Session(LoopMachine(), st.model, st.root, st.system_prompt, dict(st.metadata))
+
+    def open(
+        self, *, model: str, root: str, system_prompt: str | None, metadata: dict[str, object] | None = None
+    ) -> None:
+        """Open the store and, for a new session, create it with these settings (before any model call)."""
+        from loopctl.store import SessionState
+
+        store = self._open()
+        if self.resume is None:
+            state = SessionState.at_rest(0).with_settings(
+                model=model, root=root, system_prompt=system_prompt, metadata=metadata
+            )
+            store.create(self.session_id, state=state)
+
+    def loop_args(self) -> dict[str, object]:
+        """``BareLoop``'s keyword arguments for the session."""
+        return {"store": self._open(), "session_id": self.session_id}
+
+    def where(self) -> str:
+        """Where the session is, for messages."""
+        return f"the store as {self.session_id}"
+
+    def close(self) -> None:
+        """Close the store."""
+        if self.store is not None:
+            self.store.close()
+
+
+@contextmanager
+def _store(ctx: click.Context) -> Iterator[SessionStore]:
+    """The group's store, closed after the command; store and file errors end the command with exit 2."""
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    try:
+        store = open_store(ctx.obj)
+        try:
+            yield store
+        finally:
+            store.close()
+    except (LoopError, ConversationFileError, ValueError) as exc:
+        err.print(Text(f"error: {inert(str(exc))}", style="bold red"))
+        sys.exit(2)
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _when(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@click.group()
+@click.option("--store", "store_spec", envvar=STORE_VAR, help="A SQLite file, or a PostgreSQL URL or DSN.")
+@click.pass_context
+def sessions(ctx: click.Context, store_spec: str | None) -> None:
+    """List, show, fork, export and import stored sessions."""
+    ctx.obj = store_spec
+
+
+@sessions.command("list")
+@click.pass_context
+def list_sessions(ctx: click.Context) -> None:
+    """Every session, the most recently changed first: id, messages, last outcome, model, last change."""
+    with _store(ctx) as store:
+        rows = store.sessions()
+    console = _console()
+    if not rows:
+        console.print("no sessions")
+        return
+    width = max(len(r.id) for r in rows)
+    for r in rows:
+        state = r.state
+        outcome = state.outcome if state is not None else "unreadable"
+        model = (state.model if state is not None else None) or "-"
+        console.print(
+            Text(f"{inert(r.id):<{width}}  {r.length:>6} msgs  {outcome:<16} {inert(model):<28} {_when(r.updated_at)}")
+        )
+
+
+@sessions.command()
+@click.argument("session_id")
+@click.option("--thinking/--no-thinking", default=False, help="Show the model's reasoning too.")
+@click.pass_context
+def show(ctx: click.Context, session_id: str, thinking: bool) -> None:
+    """Print a session's messages, each with its index and node id."""
+    with _store(ctx) as store:
+        loaded = store.load(session_id)
+    console = _console()
+    st = loaded.state
+    console.print(
+        Text(
+            f"session {inert(loaded.id)} · {len(loaded.messages)} messages · head "
+            f"{(loaded.head or 'none')[:12]} · {st.outcome} · model {inert(st.model or '-')}",
+            style="bold",
+        )
+    )
+    for i, (node, m) in enumerate(zip(loaded.node_ids, loaded.messages, strict=True)):
+        console.print(Text(f"── [{i}] {m.role.value}  {node[:12]}", style="bold"))
+        if thinking:
+            for p in m.parts:
+                text = getattr(p, "text", None)
+                if p.is_thinking() and text:
+                    console.print(Text(inert(text), style="dim"))
+        console.print(Text(inert(str(m))))
+
+
+@sessions.command()
+@click.argument("session_id")
+@click.option("--at", "node", help="The node to fork at (an id or a unique prefix; default: the head).")
+@click.option("--as", "new_id", help="The new session's id (default: a fresh one).")
+@click.pass_context
+def fork(ctx: click.Context, session_id: str, node: str | None, new_id: str | None) -> None:
+    """Start a new session from SESSION_ID's messages (up to --at); the two then go their own ways."""
+    with _store(ctx) as store:
+        at = store.find_node(node) if node else None
+        info = store.fork(session_id, at=at, new_id=new_id)
+    _console().print(
+        Text(
+            f"forked {inert(session_id)} as {inert(info.id)} ({info.length} messages); continue with: "
+            f'loopctl run "..." --resume {inert(info.id)}'
+        )
+    )
+
+
+@sessions.command("export")
+@click.argument("session_id")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_context
+def export_session(ctx: click.Context, session_id: str, file: Path) -> None:
+    """Write a session to FILE as a session file (readable by ``loopctl show`` and ``sessions import``)."""
+    with _store(ctx) as store:
+        try:
+            store.export_file(session_id, file)
+        except OSError as exc:
+            raise ValueError(f"cannot write {str(file)!r} ({exc.strerror})") from None
+    _console().print(Text(f"exported {inert(session_id)} to {inert(str(file))}"))
+
+
+@sessions.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--as", "new_id", help="The new session's id (default: the file's name).")
+@click.pass_context
+def import_session(ctx: click.Context, file: Path, new_id: str | None) -> None:
+    """Store a session file (as ``loopctl run`` wrote them before the store) or a conversation file."""
+    with _store(ctx) as store:
+        info = store.import_file(file, session_id=new_id)
+    _console().print(
+        Text(
+            f"imported {inert(str(file))} as {inert(info.id)} ({info.length} messages); continue with: "
+            f'loopctl run "..." --resume {inert(info.id)}'
+        )
+    )
+
+
+@sessions.command()
+@click.argument("session_id")
+@click.pass_context
+def verify(ctx: click.Context, session_id: str) -> None:
+    """Re-derive every hash of a session's chains; list what does not match (exit 1), or say it is sound."""
+    with _store(ctx) as store:
+        problems = store.verify(session_id)
+        length = store.info(session_id).length
+    console = _console()
+    for p in problems:
+        console.print(Text(inert(str(p)), style="red"))
+    if problems:
+        sys.exit(1)
+    console.print(Text(f"{inert(session_id)}: {length} messages, every hash matches"))

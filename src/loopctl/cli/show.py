@@ -1,0 +1,106 @@
+"""``loopctl show`` and ``loopctl check``: a saved session or conversation file, printed or checked.
+
+A file is a session when it is a JSON object whose ``kind`` is ``"loopctl-session"`` (``docs/wire-format.md``,
+"Session files"), else a conversation file; the whole document decides, never a look at its first bytes.
+Everything printed from the file passes through :func:`~loopctl.cli.inert.inert`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from rich.console import Console
+from rich.text import Text
+
+from loopctl.cli.inert import inert
+from loopctl.cli.report import fail
+
+__all__ = ["check", "read_file", "show"]
+
+
+def read_file(file: Path) -> tuple[Any, list[Any]]:
+    """The session (``None`` for a conversation file) and the messages of ``file``; exits with a one-line
+    error for a file that cannot be read."""
+    from loopctl.errors import ConversationFileError, LoopError
+    from loopctl.message import loads_conversation
+    from loopctl.session import Session
+    from loopctl.stream import loads_exact
+
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        fail(f"{file}: cannot read the file ({exc.strerror})")
+    try:
+        try:
+            doc = loads_exact(data)
+        except orjson.JSONDecodeError:
+            doc = None  # the reader below names the problem
+        if isinstance(doc, dict) and doc.get("kind") == "loopctl-session":
+            session = Session.from_bytes(data, source=str(file))
+            return session, list(session.machine.full_history())
+        return None, loads_conversation(data, source=str(file))
+    except (ConversationFileError, LoopError) as exc:
+        fail(str(exc))
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def show(file: Path) -> None:
+    """Print a saved session (its model, root, outcome and usage, then the conversation) or a conversation
+    file."""
+    session, messages = read_file(file)
+    console = Console(highlight=False, soft_wrap=True)
+    if session is not None:
+        for label, value in _facts(session):
+            console.print(Text.assemble((f"{label:<8} ", "bold"), inert(value, one_line=True)))
+        console.print()
+    for m in messages:
+        console.print(Text(f"── {m.role.value}", style="bold"))
+        console.print(Text(inert(str(m))))
+
+
+def _facts(session: Any) -> list[tuple[str, str]]:
+    from loopctl.cli.autosave import usage_of
+    from loopctl.engine import MachineState
+
+    machine = session.machine
+    outcome = machine.outcome
+    if machine.state in (MachineState.START, MachineState.TERMINAL):
+        ended = outcome.kind.value if machine.state is MachineState.TERMINAL else "no run yet"
+        if outcome.error:
+            ended += f": {outcome.error}"
+    else:
+        ended = f"running, or stopped mid-run ({machine.state.value}; --resume continues it)"
+    usage = usage_of(session)
+    used = (
+        "not recorded"
+        if usage is None
+        else f"{usage.input_tokens:,} tokens in ({usage.cache_read_tokens:,} cached) · {usage.output_tokens:,} out"
+    )
+    count = len(machine.full_history())
+    return [
+        ("model", session.model or "(none)"),
+        ("root", session.root or "(none)"),
+        ("outcome", ended),
+        ("usage", used),
+        ("messages", f"{count:,}"),
+    ]
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def check(file: Path) -> None:
+    """Check a saved session or conversation file against the pairing and placement rules."""
+    from loopctl.message import check_conversation
+
+    _, messages = read_file(file)
+    problems = check_conversation(messages)
+    for p in problems:
+        click.echo(inert(str(p)))
+    n, k = len(messages), len(problems)
+    click.echo(f"{n} message{'' if n == 1 else 's'}, {k} problem{'' if k == 1 else 's'}")
+    sys.exit(1 if problems else 0)

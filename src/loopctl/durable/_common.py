@@ -1,0 +1,120 @@
+"""What the DBOS and Temporal adapters share: the rule for a loop's name, the stable names of its effects,
+and the settings a durable loop holds for its effects.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic
+
+from loopctl.durable._payloads import OutputValues
+from loopctl.engine.config import SessionConfig
+from loopctl.engine.events import LoopEvent, Observer
+from loopctl.engine.permission import PermissionCallback
+from loopctl.engine.run import OutputT
+from loopctl.output import OutputValidator
+from loopctl.output import plan as plan_output
+from loopctl.output import resolve as resolve_output
+from loopctl.providers.base import ModelClient
+from loopctl.tool import Tool, ToolProvider, ToolRegistry
+
+__all__ = ["NAME_RULE", "DurableLoop", "EffectNames", "LiveObserver", "with_own_budget"]
+
+NAME_RULE = re.compile(r"[A-Za-z0-9_-]{1,200}")
+"""A durable loop's name: 1-200 letters, digits, ``_`` or ``-`` (no ``.``: it separates the parts of the
+names derived from it)."""
+
+
+class EffectNames:
+    """The stable names of a loop's effects (compatibility data: ``docs/durable.md``): ``model``
+    (``<name>.model``), ``summarize`` (``<name>.summarize``), ``instructions`` (``<name>.instructions``)
+    and :meth:`tool` (``<name>.tool.<tool>``). Raises ``ValueError`` for a name that breaks
+    :data:`NAME_RULE`."""
+
+    __slots__ = ("instructions", "model", "name", "summarize")
+
+    def __init__(self, name: str) -> None:
+        if not NAME_RULE.fullmatch(name):
+            raise ValueError(
+                "a durable loop's name must be 1-200 letters, digits, '_' or '-' (it prefixes the stable names "
+                f"of its steps and activities), got {name!r}"
+            )
+        self.name = name
+        self.model = f"{name}.model"
+        self.summarize = f"{name}.summarize"
+        self.instructions = f"{name}.instructions"
+
+    def tool(self, tool_name: str) -> str:
+        """The name of a call to the tool ``tool_name``."""
+        return f"{self.name}.tool.{tool_name}"
+
+
+class DurableLoop(Generic[OutputT]):
+    """The settings of a durable loop: the model ``client``, the ``tools``, the session ``config``, the
+    ``observers``, the ``permission`` callback and the ``hooks`` as :class:`~loopctl.engine.BareLoop` takes
+    them; and what
+    a plain loop takes per run but a durable loop holds for all its runs, because it is code that every
+    worker recovering a run must have (``docs/durable.md``, "What a durable run takes"): the ``output_type``
+    and ``output_validator`` of its runs (:mod:`loopctl.output`) and the ``deps`` handed to tools and
+    instructions (kept in the worker, never in a record).
+
+    Raises ``TypeError`` for an output type pydantic cannot describe and ``ValueError`` for an output tool
+    named like one of the tools, here rather than when a run starts."""
+
+    def __init__(
+        self,
+        client: ModelClient,
+        tools: ToolRegistry | Iterable[Tool | ToolProvider],
+        config: SessionConfig | None,
+        observers: Sequence[Observer],
+        permission: PermissionCallback | None,
+        output_type: Any = None,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+        hooks: Sequence[object] = (),
+    ) -> None:
+        self.client = client
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.config = config or SessionConfig()
+        self.observers = list(observers)
+        self.permission = permission
+        self.hooks = list(hooks)
+        self.output_type: Any = output_type
+        self.output_validator = output_validator
+        self.deps: Any = deps
+        mode = resolve_output(output_type)
+        if mode is not None:
+            made = plan_output(mode)  # raises TypeError for a type without a JSON Schema
+            if made.tool is not None and made.tool.name in self.tools:
+                raise ValueError(f"the output tool {made.tool.name!r} has the name of one of the loop's tools")
+        self.output_values = OutputValues(output_type)
+
+
+class LiveObserver:
+    """``observer``, called only for the events emitted while ``live()`` is true: outside the replay of
+    recorded steps, so a recovered run's observers see each event once."""
+
+    __slots__ = ("live", "observer")
+
+    def __init__(self, observer: Observer, live: Callable[[], bool]) -> None:
+        self.observer = observer
+        self.live = live
+
+    def __call__(self, event: LoopEvent) -> None:
+        """Pass ``event`` on when it is live."""
+        if self.live():
+            self.observer(event)
+
+
+def with_own_budget(config: SessionConfig) -> SessionConfig:
+    """``config`` with a private copy of its budget. The token counter calibrates itself as replies come in;
+    a run that starts from a copy counts (and so prunes and compacts) the same way each time it is run again
+    against its records."""
+    if config.budget is None:
+        return config
+    return dataclasses.replace(config, budget=copy.deepcopy(config.budget))

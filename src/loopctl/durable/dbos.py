@@ -1,0 +1,686 @@
+"""Durable runs on DBOS: each run is a DBOS workflow, each model call and each tool call a DBOS step.
+
+**Assume any unit may run twice.** DBOS records a step's output once the step returns; a step that was
+running when the process died (a tool halfway through, a model call in flight) runs again, from its start,
+when the workflow is recovered. A step that completed never runs again: its recorded output is used. Tools
+with side effects should therefore be idempotent or tolerate a repeat of an interrupted call; a completed
+call is never repeated.
+
+The mapping (``docs/durable.md`` has the whole of it):
+
+- ``DBOSLoop(client, tools, config, name="support")`` registers the workflow ``support.run`` and runs each
+  step under a stable name: ``support.start``, ``support.instructions`` (callable instructions, evaluated
+  once per run), ``support.model`` (one model call, with the run's retry policy inside it, and the check of
+  the reply as typed output), ``support.tool.<tool name>`` (one tool call, the permission check included),
+  ``support.summarize`` (a summarizing compaction's model call). The names are compatibility data: DBOS
+  checks them on recovery, so renaming a loop or a tool strands its pending runs.
+- What a plain run takes per run and a durable run must find again in the process that recovers it is the
+  loop's: ``output_type`` and ``output_validator`` (the validated value is recorded as JSON and validated
+  again when read back; the workflow's result, the ``Run``, is pickled by DBOS with that value) and ``deps``
+  (kept in the process, never recorded).
+- The :class:`~loopctl.engine.LoopMachine` is the workflow's own state. Workflow code is the same driver as
+  :class:`~loopctl.engine.BareLoop`'s, so a durable run decides exactly what a plain run decides; the
+  machine, the prune and truncation passes and the token counter are pure, so a recovered workflow takes the
+  same steps again with the recorded outputs.
+- Steps are numbered by DBOS in the order they start. A turn's tool calls reserve their step numbers in call
+  order before any of them starts, so parallel calls replay against the right records however they
+  finished.
+- Observers see each event once: events of a step are emitted while it runs, never when its recorded output
+  is replayed during recovery. :meth:`DBOSLoop.stream` streams a run's events in the process that starts
+  it.
+- The system database is DBOS's choice: SQLite by default (``sqlite:///<name>.sqlite``, embedded), or a
+  PostgreSQL URL for several workers sharing one database (:func:`recover` hands a dead worker's runs to a
+  live one).
+
+Build the loop after ``DBOS(config=...)`` and before ``DBOS.launch()``: DBOS must know every workflow before
+it recovers pending ones at launch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import pickle
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any, TypeVar, overload
+
+from dbos import DBOS, SetWorkflowID
+
+from loopctl.compact import SummarizingCompactor
+from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, with_own_budget
+from loopctl.durable._payloads import (
+    approvals_from_dict,
+    approvals_to_dict,
+    check_from_dict,
+    check_to_dict,
+    dumps,
+    error_from_dict,
+    error_to_dict,
+    loads,
+    loop_error_from_dict,
+    pending_from_dict,
+    pending_to_dict,
+    record_from_dict,
+    record_to_dict,
+    reply_from_dict,
+    reply_to_dict,
+)
+from loopctl.engine.config import RunConfig, SessionConfig
+from loopctl.engine.events import Observer
+from loopctl.engine.loop import BareLoop, _Cancelled, _race
+from loopctl.engine.machine import CallTools, LoopMachine, OutputCheck
+from loopctl.engine.permission import Approval, Approve, Modify, PendingApproval, PermissionCallback
+from loopctl.engine.run import ModelReply, OutputT, Run, ToolCallRecord
+from loopctl.engine.streaming import RunStream
+from loopctl.errors import ApprovalError, HookFailed, LoopError
+from loopctl.message import Message, ToolCallPart
+from loopctl.output import OutputPlan, OutputSpec, OutputValidator
+from loopctl.output import resolve as resolve_output
+from loopctl.providers.base import ModelClient, ModelRequest
+from loopctl.response import ModelResponse, Usage
+from loopctl.tool import Tool, ToolProvider, ToolRegistry
+
+__all__ = [
+    "APPROVALS_TOPIC",
+    "CANCEL_POLL_INTERVAL",
+    "MACHINE_EVENT",
+    "PENDING_EVENT",
+    "DBOSLoop",
+    "StepNames",
+    "cancel_marker_id",
+    "recover",
+]
+
+CANCEL_POLL_INTERVAL = 1.0
+"""Seconds between two looks for a cancel request while a model or tool step runs (each is one read of the
+system database; a step that finishes sooner costs none, and each model call looks once before it starts)."""
+
+MACHINE_EVENT = "loopctl.machine"
+"""The DBOS event a finished run sets to its machine (``LoopMachine.to_json`` text): the conversation after
+the run, for whoever continues it."""
+
+PENDING_EVENT = "loopctl.pending"
+"""The DBOS event a run sets while it waits for approvals: a JSON array of the calls it awaits
+(``[{"call": <tool call>, "reason": ...}]``), ``[]`` once it has decisions (:meth:`DBOSLoop.pending`)."""
+
+APPROVALS_TOPIC = "loopctl.approvals"
+"""The DBOS message topic a paused run receives its decisions on (:meth:`DBOSLoop.approve`): JSON text
+``{"approvals": {call_id: {"decision": ...}}}`` (``_payloads.approvals_to_dict``), or ``{"cancel": true}``
+(:meth:`DBOSLoop.cancel` wakes a waiting run with it)."""
+
+_WAIT_CHUNK = 24 * 3600.0  # seconds of one DBOS.recv while a run waits for approvals without a timeout
+
+_T = TypeVar("_T")
+
+# Set while a step's body runs in this execution (not replayed): events emitted there reach observers.
+_LIVE_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("loopctl_dbos_live_step", default=False)
+
+
+class StepNames(EffectNames):
+    """The stable names of a loop's DBOS workflow and steps (compatibility data: ``docs/durable.md``).
+
+    ``workflow``: ``<name>.run``; ``start``: ``<name>.start``; ``instructions``: ``<name>.instructions``;
+    ``model``: ``<name>.model``; ``summarize``: ``<name>.summarize``; :meth:`tool`:
+    ``<name>.tool.<tool name>``; ``cancel``: ``<name>.cancel`` (the workflow a cancel request is).
+    """
+
+    __slots__ = ("cancel", "start", "workflow")
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.workflow = f"{name}.run"
+        self.start = f"{name}.start"
+        self.cancel = f"{name}.cancel"
+
+
+class DBOSLoop(DurableLoop[OutputT]):
+    """A loop whose runs are DBOS workflows (see the module docstring for the mapping and its rules).
+
+    ``client``, ``tools``, ``config``, ``observers`` and ``permission`` are those of
+    :class:`~loopctl.engine.BareLoop`. ``name`` prefixes the workflow and step names; it must be the same in
+    every process that may recover the loop's runs. ``output_type`` and ``output_validator`` make every
+    run's output a validated value (:mod:`loopctl.output`; ``run(..., output_type=T)`` of a plain loop);
+    ``deps`` is handed to tools and instructions (``ToolContext.deps``, ``RunContext.deps``) in this
+    process and never recorded: every process that may recover a run builds its own. ``hooks`` are
+    ``BareLoop``'s: the model hooks run inside the model step, the tool hooks inside the tool step, so a
+    recovered run never runs a completed step's hooks again.
+
+    A call deferred for approval (a permission callback's ``Defer()``, a tool marked ``requires_approval``)
+    makes the run *wait* inside its workflow: the event :data:`PENDING_EVENT` lists the calls
+    (:meth:`pending`), and :meth:`approve`, from any process on the same system database, sends the
+    decisions; a crash while it waits loses nothing. ``approval_timeout`` (seconds, default ``None``: wait
+    for ever) ends a run that waited that long without a decision with outcome ``AWAITING_APPROVAL``, as a
+    plain run pauses; ``run(approvals=...)`` continues it as a new workflow. The conversation lives
+    in :attr:`machine`; successive :meth:`run` calls continue it, as with ``BareLoop``. Build it after
+    ``DBOS(config=...)`` and before ``DBOS.launch()``.
+
+    Raises ``TypeError`` for an output type pydantic cannot describe or pickle cannot store by reference
+    (DBOS pickles the workflow's result, the ``Run`` and its output: define the type at module level), and
+    ``ValueError`` for an output tool named like one of the tools.
+    """
+
+    @overload
+    def __init__(
+        self: DBOSLoop[str],
+        client: ModelClient,
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
+        config: SessionConfig | None = None,
+        *,
+        name: str,
+        observers: Sequence[Observer] = (),
+        permission: PermissionCallback | None = None,
+        machine: LoopMachine | None = None,
+        output_type: None = None,
+        output_validator: OutputValidator[str] | None = None,
+        deps: Any = None,
+        hooks: Sequence[object] = (),
+        approval_timeout: float | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: DBOSLoop[_T],
+        client: ModelClient,
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
+        config: SessionConfig | None = None,
+        *,
+        name: str,
+        observers: Sequence[Observer] = (),
+        permission: PermissionCallback | None = None,
+        machine: LoopMachine | None = None,
+        output_type: OutputSpec[_T],
+        output_validator: OutputValidator[_T] | None = None,
+        deps: Any = None,
+        hooks: Sequence[object] = (),
+        approval_timeout: float | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        client: ModelClient,
+        tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
+        config: SessionConfig | None = None,
+        *,
+        name: str,
+        observers: Sequence[Observer] = (),
+        permission: PermissionCallback | None = None,
+        machine: LoopMachine | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator[Any] | None = None,
+        deps: Any = None,
+        hooks: Sequence[object] = (),
+        approval_timeout: float | None = None,
+    ) -> None:
+        super().__init__(client, tools, config, observers, permission, output_type, output_validator, deps, hooks)
+        _check_picklable(output_type)
+        if approval_timeout is not None and not approval_timeout > 0:
+            raise ValueError(f"approval_timeout must be a number of seconds > 0 or None, got {approval_timeout!r}")
+        self.approval_timeout = approval_timeout
+        self.names = StepNames(name)
+        self.name = name
+        self._machine = machine or LoopMachine()
+        self._streams: dict[str, Observer] = {}  # workflow id -> the observer of a stream() started here
+        self._running = False
+        self._workflow = DBOS.workflow(name=self.names.workflow)(self._make_workflow())
+        self._cancel_workflow = DBOS.workflow(name=self.names.cancel)(_cancel_request)
+
+    # --- sessions ------------------------------------------------------------------------------------------
+
+    @property
+    def machine(self) -> LoopMachine:
+        """The machine holding the conversation (as of the last finished :meth:`run`)."""
+        return self._machine
+
+    @property
+    def history(self) -> Sequence[Message]:
+        """The committed conversation."""
+        return self._machine.history
+
+    # --- running -------------------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        input: str | Message | None = None,  # noqa: A002 - BareLoop's name
+        config: RunConfig | None = None,
+        *,
+        workflow_id: str | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+    ) -> Run[OutputT]:
+        """Run the loop on ``input`` as one DBOS workflow (id ``workflow_id``, or one DBOS makes up) and
+        return its :class:`~loopctl.engine.Run`; the loop's :attr:`machine` then holds the conversation after
+        the run. Starting a ``workflow_id`` that already ran returns its recorded run. Errors end the run
+        (``run.outcome``) as with ``BareLoop``, and what ``BareLoop.run`` raises (an input image the provider
+        cannot read, instructions that return no str, approvals that do not fit) is raised here. A cancelled
+        run (:meth:`cancel`) ends ``CANCELLED`` with the coherent prefix of its conversation kept. One run at
+        a time per loop: a second concurrent call raises ``RuntimeError``.
+
+        A run that defers a call waits for :meth:`approve` (this call returns when the run ends). With
+        ``approvals`` instead of ``input``, the workflow continues a run that ended ``AWAITING_APPROVAL`` (it
+        waited past ``approval_timeout``), as ``BareLoop.run(approvals=...)`` does; raises
+        :class:`~loopctl.errors.ApprovalError` when they do not fit the loop's machine."""
+        if approvals is not None:  # BareLoop's checks, before a workflow starts
+            BareLoop(self.client, self.tools, machine=self._machine)._check_start(input, approvals)
+        elif input is None:
+            raise ApprovalError("run() needs an input (or approvals=, to continue a paused run)")
+        return await self._start(input, config, workflow_id, approvals=approvals)
+
+    def stream(
+        self,
+        input: str | Message,  # noqa: A002 - BareLoop's name
+        config: RunConfig | None = None,
+        *,
+        workflow_id: str | None = None,
+    ) -> RunStream[OutputT]:
+        """:meth:`run` as a stream of its events (:class:`~loopctl.engine.RunStream`, as
+        ``BareLoop.stream``)::
+
+            async with loop.stream("task", workflow_id="ticket-7") as stream:
+                async for event in stream:
+                    ...
+            run = await stream.result()
+
+        The events are those of the steps that run in this process: a workflow id that already finished
+        streams nothing but gives its recorded run, and a run recovered elsewhere streams there to the loop's
+        observers only. Leaving the block before the run finished cancels the run (:meth:`cancel`)."""
+        wid = workflow_id or str(uuid.uuid4())
+
+        async def start(observer: Observer, cancel: asyncio.Event) -> Run[OutputT]:
+            async def cancel_when_set() -> None:
+                await cancel.wait()
+                await self.cancel(wid)
+
+            watcher = asyncio.ensure_future(cancel_when_set())
+            try:
+                return await self._start(input, config, wid, observer=observer)
+            finally:
+                watcher.cancel()
+
+        return RunStream(start)
+
+    async def _start(
+        self,
+        input: str | Message | None,  # noqa: A002
+        config: RunConfig | None,
+        workflow_id: str | None,
+        *,
+        observer: Observer | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+    ) -> Run[OutputT]:
+        if self._running:
+            raise RuntimeError("this loop is already running; build another DBOSLoop for concurrent conversations")
+        self._running = True
+        wid = workflow_id or str(uuid.uuid4())
+        if observer is not None:
+            self._streams[wid] = observer
+        try:
+            doc = input if isinstance(input, str) or input is None else input.to_dict()
+            decided = None if approvals is None else approvals_to_dict(approvals)
+            with SetWorkflowID(wid):
+                handle = await DBOS.start_workflow_async(self._workflow, self._machine.to_json(), doc, config, decided)
+            run: Run[OutputT] = await handle.get_result()
+            machine = await DBOS.get_event_async(wid, MACHINE_EVENT, timeout_seconds=5)
+            if isinstance(machine, str):
+                self._machine = LoopMachine.from_json(machine)
+            return run
+        finally:
+            self._streams.pop(wid, None)
+            self._running = False
+
+    async def cancel(self, workflow_id: str) -> None:
+        """Ask the run ``workflow_id`` to stop, from any process sharing the system database. The run ends
+        ``CANCELLED`` as a cancelled ``BareLoop`` run does, keeping the coherent prefix of its conversation:
+        at once if a model call or a tool call is running (it is stopped within
+        :data:`CANCEL_POLL_INTERVAL` seconds), else before its next model call. The request is itself a tiny
+        workflow (id :func:`cancel_marker_id`), so it is durable and asking twice is harmless."""
+        with SetWorkflowID(cancel_marker_id(workflow_id)):
+            handle = await DBOS.start_workflow_async(self._cancel_workflow)
+        await handle.get_result()
+        # a run waiting for approvals reads no marker: wake it
+        await DBOS.send_async(
+            workflow_id, dumps({"cancel": True}), APPROVALS_TOPIC, idempotency_key=cancel_marker_id(workflow_id)
+        )
+
+    async def approve(
+        self, workflow_id: str, approvals: Mapping[str, Approval], *, idempotency_key: str | None = None
+    ) -> None:
+        """Send decisions, ``{call_id: Approve() | Deny(reason) | Modify(input)}``, to the run ``workflow_id``
+        waiting for approvals, from any process sharing the system database (``DBOS.launch()`` done). The run
+        then runs the approved calls (once, without asking the permission callback again), gives the denied
+        ones their reason as an error result, and goes on; calls left out stay pending (it waits again).
+        The message is durable: sent before the run waits, or while no worker runs it, it is read when the
+        run waits. ``idempotency_key`` makes a repeated send a no-op (DBOS's own key).
+
+        Raises :class:`~loopctl.errors.ApprovalError` for a decision of the wrong type, and, while the run
+        waits, for a call id it does not await (the run would ignore it)."""
+        doc = approvals_to_dict(approvals)
+        if not doc:
+            raise ApprovalError("approvals is empty")
+        waiting = await self.pending(workflow_id)
+        if waiting:
+            ids = {p.id for p in waiting}
+            stray = sorted(set(doc) - ids)
+            if stray:
+                raise ApprovalError(
+                    f"the run {workflow_id!r} does not await {', '.join(stray)} (it awaits {', '.join(sorted(ids))})"
+                )
+        await DBOS.send_async(workflow_id, dumps({"approvals": doc}), APPROVALS_TOPIC, idempotency_key=idempotency_key)
+
+    async def pending(self, workflow_id: str, *, timeout: float = 0.0) -> tuple[PendingApproval, ...]:
+        """The calls the run ``workflow_id`` waits on (empty when it waits for none), from the event
+        :data:`PENDING_EVENT`; ``timeout`` seconds to wait for the event to exist at all."""
+        text = await DBOS.get_event_async(workflow_id, PENDING_EVENT, timeout_seconds=timeout)
+        if not isinstance(text, str):
+            return ()
+        return tuple(pending_from_dict(p) for p in loads(text))
+
+    # --- the workflow --------------------------------------------------------------------------------------
+
+    def _make_workflow(self) -> Any:
+        loop = self
+
+        async def run_workflow(
+            machine: str,
+            input: str | dict[str, Any] | None,  # noqa: A002
+            config: RunConfig | None,
+            approvals: dict[str, Any] | None = None,
+        ) -> Run[Any]:
+            return await loop._execute(machine, input, config, approvals)
+
+        run_workflow.__name__ = run_workflow.__qualname__ = f"run_{self.name.replace('-', '_')}"
+        return run_workflow
+
+    async def _execute(
+        self,
+        machine: str,
+        input: str | dict[str, Any] | None,  # noqa: A002
+        config: RunConfig | None,
+        approvals: dict[str, Any] | None,
+    ) -> Run[Any]:
+        """The workflow body: a fresh driver over the recorded machine, run to the end."""
+        fresh = False
+
+        async def start() -> None:
+            nonlocal fresh
+            fresh = True
+
+        await DBOS.run_step_async({"name": self.names.start}, start)
+        driver = _Driver(self, LoopMachine.from_json(machine), live=fresh)
+        message = input if isinstance(input, str) or input is None else Message.from_dict(input)
+        decided = None if approvals is None else approvals_from_dict(approvals)
+        stream = self._streams.get(DBOS.workflow_id or "")
+        driver._run_observers = (LiveObserver(stream, driver.is_live),) if stream is not None else ()
+        try:
+            run = await driver._run(
+                message, decided, config or RunConfig(), None, self.output_type, self.output_validator, self.deps
+            )
+        finally:
+            driver._run_observers = ()
+        await DBOS.set_event_async(MACHINE_EVENT, driver.machine.to_json())
+        return run
+
+
+class _Driver(BareLoop):
+    """BareLoop's driver with each effect a DBOS step; one per workflow execution."""
+
+    def __init__(self, owner: DBOSLoop[Any], machine: LoopMachine, *, live: bool) -> None:
+        super().__init__(
+            owner.client,
+            owner.tools,
+            with_own_budget(owner.config),
+            observers=[LiveObserver(o, self.is_live) for o in owner.observers],
+            permission=owner.permission,
+            machine=machine,
+            hooks=owner.hooks,
+        )
+        self._owner = owner
+        self._names = owner.names
+        self._live = live  # False while the steps so far were replayed from their records
+        self._reserved: dict[str, Any] = {}
+        self._verdict: tuple[ModelResponse, Any] | None = None  # the last model step's output check
+        self._setup_plan: OutputPlan | None = None  # the run's typed output, for the model steps
+        self._setup_validator: OutputValidator[Any] | None = None
+        self._cancel_id = cancel_marker_id(DBOS.workflow_id or "")
+        self._elapsed = 0.0  # the run's clock: the recorded durations of its steps so far
+
+    def is_live(self) -> bool:
+        """Whether an event emitted now happens in this execution (not a replay of a record)."""
+        return self._live or _LIVE_STEP.get()
+
+    def _clock(self) -> float:
+        # Inside a step's body: real time (the step records what it measured). In workflow code: the sum of
+        # the recorded durations, so a run replayed from its records reads the same durations.
+        return time.perf_counter() if _LIVE_STEP.get() else self._elapsed
+
+    async def _step(self, name: str, body: Callable[[], Awaitable[str]], reservation: Any = None) -> Any:
+        """Run ``body`` (a coroutine function returning JSON text) as the step ``name``; its decoded output.
+        Once a step's body runs here, the rest of the run is live."""
+
+        async def step() -> str:
+            self._live = True
+            token = _LIVE_STEP.set(True)
+            try:
+                out: str = await body()
+                return out
+            finally:
+                _LIVE_STEP.reset(token)
+
+        if reservation is not None:
+            text = await reservation.run_async({"name": name}, step)
+        else:
+            text = await DBOS.run_step_async({"name": name}, step)
+        return loads(text)
+
+    async def _cancel_requested(self) -> bool:
+        return await DBOS.get_workflow_status_async(self._cancel_id) is not None
+
+    async def _watch_cancel(self, event: asyncio.Event) -> None:
+        while not await self._cancel_requested():
+            await asyncio.sleep(CANCEL_POLL_INTERVAL)
+        event.set()
+
+    async def _cancellable(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """``coro``'s result, or :class:`_Cancelled` once a cancel request is seen (checked every
+        :data:`CANCEL_POLL_INTERVAL` seconds while it runs)."""
+        event = asyncio.Event()
+        watcher = asyncio.ensure_future(self._watch_cancel(event))
+        try:
+            return await _race(coro, event)
+        finally:
+            watcher.cancel()
+
+    async def _prepare(
+        self, output_type: Any, output_validator: OutputValidator[Any] | None, cfg: RunConfig, deps: Any
+    ) -> Any:
+        setup = await super()._prepare(output_type, output_validator, cfg, deps)
+        self._setup_plan, self._setup_validator = setup.plan, setup.validator
+        return setup
+
+    async def _instructions(self, deps: Any) -> str | None:
+        if not callable(self.config.instructions):
+            return self.config.instructions
+
+        async def instructions_step() -> str:
+            return dumps({"text": await BareLoop._instructions(self, deps)})
+
+        text = (await self._step(self._names.instructions, instructions_step))["text"]
+        return None if text is None else str(text)
+
+    async def _call_model(
+        self,
+        turn: int,
+        request: ModelRequest,
+        cfg: RunConfig,
+        cancel: asyncio.Event | None,
+        emit: Any,
+    ) -> ModelReply:
+        # The step runs BareLoop's model call whole: the before_model/after_model hooks, the retries, a
+        # FallbackClient's chain and the pricing; it records the reply, which client answered and its cost.
+        plan: OutputPlan | None = self._setup_plan
+        validator = self._setup_validator
+
+        async def model_step() -> str:
+            if await self._cancel_requested():
+                return dumps({"cancelled": True})
+            t0 = time.perf_counter()
+            try:
+                reply = await self._cancellable(BareLoop._call_model(self, turn, request, cfg, None, emit))
+            except _Cancelled:
+                return dumps({"cancelled": True})
+            except LoopError as exc:  # recorded as the step's output, so a replay fails the run the same way
+                return dumps({"error": error_to_dict(exc)})
+            out: dict[str, Any] = {**reply_to_dict(reply), "duration": time.perf_counter() - t0}
+            if plan is not None:  # the output validator runs here, once: its verdict is recorded
+                try:
+                    verdict = await BareLoop._check_reply(self, plan, reply.response, validator)
+                except Exception as exc:
+                    out["output_error"] = error_to_dict(exc)
+                else:
+                    out["output"] = check_to_dict(*verdict, self._owner.output_values)
+            return dumps(out)
+
+        out = await self._step(self._names.model, model_step)
+        if "cancelled" in out:
+            raise _Cancelled
+        if "error" in out:
+            raise loop_error_from_dict(out["error"])
+        self._elapsed += float(out.get("duration", 0.0))
+        reply = reply_from_dict(out)
+        if "output_error" in out:
+            self._verdict = (reply.response, error_from_dict(out["output_error"]))
+        elif "output" in out:
+            self._verdict = (reply.response, check_from_dict(out["output"], self._owner.output_values))
+        return reply
+
+    async def _check_reply(
+        self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
+    ) -> tuple[OutputCheck | None, Any, list[str]]:
+        # The verdict the model step recorded with the reply (the validator does not run in workflow code).
+        verdict, self._verdict = self._verdict, None
+        assert verdict is not None
+        assert verdict[0] is response
+        if isinstance(verdict[1], BaseException):
+            raise verdict[1]
+        checked: tuple[OutputCheck | None, Any, list[str]] = verdict[1]
+        return checked
+
+    async def _run_tools(
+        self,
+        step: CallTools,
+        cfg: RunConfig,
+        cancel: asyncio.Event | None,
+        emit: Any,
+        deps: Any = None,
+        usage: Usage | None = None,
+    ) -> list[ToolCallRecord | PendingApproval]:
+        # Step numbers in call order, before any call starts: DBOS numbers steps as they start, and parallel
+        # calls would otherwise start in whatever order the concurrency limit lets them.
+        self._reserved = {call.id: DBOS.reserve_step() for call in step.calls}
+        done = await super()._run_tools(step, cfg, None, emit, deps, usage)
+        self._elapsed += max((r.duration for r in done if isinstance(r, ToolCallRecord)), default=0.0)
+        return done
+
+    async def _run_one(
+        self,
+        turn: int,
+        call: ToolCallPart,
+        cfg: RunConfig,
+        emit: Any,
+        deps: Any = None,
+        usage: Usage | None = None,
+        approval: Approve | Modify | None = None,
+    ) -> ToolCallRecord | PendingApproval:
+        # The step runs BareLoop's call whole: the before_tool hooks, the permission check (or a later
+        # approval), the tool and the after_tool hooks. A deferred call's step records the deferral.
+        reservation = self._reserved.pop(call.id)
+
+        async def tool_step() -> str:
+            try:
+                done = await self._cancellable(BareLoop._run_one(self, turn, call, cfg, emit, deps, usage, approval))
+            except _Cancelled:
+                return dumps({"cancelled": True})
+            except HookFailed as exc:
+                return dumps({"error": error_to_dict(exc)})
+            if isinstance(done, PendingApproval):
+                return dumps({"pending": pending_to_dict(done)})
+            return dumps(record_to_dict(done))
+
+        out = await self._step(self._names.tool(call.name), tool_step, reservation)
+        if "cancelled" in out:
+            raise _Cancelled
+        if "error" in out:
+            raise loop_error_from_dict(out["error"])
+        if "pending" in out:
+            return pending_from_dict(out["pending"])
+        return record_from_dict(out)
+
+    async def _await_approvals(self, pending: tuple[PendingApproval, ...]) -> Mapping[str, Approval] | None:
+        # The workflow waits (DBOS.recv: durable, so a recovered run waits again, or reads the decisions
+        # that came meanwhile) for a message of DBOSLoop.approve; the calls it awaits are the event
+        # PENDING_EVENT while it waits.
+        wanted = {p.id for p in pending}
+        await DBOS.set_event_async(PENDING_EVENT, dumps([pending_to_dict(p) for p in pending]))
+        timeout = self._owner.approval_timeout
+        while True:
+            text = await DBOS.recv_async(APPROVALS_TOPIC, timeout_seconds=timeout or _WAIT_CHUNK)
+            if text is None:  # the wait timed out
+                if timeout is None:
+                    continue
+                await DBOS.set_event_async(PENDING_EVENT, "[]")
+                return None
+            data = loads(text) if isinstance(text, str) else None
+            if isinstance(data, dict) and data.get("cancel"):
+                await DBOS.set_event_async(PENDING_EVENT, "[]")
+                raise _Cancelled
+            try:
+                decided = approvals_from_dict(data.get("approvals") if isinstance(data, dict) else data)
+            except ApprovalError:
+                continue  # a message of the wrong shape: not a decision
+            decisions = {k: v for k, v in decided.items() if k in wanted}
+            if decisions:
+                await DBOS.set_event_async(PENDING_EVENT, "[]")
+                return decisions
+
+    async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
+        async def summarize_step() -> str:
+            out = await BareLoop._summarize(self, compactor, messages)
+            return dumps(None if out is None else [m.to_dict() for m in out])
+
+        data = await self._step(self._names.summarize, summarize_step)
+        return None if data is None else [Message.from_dict(m) for m in data]
+
+
+async def recover(executor_ids: Sequence[str]) -> list[str]:
+    """Hand the pending runs of the DBOS executors ``executor_ids`` (workers that died; their
+    ``executor_id`` in ``DBOSConfig``) to this process's executor, which resumes each from its last recorded
+    step. Returns the workflow ids resumed. For several workers sharing a PostgreSQL system database, where
+    no DBOS Conductor watches them (DBOS docs, "Workflow Recovery": each executor recovers only its own
+    workflows when it restarts)."""
+    pending = await DBOS.list_workflows_async(
+        status="PENDING", executor_id=list(executor_ids), load_input=False, load_output=False
+    )
+    ids = [w.workflow_id for w in pending]
+    for workflow_id in ids:
+        await DBOS.resume_workflow_async(workflow_id)
+    return ids
+
+
+def cancel_marker_id(workflow_id: str) -> str:
+    """The id of the cancel request of the run ``workflow_id``: ``<workflow_id>.cancel``."""
+    return f"{workflow_id}.cancel"
+
+
+async def _cancel_request() -> None:
+    """A cancel request: its existence is the request."""
+
+
+def _check_picklable(output_type: Any) -> None:
+    mode = resolve_output(output_type)
+    if mode is None:
+        return
+    try:
+        pickle.loads(pickle.dumps(mode.type))
+    except Exception as exc:
+        raise TypeError(
+            f"DBOS records a run's result with pickle, and the output type {mode.type!r} cannot be pickled by "
+            f"reference (define it at a module's top level): {exc}"
+        ) from exc

@@ -1,0 +1,103 @@
+"""What a model call cost, in USD: a reply's :class:`~loopctl.response.Usage` priced by pydantic's
+``genai-prices`` (``pip install 'pyloopctl[prices]'``).
+
+:func:`price` looks up the model in the price data that ships with ``genai-prices`` (no network: the package's
+optional background updater, ``genai_prices.UpdatePrices``, is never started by loopctl) and prices every
+count of the usage at its own rate: uncached input, cache reads, cache writes, output (reasoning tokens are
+output tokens, and are passed as such for models that price them apart). Where the price is not known, the
+answer is ``None``, never a guess:
+
+- ``genai-prices`` is not installed;
+- the provider is not one ``genai-prices`` prices (the test doubles' ``"scripted"``), or the client talks to
+  a server of its own (an OpenAI-compatible server at a ``base_url`` other than the provider's own API:
+  the same model name there is not the provider's price);
+- the model is not in the price data.
+
+The engine prices each reply (``Turn.cost``, ``Run.cost``) with the provider, model and API URL of the client
+that answered. Pure apart from reading the package's data once, on the first call (about 0.4 s to import).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+from loopctl.response import Usage
+
+__all__ = ["PROVIDER_IDS", "available", "price"]
+
+PROVIDER_IDS: dict[str, str] = {
+    "openai": "openai",
+    "openai-responses": "openai",
+    "anthropic": "anthropic",
+    "gemini": "google",
+}
+"""``genai-prices``' provider id for each :attr:`ModelClient.provider <loopctl.providers.ModelClient>`."""
+
+
+@lru_cache(maxsize=1)
+def _prices() -> Any:
+    try:
+        import genai_prices
+    except ImportError:
+        return None
+    return genai_prices
+
+
+def available() -> bool:
+    """Whether prices can be looked up (``genai-prices`` is installed)."""
+    return _prices() is not None
+
+
+def price(
+    usage: Usage,
+    model: str | None,
+    *,
+    provider: str,
+    api_url: str | None = None,
+    at: datetime | None = None,
+) -> Decimal | None:
+    """The price in USD of one model call that used ``usage``, on ``model`` of ``provider`` (a
+    ``ModelClient.provider`` name), or ``None`` when it is not known (see the module docstring).
+
+    ``api_url`` is the URL the client sends to, when it has one: it must be the provider's own API (as
+    ``genai-prices`` matches it: ``https://api.openai.com``, ``https://api.anthropic.com``,
+    ``https://…googleapis.com``) for the provider's price to apply. ``at`` is when the call was made, for
+    prices that changed over time (default: now).
+    """
+    provider_id = PROVIDER_IDS.get(provider)
+    if provider_id is None or not model:
+        return None
+    lib = _prices()
+    if lib is None:
+        return None
+    if api_url is not None and _api_provider(lib, api_url) != provider_id:
+        return None
+    counts = {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+    }
+    if usage.reasoning_tokens:
+        counts["output_reasoning_tokens"] = usage.reasoning_tokens
+    try:
+        calculation = lib.calc_price(lib.Usage(**counts), model, provider_id=provider_id, genai_request_timestamp=at)
+    except LookupError:  # a model the price data does not list
+        return None
+    total: Decimal = calculation.total_price
+    return total
+
+
+@lru_cache(maxsize=64)
+def _api_provider(lib: Any, api_url: str) -> str | None:
+    """The ``genai-prices`` provider whose API is at ``api_url``, or ``None``."""
+    from genai_prices.data_snapshot import get_snapshot
+
+    try:
+        found = get_snapshot().find_provider(None, None, api_url)
+    except LookupError:
+        return None
+    return str(found.id)

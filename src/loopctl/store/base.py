@@ -1,0 +1,941 @@
+"""What every session store does, written once over a small backend interface.
+
+:class:`SessionStore` holds the algorithms (append with compare-and-swap on the head, fork, load, verify,
+import and export of session files); a backend (:class:`~loopctl.store.SQLiteStore`,
+:class:`~loopctl.store.PostgresStore`) supplies connections, transactions and its SQL dialect. Every
+operation has a blocking form (``load``) and an async twin with the same meaning (``aload``), which runs
+the blocking form on a worker thread (``asyncio.to_thread``), so a store works from any event loop, the
+fresh one of each ``BareLoop.run_sync`` included.
+
+Tables (both backends; the model and the version policy are in ``docs/sessions.md``):
+
+- ``loopctl_nodes(id, parent, depth, body, refs)``: immutable, content-addressed nodes (``chain.py``);
+- ``loopctl_blobs(hash, data)``: big payloads, stored once;
+- ``loopctl_sessions(id, head, revision, length, state, created_at, updated_at)``: the only rows that
+  change, one per session: the head pointer and the state beside it;
+- ``loopctl_heads(session_id, revision, head, at, kind)``: every move of every head, so an older chain (the
+  one before a compaction) stays findable;
+- ``loopctl_meta(key, value)``: ``schema_version``.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import datetime
+import gc
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import orjson
+
+from loopctl.errors import (
+    ConcurrentUpdate,
+    ConversationFileError,
+    InvalidMessage,
+    SessionExists,
+    SessionNotFound,
+    StoreCorrupt,
+    StoreError,
+)
+from loopctl.message import Message
+from loopctl.session import Session
+from loopctl.store.chain import (
+    BLOB_THRESHOLD,
+    Payload,
+    blob_hash,
+    canonical_bytes,
+    join_payloads,
+    node_id,
+    read_refs,
+    split_payloads,
+)
+from loopctl.store.state import SessionState, restore_checked
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Appended",
+    "HeadMove",
+    "Node",
+    "SessionInfo",
+    "SessionStore",
+    "StoreProblem",
+    "StoredSession",
+    "new_session_id",
+]
+
+SCHEMA_VERSION = 1
+"""The database schema this release creates and the newest it opens (policy: ``docs/sessions.md``)."""
+
+HeadKind = Literal["create", "append", "rewrite", "fork", "import"]
+"""Why a head moved: a new empty session, messages added on top of the head, a head moved to another
+chain (compaction, a prune pass, an edit, a salvage back to a coherent prefix), a fork, an import."""
+
+_MAX_ID = 200
+
+
+# --- records -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One node of a chain: its ``id`` (hex), its ``parent`` (hex, ``None`` for the first message), its
+    ``index`` in the chain (0 for the first message) and the ``message``."""
+
+    id: str
+    parent: str | None
+    index: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session as listed: its ``id``, ``head`` (hex node id, ``None`` when empty), ``revision`` (how many
+    times the head moved), ``length`` (messages up to the head), the ``state`` beside the head, and when
+    it was created and last changed (``created_at``, ``updated_at``: Unix time in seconds)."""
+
+    id: str
+    head: str | None
+    revision: int
+    length: int
+    state: SessionState | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """A loaded session: :class:`SessionInfo`'s fields, the ``messages`` up to the head (oldest first) and
+    their ``node_ids`` (hex, same order)."""
+
+    id: str
+    head: str | None
+    revision: int
+    state: SessionState
+    messages: tuple[Message, ...]
+    node_ids: tuple[str, ...]
+    created_at: float
+    updated_at: float
+
+    def machine(self) -> Any:
+        """A new :class:`~loopctl.engine.LoopMachine` exactly as saved (raises ``StoreCorrupt`` when the state
+        does not fit the chain)."""
+        try:
+            return restore_checked(self.state, self.messages, source=f"session {self.id!r}")
+        except ConversationFileError as exc:
+            raise StoreCorrupt(str(exc), session_id=self.id) from None
+
+    def to_session(self) -> Session:
+        """The session as a :class:`~loopctl.session.Session` (what a session file holds)."""
+        st = self.state
+        return Session(self.machine(), st.model, st.root, st.system_prompt, dict(st.metadata))
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What an append wrote: the new ``head`` (hex), the ``node_ids`` of the appended messages (hex, in
+    order) and the session's new ``revision``."""
+
+    head: str | None
+    node_ids: tuple[str, ...]
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeadMove:
+    """One move of a session's head: the ``revision`` it made, the new ``head`` (hex or ``None``), when
+    (``at``, Unix time in seconds), and ``kind`` (:data:`HeadKind`)."""
+
+    revision: int
+    head: str | None
+    at: float
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoreProblem:
+    """A problem :meth:`SessionStore.verify` found: the ``session_id``, the ``node`` concerned (hex, or
+    ``None`` for the session row itself), the message ``index`` in its chain when known, and what is wrong."""
+
+    session_id: str
+    node: str | None
+    index: int | None
+    problem: str
+
+    def __str__(self) -> str:
+        where = f"session {self.session_id!r}"
+        if self.node is not None:
+            where += f", node {self.node[:12]}"
+        if self.index is not None:
+            where += f" (message {self.index})"
+        return f"{where}: {self.problem}"
+
+
+def new_session_id() -> str:
+    """A fresh session id: the local time and 6 random hex digits (``20250101-120000-3f9a1c``), unique even
+    for sessions started in the same second."""
+    return f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def check_session_id(session_id: object) -> str:
+    """``session_id`` when it is a usable id (1 to 200 printable characters, no surrounding spaces); raises
+    ``ValueError`` otherwise."""
+    if not isinstance(session_id, str):
+        raise TypeError(f"a session id is a string, not {type(session_id).__name__}")
+    if not 0 < len(session_id) <= _MAX_ID or not session_id.isprintable() or session_id.strip() != session_id:
+        raise ValueError(
+            f"invalid session id {session_id!r}: expected 1 to {_MAX_ID} printable characters, "
+            "without leading or trailing spaces"
+        )
+    return session_id
+
+
+def _b(value: Any) -> bytes:
+    """A stored byte value as ``bytes``. Text where bytes belong (a row edited by hand: SQLite's ``replace()``
+    turns a blob into text) is read as its UTF-8 bytes, so the hashes, not a crash, report the change."""
+    if type(value) is bytes:
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    return bytes(value)
+
+
+def _ob(value: Any) -> bytes | None:
+    return None if value is None else _b(value)
+
+
+def _hex(value: bytes | None) -> str | None:
+    return None if value is None else _b(value).hex()
+
+
+def _unhex(value: str | None, what: str = "node id") -> bytes | None:
+    if value is None:
+        return None
+    try:
+        raw = bytes.fromhex(value)
+    except (ValueError, TypeError):
+        raise ValueError(f"invalid {what} {value!r}: expected 64 hex digits") from None
+    if len(raw) != 32:
+        raise ValueError(f"invalid {what} {value!r}: expected 64 hex digits")
+    return raw
+
+
+# --- the backend interface ---------------------------------------------------------------------------------
+
+
+class Tx(Protocol):
+    """A transaction of a backend (its SQL uses the backend's own placeholders)."""
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a statement that returns rows; all of them."""
+        ...
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run a statement; the number of rows it changed."""
+        ...
+
+    def run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run a statement once per parameter row."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The SQL a backend speaks for each step (placeholders, locking, upserts)."""
+
+    get_session: str
+    lock_session: str  # the same row, locked against other writers until the transaction ends
+    insert_session: str  # (id, revision, state, created_at, updated_at); does nothing when the id exists
+    update_session: str  # (head, revision, length, state, updated_at, id)
+    insert_node: str  # (id, parent, depth, body, refs); does nothing when the id exists
+    insert_blob: str  # (hash, data); does nothing when the hash exists
+    insert_head: str  # (session_id, revision, head, at, kind)
+    get_node: str  # id -> (id, parent, depth, body, refs)
+    chain: str  # head -> rows (id, parent, depth, body, refs), any order; each link's depth checked
+    walk: str  # head -> rows (id, parent, depth, body, refs): the parent links as stored, each row once
+    find_nodes: str  # (low, high) -> ids
+    list_sessions: str
+    heads: str  # session_id -> (revision, head, at, kind)
+    blobs: str  # a list of hashes -> (hash, data); "{in}" is replaced by the list's placeholders
+    param: str  # the placeholder of one parameter: "?" or "%s"
+
+    def blobs_query(self, hashes: Sequence[bytes]) -> tuple[str, Sequence[Any]]:
+        """The blob lookup for ``hashes`` and its parameters."""
+        if "{in}" in self.blobs:
+            return self.blobs.replace("{in}", ",".join([self.param] * len(hashes))), list(hashes)
+        return self.blobs, [list(hashes)]
+
+
+_BLOB_BATCH = 500
+
+
+class _CollectorPause:
+    """Pauses Python's cyclic garbage collector while a chain's messages are built (``with
+    _collector_paused:``).
+
+    A load creates a dozen objects per message and keeps them all: each pass of the collector over them frees
+    nothing, and the full passes, whose number grows with every object the load keeps, took half of a
+    10,000-message load (``docs/sessions.md``, "Figures"). The collector runs again when the last of the
+    loads running at the same time (in any thread) ends, and only if it was enabled when the first began.
+    Reference counting frees everything as usual meanwhile.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0  # loads building messages right now, in any thread
+        self._resume = False  # whether the first of them found the collector enabled
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._active == 0:
+                self._resume = gc.isenabled()
+                gc.disable()
+            self._active += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0 and self._resume:
+                if not gc.get_freeze_count():
+                    # Move every object to the oldest generation (freeze, then unfreeze at once): what the
+                    # load built would otherwise be walked by the very next young collection, to free
+                    # nothing. Skipped when the program froze objects itself (unfreeze would thaw them).
+                    gc.freeze()
+                    gc.unfreeze()
+                gc.enable()
+
+
+_collector_paused = _CollectorPause()
+
+
+class SessionStore(abc.ABC):
+    """A store of sessions: append-only chains of messages, one head pointer per session.
+
+    Subclasses give the connections (:meth:`_write`, :meth:`_read`) and the :class:`Dialect`. The public
+    operations below raise :class:`~loopctl.errors.SessionNotFound` for an unknown session,
+    :class:`~loopctl.errors.ConcurrentUpdate` for a stale head, :class:`~loopctl.errors.StoreCorrupt` for a
+    row that cannot be read back, and :class:`~loopctl.errors.StoreError` when the database fails.
+    """
+
+    dialect: Dialect
+    blob_threshold: int = BLOB_THRESHOLD
+
+    @abc.abstractmethod
+    def _write(self) -> contextlib.AbstractContextManager[Tx]:
+        """A write transaction: committed when the block ends, rolled back when it raises. Two write
+        transactions that lock the same session row (``lock_session``) run one after the other."""
+
+    @abc.abstractmethod
+    def _read(self) -> contextlib.AbstractContextManager[Tx]:
+        """A read-only transaction."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the store's connections; using it afterwards raises ``StoreError``."""
+
+    def _ensure_schema(self, tx: Tx, meta_exists: bool, statements: Iterable[str], where: str) -> None:
+        """Create the tables in ``tx`` when the database has none (``meta_exists`` is false), and refuse one
+        whose schema is newer than :data:`SCHEMA_VERSION` (policy: ``docs/sessions.md``)."""
+        version = None
+        if meta_exists:
+            row = tx.query("SELECT value FROM loopctl_meta WHERE key = 'schema_version'")
+            version = int(row[0][0]) if row else None
+        if version is not None and version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{where}: schema version {version} is newer than this release of loopctl reads ({SCHEMA_VERSION}); "
+                "upgrade loopctl to open it"
+            )
+        if version is None:
+            for statement in statements:
+                tx.run(statement)
+            tx.run(
+                f"INSERT INTO loopctl_meta (key, value) VALUES ('schema_version', {self.dialect.param}) "
+                "ON CONFLICT DO NOTHING",
+                (str(SCHEMA_VERSION),),
+            )
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writing -------------------------------------------------------------------------------------------
+
+    def create(self, session_id: str | None = None, *, state: SessionState | None = None) -> SessionInfo:
+        """Create an empty session (no messages yet) named ``session_id`` (default: :func:`new_session_id`).
+        Raises ``SessionExists`` when the id is taken."""
+        sid = check_session_id(session_id) if session_id is not None else new_session_id()
+        st = state or SessionState.at_rest(0)
+        if st.message_count != 0:
+            raise ValueError("a new empty session needs a state holding no messages")
+        now = time.time()
+        with self._write() as tx:
+            if not tx.run(self.dialect.insert_session, (sid, 1, st.to_bytes(), now, now)):
+                raise SessionExists(f"session {sid!r} already exists", session_id=sid)
+            tx.run(self.dialect.insert_head, (sid, 1, None, now, "create"))
+        return SessionInfo(sid, None, 1, 0, st, now, now)
+
+    def append(
+        self,
+        session_id: str,
+        messages: Iterable[Message],
+        *,
+        expected_head: str | None,
+        parent: str | Literal["head"] | None = "head",
+        state: SessionState | None = None,
+    ) -> Appended:
+        """Append ``messages`` to the session and move its head to the last of them, if and only if its head
+        is still ``expected_head`` (``None``: the session is empty or does not exist yet, and is created).
+
+        The messages hang from ``parent``: the head (default), another node (hex id) to move the head to a new
+        branch (a compaction or an edit, which leaves the old chain readable), or ``None`` to start a new
+        chain. ``state`` is stored beside the new head and must hold exactly the messages of its chain; by
+        default the session is at rest with them as its history (its settings kept).
+
+        Raises :class:`~loopctl.errors.ConcurrentUpdate` when the head has moved (nothing is written),
+        ``SessionNotFound`` when ``expected_head`` is given but the session does not exist or ``parent``
+        names no node, ``ValueError`` for a state that does not fit, ``InvalidMessage`` for a message that
+        cannot be written (before anything is)."""
+        return self._append(check_session_id(session_id), list(messages), expected_head, parent, state, new_only=False)
+
+    def _append(
+        self,
+        sid: str,
+        messages: list[Message],
+        expected_head: str | None,
+        parent: str | Literal["head"] | None,
+        state: SessionState | None,
+        *,
+        new_only: bool,
+        kind: HeadKind | None = None,
+    ) -> Appended:
+        expected = _unhex(expected_head, "expected head")
+        base = expected if parent == "head" else _unhex(parent, "parent")
+        # Everything that needs no database is done before the transaction: the ids, the payload split.
+        prepared: list[tuple[bytes, Payload]] = []
+        prev = base
+        for i, message in enumerate(messages):
+            if not isinstance(message, Message):
+                raise TypeError(f"messages[{i}] is a {type(message).__name__}, not a Message")
+            try:
+                data = canonical_bytes(message)
+            except InvalidMessage as exc:
+                where = f"messages[{i}].{exc.path}" if exc.path else f"messages[{i}]"
+                raise InvalidMessage(where, exc.expected) from None
+            nid = node_id(prev, data)
+            prepared.append((nid, split_payloads(data, message.to_dict(), self.blob_threshold)))
+            prev = nid
+        head = prev
+        d = self.dialect
+        now = time.time()
+        with self._write() as tx:
+            row = tx.query(d.lock_session, (sid,))
+            if not row:
+                if expected is not None:
+                    raise SessionNotFound(f"no session {sid!r}", session_id=sid)
+                tx.run(d.insert_session, (sid, 0, SessionState.at_rest(0).to_bytes(), now, now))
+                row = tx.query(d.lock_session, (sid,))
+            elif new_only:
+                raise SessionExists(f"session {sid!r} already exists", session_id=sid)
+            _, current, revision, length, state_bytes, _, _ = row[0]
+            current = _ob(current)
+            if current != expected:
+                raise ConcurrentUpdate(sid, expected_head, _hex(current))
+            if base is None:
+                depth0 = 0
+            elif base == current:
+                depth0 = length
+            else:
+                found = tx.query(d.get_node, (base,))
+                if not found:
+                    raise SessionNotFound(f"no node {_hex(base)} to append to", session_id=sid)
+                depth0 = found[0][2] + 1
+            new_length = depth0 + len(prepared)
+            if state is None:
+                old = _state(state_bytes, sid) if revision else None
+                state = SessionState.at_rest(new_length, old)
+            elif state.message_count != new_length:
+                raise ValueError(
+                    f"the state holds {state.message_count} messages but the chain up to the new head has {new_length}"
+                )
+            blobs: dict[bytes, bytes] = {}
+            for _, payload in prepared:
+                blobs.update(payload.blobs)
+            if blobs:
+                tx.run_many(d.insert_blob, list(blobs.items()))
+            if prepared:
+                rows = []
+                p = base
+                for i, (nid, payload) in enumerate(prepared):
+                    rows.append((nid, p, depth0 + i, payload.body, payload.packed_refs()))
+                    p = nid
+                tx.run_many(d.insert_node, rows)
+            revision += 1
+            tx.run(d.update_session, (head, revision, new_length, state.to_bytes(), now, sid))
+            if kind is None:
+                kind = "append" if base == current else "rewrite"
+            tx.run(d.insert_head, (sid, revision, head, now, kind))
+        return Appended(_hex(head), tuple(n.hex() for n, _ in prepared), revision)
+
+    def fork(self, session_id: str, *, at: str | None = None, new_id: str | None = None) -> SessionInfo:
+        """A new session (``new_id``, default :func:`new_session_id`) whose head is the node ``at`` (hex; any
+        node, by default the session's head). It shares every node with the original: nothing is copied.
+        Forked at the head, it takes the session's state; at another node, a machine at rest holding that
+        node's chain, with the session's settings. Raises ``SessionExists`` for a taken ``new_id``,
+        ``SessionNotFound`` for an unknown session or node."""
+        sid = check_session_id(session_id)
+        nid = check_session_id(new_id) if new_id is not None else new_session_id()
+        target = _unhex(at)
+        d = self.dialect
+        now = time.time()
+        with self._write() as tx:
+            row = tx.query(d.get_session, (sid,))
+            if not row:
+                raise SessionNotFound(f"no session {sid!r}", session_id=sid)
+            _, head, _, length, state_bytes, _, _ = row[0]
+            head = _ob(head)
+            state = _state(state_bytes, sid)
+            if target is not None and target != head:
+                found = tx.query(d.get_node, (target,))
+                if not found:
+                    raise SessionNotFound(f"no node {at}", session_id=sid)
+                head, length = target, found[0][2] + 1
+                state = SessionState.at_rest(length, state)
+            if not tx.run(d.insert_session, (nid, 1, state.to_bytes(), now, now)):
+                raise SessionExists(f"session {nid!r} already exists", session_id=nid)
+            tx.run(d.update_session, (head, 1, length, state.to_bytes(), now, nid))
+            tx.run(d.insert_head, (nid, 1, head, now, "fork"))
+        return SessionInfo(nid, _hex(head), 1, length, state, now, now)
+
+    def import_session(self, session: Session, *, session_id: str | None = None) -> SessionInfo:
+        """Store a :class:`~loopctl.session.Session` (a session file's contents) as a new session
+        ``session_id`` (default: :func:`new_session_id`); raises ``SessionExists`` when the id is taken."""
+        sid = check_session_id(session_id) if session_id is not None else new_session_id()
+        state = SessionState.of_session(session)
+        self._append(sid, list(session.machine.full_history()), None, None, state, new_only=True, kind="import")
+        return self.info(sid)
+
+    def import_file(self, path: str | os.PathLike[str], *, session_id: str | None = None) -> SessionInfo:
+        """Import a session file (``loopctl-session``) or a conversation file (its messages become the
+        history of a session at rest). The id defaults to the file's name without its suffix, with a random
+        suffix when that is taken. Raises ``ConversationFileError`` naming the file for one that cannot be
+        read (the file is never changed) and ``SessionExists`` for a taken ``session_id``."""
+        p = Path(path)
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            raise ConversationFileError(str(p), f"cannot read the file ({exc.strerror})") from None
+        session = _read_session_file(data, str(p))
+        if session_id is not None:
+            return self.import_session(session, session_id=session_id)
+        stem = p.stem.strip() or "imported"
+        try:
+            stem = check_session_id(stem[: _MAX_ID - 8])
+        except ValueError:
+            stem = "imported"
+        try:
+            return self.import_session(session, session_id=stem)
+        except SessionExists:
+            return self.import_session(session, session_id=f"{stem}-{secrets.token_hex(3)}")
+
+    def export_file(self, session_id: str, path: str | os.PathLike[str]) -> None:
+        """Write the session to ``path`` as a session file (``docs/wire-format.md``), atomically; a new file
+        is private to its owner (0o600). ``loopctl run --resume FILE`` and :meth:`import_file` read it."""
+        self.load(session_id).to_session().save(path)
+
+    # --- reading -------------------------------------------------------------------------------------------
+
+    def info(self, session_id: str) -> SessionInfo:
+        """The session's head and state, without its messages; raises ``SessionNotFound``."""
+        sid = check_session_id(session_id)
+        with self._read() as tx:
+            row = tx.query(self.dialect.get_session, (sid,))
+        if not row:
+            raise SessionNotFound(f"no session {sid!r}", session_id=sid)
+        return _info(row[0])
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every session, the most recently changed first."""
+        with self._read() as tx:
+            rows = tx.query(self.dialect.list_sessions)
+        return [_info(r) for r in rows]
+
+    def load(self, session_id: str) -> StoredSession:
+        """The session with its messages up to the head. Raises ``SessionNotFound``, and ``StoreCorrupt``
+        for a chain with a missing link, a message that does not parse, a payload that is missing or a state
+        that cannot be read, naming the node (the hashes are not re-derived: that is :meth:`verify`)."""
+        sid = check_session_id(session_id)
+        with self._read() as tx:
+            row = tx.query(self.dialect.get_session, (sid,))
+            if not row:
+                raise SessionNotFound(f"no session {sid!r}", session_id=sid)
+            _, head, revision, length, state_bytes, created, updated = row[0]
+            head = _ob(head)
+            ids, _, messages = self._chain(tx, head, length, sid)
+        state = _state(state_bytes, sid)
+        if state.message_count != len(messages):
+            raise StoreCorrupt(
+                f"session {sid!r}: its state holds {state.message_count} messages but its chain {len(messages)}",
+                session_id=sid,
+            )
+        return StoredSession(
+            sid, _hex(head), revision, state, tuple(messages), tuple(i.hex() for i in ids), created, updated
+        )
+
+    def chain(self, node: str) -> list[Node]:
+        """The chain ending at ``node`` (hex), oldest first: the conversation as it stood at that node.
+        Raises ``SessionNotFound`` for an unknown node."""
+        raw = _unhex(node)
+        with self._read() as tx:
+            found = tx.query(self.dialect.get_node, (raw,))
+            if not found:
+                raise SessionNotFound(f"no node {node}")
+            ids, parents, messages = self._chain(tx, raw, found[0][2] + 1, None)
+        return [Node(n.hex(), _hex(p), i, m) for i, (n, p, m) in enumerate(zip(ids, parents, messages, strict=True))]
+
+    def heads(self, session_id: str) -> list[HeadMove]:
+        """Every move of the session's head, oldest first: the chains it pointed to before (the one before a
+        compaction, before a salvage...) stay readable with :meth:`chain`."""
+        sid = check_session_id(session_id)
+        with self._read() as tx:
+            rows = tx.query(self.dialect.heads, (sid,))
+        if not rows:
+            self.info(sid)  # raises SessionNotFound
+        return [HeadMove(r[0], _hex(_ob(r[1])), float(r[2]), r[3]) for r in rows]
+
+    def find_node(self, prefix: str) -> str:
+        """The full id of the node whose hex id starts with ``prefix`` (at least 4 hex digits). Raises
+        ``SessionNotFound`` when no node or several nodes match, ``ValueError`` for a prefix that is not
+        hex."""
+        p = prefix.strip().lower()
+        if len(p) < 4 or len(p) > 64 or any(c not in "0123456789abcdef" for c in p):
+            raise ValueError(f"invalid node id {prefix!r}: expected at least 4 of its hex digits")
+        low = bytes.fromhex((p + "0" * 64)[:64])
+        high = bytes.fromhex((p + "f" * 64)[:64])
+        with self._read() as tx:
+            rows = tx.query(self.dialect.find_nodes, (low, high))
+        if not rows:
+            raise SessionNotFound(f"no node {prefix}")
+        if len(rows) > 1:
+            raise SessionNotFound(f"node id {prefix} is ambiguous: give more of its digits")
+        return _b(rows[0][0]).hex()
+
+    def _chain(
+        self, tx: Tx, head: bytes | None, length: int, sid: str | None
+    ) -> tuple[list[bytes], list[bytes | None], list[Message]]:
+        """The chain ending at ``head`` (``length`` nodes), read in one query and checked link by link:
+        its node ids, their parents and the messages, oldest first."""
+        if head is None:
+            return [], [], []
+        with _collector_paused:
+            return self._read_chain(tx, head, length, sid)
+
+    def _read_chain(
+        self, tx: Tx, head: bytes, length: int, sid: str | None
+    ) -> tuple[list[bytes], list[bytes | None], list[Message]]:
+        rows = sorted(tx.query(self.dialect.chain, (head,)), key=itemgetter(2))
+        where = f"session {sid!r}" if sid is not None else f"node {head.hex()[:12]}"
+        if len(rows) != length or (rows and _b(rows[-1][0]) != head):
+            raise StoreCorrupt(
+                f"{where}: the chain has {len(rows)} readable nodes of {length}; a link is missing "
+                "(run verify for details)",
+                session_id=sid,
+                node=head.hex(),
+            )
+        ids: list[bytes] = []
+        parents: list[bytes | None] = []
+        bodies: list[bytes] = []
+        cuts: list[list[tuple[int, bytes]] | None] = []  # each node's payload references, None for none
+        wanted: set[bytes] = set()
+        prev: bytes | None = None
+        for i, (nid, parent, depth, body, refs) in enumerate(rows):
+            nid, parent, body = _b(nid), _ob(parent), _b(body)
+            if depth != i or parent != prev:
+                raise StoreCorrupt(f"{where}: the chain is broken at message {i}", session_id=sid, node=nid.hex())
+            ref_list = None
+            if refs:
+                try:
+                    ref_list = read_refs(_b(refs), len(body))
+                except ValueError as exc:
+                    raise _unreadable(where, i, nid, sid, str(exc)) from None
+                wanted.update(key for _, key in ref_list)
+            ids.append(nid)
+            parents.append(parent)
+            bodies.append(body)
+            cuts.append(ref_list)
+            prev = nid
+        blobs = self._fetch_blobs(tx, wanted)
+        messages: list[Message] = []
+        from_json = Message.from_json
+        for i, (body, ref_list) in enumerate(zip(bodies, cuts, strict=True)):
+            try:
+                messages.append(from_json(body if ref_list is None else join_payloads(body, ref_list, blobs)))
+            except KeyError as exc:
+                what = f"a payload is missing ({_b(exc.args[0]).hex()[:12]})"
+                raise _unreadable(where, i, ids[i], sid, what) from None
+            except ValueError as exc:  # InvalidMessage
+                raise _unreadable(where, i, ids[i], sid, str(exc)) from None
+        return ids, parents, messages
+
+    def _blobs(self, tx: Tx, rows: Iterable[tuple[Any, ...]]) -> dict[bytes, bytes]:
+        """The blobs the node ``rows`` refer to (a row whose references cannot be read is skipped: the caller
+        reports it)."""
+        wanted: set[bytes] = set()
+        for r in rows:
+            if r[4]:
+                with contextlib.suppress(ValueError):
+                    wanted.update(h for _, h in read_refs(_b(r[4]), len(_b(r[3]))))
+        return self._fetch_blobs(tx, wanted)
+
+    def _fetch_blobs(self, tx: Tx, wanted: Iterable[bytes]) -> dict[bytes, bytes]:
+        out: dict[bytes, bytes] = {}
+        keys = sorted(wanted)
+        for i in range(0, len(keys), _BLOB_BATCH):
+            sql, params = self.dialect.blobs_query(keys[i : i + _BLOB_BATCH])
+            for h, data in tx.query(sql, params):
+                out[_b(h)] = _b(data)
+        return out
+
+    # --- blobs ---------------------------------------------------------------------------------------------
+
+    def put_blobs(self, blobs: Mapping[bytes, bytes]) -> None:
+        """Store each blob of ``blobs`` under its key, the SHA-256 of its bytes (``chain.blob_hash``); a key
+        already stored is left as it is. For other content-addressed data kept beside the sessions (the
+        Temporal claim check of ``loopctl.durable.claimcheck``). Raises ``ValueError`` for a key that is not
+        its blob's hash, before anything is written."""
+        for key, data in blobs.items():
+            if blob_hash(data) != key:
+                raise ValueError(f"blob key {key.hex()} is not the SHA-256 of its {len(data)} bytes")
+        if blobs:
+            with self._write() as tx:
+                tx.run_many(self.dialect.insert_blob, list(blobs.items()))
+
+    def get_blobs(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        """The blobs of ``keys`` the store has (a key it does not have is left out)."""
+        wanted = sorted(set(keys))
+        out: dict[bytes, bytes] = {}
+        with self._read() as tx:
+            for i in range(0, len(wanted), _BLOB_BATCH):
+                sql, params = self.dialect.blobs_query(wanted[i : i + _BLOB_BATCH])
+                for h, data in tx.query(sql, params):
+                    out[_b(h)] = _b(data)
+        return out
+
+    # --- verification --------------------------------------------------------------------------------------
+
+    def verify(self, session_id: str) -> list[StoreProblem]:
+        """Re-derive every hash of the session: each node of its current chain and of every chain its head
+        pointed to before (from :meth:`heads`), and each blob they use. Returns the problems found, each
+        naming its node: empty when the session is sound. Raises ``SessionNotFound``."""
+        sid = check_session_id(session_id)
+        problems: list[StoreProblem] = []
+        with self._read() as tx:
+            row = tx.query(self.dialect.get_session, (sid,))
+            if not row:
+                raise SessionNotFound(f"no session {sid!r}", session_id=sid)
+            _, head, _, length, state_bytes, _, _ = row[0]
+            head = _ob(head)
+            heads = [head] + [_ob(r[1]) for r in tx.query(self.dialect.heads, (sid,))]
+            seen: set[bytes] = set()
+            for h in dict.fromkeys(heads):
+                if h is not None:
+                    problems += self._verify_chain(tx, sid, h, seen, length if h == head else None)
+        try:
+            state = _state(state_bytes, sid)
+            if state.message_count != length:
+                problems.append(
+                    StoreProblem(sid, None, None, f"its state holds {state.message_count} messages, its chain {length}")
+                )
+        except StoreCorrupt as exc:
+            problems.append(StoreProblem(sid, None, None, exc.message))
+        return problems
+
+    def _verify_chain(self, tx: Tx, sid: str, head: bytes, seen: set[bytes], length: int | None) -> list[StoreProblem]:
+        """Problems of the chain ending at ``head`` (``length`` nodes when it is the current head), walking the
+        parent links as stored and stopping at a node already checked (in ``seen``)."""
+        rows = {_b(r[0]): r for r in tx.query(self.dialect.walk, (head,))}
+        blobs = self._blobs(tx, rows.values())
+        problems: list[StoreProblem] = []
+        walked: set[bytes] = set()
+        at: bytes | None = head
+        child: bytes | None = None
+        child_depth: int | None = None
+        while at is not None and at not in seen:
+            if at in walked:
+                problems.append(StoreProblem(sid, at.hex(), None, "its chain loops back to it"))
+                break
+            walked.add(at)
+            r = rows.get(at)
+            if r is None:
+                what = "the session's head" if child is None else f"the parent of node {child.hex()[:12]}"
+                problems.append(StoreProblem(sid, at.hex(), None, f"{what} is missing from the nodes"))
+                break
+            seen.add(at)
+            _, parent, depth, body, refs = r
+            parent, body = _ob(parent), _b(body)
+            if child is None and length is not None and depth != length - 1:
+                problems.append(StoreProblem(sid, at.hex(), depth, f"the head is message {depth}, not {length - 1}"))
+            if child_depth is not None and depth != child_depth - 1:
+                problems.append(StoreProblem(sid, at.hex(), depth, f"its depth is {depth}, its child's {child_depth}"))
+            if parent is None and depth != 0:
+                problems.append(StoreProblem(sid, at.hex(), depth, f"it has no parent but is message {depth}"))
+            problems += self._verify_node(sid, at, parent, depth, body, refs, blobs)
+            child, child_depth, at = at, depth, parent
+        return problems
+
+    @staticmethod
+    def _verify_node(
+        sid: str, nid: bytes, parent: bytes | None, depth: int, body: bytes, refs: Any, blobs: dict[bytes, bytes]
+    ) -> list[StoreProblem]:
+        try:
+            ref_list = read_refs(_ob(refs) if refs else None, len(body))
+        except ValueError as exc:
+            return [StoreProblem(sid, nid.hex(), depth, str(exc))]
+        problems = []
+        for _, key in ref_list:
+            data = blobs.get(key)
+            if data is None:
+                problems.append(StoreProblem(sid, nid.hex(), depth, f"its payload {key.hex()[:12]} is missing"))
+            elif blob_hash(data) != key:
+                problems.append(
+                    StoreProblem(sid, nid.hex(), depth, f"its payload {key.hex()[:12]} does not match its hash")
+                )
+        if problems:
+            return problems
+        computed = node_id(parent, join_payloads(body, ref_list, blobs))
+        if computed != nid:
+            return [
+                StoreProblem(
+                    sid,
+                    nid.hex(),
+                    depth,
+                    f"its content does not match its id (it hashes to {computed.hex()[:12]}): the row was changed "
+                    "after it was written",
+                )
+            ]
+        return []
+
+    # --- async twins ---------------------------------------------------------------------------------------
+
+    async def acreate(self, session_id: str | None = None, *, state: SessionState | None = None) -> SessionInfo:
+        """:meth:`create`, off the event loop."""
+        return await asyncio.to_thread(self.create, session_id, state=state)
+
+    async def aappend(
+        self,
+        session_id: str,
+        messages: Iterable[Message],
+        *,
+        expected_head: str | None,
+        parent: str | Literal["head"] | None = "head",
+        state: SessionState | None = None,
+    ) -> Appended:
+        """:meth:`append`, off the event loop."""
+        msgs = list(messages)
+        return await asyncio.to_thread(
+            self.append, session_id, msgs, expected_head=expected_head, parent=parent, state=state
+        )
+
+    async def afork(self, session_id: str, *, at: str | None = None, new_id: str | None = None) -> SessionInfo:
+        """:meth:`fork`, off the event loop."""
+        return await asyncio.to_thread(self.fork, session_id, at=at, new_id=new_id)
+
+    async def aload(self, session_id: str) -> StoredSession:
+        """:meth:`load`, off the event loop."""
+        return await asyncio.to_thread(self.load, session_id)
+
+    async def ainfo(self, session_id: str) -> SessionInfo:
+        """:meth:`info`, off the event loop."""
+        return await asyncio.to_thread(self.info, session_id)
+
+    async def asessions(self) -> list[SessionInfo]:
+        """:meth:`sessions`, off the event loop."""
+        return await asyncio.to_thread(self.sessions)
+
+    async def achain(self, node: str) -> list[Node]:
+        """:meth:`chain`, off the event loop."""
+        return await asyncio.to_thread(self.chain, node)
+
+    async def aheads(self, session_id: str) -> list[HeadMove]:
+        """:meth:`heads`, off the event loop."""
+        return await asyncio.to_thread(self.heads, session_id)
+
+    async def averify(self, session_id: str) -> list[StoreProblem]:
+        """:meth:`verify`, off the event loop."""
+        return await asyncio.to_thread(self.verify, session_id)
+
+    async def aimport_file(self, path: str | os.PathLike[str], *, session_id: str | None = None) -> SessionInfo:
+        """:meth:`import_file`, off the event loop."""
+        return await asyncio.to_thread(self.import_file, path, session_id=session_id)
+
+    async def aexport_file(self, session_id: str, path: str | os.PathLike[str]) -> None:
+        """:meth:`export_file`, off the event loop."""
+        await asyncio.to_thread(self.export_file, session_id, path)
+
+    async def aput_blobs(self, blobs: Mapping[bytes, bytes]) -> None:
+        """:meth:`put_blobs`, off the event loop."""
+        await asyncio.to_thread(self.put_blobs, dict(blobs))
+
+    async def aget_blobs(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        """:meth:`get_blobs`, off the event loop."""
+        return await asyncio.to_thread(self.get_blobs, list(keys))
+
+    async def aclose(self) -> None:
+        """:meth:`close`, off the event loop."""
+        await asyncio.to_thread(self.close)
+
+
+def _unreadable(where: str, index: int, nid: bytes, sid: str | None, what: str) -> StoreCorrupt:
+    return StoreCorrupt(
+        f"{where}: message {index} (node {nid.hex()[:12]}) cannot be read: {what}", session_id=sid, node=nid.hex()
+    )
+
+
+def _state(data: Any, sid: str) -> SessionState:
+    try:
+        return SessionState.from_bytes(_b(data), source=f"session {sid!r} state")
+    except ConversationFileError as exc:
+        raise StoreCorrupt(str(exc), session_id=sid) from None
+
+
+def _info(row: tuple[Any, ...]) -> SessionInfo:
+    sid, head, revision, length, state_bytes, created, updated = row
+    try:
+        state: SessionState | None = _state(state_bytes, sid)
+    except StoreCorrupt:
+        state = None
+    return SessionInfo(sid, _hex(_ob(head)), revision, length, state, created, updated)
+
+
+def _read_session_file(data: bytes, source: str) -> Session:
+    """A session file's contents, or a conversation file's messages as a session at rest."""
+    from loopctl.engine.machine import LoopMachine
+    from loopctl.message import loads_conversation
+
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("kind") == "loopctl-session":
+        return Session.from_bytes(data, source=source)
+    return Session(LoopMachine(loads_conversation(data, source=source)))
+
+
+@contextlib.contextmanager
+def translate_errors(kind: type[BaseException] | tuple[type[BaseException], ...], what: str) -> Iterator[None]:
+    """Re-raise a backend's own errors (``kind``) as ``StoreError`` naming ``what`` failed."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except kind as exc:
+        raise StoreError(f"{what}: {exc}") from exc

@@ -1,0 +1,224 @@
+"""A loop machine kept in a stored session: loaded once, then saved as it changes.
+
+:class:`SessionBinding` remembers the chain it last saw (the messages and their node ids) and the head it
+last wrote. Saving compares the machine's messages with that chain, object by object: what is new since
+goes on top of the head; when a compaction or a prune pass rewrote earlier messages, the new tail hangs from
+the last message they still share (so the old chain stays readable). Every save is a compare-and-swap on the
+head: a binding whose head another writer moved gets :class:`~loopctl.errors.ConcurrentUpdate`, writes
+nothing, and stays *stale* (every later save refuses the same way) until :meth:`SessionBinding.load` is
+called again.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from loopctl.engine.machine import LoopMachine, MachineState
+from loopctl.errors import ConcurrentUpdate, SessionNotFound
+from loopctl.message import Message
+from loopctl.store.state import SessionState
+
+if TYPE_CHECKING:
+    from loopctl.store.base import Appended, SessionStore, StoredSession
+
+__all__ = ["SessionBinding", "bind"]
+
+
+class SessionBinding:
+    """Keeps :class:`~loopctl.engine.LoopMachine` state in the session ``session_id`` of ``store``.
+
+    ``model``, ``root``, ``system_prompt`` and ``metadata`` are the session's settings, saved with every
+    state; ``None`` keeps what the stored session has (after :meth:`load`).
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        session_id: str,
+        *,
+        model: str | None = None,
+        root: str | None = None,
+        system_prompt: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.model, self.root, self.system_prompt = model, root, system_prompt
+        self.metadata: dict[str, Any] | None = dict(metadata) if metadata is not None else None
+        self.head: str | None = None
+        """The head this binding last read or wrote (hex; ``None`` for a session not yet written)."""
+        self.stale: ConcurrentUpdate | None = None
+        """The refusal that made this binding stale, or ``None``."""
+        self._messages: list[Message] = []
+        self._ids: list[str] = []
+        self._state: bytes | None = None
+
+    # --- loading -------------------------------------------------------------------------------------------
+
+    def load(self) -> LoopMachine | None:
+        """The stored machine, or ``None`` when the session does not exist yet. A machine saved mid-run (its
+        writer stopped before the run ended) is cancelled back to its coherent prefix, every tool call
+        answered, as ``loopctl run --resume`` does; the next save records that. A run paused for approvals
+        (``awaiting_approval``) is not in flight: it is loaded as it is, to be continued with its decisions."""
+        try:
+            stored = self.store.load(self.session_id)
+        except SessionNotFound:
+            self._reset(None)
+            return None
+        return self._adopt(stored)
+
+    async def aload(self) -> LoopMachine | None:
+        """:meth:`load`, off the event loop."""
+        try:
+            stored = await self.store.aload(self.session_id)
+        except SessionNotFound:
+            self._reset(None)
+            return None
+        return self._adopt(stored)
+
+    def _reset(self, stored: StoredSession | None) -> None:
+        self.stale = None
+        if stored is None:
+            self.head, self._messages, self._ids, self._state = None, [], [], None
+            return
+        self.head = stored.head
+        self._messages = list(stored.messages)
+        self._ids = list(stored.node_ids)
+        st = stored.state
+        self._state = st.to_bytes()
+        self.model = self.model if self.model is not None else st.model
+        self.root = self.root if self.root is not None else st.root
+        self.system_prompt = self.system_prompt if self.system_prompt is not None else st.system_prompt
+        self.metadata = self.metadata if self.metadata is not None else dict(st.metadata)
+
+    def _adopt(self, stored: StoredSession) -> LoopMachine:
+        self._reset(stored)
+        machine: LoopMachine = stored.machine()
+        if machine.state not in (MachineState.START, MachineState.TERMINAL, MachineState.AWAITING_APPROVAL):
+            machine.cancel()
+        return machine
+
+    # --- saving --------------------------------------------------------------------------------------------
+
+    def state_of(self, machine: LoopMachine) -> SessionState:
+        """The state document ``machine`` is saved with (its messages left out), with this binding's
+        settings."""
+        return SessionState(
+            SessionState.of(machine).machine, self.model, self.root, self.system_prompt, self.metadata or {}
+        )
+
+    def _plan(self, machine: LoopMachine) -> tuple[list[Message], int, SessionState] | None:
+        """``(current, shared, state)``: the machine's messages, how many of them the saved chain shares, and
+        its state; ``None`` when nothing changed since the last save. O(1) Python steps in the history's
+        length (the comparison of the two lists runs in C)."""
+        view = machine.full_history()[:]  # a slice copies in C; iterating the view would not
+        current = view if isinstance(view, list) else list(view)
+        known = self._messages
+        n = min(len(current), len(known))
+        same = list(map(operator.is_, current[:n], known[:n]))
+        shared = same.index(False) if False in same else n
+        state = self.state_of(machine)
+        if shared == len(known) == len(current) and state.to_bytes() == self._state:
+            return None
+        return current, shared, state
+
+    def _refuse_if_stale(self) -> None:
+        if self.stale is not None:
+            raise ConcurrentUpdate(self.session_id, self.stale.expected, self.stale.actual)
+
+    def _adopt_append(self, current: list[Message], shared: int, state: SessionState, done: Appended) -> None:
+        self.head = done.head
+        self._messages = current
+        self._ids = self._ids[:shared] + list(done.node_ids)
+        self._state = state.to_bytes()
+
+    def save(self, machine: LoopMachine) -> bool:
+        """Write what changed in ``machine`` since the last load or save; ``False`` when nothing had. Raises
+        :class:`~loopctl.errors.ConcurrentUpdate` (nothing written; the binding becomes stale) when another
+        writer moved the head, and ``StoreError`` when the database fails."""
+        self._refuse_if_stale()
+        plan = self._plan(machine)
+        if plan is None:
+            return False
+        current, shared, state = plan
+        parent = self._ids[shared - 1] if shared else None
+        try:
+            done = self.store.append(
+                self.session_id, current[shared:], expected_head=self.head, parent=parent, state=state
+            )
+        except ConcurrentUpdate as exc:
+            self.stale = exc
+            raise
+        self._adopt_append(current, shared, state, done)
+        return True
+
+    async def asave(self, machine: LoopMachine) -> bool:
+        """:meth:`save`, off the event loop (the machine must not change until it returns)."""
+        self._refuse_if_stale()
+        plan = self._plan(machine)
+        if plan is None:
+            return False
+        current, shared, state = plan
+        parent = self._ids[shared - 1] if shared else None
+        try:
+            done = await self.store.aappend(
+                self.session_id, current[shared:], expected_head=self.head, parent=parent, state=state
+            )
+        except ConcurrentUpdate as exc:
+            self.stale = exc
+            raise
+        self._adopt_append(current, shared, state, done)
+        return True
+
+    @property
+    def node_ids(self) -> Sequence[str]:
+        """The node ids (hex) of the saved chain, oldest first."""
+        return tuple(self._ids)
+
+    # --- the driver's two calls ----------------------------------------------------------------------------
+
+    async def save_turn(self, machine: LoopMachine) -> bool:
+        """Save before a model call (the turn before it is complete: its reply and every tool result, or the
+        run's input). A save that fails, stale or not, ends the run (``machine.fail``: ``ConcurrentUpdate`` or
+        ``StoreError`` as its error) rather than go on with work that cannot be kept; returns ``True`` then."""
+        from loopctl.errors import StoreError
+
+        try:
+            await self.asave(machine)
+        except StoreError as exc:
+            machine.fail(exc)
+            return True
+        return False
+
+    async def save_end(self, machine: LoopMachine, *, failing: bool) -> None:
+        """Save when a run is over (completed, failed, cancelled, salvaged). Raises ``ConcurrentUpdate`` or
+        ``StoreError`` when the save fails, unless the run is already ``failing`` (an exception is on its way
+        out, and stays the one raised) or the binding is stale (the run's refusal is its outcome)."""
+        from loopctl.errors import StoreError
+
+        if self.stale is not None:
+            return
+        try:
+            await self.asave(machine)
+        except StoreError:
+            if not failing:
+                raise
+
+
+def bind(
+    store: SessionStore, session_id: str | None, machine: LoopMachine | None, *, system_prompt: str | None = None
+) -> tuple[SessionBinding, LoopMachine | None]:
+    """A binding to ``session_id`` (a new id when ``None``) and the machine to run: the stored one when the
+    session exists, else ``machine``. Raises ``ValueError`` when both a stored session and ``machine`` are
+    there (which one should win is the caller's decision)."""
+    from loopctl.store.base import new_session_id
+
+    binding = SessionBinding(store, session_id or new_session_id(), system_prompt=system_prompt)
+    loaded = binding.load()
+    if loaded is None:
+        return binding, machine
+    if machine is not None:
+        raise ValueError(f"session {binding.session_id!r} exists in the store; pass either it or a machine, not both")
+    return binding, loaded

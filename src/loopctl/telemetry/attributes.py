@@ -1,0 +1,122 @@
+"""The names OpenTelemetry GenAI semantic conventions give to spans, attributes and metrics, and loopctl's own.
+
+Source: the OpenTelemetry GenAI semantic conventions (status Development), kept in the
+``open-telemetry/semantic-conventions-genai`` repository: ``docs/gen-ai/gen-ai-spans.md`` (inference and
+execute-tool spans), ``gen-ai-agent-spans.md`` (invoke-agent span), ``gen-ai-metrics.md`` (metrics) and the
+JSON schemas of ``gen_ai.input.messages`` / ``gen_ai.output.messages``. Names under ``loopctl.`` are ours, for
+what the conventions do not cover (compaction passes, run totals). Pure constants.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- operations (gen_ai.operation.name) ----------------------------------------------------------------------
+OP_CHAT: Final = "chat"
+"""A chat completion call (OpenAI Chat and Responses, Anthropic Messages)."""
+OP_GENERATE_CONTENT: Final = "generate_content"
+"""Gemini's generateContent, the conventions' name for it."""
+OP_EXECUTE_TOOL: Final = "execute_tool"
+OP_INVOKE_AGENT: Final = "invoke_agent"
+
+# --- common ------------------------------------------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+ERROR_TYPE: Final = "error.type"
+
+# --- agent ---------------------------------------------------------------------------------------------------
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+
+# --- request -------------------------------------------------------------------------------------------------
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_REQUEST_STOP_SEQUENCES: Final = "gen_ai.request.stop_sequences"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+
+# --- response ------------------------------------------------------------------------------------------------
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+"""Seconds from sending the (last) attempt to its stream's first event; streamed calls only."""
+
+# --- usage (tokens) ------------------------------------------------------------------------------------------
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
+
+# --- tools ---------------------------------------------------------------------------------------------------
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+
+# --- content (opt-in: OTelObserver(capture_content=True)); JSON strings on spans -------------------------------
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+
+# --- metrics -------------------------------------------------------------------------------------------------
+GEN_AI_CLIENT_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+"""Histogram of tokens per model call, unit ``{token}``, one record per ``gen_ai.token.type``."""
+GEN_AI_CLIENT_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
+"""Histogram of model-call durations in seconds (retries included)."""
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+TOKEN_TYPE_INPUT: Final = "input"
+TOKEN_TYPE_OUTPUT: Final = "output"
+
+TOKEN_USAGE_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+"""The explicit bucket boundaries the conventions give ``gen_ai.client.token.usage``."""
+DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+"""The explicit bucket boundaries the conventions give ``gen_ai.client.operation.duration`` (seconds)."""
+
+# --- error.type values of our own (the conventions ask instrumentations to list theirs) --------------------------
+ERROR_CANCELLED: Final = "cancelled"
+"""The operation was cancelled (the run's cancel signal, or its task was cancelled)."""
+ERROR_TOOL: Final = "tool_error"
+"""A tool call ended in an error result the model reads (the tool raised, timed out, got bad input...)."""
+ERROR_DENIED: Final = "denied"
+"""The permission callback refused the tool call; the tool did not run."""
+
+# --- loopctl's own -------------------------------------------------------------------------------------------
+LOOPCTL_OUTCOME: Final = "loopctl.run.outcome"
+"""How a run ended (``completed``, ``failed``, ``max_turns``...: ``loopctl.engine.OutcomeKind``)."""
+LOOPCTL_TURNS: Final = "loopctl.run.turns"
+"""Model calls in the run."""
+LOOPCTL_RUN_INPUT_TOKENS: Final = "loopctl.run.usage.input_tokens"
+"""The run's total input tokens: a sum over its chat spans, kept off ``gen_ai.usage.*`` so backends that sum
+those do not count a call twice."""
+LOOPCTL_RUN_OUTPUT_TOKENS: Final = "loopctl.run.usage.output_tokens"
+"""The run's total output tokens (see :data:`LOOPCTL_RUN_INPUT_TOKENS`)."""
+LOOPCTL_REASONING_EFFORT: Final = "loopctl.request.reasoning_effort"
+"""The request's ``reasoning_effort`` (``minimal``, ``low``, ``medium``, ``high``)."""
+LOOPCTL_RETRY_EVENT: Final = "loopctl.retry"
+"""The span event on a chat span for each retried attempt (attributes ``loopctl.retry.attempt``,
+``loopctl.retry.delay`` in seconds, and ``error.type``)."""
+LOOPCTL_RETRY_ATTEMPT: Final = "loopctl.retry.attempt"
+LOOPCTL_RETRY_DELAY: Final = "loopctl.retry.delay"
+LOOPCTL_FALLBACK_EVENT: Final = "loopctl.fallback"
+"""The span event on a chat span when the call moves to the next client of a fallback chain (attributes
+``loopctl.fallback.from``, ``loopctl.fallback.to`` as ``provider:model``, and ``error.type``); the span's
+``gen_ai.provider.name`` and ``gen_ai.request.model`` then name the new client."""
+LOOPCTL_FALLBACK_FROM: Final = "loopctl.fallback.from"
+LOOPCTL_FALLBACK_TO: Final = "loopctl.fallback.to"
+LOOPCTL_RUN_COST: Final = "loopctl.run.cost"
+"""The run's cost in USD (a string holding the decimal), when every reply's price is known."""
+LOOPCTL_COMPACTION_KIND: Final = "loopctl.compaction.kind"
+"""``prune``, ``truncate`` or ``summarize``."""
+LOOPCTL_COMPACTION_REASON: Final = "loopctl.compaction.reason"
+"""``prune_line``, ``threshold`` or ``emergency``."""
+LOOPCTL_COMPACTION_TOKENS_BEFORE: Final = "loopctl.compaction.tokens_before"
+LOOPCTL_COMPACTION_TOKENS_AFTER: Final = "loopctl.compaction.tokens_after"
+
+PROVIDER_NAMES: Final = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
+"""``ModelClient.provider`` to ``gen_ai.provider.name`` (Gemini's AI Studio endpoint is ``gcp.gemini``); any
+other provider string is recorded as it is."""

@@ -1,0 +1,560 @@
+""":class:`OTelObserver`: a run's events as OpenTelemetry spans and metrics, by the GenAI conventions.
+
+An observer (``BareLoop(..., observers=[OTelObserver()])``) turns the engine's typed events
+(:mod:`loopctl.engine.events`) into this span tree::
+
+    invoke_agent {agent_name}          INTERNAL  the run
+    ├── chat {model}                   CLIENT    each model call, its retries inside (generate_content for Gemini)
+    ├── execute_tool {tool}            INTERNAL  each tool call; parallel calls are siblings
+    └── compact {kind}                 INTERNAL  each prune or compaction pass (loopctl's own span)
+
+and records the metrics ``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration`` per model
+call. Names and shapes follow the OpenTelemetry GenAI semantic conventions (``docs/telemetry.md`` lists every
+attribute; :mod:`loopctl.telemetry.attributes` holds the names).
+
+Only the OpenTelemetry *API* is used; the application configures the SDK (or nothing: then the API's no-op
+provider makes every span non-recording and the observer skips the work of building attributes). When
+``opentelemetry-api`` is not installed the observer warns once and records nothing; a run is never affected.
+Message content (``gen_ai.input.messages``, ``gen_ai.output.messages``, the system prompt, tool definitions,
+tool arguments and results) is recorded only with ``capture_content=True``; API keys and HTTP headers are never
+seen by the observer at all. A failure inside the observer is logged, never raised into the run.
+
+The span of the operation in progress is made current (``opentelemetry.context.attach``) for its duration, in
+the task that runs it, so spans the HTTP client or an MCP session create nest under it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import warnings
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from loopctl.engine.events import (
+    CompactionFinished,
+    CompactionStarted,
+    LoopEvent,
+    ModelCallFailed,
+    ModelFallback,
+    ModelRetry,
+    ModelStreamEvent,
+    RunAborted,
+    RunFinished,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+)
+from loopctl.engine.machine import OutcomeKind
+from loopctl.engine.run import Run
+from loopctl.response import Usage
+from loopctl.telemetry import attributes as a
+from loopctl.telemetry.messages import (
+    FINISH_REASONS,
+    input_messages,
+    output_message,
+    system_instructions,
+    tool_definitions,
+    tool_result,
+)
+
+try:
+    from opentelemetry import context as _context
+    from opentelemetry import metrics as _metrics
+    from opentelemetry import trace as _trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+except ImportError:  # the [otel] extra is not installed: the observer records nothing
+    _OTEL = False
+else:
+    _OTEL = True
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import Span, TracerProvider
+
+__all__ = ["OTelObserver"]
+
+_log = logging.getLogger("loopctl.telemetry")
+
+_INSTRUMENTATION = "loopctl"
+
+# Run outcomes that are errors of the invoke_agent operation (error.type is the value given).
+_FAILED_OUTCOMES = {
+    OutcomeKind.CANCELLED: a.ERROR_CANCELLED,
+    OutcomeKind.CONTEXT_OVERFLOW: "context_overflow",
+    OutcomeKind.MAX_TURNS: "max_turns",
+    OutcomeKind.LIMIT_REACHED: "limit_reached",
+    OutcomeKind.LOOP_DETECTED: "loop_detected",
+}
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value, default=str).decode()
+
+
+def _task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running event loop
+        return None
+
+
+def provider_name(provider: str) -> str:
+    """``gen_ai.provider.name`` for a ``ModelClient.provider`` (``"gemini"`` -> ``"gcp.gemini"``)."""
+    return a.PROVIDER_NAMES.get(provider, provider)
+
+
+def operation_name(provider: str) -> str:
+    """``gen_ai.operation.name`` of a model call: ``generate_content`` for Gemini, else ``chat``."""
+    return a.OP_GENERATE_CONTENT if provider == "gemini" else a.OP_CHAT
+
+
+@dataclass(slots=True)
+class _Op:
+    """One open span: the span, the context token that made it current, and the task that holds the token."""
+
+    span: Span
+    token: Token[Any] | None
+    task: asyncio.Task[Any] | None
+    started: float  # time.perf_counter()
+    metric_attrs: dict[str, Any] = field(default_factory=dict)
+    attempt_started: float = 0.0
+    first_chunk: bool = False
+
+
+_SILENT: Any = object()
+"""The run state of a run followed by no configured provider (nothing is recorded)."""
+
+
+@dataclass(slots=True)
+class _RunState:
+    """What the observer holds for one run (one per task that runs a loop, found through a context var)."""
+
+    run: _Op
+    var_token: Token[_RunState | None] | None = None
+    provider: str = ""
+    model: str = ""
+    chat: _Op | None = None
+    compaction: _Op | None = None
+    tools: dict[str, _Op] = field(default_factory=dict)
+    descriptions: dict[str, str] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    converted: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # message id -> its JSON (content)
+
+
+class OTelObserver:
+    """An observer that records each run as OpenTelemetry GenAI spans and metrics.
+
+    ``tracer_provider`` / ``meter_provider``: where spans and metrics go (default: the global providers set
+    by the application's OpenTelemetry setup; none set means no-op). ``capture_content``: also record the
+    messages sent and received, the system prompt, tool definitions, tool arguments and results, as JSON
+    strings (off by default: they may hold personal data). ``agent_name`` names the ``invoke_agent`` span
+    (``gen_ai.agent.name``); ``conversation_id`` is recorded as ``gen_ai.conversation.id`` on every span of
+    the runs it observes (use one observer per conversation, or leave it out).
+
+    One observer may watch several loops, even concurrently: each run's state lives in the context of the
+    task running it. Without ``opentelemetry-api`` installed it warns once (``RuntimeWarning``) and does
+    nothing.
+    """
+
+    def __init__(
+        self,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        capture_content: bool = False,
+        *,
+        agent_name: str | None = None,
+        conversation_id: str | None = None,
+    ) -> None:
+        self.capture_content = capture_content
+        self.agent_name = agent_name
+        self.conversation_id = conversation_id
+        self._runs: ContextVar[_RunState | None] = ContextVar(f"loopctl_otel_run_{id(self):x}", default=None)
+        self.enabled = _OTEL
+        if not _OTEL:
+            warnings.warn(
+                "opentelemetry-api is not installed, so OTelObserver records nothing "
+                "(pip install 'pyloopctl[otel]')",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return
+        from loopctl import __version__
+
+        self._meter_provider = meter_provider
+        self._tracer = _trace.get_tracer(_INSTRUMENTATION, __version__, tracer_provider=tracer_provider)
+        meter = _metrics.get_meter(_INSTRUMENTATION, __version__, meter_provider=meter_provider)
+        self._token_usage = meter.create_histogram(
+            a.GEN_AI_CLIENT_TOKEN_USAGE,
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=list(a.TOKEN_USAGE_BUCKETS),
+        )
+        self._duration = meter.create_histogram(
+            a.GEN_AI_CLIENT_OPERATION_DURATION,
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=list(a.DURATION_BUCKETS),
+        )
+
+    def __repr__(self) -> str:
+        return f"OTelObserver(capture_content={self.capture_content}, agent_name={self.agent_name!r})"
+
+    def __call__(self, event: LoopEvent) -> None:
+        """Record ``event``. Never raises: a failure is logged to the ``loopctl.telemetry`` logger."""
+        if not self.enabled or (self._runs.get() is _SILENT and type(event) not in _RUN_ENDS):
+            return
+        handler = _HANDLERS.get(type(event))
+        if handler is None:
+            return
+        try:
+            handler(self, event)
+        except Exception:  # telemetry must never end a run
+            _log.exception("OTelObserver failed on %s", type(event).__name__)
+
+    # --- spans -----------------------------------------------------------------------------------------------
+
+    def _start(self, name: str, kind: Any, attrs: dict[str, Any], parent: _Op | None) -> _Op:
+        ctx = _trace.set_span_in_context(parent.span) if parent is not None else None
+        span = self._tracer.start_span(name, context=ctx, kind=kind, attributes=attrs)
+        token = _context.attach(_trace.set_span_in_context(span))
+        now = time.perf_counter()
+        return _Op(span, token, _task(), now, attempt_started=now)
+
+    @staticmethod
+    def _end(op: _Op, error_type: str | None = None, description: str | None = None) -> None:
+        if error_type is not None:
+            op.span.set_attribute(a.ERROR_TYPE, error_type)
+            op.span.set_status(Status(StatusCode.ERROR, description or error_type))
+        op.span.end()
+        # Only the task that made the span current can undo it (each task has its own context).
+        if op.token is not None and op.task is _task():
+            _context.detach(op.token)
+        op.token = None
+
+    def _common(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if self.conversation_id is not None:
+            attrs[a.GEN_AI_CONVERSATION_ID] = self.conversation_id
+        return attrs
+
+    # --- the run ---------------------------------------------------------------------------------------------
+
+    def _run_started(self, e: RunStarted) -> None:
+        attrs = {a.GEN_AI_OPERATION_NAME: a.OP_INVOKE_AGENT, a.GEN_AI_PROVIDER_NAME: provider_name(e.provider)}
+        if self.agent_name:
+            attrs[a.GEN_AI_AGENT_NAME] = self.agent_name
+        if e.model:
+            attrs[a.GEN_AI_REQUEST_MODEL] = e.model
+        name = f"{a.OP_INVOKE_AGENT} {self.agent_name}" if self.agent_name else a.OP_INVOKE_AGENT
+        span = self._tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=self._common(attrs))
+        if not span.is_recording() and not self._metrics_configured():
+            # Nothing is configured (the API's no-op providers): the run is not followed at all.
+            self._runs.set(_SILENT)
+            return
+        token = _context.attach(_trace.set_span_in_context(span))
+        now = time.perf_counter()
+        op = _Op(span, token, _task(), now, attempt_started=now)
+        if self.capture_content and op.span.is_recording():
+            op.span.set_attribute(a.GEN_AI_INPUT_MESSAGES, _dumps(input_messages([e.input])))
+        state = _RunState(op, provider=e.provider, model=e.model)
+        state.var_token = self._runs.set(state)
+
+    def _metrics_configured(self) -> bool:
+        """Whether metrics go anywhere: a meter provider was given, or the application set a global one (the
+        API's default is a proxy to a no-op until then)."""
+        provider = self._meter_provider or _metrics.get_meter_provider()
+        return not isinstance(provider, _metrics.NoOpMeterProvider) and type(provider).__name__ != "_ProxyMeterProvider"
+
+    def _run_finished(self, e: RunFinished) -> None:
+        state = self._runs.get()
+        if state is _SILENT:
+            self._runs.set(None)
+            return
+        if state is None:
+            return
+        self._close_open(state, a.ERROR_CANCELLED)
+        span = state.run.span
+        run = e.run
+        error_type: str | None = None
+        description: str | None = None
+        if isinstance(run, Run):
+            if span.is_recording():
+                span.set_attribute(a.LOOPCTL_OUTCOME, run.outcome.kind.value)
+                span.set_attribute(a.LOOPCTL_TURNS, len(run.turns))
+                span.set_attribute(a.LOOPCTL_RUN_INPUT_TOKENS, run.usage.input_tokens)
+                span.set_attribute(a.LOOPCTL_RUN_OUTPUT_TOKENS, run.usage.output_tokens)
+                if self.capture_content and run.turns:
+                    last = run.turns[-1]
+                    span.set_attribute(
+                        a.GEN_AI_OUTPUT_MESSAGES, _dumps([output_message(last.output, last.stop_reason)])
+                    )
+            if span.is_recording() and run.cost is not None and run.turns:
+                span.set_attribute(a.LOOPCTL_RUN_COST, str(run.cost))
+            kind = run.outcome.kind
+            if kind in (OutcomeKind.FAILED, OutcomeKind.FALLBACK_EXHAUSTED):
+                error_type = run.outcome.error_type or "_OTHER"
+                description = run.outcome.error
+            elif kind in _FAILED_OUTCOMES:
+                error_type = _FAILED_OUTCOMES[kind]
+        self._finish_run(state, error_type, description)
+
+    def _run_aborted(self, e: RunAborted) -> None:
+        state = self._runs.get()
+        if state is _SILENT:
+            self._runs.set(None)
+            return
+        if state is None:
+            return
+        cancelled = isinstance(e.error, asyncio.CancelledError)
+        error_type = a.ERROR_CANCELLED if cancelled else type(e.error).__qualname__
+        self._close_open(state, error_type)
+        self._finish_run(state, error_type, None if cancelled else str(e.error) or error_type)
+
+    def _finish_run(self, state: _RunState, error_type: str | None, description: str | None) -> None:
+        # The run's context var and context token were set in this task, after each other: undo both.
+        if state.var_token is not None:
+            try:
+                self._runs.reset(state.var_token)
+            except ValueError:  # finished in another context than it started: leave that context alone
+                self._runs.set(None)
+        self._end(state.run, error_type, description)
+
+    def _close_open(self, state: _RunState, error_type: str) -> None:
+        """End whatever the run left open (a cancelled run stops its model call and tools mid-way)."""
+        for op in (state.compaction, state.chat, *state.tools.values()):
+            if op is not None:
+                self._end(op, error_type)
+        state.compaction = state.chat = None
+        state.tools.clear()
+
+    # --- model calls -----------------------------------------------------------------------------------------
+
+    def _turn_started(self, e: TurnStarted) -> None:
+        state = self._runs.get()
+        if state is None:
+            return
+        provider = e.provider or state.provider
+        model = e.model or state.model
+        op_name = operation_name(provider)
+        attrs: dict[str, Any] = {a.GEN_AI_OPERATION_NAME: op_name, a.GEN_AI_PROVIDER_NAME: provider_name(provider)}
+        if model:
+            attrs[a.GEN_AI_REQUEST_MODEL] = model
+        request = e.request
+        if request is not None:
+            if request.max_tokens is not None:
+                attrs[a.GEN_AI_REQUEST_MAX_TOKENS] = request.max_tokens
+            if request.temperature is not None:
+                attrs[a.GEN_AI_REQUEST_TEMPERATURE] = request.temperature
+            if request.stop:
+                attrs[a.GEN_AI_REQUEST_STOP_SEQUENCES] = list(request.stop)
+            if request.reasoning_effort is not None:
+                attrs[a.LOOPCTL_REASONING_EFFORT] = request.reasoning_effort
+            state.descriptions = {t.name: t.description for t in request.tools}
+        if e.stream:
+            attrs[a.GEN_AI_REQUEST_STREAM] = True
+        name = f"{op_name} {model}" if model else op_name
+        op = self._start(name, SpanKind.CLIENT, self._common(attrs), state.run)
+        op.metric_attrs = {
+            k: attrs[k] for k in (a.GEN_AI_OPERATION_NAME, a.GEN_AI_PROVIDER_NAME, a.GEN_AI_REQUEST_MODEL) if k in attrs
+        }
+        if self.capture_content and request is not None and op.span.is_recording():
+            converted = input_messages(request.messages, state.converted)
+            op.span.set_attribute(a.GEN_AI_INPUT_MESSAGES, _dumps(converted))
+            if request.system:
+                op.span.set_attribute(a.GEN_AI_SYSTEM_INSTRUCTIONS, _dumps(system_instructions(request.system)))
+            if request.tools:
+                op.span.set_attribute(a.GEN_AI_TOOL_DEFINITIONS, _dumps(tool_definitions(request.tools)))
+        state.chat = op
+
+    def _model_stream_event(self, e: ModelStreamEvent) -> None:
+        state = self._runs.get()
+        op = state.chat if state is not None else None
+        if op is None or op.first_chunk:
+            return
+        op.first_chunk = True
+        op.span.set_attribute(a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, time.perf_counter() - op.attempt_started)
+
+    def _model_retry(self, e: ModelRetry) -> None:
+        state = self._runs.get()
+        op = state.chat if state is not None else None
+        if op is None:
+            return
+        op.span.add_event(
+            a.LOOPCTL_RETRY_EVENT,
+            {
+                a.LOOPCTL_RETRY_ATTEMPT: e.attempt,
+                a.LOOPCTL_RETRY_DELAY: e.delay,
+                a.ERROR_TYPE: type(e.error).__qualname__,
+            },
+        )
+        # The next attempt is sent after the delay; its stream's first chunk is timed from then.
+        op.first_chunk = False
+        op.attempt_started = time.perf_counter() + e.delay
+
+    def _model_fallback(self, e: ModelFallback) -> None:
+        state = self._runs.get()
+        op = state.chat if state is not None else None
+        if op is None:
+            return
+        op.span.add_event(
+            a.LOOPCTL_FALLBACK_EVENT,
+            {
+                a.LOOPCTL_FALLBACK_FROM: f"{e.from_provider}:{e.from_model}",
+                a.LOOPCTL_FALLBACK_TO: f"{e.to_provider}:{e.to_model}",
+                a.ERROR_TYPE: type(e.error).__qualname__,
+            },
+        )
+        # The call now goes to another client: the span and its metrics name it.
+        op.span.set_attribute(a.GEN_AI_PROVIDER_NAME, provider_name(e.to_provider))
+        op.span.set_attribute(a.GEN_AI_REQUEST_MODEL, e.to_model)
+        op.metric_attrs = {
+            **op.metric_attrs,
+            a.GEN_AI_PROVIDER_NAME: provider_name(e.to_provider),
+            a.GEN_AI_REQUEST_MODEL: e.to_model,
+        }
+        op.first_chunk = False
+        op.attempt_started = time.perf_counter()
+
+    def _turn_finished(self, e: TurnFinished) -> None:
+        state = self._runs.get()
+        op = state.chat if state is not None else None
+        if state is None or op is None:
+            return
+        state.chat = None
+        span = op.span
+        usage = e.usage
+        response = e.response
+        metric_attrs = dict(op.metric_attrs)
+        if response is not None and response.model:
+            metric_attrs[a.GEN_AI_RESPONSE_MODEL] = response.model
+        if span.is_recording():
+            if response is not None:
+                if response.id:
+                    span.set_attribute(a.GEN_AI_RESPONSE_ID, response.id)
+                if response.model:
+                    span.set_attribute(a.GEN_AI_RESPONSE_MODEL, response.model)
+            span.set_attribute(a.GEN_AI_RESPONSE_FINISH_REASONS, [FINISH_REASONS[e.stop_reason]])
+            span.set_attribute(a.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens)
+            span.set_attribute(a.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
+            if usage.cache_read_tokens:
+                span.set_attribute(a.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_tokens)
+            if usage.cache_write_tokens:
+                span.set_attribute(a.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens)
+            if usage.reasoning_tokens:
+                span.set_attribute(a.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens)
+            if self.capture_content:
+                span.set_attribute(a.GEN_AI_OUTPUT_MESSAGES, _dumps([output_message(e.message, e.stop_reason)]))
+        self._end(op)
+        state.usage = state.usage + usage
+        self._duration.record(time.perf_counter() - op.started, metric_attrs)
+        self._token_usage.record(usage.input_tokens, {**metric_attrs, a.GEN_AI_TOKEN_TYPE: a.TOKEN_TYPE_INPUT})
+        self._token_usage.record(usage.output_tokens, {**metric_attrs, a.GEN_AI_TOKEN_TYPE: a.TOKEN_TYPE_OUTPUT})
+
+    def _model_call_failed(self, e: ModelCallFailed) -> None:
+        state = self._runs.get()
+        op = state.chat if state is not None else None
+        if state is None or op is None:
+            return
+        state.chat = None
+        error_type = a.ERROR_CANCELLED if e.error is None else type(e.error).__qualname__
+        self._end(op, error_type, None if e.error is None else str(e.error) or error_type)
+        self._duration.record(time.perf_counter() - op.started, {**op.metric_attrs, a.ERROR_TYPE: error_type})
+
+    # --- tools -----------------------------------------------------------------------------------------------
+
+    def _tool_attrs(self, state: _RunState, name: str, call_id: str) -> dict[str, Any]:
+        attrs: dict[str, Any] = {
+            a.GEN_AI_OPERATION_NAME: a.OP_EXECUTE_TOOL,
+            a.GEN_AI_TOOL_NAME: name,
+            a.GEN_AI_TOOL_CALL_ID: call_id,
+            a.GEN_AI_TOOL_TYPE: "function",
+        }
+        description = state.descriptions.get(name)
+        if description:
+            attrs[a.GEN_AI_TOOL_DESCRIPTION] = description
+        return self._common(attrs)
+
+    def _tool_started(self, e: ToolCallStarted) -> None:
+        state = self._runs.get()
+        if state is None:
+            return
+        call = e.call
+        attrs = self._tool_attrs(state, call.name, call.id)
+        op = self._start(f"{a.OP_EXECUTE_TOOL} {call.name}", SpanKind.INTERNAL, attrs, state.run)
+        if self.capture_content and op.span.is_recording():
+            op.span.set_attribute(a.GEN_AI_TOOL_CALL_ARGUMENTS, _dumps(call.input))
+        state.tools[call.id] = op
+
+    def _tool_finished(self, e: ToolCallFinished) -> None:
+        state = self._runs.get()
+        if state is None:
+            return
+        call, result = e.call, e.result
+        op = state.tools.pop(call.id, None)
+        denied = op is None  # the permission callback answered it: no ToolCallStarted, the tool never ran
+        if op is None:
+            attrs = self._tool_attrs(state, call.name, call.id)
+            span = self._tracer.start_span(
+                f"{a.OP_EXECUTE_TOOL} {call.name}",
+                context=_trace.set_span_in_context(state.run.span),
+                kind=SpanKind.INTERNAL,
+                attributes=attrs,
+            )
+            op = _Op(span, None, None, time.perf_counter())
+        if not result.is_error:
+            if self.capture_content and op.span.is_recording():
+                op.span.set_attribute(a.GEN_AI_TOOL_CALL_RESULT, _dumps(tool_result(result.output)))
+            self._end(op)
+            return
+        error_type = a.ERROR_DENIED if denied else a.ERROR_TOOL
+        # The error text is the tool's output, so it is content: shown only when content is captured.
+        self._end(op, error_type, str(result.output) if self.capture_content else None)
+
+    # --- compaction ------------------------------------------------------------------------------------------
+
+    def _compaction_started(self, e: CompactionStarted) -> None:
+        state = self._runs.get()
+        if state is None:
+            return
+        attrs = {a.LOOPCTL_COMPACTION_REASON: e.reason, a.LOOPCTL_COMPACTION_TOKENS_BEFORE: e.tokens_before}
+        state.compaction = self._start("compact", SpanKind.INTERNAL, self._common(attrs), state.run)
+
+    def _compaction_finished(self, e: CompactionFinished) -> None:
+        state = self._runs.get()
+        if state is None:
+            return
+        op = state.compaction
+        state.compaction = None
+        if op is None:
+            op = self._start("compact", SpanKind.INTERNAL, self._common({}), state.run)
+        op.span.update_name(f"compact {e.kind}")
+        op.span.set_attribute(a.LOOPCTL_COMPACTION_KIND, e.kind)
+        op.span.set_attribute(a.LOOPCTL_COMPACTION_REASON, e.reason)
+        op.span.set_attribute(a.LOOPCTL_COMPACTION_TOKENS_BEFORE, e.tokens_before)
+        op.span.set_attribute(a.LOOPCTL_COMPACTION_TOKENS_AFTER, e.tokens_after)
+        self._end(op)
+
+
+_RUN_ENDS = (RunFinished, RunAborted)
+
+_HANDLERS: dict[type, Any] = {
+    RunStarted: OTelObserver._run_started,
+    TurnStarted: OTelObserver._turn_started,
+    ModelStreamEvent: OTelObserver._model_stream_event,
+    ModelRetry: OTelObserver._model_retry,
+    ModelFallback: OTelObserver._model_fallback,
+    TurnFinished: OTelObserver._turn_finished,
+    ModelCallFailed: OTelObserver._model_call_failed,
+    ToolCallStarted: OTelObserver._tool_started,
+    ToolCallFinished: OTelObserver._tool_finished,
+    CompactionStarted: OTelObserver._compaction_started,
+    CompactionFinished: OTelObserver._compaction_finished,
+    RunFinished: OTelObserver._run_finished,
+    RunAborted: OTelObserver._run_aborted,
+}

@@ -1,0 +1,152 @@
+"""The command line's options and errors: --base-url for any OpenAI-compatible server, one error style for
+click's errors and ours, a model spec with no model name, the version and the distribution's name."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from loopctl import __version__
+from loopctl.message import Message, MessagePart, Role
+from loopctl.session import Session
+from loopctl.testing import FakeProviderServer
+from loopctl.testing.server import RecordedRequest
+from tests.cli.test_cli import SAMPLE, lines, loopctl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "sample-project"
+    shutil.copytree(SAMPLE, root)
+    return root
+
+
+def test_base_url_reaches_an_openai_compatible_server_with_no_key_and_resume_keeps_it(
+    project: Path, tmp_path: Path
+) -> None:
+    reply = Message.new(Role.ASSISTANT, [MessagePart.tool_call("c1", "read_file", {"path": "notes.txt"})])
+    with FakeProviderServer([reply, "It is a notes file.", "Still a notes file."]) as server:
+        url = server.openai_base_url
+        session = tmp_path / "s.json"
+        args = ["run", "What is notes.txt?", "--model", "openai:local-llama", "--base-url", server.openai_base_url,
+                "--root", str(project), "--session", str(session)]  # fmt: skip
+        done = loopctl(*args, cwd=tmp_path)  # no OPENAI_API_KEY in the environment
+        assert (done.returncode, lines(done.stderr)) == (0, [
+            "warning: stdin is not a terminal, so file changes will be refused; pass --yes to allow them"
+        ])  # fmt: skip
+        assert "It is a notes file." in done.stdout
+        again = loopctl("run", "And now?", "--resume", str(session), cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert "Still a notes file." in again.stdout
+    assert [(r.api, r.body["model"], r.path) for r in server.requests] == [
+        ("openai-chat", "local-llama", "/v1/chat/completions")
+    ] * 3
+    assert Session.load(session).metadata["cli"]["base_url"] == url
+
+
+def test_base_url_does_not_apply_to_the_demo(project: Path, tmp_path: Path) -> None:
+    done = loopctl("run", "x", "--model", "demo", "--base-url", "http://127.0.0.1:9", "--root", str(project),
+                   cwd=tmp_path)  # fmt: skip
+    assert (done.returncode, lines(done.stderr)) == (
+        2,
+        ["error: --base-url does not apply to --model demo (it starts its own server)"],
+    )
+
+
+@pytest.mark.parametrize("spec", ["anthropic:", "openai: ", "gemini:"])
+def test_a_provider_with_no_model_name_says_so(spec: str, project: Path, tmp_path: Path) -> None:
+    # It said "unknown model spec 'anthropic:'": the prefix is known, the model name is missing.
+    done = loopctl("run", "x", "--model", spec, "--root", str(project), cwd=tmp_path)
+    prefix = spec.split(":", maxsplit=1)[0]
+    assert (done.returncode, lines(done.stderr)) == (
+        2,
+        [f"error: --model {spec} has no model name: write {prefix}:MODEL (for example anthropic:claude-sonnet-4-5)"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "where"),
+    [
+        (["run"], "Missing argument 'TASK'.", "loopctl run"),
+        (
+            ["run", "x", "--max-turns", "0"],
+            "Invalid value for '--max-turns': 0 is not in the range x>=1.",
+            "loopctl run",
+        ),
+        (["run", "x", "--frobnicate"], "No such option '--frobnicate'.", "loopctl run"),
+        (["show", "missing.json"], "Invalid value for 'FILE': File 'missing.json' does not exist.", "loopctl show"),
+        (["frob"], "No such command 'frob'.", "loopctl"),
+    ],
+)
+def test_click_errors_come_in_our_style(args: list[str], message: str, where: str, tmp_path: Path) -> None:
+    # click printed its usage banner and "Error: ..." while ours were one "error: ..." line: two styles.
+    done = loopctl(*args, cwd=tmp_path)
+    assert (done.returncode, done.stdout, lines(done.stderr)) == (2, "", [f"error: {message}", f"(see {where} --help)"])
+
+
+def test_version_names_the_distribution(tmp_path: Path) -> None:
+    done = loopctl("--version", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, f"loopctl {__version__} (pyloopctl)\n")
+
+
+def test_the_installed_distribution_is_pyloopctl_and_its_version_is_the_packages() -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("pyloopctl")
+    except PackageNotFoundError:
+        pytest.skip("loopctl runs from a checkout without being installed")
+    assert installed == __version__
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'^name = "pyloopctl"', pyproject, re.MULTILINE)
+
+
+def test_every_install_hint_names_our_distribution_not_the_stranger_on_pypi() -> None:
+    # PyPI's "loopctl" is someone else's project: `pip install 'loopctl[all]'` installed a stranger's code.
+    wrong = re.compile(r"pip install[^\n`]*?(?<![\w/-])loopctl(?:\[|\b(?![-./\w]))")
+    found = []
+    for path in [ROOT / "README.md", ROOT / "make.py", ROOT / "pyproject.toml", *ROOT.glob("docs/**/*.md"),
+                 *ROOT.glob("src/**/*.py"), *ROOT.glob("examples/**/*")]:  # fmt: skip
+        if path.is_file():
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if wrong.search(line) or re.search(r'"loopctl\[', line):
+                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert found == []
+    assert "pip install 'pyloopctl[all]" in (ROOT / "README.md").read_text()
+
+
+class HookWriter:
+    """A model that writes a git hook, then answers."""
+
+    def respond(self, request: RecordedRequest) -> Message:
+        if len(request.body["messages"]) > 3:
+            return Message.assistant("done")
+        call = MessagePart.tool_call("c1", "write_file", {"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"})
+        return Message.new(Role.ASSISTANT, [call])
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_writes_under_git_need_allow_protected_writes_even_with_yes(
+    allow: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from loopctl.cli import main
+
+    project = tmp_path / "p"
+    (project / ".git" / "hooks").mkdir(parents=True)
+    monkeypatch.setattr("loopctl.testing.demo.DemoScript", HookWriter)
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "go", "--model", "demo", "--root", str(project), "--yes", *(["--allow-protected-writes"] * allow)]
+    done = CliRunner().invoke(main, args, env={"COLUMNS": "400"})
+    assert done.exit_code == 0, done.output
+    assert (project / ".git" / "hooks" / "pre-commit").exists() is allow
+    if not allow:
+        assert "  ✗ write_file: Refused: '.git/hooks/pre-commit' is under .git, where a file can make tools run" in (
+            done.output
+        )

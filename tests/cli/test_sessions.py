@@ -1,0 +1,193 @@
+"""``loopctl run`` with its default store, and ``loopctl sessions``: real processes on a fresh copy of the sample
+project, the demo model over a local fake server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from loopctl.cli import DEMO_DELAY_VAR, main
+from loopctl.engine import LoopMachine
+from loopctl.message import Message, check_conversation
+from loopctl.session import Session
+from loopctl.store import SQLiteStore
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "examples" / "sample-project"
+TASK = "Find the TODO comments in this project and write a summary of them to TODO.md."
+
+
+def start(*args: str, cwd: Path, **extra: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "LOOPCTL_STORE"}
+    env.update({"PYTHONPATH": str(ROOT / "src"), "PYTHONUNBUFFERED": "1", "COLUMNS": "400", **extra})
+    return subprocess.Popen(
+        [sys.executable, "-m", "loopctl", *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "sample-project"
+    shutil.copytree(SAMPLE, root)
+    return root
+
+
+def test_two_runs_started_at_once_are_two_sessions_in_the_default_store(project: Path, tmp_path: Path) -> None:
+    # The bug this replaces: two runs started in the same second from one folder wrote the same file.
+    runs = [
+        start("run", TASK, "--model", "demo", "--root", str(project), "--yes", cwd=tmp_path, **{DEMO_DELAY_VAR: "0.02"})
+        for _ in range(2)
+    ]
+    results = [finish(p) for p in runs]
+    assert [(code, err) for code, _, err in results] == [(0, ""), (0, "")]
+    assert not (tmp_path / ".loopctl" / "sessions").exists()  # no JSON autosave any more
+    store = SQLiteStore(tmp_path / ".loopctl" / "sessions.db")
+    listed = store.sessions()
+    assert len(listed) == 2 and listed[0].id != listed[1].id
+    for info in listed:
+        assert f"--resume {info.id}" in " ".join(out for _, out, _ in results)
+        loaded = store.load(info.id)
+        assert len(loaded.messages) == 10 and loaded.state.outcome == "completed"
+        assert loaded.state.model == "demo" and loaded.state.root == str(project.resolve())
+        assert check_conversation(list(loaded.messages)) == []
+        assert store.verify(info.id) == []
+    store.close()
+
+
+def test_resume_by_id_continues_and_two_resumes_at_once_never_overwrite(project: Path, tmp_path: Path) -> None:
+    first = start(
+        "run", TASK, "--model", "demo", "--root", str(project), "--yes", cwd=tmp_path, **{DEMO_DELAY_VAR: "0"}
+    )
+    code, _, err = finish(first)
+    assert (code, err) == (0, "")
+    store = SQLiteStore(tmp_path / ".loopctl" / "sessions.db")
+    (info,) = store.sessions()
+    # Two runs resume the same session at the same moment: one moves the head, the other is refused.
+    resumes = [
+        start("run", f"Anything left? ({i})", "--resume", info.id, "--yes", cwd=tmp_path, **{DEMO_DELAY_VAR: "0.05"})
+        for i in range(2)
+    ]
+    done = [finish(p) for p in resumes]
+    codes = sorted(code for code, _, _ in done)
+    loaded = store.load(info.id)
+    answers = [m for m in loaded.messages[10:] if m.role.value == "assistant"]
+    if codes == [0, 0]:  # the second started after the first had saved: both continued, one after the other
+        assert len(answers) == 2
+    else:
+        # Both started from the same head. The one that wrote first continued; the other was refused when it
+        # saved (its input may have been taken as the stop of a stopped run), and nothing it did after is kept.
+        assert codes == [0, 2]
+        refused = next(err for code, _, err in done if code != 0)
+        assert "changed by another writer" in refused and "nothing was written" in refused
+        assert len(answers) == 1
+    assert store.verify(info.id) == []
+    assert check_conversation(list(loaded.messages)) == []
+    store.close()
+
+
+def test_resume_of_an_unknown_id_is_a_clear_error(tmp_path: Path) -> None:
+    code, _, err = finish(start("run", "more", "--resume", "no-such-session", cwd=tmp_path))
+    assert code == 2
+    assert "no session 'no-such-session'" in err and "no file of that name" in err
+
+
+def test_a_run_in_a_postgres_store(project: Path, tmp_path: Path, postgres_dsn: str) -> None:
+    proc = start("run", TASK, "--model", "demo", "--root", str(project), "--yes", "--store", postgres_dsn, cwd=tmp_path,
+                 **{DEMO_DELAY_VAR: "0"})  # fmt: skip
+    code, _, err = finish(proc)
+    assert (code, err) == (0, "")
+    from loopctl.store import PostgresStore
+
+    with PostgresStore(postgres_dsn) as store:
+        (info,) = store.sessions()
+        assert len(store.load(info.id).messages) == 10
+    assert not (tmp_path / ".loopctl").exists()
+
+
+# --- loopctl sessions ---------------------------------------------------------------------------------------
+
+
+def _session_file(path: Path) -> Session:
+    m = LoopMachine()
+    m.accept_input("list the files")
+    m.model_response(Message.assistant("x"), set(), 3)
+    m.accept_input("and again \x1b[31mred\x1b[0m \u202eevil")
+    m.model_response(Message.assistant("done \x1b]0;title\x07"), set(), 9)
+    s = Session(m, model="demo", root="/w")
+    s.save(path)
+    return s
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["sessions", *args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_the_sessions_commands_in_the_default_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOOPCTL_STORE", raising=False)
+    assert invoke("list") == (0, "no sessions\n")
+    _session_file(tmp_path / "old.json")
+    code, out = invoke("import", "old.json")
+    assert code == 0 and out.startswith("imported old.json as old (4 messages)")
+    assert Path(tmp_path, ".loopctl", "sessions.db").is_file()
+    code, out = invoke("list")
+    assert code == 0 and out.split()[:5] == ["old", "4", "msgs", "completed", "demo"]
+    code, out = invoke("show", "old")
+    assert code == 0
+    # What the model wrote is shown inert: the escape sequences are text, never sent to the terminal.
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "and again \\x1b[31mred\\x1b[0m \\u202eevil" in out and "done \\x1b]0;title\\x07" in out
+    store = SQLiteStore(Path(tmp_path, ".loopctl", "sessions.db"))
+    ids = store.load("old").node_ids
+    assert f"── [1] assistant  {ids[1][:12]}" in out
+    code, out = invoke("fork", "old", "--at", ids[1][:8], "--as", "early")
+    assert code == 0 and "as early (2 messages)" in out
+    assert [m.text_content() for m in store.load("early").messages] == ["list the files", "x"]
+    code, out = invoke("export", "early", "early.json")
+    assert code == 0
+    assert list(Session.load(Path(tmp_path, "early.json")).machine.history) == list(store.load("early").messages)
+    assert invoke("verify", "old") == (0, "old: 4 messages, every hash matches\n")
+    store.close()
+
+
+def test_verify_exits_1_naming_the_changed_row(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with SQLiteStore(db) as store:
+        done = store.append("s", [Message.user("hello"), Message.assistant("world")], expected_head=None)
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE loopctl_nodes SET body = replace(body, 'world', 'w0rld')")
+    code, out = invoke("--store", str(db), "verify", "s")
+    assert code == 1
+    assert out.startswith(f"session 's', node {done.node_ids[1][:12]} (message 1): its content does not match")
+
+
+def test_unknown_sessions_and_bad_files_exit_2(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    result = CliRunner().invoke(main, ["sessions", "--store", db, "show", "nope"])
+    assert result.exit_code == 2 and "error: no session 'nope'" in result.output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = CliRunner().invoke(main, ["sessions", "--store", db, "import", str(bad)])
+    assert result.exit_code == 2 and "bad.json: not valid JSON" in result.output
+    result = CliRunner().invoke(main, ["sessions", "--store", db, "fork", "nope", "--at", "zz"])
+    assert result.exit_code == 2 and "invalid node id 'zz'" in result.output

@@ -1,0 +1,105 @@
+"""A small MCP server for the tests, on the official SDK: ``python tests/mcp/server.py stdio`` serves stdin and
+stdout; ``python tests/mcp/server.py http PORT`` serves streamable HTTP on 127.0.0.1:PORT at ``/mcp``.
+
+Its tools: ``add`` (a structured result), ``echo``, ``picture`` (a PNG image), ``fail`` (an ``isError``
+result), ``hang`` (never answers), ``crash`` (the process exits mid-call), ``pid`` (read-only: the process id,
+to tell one process from the next), ``slow`` (sleeps, for concurrent calls), ``header`` (a request header's value), ``grow`` (adds a tool ``fresh``
+and announces the change both ways: ``notifications/tools/list_changed`` and ``subscriptions/listen``).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+# A 1x1 red PNG.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+)
+
+app = MCPServer("loopctl-test", log_level="WARNING")
+
+
+@app.tool()
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@app.tool()
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+@app.tool()
+def picture() -> Image:
+    """A tiny red picture."""
+    return Image(data=PNG, format="png")
+
+
+@app.tool()
+def fail(reason: str) -> str:
+    """Always fails with the reason."""
+    raise ToolError(f"refused: {reason}")
+
+
+@app.tool()
+async def hang() -> str:
+    """Never answers."""
+    await anyio.sleep(3600)
+    return "late"
+
+
+@app.tool()
+def crash() -> str:
+    """The server process dies during the call."""
+    os._exit(3)
+
+
+@app.tool(annotations=ToolAnnotations(read_only_hint=True))
+def pid() -> int:
+    """This server process's id."""
+    return os.getpid()
+
+
+@app.tool()
+async def slow(ms: int, tag: str) -> str:
+    """Sleeps ``ms`` milliseconds, then returns the tag."""
+    await anyio.sleep(ms / 1000)
+    return f"{tag} after {ms} ms"
+
+
+@app.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of one request header (streamable HTTP only)."""
+    return dict(ctx.headers or {}).get(name.lower(), "")
+
+
+@app.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool ``fresh`` and announces that the tool list changed."""
+
+    def fresh() -> str:
+        """A tool that did not exist at first."""
+        return "fresh!"
+
+    app.add_tool(fresh, name="fresh")
+    await ctx.notify_tools_changed()  # 2026-07-28 sessions: subscriptions/listen
+    if ctx.protocol_version != "2026-07-28":
+        await ctx.session.send_tool_list_changed()  # handshake-era sessions: the notification
+    return "grown"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["http"]:
+        port = int(sys.argv[2])
+        anyio.run(lambda: app.run_streamable_http_async(host="127.0.0.1", port=port))
+    else:
+        app.run()

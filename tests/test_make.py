@@ -1,0 +1,94 @@
+"""``make.py``'s PostgreSQL step: what it runs on a fresh CI machine (root, apt-get, no PostgreSQL), checked with
+a recording runner so the test never installs or removes anything."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("loopctl_make", ROOT / "make.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Recorder:
+    def __init__(self, returncode: int = 0, installs: list[Path] | None = None) -> None:
+        self.calls: list[tuple[list[str], dict[str, Any]]] = []
+        self.returncode = returncode
+        self.installs = installs
+
+    def __call__(self, cmd: list[str], **kw: Any) -> Any:
+        self.calls.append((cmd, kw))
+        if cmd[:2] == ["apt-get", "install"] and self.installs is not None:
+            self.installs.append(Path("/usr/lib/postgresql/99/bin"))
+        return SimpleNamespace(returncode=self.returncode)
+
+
+@pytest.fixture(autouse=True)
+def _no_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOOPCTL_SKIP_POSTGRES", raising=False)
+
+
+def test_a_fresh_root_machine_installs_postgresql_with_apt_get() -> None:
+    found: list[Path] = []
+    run = Recorder(installs=found)
+    ok = make().ensure_postgres(find=lambda: found[0] if found else None, run=run, is_root=True, has_apt=True)
+    assert ok
+    assert [cmd for cmd, _ in run.calls] == [
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"],
+    ]
+    assert all(kw["env"]["DEBIAN_FRONTEND"] == "noninteractive" for _, kw in run.calls)
+
+
+def test_an_installed_postgresql_is_left_alone() -> None:
+    run = Recorder()
+    assert make().ensure_postgres(find=lambda: Path("/usr/lib/postgresql/15/bin"), run=run, is_root=True, has_apt=True)
+    assert run.calls == []
+
+
+def test_without_root_nothing_is_run_and_it_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    run = Recorder()
+    assert not make().ensure_postgres(find=lambda: None, run=run, is_root=False, has_apt=True)
+    assert run.calls == []
+    assert "LOOPCTL_SKIP_POSTGRES=1" in capsys.readouterr().out
+
+
+def test_a_failed_apt_get_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    run = Recorder(returncode=100)
+    assert not make().ensure_postgres(find=lambda: None, run=run, is_root=True, has_apt=True)
+    assert [cmd for cmd, _ in run.calls] == [["apt-get", "update"]]
+    assert "apt-get update failed (exit 100)" in capsys.readouterr().out
+
+
+def test_the_opt_out_skips_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOPCTL_SKIP_POSTGRES", "1")
+    run = Recorder()
+    assert not make().ensure_postgres(find=lambda: None, run=run, is_root=True, has_apt=True)
+    assert run.calls == []
+
+
+def test_postgresql_is_found_where_debian_puts_it(tmp_path: Path) -> None:
+    from loopctl.testing.postgres import find_bindir
+
+    for version in ("13", "15"):
+        b = tmp_path / version / "bin"
+        b.mkdir(parents=True)
+        (b / "initdb").write_text("")
+        (b / "pg_ctl").write_text("")
+    (tmp_path / "empty").mkdir()
+    assert (
+        find_bindir([tmp_path / "empty", tmp_path / "15" / "bin", tmp_path / "13" / "bin"]) == tmp_path / "15" / "bin"
+    )
+    assert find_bindir([tmp_path / "empty"]) is None
+    assert make()._find_pg_bindir() == find_bindir()  # make.py looks where the tests look
