@@ -1,8 +1,10 @@
 """The codecs' incremental build (``encode_request`` with a ``RequestCache``) writes exactly the bytes of a
 fresh build (``build_request``, written by the project's serializer), whatever happened to the conversation
 between two calls: growth by appends (cut anywhere: mid-turn, between split results, after a system
-message), a message edited or replaced deep in the kept prefix, a compaction that replaces the start, a
-rollback, a fork sharing the first message, other options or tools. An error is the same error.
+message), an empty prompt, a message edited or replaced deep in the kept prefix, a compaction that replaces
+the start, a rollback, a fork sharing the first message, one request changed by a ``before_model`` hook
+(messages replaced, dropped or added for that call only), other options, tools or output formats. An error
+is the same error.
 """
 
 from __future__ import annotations
@@ -19,32 +21,61 @@ from loopctl.errors import LoopError
 from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from loopctl.message.model import _dumps_bytes
 from loopctl.providers import anthropic, openai_chat, openai_responses
-from loopctl.providers.base import RequestCache
+from loopctl.providers.base import OutputFormat, RequestCache
 from loopctl.tool import ForceTool, ToolSchema
 from tests import strategies
 
 TOOLS_A = (ToolSchema("echo", "Echo the text.", {"type": "object", "properties": {"text": {"type": "string"}}}),)
 TOOLS_B = (*TOOLS_A, ToolSchema("add", "Add.", {"type": "object", "properties": {"a": {"type": "integer"}}}))
 SYSTEMS = [None, "", "You are a test agent.", "Другой системный текст"]
+ANSWER = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "minLength": 1}, "rank": {"type": "integer", "minimum": 0}},
+    "required": ["city"],
+}
+FREE_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+OUTPUT_FORMATS = [
+    *[None] * 3,
+    *[OutputFormat("answer", ANSWER)] * 2,
+    *[OutputFormat("answer", ANSWER, description="The city ranked.", strict=False)] * 2,
+    # A free-form map: strict mode and Anthropic refuse it (the same error either way), plain mode sends it.
+    OutputFormat("tags", FREE_MAP, strict=False),
+    OutputFormat("tags", FREE_MAP),
+]
 
 
-def _chat_options(draw: st.DrawFn) -> dict[str, Any]:
+def _common_options(draw: st.DrawFn) -> dict[str, Any]:
+    """The options every codec takes (``ModelRequest.options()``), drawn with the codec's own below."""
     return {
         "system": draw(st.sampled_from(SYSTEMS)),
         "tools": draw(st.sampled_from([(), TOOLS_A, TOOLS_B])),
         "stream": draw(st.booleans()),
+        "temperature": draw(st.sampled_from([None, 0, 0.7])),
+        "output_format": draw(st.sampled_from(OUTPUT_FORMATS)),
+    }
+
+
+def _chat_options(draw: st.DrawFn) -> dict[str, Any]:
+    return {
+        **_common_options(draw),
         "system_role": draw(st.sampled_from(["system", "developer"])),
         "replay_reasoning_content": draw(st.booleans()),
         "tool_choice": draw(st.sampled_from([None, "auto", ForceTool("echo")])),
         "strict_tools": draw(st.booleans()),
+        "max_tokens": draw(st.sampled_from([None, 200])),
+        "max_tokens_param": draw(st.sampled_from(["max_completion_tokens", "max_tokens"])),
+        "stop": draw(st.sampled_from([None, ["\n\n"]])),
+        "image_detail": draw(st.sampled_from([None, "low"])),
+        "tool_call_id_max_length": draw(st.sampled_from([40, 9])),
+        "extra": draw(st.sampled_from([None, {"seed": 7}, {"response_format": {"type": "json_object"}}])),
     }
 
 
 def _anthropic_options(draw: st.DrawFn) -> dict[str, Any]:
     return {
-        "system": draw(st.sampled_from(SYSTEMS)),
-        "tools": draw(st.sampled_from([(), TOOLS_A, TOOLS_B])),
-        "stream": draw(st.booleans()),
+        **_common_options(draw),
+        "stop": draw(st.sampled_from([None, [], ["END"]])),
+        "extra": draw(st.sampled_from([None, {"metadata": {"user_id": "u1"}}])),
         "prompt_cache": draw(st.booleans()),
         "reasoning_effort": draw(st.sampled_from([None, "low", "high"])),
         "max_tokens": draw(st.sampled_from([None, 1500, 50_000])),
@@ -54,9 +85,13 @@ def _anthropic_options(draw: st.DrawFn) -> dict[str, Any]:
 
 def _responses_options(draw: st.DrawFn) -> dict[str, Any]:
     return {
-        "system": draw(st.sampled_from(SYSTEMS)),
-        "tools": draw(st.sampled_from([(), TOOLS_A, TOOLS_B])),
-        "stream": draw(st.booleans()),
+        **_common_options(draw),
+        "max_tokens": draw(st.sampled_from([None, 200])),
+        "stop": draw(st.sampled_from([None, None, None, [], ["END"]])),  # a non-empty stop is refused
+        "tool_choice": draw(st.sampled_from([None, "required", ForceTool("echo")])),
+        "reasoning_summary": draw(st.sampled_from([None, "auto"])),
+        "encrypted_reasoning": draw(st.sampled_from([None, False])),
+        "extra": draw(st.sampled_from([None, {"text": {"verbosity": "low"}}])),
         "system_role": draw(st.sampled_from(["system", "developer"])),
         "system_as_instructions": draw(st.booleans()),
         "store": draw(st.sampled_from([None, True, False])),
@@ -94,17 +129,52 @@ def _copy(message: Message, change: bool) -> Message:
     return Message.new(message.role, parts)
 
 
+EMPTY_PROMPTS = ["empty", "blank", "empty then system"]
+HOOKED = ["replace", "drop", "append", "redact last", "new list"]
+
+
+def _empty_prompt(kind: str) -> list[Message]:
+    """An empty prompt as a caller sends it: empty text, whitespace, or empty text then a system message."""
+    if kind == "blank":
+        return [Message.user("  ")]
+    prompt = [Message.user("")]
+    return [*prompt, Message.new(Role.SYSTEM, [TextPart(text="Answer briefly.")])] if kind != "empty" else prompt
+
+
+def _hooked(messages: list[Message], how: str, i: int) -> list[Message]:
+    """``messages`` as a ``before_model`` hook may send them instead: message ``i`` replaced by a redacted
+    copy, dropped, a reminder appended, the last message redacted, or the same messages as new objects."""
+    if not messages:
+        return messages
+    i %= len(messages)
+    if how == "replace":
+        return [*messages[:i], _copy(messages[i], True), *messages[i + 1 :]]
+    if how == "drop":
+        return [*messages[:i], *messages[i + 1 :]]
+    if how == "append":
+        return [*messages, Message.new(Role.SYSTEM, [TextPart(text="Reminder: be brief.")])]
+    if how == "redact last":
+        return [*messages[:-1], _copy(messages[-1], True)]
+    return [_copy(m, False) for m in messages]
+
+
 @st.composite
 def timelines(draw: st.DrawFn) -> list[tuple[str, Any]]:
     """Steps on one growing conversation: ("grow", k) appends the next k messages of the source; ("edit", i,
     change) replaces message i by a copy; ("compact", i) replaces the first i messages by one summary;
     ("rollback", i) drops what follows message i; ("fork",) starts a second conversation from the same
-    first message; ("options",) draws other options. A call is made after each step."""
+    first message; ("options",) draws other options; ("empty", k) appends an empty prompt of kind k;
+    ("hook", (how, i)) sends one request changed as a ``before_model`` hook may change it (the conversation
+    itself stays as it was). A call is made after each step."""
     steps: list[tuple[str, Any]] = []
     for _ in range(draw(st.integers(1, 14))):
-        kind = draw(st.sampled_from(["grow"] * 6 + ["edit", "compact", "rollback", "fork", "options"]))
+        kind = draw(st.sampled_from(["grow"] * 6 + ["edit", "compact", "rollback", "fork", "options", "empty", "hook"]))
         if kind == "grow":
             steps.append(("grow", draw(st.integers(1, 4))))
+        elif kind == "empty":
+            steps.append(("empty", draw(st.sampled_from(EMPTY_PROMPTS))))
+        elif kind == "hook":
+            steps.append(("hook", (draw(st.sampled_from(HOOKED)), draw(st.integers(0, 40)))))
         elif kind == "edit":
             steps.append(("edit", (draw(st.integers(0, 40)), draw(st.booleans()))))
         elif kind in ("compact", "rollback"):
@@ -141,9 +211,15 @@ def test_incremental_bytes_equal_a_fresh_build(
         elif kind == "rollback" and current:
             current = current[: arg % len(current) + 1]
         elif kind == "fork":
-            other = [*current[:max(1, len(current) // 2)], Message.user("a forked question")]
+            other = [*current[: max(1, len(current) // 2)], Message.user("a forked question")]
         elif kind == "options":
             options = data.draw(st.composite(option_strategy)())
+        elif kind == "empty":
+            current = current + _empty_prompt(arg)
+        elif kind == "hook":
+            how, i = arg
+            hooked = _hooked(current, how, i)
+            assert _incremental(codec, hooked, options, cache) == _fresh(codec, hooked, options)
         for conversation in (current, other):
             if conversation is None:
                 continue
