@@ -243,7 +243,7 @@ def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> None
     from the start: what an incremental build does when ``messages[:start + 1]`` passed before (the pairing
     state starts afresh at every assistant message once the turn before it is known to be answered).
     """
-    calls: set[str] = set()  # the latest assistant message's call ids
+    calls: dict[str, None] = {}  # the latest assistant message's call ids, in order (the error names the first)
     answered: set[str] = set()
     turn = -1  # index of that assistant message
     assistant, user = Role.ASSISTANT, Role.USER
@@ -259,7 +259,7 @@ def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> None
                     api,
                 )
             if calls:
-                calls = set()
+                calls = {}
                 answered = set()
             turn = mi
             for part in message.parts:
@@ -271,7 +271,7 @@ def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> None
                             ConversationRule.DUPLICATE_TOOL_CALL_ID,
                             api,
                         )
-                    calls.add(part.id)
+                    calls[part.id] = None
         elif role is user:
             for pi, part in enumerate(message.parts):
                 if type(part) is ToolResultPart:
