@@ -280,9 +280,10 @@ def _loopctl(client: Any) -> RunOnce:
         _echo_count()
         return text
 
-    # A 1M-token window keeps compaction out of a workload the peers run without any.
+    # A 1M-token window keeps compaction out of a workload the peers run without any; the server calls echo
+    # with the same input every turn, so loop detection (which the peers do not have) is off.
     config = SessionConfig(system_prompt=SYSTEM, context_window=1_000_000)
-    run_config = RunConfig(max_turns=100_000, stream=True, max_retries=0)
+    run_config = RunConfig(max_turns=100_000, stream=True, max_retries=0, loop_detection=None)
 
     async def run_once() -> str:
         run = await BareLoop(client, [echo], config).run("go", run_config)
