@@ -280,9 +280,10 @@ def _loopctl(client: Any) -> RunOnce:
         _echo_count()
         return text
 
-    # A 1M-token window keeps compaction out of a workload the peers run without any.
+    # A 1M-token window keeps compaction out of a workload the peers run without any; the server calls echo
+    # with the same input every turn, so loop detection (which the peers do not have) is off.
     config = SessionConfig(system_prompt=SYSTEM, context_window=1_000_000)
-    run_config = RunConfig(max_turns=100_000, stream=True, max_retries=0)
+    run_config = RunConfig(max_turns=100_000, stream=True, max_retries=0, loop_detection=None)
 
     async def run_once() -> str:
         run = await BareLoop(client, [echo], config).run("go", run_config)
@@ -571,6 +572,8 @@ def main() -> None:
         # --reps times, larger ones run long enough to be measured once.
         for rep in range(a.reps):
             sizes = ns if rep == 0 else [n for n in ns if n <= a.rep_max_n]
+            if not sizes:  # --ns "": C(K) only
+                continue
             for driver in drivers:
                 res = _run_worker(["series", driver, base, ",".join(map(str, sizes)), str(a.max_run_s)],
                                   timeout=a.max_run_s * 2 * len(sizes) + 120)  # fmt: skip

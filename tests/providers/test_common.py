@@ -72,6 +72,16 @@ def test_a_broken_tool_pairing_is_refused_naming_the_part(name: str, case: str) 
 
 
 @pytest.mark.parametrize("name", CODECS)
+def test_the_first_of_several_unanswered_calls_is_the_one_named(name: str) -> None:
+    # The calls were kept in a set, so which one the error named depended on the process's string hashing
+    # (PYTHONHASHSEED): the same request gave another message in another process.
+    ids = [f"call_{i}" for i in range(20)]
+    messages = [Message.user("go"), calls(*ids), results(ids[0], ids[3]), Message.assistant("done")]
+    with pytest.raises(UnsupportedContent, match=r"^messages\[1\]\.parts\[1\]: tool call 'call_1' has no result"):
+        build(name, messages)
+
+
+@pytest.mark.parametrize("name", CODECS)
 def test_results_spread_over_messages_and_calls_still_waiting_are_fine(name: str) -> None:
     build(name, [Message.user("go"), calls("a", "b"), results("a"), Message.user("and"), results("b")])
     build(name, [Message.user("go"), calls("a", "b")])  # the last reply's calls may wait for their results

@@ -5,18 +5,20 @@ kept-alive connection, a cancel that closes the stream, and an API key that neve
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
 import pytest
 
+from loopctl.engine import BareLoop, Hook, RunConfig, SessionConfig
 from loopctl.errors import AuthenticationError, ConnectionFailed, ProviderError
 from loopctl.message import Message, MessagePart, Role
 from loopctl.message.model import _dumps_bytes
-from loopctl.providers.base import ModelRequest
+from loopctl.providers.base import ModelRequest, OutputFormat
 from loopctl.stream import StreamEvent
 from loopctl.testing import ErrorReply, FakeProviderServer, StreamError
-from loopctl.tool import ToolSchema
+from loopctl.tool import ToolSchema, tool
 from tests.fake_clients import KINDS, make_client
 from tests.transport.test_clients import free_port
 
@@ -68,7 +70,9 @@ async def test_the_headers_are_the_ones_the_sdk_itself_sends(kind: str) -> None:
         elif kind == "openai-responses":
             await sdk.responses.create(model="gpt-5", input="hi")
         else:
-            await sdk.messages.create(model="claude-test-1", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+            await sdk.messages.create(
+                model="claude-test-1", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+            )
         await client.aclose()
     ours, theirs = (dict(r.headers) for r in server.requests)
     per_request = {"content-length", "x-stainless-retry-count", "x-stainless-read-timeout", "x-stainless-timeout",
@@ -101,11 +105,15 @@ async def test_calls_share_one_kept_alive_connection(kind: str) -> None:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
             length = next(
-                int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
             )
             await reader.readexactly(length)
             body = b"{}"
-            writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n" + body)
+            writer.write(
+                b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n" + body
+            )
             await writer.drain()
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
@@ -197,3 +205,66 @@ async def test_an_api_key_never_appears_in_a_repr_a_log_line_or_an_error_message
 def key_was_sent(kind: str, headers: Any) -> bool:
     return SECRET in " ".join(headers.get(h, "") for h in ("authorization", "x-api-key", "x-goog-api-key"))
 
+
+@tool
+async def echo(text: str) -> str:
+    """Echo the text."""
+    return f"echo: {text}"
+
+
+class Redactor(Hook):
+    """A ``before_model`` hook that changes some requests for that call only, as a moderation or redaction
+    hook does: the prompt redacted, a tool result redacted, a reminder appended with a typed output format,
+    every message copied. Keeps each request it returned."""
+
+    def __init__(self) -> None:
+        self.sent: list[ModelRequest] = []
+
+    def before_model(self, request: ModelRequest) -> ModelRequest:
+        messages = list(request.messages)
+        how = len(self.sent) % 5
+        if how == 1:  # the first message (the key of the conversation's kept prefix) replaced
+            messages[0] = Message.user("[redacted prompt]")
+        elif how == 2:  # a tool result deep in the kept prefix replaced
+            i = next(i for i, m in enumerate(messages) if m.role is Role.USER and m.tool_results())
+            first = messages[i].tool_results()[0]
+            messages[i] = Message.new(
+                Role.USER, [MessagePart.tool_result(first.call_id, first.name, "[redacted]", first.is_error)]
+            )
+        elif how == 3:  # a reminder added at the end, and a typed output asked for
+            messages.append(Message.new(Role.SYSTEM, [MessagePart.text("Reminder: answer in JSON.")]))
+            request = dataclasses.replace(request, output_format=OutputFormat("answer", ANSWER_SCHEMA))
+        elif how == 4:  # the same messages, as new objects
+            messages = [Message.new(m.role, m.parts) for m in messages]
+        request = dataclasses.replace(request, messages=messages)
+        self.sent.append(request)
+        return request
+
+
+ANSWER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+@every_client
+@both_modes
+async def test_a_request_changed_by_a_before_model_hook_is_sent_as_a_fresh_build_of_it(kind: str, stream: bool) -> None:
+    # The incremental build reuses the bytes of the previous request of a conversation only when the request
+    # starts with those very messages; a hook's changes (for one call, then the history again) must never
+    # reuse a stale prefix, nor the hook's request be reused by the next one.
+    turns = 11
+    script = [
+        Message.new(Role.ASSISTANT, [MessagePart.tool_call(f"call_{t}", "echo", {"text": f"t{t}"})])
+        for t in range(turns)
+    ]
+    hook = Redactor()
+    with FakeProviderServer([*script, Message.assistant('{"city": "Oslo"}')]) as server:
+        client = make_client(kind, server)
+        loop = BareLoop(client, [echo], SessionConfig(system_prompt="Be brief."), hooks=[hook])
+        run = await loop.run("Echo eleven times.", RunConfig(stream=stream))
+        expected = [_dumps_bytes(client.build(request, stream)) for request in hook.sent]
+        await client.aclose()
+    assert run.ok, run.error
+    assert len(server.requests) == len(hook.sent) == turns + 1
+    for n, (received, body) in enumerate(zip(server.requests, expected, strict=True)):
+        assert received.raw == body, f"request {n} (hook case {n % 5})"
+    assert b"[redacted prompt]" in server.requests[1].raw and b"[redacted prompt]" not in server.requests[2].raw
+    assert b"Reminder: answer in JSON." in server.requests[3].raw and b"Reminder" not in server.requests[4].raw

@@ -699,7 +699,7 @@ class BareLoop:
                         # tool), or a limit or a loop ended the run.
                         settle(msg, None)
                 elif isinstance(step, CallTools):
-                    reply_message = m.pending[-1]
+                    reply_message = m.full_history()[-1]  # O(1): pending would copy the run's messages
                     try:
                         done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
                     except _Cancelled:

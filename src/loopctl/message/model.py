@@ -847,9 +847,10 @@ def _dumps(obj: Any) -> str:
 
 
 def _dumps_bytes(obj: Any) -> bytes:
-    """Compact UTF-8 JSON. orjson does the work; numbers it cannot write (integers past 64 bits) fall back
-    to the standard library, which writes the same shape. A lone surrogate raises ``InvalidMessage`` with
-    its path."""
+    """Compact UTF-8 JSON. orjson does the work; integers it cannot write (past 64 bits) are written as their
+    exact digits (``orjson.Fragment``), so every other value is written by orjson either way and a value's
+    bytes never depend on what else the document holds (the codecs' incremental bodies join fragments
+    written separately). A lone surrogate raises ``InvalidMessage`` with its path."""
     try:
         return orjson.dumps(obj)
     except orjson.JSONEncodeError as exc:
@@ -857,9 +858,28 @@ def _dumps_bytes(obj: Any) -> bytes:
             path = _findhas_lone_surrogate(obj, "")
             raise InvalidMessage(path, "expected a string that is valid Unicode (found a lone surrogate)") from None
         try:
+            return orjson.dumps(_big_ints_as_fragments(obj))
+        except (orjson.JSONEncodeError, RecursionError):
+            pass
+        try:
             return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
         except ValueError as exc2:
             raise InvalidMessage("", f"expected JSON-compatible values ({exc2})") from None
+
+
+_INT64 = (-(2**63), 2**64 - 1)  # what orjson writes as a number: int64 and uint64
+
+
+def _big_ints_as_fragments(value: Any) -> Any:
+    """``value`` with every integer orjson cannot write replaced by an ``orjson.Fragment`` of its digits
+    (containers copied only where they hold one)."""
+    if type(value) is int:
+        return orjson.Fragment(str(value)) if not _INT64[0] <= value <= _INT64[1] else value
+    if isinstance(value, dict):
+        return {k: _big_ints_as_fragments(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_big_ints_as_fragments(v) for v in value]
+    return value
 
 
 def _findhas_lone_surrogate(value: Any, path: str) -> str:

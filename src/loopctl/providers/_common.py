@@ -220,7 +220,7 @@ def rewrite_tool_id(call_id: str, *, max_len: int = 64, pattern: re.Pattern[str]
     return f"{cleaned[:keep]}_{digest}" if keep else digest[:max_len]
 
 
-def check_pairing(messages: Sequence[Message], api: str) -> None:
+def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> None:
     """Raise :class:`~loopctl.errors.UnsupportedContent` naming the path of the first tool call or result that
     breaks the pairing every provider enforces, so a request it would refuse is never sent.
 
@@ -238,12 +238,16 @@ def check_pairing(messages: Sequence[Message], api: str) -> None:
     compaction while its result stayed is the usual cause. ``api`` names the API in the error. Calls outside
     assistant messages and results outside user messages are left to the codec, which refuses them itself.
     One pass over the parts, no allocation for messages without tool parts.
+
+    ``start`` (the index of an assistant message, or 0) checks ``messages[start:]`` only, paths still counted
+    from the start: what an incremental build does when ``messages[:start + 1]`` passed before (the pairing
+    state starts afresh at every assistant message once the turn before it is known to be answered).
     """
-    calls: set[str] = set()  # the latest assistant message's call ids
+    calls: dict[str, None] = {}  # the latest assistant message's call ids, in order (the error names the first)
     answered: set[str] = set()
     turn = -1  # index of that assistant message
     assistant, user = Role.ASSISTANT, Role.USER
-    for mi, message in enumerate(messages):
+    for mi, message in enumerate(messages[start:] if start else messages, start):
         role = message.role
         if role is assistant:
             if len(answered) < len(calls):
@@ -255,7 +259,7 @@ def check_pairing(messages: Sequence[Message], api: str) -> None:
                     api,
                 )
             if calls:
-                calls = set()
+                calls = {}
                 answered = set()
             turn = mi
             for part in message.parts:
@@ -267,7 +271,7 @@ def check_pairing(messages: Sequence[Message], api: str) -> None:
                             ConversationRule.DUPLICATE_TOOL_CALL_ID,
                             api,
                         )
-                    calls.add(part.id)
+                    calls[part.id] = None
         elif role is user:
             for pi, part in enumerate(message.parts):
                 if type(part) is ToolResultPart:

@@ -61,6 +61,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
+from loopctl.message.model import _dumps_bytes
 from loopctl.providers._common import (
     check_pairing,
     classify_http_error,
@@ -71,7 +72,21 @@ from loopctl.providers._common import (
     refuse_unwritable_options,
     rewrite_tool_id,
 )
-from loopctl.providers.base import ConversionCache, ModelRequest, OutputFormat, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.base import (
+    ITEMS_MARK,
+    ConversionCache,
+    LaidOutPrefix,
+    ModelRequest,
+    OutputFormat,
+    ReasoningEffort,
+    RequestCache,
+    SSEStreamDecoder,
+    write_items,
+    write_spliced,
+)
+from loopctl.providers.base import (
+    held_messages as _held,
+)
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -100,6 +115,8 @@ __all__ = [
     "StreamDecoder",
     "build_request",
     "build_request_from",
+    "encode_request",
+    "encode_request_from",
     "error_from_http",
     "parse_response",
     "parse_stream",
@@ -212,25 +229,137 @@ def build_request(
     call whose ``input`` is not a JSON object, a tool call or result that breaks the pairing rules
     (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing left to send.
     """
-    refuse_unwritable_options(system, tools, "Anthropic")
-    check_pairing(messages, "Anthropic")
-    pieces = _convert_all(messages, cache)
+    body, _, _ = _build(
+        messages,
+        model=model,
+        system=system,
+        tools=tools,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        stop=stop,
+        tool_choice=tool_choice,
+        reasoning_effort=reasoning_effort,
+        stream=stream,
+        extra=extra,
+        cache=cache,
+        requests=None,
+        prompt_cache=prompt_cache,
+        output_format=output_format,
+    )
+    return body
+
+
+def encode_request(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    cache: RequestCache | None = None,
+    **options: Any,
+) -> bytes:
+    """The bytes of :func:`build_request`'s body for the same arguments (``options`` are its keyword
+    arguments), written as compact UTF-8 JSON by the project's serializer: exactly
+    ``_dumps_bytes(build_request(messages, model=model, **options))``.
+
+    With ``cache`` (a :class:`~loopctl.providers.base.RequestCache`, one per client) the build is
+    incremental: when ``messages`` continue a conversation laid out before (the same message objects first),
+    the turns before a closed assistant turn are the bytes of the previous call and only what follows is
+    converted, merged, checked and written. What depends on the end of the conversation is always laid out
+    afresh: the cache breakpoints of the last two user turns (the kept prefix stops before them), the
+    prefill fixes of a final assistant turn, the empty-prompt check, and whether thinking can be enabled
+    (the first block of the assistant turn after the last plain user turn is carried over when that turn
+    lies in the prefix). Raises what :func:`build_request` raises.
+    """
+    body, prefix, parts = _build(messages, model=model, cache=None, requests=cache, **options)
+    out = write_spliced(body, *parts) if parts is not None else _dumps_bytes(body)
+    if cache is not None and prefix is not None:
+        cache.keep(prefix)
+    return out
+
+
+def encode_request_from(
+    request: ModelRequest,
+    *,
+    model: str,
+    stream: bool = False,
+    cache: RequestCache | None = None,
+    **provider_specific: Any,
+) -> bytes:
+    """:func:`encode_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the client sends)."""
+    return encode_request(
+        request.messages, model=model, stream=stream, cache=cache, **request.options(), **provider_specific
+    )
+
+
+_Turn = tuple[str, list[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Carry:
+    """What an incremental build carries past the kept prefix of ``turns`` turns: the texts of its system
+    messages, the index of its last plain user turn (one without tool results; -1 for none) and, when the
+    turn after that one is in the prefix too, whether it lets thinking be enabled (``None``: that turn is the
+    first one after the prefix)."""
+
+    system_texts: tuple[str, ...] = ()
+    plain: int = -1
+    opens: bool | None = None
+
+
+def _build(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    system: str | None = None,
+    tools: Sequence[ToolSchema] = (),
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stop: Sequence[str] | None = None,
+    tool_choice: ToolChoice | None = None,
+    reasoning_effort: ReasoningEffort | None = None,
+    stream: bool = False,
+    extra: Mapping[str, Any] | None = None,
+    cache: ConversionCache | None = None,
+    requests: RequestCache | None = None,
+    prompt_cache: bool = True,
+    output_format: OutputFormat | None = None,
+) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
+    """The body and, with ``requests``, the prefix to keep for the next call and the parts of the messages
+    array (``body["messages"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`; see
+    :func:`encode_request`)."""
+    if requests is None:
+        refuse_unwritable_options(system, tools, "Anthropic")
+    else:  # the tools' strings are checked once while the same tools come back
+        refuse_unwritable_options(system, (), "Anthropic")
+        requests.tools(("writable", "Anthropic"), tools, lambda: refuse_unwritable_options(None, tools, "Anthropic"))
+    key = (_CACHE_KEY, prompt_cache)
+    prefix = requests.prefix(messages, key) if requests is not None else None
+    start = prefix.start if prefix is not None else 0
+    carry: _Carry = prefix.state if prefix is not None else _Carry()
+    check_pairing(messages, "Anthropic", start)
+    tail = messages[start:] if start else messages
+    pieces = _convert_all(tail, requests.conversions if requests is not None else cache, start)
 
     system_texts = [system] if system is not None and system.strip() else []
-    turns: list[tuple[str, list[dict[str, Any]]]] = []
-    for piece in pieces:
+    system_texts.extend(carry.system_texts)
+    tail_system: list[tuple[int, str]] = []  # (index in tail, text) of the tail's system messages
+    turns: list[_Turn] = []
+    firsts: list[int] = []  # index in tail of each turn's first message
+    for off, piece in enumerate(pieces):
         if piece.role == "system":
             if piece.system_text.strip():
-                system_texts.append(piece.system_text)
+                tail_system.append((off, piece.system_text))
         elif piece.content:
             if turns and turns[-1][0] == piece.role:
                 turns[-1] = (piece.role, _merge(piece.role, turns[-1][1], piece.content))
             else:
                 turns.append((piece.role, piece.content))
+                firsts.append(off)
+    system_texts.extend(text for _, text in tail_system)
 
-    _refuse_an_empty_prompt(messages, pieces, turns)
+    _refuse_an_empty_prompt(tail, pieces, turns, start)
     _results_in_call_order(turns)
-    thinking = _thinking_config(reasoning_effort, max_tokens, tool_choice, bool(tools), turns)
+    laid_out = list(turns)  # before the end of the request is fixed and marked
+    thinking = _thinking_config(reasoning_effort, max_tokens, tool_choice, bool(tools), turns, carry)
     if thinking is not None:
         budget = thinking["budget_tokens"]
         max_out = max_tokens if max_tokens is not None else budget + DEFAULT_MAX_TOKENS
@@ -238,10 +367,13 @@ def build_request(
         max_out = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS
     if turns and turns[-1][0] == "assistant":
         _fix_prefill(turns, thinking_on=thinking is not None)
-    if not turns:
+    if not turns and (prefix is None or not prefix.count):
         raise nothing_to_send("Anthropic", len(messages))
 
-    tool_list = [_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
+    if requests is not None:
+        tool_list = list(requests.tools(key, tools, lambda: _tool_list(tools)))
+    else:
+        tool_list = _tool_list(tools)
     system_blocks = [{"type": "text", "text": "\n".join(system_texts)}] if system_texts else []
     if prompt_cache:
         _place_cache_breakpoints(tool_list, system_blocks, turns)
@@ -249,7 +381,25 @@ def build_request(
     body: dict[str, Any] = {"model": model, "max_tokens": max_out}
     if system_blocks:
         body["system"] = system_blocks
-    body["messages"] = [{"role": role, "content": content} for role, content in turns]
+    keep: LaidOutPrefix | None = None
+    parts: tuple[tuple[bytes, ...], list[dict[str, Any]]] | None = None
+    if requests is None:
+        body["messages"] = [{"role": role, "content": content} for role, content in turns]
+    else:
+        cut = _cut(laid_out, prompt_cache)
+        done = [{"role": role, "content": content} for role, content in laid_out[:cut]]
+        rest = [{"role": role, "content": content} for role, content in turns[cut:]]
+        chunks = prefix.chunks if prefix is not None else ()
+        written = write_items(done)
+        if written:
+            chunks = (*chunks, written)
+        body["messages"] = ITEMS_MARK
+        parts = (chunks, rest)
+        if cut:
+            upto = firsts[cut]
+            count = (prefix.count if prefix is not None else 0) + cut
+            state = _carry(carry, count - cut, laid_out, cut, [t for off, t in tail_system if off < upto])
+            keep = LaidOutPrefix(key, _held(messages), start + upto, chunks, count, state)
     if tool_list:
         body["tools"] = tool_list
         if tool_choice is not None:
@@ -266,7 +416,54 @@ def build_request(
         body["output_config"] = {"format": json_output_format(output_format)}
     if extra:
         body.update(extra)
-    return body
+    return body, keep, parts
+
+
+def _tool_list(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
+    return [_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
+
+
+def _markable(turn: _Turn) -> bool:
+    """A user turn that can carry a cache breakpoint (a block other than an empty tool result)."""
+    return turn[0] == "user" and any(b["type"] != "tool_result" or "content" in b for b in turn[1])
+
+
+def _cut(turns: list[_Turn], prompt_cache: bool) -> int:
+    """How many of ``turns`` (laid out from the kept prefix on) can join the prefix: up to the last assistant
+    turn (never the first one, which starts where the prefix ends) after which, with ``prompt_cache``, at
+    least two user turns can carry a breakpoint, so the breakpoints of this and every later request fall
+    after the prefix (appending never makes a user turn unable to carry one). 0 for none."""
+    marks = 0
+    for ti in range(len(turns) - 1, 0, -1):
+        role = turns[ti][0]
+        if role == "user":
+            marks += _markable(turns[ti])
+        elif (marks >= 2 or not prompt_cache) and turns[ti - 1][0] == "user":
+            return ti
+    return 0
+
+
+def _plain(turn: _Turn) -> bool:
+    return turn[0] == "user" and not any(b["type"] == "tool_result" for b in turn[1])
+
+
+def _opens(turn: _Turn) -> bool:
+    """Whether thinking can be enabled when ``turn`` follows the last plain user turn."""
+    return turn[0] != "assistant" or turn[1][0]["type"] in ("thinking", "redacted_thinking")
+
+
+def _carry(carry: _Carry, base: int, turns: list[_Turn], cut: int, system_texts: list[str]) -> _Carry:
+    """The carry past ``turns[:cut]`` added to a prefix of ``base`` turns carried by ``carry``."""
+    plain, opens = carry.plain, carry.opens
+    for ti in range(cut - 1, -1, -1):
+        if _plain(turns[ti]):
+            plain = base + ti
+            opens = _opens(turns[ti + 1]) if ti + 1 < cut else None
+            break
+    else:
+        if opens is None:
+            opens = _opens(turns[0])
+    return _Carry((*carry.system_texts, *system_texts), plain, opens)
 
 
 def build_request_from(
@@ -284,11 +481,12 @@ def build_request_from(
     )
 
 
-def _convert_all(messages: Sequence[Message], cache: ConversionCache | None) -> list[_Converted]:
+def _convert_all(messages: Sequence[Message], cache: ConversionCache | None, start: int = 0) -> list[_Converted]:
+    """Each message converted (``start``: the index of ``messages[0]`` in the conversation, for paths)."""
     if cache is None:
-        return [_convert_message(m, mi) for mi, m in enumerate(messages)]
+        return [_convert_message(m, mi) for mi, m in enumerate(messages, start)]
     out: list[_Converted] = []
-    for mi, m in enumerate(messages):
+    for mi, m in enumerate(messages, start):
         piece = cache.get(m, _CACHE_KEY)
         if piece is None:
             piece = _convert_message(m, mi)
@@ -421,13 +619,17 @@ def _merge(role: str, first: list[dict[str, Any]], second: list[dict[str, Any]])
 
 
 def _refuse_an_empty_prompt(
-    messages: Sequence[Message], pieces: list[_Converted], turns: list[tuple[str, list[dict[str, Any]]]]
+    messages: Sequence[Message],
+    pieces: list[_Converted],
+    turns: list[tuple[str, list[dict[str, Any]]]],
+    start: int = 0,
 ) -> None:
     """Raise :class:`~loopctl.errors.UnsupportedContent` when the conversation ends on a user message of
     empty (or whitespace-only) text that nothing else stands in for. Anthropic refuses such text ("text
     content blocks must contain non-whitespace text"), and leaving it out would end the request on the
     assistant's turn, which Anthropic reads as a prefill to continue rather than a question to answer.
-    (Chat, Responses and Gemini send an empty prompt: their APIs accept it.)"""
+    (Chat, Responses and Gemini send an empty prompt: their APIs accept it.) ``messages`` may be the end of
+    the conversation from index ``start`` on, when it holds a non-system message."""
     for mi in range(len(messages) - 1, -1, -1):
         message = messages[mi]
         if message.role is Role.SYSTEM:
@@ -440,7 +642,7 @@ def _refuse_an_empty_prompt(
         )
         if empty and (not turns or turns[-1][0] == "assistant"):
             raise UnsupportedContent(
-                f"messages[{mi}]: the prompt is empty; Anthropic refuses empty or whitespace-only text, and "
+                f"messages[{start + mi}]: the prompt is empty; Anthropic refuses empty or whitespace-only text, and "
                 "without it the request would end on the assistant's turn (a prefill)"
             )
         return
@@ -470,6 +672,7 @@ def _thinking_config(
     tool_choice: ToolChoice | None,
     has_tools: bool,
     turns: list[tuple[str, list[dict[str, Any]]]],
+    carry: _Carry | None = None,
 ) -> dict[str, Any] | None:
     if effort is None:
         return None
@@ -483,29 +686,31 @@ def _thinking_config(
         budget = min(budget, max_tokens - 1)
         if budget < MIN_THINKING_BUDGET:
             return None
-    if not _turn_opens_with_thinking(turns):
+    if not _turn_opens_with_thinking(turns, carry):
         return None
     return {"type": "enabled", "budget_tokens": budget}
 
 
-def _turn_opens_with_thinking(turns: list[tuple[str, list[dict[str, Any]]]]) -> bool:
+def _turn_opens_with_thinking(turns: list[tuple[str, list[dict[str, Any]]]], carry: _Carry | None = None) -> bool:
     """False when the request continues a tool loop whose assistant turn does not start with thinking.
 
     The turn starts at the assistant message after the last user message that holds no tool result; when
     the request ends on tool results, that message must open with a thinking block or the API answers 400
-    ("When thinking is enabled, a final assistant message must start with a thinking block").
+    ("When thinking is enabled, a final assistant message must start with a thinking block"). ``turns`` may
+    be the turns after a kept prefix, whose ``carry`` answers when that user message lies in the prefix.
     """
     if not turns or turns[-1][0] != "user" or turns[-1][1][0]["type"] != "tool_result":
         return True
     for i in range(len(turns) - 1, -1, -1):
-        role, content = turns[i]
-        if role == "user" and not any(b["type"] == "tool_result" for b in content):
+        if _plain(turns[i]):
             break
     else:
+        if carry is not None and carry.opens is not None:
+            return carry.opens
         i = -1
-    if i + 1 >= len(turns) or turns[i + 1][0] != "assistant":
+    if i + 1 >= len(turns):
         return True
-    return turns[i + 1][1][0]["type"] in ("thinking", "redacted_thinking")
+    return _opens(turns[i + 1])
 
 
 def _fix_prefill(turns: list[tuple[str, list[dict[str, Any]]]], *, thinking_on: bool) -> None:

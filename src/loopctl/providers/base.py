@@ -16,7 +16,9 @@ decodes the reply. Pure module: no I/O, no clock.
 
 from __future__ import annotations
 
+import operator
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
@@ -25,6 +27,7 @@ import orjson
 
 from loopctl.errors import ProviderError, ProviderProtocolError
 from loopctl.message import Message
+from loopctl.message.model import _dumps_bytes
 from loopctl.providers.sse import ServerSentEvent, SSEDecoder
 from loopctl.response import ModelResponse
 from loopctl.stream import StreamAccumulator, StreamEvent, loads_exact
@@ -32,6 +35,12 @@ from loopctl.tool import ToolChoice, ToolSchema, check_tool_choice
 
 __all__ = [
     "ConversionCache",
+    "LaidOutPrefix",
+    "RequestCache",
+    "ITEMS_MARK",
+    "held_messages",
+    "write_items",
+    "write_spliced",
     "EventCallback",
     "ModelClient",
     "ModelRequest",
@@ -282,3 +291,127 @@ class ConversionCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+@dataclass(slots=True)
+class LaidOutPrefix:
+    """One conversation as a codec last sent it: ``messages`` (held, so that their identity can be checked)
+    is the whole request; ``messages[:start]`` became ``count`` output items, already written as JSON in
+    ``chunks`` (compact UTF-8; each chunk is one or more items, each followed by ``,``), which no
+    message appended after ``messages`` can change. A request continues the prefix only when it starts with
+    all of ``messages`` (the codecs' rules for where a layout is final hold for appends, not for another
+    continuation of a shorter start). ``state`` is what the codec carries over to lay out what follows
+    (system texts, where thinking was decided...). Built by a codec's incremental build, never changed once
+    kept."""
+
+    key: Any
+    messages: list[Message]
+    start: int
+    chunks: tuple[bytes, ...] = ()
+    count: int = 0
+    state: Any = None
+
+
+class RequestCache:
+    """What a client keeps between calls so that building the next request body costs O(new messages), not
+    O(history): the per-message conversions (:attr:`conversions`), the laid-out and serialized start of each
+    conversation it serves (:class:`LaidOutPrefix`, one per conversation, keyed by its first message), and
+    the converted tools.
+
+    A conversation is recognized by identity: a request whose first messages are the very objects of the
+    previous request of that conversation (messages are immutable) continues it, and only the messages from
+    the prefix's ``start`` on are converted, checked and written. Anything else (a compaction, an edited or
+    removed message, a fork, other options) lays the conversation out afresh. The bytes are the same either
+    way (the codecs' property tests check it). At most :attr:`max_conversations` prefixes are kept (least
+    recently used dropped). Pure: no I/O.
+    """
+
+    __slots__ = ("_prefixes", "_tools", "conversions", "max_conversations")
+
+    def __init__(self, max_conversations: int = 1024) -> None:
+        self.conversions = ConversionCache()
+        self.max_conversations = max_conversations
+        self._prefixes: OrderedDict[int, LaidOutPrefix] = OrderedDict()
+        self._tools: dict[Any, tuple[tuple[Any, ...], Any]] = {}
+
+    def prefix(self, messages: Sequence[Message], key: Any) -> LaidOutPrefix | None:
+        """The stored prefix that ``messages`` continue under ``key`` (same layout options), or ``None``.
+        Costs one identity comparison per message of the prefix (C speed: no Python per message)."""
+        if not messages:
+            return None
+        found = self._prefixes.get(id(messages[0]))
+        if found is None or found.key != key:
+            return None
+        held = found.messages
+        n = len(held)
+        if n > len(messages) or held[0] is not messages[0]:
+            return None
+        if n > 1 and not all(map(operator.is_, messages[:n], held)):
+            return None
+        self._prefixes.move_to_end(id(messages[0]))
+        return found
+
+    def keep(self, prefix: LaidOutPrefix) -> None:
+        """Store ``prefix`` (it replaces the one of the same conversation)."""
+        if not prefix.messages:
+            return
+        k = id(prefix.messages[0])
+        self._prefixes[k] = prefix
+        self._prefixes.move_to_end(k)
+        while len(self._prefixes) > self.max_conversations:
+            self._prefixes.popitem(last=False)
+
+    def forget(self, messages: Sequence[Message]) -> None:
+        """Drop the prefix stored for the conversation that starts with ``messages[0]``."""
+        if messages:
+            found = self._prefixes.get(id(messages[0]))
+            if found is not None and found.messages[0] is messages[0]:
+                del self._prefixes[id(messages[0])]
+
+    def tools(self, key: Any, tools: Sequence[Any], convert: Callable[[], Any]) -> Any:
+        """``convert()``, the converted form of ``tools`` under ``key``, made once while the same tool objects
+        (compared by identity; a :class:`~loopctl.tool.ToolSchema` is treated as immutable) come back. What
+        ``convert`` raises is raised again on every call (nothing is kept)."""
+        held = self._tools.get(key)
+        if held is not None and len(held[0]) == len(tools) and all(map(operator.is_, held[0], tools)):
+            return held[1]
+        value = convert()
+        if len(self._tools) >= 16:
+            self._tools.clear()
+        self._tools[key] = (tuple(tools), value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._prefixes)
+
+
+def held_messages(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` as a list of the same objects (a slice: C speed for lists and the engine's views)."""
+    held = messages[:]
+    return held if isinstance(held, list) else list(held)
+
+
+ITEMS_MARK: Any = orjson.Fragment(b"\x00")
+"""Stands in a body for the array an incremental build writes itself (:func:`write_spliced`): orjson never
+writes a NUL byte (it escapes one inside a string), so the mark is found without ambiguity."""
+
+
+def write_items(items: Sequence[Any]) -> bytes:
+    """``items`` written as JSON (the project's serializer), each followed by ``,`` (``b""`` for none)."""
+    if not items:
+        return b""
+    written = _dumps_bytes(items)
+    return written[1:-1] + b","
+
+
+def write_spliced(body: Mapping[str, Any], chunks: Sequence[bytes], last: Sequence[Any]) -> bytes:
+    """``body`` written as JSON with, in place of :data:`ITEMS_MARK`, the array of the items written in
+    ``chunks`` (see :func:`write_items`) followed by ``last``: the bytes of the same body holding the
+    whole list, assembled in one copy."""
+    head, mark, end = _dumps_bytes(body).partition(b"\x00")
+    if not mark:
+        raise ValueError("the body holds no ITEMS_MARK")
+    tail = _dumps_bytes(list(last))[1:-1] if last else b""
+    if not tail and chunks:
+        chunks = (*chunks[:-1], chunks[-1][:-1])  # no comma after the last item
+    return b"".join((head, b"[", *chunks, tail, b"]", end))

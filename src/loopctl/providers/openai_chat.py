@@ -51,6 +51,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
+from loopctl.message.model import _dumps_bytes
 from loopctl.providers._common import (
     TOOL_ERROR_MARKER,
     check_pairing,
@@ -67,7 +68,21 @@ from loopctl.providers._common import (
 )
 from loopctl.providers._openai_strict import plain_schema as _plain
 from loopctl.providers._openai_strict import strict_schema
-from loopctl.providers.base import ConversionCache, ModelRequest, OutputFormat, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.base import (
+    ITEMS_MARK,
+    ConversionCache,
+    LaidOutPrefix,
+    ModelRequest,
+    OutputFormat,
+    ReasoningEffort,
+    RequestCache,
+    SSEStreamDecoder,
+    write_items,
+    write_spliced,
+)
+from loopctl.providers.base import (
+    held_messages as _held,
+)
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -93,6 +108,8 @@ __all__ = [
     "StreamDecoder",
     "build_request",
     "build_request_from",
+    "encode_request",
+    "encode_request_from",
     "error_from_http",
     "parse_response",
     "parse_stream",
@@ -102,6 +119,8 @@ __all__ = [
 
 PROVIDER: Final = "openai"
 """The name used in errors (``ProviderError.provider``)."""
+
+_API: Final = "OpenAI Chat Completions"
 
 COMPATIBLE_REASONING: Final = "openai-compatible"
 """``ThinkingPart.provider`` of reasoning text decoded from a compatible server's ``reasoning_content`` /
@@ -200,33 +219,139 @@ def build_request(
     (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing to send. Raises
     ``ValueError`` for a bad option value.
     """
+    body, _, _ = _build(
+        messages,
+        model=model,
+        system=system,
+        tools=tools,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        stop=stop,
+        tool_choice=tool_choice,
+        reasoning_effort=reasoning_effort,
+        stream=stream,
+        extra=extra,
+        cache=cache,
+        requests=None,
+        system_role=system_role,
+        max_tokens_param=max_tokens_param,
+        strict_tools=strict_tools,
+        image_detail=image_detail,
+        replay_reasoning_content=replay_reasoning_content,
+        tool_call_id_max_length=tool_call_id_max_length,
+        output_format=output_format,
+    )
+    return body
+
+
+def encode_request(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    cache: RequestCache | None = None,
+    **options: Any,
+) -> bytes:
+    """The bytes of :func:`build_request`'s body for the same arguments (``options`` are its keyword
+    arguments), written as compact UTF-8 JSON by the project's serializer: exactly
+    ``_dumps_bytes(build_request(messages, model=model, **options))``.
+
+    With ``cache`` (a :class:`~loopctl.providers.base.RequestCache`, one per client) the build is
+    incremental: when ``messages`` continue a conversation laid out before (the same message objects first),
+    only the messages from the last assistant message on are checked, converted, laid out and written; the
+    rest is the bytes of the previous call. Tool schemas are converted once while the same objects come back.
+    Raises what :func:`build_request` raises, and ``InvalidMessage`` for text with a lone surrogate.
+    """
+    body, prefix, parts = _build(messages, model=model, cache=None, requests=cache, **options)
+    out = write_spliced(body, *parts) if parts is not None else _dumps_bytes(body)
+    if cache is not None and prefix is not None:
+        cache.keep(prefix)
+    return out
+
+
+def _build(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    system: str | None = None,
+    tools: Sequence[ToolSchema] = (),
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stop: Sequence[str] | None = None,
+    tool_choice: ToolChoice | None = None,
+    reasoning_effort: ReasoningEffort | None = None,
+    stream: bool = False,
+    extra: Mapping[str, Any] | None = None,
+    cache: ConversionCache | None = None,
+    requests: RequestCache | None = None,
+    system_role: SystemRole = "system",
+    max_tokens_param: MaxTokensParam = "max_completion_tokens",
+    strict_tools: bool = False,
+    image_detail: ImageDetail | None = None,
+    replay_reasoning_content: bool = False,
+    tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
+    output_format: OutputFormat | None = None,
+) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
+    """The body, and (with ``requests``) the prefix to keep for the next call and the parts of the messages
+    array. Without ``requests`` the messages are laid out whole (``body["messages"]`` a list); with it, from
+    the stored prefix on (``body["messages"]`` is :data:`~loopctl.providers.base.ITEMS_MARK`, the array the
+    written chunks of the prefix and the new items: see :func:`~loopctl.providers.base.write_spliced`)."""
     if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
         raise ValueError(f"max_tokens_param must be 'max_completion_tokens' or 'max_tokens', not {max_tokens_param!r}")
     if system_role not in ("system", "developer"):
         raise ValueError(f"system_role must be 'system' or 'developer', not {system_role!r}")
     opts = _Options(system_role, image_detail, replay_reasoning_content, tool_call_id_max_length)
-    refuse_unwritable_options(system, tools, "OpenAI Chat Completions")
-    check_pairing(messages, "OpenAI Chat Completions")
+    if requests is None:
+        refuse_unwritable_options(system, tools, _API)
+    else:  # the tools' strings are checked once while the same tools come back
+        refuse_unwritable_options(system, (), _API)
+        requests.tools(("writable", _API), tools, lambda: refuse_unwritable_options(None, tools, _API))
+    conversions = requests.conversions if requests is not None else cache
+    prefix = requests.prefix(messages, opts) if requests is not None else None
+    start = prefix.start if prefix is not None else 0
+    check_pairing(messages, _API, start)
+    tail = messages[start:] if start else messages
     pieces: list[_Piece] = []
-    for index, message in enumerate(messages):
-        piece = cache.get(message, opts) if cache is not None else None
+    for index, message in enumerate(tail, start):
+        piece = conversions.get(message, opts) if conversions is not None else None
         if piece is None:
             piece = _convert_message(message, f"messages[{index}]", opts)
-            if cache is not None:
-                cache.put(message, piece, opts)
+            if conversions is not None:
+                conversions.put(message, piece, opts)
         pieces.append(piece)
-    if cache is not None:
-        cache.sweep()
+    if conversions is not None:
+        conversions.sweep()
 
-    chat: list[dict[str, Any]] = []
+    head: list[dict[str, Any]] = []
     if system:
-        chat.append({"role": system_role, "content": system})
-    _assemble(pieces, chat)
-    if not chat:
-        raise nothing_to_send("OpenAI Chat Completions", len(messages))
+        head.append({"role": system_role, "content": system})
+    chat: list[dict[str, Any]] = head if requests is None else []
+    starts: list[tuple[int, int]] = []  # (piece, position in chat) of each assistant message
+    _assemble(pieces, chat, starts)
+    if not chat and not head and (prefix is None or not prefix.count):
+        raise nothing_to_send(_API, len(messages))
 
     body: dict[str, Any] = {"model": model, "messages": chat}
-    if tools:
+    keep: LaidOutPrefix | None = None
+    parts: tuple[tuple[bytes, ...], list[dict[str, Any]]] | None = None
+    if requests is not None:
+        # The layout before an assistant message never changes when messages are added after it (results are
+        # gathered up to the next assistant message): everything before the last one becomes the prefix.
+        cut = next((s for s in reversed(starts) if s[0] > 0), None)
+        done, rest = (chat[: cut[1]], chat[cut[1] :]) if cut is not None else ([], chat)
+        chunks = prefix.chunks if prefix is not None else ()
+        written = write_items(done)
+        if written:
+            chunks = (*chunks, written)
+        body["messages"] = ITEMS_MARK
+        parts = ((write_items(head), *chunks) if head else chunks, rest)
+        if cut is not None:
+            count = (prefix.count if prefix is not None else 0) + len(done)
+            keep = LaidOutPrefix(opts, _held(messages), start + cut[0], chunks, count)
+        if tools:
+            body["tools"] = requests.tools(
+                (_API, strict_tools), tools, lambda: _tools_fragment(tools, strict_tools)
+            )
+    elif tools:
         body["tools"] = [_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)]
     if tool_choice is not None:
         body["tool_choice"] = _tool_choice(tool_choice)
@@ -245,7 +370,25 @@ def build_request(
         body["response_format"] = response_format(output_format)
     if extra:
         body.update(extra)
-    return body
+    return body, keep, parts
+
+
+def _tools_fragment(tools: Sequence[ToolSchema], strict: bool) -> Any:
+    return orjson.Fragment(_dumps_bytes([_tool(t, f"tools[{i}]", strict) for i, t in enumerate(tools)]))
+
+
+def encode_request_from(
+    request: ModelRequest,
+    *,
+    model: str,
+    stream: bool = False,
+    cache: RequestCache | None = None,
+    **provider_specific: Any,
+) -> bytes:
+    """:func:`encode_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the client sends)."""
+    return encode_request(
+        request.messages, model=model, stream=stream, cache=cache, **request.options(), **provider_specific
+    )
 
 
 def build_request_from(
@@ -263,7 +406,7 @@ def build_request_from(
     )
 
 
-def _assemble(pieces: list[_Piece], out: list[dict[str, Any]]) -> None:
+def _assemble(pieces: list[_Piece], out: list[dict[str, Any]], starts: list[tuple[int, int]] | None = None) -> None:
     """Lay the converted messages out in Chat's order.
 
     OpenAI requires the tool messages answering an assistant's ``tool_calls`` to follow it directly (a 400
@@ -271,11 +414,13 @@ def _assemble(pieces: list[_Piece], out: list[dict[str, Any]]) -> None:
     'tool_call_id'", reported in BerriAI/litellm#10083), so the results of a turn are gathered from every
     message up to the next assistant message and placed first, in the order of the calls; then the user
     message holding the images moved out of them; then, in their original order, the system messages and user
-    content that stood among the results.
+    content that stood among the results. ``starts`` receives ``(index, len(out))`` at each assistant piece.
     """
     i, n = 0, len(pieces)
     while i < n:
         piece = pieces[i]
+        if starts is not None and piece.role is Role.ASSISTANT:
+            starts.append((i, len(out)))
         if piece.role is not Role.ASSISTANT or not piece.tool_call_ids:
             if piece.replies:  # results with no call before them: sent where they stand
                 _emit_replies(list(piece.replies), out)

@@ -57,6 +57,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
+from loopctl.message.model import _dumps_bytes
 from loopctl.providers._common import (
     TOOL_ERROR_MARKER,
     check_pairing,
@@ -72,7 +73,19 @@ from loopctl.providers._common import (
 )
 from loopctl.providers._openai_strict import plain_schema as _plain
 from loopctl.providers._openai_strict import strict_schema
-from loopctl.providers.base import ConversionCache, ModelRequest, OutputFormat, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.base import (
+    ITEMS_MARK,
+    ConversionCache,
+    LaidOutPrefix,
+    ModelRequest,
+    OutputFormat,
+    ReasoningEffort,
+    RequestCache,
+    SSEStreamDecoder,
+    write_items,
+    write_spliced,
+)
+from loopctl.providers.base import held_messages as _held
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -98,12 +111,16 @@ __all__ = [
     "StreamDecoder",
     "build_request",
     "build_request_from",
+    "encode_request",
+    "encode_request_from",
     "error_from_http",
     "parse_response",
     "parse_stream",
     "strict_schema",
     "text_format",
 ]
+
+_API = "OpenAI Responses"
 
 PROVIDER = "openai"
 """The name in errors and in :attr:`ThinkingPart.provider <loopctl.message.ThinkingPart.provider>`."""
@@ -179,49 +196,179 @@ def build_request(
     that breaks the pairing rules: :func:`~loopctl.providers._common.check_pairing`...), naming its path
     (``messages[3].parts[1]``), and for a request with nothing to send.
     """
+    body, _, _ = _build(
+        messages,
+        model=model,
+        system=system,
+        tools=tools,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        stop=stop,
+        tool_choice=tool_choice,
+        reasoning_effort=reasoning_effort,
+        stream=stream,
+        extra=extra,
+        cache=cache,
+        system_role=system_role,
+        system_as_instructions=system_as_instructions,
+        reasoning_summary=reasoning_summary,
+        encrypted_reasoning=encrypted_reasoning,
+        store=store,
+        strict_tools=strict_tools,
+        output_format=output_format,
+        requests=None,
+    )
+    return body
+
+
+def encode_request(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    cache: RequestCache | None = None,
+    **options: Any,
+) -> bytes:
+    """The bytes of :func:`build_request`'s body for the same arguments (``options`` are its keyword
+    arguments), written as compact UTF-8 JSON by the project's serializer: exactly
+    ``_dumps_bytes(build_request(messages, model=model, **options))``.
+
+    With ``cache`` (a :class:`~loopctl.providers.base.RequestCache`, one per client) the build is
+    incremental: when ``messages`` extend the previous request of a conversation (the same message objects
+    first), the input items before its last assistant message are the bytes of that call and only the
+    messages from there on are checked, converted, laid out and written (a reasoning item stays with the
+    items of its own message, so no neighbour changes it). Tool schemas are converted once while the same
+    objects come back. Raises what :func:`build_request` raises.
+    """
+    body, prefix, parts = _build(messages, model=model, cache=None, requests=cache, **options)
+    out = write_spliced(body, *parts) if parts is not None else _dumps_bytes(body)
+    if cache is not None and prefix is not None:
+        cache.keep(prefix)
+    return out
+
+
+def encode_request_from(
+    request: ModelRequest,
+    *,
+    model: str,
+    stream: bool = False,
+    cache: RequestCache | None = None,
+    **provider_specific: Any,
+) -> bytes:
+    """:func:`encode_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the client sends)."""
+    return encode_request(
+        request.messages, model=model, stream=stream, cache=cache, **request.options(), **provider_specific
+    )
+
+
+def _build(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    system: str | None = None,
+    tools: Sequence[ToolSchema] = (),
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stop: Sequence[str] | None = None,
+    tool_choice: ToolChoice | None = None,
+    reasoning_effort: ReasoningEffort | None = None,
+    stream: bool = False,
+    extra: Mapping[str, Any] | None = None,
+    cache: ConversionCache | None = None,
+    requests: RequestCache | None = None,
+    system_role: SystemRole = "developer",
+    system_as_instructions: bool = False,
+    reasoning_summary: ReasoningSummary | None = None,
+    encrypted_reasoning: bool | None = None,
+    store: bool | None = None,
+    strict_tools: bool = False,
+    output_format: OutputFormat | None = None,
+) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
+    """The body and, with ``requests``, the prefix to keep and the parts of the ``input`` array (see
+    :func:`encode_request`; ``body["input"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`)."""
     if stop:
         raise UnsupportedContent(
             f"{PROVIDER}: the Responses API has no stop sequences; `stop` ({list(stop)!r}) cannot be sent "
             "(use the Chat Completions codec, or drop `stop`)"
         )
-    refuse_unwritable_options(system, tools, "OpenAI Responses")
-    check_pairing(messages, "OpenAI Responses")
+    if requests is None:
+        refuse_unwritable_options(system, tools, _API)
+    else:  # the tools' strings are checked once while the same tools come back
+        refuse_unwritable_options(system, (), _API)
+        requests.tools(("writable", _API), tools, lambda: refuse_unwritable_options(None, tools, _API))
     options = _Options(system_role=system_role, store_off=store is False)
     # Namespaced, so one cache can serve several codecs.
     key = ("openai_responses", system_role, options.store_off)
-    items: list[dict[str, Any]] = []
+    conversions = requests.conversions if requests is not None else cache
+    prefix = requests.prefix(messages, key) if requests is not None else None
+    start = prefix.start if prefix is not None else 0
+    check_pairing(messages, _API, start)
+    tail = messages[start:] if start else messages
+    head: list[dict[str, Any]] = []
     if system and not system_as_instructions:
-        items.append({"role": system_role, "content": system})
+        head.append({"role": system_role, "content": system})
+    items: list[dict[str, Any]] = head if requests is None else []
     calls: tuple[dict[str, Any], ...] = ()  # the items of the latest assistant message
     outputs: list[int] = []  # where the function_call_output items answering it stand in ``items``
-    for index, message in enumerate(messages):
-        converted: tuple[dict[str, Any], ...] | None = cache.get(message, key) if cache is not None else None
+    starts: list[tuple[int, int]] = []  # (index in tail, position in items) of each assistant message
+    for index, message in enumerate(tail, start):
+        converted: tuple[dict[str, Any], ...] | None = (
+            conversions.get(message, key) if conversions is not None else None
+        )
         if converted is None:
             converted = _convert_message(message, index, options)
-            if cache is not None:
-                cache.put(message, converted, key)
+            if conversions is not None:
+                conversions.put(message, converted, key)
         if message.role is Role.ASSISTANT:
             _outputs_in_call_order(items, outputs, calls)
             calls, outputs = converted, []
+            starts.append((index - start, len(items)))
         else:
             outputs.extend(len(items) + k for k, item in enumerate(converted) if item.get("type") == _OUTPUT)
         items.extend(converted)
     _outputs_in_call_order(items, outputs, calls)
-    if cache is not None:
-        cache.sweep()
-    if ends_on_an_empty_prompt(messages) and not (items and _is_user_item(items[-1])):
+    if conversions is not None:
+        conversions.sweep()
+    ends_on_user = _is_user_item(items[-1]) if items else bool(prefix is not None and prefix.state)
+    if ends_on_an_empty_prompt(messages) and not ends_on_user:
         # An empty prompt is still the user's turn: the API answers {"role": "user", "content": ""} with a
         # 200, while leaving it out would end the input on the assistant's turn (or send nothing at all).
         items.append({"role": "user", "content": ""})
-    if not items and not (system and system_as_instructions):
-        raise nothing_to_send("OpenAI Responses", len(messages))
+    if not items and not head and (prefix is None or not prefix.count) and not (system and system_as_instructions):
+        raise nothing_to_send(_API, len(messages))
 
     body: dict[str, Any] = {"model": model}
     if system and system_as_instructions:
         body["instructions"] = system
-    body["input"] = items
+    keep: LaidOutPrefix | None = None
+    parts: tuple[tuple[bytes, ...], list[dict[str, Any]]] | None = None
+    if requests is None:
+        body["input"] = items
+    else:
+        # The items before an assistant message never change when messages are added after it (its outputs
+        # are ordered when the next assistant message comes): everything before the last one is kept.
+        cut = next((s for s in reversed(starts) if s[0] > 0), None)
+        done, rest = (items[: cut[1]], items[cut[1] :]) if cut is not None else ([], items)
+        chunks = prefix.chunks if prefix is not None else ()
+        written = write_items(done)
+        if written:
+            chunks = (*chunks, written)
+        body["input"] = ITEMS_MARK
+        parts = ((write_items(head), *chunks) if head else chunks, rest)
+        if cut is not None:
+            count = (prefix.count if prefix is not None else 0) + len(done)
+            last_user = _is_user_item(done[-1]) if done else bool(prefix is not None and prefix.state)
+            keep = LaidOutPrefix(key, _held(messages), start + cut[0], chunks, count, last_user)
     if tools:
-        body["tools"] = [_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)]
+        if requests is not None:
+            body["tools"] = requests.tools(
+                (_API, strict_tools),
+                tools,
+                lambda: orjson.Fragment(
+                    _dumps_bytes([_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)])
+                ),
+            )
+        else:
+            body["tools"] = [_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)]
     if tool_choice is not None:
         body["tool_choice"] = (
             {"type": "function", "name": tool_choice.name} if isinstance(tool_choice, ForceTool) else tool_choice
@@ -247,7 +394,7 @@ def build_request(
         body["text"] = {"format": text_format(output_format)}
     if extra:
         body.update(extra)
-    return body
+    return body, keep, parts
 
 
 def build_request_from(

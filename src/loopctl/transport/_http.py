@@ -1,10 +1,11 @@
 """What every client shares: the body serialized once, one pooled HTTP client, reading the reply (SSE or a
 whole JSON body), and turning every failure into a typed :class:`~loopctl.errors.ProviderError`.
 
-A call does, in order: the codec builds the body from its cached per-message conversions
-(:meth:`HTTPClient.build`); :func:`~loopctl.message.model._dumps_bytes` writes it once to bytes (integers
-past 64 bits exactly); the bytes go to the pool with headers built when the client was made; the reply's
-bytes go to the codec's decoder as they arrive. Nothing the SDKs do per call (their request transform, their
+A call does, in order: the codec writes the body's bytes (:meth:`HTTPClient.encode`), incrementally: the
+start of the conversation laid out and written by an earlier call is reused as bytes, and only the messages
+after it are converted, checked and written (:class:`~loopctl.providers.base.RequestCache`); the bytes go
+to the pool with headers built when the client was made; the reply's bytes go to the codec's decoder as
+they arrive. Nothing the SDKs do per call (their request transform, their
 retries) is on this path.
 """
 
@@ -20,7 +21,7 @@ import orjson
 
 from loopctl.errors import ConnectionFailed, ProviderError, ProviderProtocolError, ProviderTimeout, StreamTruncated
 from loopctl.message.model import _dumps_bytes
-from loopctl.providers.base import ConversionCache, EventCallback, ModelRequest, malformed_reply
+from loopctl.providers.base import EventCallback, ModelRequest, RequestCache, malformed_reply
 from loopctl.response import ModelResponse
 from loopctl.stream import loads_exact
 
@@ -80,7 +81,7 @@ class HTTPClient:
     def __init__(self, model: str, codec_options: Mapping[str, Any] | None) -> None:
         self.model = model
         self.codec_options = dict(codec_options or {})
-        self._cache = ConversionCache()
+        self._cache = RequestCache()
         self._http: Any = None
         self._own_http = True
         self._headers: dict[str, str] = {}
@@ -105,18 +106,24 @@ class HTTPClient:
     # --- the body ----------------------------------------------------------------------------------------
 
     def build(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
-        """The request body for ``request``: the codec's ``build_request_from`` (cached per message)."""
+        """The request body for ``request`` as a JSON value: the codec's ``build_request_from`` (cached per
+        message). What is sent is :meth:`encode`'s bytes, the same body written."""
         body: dict[str, Any] = self.codec.build_request_from(
-            request, model=self.model, stream=stream, cache=self._cache, **self.codec_options
+            request, model=self.model, stream=stream, cache=self._cache.conversions, **self.codec_options
         )
         return body
 
     def encode(self, request: ModelRequest, stream: bool) -> bytes:
-        """The bytes this client sends for ``request``: :meth:`build`'s body as compact UTF-8 JSON, written once
-        by the project's serializer (integers past 64 bits exact). Raises
-        :class:`~loopctl.errors.UnsupportedContent` for what the codec refuses and
+        """The bytes this client sends for ``request``: :meth:`build`'s body as compact UTF-8 JSON, exactly as
+        the project's serializer writes it (integers past 64 bits exact), built incrementally by the codec's
+        ``encode_request_from`` when it has one (O(new messages) for a conversation this client sent before).
+        Raises :class:`~loopctl.errors.UnsupportedContent` for what the codec refuses and
         :class:`~loopctl.errors.InvalidMessage` for text that is not valid Unicode (a lone surrogate)."""
-        return _dumps_bytes(self.build(request, stream))
+        encode = getattr(self.codec, "encode_request_from", None)
+        if encode is None:
+            return _dumps_bytes(self.build(request, stream))
+        content: bytes = encode(request, model=self.model, stream=stream, cache=self._cache, **self.codec_options)
+        return content
 
     # --- one call ----------------------------------------------------------------------------------------
 
