@@ -12,18 +12,21 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic
 
-from loopctl.durable._payloads import OutputValues
+from loopctl.durable._payloads import OutputValues, check_from_dict, error_from_dict, reply_from_dict
 from loopctl.engine.config import SessionConfig
 from loopctl.engine.events import LoopEvent, Observer
+from loopctl.engine.loop import BareLoop
+from loopctl.engine.machine import OutputCheck
 from loopctl.engine.permission import PermissionCallback
-from loopctl.engine.run import OutputT
-from loopctl.output import OutputValidator
+from loopctl.engine.run import ModelReply, OutputT
+from loopctl.output import OutputPlan, OutputValidator
 from loopctl.output import plan as plan_output
 from loopctl.output import resolve as resolve_output
 from loopctl.providers.base import ModelClient
+from loopctl.response import ModelResponse
 from loopctl.tool import Tool, ToolProvider, ToolRegistry
 
-__all__ = ["NAME_RULE", "DurableLoop", "EffectNames", "LiveObserver", "with_own_budget"]
+__all__ = ["NAME_RULE", "DurableLoop", "EffectNames", "LiveObserver", "RecordedVerdicts", "with_own_budget"]
 
 NAME_RULE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 """A durable loop's name: 1-200 letters, digits, ``_`` or ``-`` (no ``.``: it separates the parts of the
@@ -118,3 +121,32 @@ def with_own_budget(config: SessionConfig) -> SessionConfig:
     if config.budget is None:
         return config
     return dataclasses.replace(config, budget=copy.deepcopy(config.budget))
+
+
+class RecordedVerdicts(BareLoop):
+    """The workflow side of a durable run's model call: the output check ran in the recorded model step (or
+    activity), beside the reply, so the validator never runs in workflow code; :meth:`_reply_from` reads the
+    record and keeps its verdict, which :meth:`_check_reply` then hands back for that same reply."""
+
+    _verdict: tuple[ModelResponse, Any] | None = None
+
+    def _reply_from(self, out: dict[str, Any], values: OutputValues) -> ModelReply:
+        """The :class:`ModelReply` of a model step's record ``out``, keeping its output verdict (an error,
+        or a check as :func:`check_from_dict` reads it with ``values``) for :meth:`_check_reply`."""
+        reply = reply_from_dict(out)
+        if "output_error" in out:
+            self._verdict = (reply.response, error_from_dict(out["output_error"]))
+        elif "output" in out:
+            self._verdict = (reply.response, check_from_dict(out["output"], values))
+        return reply
+
+    async def _check_reply(
+        self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
+    ) -> tuple[OutputCheck | None, Any, list[str]]:
+        verdict, self._verdict = self._verdict, None
+        assert verdict is not None
+        assert verdict[0] is response
+        if isinstance(verdict[1], BaseException):
+            raise verdict[1]
+        checked: tuple[OutputCheck | None, Any, list[str]] = verdict[1]
+        return checked

@@ -52,14 +52,12 @@ except ImportError as exc:  # the extra is not installed
     raise ImportError(f"loopctl.durable.dbos needs DBOS: pip install 'pyloopctl[dbos]' ({exc})") from exc
 
 from loopctl.compact import SummarizingCompactor
-from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, with_own_budget
+from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, RecordedVerdicts, with_own_budget
 from loopctl.durable._payloads import (
     approvals_from_dict,
     approvals_to_dict,
-    check_from_dict,
     check_to_dict,
     dumps,
-    error_from_dict,
     error_to_dict,
     loads,
     loop_error_from_dict,
@@ -67,13 +65,12 @@ from loopctl.durable._payloads import (
     pending_to_dict,
     record_from_dict,
     record_to_dict,
-    reply_from_dict,
     reply_to_dict,
 )
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import Observer
 from loopctl.engine.loop import BareLoop, _Cancelled, _race
-from loopctl.engine.machine import CallTools, LoopMachine, OutputCheck
+from loopctl.engine.machine import CallTools, LoopMachine
 from loopctl.engine.permission import Approval, Approve, Modify, PendingApproval, PermissionCallback
 from loopctl.engine.run import ModelReply, OutputT, Run, ToolCallRecord
 from loopctl.engine.streaming import RunStream
@@ -82,7 +79,7 @@ from loopctl.message import Message, ToolCallPart
 from loopctl.output import OutputPlan, OutputSpec, OutputValidator
 from loopctl.output import resolve as resolve_output
 from loopctl.providers.base import ModelClient, ModelRequest
-from loopctl.response import ModelResponse, Usage
+from loopctl.response import Usage
 from loopctl.tool import Tool, ToolProvider, ToolRegistry
 
 __all__ = [
@@ -422,7 +419,7 @@ class DBOSLoop(DurableLoop[OutputT]):
         return run
 
 
-class _Driver(BareLoop):
+class _Driver(RecordedVerdicts):
     """BareLoop's driver with each effect a DBOS step; one per workflow execution."""
 
     def __init__(self, owner: DBOSLoop[Any], machine: LoopMachine, *, live: bool) -> None:
@@ -439,7 +436,6 @@ class _Driver(BareLoop):
         self._names = owner.names
         self._live = live  # False while the steps so far were replayed from their records
         self._reserved: dict[str, Any] = {}
-        self._verdict: tuple[ModelResponse, Any] | None = None  # the last model step's output check
         self._setup_plan: OutputPlan | None = None  # the run's typed output, for the model steps
         self._setup_validator: OutputValidator[Any] | None = None
         self._cancel_id = cancel_marker_id(DBOS.workflow_id or "")
@@ -547,24 +543,7 @@ class _Driver(BareLoop):
         if "error" in out:
             raise loop_error_from_dict(out["error"])
         self._elapsed += float(out.get("duration", 0.0))
-        reply = reply_from_dict(out)
-        if "output_error" in out:
-            self._verdict = (reply.response, error_from_dict(out["output_error"]))
-        elif "output" in out:
-            self._verdict = (reply.response, check_from_dict(out["output"], self._owner.output_values))
-        return reply
-
-    async def _check_reply(
-        self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
-    ) -> tuple[OutputCheck | None, Any, list[str]]:
-        # The verdict the model step recorded with the reply (the validator does not run in workflow code).
-        verdict, self._verdict = self._verdict, None
-        assert verdict is not None
-        assert verdict[0] is response
-        if isinstance(verdict[1], BaseException):
-            raise verdict[1]
-        checked: tuple[OutputCheck | None, Any, list[str]] = verdict[1]
-        return checked
+        return self._reply_from(out, self._owner.output_values)
 
     async def _run_tools(
         self,

@@ -59,17 +59,15 @@ except ImportError as exc:  # the extra is not installed
     ) from exc
 
 from loopctl.compact import SummarizingCompactor
-from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, with_own_budget
+from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, RecordedVerdicts, with_own_budget
 from loopctl.durable._payloads import (
     OutputValues,
     approvals_from_dict,
     approvals_to_dict,
-    check_from_dict,
     check_to_dict,
     config_from_dict,
     config_to_dict,
     dumps,
-    error_from_dict,
     error_to_dict,
     loads,
     loop_error_from_dict,
@@ -77,7 +75,6 @@ from loopctl.durable._payloads import (
     pending_to_dict,
     record_from_dict,
     record_to_dict,
-    reply_from_dict,
     reply_to_dict,
     run_from_dict,
     run_to_dict,
@@ -86,14 +83,14 @@ from loopctl.durable._payloads import (
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import Observer
 from loopctl.engine.loop import BareLoop, _race
-from loopctl.engine.machine import LoopMachine, OutputCheck
+from loopctl.engine.machine import LoopMachine
 from loopctl.engine.permission import Approval, Approve, Modify, PendingApproval, PermissionCallback
 from loopctl.engine.run import ModelReply, OutputT, Run, ToolCallRecord
 from loopctl.errors import ApprovalError, HookFailed, LoopError
 from loopctl.message import Message, ToolCallPart
-from loopctl.output import OutputPlan, OutputSpec, OutputValidator
+from loopctl.output import OutputSpec, OutputValidator
 from loopctl.providers.base import ModelClient, ModelRequest
-from loopctl.response import ModelResponse, Usage
+from loopctl.response import Usage
 from loopctl.tool import Tool, ToolProvider, ToolRegistry
 
 __all__ = [
@@ -384,7 +381,7 @@ class _ActivityHost(BareLoop):
         return text
 
 
-class _WorkflowDriver(BareLoop):
+class _WorkflowDriver(RecordedVerdicts):
     """BareLoop's driver in workflow code, each effect an activity; one per run."""
 
     def __init__(self, owner: TemporalLoop[Any], machine: LoopMachine, inbox: ApprovalInbox | None) -> None:
@@ -398,7 +395,6 @@ class _WorkflowDriver(BareLoop):
         self._owner = owner
         self._inbox = inbox
         self._instructions_text: str | None = None
-        self._verdict: tuple[ModelResponse, Any] | None = None  # the last model activity's output check
 
     def _clock(self) -> float:
         # Temporal's workflow time: the same readings when the workflow is replayed.
@@ -449,24 +445,7 @@ class _WorkflowDriver(BareLoop):
         )
         if "error" in out:
             raise loop_error_from_dict(out["error"])
-        reply = reply_from_dict(out)
-        if "output_error" in out:
-            self._verdict = (reply.response, error_from_dict(out["output_error"]))
-        elif "output" in out:
-            self._verdict = (reply.response, check_from_dict(out["output"], self._owner.output_values))
-        return reply
-
-    async def _check_reply(
-        self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
-    ) -> tuple[OutputCheck | None, Any, list[str]]:
-        # The verdict the model activity returned with the reply (the validator does not run in workflow code).
-        verdict, self._verdict = self._verdict, None
-        assert verdict is not None
-        assert verdict[0] is response
-        if isinstance(verdict[1], BaseException):
-            raise verdict[1]
-        checked: tuple[OutputCheck | None, Any, list[str]] = verdict[1]
-        return checked
+        return self._reply_from(out, self._owner.output_values)
 
     async def _run_one(
         self,
