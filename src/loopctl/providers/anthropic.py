@@ -61,7 +61,6 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.message.model import _dumps_bytes
 from loopctl.providers._common import (
     check_pairing,
     classify_http_error,
@@ -81,8 +80,8 @@ from loopctl.providers.base import (
     ReasoningEffort,
     RequestCache,
     SSEStreamDecoder,
+    encode_built,
     write_items,
-    write_spliced,
 )
 from loopctl.providers.base import (
     held_messages as _held,
@@ -269,11 +268,7 @@ def encode_request(
     (the first block of the assistant turn after the last plain user turn is carried over when that turn
     lies in the prefix). Raises what :func:`build_request` raises.
     """
-    body, prefix, parts = _build(messages, model=model, cache=None, requests=cache, **options)
-    out = write_spliced(body, *parts) if parts is not None else _dumps_bytes(body)
-    if cache is not None and prefix is not None:
-        cache.keep(prefix)
-    return out
+    return encode_built(_build, messages, model=model, cache=cache, **options)
 
 
 def encode_request_from(

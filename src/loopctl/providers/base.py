@@ -38,6 +38,7 @@ __all__ = [
     "LaidOutPrefix",
     "RequestCache",
     "ITEMS_MARK",
+    "encode_built",
     "held_messages",
     "write_items",
     "write_spliced",
@@ -402,6 +403,25 @@ def write_items(items: Sequence[Any]) -> bytes:
         return b""
     written = _dumps_bytes(items)
     return written[1:-1] + b","
+
+
+def encode_built(
+    build: Callable[..., tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[Any]] | None]],
+    messages: Sequence[Message],
+    *,
+    model: str,
+    cache: RequestCache | None,
+    **options: Any,
+) -> bytes:
+    """A codec's ``encode_request``: the bytes of the body its ``build`` lays out (``build(messages,
+    model=, cache=None, requests=cache, **options)`` gives the body, the prefix to keep and the written parts
+    of its items array, or ``None`` for a body laid out whole), keeping the prefix in ``cache`` for the next
+    call of the same conversation."""
+    body, prefix, parts = build(messages, model=model, cache=None, requests=cache, **options)
+    out = write_spliced(body, *parts) if parts is not None else _dumps_bytes(body)
+    if cache is not None and prefix is not None:
+        cache.keep(prefix)
+    return out
 
 
 def write_spliced(body: Mapping[str, Any], chunks: Sequence[bytes], last: Sequence[Any]) -> bytes:

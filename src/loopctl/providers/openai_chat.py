@@ -77,8 +77,8 @@ from loopctl.providers.base import (
     ReasoningEffort,
     RequestCache,
     SSEStreamDecoder,
+    encode_built,
     write_items,
-    write_spliced,
 )
 from loopctl.providers.base import (
     held_messages as _held,
@@ -261,11 +261,7 @@ def encode_request(
     rest is the bytes of the previous call. Tool schemas are converted once while the same objects come back.
     Raises what :func:`build_request` raises, and ``InvalidMessage`` for text with a lone surrogate.
     """
-    body, prefix, parts = _build(messages, model=model, cache=None, requests=cache, **options)
-    out = write_spliced(body, *parts) if parts is not None else _dumps_bytes(body)
-    if cache is not None and prefix is not None:
-        cache.keep(prefix)
-    return out
+    return encode_built(_build, messages, model=model, cache=cache, **options)
 
 
 def _build(

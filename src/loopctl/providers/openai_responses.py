@@ -82,8 +82,8 @@ from loopctl.providers.base import (
     ReasoningEffort,
     RequestCache,
     SSEStreamDecoder,
+    encode_built,
     write_items,
-    write_spliced,
 )
 from loopctl.providers.base import held_messages as _held
 from loopctl.providers.sse import ServerSentEvent
@@ -239,11 +239,7 @@ def encode_request(
     items of its own message, so no neighbour changes it). Tool schemas are converted once while the same
     objects come back. Raises what :func:`build_request` raises.
     """
-    body, prefix, parts = _build(messages, model=model, cache=None, requests=cache, **options)
-    out = write_spliced(body, *parts) if parts is not None else _dumps_bytes(body)
-    if cache is not None and prefix is not None:
-        cache.keep(prefix)
-    return out
+    return encode_built(_build, messages, model=model, cache=cache, **options)
 
 
 def encode_request_from(
