@@ -102,7 +102,9 @@ def setup_loopctl(n: int) -> Any:
     # W(1000) holds ~2,000 messages; a 1M-token window keeps compaction out of a workload the peers run
     # without any (the context is still counted every turn).
     config = SessionConfig(system_prompt="You are a test agent.", context_window=1_000_000)
-    run_config = RunConfig(max_turns=n + 5, stream=False)
+    # The fake model asks for the same echo call every turn: loop detection (on by default) would end the run
+    # LOOP_DETECTED after a few turns. The peers detect no loops, so the workload runs without it.
+    run_config = RunConfig(max_turns=n + 5, stream=False, loop_detection=None)
 
     async def run_once() -> tuple[str, int]:
         loop = BareLoop(ScriptedClient(reply, keep_requests=False), [echo], config)
