@@ -40,8 +40,8 @@ from loopctl.engine.events import (
     CompactionStarted,
     LoopEvent,
     ModelCallFailed,
+    ModelCallRetry,
     ModelFallback,
-    ModelRetry,
     ModelStreamEvent,
     RunAborted,
     RunFinished,
@@ -380,7 +380,7 @@ class OTelObserver:
         op.first_chunk = True
         op.span.set_attribute(a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, time.perf_counter() - op.attempt_started)
 
-    def _model_retry(self, e: ModelRetry) -> None:
+    def _model_retry(self, e: ModelCallRetry) -> None:
         state = self._runs.get()
         op = state.chat if state is not None else None
         if op is None:
@@ -547,7 +547,7 @@ _HANDLERS: dict[type, Any] = {
     RunStarted: OTelObserver._run_started,
     TurnStarted: OTelObserver._turn_started,
     ModelStreamEvent: OTelObserver._model_stream_event,
-    ModelRetry: OTelObserver._model_retry,
+    ModelCallRetry: OTelObserver._model_retry,
     ModelFallback: OTelObserver._model_fallback,
     TurnFinished: OTelObserver._turn_finished,
     ModelCallFailed: OTelObserver._model_call_failed,
