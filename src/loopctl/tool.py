@@ -323,7 +323,8 @@ class FunctionTool(Generic[ToolDepsT_contra]):
     ``repeatable=True`` exempts its calls from loop detection (a polling tool: the same call, new results).
 
     ``FunctionTool[D]`` is the tool of a function whose first parameter is a ``ToolContext[D]`` (mypy infers
-    ``D``); a function without one makes a ``FunctionTool[Any]``, which runs with any deps.
+    ``D``); a function without one makes a ``FunctionTool[object]``, which runs with any deps. (Put the
+    context first: one in another position is typed ``object`` too, and mypy cannot check its deps.)
     """
 
     __slots__ = (
@@ -352,7 +353,7 @@ class FunctionTool(Generic[ToolDepsT_contra]):
     ) -> None: ...
     @overload
     def __init__(
-        self: FunctionTool[Any],
+        self: FunctionTool[object],
         fn: Callable[..., Any],
         *,
         name: str | None = None,
@@ -433,7 +434,7 @@ class ToolDecorator(Protocol):
     @overload
     def __call__(self, fn: Callable[Concatenate[ToolContext[_D], _P], Any], /) -> FunctionTool[_D]: ...
     @overload
-    def __call__(self, fn: Callable[..., Any], /) -> FunctionTool[Any]: ...
+    def __call__(self, fn: Callable[..., Any], /) -> FunctionTool[object]: ...
 
 
 @overload
@@ -443,8 +444,8 @@ def tool(fn: Callable[Concatenate[ToolContext[_D], _P], Any], /) -> FunctionTool
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> FunctionTool[Any]:
-    """``@tool`` on a function: the :class:`FunctionTool` made from it."""
+def tool(fn: Callable[..., Any], /) -> FunctionTool[object]:
+    """``@tool`` on a function without a leading ``ToolContext[D]``: a tool that runs with any deps."""
 
 
 @overload

@@ -98,7 +98,7 @@ from loopctl.engine.permission import (
     deny_reason,
     input_problem,
 )
-from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn
+from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn, count_new
 from loopctl.engine.streaming import RunStream, text_of
 from loopctl.errors import (
     ApprovalError,
@@ -817,7 +817,7 @@ class BareLoop:
             pending_approvals=m.pending_approvals,
             resumed_calls=tuple(resumed),
             messages=messages,
-            new_messages=_new_count(messages, anchor),
+            new_messages=count_new(messages, anchor),
             tool_cost=tool_spend.cost,
         )
         if emit:
@@ -1651,21 +1651,6 @@ def _run_usage(spend: ToolSpend) -> RunUsage:
     return RunUsage(
         spend.requests, spend.tool_calls, spend.usage.input_tokens, spend.usage.output_tokens, spend.cost
     )
-
-
-def _new_count(messages: Sequence[Message], anchor: tuple[int, Message] | None) -> int:
-    """How many of ``messages`` (the conversation after a run) the run added: those after ``anchor`` (the
-    index and object of the last message before the run), found by identity; all of them when a compaction
-    pass rewrote it away."""
-    if anchor is None:
-        return len(messages)
-    index, last = anchor
-    if index < len(messages) and messages[index] is last:
-        return len(messages) - index - 1
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i] is last:
-            return len(messages) - i - 1
-    return len(messages)
 
 
 def _run_error(outcome: Outcome, error: BaseException | None) -> BaseException | None:

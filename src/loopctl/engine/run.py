@@ -33,7 +33,7 @@ from loopctl.message import Message, ToolCallPart, ToolResultPart
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.tool import ToolSpend
 
-__all__ = ["NO_OUTPUT", "ModelReply", "OutputT", "Run", "ToolCallRecord", "Turn"]
+__all__ = ["NO_OUTPUT", "ModelReply", "OutputT", "Run", "ToolCallRecord", "Turn", "count_new"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,3 +247,18 @@ class Run(Generic[OutputT]):
             text += f" (calls {ids}; continue with loop.run(approvals={{...}}))"
             raise AwaitingApproval(text, self, self.pending_approvals) from self.error
         raise _RAISES.get(kind, RunFailed)(text, self) from self.error
+
+
+def count_new(messages: Sequence[Message], anchor: tuple[int, Message] | None) -> int:
+    """How many of ``messages`` (a conversation after a run) the run added: those after ``anchor`` (the index
+    and object of the last message before the run; ``None`` for a conversation that was empty), found by
+    identity; all of them when a compaction pass rewrote it away."""
+    if anchor is None:
+        return len(messages)
+    index, last = anchor
+    if index < len(messages) and messages[index] is last:
+        return len(messages) - index - 1
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i] is last:
+            return len(messages) - i - 1
+    return len(messages)
