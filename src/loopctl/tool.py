@@ -333,6 +333,7 @@ class FunctionTool(Generic[ToolDepsT_contra]):
         "_inline",
         "_is_async",
         "_model",
+        "deps_type",
         "description",
         "input_schema",
         "name",
@@ -380,7 +381,9 @@ class FunctionTool(Generic[ToolDepsT_contra]):
         self.name = name or fn.__name__
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description if description is not None else summary
-        self._model, self._context_param = _input_model(fn, self.name, param_docs)
+        self._model, self._context_param, deps = _input_model(fn, self.name, param_docs)
+        self.deps_type: Any = deps
+        """The ``D`` of the function's ``ToolContext[D]`` parameter (``None``: it has none, or names no type)."""
         schema = self._model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -638,7 +641,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 
 def _input_model(
     fn: Callable[..., Any], name: str, param_docs: Mapping[str, str]
-) -> tuple[type[BaseModel], str | None]:
+) -> tuple[type[BaseModel], str | None, Any]:
     sig = inspect.signature(fn)
     try:
         hints = get_type_hints(fn, include_extras=True)
@@ -646,12 +649,15 @@ def _input_model(
         hints = _hints_one_by_one(fn, name)
     fields: dict[str, Any] = {}
     context_param: str | None = None
+    deps_type: Any = None
     for pname, param in sig.parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
         annotation = hints.get(pname, Any)
         if annotation is ToolContext or get_origin(annotation) is ToolContext:
             context_param = pname
+            args = get_args(annotation)
+            deps_type = args[0] if args and isinstance(args[0], type) else None
             continue
         default = ... if param.default is param.empty else param.default
         described = get_origin(annotation) is Annotated and any(
@@ -660,7 +666,7 @@ def _input_model(
         doc = None if described else param_docs.get(pname)  # Field(description=...) wins over the docstring
         fields[pname] = (annotation, Field(default, description=doc) if doc else default)
     model = create_model(f"{name}_input", __config__=ConfigDict(extra="forbid", strict=False), **fields)
-    return model, context_param
+    return model, context_param, deps_type
 
 
 _CONTEXT_ANNOTATION = re.compile(r"^\s*(?:[\w.]+\.)?ToolContext\s*(?:\[.*\])?\s*$", re.S)

@@ -212,3 +212,21 @@ async def test_limits_of_the_agent_apply_to_each_run() -> None:
     agent = Agent(ScriptedClient([call, "done"]), tools=[note], limits=UsageLimits(requests=1))
     run = await agent.run("go", config=RunConfig(max_turns=5))
     assert run.outcome.kind.value == "limit_reached"
+
+
+class Deps:
+    pass
+
+
+@tool
+def needs(ctx: ToolContext[Deps]) -> str:
+    """Needs deps."""
+    return "x"
+
+
+def test_a_tool_whose_deps_the_agent_does_not_give_is_refused_when_the_agent_is_made() -> None:
+    with pytest.raises(TypeError, match=r"tool 'needs' takes ToolContext\[.*Deps\], but the agent has no deps_type"):
+        Agent(ScriptedClient([]), tools=[needs])  # type: ignore[misc]
+    with pytest.raises(TypeError, match="deps_type=int"):
+        Agent(ScriptedClient([]), tools=[needs], deps_type=int)  # type: ignore[misc]
+    Agent(ScriptedClient([]), tools=[needs, note], deps_type=Deps)

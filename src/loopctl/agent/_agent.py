@@ -147,6 +147,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             if isinstance(t, Agent):
                 made.append(t.as_tool())
             elif isinstance(t, (Tool, ToolProvider)):
+                _check_deps(self.deps_type, t)
                 made.append(t)
             else:
                 raise TypeError(f"{t!r} is not a tool, a tool provider or an agent")
@@ -469,3 +470,17 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             raise ValueError("pass history= or session=, not both")
         conv = session if session is not None else Conversation(self, None, history=history)
         return conv.stream(prompt, deps=deps, approvals=approvals, config=config)
+
+
+def _check_deps(deps_type: Any, tool: object) -> None:
+    """Refuse a tool whose ``ToolContext[D]`` names a type that the agent's deps are not (what mypy reports
+    for typed code, checked once more when the agent is made). Raises ``TypeError`` naming the tool."""
+    wanted = getattr(tool, "deps_type", None)
+    if not isinstance(wanted, type) or wanted in (object, type(None)) or not isinstance(deps_type, type):
+        return
+    if not issubclass(deps_type, wanted):
+        given = "no deps_type" if deps_type is type(None) else f"deps_type={deps_type.__qualname__}"
+        raise TypeError(
+            f"tool {getattr(tool, 'name', tool)!r} takes ToolContext[{wanted.__qualname__}], but the agent has "
+            f"{given}: its runs could not give the tool what it reads from ctx.deps"
+        )
