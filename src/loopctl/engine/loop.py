@@ -917,7 +917,7 @@ class BareLoop:
             rec = ran.get(call.id)
             result = results.get(call.id)
             if rec is not None:
-                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran))
+                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran, rec.spent))
             elif result is not None:
                 out.append(ToolCallRecord(call, result, 0.0, ran=False))
         return tuple(out)
