@@ -1035,7 +1035,7 @@ class BareLoop:
             if reported is None:
                 return
             failed_usage = failed_usage + reported
-            spent = price(reported, attempt.model, provider=attempt.provider, api_url=getattr(attempt, "api_url", None))
+            spent = _price(attempt, reported, attempt.model)
             failed_cost = None if spent is None or failed_cost is None else failed_cost + spent
 
         if emit is not None:
@@ -1092,7 +1092,7 @@ class BareLoop:
         if hooks.has("after_model"):
             await _race(hooks.after_model(response), cancel)
         model = response.model or answered.model
-        cost = price(response.usage, model, provider=answered.provider, api_url=getattr(answered, "api_url", None))
+        cost = _price(answered, response.usage, model)
         if failed_usage != Usage():
             cost = None if cost is None or failed_cost is None else cost + failed_cost
         return ModelReply(response, answered.provider, model, cost, failed_usage)
@@ -1644,6 +1644,16 @@ def _answer_text(turns: Sequence[Turn]) -> str:
     if turns and not turns[-1].output.tool_calls():
         return "".join(p.text for p in turns[-1].output.parts if isinstance(p, TextPart))
     return ""
+
+
+def _price(client: ModelClient, usage: Usage, model: str | None) -> Decimal | None:
+    """What ``usage`` on ``client`` cost, in USD: the client's own ``price_usage(usage, model)`` when it has
+    one (a test double with prices), else :func:`loopctl.pricing.price` for its provider and API URL."""
+    own = getattr(client, "price_usage", None)
+    if callable(own):
+        cost: Decimal | None = own(usage, model)
+        return cost
+    return price(usage, model, provider=client.provider, api_url=getattr(client, "api_url", None))
 
 
 def _run_usage(spend: ToolSpend) -> RunUsage:
