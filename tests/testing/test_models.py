@@ -48,7 +48,7 @@ def test_override_replaces_the_model_and_deps_of_a_module_level_agent_in_a_test(
     double = ScriptedClient([call, "Hello Ada!"])
     with support.override(model=double, deps=Shop("a test owner")):
         assert handle_request("greet Ada") == "Hello Ada!"
-    result = [p for p in double.requests[1].messages[-1].parts if isinstance(p, ToolResultPart)][0]
+    result = next(p for p in double.requests[1].messages[-1].parts if isinstance(p, ToolResultPart))
     assert str(result.output) == "a test owner greets Ada"
     assert support.model is not double  # the agent itself is unchanged
 

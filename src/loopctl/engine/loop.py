@@ -1648,11 +1648,13 @@ def _answer_text(turns: Sequence[Turn]) -> str:
 
 def _price(client: ModelClient, usage: Usage, model: str | None) -> Decimal | None:
     """What ``usage`` on ``client`` cost, in USD: the client's own ``price_usage(usage, model)`` when it has
-    one (a test double with prices), else :func:`loopctl.pricing.price` for its provider and API URL."""
+    one that knows (a test double given prices), else :func:`loopctl.pricing.price` for its provider and API
+    URL."""
     own = getattr(client, "price_usage", None)
     if callable(own):
         cost: Decimal | None = own(usage, model)
-        return cost
+        if cost is not None:
+            return cost
     return price(usage, model, provider=client.provider, api_url=getattr(client, "api_url", None))
 
 
