@@ -104,7 +104,7 @@ async def test_an_input_filter_decides_what_the_target_sees() -> None:
     billing_client = ScriptedClient(["Billing here."])
 
     def last_only(history: Sequence[Message]) -> Sequence[Message]:
-        return [m for m in history if m.role is Role.USER][-1:] + [history[-1]]
+        return [*[m for m in history if m.role is Role.USER][-1:], history[-1]]
 
     billing = Agent(billing_client, name="billing")
     triage = Agent(
