@@ -78,6 +78,9 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         "_clients",
         "_frozen",
         "_handoffs",
+        "_run_settings",
+        "_session_settings",
+        "_sub_agents",
         "_tools",
         "deps_type",
         "description",
@@ -160,12 +163,20 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         made.extend(HandoffTool(h) for h in targets)
         self._handoffs = {h.tool_name: h for h in targets}
         self._tools = tuple(made)
+        self._sub_agents = any(isinstance(t, AgentTool) for t in made)
         from loopctl.tool import ToolRegistry
 
         ToolRegistry(self._tools)  # two tools of one name: refused here, not at the first run
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ModelClient] = (
             weakref.WeakKeyDictionary()
         )
+        base = session_config or SessionConfig()
+        self._session_settings = replace(
+            base,
+            system_prompt=system_prompt if system_prompt is not None else base.system_prompt,
+            instructions=instructions if instructions is not None else base.instructions,
+        )
+        self._run_settings = self._with_limits(run_config or RunConfig())
         set_(self, "_frozen", True)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -215,6 +226,11 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         ``transfer_to_...`` tool per handoff)."""
         return self._tools
 
+    @property
+    def has_sub_agents(self) -> bool:
+        """Whether any of its tools runs a sub-agent (:class:`AgentTool`)."""
+        return self._sub_agents
+
     def handoff_for(self, tool: str) -> Handoff[Any, Any] | None:
         """The handoff whose tool is named ``tool``, or ``None``."""
         return self._handoffs.get(tool)
@@ -246,20 +262,18 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         return override.deps if override is not None and override.has_deps else deps
 
     def session_settings(self) -> SessionConfig:
-        """The :class:`~loopctl.engine.SessionConfig` of this agent's loops."""
-        base = self.session_config or SessionConfig()
-        return replace(
-            base,
-            system_prompt=self.system_prompt if self.system_prompt is not None else base.system_prompt,
-            instructions=self.instructions if self.instructions is not None else base.instructions,
-        )
+        """The :class:`~loopctl.engine.SessionConfig` of this agent's loops (``session_config`` with the
+        agent's ``system_prompt`` and ``instructions``)."""
+        return self._session_settings
 
     def run_settings(self, config: RunConfig | None) -> RunConfig:
         """The :class:`~loopctl.engine.RunConfig` of a run: ``config``, else the agent's, with the agent's
         limits when the config sets none."""
-        cfg = config or self.run_config or RunConfig()
+        return self._run_settings if config is None else self._with_limits(config)
+
+    def _with_limits(self, cfg: RunConfig) -> RunConfig:
         if cfg.limits is None and self.limits is not None:
-            cfg = replace(cfg, limits=self.limits)
+            return replace(cfg, limits=self.limits)
         return cfg
 
     async def aclose(self) -> None:
@@ -370,7 +384,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         if session is not None and history is not None:
             raise ValueError("pass history= or session=, not both")
         conv = session if session is not None else Conversation(self, None, history=history)
-        return await conv.run(prompt, deps=deps, approvals=approvals, config=config, cancel=cancel)
+        run, _ = await conv._run(prompt, approvals, deps, config, cancel, None, None, None)
+        return run
 
     @overload
     def run_sync(

@@ -54,8 +54,9 @@ AGENT_KEY = "loopctl.agent"
 """The session metadata key naming the agent that answered last (after a handoff, the conversation goes on
 with it)."""
 
-_BUSY: dict[tuple[object, ...], asyncio.Event] = {}
-"""The conversations running now, in this process: (store identity, session id) or (conversation identity,)."""
+_BUSY: dict[tuple[object, ...], asyncio.Event | None] = {}
+"""The conversations running now, in this process: (store identity, session id) or (conversation identity,),
+with the event that runs waiting for it wait on (made when the first one waits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,8 @@ class _Scope:
 
 _SCOPE: ContextVar[_Scope | None] = ContextVar("loopctl_agent_scope", default=None)
 
+_ZERO = RunUsage()
+
 
 class _Dispatcher:
     """The observer of an agent's loops: hands each event to the agent's observers, the run's stream and, for
@@ -98,6 +101,12 @@ class _Dispatcher:
         self.observer = observer
         self.parent = parent
         self.started = False
+
+    @property
+    def listening(self) -> bool:
+        """Whether anyone follows the run's events (else the loop makes none: a run without observers pays
+        for no event)."""
+        return bool(self.agent.observers) or self.observer is not None or self.parent is not None
 
     def __call__(self, event: LoopEvent) -> None:
         if isinstance(event, RunFinished):
@@ -317,11 +326,6 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
 
     # --- one run --------------------------------------------------------------------------------------------
 
-    def _busy_key(self) -> tuple[object, ...]:
-        if self.store is not None:
-            return (id(self.store), self.session_id)
-        return (id(self),)
-
     async def _run(
         self,
         prompt: str | Message | None,
@@ -334,8 +338,9 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
         cap: UsageLimits | None,
         path: tuple[str, ...] = (),
     ) -> tuple[Run[Any], RunUsage]:
-        """The run, and what its machines counted of it (for a sub-agent's parent). One at a time."""
-        key = self._busy_key()
+        """The run, and what its machines counted of it (for a sub-agent's parent; zero for a run without one).
+        One at a time per conversation."""
+        key = (id(self.store), self.session_id) if self.store is not None else (id(self),)
         while key in _BUSY:
             if self.on_busy == "refuse":
                 raise SessionBusy(
@@ -343,15 +348,109 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
                     "run on another session (agent.session(..., on_busy='wait') waits its turn)",
                     session_id=self.session_id,
                 )
-            await _BUSY[key].wait()
-        done = _BUSY[key] = asyncio.Event()
+            waiting = _BUSY[key]
+            if waiting is None:
+                waiting = _BUSY[key] = asyncio.Event()
+            await waiting.wait()
+        _BUSY[key] = None
         try:
-            return await self._run_now(prompt, approvals, deps, config, cancel, observer, parent, cap, path)
+            if self.store is None:
+                binding, machine = None, self._machine if self._machine is not None else LoopMachine()
+            else:
+                binding, machine = await self._load()
+            agent = self._current_for(binding) if binding is not None else self._current
+            if approvals is None and machine.state is MachineState.AWAITING_APPROVAL and _only_handoffs(agent, machine):
+                # A handover that a process left half done (it stopped between the two agents): finish it.
+                agent, machine, _ = _hand_over(agent, machine, committed=True)
+            base = path or (agent.name,)
+            before = machine.usage if machine.state is MachineState.AWAITING_APPROVAL else _ZERO
+            own: Mapping[str, Approval] | None = None
+            nested: dict[str, dict[str, Approval]] = {}
+            if approvals is not None:
+                own, nested = await self._split(approvals, agent, machine, base)
+            dispatcher = _Dispatcher(agent, base, observer, parent)
+            listening = dispatcher.listening
+            history = machine.full_history()
+            anchor = (len(history) - 1, history[-1]) if history else None
+            runs: list[Run[Any]] = []
+            spent = _ZERO
+            segment_input: str | Message | None = prompt
+            segment_approvals = own
+            while True:
+                if binding is not None:
+                    binding.metadata = {**(binding.metadata or {}), AGENT_KEY: agent.name}
+                loop = BareLoop(
+                    agent.client(),
+                    agent.tool_list,
+                    agent.session_settings(),
+                    observers=[dispatcher] if listening else (),
+                    permission=agent.permission,
+                    hooks=agent.hooks,
+                    machine=machine,
+                    binding=binding,
+                )
+                cfg = agent.run_settings(config)
+                if cap is not None or runs:
+                    limits = _tighter(cfg.limits, remaining(cap, spent) if cap is not None else None)
+                    if runs:  # a handoff's next agent: what the run spent before it counts
+                        limits = _tighter(limits, remaining(cfg.limits, spent))
+                    if limits is not cfg.limits:
+                        cfg = replace(cfg, limits=limits)
+                scoped = agent.has_sub_agents
+                token = _SCOPE.set(_Scope(self, base, dispatcher.emit, nested, loop, cfg.limits)) if scoped else None
+                try:
+                    run = await loop.run(
+                        segment_input,
+                        cfg,
+                        approvals=segment_approvals,
+                        cancel=cancel,
+                        output_type=agent.output_type,
+                        output_validator=agent.output_validator,
+                        deps=agent.deps_for(deps),
+                    )
+                finally:
+                    if token is not None:
+                        _SCOPE.reset(token)
+                runs.append(run)
+                machine = loop.machine
+                if machine.state is not MachineState.AWAITING_APPROVAL or not _has_handoff(agent, machine):
+                    if parent is not None or len(runs) > 1:
+                        spent = spent.plus(_minus(machine.usage, before))
+                    break
+                spent = spent.plus(_minus(machine.usage, before))
+                before = _ZERO
+                target, machine, results = _hand_over(agent, machine, committed=False)
+                call = next(c for c in results.parts if isinstance(c, ToolResultPart) and agent.handoff_for(c.name))
+                reply = machine.full_history()[-1]
+                turn = run.turns[-1].index if run.turns else 0
+                transfer = next(c for c in reply.tool_calls() if c.id == call.call_id)
+                dispatcher.emit(AgentHandoff(turn, transfer, agent.name, target.name))
+                agent = target
+                dispatcher.agent = target
+                base = (*base[:-1], target.name)
+                dispatcher.path = base
+                segment_input, segment_approvals = results, None
+            self._current = agent
+            if self.store is None:
+                self._machine = machine
+            pending = await self._pending(machine, agent, base) if machine.pending_approvals else ()
+            if len(runs) == 1:
+                # One loop's run: it is the agent's, once it names the agent and its pending calls as an agent's.
+                final = runs[0]
+                object.__setattr__(final, "agent", agent.name)
+                object.__setattr__(final, "pending_approvals", pending)
+            else:
+                final = _combine(runs, agent.name, machine, anchor, pending)
+            if listening:
+                dispatcher.emit(RunFinished(final))
+            return final, spent
         finally:
-            del _BUSY[key]
-            done.set()
+            waiting = _BUSY.pop(key, None)
+            if waiting is not None:
+                waiting.set()
 
     async def _load(self) -> tuple[SessionBinding | None, LoopMachine]:
+        """The conversation's binding to its session (``None`` in memory) and machine."""
         if self.store is None:
             return None, self._machine if self._machine is not None else LoopMachine()
         from loopctl.store import SessionBinding
@@ -379,94 +478,6 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
                 return agent
             seen.extend(a for a in agent.handoff_targets() if all(a is not b for b in seen))
         return self.root
-
-    async def _run_now(
-        self,
-        prompt: str | Message | None,
-        approvals: Mapping[str, Approval] | None,
-        deps: Any,
-        config: RunConfig | None,
-        cancel: asyncio.Event | None,
-        observer: Observer | None,
-        parent: _Parent | None,
-        cap: UsageLimits | None,
-        path: tuple[str, ...],
-    ) -> tuple[Run[Any], RunUsage]:
-        binding, machine = await self._load()
-        agent = self._current_for(binding)
-        if approvals is None and machine.state is MachineState.AWAITING_APPROVAL and _only_handoffs(agent, machine):
-            # A handover that a process left half done (it stopped between the two agents): finish it.
-            agent, machine, _ = _hand_over(agent, machine, committed=True)
-        base = path or (agent.name,)
-        before = machine.usage if machine.state is MachineState.AWAITING_APPROVAL else RunUsage()
-        own: Mapping[str, Approval] | None = None
-        nested: dict[str, dict[str, Approval]] = {}
-        if approvals is not None:
-            own, nested = await self._split(approvals, agent, machine, base)
-        dispatcher = _Dispatcher(agent, base, observer, parent)
-        history = machine.full_history()
-        anchor = (len(history) - 1, history[-1]) if history else None
-        runs: list[Run[Any]] = []
-        spent = RunUsage()
-        segment_input: str | Message | None = prompt
-        segment_approvals = own
-        while True:
-            if binding is not None:
-                binding.metadata = {**(binding.metadata or {}), AGENT_KEY: agent.name}
-            loop = BareLoop(
-                agent.client(),
-                agent.tool_list,
-                agent.session_settings(),
-                observers=[dispatcher],
-                permission=agent.permission,
-                hooks=agent.hooks,
-                machine=machine,
-                binding=binding,
-            )
-            cfg = agent.run_settings(config)
-            limits = _tighter(cfg.limits, remaining(cap, spent) if cap is not None else None)
-            if runs:  # a handoff's next agent: what the run spent before it counts
-                limits = _tighter(limits, remaining(cfg.limits, spent))
-            if limits is not cfg.limits:
-                cfg = replace(cfg, limits=limits)
-            scope = _Scope(self, base, dispatcher.emit, nested, loop, cfg.limits)
-            token = _SCOPE.set(scope)
-            try:
-                run = await loop.run(
-                    segment_input,
-                    cfg,
-                    approvals=segment_approvals,
-                    cancel=cancel,
-                    output_type=agent.output_type,
-                    output_validator=agent.output_validator,
-                    deps=agent.deps_for(deps),
-                )
-            finally:
-                _SCOPE.reset(token)
-            runs.append(run)
-            machine = loop.machine
-            spent = spent.plus(_minus(machine.usage, before))
-            before = RunUsage()
-            if machine.state is not MachineState.AWAITING_APPROVAL or not _has_handoff(agent, machine):
-                break
-            target, machine, results = _hand_over(agent, machine, committed=False)
-            call = next(c for c in results.parts if isinstance(c, ToolResultPart) and agent.handoff_for(c.name))
-            reply = machine.full_history()[-1]
-            turn = run.turns[-1].index if run.turns else 0
-            transfer = next(c for c in reply.tool_calls() if c.id == call.call_id)
-            dispatcher.emit(AgentHandoff(turn, transfer, agent.name, target.name))
-            agent = target
-            dispatcher.agent = target
-            base = (*base[:-1], target.name)
-            dispatcher.path = base
-            segment_input, segment_approvals = results, None
-        self._current = agent
-        if self.store is None:
-            self._machine = machine
-        pending = await self._pending(machine, agent, base)
-        final = _combine(runs, agent.name, machine, anchor, pending)
-        dispatcher.emit(RunFinished(final))
-        return final, spent
 
     # --- approvals of sub-agents ----------------------------------------------------------------------------
 
