@@ -125,6 +125,8 @@ def pydantic_ai_setups(n: int) -> dict[str, Runner]:
     from pydantic_ai.models.function import AgentInfo, FunctionModel
     from pydantic_ai.usage import RequestUsage, UsageLimits
 
+    globals()["RunContext"] = RunContext  # pydantic-ai reads the tool's (string) annotations in this module
+
     def model(tool_name: str, args: dict[str, Any]) -> FunctionModel:
         args_json = json.dumps(args)
 
