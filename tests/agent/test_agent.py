@@ -230,3 +230,16 @@ def test_a_tool_whose_deps_the_agent_does_not_give_is_refused_when_the_agent_is_
     with pytest.raises(TypeError, match="deps_type=int"):
         Agent(ScriptedClient([]), tools=[needs], deps_type=int)  # type: ignore[misc]
     Agent(ScriptedClient([]), tools=[needs, note], deps_type=Deps)
+
+
+def test_importing_the_agent_pulls_in_no_provider_client_store_or_telemetry() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom loopctl import Agent\nimport loopctl.agent\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('loopctl.transport', 'loopctl.store', "
+        "'loopctl.telemetry', 'openai', 'anthropic', 'httpx', 'opentelemetry', 'genai_prices'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
