@@ -164,3 +164,16 @@ async def test_a_tools_own_spend_counts_in_the_runs_usage_cost_and_limits() -> N
     assert limited.outcome.limit is not None and limited.outcome.limit.spent == 1215
     assert len(client.requests) == 1  # the limit ended the run before a second model call
     assert any(isinstance(p, ToolResultPart) for p in limited.messages[-1].parts)  # the result kept
+
+
+def test_the_model_retry_event_is_now_model_call_retry_and_the_old_name_warns() -> None:
+    import loopctl.engine
+    import loopctl.engine.events
+    from loopctl.engine import ModelCallRetry
+
+    with pytest.warns(DeprecationWarning, match="ModelCallRetry"):
+        old = loopctl.engine.ModelRetry  # type: ignore[attr-defined]
+    assert old is ModelCallRetry
+    with pytest.warns(DeprecationWarning):
+        assert loopctl.engine.events.ModelRetry is ModelCallRetry  # type: ignore[attr-defined]
+    assert issubclass(ModelRetry, Exception)  # loopctl.tool.ModelRetry: the exception a tool raises
