@@ -174,6 +174,6 @@ def test_the_model_retry_event_is_now_model_call_retry_and_the_old_name_warns() 
     with pytest.warns(DeprecationWarning, match="ModelCallRetry"):
         old = loopctl.engine.ModelRetry  # type: ignore[attr-defined]
     assert old is ModelCallRetry
-    with pytest.warns(DeprecationWarning):
+    with pytest.warns(DeprecationWarning, match="ModelCallRetry"):
         assert loopctl.engine.events.ModelRetry is ModelCallRetry  # type: ignore[attr-defined]
     assert issubclass(ModelRetry, Exception)  # loopctl.tool.ModelRetry: the exception a tool raises
