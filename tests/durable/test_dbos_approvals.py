@@ -2,13 +2,14 @@
 given for, with call ids that repeat every turn (an id-less OpenAI-compatible server gives ``call_chatcmpl_0``
 each time); a run that ended refuses decisions; a decision that does not fit the tool never destroys a waiting
 run; and a workflow id started again does not rewind the conversation. DBOS on a SQLite system database, in
-this process."""
+this process; the approval binding itself also on PostgreSQL."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,20 @@ pytest.importorskip("dbos")
 from dbos import DBOS
 
 from loopctl.durable.dbos import APPROVALS_TOPIC, DBOSLoop
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def dbos_system(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """``DBOS(config=...)`` on a fresh system database: SQLite in the test's folder, or a new database on the
+    test run's PostgreSQL; destroyed (registry too) after the test."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'system.sqlite'}"
+    else:
+        url = request.getfixturevalue("dbos_postgres_url")
+    DBOS(config={"name": "loopctl-tests", "system_database_url": url, "log_level": "WARNING"})
+    yield DBOS
+    DBOS.destroy(destroy_registry=True)
+
 
 REPEATED = "call_chatcmpl_0"  # what an id-less compatible server's first call of every reply is called
 TARGETS = ["/tmp/scratch", "/etc/important"]
@@ -75,10 +90,10 @@ async def _waiting_on(loop: DBOSLoop[Any], workflow_id: str, path: str) -> Any:
     raise AssertionError(f"{workflow_id} never waited on the call deleting {path}: {await loop.pending(workflow_id)}")
 
 
-async def test_a_repeated_approval_never_approves_the_next_call_with_the_same_id(dbos_sqlite: Any) -> None:
+async def test_a_repeated_approval_never_approves_the_next_call_with_the_same_id(dbos_system: Any) -> None:
     deleter = Deleter()
     loop = DBOSLoop(ScriptedClient(deleting), [deleter.tool], name="ops", permission=ask_first)
-    dbos_sqlite.launch()
+    dbos_system.launch()
     task = asyncio.ensure_future(loop.run("clean up", workflow_id="ops-1"))
     first = await _waiting_on(loop, "ops-1", "/tmp/scratch")
     assert first.id == REPEATED
@@ -101,13 +116,13 @@ async def test_a_repeated_approval_never_approves_the_next_call_with_the_same_id
 
 
 async def test_a_stale_decision_already_in_the_topic_is_dropped_and_logged(
-    dbos_sqlite: Any, caplog: pytest.LogCaptureFixture
+    dbos_system: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     # What a duplicated delivery leaves in the topic: the decision for turn 1 again (bound, as approve() sends
     # it), and the same decision as a sender that names no wait writes it. Neither answers turn 2.
     deleter = Deleter()
     loop = DBOSLoop(ScriptedClient(deleting), [deleter.tool], name="ops", permission=ask_first)
-    dbos_sqlite.launch()
+    dbos_system.launch()
     task = asyncio.ensure_future(loop.run("clean up", workflow_id="ops-2"))
     await _waiting_on(loop, "ops-2", "/tmp/scratch")
     await loop.approve("ops-2", {REPEATED: Approve()})
