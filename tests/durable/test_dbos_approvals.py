@@ -15,12 +15,9 @@ from typing import Any
 
 import pytest
 
-from loopctl.engine import Approve, Defer, Deny, Modify, OutcomeKind
+from loopctl.engine import Approve, Deny, Modify, OutcomeKind
 from loopctl.errors import ApprovalError
-from loopctl.message import Message, ToolCallPart
-from loopctl.providers.base import ModelRequest
 from loopctl.testing import ScriptedClient
-from loopctl.tool import tool
 from tests.durable import workload
 
 pytest.importorskip("dbos")
@@ -43,41 +40,10 @@ def dbos_system(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]
     DBOS.destroy(destroy_registry=True)
 
 
-REPEATED = "call_chatcmpl_0"  # what an id-less compatible server's first call of every reply is called
-TARGETS = ["/tmp/scratch", "/etc/important"]
-
-
-def deleting(request: ModelRequest) -> Message:
-    """Turn n deletes TARGETS[n], each call with the same id; then the answer."""
-    n = workload.replies_so_far(request)
-    if n < len(TARGETS):
-        return Message.new("assistant", [ToolCallPart(id=REPEATED, name="delete", input={"path": TARGETS[n]})])
-    return Message.assistant("done")
-
-
-class Deleter:
-    """A ``delete`` tool that records each path it deleted; the first call waits for ``gate``."""
-
-    def __init__(self) -> None:
-        self.deleted: list[str] = []
-        self.gate = asyncio.Event()
-        self.started = asyncio.Event()
-
-        @tool
-        async def delete(path: str) -> str:
-            """Delete a file."""
-            if not self.deleted:
-                self.started.set()
-                await self.gate.wait()
-            self.deleted.append(path)
-            return f"deleted {path}"
-
-        self.tool = delete
-
-
-def ask_first(call: ToolCallPart) -> Defer:
-    """Every call waits for a human."""
-    return Defer("it deletes a file")
+REPEATED = workload.REPEATED
+Deleter = workload.Deleter
+deleting = workload.deleting
+ask_first = workload.ask_first
 
 
 async def _waiting_on(loop: DBOSLoop[Any], workflow_id: str, path: str) -> Any:
