@@ -168,7 +168,8 @@ class DBOSLoop(DurableLoop[OutputT]):
     A call deferred for approval (a permission callback's ``Defer()``, a tool marked ``requires_approval``)
     makes the run *wait* inside its workflow: the event :data:`PENDING_EVENT` lists the calls
     (:meth:`pending`), and :meth:`approve`, from any process on the same system database, sends the
-    decisions; a crash while it waits loses nothing. ``approval_timeout`` (seconds, default ``None``: wait
+    decisions, each bound to the wait it answers (:class:`~loopctl.durable.approvals.ApprovalKey`); a crash
+    while it waits loses nothing. ``approval_timeout`` (seconds, default ``None``: wait
     for ever) ends a run that waited that long without a decision with outcome ``AWAITING_APPROVAL``, as a
     plain run pauses; ``run(approvals=...)`` continues it as a new workflow. The conversation lives
     in :attr:`machine`; successive :meth:`run` calls continue it, as with ``BareLoop``. Build it after

@@ -36,7 +36,9 @@ The mapping (``docs/durable.md`` has the whole of it):
   whose effect they wrap (``before_model``/``after_model`` in the model activity, ``before_tool``/
   ``after_tool`` in the tool activity), as does a :class:`~loopctl.providers.FallbackClient`'s chain; the
   model activity returns which client answered and the reply's cost. A deferred call makes the workflow wait
-  for the signal ``approve`` (:func:`approve`); the query ``pending_approvals`` lists what it waits on.
+  for the update ``decide`` (:func:`approve`; or the signal ``approve``); the query ``pending_approvals``
+  lists what it waits on. Each decision answers only the wait it was given for (its
+  :class:`~loopctl.durable.approvals.ApprovalKey`: run, turn, call); others are refused or dropped.
 """
 
 from __future__ import annotations
@@ -179,7 +181,8 @@ class TemporalLoop(DurableLoop[OutputT]):
     model activity, tool hooks in the tool activity), so a replay never runs them again.
 
     A deferred call (a permission callback's ``Defer()``, a tool marked ``requires_approval``) makes the run
-    wait in its workflow for the signal :data:`APPROVE_SIGNAL` (:class:`ApprovalInbox`); ``approval_timeout``
+    wait in its workflow for the update :data:`DECIDE_UPDATE` or the signal :data:`APPROVE_SIGNAL`
+    (:class:`ApprovalInbox`, :func:`approve`); ``approval_timeout``
     (default ``None``: for ever) ends a run that waited that long without a decision with outcome
     ``AWAITING_APPROVAL``, as a plain run pauses (its machine holds the calls; a new workflow continues it
     with ``approvals``).
@@ -720,6 +723,10 @@ class LoopSession(_Conversation):
     its machine as the only state carried over, so the history stays short however long the conversation.
     The signal ``close`` ends the session once the runs asked for are done; the workflow returns the machine
     (``LoopMachine.to_json``). Signal ``cancel`` and query ``machine`` as in :class:`LoopWorkflow`.
+
+    A run that defers a call waits inside its ``ask`` update, which stays open until the run ends: start an
+    ``ask`` that may wait with ``handle.start_update(..., wait_for_stage=WorkflowUpdateStage.ACCEPTED)`` and
+    decide with :func:`approve` while it waits (``docs/durable.md``, "Approvals that wait").
     """
 
     def __init__(self) -> None:
