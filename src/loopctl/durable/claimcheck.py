@@ -230,7 +230,7 @@ def _loads(data: str | bytes) -> Any:
 def _json_or_none(data: str | bytes) -> Any:
     """The value of the JSON object or array ``data``; ``None`` for anything else (a payload the codec cannot
     cut into parts: it is stored whole, or passes when small)."""
-    if not data or data[0] not in ("{[" if isinstance(data, str) else b"{[\""):
+    if not data or data[0] not in ("{[" if isinstance(data, str) else b'{["'):
         return None
     try:
         return _loads(data)

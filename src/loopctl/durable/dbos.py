@@ -678,9 +678,8 @@ class _Driver(RecordedVerdicts):
                 else:
                     bound.append((key, decision))
             decisions, refused = admit(bound, awaited, self.tools)
-            if self.is_live():  # a replayed wait logged its drops when it ran
-                for reason in [*dropped, *refused]:
-                    _log.warning("run %s, turn %d: %s", run, turn, reason)
+            for reason in [*dropped, *refused]:  # a recovered run logs again what it replays (it cannot tell)
+                _log.warning("run %s, turn %d: %s", run, turn, reason)
             if decisions:
                 remaining = [awaited_to_dict(a) for a in awaited if a.id not in decisions]
                 await DBOS.set_event_async(PENDING_EVENT, dumps(remaining))

@@ -52,7 +52,7 @@ from typing import Any, TypeVar, overload
 
 try:
     from temporalio import activity, workflow
-    from temporalio.client import Client, WorkflowUpdateFailedError
+    from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
     from temporalio.common import RetryPolicy
     from temporalio.exceptions import ApplicationError, FailureError
     from temporalio.service import RPCError, RPCStatusCode
@@ -90,6 +90,7 @@ from loopctl.durable.approvals import (
     awaited_from_dict,
     awaited_to_dict,
     bind,
+    bound_to_dict,
     read_decisions,
 )
 from loopctl.engine.config import RunConfig, SessionConfig
@@ -133,10 +134,11 @@ DECIDE_UPDATE = "decide"
 """The update that carries decisions to a run waiting for approvals (compatibility data; :func:`approve` sends
 it): one argument, ``{call_id: {"decision": "approve"} | {"decision": "deny", "reason": ...} | {"decision":
 "modify", "input": ...}}`` (``_payloads.approvals_to_dict``), each decision with the ``"run"`` and ``"turn"``
-of the wait it answers, or without them to answer the wait the run is in. Its validator, on the worker,
-refuses (nothing is recorded, the sender gets the reason) a run that awaits no approval, a call or wait it
-does not await, and a decision that does not fit the tool; it returns the keys the decisions were bound to
-(``[{"run": ..., "turn": ..., "call": ...}]``)."""
+of the wait it answers, or without them to answer the wait the run is in. The worker refuses it (the sender
+gets the reason; the run waits on) for decisions of the wrong shape (its validator: nothing is recorded),
+while the run awaits no approval, for a call or wait it does not await, and for a decision that does not fit
+the tool (the update fails); it returns the keys the decisions were bound to (``[{"run": ..., "turn": ...,
+"call": ...}]``)."""
 
 APPROVE_SIGNAL = "approve"
 """The signal that carries decisions to a run waiting for approvals, for senders that cannot wait for a
@@ -464,6 +466,8 @@ class _WorkflowDriver(RecordedVerdicts):
         cancel: asyncio.Event | None,
         emit: Any,
     ) -> ModelReply:
+        if self._inbox is not None:
+            self._inbox._turn = turn  # how far the run is: a decision for an earlier turn is stale
         # The activity builds the same request from the conversation, the config and the instructions sent.
         payload = dumps(
             {
@@ -532,13 +536,17 @@ class ApprovalInbox:
     binding"): an update or signal handler :meth:`put` s the decisions it received, and the run takes those
     that answer the wait it is in. :attr:`pending` is what the run waits on now, each call with its
     :class:`~loopctl.durable.approvals.ApprovalKey` (empty when it waits for none; while the calls decided
-    first run, the turn's undecided ones stay listed). An update's validator calls :meth:`check` to refuse
-    what :meth:`put` would drop. Workflow state, rebuilt by replay like the rest: the updates and signals are
-    in the history. One loop run at a time per inbox."""
+    first run, the turn's undecided ones stay listed). An update handler first awaits :meth:`settled`, then
+    calls :meth:`check` to refuse what :meth:`put` would not take. Workflow state, rebuilt by replay like
+    the rest: the updates and signals are in the history. One loop run at a time per inbox."""
 
     def __init__(self) -> None:
         self._entries: list[tuple[ApprovalKey, Approval]] = []
         self._runs = 0
+        self._run = ""  # the run part of the current (or last) loop run's keys: "<Temporal run id>/<n>"
+        self._running = False
+        self._turn = 0  # the current run's model calls so far
+        self._waited = 0  # the turn of the current run's latest wait
         self.pending: tuple[AwaitedCall, ...] = ()
 
     def _begin_run(self) -> str:
@@ -546,28 +554,57 @@ class ApprovalInbox:
         counting the loop runs of this workflow execution from 1."""
         self._end_run()
         self._runs += 1
-        return f"{workflow.info().run_id}/{self._runs}"
+        self._run = f"{workflow.info().run_id}/{self._runs}"
+        self._running = True
+        self._turn = self._waited = 0
+        return self._run
 
     def _end_run(self) -> None:
         self._entries.clear()
         self.pending = ()
+        self._running = False
+
+    def _reached(self, key: ApprovalKey) -> bool:
+        """Whether the run has reached the wait ``key`` names, or gone past it (so a decision for it can be
+        taken or refused now). Not yet: its loop run has not begun, or its turn's calls are still running.
+        A worker replaying the history applies an update before the other events of its workflow task, so
+        an update may come before the run has caught up with the wait its sender saw."""
+        run, _, n = key.run.rpartition("/")
+        current, _, m = self._run.rpartition("/")
+        if not self._run:
+            return False
+        if run != current or not n.isdigit():
+            return True  # no run of this workflow execution: refused
+        if int(n) != int(m):
+            return int(n) < int(m)
+        if not self._running or key.turn < self._turn:
+            return True
+        if key.turn > self._turn:
+            return False
+        return bool(self.pending) or self._waited == key.turn
+
+    def settled(self, approvals: Any) -> bool:
+        """Whether the run has reached (or gone past) the waits the decisions of ``approvals`` name: an update
+        handler awaits this (``workflow.wait_condition``) before :meth:`check`."""
+        entries, _ = read_decisions(approvals)
+        return all(key is None or self._reached(key) for _, _, key in entries)
 
     def put(self, approvals: Any) -> tuple[ApprovalKey, ...]:
         """Take a message of decisions (``{call_id: {"decision": ..., ["run": ..., "turn": ...]}}``: the
-        argument of :data:`DECIDE_UPDATE` and :data:`APPROVE_SIGNAL`). A decision that names its wait keeps it;
-        one that does not is bound to the wait the run is in now. Dropped, and logged (a signal cannot answer
-        its sender): decisions of the wrong shape, and those for a call or wait the run does not await now.
-        Returns the keys of the decisions kept; the run takes them when it waits (:meth:`wait`)."""
+        argument of :data:`DECIDE_UPDATE` and :data:`APPROVE_SIGNAL`). A decision that names its wait keeps
+        it, and is taken or dropped when the run waits; one that does not is bound to the wait the run is in
+        now, or dropped if it awaits no such call. Dropped decisions are logged (a signal cannot answer its
+        sender). Returns the keys of the decisions kept."""
         entries, problems = read_decisions(approvals)
         now = {a.key.call: a.key for a in self.pending}
         kept: list[tuple[ApprovalKey, Approval]] = []
         for call_id, decision, key in entries:
-            current = now.get(call_id)
-            if current is None or (key is not None and key != current):
-                named = "" if key is None else f" ({key})"
-                problems.append(f"a decision for call {call_id!r}{named} was dropped: the run does not await it now")
-                continue
-            kept.append((current, decision))
+            if key is None:
+                key = now.get(call_id)
+                if key is None:
+                    problems.append(f"a decision for call {call_id!r} was dropped: the run does not await it now")
+                    continue
+            kept.append((key, decision))
         for problem in problems:
             workflow.logger.warning("approvals: %s", problem)
         self._entries.extend(kept)
@@ -575,9 +612,9 @@ class ApprovalInbox:
 
     def check(self, approvals: Any, tools: ToolRegistry | None = None) -> None:
         """Refuse (:class:`~loopctl.errors.ApprovalError`, naming what the run awaits) a message of decisions
-        :meth:`put` would not take whole: of the wrong shape, while the run awaits no approval, for a call or
+        the run would not take whole: of the wrong shape, while the run awaits no approval, for a call or
         wait it does not await, or a decision that does not fit (with ``tools``: a ``Modify`` that does not
-        fit the tool's schema). For an update's validator; reads only."""
+        fit the tool's schema). For an update handler, before :meth:`put`; reads only."""
         entries, problems = read_decisions(approvals)
         if problems:
             raise ApprovalError("; ".join(problems))
@@ -596,6 +633,7 @@ class ApprovalInbox:
         and fits (with ``tools``: a ``Modify`` fits the tool's schema); the others are dropped and logged, and
         the run waits on. The calls left undecided stay in :attr:`pending`."""
         self.pending = pending
+        self._waited = max((a.key.turn for a in pending), default=self._waited)
         taken = False
         try:
             while True:
@@ -642,13 +680,25 @@ class _Conversation:
         self._tools: ToolRegistry | None = None  # the hosted loop's, once the workflow runs
 
     @workflow.update(name=DECIDE_UPDATE)
-    def decide(self, approvals: dict[str, Any]) -> list[dict[str, Any]]:
+    async def decide(self, approvals: dict[str, Any]) -> list[dict[str, Any]]:
         """Decisions on the calls the run waits on (:data:`DECIDE_UPDATE`); the keys they were bound to."""
+        # A worker that replays the history applies an update before the other events of its workflow task,
+        # which may be the results that make the run wait: check the decisions once the run has reached (or
+        # gone past) the waits they name. A condition is checked once every task of the workflow has gone as
+        # far as it can, so a decision without a wait meets the run where it is after this workflow task.
+        await workflow.wait_condition(lambda: self._inbox.settled(approvals))
+        try:
+            self._inbox.check(approvals, self._tools)
+        except ApprovalError as exc:  # the update fails (its sender gets the reason); the run waits on
+            raise ApplicationError(str(exc), type="ApprovalError", non_retryable=True) from None
         return [key.to_dict() for key in self._inbox.put(approvals)]
 
     @decide.validator
-    def _check_decisions(self, approvals: dict[str, Any]) -> None:
-        self._inbox.check(approvals, self._tools)
+    def _check_shape(self, approvals: dict[str, Any]) -> None:
+        # What the run's state cannot change: refused before anything is recorded.
+        _, problems = read_decisions(approvals)
+        if problems:
+            raise ApprovalError("; ".join(problems))
 
     @workflow.signal(name=APPROVE_SIGNAL)
     def approve(self, approvals: dict[str, Any]) -> None:
@@ -847,21 +897,37 @@ async def approve(
     on; calls left out stay pending. Returns the keys the decisions were bound to.
 
     Each decision is bound to one wait (``docs/durable.md``, "Approval binding"): a call id to the wait the run
-    is in when the update reaches it, a key to the wait it names. The run's worker checks them before anything
-    is recorded, so a decision the run would not take is refused here: a worker must be running (the call
-    waits for one). ``idempotency_key`` is the update's id: a repeat with the same id while the run lasts is
-    answered once.
+    is in when ``approve`` is called (read with :func:`pending_approvals`), a key to the wait it names. The
+    run's worker checks them against that wait, so a decision the run would not take is refused here: a
+    worker must be running (the call waits for one). ``idempotency_key`` is the update's id: a repeat with the
+    same id while the run lasts is answered once.
 
     Raises :class:`~loopctl.errors.ApprovalError` when there is no such run or it has ended (a run that ended
     ``awaiting_approval`` is continued with ``execute(..., approvals=...)``), when it awaits no approval now,
     for a call id or key it does not await, and for a decision that does not fit: of the wrong type, a
     ``Deny`` reason that is not a string, a ``Modify`` input that is not JSON or does not fit the tool's
     schema."""
-    doc = _decisions_doc(approvals)
+    if not approvals:
+        raise ApprovalError("approvals is empty")
+    handle = client.get_workflow_handle(workflow_id)
     try:
-        keys = await client.get_workflow_handle(workflow_id).execute_update(
-            DECIDE_UPDATE, doc, id=idempotency_key, result_type=list
-        )
+        if all(isinstance(given, ApprovalKey) for given in approvals):
+            bound: dict[ApprovalKey, Approval] = dict(approvals)  # type: ignore[arg-type]
+        else:
+            awaited = await pending_approvals(client, workflow_id)
+            if not awaited:
+                status = (await handle.describe()).status
+                if status is not None and status is not WorkflowExecutionStatus.RUNNING:
+                    raise ApprovalError(
+                        f"the run {workflow_id!r} has ended ({status.name.lower()}): it awaits no approval (a run "
+                        "that ended awaiting_approval is continued with execute(..., approvals=...))"
+                    )
+            bound = bind(approvals, awaited, None, workflow_id)  # the tool's schema is checked on the worker
+        for key, decision in bound.items():
+            problem = input_problem(decision.input) if isinstance(decision, Modify) else None
+            if problem is not None:
+                raise ApprovalError(f"the input of Modify for call {key.call!r} is refused: {problem}")
+        keys = await handle.execute_update(DECIDE_UPDATE, bound_to_dict(bound), id=idempotency_key, result_type=list)
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         reason = cause.message if isinstance(cause, FailureError) else str(cause)
@@ -874,32 +940,6 @@ async def approve(
             ) from exc
         raise
     return tuple(ApprovalKey.from_dict(k) for k in keys)
-
-
-def _decisions_doc(
-    approvals: Mapping[str, Approval] | Mapping[ApprovalKey, Approval] | Mapping[str | ApprovalKey, Approval],
-) -> dict[str, Any]:
-    """The argument of :data:`DECIDE_UPDATE` for ``approvals`` (a key's decision names its wait). Raises
-    :class:`~loopctl.errors.ApprovalError` for none, two for one call, and what a sender can tell alone: a
-    decision of another type, a ``Modify`` input that is not JSON."""
-    if not approvals:
-        raise ApprovalError("approvals is empty")
-    out: dict[str, Any] = {}
-    for given, decision in approvals.items():
-        if isinstance(given, ApprovalKey):
-            call_id, wait = given.call, {"run": given.run, "turn": given.turn}
-        elif isinstance(given, str):
-            call_id, wait = given, {}
-        else:
-            raise ApprovalError(f"a decision is keyed by a call id (str) or an ApprovalKey, got {given!r}")
-        if call_id in out:
-            raise ApprovalError(f"two decisions for call {call_id!r}")
-        [item] = approvals_to_dict({call_id: decision}).values()
-        problem = input_problem(decision.input) if isinstance(decision, Modify) else None
-        if problem is not None:
-            raise ApprovalError(f"the input of Modify for call {call_id!r} is refused: {problem}")
-        out[call_id] = {**item, **wait}
-    return out
 
 
 async def pending_approvals(client: Client, workflow_id: str) -> tuple[AwaitedCall, ...]:
