@@ -566,19 +566,11 @@ class ApprovalInbox:
 
     def _reached(self, key: ApprovalKey) -> bool:
         """Whether the run has reached the wait ``key`` names, or gone past it (so a decision for it can be
-        taken or refused now). Not yet: its loop run has not begun, or its turn's calls are still running.
+        taken or refused now). Not yet: its turn has not come, or its calls are still running.
         A worker replaying the history applies an update before the other events of its workflow task, so
         an update may come before the run has caught up with the wait its sender saw."""
-        run, _, n = key.run.rpartition("/")
-        current, _, m = self._run.rpartition("/")
-        if not self._run:
-            return False
-        if run != current or not n.isdigit():
-            return True  # no run of this workflow execution: refused
-        if int(n) != int(m):
-            return int(n) < int(m)
-        if not self._running or key.turn < self._turn:
-            return True
+        if key.run != self._run or not self._running or key.turn < self._turn:
+            return True  # another loop run (an earlier one, another execution's, one never shown), or over
         if key.turn > self._turn:
             return False
         return bool(self.pending) or self._waited == key.turn
