@@ -871,39 +871,8 @@ class BareLoop:
         self._check_decisions(approvals)
 
     def _check_decisions(self, approvals: Mapping[str, Approval]) -> None:
-        """Refuse decisions that do not fit the paused run (:class:`ApprovalError`, before anything runs): a
-        call that awaits none, a decision of another type, a ``Deny`` whose reason is not a string, a
-        ``Modify`` whose input is not JSON or does not fit the tool's schema (checked by the tool's
-        ``check_input`` when it has one: :class:`~loopctl.tool.FunctionTool`)."""
-        pending = {p.id: p for p in self._machine.pending_approvals}
-        awaited = ", ".join(sorted(pending)) or "none"
-        if not approvals:
-            raise ApprovalError(f"approvals is empty; the run awaits {awaited}")
-        for call_id, decision in approvals.items():
-            if call_id not in pending:
-                raise ApprovalError(f"call {call_id!r} does not await approval (the run awaits {awaited})")
-            if not isinstance(decision, (Approve, Deny, Modify)):
-                raise ApprovalError(
-                    f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
-                    "Modify(input)"
-                )
-            if isinstance(decision, Deny) and not isinstance(decision.reason, str):
-                raise ApprovalError(
-                    f"the reason of Deny for call {call_id!r} must be a string (the text the model reads), got "
-                    f"{type(decision.reason).__name__}"
-                )
-            if isinstance(decision, Modify):
-                problem = input_problem(decision.input)
-                call = pending[call_id].call
-                tool = self.tools.get(call.name)
-                check = getattr(tool, "check_input", None)
-                if problem is None and callable(check):
-                    try:
-                        check(decision.input)
-                    except ToolInputError as exc:
-                        problem = f"it does not fit the schema of {call.name!r}: {exc}"
-                if problem is not None:
-                    raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
+        """Refuse decisions that do not fit the paused run (:func:`check_decisions`)."""
+        check_decisions(approvals, self._machine.pending_approvals, self.tools)
 
     @staticmethod
     def _records(
@@ -1474,6 +1443,44 @@ class _Setup:
     plan: OutputPlan | None = None
     validator: OutputValidator[Any] | None = None
     deps: Any = None
+
+
+def check_decisions(
+    approvals: Mapping[str, Approval], pending: Sequence[PendingApproval], tools: ToolRegistry
+) -> None:
+    """Refuse decisions that do not fit the calls ``pending`` (:class:`ApprovalError`, before anything runs): a
+    call that awaits none, a decision of another type, a ``Deny`` whose reason is not a string, a
+    ``Modify`` whose input is not JSON or does not fit the tool's schema (checked by the tool's
+    ``check_input`` when ``tools`` has one for it: :class:`~loopctl.tool.FunctionTool`)."""
+    awaiting = {p.id: p for p in pending}
+    awaited = ", ".join(sorted(awaiting)) or "none"
+    if not approvals:
+        raise ApprovalError(f"approvals is empty; the run awaits {awaited}")
+    for call_id, decision in approvals.items():
+        if call_id not in awaiting:
+            raise ApprovalError(f"call {call_id!r} does not await approval (the run awaits {awaited})")
+        if not isinstance(decision, (Approve, Deny, Modify)):
+            raise ApprovalError(
+                f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
+                "Modify(input)"
+            )
+        if isinstance(decision, Deny) and not isinstance(decision.reason, str):
+            raise ApprovalError(
+                f"the reason of Deny for call {call_id!r} must be a string (the text the model reads), got "
+                f"{type(decision.reason).__name__}"
+            )
+        if isinstance(decision, Modify):
+            problem = input_problem(decision.input)
+            call = awaiting[call_id].call
+            tool = tools.get(call.name)
+            check = getattr(tool, "check_input", None)
+            if problem is None and callable(check):
+                try:
+                    check(decision.input)
+                except ToolInputError as exc:
+                    problem = f"it does not fit the schema of {call.name!r}: {exc}"
+            if problem is not None:
+                raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
 
 
 def _results_of(reply: Message, messages: Sequence[Message]) -> Message | None:
