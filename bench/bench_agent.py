@@ -263,6 +263,10 @@ async def measure(frameworks: list[str], ns: list[int], runs: int, reps: int) ->
                 setups[f"{fw} {workload}({n})"] = run
     for run in setups.values():  # warm-up, and a check that each answers
         await time_runs(run, 2)
+    # What the imports and setups left on the heap is moved out of the collector's sight: a full collection
+    # would otherwise walk it, at times that fall on one workload or another by chance.
+    gc.collect()
+    gc.freeze()
     samples: dict[str, list[float]] = {name: [] for name in setups}
     for _ in range(reps):
         for name, run in setups.items():

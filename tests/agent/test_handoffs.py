@@ -159,3 +159,25 @@ async def test_a_stored_conversation_goes_on_with_the_agent_that_answered_in_a_n
         again = Agent(triage_client, name="triage", handoffs=[billing]).session("s", store=store)
         assert (await again.run("and?")).output == "Still billing."
         assert len(triage_client.requests) == 1
+
+
+async def test_a_handover_a_process_left_half_done_is_finished_by_the_next_run(tmp_path: Path) -> None:
+    from loopctl.engine import BareLoop
+
+    billing_client = ScriptedClient(["Billing here: hello."])
+    billing = Agent(billing_client, name="billing")
+    triage_client = ScriptedClient([call("t1", "transfer_to_billing")])
+    triage = Agent(triage_client, name="triage", handoffs=[billing])
+    with SQLiteStore(tmp_path / "half.db") as store:
+        # A process ran triage and stopped right after the transfer call paused it (before billing ran).
+        paused = await BareLoop(triage_client, triage.tool_list, store=store, session_id="s").run("refund")
+        assert paused.outcome.kind is OutcomeKind.AWAITING_APPROVAL
+        run = await triage.session("s", store=store).run("hello?")
+        assert (run.agent, run.output) == ("billing", "Billing here: hello.")
+        assert texts(billing_client.requests[0].messages) == [
+            "refund",
+            "call:transfer_to_billing",
+            "result:Transferred to billing: it answers from here on.",
+            "hello?",
+        ]
+        assert len(store.load("s").messages) == 5
