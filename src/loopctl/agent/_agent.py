@@ -167,7 +167,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         from loopctl.tool import ToolRegistry
 
         ToolRegistry(self._tools)  # two tools of one name: refused here, not at the first run
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ModelClient] = (
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ModelClient]] = (
             weakref.WeakKeyDictionary()
         )
         base = session_config or SessionConfig()
@@ -246,14 +246,12 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         model = override.model if override is not None and override.model is not None else self.model
         if not isinstance(model, str):
             return model
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop) if model is self.model else None
+        made = self._clients.setdefault(asyncio.get_running_loop(), {})
+        client = made.get(model)
         if client is None:
             from loopctl.transport import from_string
 
-            client = from_string(model)
-            if model is self.model:
-                self._clients[loop] = client
+            client = made[model] = from_string(model)
         return client
 
     def deps_for(self, deps: Any) -> Any:
@@ -277,10 +275,11 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         return cfg
 
     async def aclose(self) -> None:
-        """Close the clients this agent made from a model string on the running event loop."""
+        """Close the clients this agent made from model strings (its own, an override's) on the running event
+        loop."""
         with contextlib.suppress(RuntimeError):
-            client = self._clients.pop(asyncio.get_running_loop(), None)
-            if client is not None:
+            made = self._clients.pop(asyncio.get_running_loop(), {})
+            for client in made.values():
                 close = getattr(client, "aclose", None)
                 if close is not None:
                     await close()
