@@ -341,3 +341,14 @@ async def test_parallel_sub_agents_each_keep_their_own_conversation() -> None:
     finished = [e for e in seen if isinstance(e, ToolCallFinished)]
     assert [e.call.id for e in finished] == ["x2", "x1"]  # b answered first; each result its own
     assert not any(isinstance(e, ToolCallStarted) and e.call.name not in ("a", "b") for e in seen)
+
+
+async def test_a_sub_agent_run_by_a_plain_loop_that_needs_approval_says_so_instead_of_pausing() -> None:
+    from loopctl.engine import BareLoop
+
+    child = Agent(ScriptedClient([call("k1", "delete", {"path": "/x"})]), tools=[delete], name="cleaner")
+    loop = BareLoop(ScriptedClient([call("p1", "cleaner", {"input": "delete /x"}), "I could not."]), [child.as_tool()])
+    run = await loop.run("clean")
+    assert run.ok and ran == []
+    result = run.turns[0].tool_calls[0].result
+    assert result.is_error and "needs approval of delete" in str(result.output)

@@ -595,7 +595,7 @@ async def run_sub_agent(tool: AgentTool[Any], prompt: str, context: ToolContext[
         )
     context.record_usage(run.usage, cost=run.cost, requests=spent.requests, tool_calls=spent.tool_calls)
     waiting = None
-    if run.pending_approvals:
+    if run.pending_approvals and scope is not None:
         names = ", ".join(f"{p.call.name} ({p.id})" for p in run.pending_approvals)
         waiting = f"the agent {tool.agent.name} awaits approval of {names}"
     return run, waiting

@@ -119,10 +119,20 @@ def _prompt(input: Any) -> str:  # noqa: A002
 def answer_of(name: str, run: Run[Any], pending: str | None) -> Any:
     """What a sub-agent's run gives the model: its output (typed output as JSON text), or an error result
     saying how it ended. Raises :class:`~loopctl.tool.ApprovalRequired` (``pending`` says what waits) for a
-    run that paused."""
+    run that paused inside an agent's run (``pending`` is ``None`` outside one: the pause is an error result
+    then, as nothing could carry the paused sub-agent over to the approval)."""
     kind = run.outcome.kind
+    if kind is OutcomeKind.AWAITING_APPROVAL and pending is None:
+        # Run by a plain loop (no agent's conversation to keep the sub-agent's paused run in): approving the
+        # call would run the sub-agent again from its start, and ask again. Say so instead.
+        names = ", ".join(p.name for p in run.pending_approvals)
+        return ToolOutput(
+            f"The agent {name} needs approval of {names}, which cannot be given here: it runs as a plain loop's "
+            "tool, not inside an agent's run.",
+            is_error=True,
+        )
     if kind is OutcomeKind.AWAITING_APPROVAL:
-        raise ApprovalRequired(pending or f"the agent {name} awaits approval")
+        raise ApprovalRequired(pending)
     if kind is OutcomeKind.COMPLETED:
         value = run.output
         if isinstance(value, str):
