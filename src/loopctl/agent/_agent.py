@@ -28,6 +28,8 @@ from loopctl.tool import Tool, ToolProvider
 if TYPE_CHECKING:
     from loopctl.agent._conversation import Conversation
     from loopctl.store import SessionStore
+    from loopctl.ui.ag_ui import AGUIApp
+    from loopctl.ui.ai_sdk import AISDKApp
 
 __all__ = ["Agent", "AgentDepsT", "AgentOutputT"]
 
@@ -313,6 +315,38 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         (``None`` when this agent takes none; :class:`AgentTool` maps them otherwise). See :class:`AgentTool`
         and ``docs/agent.md``, "Sub-agents"."""
         return AgentTool(self, name=name or safe_tool_name(self.name), description=description)
+
+    def to_ag_ui(
+        self,
+        *,
+        store: SessionStore | None = None,
+        deps: Any = None,
+        config: RunConfig | None = None,
+    ) -> AGUIApp:
+        """This agent as an ASGI app speaking AG-UI (``docs/web.md``): a POST of a ``RunAgentInput`` at its
+        root path answers with the run's AG-UI events over SSE; the thread id is the session id of ``store``
+        (conversations kept in memory without one); approvals are interrupts, answered by ``resume``.
+        ``deps``: the runs' deps, or a callable of the Starlette ``Request`` that returns them. Needs the
+        ``[web]`` extra."""
+        from loopctl.ui.ag_ui import AGUIApp
+
+        return AGUIApp(self, store=store, deps=deps, config=config)
+
+    def to_ai_sdk(
+        self,
+        *,
+        store: SessionStore | None = None,
+        deps: Any = None,
+        config: RunConfig | None = None,
+    ) -> AISDKApp:
+        """This agent as an ASGI app speaking the Vercel AI SDK's UI message stream protocol, for ``useChat``
+        (``docs/web.md``): a POST of a chat request (``{"id", "messages", "trigger"}``) at its root path answers
+        with the run as a UI message stream; the chat id is the session id of ``store`` (conversations kept in
+        memory without one); approvals are the protocol's tool approvals. ``deps`` as for :meth:`to_ag_ui`.
+        Needs the ``[web]`` extra."""
+        from loopctl.ui.ai_sdk import AISDKApp
+
+        return AISDKApp(self, store=store, deps=deps, config=config)
 
     @contextlib.contextmanager
     def override(self, *, model: ModelClient | str | None = None, deps: Any = ...) -> Iterator[None]:
