@@ -25,6 +25,7 @@ from loopctl.message import (
     MessagePart,
     Role,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolResultPart,
 )
