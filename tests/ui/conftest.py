@@ -1,0 +1,68 @@
+"""Fixtures of the web tests: an HTTP server per xdist worker serving the apps a test mounts on it (uvicorn in a
+thread of the worker), and node with the protocols' client packages (``tests/ui/node_env.py``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ui.node_env import NODE_DIR, npm_ci
+
+
+class AppServer:
+    """uvicorn serving, on ``127.0.0.1`` and a free port, the ASGI apps mounted with :meth:`mount` (each under
+    ``/<name>``; the names are unique per test, so the tests of one worker share the server)."""
+
+    def __init__(self) -> None:
+        import uvicorn
+
+        self.apps: dict[str, Any] = {}
+        config = uvicorn.Config(
+            self._route, host="127.0.0.1", port=0, log_level="warning", lifespan="off", interface="asgi3"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="uvicorn-tests", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+
+    async def _route(self, scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "/")
+        name, _, rest = path.lstrip("/").partition("/")
+        app = self.apps.get(name)
+        if app is None:
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b"no such app"})
+            return
+        await app({**scope, "path": "/" + rest, "root_path": scope.get("root_path", "") + "/" + name}, receive, send)
+
+    def mount(self, name: str, app: Any) -> str:
+        """Serve ``app`` under ``/<name>/``; returns its URL."""
+        self.apps[name] = app
+        return f"http://127.0.0.1:{self.port}/{name}/"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def app_server() -> Iterator[AppServer]:
+    server = AppServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def node_clients() -> Path:
+    """``tests/ui/node`` with its packages installed (``npm ci``, once per lockfile)."""
+    return npm_ci(NODE_DIR)
