@@ -33,6 +33,7 @@ from loopctl.cli.report import fail
 from loopctl.cli.run import DEMO_DELAY_VAR, run
 from loopctl.cli.sessions import sessions
 from loopctl.cli.show import check, show
+from loopctl.cli.web import web
 from loopctl.errors import ConversationFileError, LoopError, MissingAPIKey
 
 __all__ = ["DEMO_DELAY_VAR", "DISTRIBUTION", "main"]
@@ -81,3 +82,4 @@ main.add_command(show)
 main.add_command(check)
 main.add_command(sessions)
 main.add_command(approve)
+main.add_command(web)
