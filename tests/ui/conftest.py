@@ -66,3 +66,48 @@ def app_server() -> Iterator[AppServer]:
 def node_clients() -> Path:
     """``tests/ui/node`` with its packages installed (``npm ci``, once per lockfile)."""
     return npm_ci(NODE_DIR)
+
+
+class WebServer:
+    """``loopctl web`` started as a user starts it (``--port 0``); :attr:`url` is the first line it printed."""
+
+    def __init__(self, root: Path, store: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        import os
+        import subprocess
+        import sys
+
+        self.root = root
+        self.store = store
+        self.log = store.with_suffix(".log")
+        command = [sys.executable, "-m", "loopctl", "web", "--port", "0", "--root", str(root), "--store", str(store)]
+        with self.log.open("wb") as err:
+            self.proc = subprocess.Popen(
+                [*command, *args],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env={**os.environ, "LOOPCTL_DEMO_DELAY": "0.005", **(env or {})},
+                text=True,
+            )
+        assert self.proc.stdout is not None
+        import select
+
+        ready, _, _ = select.select([self.proc.stdout], [], [], 120)
+        self.url = self.proc.stdout.readline().strip() if ready else ""
+        if not self.url.startswith("http://"):
+            self.stop()
+            raise RuntimeError(f"loopctl web printed {self.url!r}:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def sample_project(into: Path) -> Path:
+    """A copy of ``examples/sample-project`` (the demo model's task: its TODO comments)."""
+    import shutil
+
+    shutil.copytree(Path(__file__).parents[2] / "examples" / "sample-project", into)
+    return into

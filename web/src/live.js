@@ -1,7 +1,8 @@
 // The reply being streamed, built from UI message stream chunks (the AI SDK's protocol, as loopctl sends it:
 // loopctl/ui/ai_sdk.py). `reset-step` drops what the current step showed: the model call is being sent again.
 export function newLive() {
-  return { status: "streaming", parts: [], stepStart: 0, error: null, metadata: null };
+  // `external`: results of calls shown in the stored messages (a continued run runs the calls it paused on).
+  return { status: "streaming", parts: [], stepStart: 0, error: null, metadata: null, external: {} };
 }
 
 function tool(state, id) {
@@ -43,19 +44,21 @@ export function applyChunk(state, c) {
     }
     case "tool-output-available":
     case "tool-output-error": {
-      let part = tool(state, c.toolCallId);
-      if (!part) {
-        part = { type: "tool", toolCallId: c.toolCallId, toolName: "", input: {}, state: "running" };
-        state.parts.push(part);
-      }
       const isError = c.type === "tool-output-error";
-      part.result = { output: isError ? c.errorText : typeof c.output === "string" ? c.output : JSON.stringify(c.output), isError, images: [] };
+      const result = { output: isError ? c.errorText : typeof c.output === "string" ? c.output : JSON.stringify(c.output), isError, images: [] };
+      const part = tool(state, c.toolCallId);
+      if (!part) {
+        state.external[c.toolCallId] = result;
+        break;
+      }
+      part.result = result;
       part.state = isError ? "error" : "done";
       break;
     }
     case "tool-output-denied": {
       const part = tool(state, c.toolCallId);
       if (part) part.result = { output: "denied", isError: true, images: [] };
+      else state.external[c.toolCallId] = { output: "denied", isError: true, images: [] };
       break;
     }
     case "file": {
@@ -67,6 +70,7 @@ export function applyChunk(state, c) {
     case "data-loopctl-tool": {
       const part = tool(state, c.data.toolCallId);
       if (part) part.duration = c.data.duration;
+      else if (state.external[c.data.toolCallId]) state.external[c.data.toolCallId].duration = c.data.duration;
       break;
     }
     case "data-loopctl-diff": {

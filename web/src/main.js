@@ -119,8 +119,8 @@ function Approval({ item, onDecide, busy }) {
 }
 
 // Stored messages, as turns the page shows: each tool call with its result.
-function StoredMessages({ messages, durations, onFork }) {
-  const results = {};
+function StoredMessages({ messages, durations, onFork, external }) {
+  const results = { ...external };
   for (const m of messages) for (const p of m.parts) if (p.type === "tool-result") results[p.callId] = p;
   return messages.map((m) => {
     const shown = m.parts.filter((p) => p.type !== "tool-result");
@@ -131,7 +131,7 @@ function StoredMessages({ messages, durations, onFork }) {
         p.type === "text" ? (m.role === "assistant" ? html`<${Markdown} text=${p.text} />` : html`<div class="user-text">${p.text}</div>`)
         : p.type === "reasoning" ? html`<${Reasoning} text=${p.text} />`
         : p.type === "image" ? html`<img class="msg-image" src=${p.url} alt="image" />`
-        : p.type === "tool-call" ? html`<${ToolCall} call=${p} result=${results[p.id]} duration=${durations[p.id]} />`
+        : p.type === "tool-call" ? html`<${ToolCall} call=${p} result=${results[p.id]} duration=${durations[p.id] ?? results[p.id]?.duration} />`
         : null,
       )}
     </div>`;
@@ -212,6 +212,7 @@ function App() {
   const [sessions, setSessions] = useState([]);
   const [query, setQuery] = useState("");
   const [sid, setSid] = useState(currentSession());
+  const fresh = useRef(null); // the id of a chat started here and not stored yet
   const [detail, setDetail] = useState(null);
   const [live, setLive] = useState(null);
   const [pendingPrompt, setPendingPrompt] = useState(null);
@@ -240,6 +241,7 @@ function App() {
     return () => removeEventListener("hashchange", onHash);
   }, []);
   useEffect(() => {
+    if (sid && sid === fresh.current) return;
     setLive(null);
     setPendingPrompt(null);
     loadDetail(sid);
@@ -261,7 +263,7 @@ function App() {
       const response = await request();
       await readStream(response, (chunk) => {
         applyChunk(state, chunk);
-        setLive({ ...state, parts: [...state.parts] });
+        setLive({ ...state, parts: [...state.parts], external: { ...state.external } });
       });
     } catch (e) {
       onError(e);
@@ -269,6 +271,7 @@ function App() {
       state.status = "done";
       setBusy(false);
       await loadDetail(id);
+      fresh.current = null;
       setLive(null);
       setPendingPrompt(null);
       loadSessions();
@@ -281,6 +284,7 @@ function App() {
     let id = sid;
     if (!id) {
       id = newId();
+      fresh.current = id;
       history.replaceState(null, "", `#/s/${encodeURIComponent(id)}`);
       setSid(id);
     }
@@ -351,7 +355,7 @@ function App() {
       ${error && html`<div class="problem banner" role="alert">${error}<button class="link" onClick=${() => setError(null)}>dismiss</button></div>`}
       <div class="messages">
         ${!sid && !live && html`<div class="empty dim">Ask the agent something. It works in ${info ? info.root : "its root folder"}; file changes wait for your approval here.</div>`}
-        ${detail && html`<${StoredMessages} messages=${detail.messages} durations=${durations} onFork=${fork} />`}
+        ${detail && html`<${StoredMessages} messages=${detail.messages} durations=${durations} onFork=${fork} external=${live ? live.external : {}} />`}
         ${pendingPrompt && html`<div class="msg msg-user"><div class="msg-meta"><span>user</span></div><div class="user-text">${pendingPrompt.text}</div></div>`}
         ${live && html`<${LiveMessage} live=${live} />`}
         ${!live && detail && detail.pending.length > 0 && html`<div class="approvals"><h3>Waiting for your decision</h3>

@@ -193,7 +193,8 @@ async def _serve(o: dict[str, Any]) -> None:
             )
             dbos = _dbos_client(o["dbos_url"]) if o["dbos_url"] else None
             settings = WebSettings(
-                allowed_hosts=allowed,
+                # A remote bind is reached by names this process cannot know: its access token guards the API.
+                allowed_hosts=allowed if is_loopback(host) else None,
                 access_token=o["token"] if not is_loopback(host) else None,
                 session_defaults={"model": model, "root": str(root), "system_prompt": system, "metadata": {}},
                 files=files,

@@ -84,13 +84,14 @@ def loopback_hosts(port: int) -> set[str]:
 
 @dataclass
 class WebSettings:
-    """What the app serves and how: ``allowed_hosts`` (exact ``Host`` header values), ``access_token`` (for a
-    non-loopback bind: required on every API request), ``session_defaults`` (the model, root and system
+    """What the app serves and how: ``allowed_hosts`` (exact ``Host`` header values; ``None``: any, for a
+    non-loopback bind, which the access token guards instead), ``access_token`` (for a non-loopback bind:
+    required on every API request), ``session_defaults`` (the model, root and system
     prompt a new session records, as ``loopctl run`` does), ``files`` (the file tools, for change previews),
     ``config`` (the runs' :class:`~loopctl.engine.RunConfig`), ``spans`` (the span collector of the agent's
     telemetry), ``dbos`` (a ``DBOSClient`` for runs waiting on DBOS)."""
 
-    allowed_hosts: set[str]
+    allowed_hosts: set[str] | None
     access_token: str | None = None
     session_defaults: Mapping[str, Any] = field(default_factory=dict)
     files: FileTools | None = None
@@ -138,7 +139,7 @@ class _Guard:
     def _problem(self, scope: Any, headers: Mapping[str, str]) -> tuple[int, str] | None:
         s = self.settings
         host = headers.get("host", "")
-        if host not in s.allowed_hosts:
+        if s.allowed_hosts is not None and host not in s.allowed_hosts:
             return 421, f"Host {host!r} is not served here (loopctl web answers only {sorted(s.allowed_hosts)})"
         path: str = scope.get("path", "")
         method: str = scope.get("method", "GET")
@@ -148,7 +149,8 @@ class _Guard:
                 return 401, "this server needs its access token (Authorization: Bearer ...)"
         if method in _WRITE_METHODS:
             origin = headers.get("origin")
-            if origin is not None and origin.removeprefix("http://").removeprefix("https://") not in s.allowed_hosts:
+            served = s.allowed_hosts if s.allowed_hosts is not None else {host}
+            if origin is not None and origin.removeprefix("http://").removeprefix("https://") not in served:
                 return 403, f"cross-origin request refused (Origin {origin!r})"
             if headers.get("sec-fetch-site") == "cross-site":
                 return 403, "cross-site request refused"
