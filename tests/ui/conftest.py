@@ -111,3 +111,66 @@ def sample_project(into: Path) -> Path:
 
     shutil.copytree(Path(__file__).parents[2] / "examples" / "sample-project", into)
     return into
+
+
+# --- a real browser ---------------------------------------------------------------------------------------------
+
+SCREENSHOTS = Path(__file__).parents[2] / ".loopctl" / "test-screenshots"
+"""Where a failed browser test leaves its screenshot (the path is printed with the failure)."""
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # CI runs as root
+    # A closed network: nothing of the browser's own reaches out.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-features=Translate,OptimizationHints,MediaRouter",
+]
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Debian's chromium driven by Playwright (``executable_path``: Playwright downloads no browser), one per
+    test module, with a profile of its own."""
+    from tests.servers_compat import require_program
+
+    exe = require_program("chromium")
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=exe,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 900},
+        )
+        yield context
+        context.close()
+
+
+@pytest.fixture
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A new tab; its screenshot is saved to :data:`SCREENSHOTS` when the test fails."""
+    tab = browser.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    tab.page_errors = errors
+    yield tab
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{request.node.name}.png"
+        tab.screenshot(path=str(path), full_page=True)
+        print(f"\nscreenshot of the failed test: {path}")
+    tab.close()

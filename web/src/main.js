@@ -119,7 +119,7 @@ function Approval({ item, onDecide, busy }) {
 }
 
 // Stored messages, as turns the page shows: each tool call with its result.
-function StoredMessages({ messages, durations, onFork, external }) {
+function StoredMessages({ messages, durations, onFork, external, diffs }) {
   const results = { ...external };
   for (const m of messages) for (const p of m.parts) if (p.type === "tool-result") results[p.callId] = p;
   return messages.map((m) => {
@@ -131,7 +131,7 @@ function StoredMessages({ messages, durations, onFork, external }) {
         p.type === "text" ? (m.role === "assistant" ? html`<${Markdown} text=${p.text} />` : html`<div class="user-text">${p.text}</div>`)
         : p.type === "reasoning" ? html`<${Reasoning} text=${p.text} />`
         : p.type === "image" ? html`<img class="msg-image" src=${p.url} alt="image" />`
-        : p.type === "tool-call" ? html`<${ToolCall} call=${p} result=${results[p.id]} duration=${durations[p.id] ?? results[p.id]?.duration} />`
+        : p.type === "tool-call" ? html`<${ToolCall} call=${p} result=${results[p.id]} duration=${durations[p.id] ?? results[p.id]?.duration} diff=${diffs[p.id]} />`
         : null,
       )}
     </div>`;
@@ -355,7 +355,7 @@ function App() {
       ${error && html`<div class="problem banner" role="alert">${error}<button class="link" onClick=${() => setError(null)}>dismiss</button></div>`}
       <div class="messages">
         ${!sid && !live && html`<div class="empty dim">Ask the agent something. It works in ${info ? info.root : "its root folder"}; file changes wait for your approval here.</div>`}
-        ${detail && html`<${StoredMessages} messages=${detail.messages} durations=${durations} onFork=${fork} external=${live ? live.external : {}} />`}
+        ${detail && html`<${StoredMessages} messages=${detail.messages} durations=${durations} onFork=${fork} external=${live ? live.external : {}} diffs=${detail.diffs || {}} />`}
         ${pendingPrompt && html`<div class="msg msg-user"><div class="msg-meta"><span>user</span></div><div class="user-text">${pendingPrompt.text}</div></div>`}
         ${live && html`<${LiveMessage} live=${live} />`}
         ${!live && detail && detail.pending.length > 0 && html`<div class="approvals"><h3>Waiting for your decision</h3>

@@ -229,6 +229,7 @@ class _Web:
         self.store = store
         self.s = settings
         self.runs: dict[str, list[dict[str, Any]]] = {}  # per session: each run's turns, tools and outcome
+        self.diffs: dict[str, dict[str, dict[str, Any]]] = {}  # per session: each file change's diff, by call id
         self._index: bytes | None = None
 
     # --- pages -------------------------------------------------------------------------------------------
@@ -316,6 +317,7 @@ class _Web:
                 "pending": pending,
                 "tree": await self._tree(sid),
                 "runs": self.runs.get(sid, []),
+                "diffs": self.diffs.get(sid, {}),
                 "traces": self.s.spans.traces(sid) if self.s.spans is not None else [],
             }
         )
@@ -503,6 +505,7 @@ class _Web:
                         "action": preview.action,
                         "diff": preview.diff,
                     }
+                    self.diffs.setdefault(sid, {})[event.call.id] = data
                     return [{"type": "data-loopctl-diff", "id": f"diff-{event.call.id}", "data": data}]
             if isinstance(event, TurnFinished):
                 return []

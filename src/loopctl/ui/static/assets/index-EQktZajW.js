@@ -101,9 +101,9 @@ Please report this to https://github.com/markedjs/marked.`,e){let e=`<p>An error
       ${r===`deny`?$`<button class="deny" disabled=${n} onClick=${()=>d({decision:`deny`,reason:a})}>Deny</button>`:$`<button class="secondary" disabled=${n} onClick=${()=>i(`deny`)}>Deny…</button>`}
       ${r===`modify`?$`<button class="secondary" disabled=${n} onClick=${()=>d({decision:`modify`})}>Run with this input</button>`:$`<button class="secondary" disabled=${n} onClick=${()=>i(`modify`)}>Modify…</button>`}
     </div>
-  </div>`}function Fi({messages:e,durations:t,onFork:n,external:r}){let i={...r};for(let t of e)for(let e of t.parts)e.type===`tool-result`&&(i[e.callId]=e);return e.map(e=>{let r=e.parts.filter(e=>e.type!==`tool-result`);return r.length?$`<div class=${`msg msg-${e.role}`} data-node=${e.node} data-index=${e.index}>
+  </div>`}function Fi({messages:e,durations:t,onFork:n,external:r,diffs:i}){let a={...r};for(let t of e)for(let e of t.parts)e.type===`tool-result`&&(a[e.callId]=e);return e.map(e=>{let r=e.parts.filter(e=>e.type!==`tool-result`);return r.length?$`<div class=${`msg msg-${e.role}`} data-node=${e.node} data-index=${e.index}>
       <div class="msg-meta"><span>${e.role}</span><button class="link fork-here" title="start a new session from here" onClick=${()=>n(e.node)}>fork here</button></div>
-      ${r.map(n=>n.type===`text`?e.role===`assistant`?$`<${Ai} text=${n.text} />`:$`<div class="user-text">${n.text}</div>`:n.type===`reasoning`?$`<${Mi} text=${n.text} />`:n.type===`image`?$`<img class="msg-image" src=${n.url} alt="image" />`:n.type===`tool-call`?$`<${Ni} call=${n} result=${i[n.id]} duration=${t[n.id]??i[n.id]?.duration} />`:null)}
+      ${r.map(n=>n.type===`text`?e.role===`assistant`?$`<${Ai} text=${n.text} />`:$`<div class="user-text">${n.text}</div>`:n.type===`reasoning`?$`<${Mi} text=${n.text} />`:n.type===`image`?$`<img class="msg-image" src=${n.url} alt="image" />`:n.type===`tool-call`?$`<${Ni} call=${n} result=${a[n.id]} duration=${t[n.id]??a[n.id]?.duration} diff=${i[n.id]} />`:null)}
     </div>`:null})}function Ii({live:e}){return $`<div class="msg msg-assistant live">
     <div class="msg-meta"><span>assistant</span>${e.status===`streaming`&&$`<span class="spinner">streaming…</span>`}</div>
     ${e.parts.map(e=>e.type===`text`?$`<${Ai} text=${e.text} />`:e.type===`reasoning`?$`<${Mi} text=${e.text} />`:e.type===`file`?$`<img class="msg-image" src=${e.url} alt="image" />`:e.type===`tool`?$`<${Ni} call=${{id:e.toolCallId,name:e.toolName,input:e.input,state:e.state}} result=${e.result} duration=${e.duration} diff=${e.diff} />`:null)}
@@ -150,7 +150,7 @@ Please report this to https://github.com/markedjs/marked.`,e){let e=`<p>An error
       ${_&&$`<div class="problem banner" role="alert">${_}<button class="link" onClick=${()=>v(null)}>dismiss</button></div>`}
       <div class="messages">
         ${!o&&!d&&$`<div class="empty dim">Ask the agent something. It works in ${e?e.root:`its root folder`}; file changes wait for your approval here.</div>`}
-        ${l&&$`<${Fi} messages=${l.messages} durations=${A} onFork=${ne} external=${d?d.external:{}} />`}
+        ${l&&$`<${Fi} messages=${l.messages} durations=${A} onFork=${ne} external=${d?d.external:{}} diffs=${l.diffs||{}} />`}
         ${p&&$`<div class="msg msg-user"><div class="msg-meta"><span>user</span></div><div class="user-text">${p.text}</div></div>`}
         ${d&&$`<${Ii} live=${d} />`}
         ${!d&&l&&l.pending.length>0&&$`<div class="approvals"><h3>Waiting for your decision</h3>
