@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import itertools
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -371,6 +372,23 @@ def test_a_state_of_a_newer_format_is_refused_loudly(store: SessionStore) -> Non
     with pytest.raises(StoreCorrupt, match="format_version 2 is newer than this release of loopctl reads"):
         store.load("s")
     assert any("newer" in p.problem for p in store.verify("s"))
+
+
+@pytest.mark.parametrize("cost", ["abc", "", "NaN", "-1"])
+def test_a_corrupted_cost_limit_is_reported_as_a_corrupt_store(store: SessionStore, cost: str) -> None:
+    # Issue 18, item 20: a stored cost limit that is not a number raised decimal.InvalidOperation from load.
+    from loopctl.engine import UsageLimits
+
+    m = LoopMachine()
+    m.accept_input("hi", limits=UsageLimits(cost=Decimal("0.5")))
+    store.create("s")
+    store.append("s", list(m.full_history()), expected_head=None, state=SessionState.of(m))
+    state = orjson.loads(bytes(raw(store, "SELECT state FROM loopctl_sessions WHERE id = ?", ("s",))[0][0]))
+    assert state["machine"]["limits"]["cost"] == "0.5"
+    state["machine"]["limits"]["cost"] = cost
+    raw(store, "UPDATE loopctl_sessions SET state = ? WHERE id = ?", (orjson.dumps(state), "s"))
+    with pytest.raises(StoreCorrupt, match=r"session 's': machine: limits.cost must be a (finite )?number of USD"):
+        store.load("s").machine()
 
 
 def test_a_database_of_a_newer_schema_is_refused_loudly(
