@@ -13,6 +13,7 @@ from loopctl.testing.server import (
     StreamError,
 )
 from loopctl.testing.wire import ErrorReply
+from loopctl.testing.wire.local import LocalServer
 
 __all__ = [
     "CutStream",
@@ -20,6 +21,7 @@ __all__ = [
     "ErrorReply",
     "FakeProviderServer",
     "FakeServerError",
+    "LocalServer",
     "RecordedRequest",
     "Replay",
     "Responder",
