@@ -161,9 +161,14 @@ async def test_a_run_past_a_local_servers_context_compacts_and_finishes(kind: st
     # The session thinks its window is 200,000 tokens; the server's is 4,096: its refusal, once recognised,
     # triggers the emergency compaction, and the retried call fits.
     passes: list[CompactionFinished] = []
+
+    def watch(event: object) -> None:
+        if isinstance(event, CompactionFinished):
+            passes.append(event)
+
     with FakeProviderServer(_agent(20), local=LocalServer(kind, context_window=4096)) as server:  # type: ignore[arg-type]
         client = _client(server, "openai-chat")
-        loop = BareLoop(client, [grep], SessionConfig(), observers=[lambda e: passes.append(e)])
+        loop = BareLoop(client, [grep], SessionConfig(), observers=[watch])
         try:
             result = await loop.run("search twenty times", RunConfig(stream=False, max_turns=40))
         finally:
@@ -172,5 +177,5 @@ async def test_a_run_past_a_local_servers_context_compacts_and_finishes(kind: st
     assert result.outcome.kind is OutcomeKind.COMPLETED, result.outcome
     assert result.output == "all done"
     assert refused  # the server did refuse a request
-    assert [p.reason for p in passes if isinstance(p, CompactionFinished)] == ["emergency"] * len(refused)
+    assert [p.reason for p in passes] == ["emergency"] * len(refused)
     assert check_conversation(list(loop.history)) == []
