@@ -195,7 +195,7 @@ class BareLoop:
 
             self._binding, machine = bind(store, session_id, machine, system_prompt=self.config.system_prompt)
         self._machine = machine or LoopMachine()
-        self._budget = _make_budget(self.config)
+        self._budget = _make_budget(self.config, client)
         self._counter = self._budget.counter
         self._compactor = self.config.compactor
         self._calibrated_at = -1  # history length at the last calibration (-1: never)
@@ -1601,8 +1601,16 @@ def _run_error(outcome: Outcome, error: BaseException | None) -> BaseException |
     return LoopError(text)
 
 
-def _make_budget(config: SessionConfig) -> ContextBudget:
+def _make_budget(config: SessionConfig, client: ModelClient) -> ContextBudget:
+    """The session's budget: ``config.budget``, else one of ``config.context_window`` tokens, else of the window
+    the client's model is published with (:func:`loopctl.model_limits.published`), else of 200,000."""
     if config.budget is not None:
         budget: ContextBudget = config.budget
         return budget
-    return ContextBudget(window=config.context_window, threshold=config.compact_threshold)
+    window = config.context_window
+    if window is None:
+        from loopctl.model_limits import DEFAULT_CONTEXT_WINDOW, published
+
+        limits = published(str(getattr(client, "provider", "")), str(getattr(client, "model", "")))
+        window = limits.context_window if limits is not None and limits.context_window else DEFAULT_CONTEXT_WINDOW
+    return ContextBudget(window=window, threshold=config.compact_threshold)

@@ -28,8 +28,7 @@ own error body, as its source writes them:
   ``{"error": {"message", "type": "invalid_request_error", "param": null, "code": null}}``
   (openai/openai.go ``NewError``).
 
-A prompt's size is estimated as the fake server estimates usage: 4 bytes of the request body a token. Pure:
-no I/O.
+A prompt's size is estimated as the fake server estimates usage: 4 bytes of the request body a token. No I/O.
 """
 
 from __future__ import annotations
@@ -49,12 +48,14 @@ _OLLAMA_OVERFLOW = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LocalServer:
     """A local model server of ``kind`` running ``model`` with a context of ``context_window`` tokens (the
     model was trained for ``trained_window``, default four times as many). For Ollama, ``loaded=False``
     leaves the model out of ``/api/ps`` (not loaded yet), and ``num_ctx`` is the Modelfile's parameter shown
-    by ``/api/show`` (``None``: not set)."""
+    by ``/api/show`` (``None``: not set); ``POST /api/generate`` with only a model, Ollama's way to load one,
+    loads it (:attr:`loaded` becomes true), or fails with HTTP 500 when ``loadable`` is false (not enough
+    memory)."""
 
     kind: LocalKind
     context_window: int = 8192
@@ -62,6 +63,7 @@ class LocalServer:
     trained_window: int | None = None
     loaded: bool = True
     num_ctx: int | None = None
+    loadable: bool = True
 
     @property
     def trained(self) -> int:
@@ -100,6 +102,14 @@ class LocalServer:
                 if asked not in (self.model, self.model.removesuffix(":latest")):
                     return 404, {"error": f"model '{asked}' not found"}
                 return 200, self._show()
+            if method == "POST" and path.endswith("/api/generate") and isinstance(body, Mapping):
+                if set(body) == {"model"} and body["model"] == self.model:
+                    if not self.loadable:
+                        return 500, {"error": "model requires more system memory than is available"}
+                    self.loaded = True
+                    return 200, {"model": self.model, "created_at": "2030-01-01T00:00:00Z", "response": "",
+                                 "done": True, "done_reason": "load"}  # fmt: skip
+                return None
             if method == "GET" and path.endswith("/models"):
                 card = {"id": self.model, "object": "model", "created": 0, "owned_by": "library"}
                 return 200, {"object": "list", "data": [card]}
