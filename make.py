@@ -158,6 +158,40 @@ def ensure_postgres(
     return True
 
 
+BROWSER_SKIP_VAR = "LOOPCTL_SKIP_BROWSER"
+
+
+def ensure_chromium(
+    *,
+    find: Callable[[], str | None] = lambda: shutil.which("chromium"),
+    run: Callable[..., Any] = subprocess.run,
+    is_root: bool | None = None,
+    has_apt: bool | None = None,
+) -> bool:
+    """Make sure Debian's ``chromium`` is installed, for the browser tests of ``loopctl web`` (Playwright drives
+    it; it downloads no browser): when it is missing and this runs as root on a machine with apt-get (CI),
+    ``apt-get install chromium``. Returns whether it is there. ``LOOPCTL_SKIP_BROWSER=1`` skips the check
+    (the browser tests then skip themselves outside CI). The keyword arguments replace the checks, for tests."""
+    if os.environ.get(BROWSER_SKIP_VAR) == "1":
+        return False
+    if find() is not None:
+        return True
+    if is_root is None:
+        is_root = os.name == "posix" and os.geteuid() == 0
+    if has_apt is None:
+        has_apt = shutil.which("apt-get") is not None
+    if not (is_root and has_apt):
+        print("make.py: chromium is not installed (apt-get install chromium); the browser tests will skip", flush=True)
+        return False
+    print("make.py: installing chromium (apt-get install chromium)", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]):
+        if run(cmd, check=False, env=env).returncode != 0:
+            print(f"make.py: {' '.join(cmd)} failed; the browser tests will fail", flush=True)
+            return False
+    return find() is not None
+
+
 WEB_DIR = ROOT / "web"
 STATIC_DIR = ROOT / "src" / "loopctl" / "ui" / "static"
 WEB_STAMP = STATIC_DIR / "source.sha256"
@@ -230,6 +264,7 @@ def test(args: list[str]) -> None:
         print("make.py: web/ changed: building the page", flush=True)
         build_web(py)
     ensure_postgres()
+    ensure_chromium()
     print("make.py: ruff (lint)", flush=True)
     _run([str(py), "-m", "ruff", "check", "src", "tests", "bench"])
     print("make.py: mypy --strict", flush=True)

@@ -139,3 +139,21 @@ def test_the_demo_ends_with_a_command_that_runs_as_printed(
     with SQLiteStore(root / ".loopctl" / "sessions.db") as store:
         assert [s.id for s in store.sessions()] == [session.id]
         assert store.load(session.id).messages[-2] == Message.user("Anything left?")
+
+
+def test_chromium_is_installed_with_apt_get_when_missing() -> None:
+    """The browser tests' chromium: one apt-get install on a machine that lacks it (CI), nothing when present."""
+    calls: list[list[str]] = []
+    found: list[str] = []
+
+    def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        if cmd[:2] == ["apt-get", "install"]:
+            found.append("/usr/bin/chromium")
+        return subprocess.CompletedProcess(cmd, 0)
+
+    ok = make().ensure_chromium(find=lambda: found[0] if found else None, run=run, is_root=True, has_apt=True)
+    assert ok and calls == [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]]
+    calls.clear()
+    assert make().ensure_chromium(find=lambda: "/usr/bin/chromium", run=run) and calls == []
+    assert not make().ensure_chromium(find=lambda: None, run=run, is_root=False, has_apt=True) and calls == []

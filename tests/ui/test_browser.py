@@ -17,14 +17,15 @@ import pytest
 
 from tests.ui.conftest import AppServer, WebServer, sample_project
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.xdist_group("ui-browser")]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
     base = tmp_path_factory.mktemp("browser")
-    s = WebServer(sample_project(base / "project"), base / "sessions.db", "--model", "demo",
-                  env={"LOOPCTL_DEMO_DELAY": "0.01"})  # fmt: skip
+    s = WebServer(
+        sample_project(base / "project"), base / "sessions.db", "--model", "demo", env={"LOOPCTL_DEMO_DELAY": "0.01"}
+    )
     yield s
     s.stop()
 
@@ -90,7 +91,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
     root.mkdir()
     (root / "README.md").write_text(
         f"{INJECTION}\n<script>alert(3)</script>\n"
-        "<a href=\"javascript:alert(4)\">click</a> <img src=\"http://127.0.0.1:9/leak.png\">\n"
+        '<a href="javascript:alert(4)">click</a> <img src="http://127.0.0.1:9/leak.png">\n'
         "TODO: <img src=x onerror=alert(5)> escape this\n"
     )
     (root / "app.py").write_text("# TODO: <script>alert(6)</script>\nprint('hi')\n")
@@ -134,7 +135,7 @@ def test_a_prompt_injection_in_a_tool_result_stays_text(page: Any, hostile: WebS
     assert dialogs == []
     assert page.evaluate("document.querySelectorAll('script:not([src])').length") == 0
     origin = hostile.url.rstrip("/")
-    assert [u for u in requests if not (u.startswith(origin) or u.startswith("data:"))] == []
+    assert [u for u in requests if not (u.startswith((origin, "data:")))] == []
 
 
 def test_a_cross_site_form_post_is_refused(page: Any, server: WebServer, app_server: AppServer) -> None:
