@@ -87,6 +87,7 @@ def is_loopback(host: str) -> bool:
 @click.option("--allow-protected-writes", is_flag=True, help="As loopctl run.")
 @click.option("--system", "system_prompt", help="A system prompt for new sessions.")
 @click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens (as run).")
 @click.option("--dbos", "dbos_url", metavar="URL", help="A DBOS system database: its runs' approvals in the page.")
 def web(**opts: Any) -> None:
     """Serve a local chat with the agent, and a browser of the sessions, on http://127.0.0.1:8700/."""
@@ -152,7 +153,7 @@ async def _serve(o: dict[str, Any]) -> None:
 
     from loopctl import Agent, __version__
     from loopctl.cli.integrations import open_integrations
-    from loopctl.cli.run import _DEFAULT_SYSTEM, _model_spec, _readable, _session_config
+    from loopctl.cli.run import _DEFAULT_SYSTEM, _model_spec, _readable, _session_config, model_sizes
     from loopctl.cli.sessions import open_store
     from loopctl.engine import RunConfig
     from loopctl.tools.files import PROTECTED_NAMES, FileTools
@@ -182,7 +183,8 @@ async def _serve(o: dict[str, Any]) -> None:
             )
             spans, observers = _telemetry()
             system = o["system_prompt"] or _DEFAULT_SYSTEM.format(root=_readable(str(root)))
-            session_config = _session_config(model, root, system, _Opts(None))  # type: ignore[arg-type]
+            window, max_tokens = await model_sizes(client, model, o["context_window"], None)
+            session_config = _session_config(model, root, system, window)
             agent = Agent(
                 client,
                 tools=[*files, *servers],
@@ -198,7 +200,7 @@ async def _serve(o: dict[str, Any]) -> None:
                 access_token=o["token"] if not is_loopback(host) else None,
                 session_defaults={"model": model, "root": str(root), "system_prompt": system, "metadata": {}},
                 files=files,
-                config=RunConfig(max_turns=o["max_turns"]),
+                config=RunConfig(max_turns=o["max_turns"], max_tokens=max_tokens),
                 spans=spans,
                 dbos=dbos,
                 asks_writes=not o["yes"],
@@ -219,11 +221,6 @@ async def _serve(o: dict[str, Any]) -> None:
     finally:
         store.close()
         sock.close()
-
-
-@dataclass
-class _Opts:
-    context_window: int | None
 
 
 def _telemetry() -> tuple[Any, list[Any]]:
