@@ -79,6 +79,9 @@ from loopctl.ui._common import (
 )
 
 if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
     from loopctl.agent import Agent
     from loopctl.engine import RunConfig
     from loopctl.store import SessionStore
@@ -507,8 +510,8 @@ def _assistant(message: Mapping[str, Any], index: int) -> list[Message]:
 
 class AISDKApp:
     """An ASGI app serving ``agent`` over the AI SDK's UI message stream protocol (see the module docstring):
-    POST ``/`` with a chat request body. Mount it in Starlette or FastAPI (``app.mount("/api/chat",
-    agent.to_ai_sdk())``) or serve it alone.
+    POST a chat request body (at any path: ``app.add_route("/api/chat", agent.to_ai_sdk(), methods=["POST"])``
+    in Starlette or FastAPI, ``app.mount(...)``, or served alone).
 
     ``store``: the session store behind the chat ids (default: conversations in memory, the last ``keep``).
     ``deps``: the runs' deps, or a callable of the Starlette ``Request`` returning them (per request: the
@@ -523,19 +526,33 @@ class AISDKApp:
         config: RunConfig | None = None,
         keep: int = 1000,
     ) -> None:
-        from starlette.applications import Starlette
-        from starlette.routing import Route
-
         self.agent = agent
         self.conversations = Conversations(agent, store, keep)
         self.deps = deps
         self.config = config
-        self._app = Starlette(routes=[Route("/", self._post, methods=["POST"])])
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self._app(scope, receive, send)
+        """The ASGI entry: a POST runs (at whatever path the app is mounted or routed at); any other method is
+        answered 405."""
+        from starlette.requests import Request
+        from starlette.responses import PlainTextResponse
 
-    async def _post(self, request: Any) -> Any:
+        if scope["type"] == "lifespan":  # served alone: nothing to start or stop
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        if request.method != "POST":
+            response: Any = PlainTextResponse("POST a run request here", status_code=405, headers={"allow": "POST"})
+        else:
+            response = await self.handle(request)
+        await response(scope, receive, send)
+
+    async def handle(self, request: Request) -> Response:
+        """Answer one POST (a Starlette or FastAPI ``Request``): the stream, or a JSON error (400, 409)."""
         from starlette.responses import JSONResponse, StreamingResponse
 
         from loopctl.errors import SessionBusy
