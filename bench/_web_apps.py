@@ -1,7 +1,7 @@
 """The servers ``bench_web.py`` measures, one per process (``uvicorn --factory bench._web_apps:make_app``).
 
 ``BENCH_APP`` picks the app: ``loopctl-agui`` (``agent.to_ag_ui()``), ``loopctl-aisdk`` (``agent.to_ai_sdk()``)
-or ``pydantic-agui`` (pydantic-ai's ``agent.to_ag_ui()``). Each serves an agent without tools whose model
+or ``pydantic-agui`` (pydantic-ai's ``AGUIAdapter.dispatch_request`` in a Starlette route). Each serves an agent without tools whose model
 streams ``BENCH_DELTAS`` text deltas (``"word "``) at once and ends: the same scripted model in both
 frameworks (loopctl: a ``ModelClient`` emitting stream events; pydantic-ai: a ``FunctionModel`` stream
 function), so what is measured is the framework's run and the protocol encoding over SSE.
@@ -74,5 +74,14 @@ def make_app() -> Any:
     if which == "loopctl-aisdk":
         return loopctl_agent().to_ai_sdk()
     if which == "pydantic-agui":
-        return pydantic_agent().to_ag_ui()
+        from pydantic_ai.ui.ag_ui import AGUIAdapter
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        agent = pydantic_agent()
+
+        async def run(request: Any) -> Any:  # its documented Starlette/FastAPI endpoint
+            return await AGUIAdapter.dispatch_request(request, agent=agent)
+
+        return Starlette(routes=[Route("/", run, methods=["POST"])])
     raise ValueError(f"unknown BENCH_APP {which!r}")

@@ -177,6 +177,40 @@ def test_agui_approval_round_trip(app_server: AppServer, node_clients: Path) -> 
     assert roles == ["user", "assistant", "tool", "assistant"]
 
 
+def test_agui_front_end_tools(app_server: AppServer, node_clients: Path) -> None:
+    """A tool the front end declares: the model calls it, the run ends with the call pending for the client
+    (no interrupt: a completed run), and the client's tool message is the call's result when the run goes on."""
+
+    def answer(request: Any) -> Any:
+        offered = [t.name for t in request.tools]
+        results = request.messages[-1].tool_results()
+        if results:
+            return f"The user picked {results[0].output}."
+        assert "pick_color" in offered, offered
+        return reply(TextPart(text="Asking."), call("f1", "pick_color", prompt="Which color?"))
+
+    agent = Agent(ScriptedClient(answer), tools=[look], name="painter")
+    url = app_server.mount("agui-frontend", agent.to_ag_ui())
+    tools = [
+        {
+            "name": "pick_color",
+            "description": "Ask the user for a color.",
+            "parameters": {"type": "object", "properties": {"prompt": {"type": "string"}}},
+        }
+    ]
+    plan = [
+        {"prompt": "Paint it.", "tools": tools},
+        {"toolResults": [{"toolCallId": "f1", "content": "teal"}], "tools": tools},
+    ]
+    first, second = run_client(node_clients, "agui", url, plan)["steps"]
+    assert first["error"] is None and first["finished"]["outcome"] == "success"
+    assert first["finished"]["pendingToolCallIds"] == ["f1"] and first["finished"]["interrupts"] == []
+    assert "TOOL_CALL_RESULT" not in types(first)
+    assert second["error"] is None and second["finished"]["result"] == "The user picked teal."
+    roles = [m["role"] for m in second["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
 def test_agui_error(app_server: AppServer, node_clients: Path) -> None:
     url = app_server.mount("agui-error", failing_agent().to_ag_ui())
     [step] = run_client(node_clients, "agui", url, [{"prompt": "Hi."}])["steps"]

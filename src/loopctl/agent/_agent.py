@@ -199,11 +199,13 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         description: str | None = None,
         run_config: RunConfig | None = None,
         limits: UsageLimits | None = None,
+        tools: Sequence[Tool[Any] | ToolProvider | Agent[Any, Any]] | None = None,
     ) -> Agent[AgentDepsT, AgentOutputT]:
-        """A copy with the given settings changed (the others, tools included, are this agent's)."""
+        """A copy with the given settings changed (the others are this agent's; ``tools`` replaces its tools,
+        ``[*agent.tools, extra]`` adds one)."""
         return Agent(
             model if model is not None else self.model,
-            tools=self.tools,
+            tools=list(tools) if tools is not None else self.tools,
             instructions=instructions if instructions is not None else self.instructions,
             system_prompt=self.system_prompt,
             output_type=self.output_type,

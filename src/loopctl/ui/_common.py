@@ -157,11 +157,19 @@ class Conversations:
         self.keep = keep
         self._memory: collections.OrderedDict[str, Conversation[Any, Any]] = collections.OrderedDict()
 
-    async def get(self, thread_id: str, seed: Callable[[], Sequence[Message]] | None = None) -> Conversation[Any, Any]:
+    async def get(
+        self,
+        thread_id: str,
+        seed: Callable[[], Sequence[Message]] | None = None,
+        agent: Agent[Any, Any] | None = None,
+    ) -> Conversation[Any, Any]:
         """The conversation ``thread_id``; a new one starts from ``seed()`` (the messages a client sent
-        before its new one) when it has any."""
+        before its new one) when it has any. ``agent`` runs it instead of the app's agent (the app's agent
+        with the front end's tools added, for this request)."""
         from loopctl.agent import Conversation
         from loopctl.errors import SessionNotFound
+
+        agent = agent or self.agent
 
         if self.store is not None:
             try:
@@ -175,16 +183,28 @@ class Conversations:
                     self.store.import_session(Session(LoopMachine(history)), session_id=thread_id)
             except ValueError as exc:  # an id the store cannot hold
                 raise BadRequest(str(exc)) from None
-            return self.agent.session(thread_id, store=self.store)
+            return agent.session(thread_id, store=self.store)
         conv = self._memory.get(thread_id)
         if conv is None:
             history = list(seed()) if seed is not None else []
-            conv = Conversation(self.agent, thread_id, history=history or None)
+            conv = Conversation(agent, thread_id, history=history or None)
             self._memory[thread_id] = conv
             while len(self._memory) > self.keep:
                 self._memory.popitem(last=False)
         else:
             self._memory.move_to_end(thread_id)
+            if conv.root is not agent:  # this request's tools: the same conversation, run by this agent
+                from loopctl.agent._conversation import _BUSY
+                from loopctl.errors import SessionBusy
+
+                if (id(conv),) in _BUSY:
+                    raise SessionBusy(f"conversation {thread_id!r} is running a run already", session_id=thread_id)
+                moved: Conversation[Any, Any] = Conversation(agent, thread_id)
+                moved._machine = conv._machine
+                moved._children = conv._children
+                if conv._current is not conv.root:  # handed off: it goes on with that agent
+                    moved._current = conv._current
+                self._memory[thread_id] = conv = moved
         return conv
 
 
@@ -199,6 +219,8 @@ class RunRequest:
     seed: list[Message] = field(default_factory=list)
     message_id: str | None = None
     """The id of the client's message the reply goes on (a continued run's assistant message)."""
+    client_results: dict[str, str] = field(default_factory=dict)
+    """Results the front end sent for calls of its own tools (AG-UI ``tool`` messages), by call id."""
 
 
 # --- a reply's parts, as the run streams them ---------------------------------------------------------------

@@ -34,14 +34,18 @@ the last ``keep`` conversations are held in memory. A thread the server does not
 messages the client sent before its last one. A request whose last message is the user's runs it; a request
 with ``resume`` entries continues the paused run: ``{"interruptId": <id>, "status": "resolved", "payload":
 {"approved": true}}`` (or ``{"approved": false, "reason": ...}``, or ``{"input": {...}}`` to run the call
-with another input); ``"cancelled"`` denies the call. ``state``, ``context`` and ``forwardedProps`` are given
-to a ``deps`` callable as the request's parsed input (``deps(request, input)``).
+with another input); ``"cancelled"`` denies the call. The input's ``tools`` (the front end's) are offered to the
+model for the run (:class:`FrontendTool`): a call of one ends the run with the call pending (outcome ``success``,
+``pendingToolCallIds``), and the client's ``tool`` message in the next request is its result. ``state``,
+``context`` and ``forwardedProps`` are given to a ``deps`` callable as the request's parsed input
+(``deps(request, input)``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -59,7 +63,7 @@ from loopctl.engine.events import (
     TurnFinished,
     TurnStarted,
 )
-from loopctl.engine.permission import Approval, Deny
+from loopctl.engine.permission import Approval, Approve, Deny
 from loopctl.message import ImagePart, Message, MessagePart, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.stream import PartFinished, PartStarted, TextDelta, ThinkingDelta, ToolCallDelta
 from loopctl.ui._common import (
@@ -99,6 +103,32 @@ APPROVAL_SCHEMA: dict[str, Any] = {
 """The JSON Schema of an answer to an approval interrupt (its ``responseSchema``)."""
 
 
+_CLIENT_RESULTS: ContextVar[Mapping[str, str] | None] = ContextVar("loopctl_agui_client_results", default=None)
+
+
+class FrontendTool:
+    """A tool the front end declares (``RunAgentInput.tools``): the model may call it, and the call waits for
+    the client, which runs it: the run ends with the call pending (``RUN_FINISHED``, ``pendingToolCallIds``),
+    and the client's next request sends its result as a ``tool`` message, which is the call's result."""
+
+    requires_approval = True
+
+    def __init__(self, name: str, description: str, parameters: Any) -> None:
+        self.name = name
+        self.description = description
+        self.input_schema: Mapping[str, Any] = (
+            parameters if isinstance(parameters, Mapping) else {"type": "object", "properties": {}}
+        )
+
+    async def call(self, input: Any, context: Any) -> Any:  # noqa: A002 - the Tool protocol's name
+        from loopctl.tool import ToolOutput
+
+        results = _CLIENT_RESULTS.get() or {}
+        if context.call_id in results:
+            return results[context.call_id]
+        return ToolOutput(f"the front end sent no result for {self.name}", is_error=True)
+
+
 class AGUIEvents:
     """Turns one run's :data:`~loopctl.engine.events.LoopEvent` s into AG-UI events (``ag_ui.core`` models).
 
@@ -118,6 +148,8 @@ class AGUIEvents:
         self._step: str | None = None
         self._committed: list[Any] = []  # this run's messages, as AG-UI messages (for a snapshot)
         self._sub: dict[str, AGUIEvents] = {}  # a sub-agent's translator, by its subagent run id
+        self.client_answered: set[str] = set()  # calls whose result the client sent (not echoed back to it)
+        self.frontend_tools: frozenset[str] = frozenset(t.name for t in (input.tools or [])) if input else frozenset()
         self.subagent_run_id: str | None = None
         self._finished = False
 
@@ -152,6 +184,8 @@ class AGUIEvents:
         if isinstance(event, ModelCallFailed):
             return self._close_open()
         if isinstance(event, ToolCallFinished):
+            if event.call.id in self.client_answered:  # the front end's own result: it has it already
+                return []
             return self._tool_finished(event.call, event.result)
         if isinstance(event, SubAgentEvent):
             return self._sub_agent(event)
@@ -177,6 +211,16 @@ class AGUIEvents:
             )
         ]
         if kind == "awaiting_approval":
+            client = [p for p in run.pending_approvals if not p.via and p.name in self.frontend_tools]
+            asked = [p for p in run.pending_approvals if p not in client]
+            if not asked:  # only calls of the front end's tools: a completed run the client answers
+                outcome: Any = self.core.RunFinishedSuccessOutcome(pending_tool_call_ids=[p.call.id for p in client])
+                return [
+                    *out,
+                    self._ev(
+                        "RunFinishedEvent", thread_id=self.thread_id, run_id=self.run_id, outcome=outcome, usage=usage
+                    ),
+                ]
             interrupts = [
                 self.core.Interrupt(
                     id=p.id,
@@ -186,9 +230,9 @@ class AGUIEvents:
                     response_schema=APPROVAL_SCHEMA,
                     metadata={"toolName": p.name, "input": p.input, "agent": p.agent or None, "callId": p.call.id},
                 )
-                for p in run.pending_approvals
+                for p in asked
             ]
-            outcome: Any = self.core.RunFinishedInterruptOutcome(interrupts=interrupts)
+            outcome = self.core.RunFinishedInterruptOutcome(interrupts=interrupts)
             return [
                 *out,
                 self._ev(
@@ -452,18 +496,29 @@ def read_run_input(body: Any) -> tuple[RunAgentInput, RunRequest]:
         run_input = RunAgentInput.model_validate(body)
     except ValidationError as exc:
         raise BadRequest(f"the body is not a RunAgentInput: {exc.errors(include_url=False)[:3]}") from None
-    if run_input.resume:
-        approvals: dict[str, Approval] = {}
-        for i, entry in enumerate(run_input.resume):
-            where = f"resume[{i}]"
-            if entry.status == "cancelled":
-                approvals[entry.interrupt_id] = Deny("The user cancelled this tool call.")
-            else:
-                approvals[entry.interrupt_id] = decision_from_payload(entry.payload, f"{where}.payload")
-        return run_input, RunRequest(None, approvals)
+    approvals: dict[str, Approval] = {}
+    for i, entry in enumerate(run_input.resume or []):
+        where = f"resume[{i}]"
+        if entry.status == "cancelled":
+            approvals[entry.interrupt_id] = Deny("The user cancelled this tool call.")
+        else:
+            approvals[entry.interrupt_id] = decision_from_payload(entry.payload, f"{where}.payload")
     messages = run_input.messages
+    first_result = len(messages)
+    while first_result > 0 and messages[first_result - 1].role == "tool":
+        first_result -= 1
+    from ag_ui.core import ToolMessage
+
+    results = {m.tool_call_id: _text(m.content) for m in messages[first_result:] if isinstance(m, ToolMessage)}
+    if approvals or results:  # a paused run continued: decisions, and the front end's tool results
+        for call_id in results:
+            approvals.setdefault(call_id, Approve())
+        return run_input, RunRequest(None, approvals, client_results=results)
     if not messages or messages[-1].role != "user":
-        raise BadRequest("the last message must be the user's (or send resume entries to answer interrupts)")
+        raise BadRequest(
+            "the last message must be the user's (or tool messages answering the front end's tool calls, or "
+            "resume entries answering interrupts)"
+        )
     prompt = _user(messages[-1], len(messages) - 1)
     return run_input, RunRequest(prompt, seed=history_from_agui(messages[:-1]))
 
@@ -552,6 +607,7 @@ class AGUIApp:
         self.deps = deps
         self.config = config
         self._encoder = EventEncoder()
+        self._with_tools: dict[tuple[Any, ...], Agent[Any, Any]] = {}  # the agent with a front end's tools
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """The ASGI entry: a POST runs (at whatever path the app is mounted or routed at); any other method is
@@ -585,19 +641,50 @@ class AGUIApp:
             return JSONResponse({"error": f"the body is not JSON ({exc})"}, status_code=400)
         try:
             run_input, wanted = read_run_input(body)
-            conv = await self.conversations.get(run_input.thread_id, lambda: wanted.seed)
+            agent = self._agent_for(run_input)
+            conv = await self.conversations.get(run_input.thread_id, lambda: wanted.seed, agent)
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
+        except SessionBusy as exc:
+            return JSONResponse({"error": str(exc)}, status_code=409)
         deps = self.deps(request, run_input) if callable(self.deps) else self.deps
         translator = AGUIEvents(run_input.thread_id, run_input.run_id or str(uuid.uuid4()), run_input)
+        translator.client_answered = set(wanted.client_results)
         events = self._events(conv, wanted, deps, translator)
+        token = _CLIENT_RESULTS.set(wanted.client_results)  # read by the front end's tools, in the run's task
         try:
             first = await anext(events)
         except SessionBusy as exc:
             return JSONResponse({"error": str(exc)}, status_code=409)
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
+        finally:
+            _CLIENT_RESULTS.reset(token)
         return StreamingResponse(_prepend(first, events), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    def _agent_for(self, run_input: RunAgentInput) -> Agent[Any, Any]:
+        """The agent of this request: the app's, with the front end's tools (``run_input.tools``) added."""
+        if not run_input.tools:
+            return self.agent
+        key = tuple(
+            (t.name, t.description, orjson.dumps(t.parameters, option=orjson.OPT_SORT_KEYS)) for t in run_input.tools
+        )
+        cached = self._with_tools.get(key)
+        if cached is not None:
+            return cached
+        taken = {getattr(t, "name", None) for t in self.agent.tool_list}
+        clash = sorted(t.name for t in run_input.tools if t.name in taken)
+        if clash:
+            raise BadRequest(f"the front end's tools {clash} have the names of the agent's own tools")
+        frontend = [FrontendTool(t.name, t.description, t.parameters) for t in run_input.tools]
+        try:
+            made = self.agent.replace(tools=[*self.agent.tools, *frontend])
+        except (TypeError, ValueError) as exc:
+            raise BadRequest(f"the front end's tools cannot be used: {exc}") from None
+        if len(self._with_tools) >= 64:
+            self._with_tools.pop(next(iter(self._with_tools)))
+        self._with_tools[key] = made
+        return made
 
     async def _events(self, conv: Any, wanted: RunRequest, deps: Any, translator: AGUIEvents) -> AsyncIterator[bytes]:
         from loopctl.errors import ApprovalError

@@ -5,7 +5,8 @@
 //                                                  DefaultChatTransport, parsing with its own schema
 //
 // PLAN_JSON is a list of steps: {"prompt": "..."} sends a user message; {"resume": [...]} (AG-UI) answers the
-// interrupts; {"approve": true|false, "reason": "..."} (AI SDK) answers every pending tool approval.
+// interrupts; {"toolResults": [{"toolCallId", "content"}]} (AG-UI) answers front-end tool calls; "tools" (AG-UI)
+// declares the front end's tools for the run; {"approve": true|false, "reason": "..."} (AI SDK) answers every pending tool approval.
 // Prints one JSON object: per step, the event or chunk types seen, the messages after it, and any error.
 import { HttpAgent } from "@ag-ui/client";
 import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
@@ -25,9 +26,16 @@ async function agui() {
     if (step.prompt !== undefined) {
       agent.addMessage({ id: `user-${n}`, role: "user", content: step.prompt });
     }
+    for (const r of step.toolResults ?? []) {
+      // The application ran a front-end tool call the run left pending: its result, as a tool message.
+      agent.addMessage({ id: `tool-${n}-${r.toolCallId}`, role: "tool", toolCallId: r.toolCallId, content: r.content });
+    }
     const params = { runId: `run-${n}` };
     if (step.resume !== undefined) {
       params.resume = step.resume;
+    }
+    if (step.tools !== undefined) {
+      params.tools = step.tools;
     }
     try {
       await agent.runAgent(params, {
@@ -35,7 +43,12 @@ async function agui() {
           events.push(event);
         },
         onRunFinishedEvent(params) {
-          finished = { outcome: params.outcome, result: params.result ?? null, interrupts: params.interrupts ?? [] };
+          finished = {
+            outcome: params.outcome,
+            result: params.result ?? null,
+            interrupts: params.interrupts ?? [],
+            pendingToolCallIds: params.pendingToolCallIds ?? [],
+          };
         },
         onRunErrorEvent({ event }) {
           error = { message: event.message, code: event.code ?? null };
