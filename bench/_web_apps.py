@@ -2,13 +2,15 @@
 
 ``BENCH_APP`` picks the app: ``loopctl-agui`` (``agent.to_ag_ui()``), ``loopctl-aisdk`` (``agent.to_ai_sdk()``)
 or ``pydantic-agui`` (pydantic-ai's ``AGUIAdapter.dispatch_request`` in a Starlette route). Each serves an agent without tools whose model
-streams ``BENCH_DELTAS`` text deltas (``"word "``) at once and ends: the same scripted model in both
+streams ``BENCH_DELTAS`` text deltas (``"word "``), yielding to the event loop after each as a network
+stream does, and ends: the same scripted model in both
 frameworks (loopctl: a ``ModelClient`` emitting stream events; pydantic-ai: a ``FunctionModel`` stream
 function), so what is measured is the framework's run and the protocol encoding over SSE.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -40,6 +42,7 @@ def loopctl_agent() -> Any:
                 on_event(PartStarted(0, TextPart(text="")))
                 for _ in range(n):
                     on_event(TextDelta(0, WORD))
+                    await asyncio.sleep(0)  # a provider's stream arrives chunk by chunk
                 on_event(PartFinished(0))
                 on_event(UsageReported(usage))
                 on_event(ResponseFinished(StopReason.END_TURN))
@@ -63,6 +66,7 @@ def pydantic_agent() -> Any:
     async def stream(messages: Any, info: AgentInfo) -> AsyncIterator[str]:
         for _ in range(n):
             yield WORD
+            await asyncio.sleep(0)
 
     return Agent(FunctionModel(stream_function=stream), name="bench")
 

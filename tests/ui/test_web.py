@@ -209,3 +209,48 @@ def test_a_remote_bind_with_a_token_asks_for_it(tmp_path: Path) -> None:
         assert httpx.get(base + "api/info", headers={"Host": f"my-machine.lan:{port}"}).status_code == 401
     finally:
         s.stop()
+
+
+def test_deny_and_modify_from_the_page(server: WebServer) -> None:
+    """The page's other decisions: a write modified (it runs with the page's input) and one denied (it does not
+    run; the model reads the reason)."""
+    from loopctl import Agent
+    from loopctl.cli.web import WebPermission
+    from loopctl.message import Message, MessagePart, Role
+    from loopctl.store import SQLiteStore
+    from loopctl.testing import ScriptedClient
+    from loopctl.tools.files import FileTools
+
+    files = FileTools(server.root)
+    calls = [
+        MessagePart.tool_call("m1", "write_file", {"path": "A.md", "content": "model's\n"}),
+        MessagePart.tool_call("m2", "write_file", {"path": "B.md", "content": "model's\n"}),
+    ]
+    agent = Agent(
+        ScriptedClient([Message.new(Role.ASSISTANT, calls)]), tools=list(files), permission=WebPermission(files)
+    )
+    with SQLiteStore(server.store) as store:
+        agent.session("elsewhere-2", store=store).run_sync("Write two notes.")
+    token = page_token(server)
+    decisions = {
+        "m1": {"decision": "modify", "input": {"path": "A.md", "content": "the page's\n"}},
+        "m2": {"decision": "deny", "reason": "not B"},
+    }
+    r = httpx.post(
+        server.url + "api/sessions/elsewhere-2/approve",
+        json={"decisions": decisions},
+        headers={"X-Loopctl-Token": token},
+        timeout=120,
+    )
+    assert r.status_code == 200
+    assert (server.root / "A.md").read_text() == "the page's\n" and not (server.root / "B.md").exists()
+    stored = httpx.get(server.url + "api/sessions/elsewhere-2").json()["messages"]
+    results = {p["callId"]: p for m in stored for p in m["parts"] if p["type"] == "tool-result"}
+    assert results["m2"]["isError"] and results["m2"]["output"] == "not B"
+    assert not results["m1"]["isError"]
+    bad = httpx.post(
+        server.url + "api/sessions/elsewhere-2/approve",
+        json={"decisions": {"m1": {"decision": "maybe"}}},
+        headers={"X-Loopctl-Token": token},
+    )
+    assert bad.status_code == 400 and "approved" in bad.json()["error"]
