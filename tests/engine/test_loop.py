@@ -184,7 +184,11 @@ async def test_when_one_parallel_call_raises_out_of_the_run_the_others_are_stopp
     await asyncio.sleep(0.3)
     assert finished == []
     assert loop.machine.outcome.kind is OutcomeKind.FAILED
-    assert list(loop.history) == [Message.user("go")]
+    # The turn is kept, each call answered: neither came back, and either may have acted.
+    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT, Role.USER]
+    assert [str(r.output) for r in results(loop)] == [
+        "Not known whether it ran: the run failed (Abort) before its result was recorded."
+    ] * 2
 
 
 async def test_a_run_whose_input_cannot_be_written_raises_and_the_loop_still_runs() -> None:
@@ -288,7 +292,7 @@ async def test_sequential_dispatch_runs_one_call_at_a_time() -> None:
     assert peak == 2
 
 
-async def test_cancel_mid_tool_keeps_only_the_coherent_prefix() -> None:
+async def test_cancel_mid_tool_keeps_the_turn_with_the_call_in_flight_answered() -> None:
     cancel = asyncio.Event()
 
     @tool
@@ -302,9 +306,13 @@ async def test_cancel_mid_tool_keeps_only_the_coherent_prefix() -> None:
     loop = BareLoop(client, [echo, block])
     run = await loop.run("go", cancel=cancel)
     assert run.outcome.kind is OutcomeKind.CANCELLED
-    # The first exchange completed and stays; the call that was cancelled is dropped with its turn.
-    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT, Role.USER]
+    # The first exchange completed and stays; so does the turn whose call was cancelled in flight (it may have
+    # acted before it was stopped), answered so.
+    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT, Role.USER, Role.ASSISTANT, Role.USER]
     assert check_conversation(list(loop.history)) == []
+    (answer,) = results(loop, 4)
+    assert answer.is_error
+    assert str(answer.output) == "Not known whether it ran: the run was cancelled before its result was recorded."
 
 
 async def test_cancel_while_waiting_for_the_model() -> None:
@@ -328,7 +336,8 @@ async def test_task_cancellation_salvages_and_propagates() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert loop.machine.outcome.kind is OutcomeKind.CANCELLED
-    assert list(loop.history) == [Message.user("go")]
+    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT, Role.USER]
+    assert str(results(loop)[0].output).startswith("Not known whether it ran: the run was cancelled")
 
 
 async def test_cancelling_the_task_while_a_cancel_event_is_given_leaves_no_unretrieved_error(

@@ -585,6 +585,21 @@ class BareLoop:
         value: Any = NO_OUTPUT  # the typed output, once valid
         problems: list[str] = []  # what was wrong with the last invalid typed output
 
+        in_batch: tuple[CallTools, Message] | None = None  # the batch running, and the reply that asked for it
+
+        def keep_batch(why: str) -> None:
+            """The batch running was cut short (``why``: the run was cancelled, or failed): its turn is
+            committed with the results that came back and the other calls answered (``_salvage_batch``), so
+            the next run knows what ran and does not run it again."""
+            if in_batch is None or m.state is not MachineState.AWAITING_TOOLS:
+                return
+            batch_step, reply = in_batch
+            salvaged = self._salvage_batch(batch_step, cfg, why=why)
+            ran.update((r.call.id, r) for r in salvaged)
+            before = m.context_tokens
+            m.tool_results([Message(role=Role.USER, parts=tuple(r.result for r in salvaged))])
+            settle(reply, before)
+
         def settle(reply: Message, before: int | None) -> None:
             """After results or decisions for ``reply``'s calls were fed: the turn's records, and, once the
             machine committed them, the results message as the next turn's input (``before``: the context's
@@ -700,21 +715,24 @@ class BareLoop:
                         settle(msg, None)
                 elif isinstance(step, CallTools):
                     reply_message = m.full_history()[-1]  # O(1): pending would copy the run's messages
+                    in_batch = (step, reply_message)
                     try:
                         done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
                     except _Cancelled:
+                        keep_batch("the run was cancelled")
                         m.cancel()
                         continue
                     except HookFailed as exc:
                         # The tools that ran keep their results (the model must learn they ran); the run fails.
                         error = exc
-                        salvaged = self._salvage_batch(step, exc, cfg)
+                        salvaged = self._salvage_batch(step, cfg, exc)
                         ran.update((r.call.id, r) for r in salvaged)
                         before_results = m.context_tokens
                         m.tool_results([Message(role=Role.USER, parts=tuple(r.result for r in salvaged))])
                         settle(reply_message, before_results)
                         m.fail(exc)
                         continue
+                    in_batch = None  # it came back whole (an error escaping it leaves it set, for its salvage)
                     records = [r for r in done if isinstance(r, ToolCallRecord)]
                     deferred = {p.id: p.reason for p in done if isinstance(p, PendingApproval)}
                     ran.update((r.call.id, r) for r in records)
@@ -750,6 +768,7 @@ class BareLoop:
                     break
         except asyncio.CancelledError as exc:
             if _cancelling():  # our own cancel: the caller cancelled the task running the run
+                keep_batch("the run was cancelled")
                 m.cancel()
                 if emit:
                     emit(RunAborted(exc))
@@ -757,8 +776,10 @@ class BareLoop:
             # A cancellation from inside (a client or callback whose own task was cancelled) is a failure of
             # the run, not a cancel of it.
             error = LoopError("an operation of the run was cancelled from inside it (asyncio.CancelledError)")
+            keep_batch(f"the run failed ({error})")
             m.fail(error)
         except BaseException as exc:
+            keep_batch(f"the run failed ({type(exc).__name__})")
             if m.state not in (MachineState.TERMINAL, MachineState.START):
                 m.fail(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             if emit:
@@ -1198,21 +1219,29 @@ class BareLoop:
         names = {c.name for c in reply.tool_calls()}
         return frozenset(n for n in names if getattr(self.tools.get(n), "repeatable", False) is True)
 
-    def _salvage_batch(self, step: CallTools, error: HookFailed, cfg: RunConfig) -> list[ToolCallRecord]:
-        """A hook failed the batch of ``step``: a record for each of its calls, so that the turn can be kept
-        with a result for every call (the results of tools that ran are never lost). A call that came back
-        keeps its result; the call whose ``after_tool`` hook failed ran, and says so (its result is withheld:
-        the failed hook may have been the one to redact it); the call whose ``before_tool`` hook failed, a
-        deferred call, and the calls of a sequential batch after the failure did not run; a call of a parallel
-        batch that had not come back may have run ("Not known whether it ran")."""
+    def _salvage_batch(
+        self, step: CallTools, cfg: RunConfig, error: HookFailed | None = None, why: str = "the run was cancelled"
+    ) -> list[ToolCallRecord]:
+        """The batch of ``step`` was cut short: a record for each of its calls, so that the turn can be kept
+        with a result for every call (the results of tools that ran are never lost, and the next run does not
+        run them again). A call that came back keeps its result.
+
+        A hook failed the batch (``error``): the call whose ``after_tool`` hook failed ran, and says so (its
+        result is withheld: the failed hook may have been the one to redact it); the call whose
+        ``before_tool`` hook failed, a deferred call, and the calls of a sequential batch after the failure
+        did not run; a call of a parallel batch that had not come back may have run ("Not known whether it
+        ran").
+
+        Otherwise ``why`` says what cut it (the run was cancelled, or failed): the call of a sequential batch
+        in flight, and every call of a parallel batch that had not come back, may have run ("Not known whether
+        it ran"); the calls of a sequential batch after it, and deferred calls, did not. The texts depend only
+        on which calls came back, so a durable run replayed from its records writes the same ones."""
         done = self._batch
         sequential = len(step.calls) == 1 or cfg.tool_dispatch == "sequential"
-        failed_at = error.call_id
-        if failed_at is None and sequential:  # not named (a recorded error): the first call without a record
+        failed_at = error.call_id if error is not None else None
+        named = failed_at is not None
+        if failed_at is None and sequential:  # not named (a recorded error, a cancel): the call in flight
             failed_at = next((c.id for c in step.calls if c.id not in done), None)
-            named = False
-        else:
-            named = failed_at is not None
         out = []
         passed = False  # a sequential batch's calls after the failed one never started
         for call in step.calls:
@@ -1221,14 +1250,20 @@ class BareLoop:
                 out.append(got)
                 continue
             ran = False
-            if call.id == failed_at and named and error.method == "after_tool":
+            if error is not None and named and call.id == failed_at and error.method == "after_tool":
                 text, ran = f"The tool ran, but the run failed after it ({error}); its result is withheld.", True
-            elif call.id == failed_at and named:
+            elif error is not None and named and call.id == failed_at:
                 text = f"Not run: {error}."
-            elif isinstance(got, PendingApproval) or (sequential and passed):
+            elif error is not None and (isinstance(got, PendingApproval) or (sequential and passed)):
                 text = f"Not run: the run failed before the call ran ({error})."
-            else:
+            elif error is not None:
                 text = f"Not known whether it ran: the run failed ({error}) before its result was recorded."
+            elif isinstance(got, PendingApproval):
+                text = f"Not run: {why} while the call awaited approval."
+            elif sequential and passed:
+                text = f"Not run: {why} before the call started."
+            else:
+                text = f"Not known whether it ran: {why} before its result was recorded."
             passed = passed or call.id == failed_at
             out.append(ToolCallRecord(call, _error_result(call, text), 0.0, ran=ran))
         return out
