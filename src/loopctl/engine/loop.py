@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -138,6 +139,8 @@ if TYPE_CHECKING:
     from loopctl.store import SessionBinding, SessionStore
 
 __all__ = ["BareLoop"]
+
+logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -903,7 +906,7 @@ class BareLoop:
             rec = ran.get(call.id)
             result = results.get(call.id)
             if rec is not None:
-                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran))
+                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran, rec.error))
             elif result is not None:
                 out.append(ToolCallRecord(call, result, 0.0, ran=False))
         return tuple(out)
@@ -1205,13 +1208,19 @@ class BareLoop:
             emit(ToolCallStarted(turn, call, modified=modified, modified_input=args if modified else None))
         t0 = self._clock()
         context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn)
-        result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
+        result, error = await self._execute(tool, call, args, cfg, context)
+        if error is not None:
+            _log_tool_error(tool, call, error, context)
+            if cfg.raise_tool_errors and isinstance(error, Exception):  # not a sub-task's CancelledError
+                # The run fails with it; the batch's salvage keeps what the model would have read.
+                self._batch[call.id] = ToolCallRecord(call, result, self._clock() - t0, error=error)
+                raise error
         if self._hooks.has("after_tool"):
             result = await self._hooks.after_tool(call, result)
         duration = self._clock() - t0
         if emit:
-            emit(ToolCallFinished(turn, call, result, duration))
-        return ToolCallRecord(call, result, duration)
+            emit(ToolCallFinished(turn, call, result, duration, error))
+        return ToolCallRecord(call, result, duration, error=error)
 
     def _repeatable(self, reply: Message) -> frozenset[str]:
         """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
@@ -1277,15 +1286,12 @@ class BareLoop:
         return ToolCallRecord(call, result, 0.0, ran=False)
 
     async def _execute(
-        self,
-        tool: Tool,
-        call: ToolCallPart,
-        args: Any,
-        timeout: float | None,
-        max_chars: int | None,
-        context: ToolContext[Any] | None = None,
-    ) -> ToolResultPart:
-        context = context if context is not None else ToolContext(call.id, call.name)
+        self, tool: Tool, call: ToolCallPart, args: Any, cfg: RunConfig, context: ToolContext[Any]
+    ) -> tuple[ToolResultPart, BaseException | None]:
+        """Run ``tool`` on ``args``: its result for the model, and the exception the tool raised (or that made
+        its output unsendable), ``None`` when it raised none. Input that does not fit the schema and a
+        timeout are results without an exception (the model's to fix, the engine's limit)."""
+        timeout, max_chars = cfg.tool_timeout, cfg.max_tool_output_chars
         try:
             if timeout is None:
                 value = await tool.call(args, context)
@@ -1293,18 +1299,19 @@ class BareLoop:
                 async with asyncio.timeout(timeout):
                     value = await tool.call(args, context)
         except ToolInputError as exc:
-            return _error_result(call, f"Invalid input for tool {call.name!r}: {exc}")
+            return _error_result(call, f"Invalid input for tool {call.name!r}: {exc}"), None
         except TimeoutError:
             context.request_stop()
-            return _error_result(call, _timeout_text(tool, call.name, timeout))
-        except asyncio.CancelledError:
+            return _error_result(call, _timeout_text(tool, call.name, timeout)), None
+        except asyncio.CancelledError as exc:
             context.request_stop()
             if _cancelling():  # the run is being cancelled (by the caller, or its cancel event)
                 raise
             # The tool's own sub-task was cancelled: the tool failed; the run goes on.
-            return _error_result(call, f"Tool {call.name!r} failed: a task of its own was cancelled (CancelledError).")
+            text = f"Tool {call.name!r} failed: a task of its own was cancelled (CancelledError)."
+            return _error_result(call, text), exc
         except Exception as exc:  # a tool's failure is the model's to read, not the loop's to die of
-            return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}")
+            return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}"), exc
         try:
             out = to_tool_output(value)
             content = out.tool_content()  # text with a lone surrogate comes back with U+FFFD in its place
@@ -1313,22 +1320,24 @@ class BareLoop:
             for image in content.images():
                 problem = image_problem(image, self._image_rules)
                 if problem is not None:
-                    return _error_result(call, f"Tool {call.name!r} returned an image that cannot be sent: {problem}")
-            return ToolResultPart(
+                    text = f"Tool {call.name!r} returned an image that cannot be sent: {problem}"
+                    return _error_result(call, text), None
+            part = ToolResultPart(
                 call_id=call.id,
                 name=call.name,
                 output=content,
                 is_error=out.is_error,
                 retention=out.retention,
             )
+            return part, None
         except LoopError as exc:
-            return _error_result(call, f"Tool {call.name!r} returned output that cannot be sent: {exc}")
-        except Exception:  # str() of a value that is not JSON raised
-            return _error_result(
-                call,
+            return _error_result(call, f"Tool {call.name!r} returned output that cannot be sent: {exc}"), exc
+        except Exception as exc:  # str() of a value that is not JSON raised
+            text = (
                 f"Tool {call.name!r} returned output that cannot be sent: a {type(value).__name__} value that is "
-                "neither JSON nor printable",
+                "neither JSON nor printable"
             )
+            return _error_result(call, text), exc
 
     # --- compaction ----------------------------------------------------------------------------------------
 
@@ -1624,6 +1633,32 @@ def _timeout_text(tool: Tool, name: str, timeout: float | None) -> str:
             "still be running, and what it does may still take effect."
         )
     return f"Tool {name!r} timed out after {seconds} and was stopped."
+
+
+def _log_tool_error(tool: Tool, call: ToolCallPart, error: BaseException, context: ToolContext[Any]) -> None:
+    """Log a tool's exception with its traceback (the model reads it as the call's error result; the
+    developer reads it here). An ``AttributeError`` on ``None`` in a tool that takes a :class:`ToolContext`,
+    in a run given no ``deps=``, gets a note saying so (it shows in the traceback, and on the exception)."""
+    if (
+        isinstance(error, AttributeError)
+        and getattr(error, "obj", False) is None
+        and context.deps is None
+        and getattr(tool, "_context_param", None) is not None
+    ):
+        note = (
+            f"the run was given no deps= (loop.run(..., deps=...)), so ToolContext.deps is None in tool {call.name!r}"
+        )
+        if note not in getattr(error, "__notes__", ()):
+            error.add_note(note)
+    logger.warning(
+        "tool %r raised %s: %s (call %s, turn %d); the model is told",
+        call.name,
+        type(error).__name__,
+        exception_text(error),
+        call.id,
+        context.turn,
+        exc_info=error,
+    )
 
 
 def _error_result(call: ToolCallPart, text: str) -> ToolResultPart:

@@ -37,12 +37,16 @@ __all__ = ["NO_OUTPUT", "ModelReply", "OutputT", "Run", "ToolCallRecord", "Turn"
 @dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """One tool call of a turn: the ``call``, its ``result``, and how long it ran (``duration``, seconds).
-    ``ran`` is False when the machine or the permission callback answered it without running the tool."""
+    ``ran`` is False when the machine or the permission callback answered it without running the tool.
+    ``error`` is the exception the tool raised (its traceback attached; the model read it as the error
+    result), or the one that made its output unsendable; ``None`` otherwise, and for a call recorded by a
+    durable engine (the record crosses a step or activity boundary as JSON)."""
 
     call: ToolCallPart
     result: ToolResultPart
     duration: float = 0.0
     ran: bool = True
+    error: BaseException | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
