@@ -133,6 +133,7 @@ from loopctl.tool import (
     ToolRegistry,
     ToolSchema,
     to_tool_output,
+    valid_unicode,
 )
 
 if TYPE_CHECKING:
@@ -1490,7 +1491,8 @@ async def _check_output(
     """The verdict on ``response`` as the run's typed output: ``(check, value, problems)``. ``check`` is
     ``None`` for a reply that is not an answer yet (it calls other tools), or one that ended for another
     reason (cut off by the output limit, refused); ``value`` is the valid output; ``problems`` what was
-    wrong. Raises what the ``validator`` raises, but :class:`~loopctl.output.RejectOutput`."""
+    wrong. Raises what the ``validator`` raises, but :class:`~loopctl.output.RejectOutput`; ``TypeError`` for
+    a ``RejectOutput`` whose message is not a str."""
     msg = response.message
     calls = msg.tool_calls()
     if not calls and response.stop_reason in (StopReason.MAX_TOKENS, StopReason.REFUSAL):
@@ -1521,7 +1523,16 @@ async def _check_output(
             if inspect.isawaitable(checked):
                 checked = await checked
         except RejectOutput as rejected:
-            return OutputCheck(call_id, rejected.message), NO_OUTPUT, [rejected.message]
+            message: object = rejected.message
+            if not isinstance(message, str):
+                # The validator's bug: the model cannot read it, and a text mode would make it a message that
+                # cannot be written. The run fails with it, in every mode (the driver's output-validator failure).
+                raise TypeError(
+                    "the output validator raised RejectOutput with a message of type "
+                    f"{type(message).__name__}; its message is the text the model reads, a str"
+                ) from rejected
+            message = valid_unicode(message)  # a lone surrogate (text cut inside a pair) becomes U+FFFD, as in tools
+            return OutputCheck(call_id, message), NO_OUTPUT, [message]
         if checked is not None:
             value = checked
     return OutputCheck(call_id), value, []
