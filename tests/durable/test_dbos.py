@@ -293,7 +293,7 @@ async def test_parallel_tool_steps_are_numbered_in_call_order_whatever_order_the
         return "slow"
 
     @tool
-    async def fast() -> str:
+    async def fast(n: int = 0) -> str:
         """Finish first."""
         return "fast"
 
@@ -303,7 +303,11 @@ async def test_parallel_tool_steps_are_numbered_in_call_order_whatever_order_the
         await asyncio.sleep(0.1)
         return "medium"
 
-    calls = [ToolCallPart(id=f"c{i}", name=n, input={}) for i, n in enumerate(["slow", "fast", "medium", "fast"])]
+    # the two fast calls differ (identical calls of one reply would run once)
+    calls = [
+        ToolCallPart(id=f"c{i}", name=n, input={"n": 1} if i == 3 else {})
+        for i, n in enumerate(["slow", "fast", "medium", "fast"])
+    ]
     client = ScriptedClient(lambda r: Message.new("assistant", calls) if workload.replies_so_far(r) == 0 else "done")
     loop = DBOSLoop(client, [slow, fast, medium], name="par")
     dbos_sqlite.launch()

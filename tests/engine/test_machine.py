@@ -296,7 +296,7 @@ def test_a_call_answered_twice_is_refused() -> None:
 
 def test_a_call_left_unanswered_is_refused() -> None:
     m = started()
-    m.model_response(assistant(call("c1"), call("c2")), TOOLS, 40)
+    m.model_response(assistant(call("c1"), call("c2", path="b")), TOOLS, 40)  # two calls (identical ones run once)
     with pytest.raises(MachineStateError, match="without a result: c2"):
         m.tool_results([result("c1")])
 

@@ -37,7 +37,8 @@ and loop-detection setting are given with its input (:meth:`LoopMachine.accept_i
 run has spent (:attr:`LoopMachine.usage`), in the machine's state, so a restored run keeps counting: request and
 tool-call limits are checked before the step that would pass them, token and cost limits after each reply
 (outcome ``LIMIT_REACHED``). The same tool call (name and input) ``k`` times in a row gets an error result
-instead of running, and once more ends the run (``LOOP_DETECTED``). Calls the driver defers (a permission
+instead of running, and once more ends the run (``LOOP_DETECTED``); the same call made again within one reply is
+one attempt, answered as a duplicate instead of running. Calls the driver defers (a permission
 check answered ``Defer``) pause the run in ``AWAITING_APPROVAL`` until :meth:`LoopMachine.approve` decides them.
 
 Run exit (``pending`` is this run's messages, ``history`` the committed runs): success commits pending into
@@ -587,8 +588,9 @@ class LoopMachine:
         run would go on (the reply calls tools, or its output goes back to be fixed), a token or cost limit
         the run is now past ends it with ``LIMIT_REACHED``, and a cost limit the run cannot check (a reply of
         unknown cost) fails it; then the loop check (a call repeated ``loop_detection`` times in a row gets an
-        error result, once more ends the run with ``LOOP_DETECTED``), then the tool-call limit (a batch that
-        would pass it ends the run before it starts). A reply that finishes the run finishes it whatever it
+        error result, once more ends the run with ``LOOP_DETECTED``; a call the reply already made, same name
+        and input, is one attempt: answered as a duplicate, not run, not counted), then the tool-call limit (a
+        batch that would pass it ends the run before it starts). A reply that finishes the run finishes it whatever it
         spent. An ending keeps the coherent prefix, as the turn limit does. ``repeatable`` names tools whose
         calls loop detection leaves out (polling tools); such a call between two others breaks their run.
 
@@ -731,10 +733,13 @@ class LoopMachine:
     ) -> bool:
         """Count the reply's calls (the output tool's aside) against the last one in a row: the ``k``-th repeat
         of one call gets an error result (taken out of ``to_run``), the one after ends the run. A call of a
-        ``repeatable`` tool is not counted, and starts the count again. True when the run ended."""
+        ``repeatable`` tool is not counted, and starts the count again. The same call made again in the same
+        reply is one attempt: it is answered as a duplicate of the first (taken out of ``to_run``: it does not
+        run) and not counted. True when the run ended."""
         k = self._loop_k
         assert k is not None
         output_tool = self._output_tool
+        first_of: dict[str, ToolCallPart] = {}  # signature -> the reply's first call with it
         for call in calls:
             if output_tool is not None and call.name == output_tool:
                 continue
@@ -742,6 +747,16 @@ class LoopMachine:
                 self._loop_call, self._loop_repeats = None, 0
                 continue
             signature = _signature(call)
+            first = first_of.setdefault(signature, call)
+            if first is not call:
+                if call.id not in machine_results:
+                    machine_results[call.id] = _error(
+                        call,
+                        f"Not run: this reply already calls {call.name!r} with the same input (call {first.id}); a "
+                        "reply's identical calls run once, and that call's result answers this one too.",
+                    )
+                    to_run.remove(call)
+                continue
             if signature == self._loop_call:
                 self._loop_repeats += 1
             else:
