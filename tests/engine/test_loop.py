@@ -921,9 +921,8 @@ async def test_a_reject_output_whose_message_is_not_text_ends_the_run_failed_in_
     def reject(value: object) -> None:
         raise RejectOutput(message)  # type: ignore[arg-type]
 
-    output_type: object = {"prompted": PromptedOutput(Size), "native": NativeOutput(Size), "tool": OutputTool(Size)}.get(
-        mode
-    )
+    modes = {"prompted": PromptedOutput(Size), "native": NativeOutput(Size), "tool": OutputTool(Size)}
+    output_type: object = modes.get(mode)
     reply = calls(("f1", "final_result", {"n": 1})) if mode == "tool" else '{"n": 1}'
     client = ScriptedClient([reply, reply])
     loop = BareLoop(client)

@@ -93,11 +93,15 @@ def _facts(session: Any) -> list[tuple[str, str]]:
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def check(file: Path) -> None:
-    """Check a saved session or conversation file against the pairing and placement rules."""
+    """Check a saved session or conversation file against the pairing and placement rules. A conversation
+    file, or a session at rest, must have every tool call answered, the last reply's too (it is continued
+    from there); a session saved mid-run may end with calls its run was running."""
+    from loopctl.engine import MachineState
     from loopctl.message import check_conversation
 
-    _, messages = read_file(file)
-    problems = check_conversation(messages)
+    session, messages = read_file(file)
+    at_rest = session is None or session.machine.state in (MachineState.START, MachineState.TERMINAL)
+    problems = check_conversation(messages, at_rest=at_rest)
     for p in problems:
         click.echo(inert(str(p)))
     n, k = len(messages), len(problems)

@@ -528,7 +528,11 @@ class LoopMachine:
 
         Raises ``InvalidMessage`` (path ``input.…``) for input that cannot be written (a lone surrogate, as
         undecodable bytes of a command line become), leaving the machine as it was: such a message would make
-        every request and every save of the conversation fail."""
+        every request and every save of the conversation fail.
+
+        A history that ends with tool calls without results (a session forked, imported or cut right after a
+        reply that called tools) is treated as a run cut mid-turn: it is cut back to its coherent prefix
+        before the input joins it, since no provider takes new input after calls it never got results for."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
         check_loop_detection(loop_detection)
         if limits is not None and not isinstance(limits, UsageLimits):
@@ -539,6 +543,10 @@ class LoopMachine:
             message.to_json()
         except InvalidMessage as exc:
             raise InvalidMessage(f"input.{exc.path}", exc.expected) from None
+        keep = coherent_tail(self._messages)
+        if keep < len(self._messages):
+            self._messages = self._messages[:keep]
+            self._n_history = keep
         self._messages.append(message)
         self.turn = 0
         self._outcome = Outcome(OutcomeKind.IDLE)
@@ -1438,6 +1446,18 @@ def exception_text(error: BaseException) -> str:
         return str(error)
     except Exception:
         return "<its text cannot be read>"
+
+
+def coherent_tail(messages: Sequence[Message]) -> int:
+    """The length of ``messages`` once a trailing reply whose tool calls are not all answered is cut off, with
+    what follows it (:func:`coherent_prefix` from the last assistant message; the messages before it are
+    taken as answered). O(the messages from the last assistant message on)."""
+    i = len(messages) - 1
+    while i >= 0 and messages[i].role is not Role.ASSISTANT:
+        i -= 1
+    if i < 0:
+        return len(messages)
+    return coherent_prefix(messages, i)
 
 
 def coherent_prefix(messages: Sequence[Message], start: int = 0) -> int:

@@ -6,12 +6,14 @@ Pure apart from ``asyncio``: it never sleeps unless a step asks it to (``Delay``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, Union
 
 from loopctl.errors import LoopError
 from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart
+from loopctl.providers._common import check_pairing
 from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -53,6 +55,12 @@ class ScriptedClient:
     Every request is kept in :attr:`requests`. ``usage`` is reported with each reply unless a step gives a
     ``ModelResponse`` of its own. With ``stream=True`` and an ``on_event`` callback, the reply is replayed as
     stream events (one delta per text or thinking part).
+
+    A request is checked first against the tool-call pairing rules every codec applies before it sends one
+    (:func:`~loopctl.providers._common.check_pairing`: a result answers a call of the reply before it, once;
+    every call is answered before the next reply or new input), so a conversation no provider would take
+    fails here as it would with a real client: :class:`~loopctl.errors.UnsupportedContent`, naming the part,
+    before the request is kept or a step is used.
     """
 
     provider = "scripted"
@@ -73,11 +81,14 @@ class ScriptedClient:
         self._keep = keep_requests
         self.requests: list[ModelRequest] = []
         self.calls = 0
+        self._sound: list[Message] = []  # the messages, up to its last reply, of the last request checked
 
     async def generate(
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
     ) -> ModelResponse:
-        """Answer ``request`` with the next scripted step."""
+        """Answer ``request`` with the next scripted step. Raises ``UnsupportedContent`` for a request that
+        breaks the pairing rules (see the class docstring)."""
+        self._check(request.messages)
         self.calls += 1
         if self._keep:
             self.requests.append(request)
@@ -93,6 +104,21 @@ class ScriptedClient:
             for event in _events(response):
                 on_event(event)
         return response
+
+    def _check(self, messages: Sequence[Message]) -> None:
+        """The codecs' pairing check, incremental as theirs is: the messages up to the last reply of a request
+        that passed are not checked again while the next request starts with the same objects (one identity
+        comparison per message, at C speed)."""
+        held = self._sound
+        n = len(held)
+        start = 0
+        if n and len(messages) >= n and messages[0] is held[0] and all(map(operator.is_, messages[:n], held)):
+            start = n - 1
+        check_pairing(messages, "ScriptedClient, as every provider,", start)
+        last = len(messages) - 1
+        while last >= 0 and messages[last].role is not Role.ASSISTANT:
+            last -= 1
+        self._sound = list(messages[: last + 1]) if last >= 0 else []
 
     async def _resolve(self, step: Any, request: ModelRequest) -> ModelResponse:
         while True:
