@@ -80,7 +80,8 @@ async def test_the_exception_is_logged_with_its_traceback(caplog: pytest.LogCapt
 
 
 async def test_raise_tool_errors_raises_the_tools_exception_out_of_run() -> None:
-    client = ScriptedClient([calls(("c1", "echo", {"text": "y"}), ("c2", "boom", {"text": "x"})), "never"])
+    reply = calls(("c1", "echo", {"text": "y"}), ("c2", "boom", {"text": "x"}), ("c3", "echo", {"text": "z"}))
+    client = ScriptedClient([reply, "never"])
     loop = BareLoop(client, [boom, echo])
     with pytest.raises(Broken, match="cannot handle x"):
         await loop.run("go", RunConfig(raise_tool_errors=True, tool_dispatch="sequential"))
@@ -91,7 +92,11 @@ async def test_raise_tool_errors_raises_the_tools_exception_out_of_run() -> None
     history = list(loop.history)
     assert check_conversation(history) == []
     answers = [p for p in history[-1].parts if isinstance(p, ToolResultPart)]
-    assert [str(p.output) for p in answers] == ["y", "Tool 'boom' failed: Broken: cannot handle x"]
+    assert [str(p.output) for p in answers] == [
+        "y",
+        "Tool 'boom' failed: Broken: cannot handle x",
+        "Not run: the run failed (Broken) before the call started.",  # a sequential batch stops at the error
+    ]
 
 
 async def test_raise_tool_errors_leaves_the_models_mistakes_to_the_model() -> None:

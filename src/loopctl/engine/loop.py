@@ -211,6 +211,7 @@ class BareLoop:
         self._overflow_scale: float | None = None  # how low the estimate was when the provider overflowed
         self._running = False
         self._batch: dict[str, ToolCallRecord | PendingApproval] = {}  # the batch in flight (_run_tools)
+        self._raised_at: str | None = None
 
     # --- sessions ------------------------------------------------------------------------------------------
 
@@ -1111,6 +1112,7 @@ class BareLoop:
         spent = usage or Usage()
         approved = step.approved
         batch = self._batch = {}  # what each call came to, as it comes: kept if a hook fails the batch
+        self._raised_at = None  # the call whose tool's error is raised (RunConfig.raise_tool_errors)
         if len(calls) == 1 or cfg.tool_dispatch == "sequential":
             out: list[ToolCallRecord | PendingApproval] = []
             for call in calls:
@@ -1215,6 +1217,7 @@ class BareLoop:
             if cfg.raise_tool_errors and isinstance(error, Exception):  # not a sub-task's CancelledError
                 # The run fails with it; the batch's salvage keeps what the model would have read.
                 self._batch[call.id] = ToolCallRecord(call, result, self._clock() - t0, error=error)
+                self._raised_at = call.id
                 raise error
         if self._hooks.has("after_tool"):
             result = await self._hooks.after_tool(call, result)
@@ -1248,7 +1251,7 @@ class BareLoop:
         on which calls came back, so a durable run replayed from its records writes the same ones."""
         done = self._batch
         sequential = len(step.calls) == 1 or cfg.tool_dispatch == "sequential"
-        failed_at = error.call_id if error is not None else None
+        failed_at = error.call_id if error is not None else self._raised_at  # a tool's error raised (tests)
         named = failed_at is not None
         if failed_at is None and sequential:  # not named (a recorded error, a cancel): the call in flight
             failed_at = next((c.id for c in step.calls if c.id not in done), None)
@@ -1258,6 +1261,7 @@ class BareLoop:
             got = done.get(call.id)
             if isinstance(got, ToolCallRecord):
                 out.append(got)
+                passed = passed or call.id == failed_at
                 continue
             ran = False
             if error is not None and named and call.id == failed_at and error.method == "after_tool":
