@@ -297,6 +297,9 @@ class _View(Sequence[Message]):
     def __getitem__(self, index: slice) -> list[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
+            if index.step is None or index.step == 1:  # one copy, of the range asked for only
+                start, stop, _ = index.indices(self._n)
+                return self._items[start:stop]
             return self._items[: self._n][index]
         if index < 0:
             index += self._n

@@ -81,7 +81,10 @@ class ScriptedClient:
         self._keep = keep_requests
         self.requests: list[ModelRequest] = []
         self.calls = 0
-        self._sound: list[Message] = []  # the messages, up to its last reply, of the last request checked
+        # The last request checked, as far as it is known sound: its messages up to its last reply (or the
+        # machine's list it viewed), and how many that is.
+        self._sound: object = None
+        self._sound_len = 0
 
     async def generate(
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
@@ -107,18 +110,31 @@ class ScriptedClient:
 
     def _check(self, messages: Sequence[Message]) -> None:
         """The codecs' pairing check, incremental as theirs is: the messages up to the last reply of a request
-        that passed are not checked again while the next request starts with the same objects (one identity
-        comparison per message, at C speed)."""
-        held = self._sound
-        n = len(held)
+        that passed are not checked again while the next request continues them. A request made from a
+        :class:`~loopctl.engine.LoopMachine` (a view of its message list, which only ever grows: any other
+        change makes a new list) continues the last one when it views the same list, an O(1) test; any other
+        sequence when it starts with the same message objects (one identity comparison per message)."""
+        n = self._sound_len
+        items = getattr(messages, "_items", None)  # a machine's view: the list it views
+        sound = self._sound
         start = 0
-        if n and len(messages) >= n and messages[0] is held[0] and all(map(operator.is_, messages[:n], held)):
-            start = n - 1
+        if n and len(messages) >= n:
+            if items is not None:
+                continues = items is sound
+            else:
+                continues = isinstance(sound, list) and all(map(operator.is_, messages[:n], sound))
+            start = n - 1 if continues else 0
         check_pairing(messages, "ScriptedClient, as every provider,", start)
+        seq = items if items is not None else messages  # a view's first len(messages) items are its messages
         last = len(messages) - 1
-        while last >= 0 and messages[last].role is not Role.ASSISTANT:
+        while last >= 0 and seq[last].role is not Role.ASSISTANT:
             last -= 1
-        self._sound = list(messages[: last + 1]) if last >= 0 else []
+        if items is not None:
+            self._sound = items
+        else:
+            kept = messages[: last + 1] if last >= 0 else []
+            self._sound = kept if isinstance(kept, list) else list(kept)
+        self._sound_len = last + 1
 
     async def _resolve(self, step: Any, request: ModelRequest) -> ModelResponse:
         while True:
