@@ -90,7 +90,7 @@ if TYPE_CHECKING:
     from loopctl.engine import RunConfig
     from loopctl.store import SessionStore
 
-__all__ = ["APPROVAL_SCHEMA", "AGUIApp", "AGUIEvents", "read_run_input"]
+__all__ = ["APPROVAL_SCHEMA", "AGUIApp", "AGUIEvents", "FrontendTool", "read_run_input"]
 
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
