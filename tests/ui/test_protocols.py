@@ -116,6 +116,17 @@ def failing_agent() -> Agent[None, str]:
 
 
 def types(step: dict[str, Any]) -> list[str]:
+    """The step's event types, once ag-ui-validate (the AG-UI conformance validator) found no error or warning
+    in its events."""
+    from ag_ui_validate import create_validator
+
+    validator = create_validator()
+    for event in step["events"]:
+        validator.feed(event)
+    validator.finalize()
+    report = validator.report()
+    problems = [(d.rule, d.message) for d in report.diagnostics if d.severity in ("error", "warning")]
+    assert problems == [] and report.internal_errors == []
     return [e["type"] for e in step["events"]]
 
 
@@ -172,6 +183,7 @@ def test_agui_approval_round_trip(app_server: AppServer, node_clients: Path) -> 
     }
     assert "TOOL_CALL_RESULT" not in types(first)
     assert second["error"] is None and second["finished"]["result"] == "It is gone."
+    assert types(second)[0] == "RUN_STARTED"  # conformant too: the continued call announced before its result
     assert [e["content"] for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["deleted old.log"]
     roles = [m["role"] for m in second["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
@@ -207,6 +219,7 @@ def test_agui_front_end_tools(app_server: AppServer, node_clients: Path) -> None
     assert first["finished"]["pendingToolCallIds"] == ["f1"] and first["finished"]["interrupts"] == []
     assert "TOOL_CALL_RESULT" not in types(first)
     assert second["error"] is None and second["finished"]["result"] == "The user picked teal."
+    assert types(second)[-1] == "RUN_FINISHED"
     roles = [m["role"] for m in second["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
 

@@ -43,6 +43,7 @@ model for the run (:class:`FrontendTool`): a call of one ends the run with the c
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -151,12 +152,15 @@ class AGUIEvents:
         self.client_answered: set[str] = set()  # calls whose result the client sent (not echoed back to it)
         self.frontend_tools: frozenset[str] = frozenset(t.name for t in (input.tools or [])) if input else frozenset()
         self.subagent_run_id: str | None = None
+        self._started_calls: set[str] = set()  # the tool calls this stream announced
         self._finished = False
 
     def _ev(self, kind: str, /, **fields: Any) -> Any:
         if self.subagent_run_id is not None and kind not in ("RunStartedEvent", "RunFinishedEvent", "RunErrorEvent"):
             fields.setdefault("subagent_run_id", self.subagent_run_id)
-        return getattr(self.core, kind)(**fields)
+        if kind == "ToolCallStartEvent":
+            self._started_calls.add(fields["tool_call_id"])
+        return getattr(self.core, kind)(timestamp=time.time_ns() // 1_000_000, **fields)
 
     # --- events ---------------------------------------------------------------------------------------------
 
@@ -436,6 +440,13 @@ class AGUIEvents:
         return out
 
     def _tool_finished(self, call: ToolCallPart, result: ToolResultPart) -> list[BaseEvent]:
+        out: list[BaseEvent] = []
+        if call.id not in self._started_calls:  # a call of the run this one continues: announced again first
+            out = [
+                self._ev("ToolCallStartEvent", tool_call_id=call.id, tool_call_name=call.name),
+                self._ev("ToolCallArgsEvent", tool_call_id=call.id, delta=orjson.dumps(call.input).decode()),
+                self._ev("ToolCallEndEvent", tool_call_id=call.id),
+            ]
         content = tool_output_text(result)
         mid = f"result-{call.id}"
         self._committed.append(
@@ -443,7 +454,10 @@ class AGUIEvents:
                 id=mid, role="tool", tool_call_id=call.id, content=content, error=content if result.is_error else None
             )
         )
-        return [self._ev("ToolCallResultEvent", message_id=mid, tool_call_id=call.id, content=content, role="tool")]
+        return [
+            *out,
+            self._ev("ToolCallResultEvent", message_id=mid, tool_call_id=call.id, content=content, role="tool"),
+        ]
 
     def _snapshot(self) -> BaseEvent:
         before = list(self.input.messages) if self.input is not None else []
