@@ -174,3 +174,8 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
         tab.screenshot(path=str(path), full_page=True)
         print(f"\nscreenshot of the failed test: {path}")
     tab.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers it; without xdist the mark is a no-op, not an unknown mark
+    config.addinivalue_line("markers", "xdist_group(name): run the tests of one group on one xdist worker")

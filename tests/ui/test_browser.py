@@ -74,9 +74,22 @@ def test_chat_stream_approve_reload_and_fork(page: Any, server: WebServer) -> No
     page.locator("button.tab", has_text="tree").click()
     expect(page.locator(".tree a.current")).to_have_count(1)
     expect(page.locator(".tree a")).to_have_count(2)
+    # Fork at a message: back to the first session, "fork here" on its second message.
+    page.locator(f'li[data-session="{sid}"] a').click()
+    second = page.locator('.msg[data-index="1"]')
+    second.hover()
+    second.locator("button.fork-here").click()
+    page.wait_for_function(
+        "(ids) => !ids.some((i) => location.hash.endsWith(encodeURIComponent(i)))", arg=[sid, forked]
+    )
+    at_message = unquote(page.url.split("#/s/")[1])
+    expect(page.locator(".msg")).to_have_count(2)
+    page.locator("button.tab", has_text="tree").click()
+    expect(page.locator(".tree a")).to_have_count(3)
     # Search narrows the list.
     page.fill("input.search", forked)
     expect(page.locator(".sessions li")).to_have_count(1)
+    assert at_message != forked
     assert page.page_errors == []
 
 
