@@ -254,3 +254,25 @@ def test_deny_and_modify_from_the_page(server: WebServer) -> None:
         headers={"X-Loopctl-Token": token},
     )
     assert bad.status_code == 400 and "approved" in bad.json()["error"]
+
+
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+
+
+def test_an_image_in_a_prompt_is_stored_and_shown(server: WebServer) -> None:
+    token = page_token(server)
+    parts = [
+        {"type": "text", "text": "What is in this picture?"},
+        {"type": "file", "mediaType": "image/png", "url": f"data:image/png;base64,{PIXEL}"},
+    ]
+    body = {"id": "web-image-1", "messages": [{"id": "u1", "role": "user", "parts": parts}]}
+    r = httpx.post(server.url + "api/chat", json=body, headers={"X-Loopctl-Token": token}, timeout=120)
+    assert r.status_code == 200
+    first = httpx.get(server.url + "api/sessions/web-image-1").json()["messages"][0]
+    assert [p["type"] for p in first["parts"]] == ["text", "image"]
+    assert first["parts"][1]["url"] == f"data:image/png;base64,{PIXEL}"
+    # A URL the server would have to fetch is refused, before anything runs.
+    parts[1]["url"] = "http://127.0.0.1:9/cat.png"
+    body = {"id": "web-image-2", "messages": [{"id": "u1", "role": "user", "parts": parts}]}
+    refused = httpx.post(server.url + "api/chat", json=body, headers={"X-Loopctl-Token": token})
+    assert refused.status_code == 400 and "data: URLs" in refused.json()["error"]
