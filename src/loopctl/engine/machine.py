@@ -537,7 +537,9 @@ class LoopMachine:
 
         A history that ends with tool calls without results (a session forked, imported or cut right after a
         reply that called tools) is treated as a run cut mid-turn: it is cut back to its coherent prefix
-        before the input joins it, since no provider takes new input after calls it never got results for."""
+        before the input joins it, since no provider takes new input after calls it never got results for.
+        Input made only of the results of exactly those calls (a handoff's next agent continuing the reply
+        that handed over) completes the turn instead, and nothing is cut."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
         check_loop_detection(loop_detection)
         if limits is not None and not isinstance(limits, UsageLimits):
@@ -549,7 +551,7 @@ class LoopMachine:
         except InvalidMessage as exc:
             raise InvalidMessage(f"input.{exc.path}", exc.expected) from None
         keep = coherent_tail(self._messages)
-        if keep < len(self._messages):
+        if keep < len(self._messages) and not _answers_open_calls(self._messages, keep, message):
             self._messages = self._messages[:keep]
             self._n_history = keep
         self._messages.append(message)
@@ -1458,6 +1460,22 @@ def exception_text(error: BaseException) -> str:
         return str(error)
     except Exception:
         return "<its text cannot be read>"
+
+
+def _answers_open_calls(messages: Sequence[Message], keep: int, message: Message) -> bool:
+    """Whether ``message`` is only tool results answering exactly the calls left open in ``messages[keep:]``
+    (the trailing reply that :func:`coherent_tail` would cut), each once."""
+    if not message.parts or not all(isinstance(p, ToolResultPart) for p in message.parts):
+        return False
+    open_calls: set[str] = set()
+    for m in messages[keep:]:
+        for p in m.parts:
+            if isinstance(p, ToolCallPart):
+                open_calls.add(p.id)
+            elif isinstance(p, ToolResultPart):
+                open_calls.discard(p.call_id)
+    answered = [p.call_id for p in message.parts if isinstance(p, ToolResultPart)]
+    return len(answered) == len(set(answered)) and set(answered) == open_calls
 
 
 def coherent_tail(messages: Sequence[Message]) -> int:
