@@ -53,6 +53,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
+
 for _name, _value in {
     "LANGSMITH_TRACING": "false",
     "LANGCHAIN_TRACING_V2": "false",
@@ -72,6 +74,13 @@ RunOnce = Callable[[], Awaitable[str]]
 OPENAI_DRIVERS = ["limit", "openai_sdk", "loopctl", "pydantic_ai", "openai_agents", "langgraph"]
 ANTHROPIC_DRIVERS = ["anthropic_limit", "anthropic_sdk", "loopctl_anthropic", "pydantic_ai_anthropic"]
 
+# The modules a driver imports beyond loopctl's dev install: without them it is skipped (said in the output).
+NEEDS = {
+    "pydantic_ai": ("pydantic_ai",),
+    "pydantic_ai_anthropic": ("pydantic_ai",),
+    "openai_agents": ("agents",),
+    "langgraph": ("langgraph", "langchain_openai"),
+}
 LIMIT_OF = dict.fromkeys(OPENAI_DRIVERS, "limit") | dict.fromkeys(ANTHROPIC_DRIVERS, "anthropic_limit")
 
 
@@ -557,9 +566,13 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="repetitions (fresh processes) of the small sizes")
     ap.add_argument("--rep-max-n", type=int, default=100, help="sizes up to this are repeated --reps times")
     ap.add_argument("--json", default="", help="also write the results here")
+    _smoke.add_flag(ap)
     a = ap.parse_args()
+    if a.smoke:
+        a.ns, a.k, a.reps = "3", 3, 1
     ns = [int(x) for x in a.ns.split(",") if x]
-    drivers = [d for d in a.drivers.split(",") if d]
+    drivers = [d for d in a.drivers.split(",") if d and not _smoke.peer_missing(d, *NEEDS.get(d, ()))]
+    conc_drivers = [d for d in a.conc_drivers.split(",") if d in drivers]
     t_start = time.perf_counter()
     server = subprocess.Popen([sys.executable, str(HERE / "wire_server.py")], stdout=subprocess.PIPE, text=True)
     try:
@@ -577,6 +590,8 @@ def main() -> None:
             for driver in drivers:
                 res = _run_worker(["series", driver, base, ",".join(map(str, sizes)), str(a.max_run_s)],
                                   timeout=a.max_run_s * 2 * len(sizes) + 120)  # fmt: skip
+                if res is None:
+                    _smoke.fail(f"{driver}: W({','.join(map(str, sizes))})")
                 for r in res or ():
                     if "skipped" in r:
                         if rep == 0:
@@ -590,9 +605,11 @@ def main() -> None:
         rows = {key: _median_row(rs) for key, rs in got.items()}
         conc: dict[str, dict[str, Any]] = {}
         if a.k:
-            for driver in [d for d in a.conc_drivers.split(",") if d]:
+            for driver in conc_drivers:
                 r = _run_worker(["conc", driver, str(a.k), "5", base], timeout=300)
-                if r is not None:
+                if r is None:
+                    _smoke.fail(f"{driver}: C({a.k})")
+                else:
                     conc[driver] = r
                     print(f"  {driver:22s} C({a.k}) {r['wall']:6.2f} s  [{time.perf_counter() - t_start:4.0f} s]",
                           flush=True)  # fmt: skip
@@ -603,6 +620,7 @@ def main() -> None:
     print("\n" + report)
     if a.json:
         Path(a.json).write_text(json.dumps({"rows": [rows[k] for k in rows], "conc": conc, "notes": notes}, indent=1))
+    _smoke.finish()
 
 
 def _median_row(rs: list[dict[str, Any]]) -> dict[str, Any]:
