@@ -609,7 +609,7 @@ def test_ctrl_c_stops_a_run_stuck_in_a_catastrophic_search(tmp_path: Path) -> No
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=30)
-    assert time.monotonic() - sent < 3
+    assert time.monotonic() - sent < 10  # not the 40 s of matching (a margin for a loaded CI machine)
     assert proc.returncode == 130
     assert "● cancelled" in rest
     saved = Session.load(session).machine

@@ -246,7 +246,7 @@ async def test_a_cancel_mid_tool_keeps_only_the_coherent_prefix(kind: str) -> No
     s = Session(kind, script, [echo, block])
     started = time.perf_counter()
     run = await s.run(cancel=cancel)
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < 10  # not the tool's 30 s (a margin for a loaded CI machine)
     assert run.outcome.kind is OutcomeKind.CANCELLED
     # The finished exchange stays; the turn whose call was cancelled is dropped whole.
     assert_coherent(s.history)
