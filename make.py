@@ -7,7 +7,7 @@
                             # they are missing and we are root; LOOPCTL_SKIP_POSTGRES=1 skips PostgreSQL and
                             # its tests). pytest runs on several worker processes (pytest-xdist);
                             # LOOPCTL_TEST_WORKERS=N picks how many (0: one process), as does -n N.
-    python3 make.py bench   # the benchmarks at full size, one combined table (peers in .venv-bench)
+    python3 make.py bench   # every benchmark at full size (peers in .venv-bench), one report in bench/results/
 
 Every job creates its own virtual environment in the checkout (``.venv``) and installs into it only when
 ``pyproject.toml`` changed since the last install. Installs go through uv (installed into the venv with pip
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import venv
 from collections.abc import Callable
 from pathlib import Path
@@ -70,7 +71,9 @@ def _install(py: Path, args: list[str]) -> None:
             subprocess.run([str(py), "-m", "pip", "install", "-q", "uv"], check=False, cwd=ROOT)
         if uv.exists():
             env = {**os.environ, "UV_NATIVE_TLS": os.environ.get("UV_NATIVE_TLS", "1")}
-            cmd = [str(uv), "pip", "install", "-q", "--python", str(py), *args]
+            # --compile-bytecode: compiled once here, on every core, not by the first test processes that import
+            # a module (pip compiles too), each racing the others for the same files.
+            cmd = [str(uv), "pip", "install", "-q", "--compile-bytecode", "--python", str(py), *args]
             if subprocess.run(cmd, check=False, cwd=ROOT, env=env).returncode == 0:
                 return
         print("make.py: uv could not install; installing with pip", flush=True)
@@ -301,10 +304,40 @@ def test(args: list[str]) -> None:
 
 
 def bench(args: list[str]) -> None:
+    """Every ``bench/bench_*.py`` (or the scripts named in ``args``) at full size, one after the other, each
+    script's output shown as it runs; then one report, ``bench/results/bench-<time>.md``: a table of the
+    scripts (exit status, seconds) and each one's output. Exits 1 when a script failed (after the others ran).
+    ``--smoke`` (passed on to each script) runs them at tiny sizes, as CI does."""
     py = _venv(".venv-bench", ".[dev]", ["-r", str(ROOT / "bench" / "requirements.txt")])
-    scripts = args or sorted(str(p) for p in (ROOT / "bench").glob("bench_*.py"))
+    flags = [a for a in args if a.startswith("--")]
+    scripts = [a for a in args if not a.startswith("--")] or sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "bench").glob("bench_*.py")
+    )
+    rows: list[tuple[str, int, float, str]] = []
     for script in scripts:
-        _run([str(py), script])
+        print(f"\nmake.py: {script} {' '.join(flags)}".rstrip(), flush=True)
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [str(py), script, *flags], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+        rows.append((script, proc.wait(), time.monotonic() - started, "".join(lines)))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    report = ROOT / "bench" / "results" / f"bench-{stamp}.md"
+    table = ["| script | exit | seconds |", "|---|---:|---:|"]
+    table += [f"| {name} | {code} | {seconds:.0f} |" for name, code, seconds, _ in rows]
+    body = [f"# Benchmarks, {time.strftime('%Y-%m-%d %H:%M')} ({' '.join(flags) or 'full size'})", "", *table, ""]
+    for name, code, seconds, out in rows:
+        body += [f"## {name} (exit {code}, {seconds:.0f} s)", "", "```", out.rstrip(), "```", ""]
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text("\n".join(body))
+    print("\n" + "\n".join(table) + f"\n\nmake.py: the report is {report.relative_to(ROOT)}", flush=True)
+    if any(code != 0 for _, code, _, _ in rows):
+        sys.exit(1)
 
 
 JOBS = {"demo": demo, "test": test, "bench": bench}
