@@ -399,7 +399,7 @@ def test_ctrl_c_cancels_with_exit_130_and_saves_a_coherent_session(project: Path
         seen.append(line.rstrip())
         if line.startswith("  ✓ list_files"):
             break
-        assert time.monotonic() - started < 30, seen
+        assert time.monotonic() - started < 120, seen  # a hang guard (process starts are slow on a loaded machine)
     proc.send_signal(signal.SIGINT)  # the second model call is streaming now
     rest, err = proc.communicate(timeout=30)
     out = seen + lines(rest)
