@@ -32,6 +32,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent
+STARTED = time.monotonic()
+
+
+def _elapsed() -> str:
+    """Seconds since make.py started, for the test job's progress lines (where CI time goes)."""
+    return f"[{time.monotonic() - STARTED:.0f} s]"
 
 
 def _digest(spec: str, extra: list[str] | None) -> str:
@@ -53,9 +59,10 @@ def _venv(name: str, spec: str, extra: list[str] | None = None, *, or_else: str 
     digest = _digest(spec, extra)
     current = stamp.read_text() if stamp.exists() else ""
     if current != digest and not (or_else and current == _digest(or_else, extra)):
-        print(f"make.py: installing {spec} into {name}", flush=True)
+        print(f"make.py: {_elapsed()} installing {spec} into {name}", flush=True)
         _install(py, ["-e", spec, *(extra or [])])
         stamp.write_text(digest)
+        print(f"make.py: {_elapsed()} installed", flush=True)
     return py
 
 
@@ -284,20 +291,22 @@ def test(args: list[str]) -> None:
     # mypy runs beside the rest (its output is shown when pytest ends): a clean clone has no mypy cache, and
     # alone it keeps one core busy for half a minute while apt-get and pytest's workers wait on I/O.
     with tempfile.TemporaryFile("w+") as out:
+        mypy_started = _elapsed()
         mypy = subprocess.Popen([str(py), "-m", "mypy"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
         try:
             system.join()
-            print("make.py: ruff (lint)", flush=True)
+            print(f"make.py: {_elapsed()} ruff (lint)", flush=True)
             _run([str(py), "-m", "ruff", "check", "src", "tests", "bench"])
-            print("make.py: pytest (mypy --strict runs beside it)", flush=True)
+            print(f"make.py: {_elapsed()} pytest (mypy --strict runs beside it)", flush=True)
             tests = subprocess.run([str(py), "-m", "pytest", *_pytest_args(args)], check=False, cwd=ROOT).returncode
+            print(f"make.py: {_elapsed()} pytest done", flush=True)
             checked = mypy.wait()
         finally:
             if mypy.poll() is None:
                 mypy.kill()
                 mypy.wait()
         out.seek(0)
-        print("make.py: mypy --strict", flush=True)
+        print(f"make.py: {_elapsed()} mypy --strict (started at {mypy_started})", flush=True)
         print(out.read(), end="", flush=True)
     if tests != 0 or checked != 0:
         sys.exit(tests or checked)
