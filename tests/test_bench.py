@@ -20,6 +20,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 # A line of the table each script prints last (a script whose table needs a missing peer prints why instead).
 TABLES = {
+    "bench_agent.py": "| workload | framework | ms per run |",
     "bench_anthropic_codec.py": "request building: ",
     "bench_compact.py": "count_cold=",
     "bench_durable.py": "Durable overhead, W(2)",
