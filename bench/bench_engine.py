@@ -40,8 +40,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
+
 PAYLOAD = ("The quick brown fox jumps over the lazy dog. " * 5)[:200]
 FINAL = "done"
+# The module each peer's adapter imports: a peer that is not installed is skipped, one that is and fails fails.
+PEER_MODULES = {"langgraph": "langgraph", "pydantic_ai": "pydantic_ai", "openai_agents": "agents"}
 
 
 def _harness() -> ModuleType | None:
@@ -275,7 +279,10 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--peers", default="langgraph,pydantic_ai,openai_agents")
     ap.add_argument("--no-conc-peers", action="store_true", help="skip the peers' C(K) (slow: 35-90 s each)")
+    _smoke.add_flag(ap)
     a = ap.parse_args()
+    if a.smoke:
+        a.ns, a.peer_ns, a.k, a.reps = "3,10", "3", 5, 1
     ns = [int(x) for x in a.ns.split(",")]
     peer_ns = [int(x) for x in a.peer_ns.split(",")]
     peers = [p for p in a.peers.split(",") if p]
@@ -285,10 +292,12 @@ def main() -> None:
     else:
         ok = []
         for p in peers:
+            if _smoke.peer_missing(p, PEER_MODULES.get(p, p)):
+                continue
             if run_worker([p, "series", "2"], 300) is not None:
                 ok.append(p)
             else:
-                print(f"  ! {p} does not run here (not installed?); skipped")
+                _smoke.fail(f"{p}: the peer is installed but its W(2) warm-up failed")
         peers = ok
 
     imp = import_time()
@@ -306,6 +315,8 @@ def main() -> None:
             if r:
                 for row in r["rows"]:
                     series[fw][row["n"]].append(row)
+            else:
+                _smoke.fail(f"{fw}: W({','.join(map(str, sizes))})")
     med = statistics.median
 
     def per_turn(fw: str, n: int) -> float | None:
@@ -339,6 +350,8 @@ def main() -> None:
     conc: dict[str, float] = {}
     for fw in ["loopctl", *([] if a.no_conc_peers else peers)]:
         r = run_worker([fw, "conc", str(a.k), "5"], 1800)
+        if not r:
+            _smoke.fail(f"{fw}: C({a.k})")
         if r:
             conc[fw] = r["wall"]
             print(
@@ -349,6 +362,7 @@ def main() -> None:
         for p in peers:
             if p in conc:
                 print(f"  loopctl / {p}: {conc['loopctl'] / conc[p]:.3f}")
+    _smoke.finish()
 
 
 if __name__ == "__main__":

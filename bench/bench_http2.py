@@ -26,6 +26,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import _smoke  # noqa: E402
 import wire_server  # noqa: E402  (the same replies as the HTTP/1.1 server)
 
 # --- the HTTP/2 server -----------------------------------------------------------------------------------------
@@ -126,7 +127,7 @@ async def _measure(http: Any, url: str, body: bytes, calls: int, k: int) -> tupl
     return (time.process_time() - p0) / done * 1e3, (time.perf_counter() - w0) / done * 1e3
 
 
-async def _client(ports: dict[str, int], ns: list[int], k: int) -> None:
+async def _client(ports: dict[str, int], ns: list[int], k: int, smoke: bool = False) -> None:
     import httpx
 
     clients = {
@@ -136,8 +137,8 @@ async def _client(ports: dict[str, int], ns: list[int], k: int) -> None:
     rows: dict[tuple[str, int, int], list[tuple[float, float]]] = {}
     for n in ns:
         body = _body(n)
-        calls = max(k, 3000 // (n + 10))
-        for _ in range(3):  # alternate, the machine's load drifts
+        calls = k if smoke else max(k, 3000 // (n + 10))
+        for _ in range(1 if smoke else 3):  # alternate, the machine's load drifts
             for name, http in clients.items():
                 url = f"http://127.0.0.1:{ports[name]}/v1/chat/completions"
                 for conc in (1, k):
@@ -159,11 +160,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ns", default="10,300")
     ap.add_argument("--k", type=int, default=50)
+    _smoke.add_flag(ap)
     a = ap.parse_args()
-    try:
-        import h2  # noqa: F401
-    except ImportError:
-        print("bench_http2: the h2 package is not installed (bench/requirements.txt has it); skipped")
+    if a.smoke:
+        a.ns, a.k = "3", 2
+    if _smoke.peer_missing("HTTP/2 (both protocols)", "h2"):
         return
     servers = {
         "HTTP/1.1": subprocess.Popen([sys.executable, str(HERE / "wire_server.py")], stdout=subprocess.PIPE, text=True),
@@ -171,7 +172,7 @@ def main() -> None:
     }
     try:
         ports = {name: int(p.stdout.readline().split()[1]) for name, p in servers.items() if p.stdout}
-        asyncio.run(_client(ports, [int(x) for x in a.ns.split(",")], a.k))
+        asyncio.run(_client(ports, [int(x) for x in a.ns.split(",")], a.k, a.smoke))
     finally:
         for p in servers.values():
             p.kill()

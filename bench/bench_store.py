@@ -57,6 +57,8 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
+
 from loopctl.engine import LoopMachine  # noqa: E402
 from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart, ToolResultPart  # noqa: E402
 from loopctl.session import Session  # noqa: E402
@@ -342,14 +344,6 @@ def near(turns: list[tuple[int, int, float]], size: int) -> tuple[float, float]:
     return statistics.mean(b for _, b, _ in part), statistics.mean(t for _, _, t in part) * 1000
 
 
-def has_langgraph() -> bool:
-    try:
-        import langgraph.checkpoint.sqlite  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def set_size(n: int) -> None:
     global N_MESSAGES, SAMPLES
     N_MESSAGES = n
@@ -361,7 +355,10 @@ def main() -> None:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--messages", type=int, default=N_MESSAGES, help="grow the session to this size")
+    _smoke.add_flag(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.messages = 300
     set_size(args.messages)
     print(f"Python {sys.version.split()[0]}; a session grown to {N_MESSAGES:,} messages, one save at a time\n")
     results: dict[str, dict[str, Any]] = {}
@@ -384,9 +381,9 @@ def main() -> None:
             wal.conn.close()
     msgs = conversation(N_MESSAGES)
     content = sum(len(m.to_json().encode()) for m in msgs)
-    with_langgraph = not args.no_peers and has_langgraph()
-    if not with_langgraph:
-        print("(LangGraph's SqliteSaver is not measured: langgraph-checkpoint-sqlite is not installed)")
+    with_langgraph = not args.no_peers and not _smoke.peer_missing(
+        "LangGraph SqliteSaver", "langgraph", "langgraph.checkpoint.sqlite", "langchain_core"
+    )
     peer = peers(msgs, with_langgraph=with_langgraph)
 
     print(f"Session: {len(msgs):,} messages, {content / 1e6:.1f} MB of conversation-file JSON\n")

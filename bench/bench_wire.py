@@ -53,6 +53,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
+
 for _name, _value in {
     "LANGSMITH_TRACING": "false",
     "LANGCHAIN_TRACING_V2": "false",
@@ -72,6 +74,13 @@ RunOnce = Callable[[], Awaitable[str]]
 OPENAI_DRIVERS = ["limit", "openai_sdk", "loopctl", "pydantic_ai", "openai_agents", "langgraph"]
 ANTHROPIC_DRIVERS = ["anthropic_limit", "anthropic_sdk", "loopctl_anthropic", "pydantic_ai_anthropic"]
 
+# The modules a driver imports beyond loopctl's dev install: without them it is skipped (said in the output).
+NEEDS = {
+    "pydantic_ai": ("pydantic_ai",),
+    "pydantic_ai_anthropic": ("pydantic_ai",),
+    "openai_agents": ("agents",),
+    "langgraph": ("langgraph", "langchain_openai"),
+}
 LIMIT_OF = dict.fromkeys(OPENAI_DRIVERS, "limit") | dict.fromkeys(ANTHROPIC_DRIVERS, "anthropic_limit")
 
 
@@ -494,12 +503,13 @@ async def _conc(driver: str, k: int, n: int, base: str) -> dict[str, Any]:
 
 
 def worker(argv: list[str]) -> None:
-    """``--worker series DRIVER BASE N,N,... MAX_RUN_S`` or ``--worker conc DRIVER K N BASE``: print one JSON
-    result."""
+    """``--worker series DRIVER[,DRIVER...] BASE N,N,... MAX_RUN_S`` or ``--worker conc DRIVER K N BASE``: print
+    one JSON result (several drivers, one after the other in this process: the smoke run's shortcut)."""
     task, driver = argv[0], argv[1]
     res: Any
     if task == "series":
-        res = asyncio.run(_series(driver, argv[2], [int(x) for x in argv[3].split(",")], float(argv[4])))
+        ns, max_run_s = [int(x) for x in argv[3].split(",")], float(argv[4])
+        res = [row for d in driver.split(",") for row in asyncio.run(_series(d, argv[2], ns, max_run_s))]
     else:
         res = asyncio.run(_conc(driver, int(argv[2]), int(argv[3]), argv[4]))
     print(json.dumps(res))
@@ -557,9 +567,14 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="repetitions (fresh processes) of the small sizes")
     ap.add_argument("--rep-max-n", type=int, default=100, help="sizes up to this are repeated --reps times")
     ap.add_argument("--json", default="", help="also write the results here")
+    _smoke.add_flag(ap)
     a = ap.parse_args()
+    if a.smoke:
+        a.ns, a.k, a.reps = "3", 3, 1
     ns = [int(x) for x in a.ns.split(",") if x]
-    drivers = [d for d in a.drivers.split(",") if d]
+    drivers = [d for d in a.drivers.split(",") if d and not _smoke.peer_missing(d, *NEEDS.get(d, ()))]
+    # C(K) runs the drivers' W(N) set-ups, which the series run: a smoke run checks C(K) on loopctl's only.
+    conc_drivers = [d for d in a.conc_drivers.split(",") if d in drivers and (d == "loopctl" or not a.smoke)]
     t_start = time.perf_counter()
     server = subprocess.Popen([sys.executable, str(HERE / "wire_server.py")], stdout=subprocess.PIPE, text=True)
     try:
@@ -574,10 +589,14 @@ def main() -> None:
             sizes = ns if rep == 0 else [n for n in ns if n <= a.rep_max_n]
             if not sizes:  # --ns "": C(K) only
                 continue
-            for driver in drivers:
-                res = _run_worker(["series", driver, base, ",".join(map(str, sizes)), str(a.max_run_s)],
+            # A smoke run measures nothing: every driver in one process, which saves a process start each.
+            for batch in [",".join(drivers)] if a.smoke else drivers:
+                res = _run_worker(["series", batch, base, ",".join(map(str, sizes)), str(a.max_run_s)],
                                   timeout=a.max_run_s * 2 * len(sizes) + 120)  # fmt: skip
+                if res is None:
+                    _smoke.fail(f"{batch}: W({','.join(map(str, sizes))})")
                 for r in res or ():
+                    driver = r["driver"]
                     if "skipped" in r:
                         if rep == 0:
                             notes.append(f"{driver}: W({r['n']}) and larger not run: projected {r['skipped']:.0f} s "
@@ -590,9 +609,11 @@ def main() -> None:
         rows = {key: _median_row(rs) for key, rs in got.items()}
         conc: dict[str, dict[str, Any]] = {}
         if a.k:
-            for driver in [d for d in a.conc_drivers.split(",") if d]:
+            for driver in conc_drivers:
                 r = _run_worker(["conc", driver, str(a.k), "5", base], timeout=300)
-                if r is not None:
+                if r is None:
+                    _smoke.fail(f"{driver}: C({a.k})")
+                else:
                     conc[driver] = r
                     print(f"  {driver:22s} C({a.k}) {r['wall']:6.2f} s  [{time.perf_counter() - t_start:4.0f} s]",
                           flush=True)  # fmt: skip
@@ -603,6 +624,7 @@ def main() -> None:
     print("\n" + report)
     if a.json:
         Path(a.json).write_text(json.dumps({"rows": [rows[k] for k in rows], "conc": conc, "notes": notes}, indent=1))
+    _smoke.finish()
 
 
 def _median_row(rs: list[dict[str, Any]]) -> dict[str, Any]:
