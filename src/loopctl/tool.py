@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import (
@@ -148,6 +147,22 @@ class RunContext(Generic[DepsT]):
     turn: int = 0
 
 
+class _StopFlag:
+    """A flag set once, read from any thread: a bool attribute (a store and a load of one reference are atomic),
+    cheaper to make than a ``threading.Event`` on every call and enough, as nothing waits on it."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext(Generic[DepsT]):
     """What a running tool may know about its call: the provider's ``call_id``, the tool ``name``, the run's
@@ -167,7 +182,7 @@ class ToolContext(Generic[DepsT]):
     deps: DepsT = None  # type: ignore[assignment]
     usage: Usage = field(default_factory=Usage)
     turn: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    _stop: _StopFlag = field(default_factory=_StopFlag, repr=False, compare=False)
 
     @property
     def stop_requested(self) -> bool:

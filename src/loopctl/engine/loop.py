@@ -113,7 +113,8 @@ from loopctl.errors import (
     StoreError,
     UnsupportedContent,
 )
-from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
+from loopctl.message import ImagePart, Message, Retention, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
+from loopctl.message.model import assemble
 from loopctl.output import OutputPlan, OutputSpec, OutputValidator, RejectOutput, text_plan
 from loopctl.output import plan as plan_output
 from loopctl.output import resolve as resolve_output
@@ -719,10 +720,7 @@ class BareLoop:
                     deferred = {p.id: p.reason for p in done if isinstance(p, PendingApproval)}
                     ran.update((r.call.id, r) for r in records)
                     before_results = m.context_tokens
-                    m.tool_results(
-                        [Message(role=Role.USER, parts=tuple(r.result for r in records))] if records else [],
-                        deferred=deferred,
-                    )
+                    m.tool_results([_results_message(records)] if records else [], deferred=deferred)
                     settle(reply_message, before_results)
                     if m.state is MachineState.AWAITING_APPROVAL:
                         try:
@@ -1279,6 +1277,17 @@ class BareLoop:
                 problem = image_problem(image, self._image_rules)
                 if problem is not None:
                     return _error_result(call, f"Tool {call.name!r} returned an image that cannot be sent: {problem}")
+            if type(out.is_error) is bool and (out.retention is None or type(out.retention) is Retention):
+                # Made of the call's own id and name and a content checked when it was made: no check again.
+                return assemble(
+                    ToolResultPart,
+                    type="tool_result",
+                    call_id=call.id,
+                    name=call.name,
+                    output=content,
+                    is_error=out.is_error,
+                    retention=out.retention,
+                )
             return ToolResultPart(
                 call_id=call.id,
                 name=call.name,
@@ -1430,6 +1439,15 @@ class _Setup:
     plan: OutputPlan | None = None
     validator: OutputValidator[Any] | None = None
     deps: Any = None
+
+
+def _results_message(records: Sequence[ToolCallRecord]) -> Message:
+    """The user message of the records' results; results the loop made (or a hook handed back as
+    :class:`~loopctl.message.ToolResultPart`) were checked when they were made and are not checked again."""
+    parts = tuple(r.result for r in records)
+    if all(type(p) is ToolResultPart for p in parts):
+        return assemble(Message, role=Role.USER, parts=parts)
+    return Message(role=Role.USER, parts=parts)
 
 
 def _results_of(reply: Message, messages: Sequence[Message]) -> Message | None:

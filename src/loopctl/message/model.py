@@ -654,6 +654,12 @@ class ToolContent(RootModel[_ToolContentRoot]):
             super().__init__(root, **data)
         except ValidationError as exc:
             raise _invalid(exc, "", tagged_root=True) from None
+        if not isinstance(self.root, str):
+            # Parts handed in as objects are kept as they are (pydantic does not validate an instance again):
+            # one made without validation (``model_construct``) is checked here, where a tool's output enters.
+            found = lone_surrogate_at(self)
+            if found is not None:
+                raise InvalidMessage(found, _SURROGATE_ERROR)
 
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
     __setattr__ = _refuse_assignment
@@ -1013,6 +1019,22 @@ def _invalid(exc: ValidationError, prefix: str, *, tagged_root: bool = False) ->
 
 
 _T = TypeVar("_T", bound=BaseModel)
+
+
+def assemble(cls: type[_T], **fields: Any) -> _T:
+    """A value of ``cls`` made of ``fields`` without validating them again: for the engine's own values built
+    from values that were validated where they entered (a message of the tool results it was given, a result
+    of the call's own id and name and a checked content). ``fields`` must name every field, each holding what
+    validation would have made of it (a ``tuple`` of parts, a :class:`ToolContent`...)."""
+    value = cls.__new__(cls)
+    _set(value, "__dict__", fields)
+    _set(value, "__pydantic_fields_set__", set(fields))
+    _set(value, "__pydantic_extra__", None)
+    _set(value, "__pydantic_private__", None)
+    return value
+
+
+_set = object.__setattr__
 
 
 def _validate(target: type[_T], data: object, prefix: str) -> _T:
