@@ -2,23 +2,30 @@
 
 ``from loopctl import Message, MessagePart, Role, ToolContent, ImageSource, Retention`` gives the message
 model (:mod:`loopctl.message`). Providers, the engine and the CLI live in their own subpackages and are
-imported only when used, so ``import loopctl`` stays cheap and imports no provider SDK.
+imported only when used, so ``import loopctl`` stays cheap and imports no provider SDK: the names below are
+loaded on first access (PEP 562), so ``import loopctl`` alone (``loopctl --help``, ``loopctl.__version__``)
+imports neither pydantic nor the message model.
 """
 
-from loopctl.errors import LoopError
-from loopctl.message import (
-    ImagePart,
-    ImageSource,
-    Message,
-    MessagePart,
-    Retention,
-    Role,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolContent,
-    ToolResultPart,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loopctl.errors import LoopError
+    from loopctl.message import (
+        ImagePart,
+        ImageSource,
+        Message,
+        MessagePart,
+        Retention,
+        Role,
+        TextPart,
+        ThinkingPart,
+        ToolCallPart,
+        ToolContent,
+        ToolResultPart,
+    )
 
 __version__ = "0.1.0"
 
@@ -37,3 +44,22 @@ __all__ = [
     "ToolResultPart",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load an exported name on first access (``loopctl.Message``, ``from loopctl import Message``)."""
+    if name == "LoopError":
+        from loopctl import errors
+
+        return errors.LoopError
+    if name in __all__:
+        from loopctl import message
+
+        value = getattr(message, name)
+        globals()[name] = value  # the next access is a plain attribute
+        return value
+    raise AttributeError(f"module 'loopctl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -128,7 +128,10 @@ Str: TypeAlias = Annotated[str, _Writable]
 """A strict string (never coerced) that can be written as UTF-8: a lone surrogate is refused where it enters."""
 
 
-_CONFIG = ConfigDict(frozen=True, extra="ignore", validate_default=False, hide_input_in_errors=True)
+# ``defer_build``: pydantic builds a model's validator when it is first used, not at import (the build of the
+# whole model took about 45 ms of every ``import loopctl``, and a process that never builds a message, such as
+# ``loopctl --help``, paid it too).
+_CONFIG = ConfigDict(frozen=True, extra="ignore", validate_default=False, hide_input_in_errors=True, defer_build=True)
 
 
 def _refuse_assignment(self: object, name: str, value: object = None) -> NoReturn:
@@ -639,7 +642,7 @@ _ToolContentRoot: TypeAlias = Annotated[
 ]
 
 
-class ToolContent(RootModel[_ToolContentRoot]):
+class ToolContent(RootModel):  # type: ignore[type-arg]
     """A tool's output (``docs/wire-format.md``, "ToolContent"): plain text or a list of text and image parts.
 
     Untagged on the wire: a bare JSON string, or a bare array of ``text``/``image`` parts. A plain ``str`` is
@@ -647,7 +650,10 @@ class ToolContent(RootModel[_ToolContentRoot]):
     images.
     """
 
-    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
+    # The root type is declared as a field, not as ``RootModel[...]``: a parametrized RootModel is a class
+    # pydantic builds at once, at import, where this one is built when first used.
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True, defer_build=True)
+    root: _ToolContentRoot
 
     def __init__(self, /, root: Any = PydanticUndefined, **data: Any) -> None:
         try:
@@ -871,7 +877,7 @@ MessagePart.text = classmethod(_text_constructor)  # type: ignore[assignment,met
 
 from pydantic import TypeAdapter  # noqa: E402 - kept next to its only uses
 
-_PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
+_PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part, config=ConfigDict(defer_build=True))
 
 
 def _display_json(value: Any) -> str:
