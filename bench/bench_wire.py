@@ -8,7 +8,7 @@ returns), then a streamed final text. The history grows to about 2N messages. Ev
 
 Drivers (OpenAI Chat Completions format):
 
-- ``limit``: a hand-written loop on httpx + orjson, no SDK (the cost of the bytes: dump the history, send,
+- ``limit``: a hand-written loop on httpx2 + orjson, no SDK (the cost of the bytes: dump the history, send,
   read the SSE lines);
 - ``openai_sdk``: a hand-written loop on the raw ``openai`` SDK (``chat.completions.create(stream=True)``);
 - ``loopctl``: ``BareLoop`` + ``OpenAIChatClient``;
@@ -17,7 +17,7 @@ Drivers (OpenAI Chat Completions format):
 - ``openai_agents``: ``Runner.run_streamed`` + ``OpenAIChatCompletionsModel``;
 - ``langgraph``: ``create_react_agent`` + ``langchain_openai.ChatOpenAI(streaming=True)``.
 
-Anthropic Messages format: ``anthropic_limit`` (httpx + orjson), ``anthropic_sdk`` (raw ``anthropic``
+Anthropic Messages format: ``anthropic_limit`` (httpx2 + orjson), ``anthropic_sdk`` (raw ``anthropic``
 ``messages.create(stream=True)``), ``loopctl_anthropic`` (``AnthropicClient``) and ``pydantic_ai_anthropic``
 (``AnthropicModel``).
 
@@ -87,11 +87,11 @@ ECHO_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "re
 
 
 def setup_limit(n: int, base: str) -> RunOnce:
-    """Chat Completions by hand: httpx and orjson, the history a list of dicts, SSE read line by line."""
-    import httpx
+    """Chat Completions by hand: httpx2 and orjson, the history a list of dicts, SSE read line by line."""
+    import httpx2
     import orjson
 
-    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
+    http = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
     url = f"{base}/v1/chat/completions"
     headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
     tools = [{"type": "function", "function": {"name": "echo", "description": "Echo the input text back.",
@@ -175,11 +175,11 @@ def setup_openai_sdk(n: int, base: str) -> RunOnce:
 
 
 def setup_anthropic_limit(n: int, base: str) -> RunOnce:
-    """Anthropic Messages by hand: httpx and orjson."""
-    import httpx
+    """Anthropic Messages by hand: httpx2 and orjson."""
+    import httpx2
     import orjson
 
-    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
+    http = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
     url = f"{base}/v1/messages"
     headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01", "content-type": "application/json"}
     tools = [{"name": "echo", "description": "Echo the input text back.", "input_schema": ECHO_SCHEMA}]
@@ -535,7 +535,7 @@ def _versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     out = []
-    for dist in ("openai", "anthropic", "httpx", "httpx2", "pydantic-ai-slim", "openai-agents", "langgraph",
+    for dist in ("openai", "anthropic", "httpx2", "pydantic-ai-slim", "openai-agents", "langgraph",
                  "langchain-openai"):  # fmt: skip
         with contextlib.suppress(PackageNotFoundError):
             out.append(f"{dist} {version(dist)}")
