@@ -43,8 +43,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from tenacity import RetryCallState, wait_random_exponential
-
 from loopctl.compact import ContextBudget, SummarizingCompactor, clip_middle, message_tokens
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import (
@@ -1548,6 +1546,8 @@ def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
     retry_after = getattr(exc, "retry_after", None)
     if isinstance(retry_after, (int, float)) and retry_after >= 0:
         return float(min(retry_after, cfg.retry_max_delay))
+    from tenacity import RetryCallState, wait_random_exponential  # only when a call is retried: a cold start skips it
+
     wait = wait_random_exponential(multiplier=cfg.retry_initial_delay, max=cfg.retry_max_delay)
     state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
     state.attempt_number = attempt
