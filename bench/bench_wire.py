@@ -51,7 +51,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+# LOOPCTL_SRC: another checkout's src folder, for the "loopctl@before" driver (--before-src): measured in the
+# same run as this checkout, against the same server.
+sys.path.insert(0, os.environ.get("LOOPCTL_SRC") or str(HERE.parent / "src"))
 
 for _name, _value in {
     "LANGSMITH_TRACING": "false",
@@ -72,7 +74,10 @@ RunOnce = Callable[[], Awaitable[str]]
 OPENAI_DRIVERS = ["limit", "openai_sdk", "loopctl", "pydantic_ai", "openai_agents", "langgraph"]
 ANTHROPIC_DRIVERS = ["anthropic_limit", "anthropic_sdk", "loopctl_anthropic", "pydantic_ai_anthropic"]
 
-LIMIT_OF = dict.fromkeys(OPENAI_DRIVERS, "limit") | dict.fromkeys(ANTHROPIC_DRIVERS, "anthropic_limit")
+LIMIT_OF = dict.fromkeys([*OPENAI_DRIVERS, "loopctl@before"], "limit") | dict.fromkeys(
+    ANTHROPIC_DRIVERS, "anthropic_limit"
+)
+BEFORE_SRC = ""
 
 
 def _echo_count() -> None:
@@ -415,6 +420,7 @@ SETUP: dict[str, Callable[[int, str], RunOnce]] = {
     "limit": setup_limit,
     "openai_sdk": setup_openai_sdk,
     "loopctl": setup_loopctl,
+    "loopctl@before": setup_loopctl,  # another checkout's loopctl (LOOPCTL_SRC)
     "pydantic_ai": setup_pydantic_ai,
     "openai_agents": setup_openai_agents,
     "langgraph": setup_langgraph,
@@ -507,8 +513,9 @@ def worker(argv: list[str]) -> None:
 
 def _run_worker(args: list[str], timeout: float) -> Any:
     cmd = [sys.executable, __file__, "--worker", *args]
+    env = dict(os.environ, LOOPCTL_SRC=BEFORE_SRC) if args[1] == "loopctl@before" else None
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     except subprocess.TimeoutExpired:
         print(f"  {' '.join(args[:3])}: over {timeout:.0f} s, stopped", flush=True)
         return None
@@ -557,9 +564,14 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="repetitions (fresh processes) of the small sizes")
     ap.add_argument("--rep-max-n", type=int, default=100, help="sizes up to this are repeated --reps times")
     ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("--before-src", default="", help="also run loopctl from this src folder (driver loopctl@before)")
     a = ap.parse_args()
+    global BEFORE_SRC
+    BEFORE_SRC = a.before_src
     ns = [int(x) for x in a.ns.split(",") if x]
     drivers = [d for d in a.drivers.split(",") if d]
+    if a.before_src and "loopctl@before" not in drivers:
+        drivers.insert(drivers.index("loopctl") + 1 if "loopctl" in drivers else len(drivers), "loopctl@before")
     t_start = time.perf_counter()
     server = subprocess.Popen([sys.executable, str(HERE / "wire_server.py")], stdout=subprocess.PIPE, text=True)
     try:
