@@ -5,7 +5,7 @@
 1. Stream decoding: the recorded Anthropic event streams (tests/fixtures/provider-traffic/anthropic/*.sse),
    repeated to a few MB, each decoded as its own response, fed in 16 KiB chunks. Ours:
    ``loopctl.providers.anthropic.StreamDecoder`` (SSE framing, neutral events, accumulated into a
-   ``ModelResponse``). Peer: the SDK's ``anthropic._streaming.Stream`` over an ``httpx`` response built from
+   ``ModelResponse``). Peer: the SDK's ``anthropic._streaming.Stream`` over an ``httpx2`` response built from
    the same chunks (SSE decoding plus its typed event models), accumulated into the SDK's message snapshot
    with ``anthropic.lib.streaming._messages.accumulate_event`` (what ``client.messages.stream()`` does).
    Reported: SSE events per second, MB per second, and the ratio ours / SDK (> 1 means faster).

@@ -4,7 +4,7 @@
 1. Stream decoding: every recorded Gemini SSE body (tests/fixtures/provider-traffic/gemini), repeated to
    about 4 MB and fed in 4 KiB network-sized chunks. loopctl: ``gemini.StreamDecoder`` (SSE framing, JSON,
    neutral events, and the accumulated ``ModelResponse``). google-genai: its own stream path over an
-   ``httpx.Response`` of the same bytes -- ``HttpResponse._iter_response_stream`` (SSE lines),
+   ``httpx2.Response`` of the same bytes -- ``HttpResponse._iter_response_stream`` (SSE lines),
    ``json.loads``, ``_GenerateContentResponse_from_mldev`` and ``GenerateContentResponse._from_response``
    for each event, as ``Models.generate_content_stream`` does (the SDK has no accumulator: its chat keeps
    each chunk's ``Content``).
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
-import httpx  # noqa: E402
+import httpx2  # noqa: E402
 from google.genai import _api_client, models, types  # noqa: E402
 
 from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart, ToolResultPart  # noqa: E402
@@ -78,7 +78,7 @@ def sdk_decode(bodies: list[list[bytes]]) -> int:
     parsed = 0
     for pieces in bodies:
         # The same 4 KiB reads as loopctl gets.
-        response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunked(pieces))
+        response = httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunked(pieces))
         http = _api_client.HttpResponse({}, response_stream=response)
         for text in http._iter_response_stream():
             data = json.loads(text)
@@ -88,7 +88,7 @@ def sdk_decode(bodies: list[list[bytes]]) -> int:
     return parsed
 
 
-class _Chunked(httpx.SyncByteStream):
+class _Chunked(httpx2.SyncByteStream):
     def __init__(self, pieces: list[bytes]) -> None:
         self._pieces = pieces
 

@@ -3,7 +3,7 @@
 
 One local server in its own process speaks both: HTTP/1.1 (``bench/wire_server.py``) and HTTP/2 with prior
 knowledge (h2c, this file's ``--serve-h2``, on the ``h2`` library). The same streamed Chat Completions call
-(the body of a W(N) request, a streamed tool call back) is sent with httpx over each, sequentially and as K
+(the body of a W(N) request, a streamed tool call back) is sent with httpx2 over each, sequentially and as K
 concurrent calls on one client (where HTTP/2 multiplexes one connection and HTTP/1.1 opens a pool).
 Reported: the client process's CPU time and the wall time per call. HTTP/2 is worth turning on only if it
 costs the client less: the providers' servers answer either.
@@ -128,11 +128,11 @@ async def _measure(http: Any, url: str, body: bytes, calls: int, k: int) -> tupl
 
 
 async def _client(ports: dict[str, int], ns: list[int], k: int, smoke: bool = False) -> None:
-    import httpx
+    import httpx2
 
     clients = {
-        "HTTP/1.1": httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=1000)),
-        "HTTP/2": httpx.AsyncClient(timeout=60, http1=False, http2=True),
+        "HTTP/1.1": httpx2.AsyncClient(timeout=60, limits=httpx2.Limits(max_connections=1000)),
+        "HTTP/2": httpx2.AsyncClient(timeout=60, http1=False, http2=True),
     }
     rows: dict[tuple[str, int, int], list[tuple[float, float]]] = {}
     for n in ns:

@@ -8,7 +8,7 @@ returns), then a streamed final text. The history grows to about 2N messages. Ev
 
 Drivers (OpenAI Chat Completions format):
 
-- ``limit``: a hand-written loop on httpx + orjson, no SDK (the cost of the bytes: dump the history, send,
+- ``limit``: a hand-written loop on httpx2 + orjson, no SDK (the cost of the bytes: dump the history, send,
   read the SSE lines);
 - ``openai_sdk``: a hand-written loop on the raw ``openai`` SDK (``chat.completions.create(stream=True)``);
 - ``loopctl``: ``BareLoop`` + ``OpenAIChatClient``;
@@ -17,7 +17,7 @@ Drivers (OpenAI Chat Completions format):
 - ``openai_agents``: ``Runner.run_streamed`` + ``OpenAIChatCompletionsModel``;
 - ``langgraph``: ``create_react_agent`` + ``langchain_openai.ChatOpenAI(streaming=True)``.
 
-Anthropic Messages format: ``anthropic_limit`` (httpx + orjson), ``anthropic_sdk`` (raw ``anthropic``
+Anthropic Messages format: ``anthropic_limit`` (httpx2 + orjson), ``anthropic_sdk`` (raw ``anthropic``
 ``messages.create(stream=True)``), ``loopctl_anthropic`` (``AnthropicClient``) and ``pydantic_ai_anthropic``
 (``AnthropicModel``).
 
@@ -51,7 +51,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+# LOOPCTL_SRC: another checkout's src folder, for the "loopctl@before" driver (--before-src): measured in the
+# same run as this checkout, against the same server.
+sys.path.insert(0, os.environ.get("LOOPCTL_SRC") or str(HERE.parent / "src"))
 
 import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
 
@@ -81,7 +83,10 @@ NEEDS = {
     "openai_agents": ("agents",),
     "langgraph": ("langgraph", "langchain_openai"),
 }
-LIMIT_OF = dict.fromkeys(OPENAI_DRIVERS, "limit") | dict.fromkeys(ANTHROPIC_DRIVERS, "anthropic_limit")
+LIMIT_OF = dict.fromkeys([*OPENAI_DRIVERS, "loopctl@before"], "limit") | dict.fromkeys(
+    ANTHROPIC_DRIVERS, "anthropic_limit"
+)
+BEFORE_SRC = ""
 
 
 def _echo_count() -> None:
@@ -96,11 +101,11 @@ ECHO_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "re
 
 
 def setup_limit(n: int, base: str) -> RunOnce:
-    """Chat Completions by hand: httpx and orjson, the history a list of dicts, SSE read line by line."""
-    import httpx
+    """Chat Completions by hand: httpx2 and orjson, the history a list of dicts, SSE read line by line."""
+    import httpx2
     import orjson
 
-    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
+    http = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
     url = f"{base}/v1/chat/completions"
     headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
     tools = [{"type": "function", "function": {"name": "echo", "description": "Echo the input text back.",
@@ -184,11 +189,11 @@ def setup_openai_sdk(n: int, base: str) -> RunOnce:
 
 
 def setup_anthropic_limit(n: int, base: str) -> RunOnce:
-    """Anthropic Messages by hand: httpx and orjson."""
-    import httpx
+    """Anthropic Messages by hand: httpx2 and orjson."""
+    import httpx2
     import orjson
 
-    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
+    http = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
     url = f"{base}/v1/messages"
     headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01", "content-type": "application/json"}
     tools = [{"name": "echo", "description": "Echo the input text back.", "input_schema": ECHO_SCHEMA}]
@@ -424,6 +429,7 @@ SETUP: dict[str, Callable[[int, str], RunOnce]] = {
     "limit": setup_limit,
     "openai_sdk": setup_openai_sdk,
     "loopctl": setup_loopctl,
+    "loopctl@before": setup_loopctl,  # another checkout's loopctl (LOOPCTL_SRC)
     "pydantic_ai": setup_pydantic_ai,
     "openai_agents": setup_openai_agents,
     "langgraph": setup_langgraph,
@@ -517,8 +523,9 @@ def worker(argv: list[str]) -> None:
 
 def _run_worker(args: list[str], timeout: float) -> Any:
     cmd = [sys.executable, __file__, "--worker", *args]
+    env = dict(os.environ, LOOPCTL_SRC=BEFORE_SRC) if args[1] == "loopctl@before" else None
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     except subprocess.TimeoutExpired:
         print(f"  {' '.join(args[:3])}: over {timeout:.0f} s, stopped", flush=True)
         return None
@@ -545,7 +552,7 @@ def _versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     out = []
-    for dist in ("openai", "anthropic", "httpx", "httpx2", "pydantic-ai-slim", "openai-agents", "langgraph",
+    for dist in ("openai", "anthropic", "httpx2", "pydantic-ai-slim", "openai-agents", "langgraph",
                  "langchain-openai"):  # fmt: skip
         with contextlib.suppress(PackageNotFoundError):
             out.append(f"{dist} {version(dist)}")
@@ -567,12 +574,17 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="repetitions (fresh processes) of the small sizes")
     ap.add_argument("--rep-max-n", type=int, default=100, help="sizes up to this are repeated --reps times")
     ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("--before-src", default="", help="also run loopctl from this src folder (driver loopctl@before)")
     _smoke.add_flag(ap)
     a = ap.parse_args()
     if a.smoke:
         a.ns, a.k, a.reps = "3", 3, 1
+    global BEFORE_SRC
+    BEFORE_SRC = a.before_src
     ns = [int(x) for x in a.ns.split(",") if x]
     drivers = [d for d in a.drivers.split(",") if d and not _smoke.peer_missing(d, *NEEDS.get(d, ()))]
+    if a.before_src and "loopctl@before" not in drivers:
+        drivers.insert(drivers.index("loopctl") + 1 if "loopctl" in drivers else len(drivers), "loopctl@before")
     # C(K) runs the drivers' W(N) set-ups, which the series run: a smoke run checks C(K) on loopctl's only.
     conc_drivers = [d for d in a.conc_drivers.split(",") if d in drivers and (d == "loopctl" or not a.smoke)]
     t_start = time.perf_counter()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -215,6 +214,22 @@ class RunContext(Generic[DepsT]):
     turn: int = 0
 
 
+class _StopFlag:
+    """A flag set once, read from any thread: a bool attribute (a store and a load of one reference are atomic),
+    cheaper to make than a ``threading.Event`` on every call and enough, as nothing waits on it."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext(Generic[DepsT_co]):
     """What a running tool may know about its call: the provider's ``call_id``, the tool ``name``, the run's
@@ -234,7 +249,7 @@ class ToolContext(Generic[DepsT_co]):
     deps: DepsT_co = None  # type: ignore[assignment]
     usage: Usage = field(default_factory=Usage)
     turn: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    _stop: _StopFlag = field(default_factory=_StopFlag, repr=False, compare=False)
     _spend: list[ToolSpend] = field(default_factory=list, repr=False, compare=False)
 
     def record_usage(

@@ -24,6 +24,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from loopctl.cli import DEMO_DELAY_VAR  # the command group's module, which imports this one only when it runs
 from loopctl.cli.inert import inert
 from loopctl.cli.report import CommandError, stderr, warn
 from loopctl.cli.sessions import store_option, store_spec
@@ -38,8 +39,6 @@ if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `lo
 
 __all__ = ["DEMO_DELAY_VAR", "RunOptions", "build_client", "build_observers", "build_tools", "file_tools", "run"]
 
-DEMO_DELAY_VAR = "LOOPCTL_DEMO_DELAY"
-"""Environment variable: seconds between the streamed events of ``--model demo`` (0 to 60; default 0.01)."""
 
 _EXIT = {"completed": 0, "cancelled": 130}
 

@@ -196,6 +196,10 @@ class HeuristicTokenCounter:
         # first) instead of one dictionary lookup per message.
         self._last: list[Message] = []
         self._last_tokens: list[int] = []
+        # The same for calibration: the last list calibrated on, with the sum of its estimated size (heuristic
+        # tokens, unscaled) and of its measured replies' sizes, so a calibration costs O(new messages).
+        self._calibrated: list[Message] = []
+        self._calibrated_sums: tuple[float, int] = (0.0, 0)
         self._system: str | None = None
         self._tools: tuple[ToolSchema, ...] = ()
         self._fixed_units = 0
@@ -367,14 +371,23 @@ class HeuristicTokenCounter:
         if input_tokens < 0:
             raise ValueError(f"input_tokens must be >= 0, got {input_tokens}")
         cpt = self.preset.chars_per_token
-        h = self._fixed_units / cpt
-        measured = 0
-        for m in messages:
+        image_tokens = self.preset.image_tokens
+        msgs = messages if isinstance(messages, list) else list(messages)
+        done = self._calibrated
+        k = len(done)
+        if k and len(msgs) >= k and msgs[:k] == done:
+            h, measured = self._calibrated_sums
+        else:
+            k, h, measured = 0, 0.0, 0
+        for m in msgs[k:]:
             u = self._units(m)
             if u.measured is None:
-                h += u.chars / cpt + u.images * self.preset.image_tokens
+                h += u.chars / cpt + u.images * image_tokens
             else:
                 measured += u.measured
+        self._calibrated = msgs[:]
+        self._calibrated_sums = (h, measured)
+        h += self._fixed_units / cpt
         # The scale is fitted on the estimated part only; replies measured earlier are exact.
         self._observations = [*self._observations[-(self.HISTORY - 1) :], (h, input_tokens - measured)]
         scale = self.scale
@@ -387,6 +400,8 @@ class HeuristicTokenCounter:
             self._cache[id(reply)] = (reply, _Units(u.chars, u.images, max(0, output_tokens)))
             if any(m is reply for m in self._last):
                 self._forget_last()
+            if any(m is reply for m in self._calibrated):
+                self._calibrated = []
 
     def _counts_reply_thinking(self, reply: Message) -> bool:
         has_thinking = any(isinstance(p, ThinkingPart) for p in reply.parts)

@@ -151,7 +151,7 @@ PENDING_QUERY = "pending_approvals"
 ..., "turn": ...}]`` (``approvals.awaited_to_dict``), ``[]`` when it waits for none
 (:func:`pending_approvals`)."""
 
-PASSTHROUGH_MODULES = ("loopctl", "orjson", "pydantic", "pydantic_core", "httpx", "tenacity")
+PASSTHROUGH_MODULES = ("loopctl", "orjson", "pydantic", "pydantic_core", "httpx2", "tenacity")
 """Modules a sandboxed workflow of your own that calls :meth:`TemporalLoop.run` should pass through
 (``SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)``): loopctl's workflow code is
 deterministic by construction and keeps its module state (the loops a worker hosts)."""

@@ -60,6 +60,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import islice
 from typing import Any, TypeAlias, Union, overload
 
 import orjson
@@ -75,7 +76,7 @@ from loopctl.errors import (
     ProviderProtocolError,
 )
 from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
-from loopctl.message.model import _dumps_bytes, _invalid
+from loopctl.message.model import _dumps_bytes, _invalid, assemble
 from loopctl.response import StopReason, Usage
 from loopctl.stream import loads_exact
 
@@ -308,9 +309,7 @@ class _View(Sequence[Message]):
         return self._items[index]
 
     def __iter__(self) -> Iterator[Message]:
-        items = self._items
-        for i in range(self._n):
-            yield items[i]
+        return islice(self._items, self._n)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):
@@ -947,7 +946,9 @@ class LoopMachine:
         for c in self._calls:
             r = by_id[c.id]
             ordered.append(r if r.name else r.model_copy(update={"name": c.name}))
-        self._messages.append(Message(role=Role.USER, parts=(*ordered, *other)))
+        # The results are parts that were validated when they were made: the message of them needs no check.
+        results_message = Message(role=Role.USER, parts=(*ordered, *other)) if other else None
+        self._messages.append(results_message or assemble(Message, role=Role.USER, parts=tuple(ordered)))
         self._calls = ()
         self._machine_results = {}
         self._approved = {}

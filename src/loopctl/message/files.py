@@ -41,13 +41,13 @@ omitted when unset is not a bump. Every older version stays readable; a newer on
 
 
 class _ConversationFile(BaseModel):
-    model_config = ConfigDict(extra="ignore", hide_input_in_errors=True)
+    model_config = ConfigDict(extra="ignore", hide_input_in_errors=True, defer_build=True)
     format_version: StrictInt
     messages: tuple[Message, ...]
 
 
 _FILE = TypeAdapter(_ConversationFile)
-_BARE = TypeAdapter(tuple[Message, ...])
+_BARE = TypeAdapter(tuple[Message, ...], config=ConfigDict(defer_build=True))
 
 
 def dumps_conversation(messages: Iterable[Message]) -> str:

@@ -344,9 +344,7 @@ def _build(
             count = (prefix.count if prefix is not None else 0) + len(done)
             keep = LaidOutPrefix(opts, _held(messages), start + cut[0], chunks, count)
         if tools:
-            body["tools"] = requests.tools(
-                (_API, strict_tools), tools, lambda: _tools_fragment(tools, strict_tools)
-            )
+            body["tools"] = requests.tools((_API, strict_tools), tools, lambda: _tools_fragment(tools, strict_tools))
     elif tools:
         body["tools"] = [_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)]
     if tool_choice is not None:

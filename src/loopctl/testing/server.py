@@ -108,7 +108,7 @@ class CutStream:
 
     ``partial=True`` also sends the first half of the next event, so the client holds an incomplete event.
     ``clean=False`` (the default) drops the connection without ending the chunked body, as a network failure
-    does (``httpx.RemoteProtocolError`` in the client); ``clean=True`` ends the body properly, so the client
+    does (``httpx2.RemoteProtocolError`` in the client); ``clean=True`` ends the body properly, so the client
     sees a well-formed HTTP reply whose event stream lacks its final events.
     """
 

@@ -10,7 +10,7 @@ check against recorded traffic. ``docs/transport.md`` says how, what a call cost
   :class:`OpenAIResponsesClient` and :class:`AnthropicClient` are configured by the official SDKs (key, base
   URL and their environment variables, headers, timeouts, HTTP client), whose per-call request transform and
   retries are skipped: the engine retries, with one policy for every provider.
-- :class:`GeminiClient` speaks REST over httpx.
+- :class:`GeminiClient` speaks REST over httpx2 (the HTTP client of the official SDKs).
 - :func:`from_string` makes one from ``"provider:model"``.
 
 Keys come from each provider's usual environment variables unless given (a missing key raises
