@@ -6,6 +6,8 @@
                             # (installs PostgreSQL with apt-get when it is missing and we are root;
                             # LOOPCTL_SKIP_POSTGRES=1 skips that and the PostgreSQL tests)
     python3 make.py bench   # the benchmarks (installs the peer libraries into .venv-bench)
+    python3 make.py docs    # the documentation site into site/ (open site/index.html); --strict fails on any
+                            # warning: a broken link, a missing reference, an undocumented public name
 
 Every job creates its own virtual environment in the checkout (``.venv``) and installs into it only when
 ``pyproject.toml`` changed since the last install.
@@ -160,9 +162,11 @@ def test(args: list[str]) -> None:
     py = _venv(".venv", ".[dev]")
     ensure_postgres()
     print("make.py: ruff (lint)", flush=True)
-    _run([str(py), "-m", "ruff", "check", "src", "tests", "bench"])
+    _run([str(py), "-m", "ruff", "check", "src", "tests", "bench", "tools"])
     print("make.py: mypy --strict", flush=True)
     _run([str(py), "-m", "mypy"])
+    print("make.py: the documentation site, strictly (tools/docsite.py)", flush=True)
+    _run([str(py), str(ROOT / "tools" / "docsite.py"), "build", "--strict"])
     print("make.py: pytest", flush=True)
     _run([str(py), "-m", "pytest", *args])
 
@@ -174,7 +178,14 @@ def bench(args: list[str]) -> None:
         _run([str(py), script])
 
 
-JOBS = {"demo": demo, "test": test, "bench": bench}
+def docs(args: list[str]) -> None:
+    py = _venv(".venv", ".[docs]", or_else=".[dev]")
+    _run([str(py), str(ROOT / "tools" / "docsite.py"), "build", *args])
+    if "--strict" not in args:
+        print(f"make.py: the site is in {ROOT / 'site'}; open site/index.html (search works offline too)")
+
+
+JOBS = {"demo": demo, "test": test, "bench": bench, "docs": docs}
 
 
 def main() -> None:
