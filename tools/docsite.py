@@ -283,7 +283,8 @@ def check_docstrings(api: Api) -> list[str]:
     problems: list[str] = []
     for path, obj in sorted(api.objects.items()):
         if not obj.docstring or not obj.docstring.value.strip():
-            problems.append(f"{path}: no docstring")
+            if not (isinstance(obj, griffe.Attribute) and _is_literal(obj.value)):
+                problems.append(f"{path}: no docstring")  # a constant's literal value says what it is
             continue
         funcs: list[tuple[griffe.Function, str]] = []
         if isinstance(obj, griffe.Function):
@@ -293,33 +294,81 @@ def check_docstrings(api: Api) -> list[str]:
                 if isinstance(member, griffe.Function):
                     own = member.docstring.value if member.docstring else ""
                     if member.name == "__init__":
-                        funcs.append((member, obj.docstring.value + "\n" + own))
-                    elif not own.strip() and not _inherits_doc(obj, member.name):
-                        problems.append(f"{member.path}: no docstring")
+                        # What a subclass passes on to its base is documented there (an error's ``message``).
+                        inherited = "\n".join(b.docstring.value for b in _bases(obj) if b.docstring)
+                        funcs.append((member, "\n".join((obj.docstring.value, own, inherited))))
+                    elif not own.strip():
+                        base_doc = _inherited_doc(obj, member.name)
+                        if base_doc is None:
+                            problems.append(f"{member.path}: no docstring")
+                        else:
+                            funcs.append((member, base_doc))
                     else:
-                        funcs.append((member, own))
+                        funcs.append((member, own + "\n" + _twin_doc(obj, member, own)))
                 elif isinstance(member, griffe.Attribute) and "property" in member.labels and not member.docstring:
                     problems.append(f"{member.path}: a property with no docstring")
         for func, doc in funcs:
-            params = [p.name for p in func.parameters if p.name not in ("self", "cls") and not p.name.startswith("_")]
+            if any("click." in str(d.value) or ".command" in str(d.value) for d in func.decorators):
+                continue  # a click command: its options are documented by the command-line reference
+            params = [
+                p.name
+                for p in func.parameters
+                if p.name not in ("self", "cls")
+                and not p.name.startswith("_")
+                # ``**kw`` of a subclass's constructor: the base class's keywords, passed on
+                and not (func.name == "__init__" and p.kind is griffe.ParameterKind.var_keyword and _bases(obj))
+            ]
             missing = [p for p in params if not _named(p, doc)]
             if missing and not (func.name == "__init__" and _is_generated_init(obj)):
                 problems.append(f"{func.path}: the docstring does not say what {', '.join(missing)} is")
     return problems
 
 
-def _inherits_doc(cls: griffe.Class, name: str) -> bool:
-    """Whether a base class of ``cls`` (ours) documents ``name``: an override keeps the base's meaning."""
-    for base in cls.resolved_bases:
+def _is_literal(value: object) -> bool:
+    """Whether an attribute's value is written as a literal string or number (``GEN_AI_REQUEST_MODEL =
+    "gen_ai.request.model"``): shown on the page, it documents itself."""
+    text = str(value) if value is not None else ""
+    return bool(re.fullmatch(r"""(["']).*\1|-?\d[\d_.]*""", text))
+
+
+def _twin_doc(cls: griffe.Class, method: griffe.Function, doc: str) -> str:
+    """The docstring of the method whose twin ``method`` says it is (an async ``aload`` documented as
+    ":meth:`load`, off the event loop"), when ``method`` takes none of its own parameters; else empty."""
+    for name in re.findall(r":meth:`~?\.?(\w+)`", doc):
+        twin = cls.members.get(name)
+        if isinstance(twin, griffe.Function) and twin.docstring and (
+            {p.name for p in method.parameters} <= {p.name for p in twin.parameters}
+        ):
+            return twin.docstring.value
+    return ""
+
+
+def _bases(cls: griffe.Object) -> list[griffe.Class]:
+    """The classes of this package ``cls`` derives from, nearest first (not ``cls`` itself)."""
+    if not isinstance(cls, griffe.Class):
+        return []
+    try:
+        return [b for b in cls.mro() if b.path.startswith(PACKAGE + ".")]
+    except (ValueError, griffe.AliasResolutionError, griffe.CyclicAliasError):
+        return []
+
+
+def _inherited_doc(cls: griffe.Class, name: str) -> str | None:
+    """The docstring a base class of ``cls`` (ours) gives ``name``: an override keeps the base's meaning."""
+    for base in _bases(cls):
         member = base.members.get(name)
         if member is not None and not member.is_alias and member.docstring:
-            return True
-    return False
+            return str(member.docstring.value)
+    return None
 
 
 def _is_generated_init(obj: griffe.Object) -> bool:
     """A dataclass's or pydantic model's ``__init__``: its parameters are the fields, documented as fields."""
-    return "dataclass" in obj.labels or "pydantic-model" in obj.labels
+    if "dataclass" in obj.labels or "pydantic-model" in obj.labels:
+        return True
+    return isinstance(obj, griffe.Class) and any(
+        str(b).split("[")[0].rsplit(".", 1)[-1] in ("BaseModel", "RootModel") for b in obj.bases
+    )
 
 
 # --- the pages ------------------------------------------------------------------------------------------------
@@ -404,10 +453,11 @@ def check_api() -> tuple[dict[str, str], list[str]]:
     """The reference pages, and every problem with the public API's documentation."""
     pkg = load()
     api = public_api(pkg)
+    docstrings = check_docstrings(api)  # on the docstrings as written, before the roles become links
     roles = SphinxRoles()
     roles.on_package(pkg=pkg, loader=None)  # type: ignore[arg-type]
     pages = render_pages(api)
-    return pages, api.problems + check_docstrings(api) + roles.problems + check_nav(pages)
+    return pages, api.problems + docstrings + roles.problems + check_nav(pages)
 
 
 def write_pages(pages: dict[str, str]) -> None:
