@@ -53,6 +53,9 @@ class ScriptedClient:
     Every request is kept in :attr:`requests`. ``usage`` is reported with each reply unless a step gives a
     ``ModelResponse`` of its own. With ``stream=True`` and an ``on_event`` callback, the reply is replayed as
     stream events (one delta per text or thinking part).
+
+    ``model`` is the name the client reports (:attr:`model`, and each reply's model); ``keep_requests=False`` keeps
+    no request (for long benchmark runs).
     """
 
     provider = "scripted"
@@ -77,7 +80,11 @@ class ScriptedClient:
     async def generate(
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
     ) -> ModelResponse:
-        """Answer ``request`` with the next scripted step."""
+        """Answer ``request`` with the next scripted step.
+
+        ``stream=True`` with an ``on_event`` callback replays the reply as stream events (one delta per text or
+        thinking part) before returning it; otherwise the reply comes whole.
+        """
         self.calls += 1
         if self._keep:
             self.requests.append(request)

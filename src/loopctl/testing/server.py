@@ -223,6 +223,9 @@ class FakeProviderServer:
     pauses between streamed events (to watch a stream, or to cancel mid-stream); ``chunk_size`` (bytes)
     re-cuts a streamed body into fixed-size writes that split events and UTF-8 characters. When the ``with``
     block ends, a failed step (see :class:`FakeServerError`) is raised unless ``raise_failures=False``.
+
+    ``host`` is the address to listen on (loopback by default); ``default_model`` is the model named in replies when
+    the request names none (Gemini names it in the URL).
     """
 
     def __init__(
