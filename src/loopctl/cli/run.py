@@ -249,7 +249,10 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
 
 
 def file_tools(root: Path, o: RunOptions) -> FileTools:
-    """The file tools over ``root`` (``CommandError`` when it cannot be used)."""
+    """The file tools over ``root`` (``CommandError`` when it cannot be used).
+
+    ``o`` is the command's options (:class:`RunOptions`: ``--yes``, ``--allow-protected-writes``).
+    """
     from loopctl.tools.files import PROTECTED_NAMES, FileTools
 
     try:
@@ -259,7 +262,10 @@ def file_tools(root: Path, o: RunOptions) -> FileTools:
 
 
 def build_tools(files: FileTools, providers: Sequence[ToolProvider] = ()) -> list[Tool | ToolProvider]:
-    """The tools the agent gets: the file tools, then the tool providers (``--mcp`` servers)."""
+    """The tools the agent gets: the file tools, then the tool providers (``--mcp`` servers).
+
+    ``files`` are the file tools (:func:`file_tools`).
+    """
     return [*files, *providers]
 
 
@@ -298,7 +304,10 @@ def build_observers(
 ) -> tuple[Transcript, Autosave | None, list[Observer]]:
     """The transcript, the autosave of a session file at ``path`` (``None`` with the store, which the loop
     saves to itself), and the observers of the run in the order they are called (the autosave first, so what
-    the transcript shows as done is saved)."""
+    the transcript shows as done is saved).
+
+    ``console`` is where the transcript prints; ``o`` the command's options (:class:`RunOptions`).
+    """
     from loopctl.cli.autosave import Autosave
     from loopctl.cli.render import Transcript
 
