@@ -33,6 +33,8 @@ class GeminiClient(HTTPClient):
     :func:`loopctl.providers.gemini.build_request`. ``default_headers`` are sent with every request.
     ``http_client``: an ``httpx.AsyncClient`` to send through (proxies, transports); the client then leaves
     closing it to the caller. :meth:`~loopctl.transport._http.HTTPClient.generate` gives the errors.
+
+    ``model`` is the model id (``gemini-2.5-flash``).
     """
 
     provider = "gemini"
