@@ -21,6 +21,7 @@ from loopctl.message import (
 )
 
 __version__ = "0.1.0"
+"""This release's version (the distribution ``pyloopctl``)."""
 
 __all__ = [
     "ImagePart",
