@@ -106,7 +106,9 @@ class RunOptions:
 @click.option("--resume", help="Continue a stored session (its id) or a session file.")
 @click.option("--store", "store_spec", envvar=STORE_VAR, help="The session store (default: .loopctl/sessions.db).")
 @click.option("--system", "system_prompt", help="A system prompt for the session.")
-@click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
+@click.option(
+    "--max-turns", type=click.IntRange(1), default=200, show_default=True, help="Model calls per run, as the library's."
+)
 @click.option("--max-tokens", type=click.IntRange(1), help="Output token limit per model call.")
 @click.option("--reasoning-effort", type=click.Choice(["minimal", "low", "medium", "high"]))
 @click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens.")
