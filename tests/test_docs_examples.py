@@ -262,3 +262,27 @@ def test_the_streaming_guide_lists_every_event_and_its_fields() -> None:
     for union in (LoopEvent, StreamEvent):
         for cls in typing.get_args(union):
             assert rows.get(cls.__name__) == [f.name for f in dataclasses.fields(cls)], cls.__name__
+
+
+def test_the_format_versions_the_docs_state_are_the_codes() -> None:
+    # docs/sessions.md showed a session state whose machine had format_version 1, three versions behind.
+    from loopctl import message, session, store
+    from loopctl.engine import machine
+
+    versions = {
+        "FORMAT_VERSION": message.FORMAT_VERSION,
+        "SESSION_FORMAT_VERSION": session.SESSION_FORMAT_VERSION,
+        "STATE_FORMAT_VERSION": store.STATE_FORMAT_VERSION,
+        "SCHEMA_VERSION": store.SCHEMA_VERSION,
+        "MACHINE_FORMAT_VERSION": machine.MACHINE_FORMAT_VERSION,
+    }
+    wrong = []
+    for path in [ROOT / "README.md", *ROOT.glob("docs/**/*.md"), *ROOT.glob("src/**/*.py")]:
+        text = path.read_text()
+        for m in re.finditer(r"(?<![A-Z_])([A-Z_]*VERSION)`? *= *(\d+)", text):
+            if m.group(1) in versions and path.suffix == ".md" and int(m.group(2)) != versions[m.group(1)]:
+                wrong.append(f"{path.relative_to(ROOT)}: {m.group(0)}")
+        for m in re.finditer(r'"machine": *\{"format_version": *(\d+)', text):
+            if int(m.group(1)) != versions["MACHINE_FORMAT_VERSION"]:
+                wrong.append(f"{path.relative_to(ROOT)}: {m.group(0)}")
+    assert wrong == []

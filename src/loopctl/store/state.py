@@ -5,7 +5,7 @@ gives the *lengths* of ``history`` and ``pending`` instead of the messages, whic
 head (``LoopMachine.to_json(messages=False)``)::
 
     {"format_version": 1, "kind": "loopctl-session-state", "model": ..., "root": ..., "system_prompt": ...,
-     "metadata": {...}, "machine": {"format_version": 1, "state": "terminal", "turn": 3, ...,
+     "metadata": {...}, "machine": {"format_version": 3, "state": "terminal", "turn": 3, ...,
                                     "history": 12, "pending": 0, ...}}
 
 It is rewritten with every move of the head, so it stays small: O(1) in the conversation's length (the tool
