@@ -9,8 +9,8 @@ aside) is either run here or marked as not run, naming what it needs:
   it is type-checked, not run;
 - ``<!-- fragment: needs ... -->`` before a block: a part of a program (it names the objects it assumes); it
   is neither run nor type-checked;
-- a ``bash`` block runs with ``bash -e`` (``loopctl`` and ``python`` are the project's), and its ``Output``
-  block is compared the same way; ``json`` blocks parse; every block names its language.
+- a page's ``bash`` blocks run in order in one scratch folder with ``bash -e`` (``loopctl`` and ``python``
+  are the project's), each ``Output`` block compared the same way; ``json`` blocks parse; every block names its language.
 
 The examples in ``examples/`` run and leave nothing behind.
 """
@@ -149,18 +149,23 @@ def test_a_docs_block_runs_as_written(block: Block, scratch: Path) -> None:
         assert (again.returncode, again.stdout, again.stderr) == (0, "Sent.\n", "")
 
 
-@pytest.mark.parametrize("block", RUN_BASH, ids=lambda b: b.where)
-def test_a_bash_block_runs_as_written(block: Block, scratch: Path) -> None:
+BASH_PAGES = sorted({b.where.split(":")[0] for b in RUN_BASH})
+
+
+@pytest.mark.parametrize("page", BASH_PAGES)
+def test_a_pages_bash_blocks_run_as_written(page: str, scratch: Path) -> None:
+    # A page's blocks run in order in one folder: a later block may use what an earlier one made.
     env = _env()
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["LOOPCTL_DEMO_DELAY"] = "0"
-    done = subprocess.run(
-        ["bash", "-e", "-c", block.code], cwd=scratch, env=env, capture_output=True, text=True, timeout=120,
-        check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, f"{block.where}\n{done.stdout}\n{done.stderr}"
-    if block.output is not None:
-        assert done.stdout == block.output
+    for block in [b for b in RUN_BASH if b.where.startswith(page + ":")]:
+        done = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", block.code], cwd=scratch, env=env, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{block.where}\n{done.stdout}\n{done.stderr}"
+        if block.output is not None:
+            assert done.stdout == block.output, block.where
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
