@@ -83,7 +83,7 @@ def resolve_role(root: griffe.Module, obj: griffe.Object, target: str) -> griffe
                 final = found.final_target if isinstance(found, griffe.Alias) else found
             except (griffe.AliasResolutionError, griffe.CyclicAliasError):
                 continue
-            if isinstance(final, griffe.Object) and final.path.startswith(PACKAGE):
+            if isinstance(final, griffe.Object) and final.path.split(".")[0] == root.path:
                 return final
     return None
 
@@ -118,9 +118,9 @@ def convert_roles(
         found = resolve_role(root, obj, raw)
         if found is None:
             bare = raw.lstrip("~.!")
-            if not bare.startswith(PACKAGE + ".") and bare.split(".")[0] != PACKAGE and "." in bare:
+            if bare.split(".")[0] != root.path and "." in bare:
                 return f"`{shown}`"  # another library's name: shown as code, not linked
-            problems.append(f"{obj.path}: {m.group(0)} names nothing in {PACKAGE}")
+            problems.append(f"{obj.path}: {m.group(0)} names nothing in {root.path}")
             return f"`{shown}`"
         anchor = anchor_for(anchors, found)
         return f"`{shown}`" if anchor is None else f"[`{shown}`][{anchor}]"
@@ -131,12 +131,13 @@ def convert_roles(
 class SphinxRoles(griffe.Extension):
     """A griffe extension: once the package is loaded, every docstring's Sphinx roles become autorefs."""
 
-    def __init__(self) -> None:
+    def __init__(self, package: str = PACKAGE) -> None:
         super().__init__()
+        self.package = package
         self.problems: list[str] = []
 
     def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
-        if pkg.path != PACKAGE:
+        if pkg.path != self.package:
             return
         anchors = public_api(pkg).anchors()
         for obj in _all_objects(pkg):
@@ -171,9 +172,9 @@ def _class_objects(cls: griffe.Class) -> Iterator[griffe.Object]:
 # --- the public API -------------------------------------------------------------------------------------------
 
 
-def load() -> griffe.Module:
-    """The ``loopctl`` package as griffe sees it, docstrings as written (roles not converted)."""
-    pkg = griffe.load(PACKAGE, search_paths=[str(SRC)], docstring_parser="google", resolve_aliases=True)
+def load(package: str = PACKAGE, src: Path = SRC) -> griffe.Module:
+    """The package as griffe sees it, docstrings as written (roles not converted)."""
+    pkg = griffe.load(package, search_paths=[str(src)], docstring_parser="google", resolve_aliases=True)
     assert isinstance(pkg, griffe.Module)
     return pkg
 
@@ -248,7 +249,7 @@ def public_api(pkg: griffe.Module) -> Api:
                 target = member.final_target if member.is_alias else member  # type: ignore[union-attr]
             except (griffe.AliasResolutionError, griffe.CyclicAliasError):
                 continue  # a name imported from another library (exported for convenience): not ours to document
-            if isinstance(target, griffe.Module) or not target.path.startswith(PACKAGE + "."):
+            if isinstance(target, griffe.Module) or target.path.split(".")[0] != pkg.path:
                 continue
             assert isinstance(target, griffe.Object)
             api.targets[(module.path, name)] = target.path
@@ -348,7 +349,7 @@ def _bases(cls: griffe.Object) -> list[griffe.Class]:
     if not isinstance(cls, griffe.Class):
         return []
     try:
-        return [b for b in cls.mro() if b.path.startswith(PACKAGE + ".")]
+        return [b for b in cls.mro() if b.path.split(".")[0] == cls.path.split(".")[0]]
     except (ValueError, griffe.AliasResolutionError, griffe.CyclicAliasError):
         return []
 
@@ -382,7 +383,7 @@ def top_level(path: str) -> str:
 
 def page_of(top: str) -> str:
     """The reference page of a top-level package or module, relative to ``docs/``."""
-    return "reference/api/index.md" if top == PACKAGE else f"reference/api/{top.split('.', 1)[1]}.md"
+    return "reference/api/index.md" if "." not in top else f"reference/api/{top.split('.', 1)[1]}.md"
 
 
 def render_pages(api: Api) -> dict[str, str]:
@@ -449,15 +450,16 @@ def check_nav(pages: dict[str, str]) -> list[str]:
     return problems
 
 
-def check_api() -> tuple[dict[str, str], list[str]]:
-    """The reference pages, and every problem with the public API's documentation."""
-    pkg = load()
+def check_api(package: str = PACKAGE, src: Path = SRC, *, nav: bool = True) -> tuple[dict[str, str], list[str]]:
+    """The reference pages, and every problem with the public API's documentation (and, with ``nav``, with
+    the site's navigation)."""
+    pkg = load(package, src)
     api = public_api(pkg)
     docstrings = check_docstrings(api)  # on the docstrings as written, before the roles become links
-    roles = SphinxRoles()
+    roles = SphinxRoles(package)
     roles.on_package(pkg=pkg, loader=None)  # type: ignore[arg-type]
     pages = render_pages(api)
-    return pages, api.problems + docstrings + roles.problems + check_nav(pages)
+    return pages, api.problems + docstrings + roles.problems + (check_nav(pages) if nav else [])
 
 
 def write_pages(pages: dict[str, str]) -> None:
