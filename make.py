@@ -182,7 +182,8 @@ def docs(args: list[str]) -> None:
     py = _venv(".venv", ".[docs]", or_else=".[dev]")
     _run([str(py), str(ROOT / "tools" / "docsite.py"), "build", *args])
     if "--strict" not in args:
-        print(f"make.py: the site is in {ROOT / 'site'}; open site/index.html (search works offline too)")
+        print(f"make.py: the site is in {ROOT / 'site'}: open site/index.html, or for search too serve it with")
+        print("  python3 -m http.server -d site 8000   # then http://127.0.0.1:8000/")
 
 
 JOBS = {"demo": demo, "test": test, "bench": bench, "docs": docs}

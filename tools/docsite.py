@@ -495,8 +495,29 @@ def build(*, strict: bool, site_dir: Path | None = None) -> int:
     finally:
         if config != CONFIG:
             config.unlink()
+    remote = remote_assets(site_dir or ROOT / "site") if done.returncode == 0 else []
+    for found in remote:
+        print(f"docs: {found}", file=sys.stderr)
     print(f"docs: built in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    return done.returncode
+    return done.returncode or (1 if remote and strict else 0)
+
+
+_REMOTE = re.compile(
+    r"""<(?:script|img|iframe)[^>]*\ssrc=["']?(?:https?:)?//|<link[^>]*rel=["']?(?:stylesheet|preload|icon)[^>]*"""
+    r"""href=["']?(?:https?:)?//|@import\s+(?:url\()?["']?(?:https?:)?//|@font-face[^}]*url\(["']?(?:https?:)?//""",
+    re.IGNORECASE,
+)
+
+
+def remote_assets(site: Path) -> list[str]:
+    """The pages and stylesheets of the built site that load something from another host when viewed (a
+    font, a script, a stylesheet): the site must work offline."""
+    found = []
+    for path in sorted([*site.glob("**/*.html"), *site.glob("**/*.css")]):
+        m = _REMOTE.search(path.read_text(errors="replace"))
+        if m:
+            found.append(f"{path.relative_to(site)} loads from another host: {m.group(0)[:80]}")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
