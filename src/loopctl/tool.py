@@ -189,7 +189,10 @@ class ToolSpend:
     tool_calls: int = 0
 
     def plus(self, other: ToolSpend) -> ToolSpend:
-        """Both spends together (a cost unknown in either is unknown)."""
+        """Both spends together (a cost unknown in either is unknown).
+
+        ``other`` is the spend to add.
+        """
         cost = None if self.cost is None or other.cost is None else self.cost + other.cost
         return ToolSpend(
             self.usage + other.usage, cost, self.requests + other.requests, self.tool_calls + other.tool_calls

@@ -126,7 +126,10 @@ class ScriptedClient:
         return ModelResponse(message=step, usage=self._usage, stop_reason=stop, model=self.model)
 
     def price_usage(self, usage: Usage, model: str | None) -> Decimal | None:
-        """The price of ``usage`` at :attr:`price` (``None`` without one): the engine prices replies with it."""
+        """The price of ``usage`` at :attr:`price` (``None`` without one): the engine prices replies with it.
+
+        ``model`` is the reply's model (not used: one price for all).
+        """
         if self.price is None:
             return None
         per_in, per_out = self.price
