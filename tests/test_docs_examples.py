@@ -260,12 +260,14 @@ def test_the_streaming_guide_lists_every_event_and_its_fields() -> None:
     import dataclasses
     import typing
 
-    from loopctl.engine import LoopEvent
+    from loopctl.engine import LoopEvent, events
     from loopctl.stream import StreamEvent
 
     rows = _table_rows("docs/guides/streaming.md")
     for union in (LoopEvent, StreamEvent):
         for cls in typing.get_args(union):
+            if isinstance(cls, typing.ForwardRef):
+                cls = getattr(events, cls.__forward_arg__)
             assert rows.get(cls.__name__) == [f.name for f in dataclasses.fields(cls)], cls.__name__
 
 
