@@ -110,7 +110,11 @@ class RunOptions:
     "--max-turns", type=click.IntRange(1), default=200, show_default=True, help="Model calls per run, as the library's."
 )
 @click.option("--max-tokens", type=click.IntRange(1), help="Output token limit per model call.")
-@click.option("--reasoning-effort", type=click.Choice(["minimal", "low", "medium", "high"]))
+@click.option(
+    "--reasoning-effort",
+    type=click.Choice(["minimal", "low", "medium", "high"]),
+    help="How much the model reasons before it answers (models that reason; default: the provider's).",
+)
 @click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens.")
 @click.option("--no-stream", is_flag=True, help="Wait for whole replies instead of streaming them.")
 @click.option("--hide-thinking", is_flag=True, help="Do not print the model's reasoning.")
