@@ -13,6 +13,7 @@ from typing import Any, TypeAlias, Union
 
 from loopctl.errors import LoopError
 from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart
+from loopctl.providers._common import check_pairing
 from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -58,6 +59,10 @@ class ScriptedClient:
 
     ``model`` is the name the client reports (:attr:`model`, and each reply's model); ``keep_requests=False`` keeps
     no request (for long benchmark runs).
+
+    Like the providers' APIs (and :class:`~loopctl.testing.TestModel`), it refuses a request whose tool calls and
+    results do not pair (:class:`~loopctl.errors.UnsupportedContent`, naming the path and the rule), so a test fails
+    where a real model would.
     """
 
     provider = "scripted"
@@ -92,6 +97,7 @@ class ScriptedClient:
         self.calls += 1
         if self._keep:
             self.requests.append(request)
+        check_pairing(request.messages, "the scripted model")  # as every provider's API refuses it
         if self._fn is not None:
             step = self._fn(request)
         else:
