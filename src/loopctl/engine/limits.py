@@ -88,7 +88,10 @@ class UsageLimits:
         cost = doc.get("cost")
         if cost is not None and not isinstance(cost, str):
             raise ValueError(f"limits.cost must be a decimal string or null, got {cost!r}")
-        return cls(**{name: doc.get(name) for name in _DIMENSIONS[:-1]}, cost=None if cost is None else Decimal(cost))
+        return cls(
+            **{name: doc.get(name) for name in _DIMENSIONS[:-1]},
+            cost=None if cost is None else _decimal(cost, "limits.cost"),
+        )
 
 
 @dataclass(frozen=True, slots=True)

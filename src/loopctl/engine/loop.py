@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -209,7 +208,7 @@ class BareLoop:
 
             self._binding, machine = bind(store, session_id, machine, system_prompt=self.config.system_prompt)
         self._machine = machine or LoopMachine()
-        self._budget = _make_budget(self.config)
+        self._budget = _make_budget(self.config, client)
         self._counter = self._budget.counter
         self._compactor = self.config.compactor
         self._calibrated_at = -1  # history length at the last calibration (-1: never)
@@ -1598,30 +1597,14 @@ def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
     return float(wait(state))
 
 
-# What the providers say when a prompt is longer than the window, with the numbers (tokens) they give:
-# Anthropic "prompt is too long: 208310 tokens > 200000 maximum"; OpenAI "This model's maximum context length
-# is 128000 tokens. However, your messages resulted in 130532 tokens"; Gemini "The input token count (1572864)
-# exceeds the maximum number of tokens allowed (1048576)".
-_OVERFLOW_NUMBERS = (
-    re.compile(r"(?P<n>\d[\d,]*) tokens > (?P<max>\d[\d,]*)"),
-    re.compile(r"maximum context length is (?P<max>\d[\d,]*) tokens.*?resulted in (?P<n>\d[\d,]*) tokens", re.S),
-    re.compile(
-        r"input token count \((?P<n>\d[\d,]*)\) exceeds the maximum number of tokens allowed \((?P<max>\d[\d,]*)\)"
-    ),
-)
-
-
 def _overflow_size(error: ContextOverflow, window: int) -> int:
     """The size, in tokens of our ``window``, of a prompt the provider refused as too long: its count scaled by
     ``window / maximum`` (a provider window smaller than ours makes the prompt count for more), or
-    ``window + 1`` when the error gives no numbers."""
-    text = error.provider_message or exception_text(error)
-    for pattern in _OVERFLOW_NUMBERS:
-        found = pattern.search(text)
-        if found is not None:
-            n, most = (int(found.group(g).replace(",", "")) for g in ("n", "max"))
-            if most > 0:
-                return max(window + 1, n * window // most + 1)
+    ``window + 1`` when the error gives no numbers (``ContextOverflow.prompt_tokens`` and ``context_window``,
+    read from each provider's wording by :func:`loopctl.errors.overflow_counts`)."""
+    n, most = error.prompt_tokens, error.context_window
+    if n is not None and most is not None and most > 0:
+        return max(window + 1, n * window // most + 1)
     return window + 1
 
 
@@ -1699,8 +1682,16 @@ def _run_error(outcome: Outcome, error: BaseException | None) -> BaseException |
     return LoopError(text)
 
 
-def _make_budget(config: SessionConfig) -> ContextBudget:
+def _make_budget(config: SessionConfig, client: ModelClient) -> ContextBudget:
+    """The session's budget: ``config.budget``, else one of ``config.context_window`` tokens, else of the window
+    the client's model is published with (:func:`loopctl.model_limits.published`), else of 200,000."""
     if config.budget is not None:
         budget: ContextBudget = config.budget
         return budget
-    return ContextBudget(window=config.context_window, threshold=config.compact_threshold)
+    window = config.context_window
+    if window is None:
+        from loopctl.model_limits import DEFAULT_CONTEXT_WINDOW, published
+
+        limits = published(str(getattr(client, "provider", "")), str(getattr(client, "model", "")))
+        window = limits.context_window if limits is not None and limits.context_window else DEFAULT_CONTEXT_WINDOW
+    return ContextBudget(window=window, threshold=config.compact_threshold)
