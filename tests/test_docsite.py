@@ -98,7 +98,8 @@ def test_a_public_module_without_all_fails(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("role", "link"), [(":class:`Thing`", "[`Thing`][pkgx.core.Thing]"),
                                             (":meth:`Thing.grow`", "[`Thing.grow()`][pkgx.core.Thing.grow]"),
                                             (":class:`~pkgx.Thing`", "[`Thing`][pkgx.core.Thing]"),
-                                            (":class:`pydantic.BaseModel`", "`pydantic.BaseModel`")])
+                                            (":class:`pydantic.BaseModel`", "`pydantic.BaseModel`"),
+                                            (":meth:`grow <pkgx.Thing.grow>`", "[`grow`][pkgx.core.Thing.grow]")])
 def test_roles_become_links_to_where_the_object_is_documented(tmp_path: Path, role: str, link: str) -> None:
     src = package(tmp_path, GOOD)
     pkg = docsite.load("pkgx", src)

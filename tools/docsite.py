@@ -109,12 +109,16 @@ def convert_roles(
 
     def replace(m: re.Match[str]) -> str:
         raw = m.group("target")
-        shown = raw.lstrip("!")
-        if shown.startswith("~"):
-            shown = shown[1:].rsplit(".", 1)[-1]
-        shown = shown.lstrip(".")
-        if m.group("role") in ("func", "meth") and not shown.endswith("()"):
-            shown += "()"
+        titled = re.fullmatch(r"(?P<title>.+?)\s*<(?P<target>[^>]+)>", raw)  # Sphinx's "title <target>"
+        if titled:
+            raw, shown = titled.group("target"), titled.group("title")
+        else:
+            shown = raw.lstrip("!")
+            if shown.startswith("~"):
+                shown = shown[1:].rsplit(".", 1)[-1]
+            shown = shown.lstrip(".")
+            if m.group("role") in ("func", "meth") and not shown.endswith("()"):
+                shown += "()"
         found = resolve_role(root, obj, raw)
         if found is None:
             bare = raw.lstrip("~.!")
