@@ -8,6 +8,8 @@
                             # its tests). pytest runs on several worker processes (pytest-xdist);
                             # LOOPCTL_TEST_WORKERS=N picks how many (0: one process), as does -n N.
     python3 make.py bench   # every benchmark at full size (peers in .venv-bench), one report in bench/results/
+    python3 make.py docs    # the documentation site into site/ (open site/index.html); --strict fails on any
+                            # warning: a broken link, a missing reference, an undocumented public name
 
 Every job creates its own virtual environment in the checkout (``.venv``) and installs into it only when
 ``pyproject.toml`` changed since the last install. Installs go through uv (installed into the venv with pip
@@ -288,28 +290,41 @@ def _pytest_args(args: list[str]) -> list[str]:
 def test(args: list[str]) -> None:
     system = _Background()  # apt-get, while the venv installs
     py = _venv(".venv", ".[dev]")
-    # mypy runs beside the rest (its output is shown when pytest ends): a clean clone has no mypy cache, and
-    # alone it keeps one core busy for half a minute while apt-get and pytest's workers wait on I/O.
-    with tempfile.TemporaryFile("w+") as out:
+    # mypy and the strict documentation build run beside the rest (their output is shown when pytest ends): a
+    # clean clone has no mypy cache, and alone it keeps one core busy for half a minute while apt-get and
+    # pytest's workers wait on I/O.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as site_out:
         mypy_started = _elapsed()
         mypy = subprocess.Popen([str(py), "-m", "mypy"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
+        site = subprocess.Popen(
+            [str(py), str(ROOT / "tools" / "docsite.py"), "build", "--strict"],
+            cwd=ROOT,
+            stdout=site_out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             system.join()
             print(f"make.py: {_elapsed()} ruff (lint)", flush=True)
-            _run([str(py), "-m", "ruff", "check", "src", "tests", "bench"])
-            print(f"make.py: {_elapsed()} pytest (mypy --strict runs beside it)", flush=True)
+            _run([str(py), "-m", "ruff", "check", "src", "tests", "bench", "tools"])
+            print(f"make.py: {_elapsed()} pytest (mypy --strict and the docs site build run beside it)", flush=True)
             tests = subprocess.run([str(py), "-m", "pytest", *_pytest_args(args)], check=False, cwd=ROOT).returncode
             print(f"make.py: {_elapsed()} pytest done", flush=True)
             checked = mypy.wait()
+            built = site.wait()
         finally:
-            if mypy.poll() is None:
-                mypy.kill()
-                mypy.wait()
+            for proc in (mypy, site):
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
         out.seek(0)
         print(f"make.py: {_elapsed()} mypy --strict (started at {mypy_started})", flush=True)
         print(out.read(), end="", flush=True)
-    if tests != 0 or checked != 0:
-        sys.exit(tests or checked)
+        site_out.seek(0)
+        print(f"make.py: {_elapsed()} the documentation site, strictly (tools/docsite.py build --strict)", flush=True)
+        print(site_out.read(), end="", flush=True)
+    if tests != 0 or checked != 0 or built != 0:
+        sys.exit(tests or checked or built)
 
 
 def bench(args: list[str]) -> None:
@@ -349,7 +364,15 @@ def bench(args: list[str]) -> None:
         sys.exit(1)
 
 
-JOBS = {"demo": demo, "test": test, "bench": bench}
+def docs(args: list[str]) -> None:
+    py = _venv(".venv", ".[docs]", or_else=".[dev]")
+    _run([str(py), str(ROOT / "tools" / "docsite.py"), "build", *args])
+    if "--strict" not in args:
+        print(f"make.py: the site is in {ROOT / 'site'}: open site/index.html, or for search too serve it with")
+        print("  python3 -m http.server -d site 8000   # then http://127.0.0.1:8000/")
+
+
+JOBS = {"demo": demo, "test": test, "bench": bench, "docs": docs}
 
 
 def main() -> None:

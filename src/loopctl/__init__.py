@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # imported on first use: the agent pulls in the engine
     from loopctl.agent import Agent
 
 __version__ = "0.1.0"
+"""This release's version (the distribution ``pyloopctl``)."""
 
 __all__ = [
     "Agent",

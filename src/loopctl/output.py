@@ -188,6 +188,9 @@ class OutputSchema(Generic[T]):
     reply's text; both return the ``T`` value or raise ``ValueError`` whose ``args[0]`` is the list of
     problems, one sentence each (``location: message``), the text the model is sent. Raises ``TypeError`` for
     a type pydantic cannot describe.
+
+    ``type_`` is the output type (a pydantic model, a dataclass, a ``TypedDict``, a union, a ``list[...]`` or a
+    scalar).
     """
 
     __slots__ = ("_adapter", "_wrapper", "json_schema", "type", "wrapped")

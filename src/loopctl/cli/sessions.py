@@ -139,7 +139,11 @@ class RunTarget:
     def open(
         self, *, model: str, root: str, system_prompt: str | None, metadata: dict[str, object] | None = None
     ) -> None:
-        """Open the store and, for a new session, create it with these settings (before any model call)."""
+        """Open the store and, for a new session, create it with these settings (before any model call).
+
+        ``model`` (a model spec), ``root`` (the file tools' folder), ``system_prompt`` and ``metadata`` are the new
+        session's settings.
+        """
         from loopctl.store import SessionState
 
         store = self._open()

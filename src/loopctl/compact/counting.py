@@ -3,7 +3,8 @@
 The budget (``budget.py``) decides when to prune or compact, and whether a pass succeeded, with one counter.
 A counter only has to answer ``count(messages) -> int``; :class:`HeuristicTokenCounter` is the default. It
 estimates without a tokenizer (characters divided by a per-provider ratio, images at a fixed price) and
-then corrects itself from the input tokens the provider reports after each reply (:meth:`calibrate`).
+then corrects itself from the input tokens the provider reports after each reply
+(:meth:`HeuristicTokenCounter.calibrate`).
 
 Pure: no I/O, no clock. The counter holds state (its calibration and a per-message cache), so it is not a
 value object; one counter belongs to one session.
@@ -217,7 +218,10 @@ class HeuristicTokenCounter:
 
     def set_request(self, *, system: str | None = None, tools: Sequence[ToolSchema] = ()) -> None:
         """Set the system prompt and tool schemas counted with every conversation (in tokens, like the
-        messages). The engine calls this once per session, and again if either changes."""
+        messages). The engine calls this once per session, and again if either changes.
+
+        ``system`` is the system prompt and ``tools`` the tool schemas offered.
+        """
         self._system = system
         self._tools = tuple(tools)
         units = _text_units(system) + self.preset.message_overhead if system else 0

@@ -175,6 +175,10 @@ class BareLoop:
     so a crash loses at most the turn in flight. A save refused because another writer moved the session's
     head (:class:`~loopctl.errors.ConcurrentUpdate`) writes nothing and ends the run failed with it; a refusal
     of the save at the end of a run is raised by :meth:`run`.
+
+    ``config`` is the session's settings (:class:`~loopctl.engine.SessionConfig`: system prompt, instructions,
+    compaction, context window), the default when ``None``. ``machine`` continues a saved conversation
+    (:class:`~loopctl.engine.LoopMachine`; or use :meth:`from_machine`); a new one is started when ``None``.
     """
 
     def __init__(
@@ -253,7 +257,11 @@ class BareLoop:
         permission: PermissionCallback | None = None,
         hooks: Sequence[object] = (),
     ) -> BareLoop:
-        """A loop that continues ``machine``'s conversation (the other arguments are the constructor's)."""
+        """A loop that continues ``machine``'s conversation.
+
+        ``client``, ``tools`` and ``config`` are as for the constructor (``config`` defaults to the settings the
+        machine was saved with); ``observers``, ``permission`` and ``hooks`` are the constructor's too.
+        """
         return cls(client, tools, config, observers=observers, permission=permission, hooks=hooks, machine=machine)
 
     # --- running -------------------------------------------------------------------------------------------
@@ -384,6 +392,9 @@ class BareLoop:
         once the decided ones ran). Raises :class:`~loopctl.errors.ApprovalError`, before anything runs, for
         approvals that do not fit (no paused run, a call that awaits none) and for input given to a paused
         run.
+
+        ``config`` is the run's settings (:class:`~loopctl.engine.RunConfig`: turn limit, usage limits, streaming,
+        tool dispatch); the default when ``None``.
         """
         if self._running:
             raise SessionBusy(

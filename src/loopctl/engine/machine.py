@@ -958,7 +958,11 @@ class LoopMachine:
     def prune_result(self, messages: Sequence[Message], tokens_before: int, tokens_after: int) -> None:
         """Feed the prune pass's output: the full history with old tool results replaced by markers (same
         number of messages, same order). A pass that freed nothing is fine: the machine does not ask again
-        until the context grows."""
+        until the context grows.
+
+        ``tokens_before`` and ``tokens_after`` are the pass's estimates of the conversation's size, in tokens,
+        reported in its :class:`~loopctl.engine.CompactionFinished` event.
+        """
         self._expect(MachineState.AWAITING_COMPACTION, feed="prune_result")
         if not isinstance(self._step, Prune):
             raise MachineStateError("prune_result answers a Prune step; the machine asked for a Compact")
@@ -993,7 +997,10 @@ class LoopMachine:
 
     def compaction_noop(self, tokens_before: int, tokens_after: int) -> None:
         """The compaction pass changed nothing: both buffers stay as they are and the run ends with the
-        no-progress failure (it would otherwise ask for the same pass forever)."""
+        no-progress failure (it would otherwise ask for the same pass forever).
+
+        ``tokens_before`` and ``tokens_after`` are the pass's estimates, in tokens (the same number, or close).
+        """
         self._expect(MachineState.AWAITING_COMPACTION, feed="compaction_noop")
         self._step = None
         self._end(self._no_progress(tokens_before, tokens_after), salvage=True)
@@ -1159,7 +1166,10 @@ class LoopMachine:
         message inside. A machine that loads takes its next step without error.
 
         ``messages`` (history then pending) reads a document written with ``to_json(messages=False)``: its
-        ``history`` and ``pending`` lengths must add up to ``len(messages)``."""
+        ``history`` and ``pending`` lengths must add up to ``len(messages)``.
+
+        ``data`` is the JSON text (or UTF-8 bytes) :meth:`to_json` wrote.
+        """
         try:
             doc = loads_exact(data)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError as exc:

@@ -204,7 +204,10 @@ class ImageSource(_Value):
     @classmethod
     def new_base64(cls, media_type: str, data: str) -> ImageSource:
         """Build a source from a media type and base64 text; raises ``InvalidMessage`` if ``data`` is not
-        base64."""
+        base64.
+
+        ``media_type`` is the image's type (``image/png``, ``image/jpeg``, ``image/gif``, ``image/webp``).
+        """
         return cls(media_type=media_type, data=data)
 
     def to_dict(self) -> dict[str, Any]:
@@ -228,7 +231,9 @@ class MessagePart(_Value):
         # ``text`` on the base would otherwise become the default of TextPart's ``text`` field, and a
         # missing ``text`` on input would silently read as the constructor.
         @classmethod
-        def text(cls, text: str) -> TextPart: ...
+        def text(cls, text: str) -> TextPart:
+            """A text part holding ``text``."""
+            ...
 
     @staticmethod
     def tool_call(id: str, name: str, input: Any) -> ToolCallPart:  # noqa: A002 - the documented names
@@ -244,6 +249,9 @@ class MessagePart(_Value):
         ``is_error`` is always stored as a bool (``docs/wire-format.md``, "tool_result"): anything but
         ``True``/``False`` (``None`` included) raises ``InvalidMessage``, as nothing is coerced; build
         ``ToolResultPart(is_error=None)`` for an unset flag. ``retention`` starts untagged (``None``).
+
+        ``output`` is the result: text, a :class:`ToolContent`, or a list of text and image parts; ``is_error``
+        marks a failure the model should read as one.
         """
         if not isinstance(is_error, bool):
             raise InvalidMessage("is_error", f"expected true or false, got {type(is_error).__name__}")
@@ -251,7 +259,10 @@ class MessagePart(_Value):
 
     @staticmethod
     def from_dict(data: object) -> Part:
-        """Read one part from its wire object; raises ``InvalidMessage`` naming the bad path."""
+        """Read one part from its wire object; raises ``InvalidMessage`` naming the bad path.
+
+        ``data`` is the part's wire object (a parsed JSON object).
+        """
         try:
             part = _PART_ADAPTER.validate_python(data)
         except ValidationError as exc:
@@ -678,7 +689,10 @@ class ToolContent(RootModel):  # type: ignore[type-arg]
 
     @classmethod
     def from_multipart(cls, parts: Iterable[TextPart | ImagePart]) -> ToolContent:
-        """The multipart form (text and images, in order)."""
+        """The multipart form (text and images, in order).
+
+        ``parts`` are the text and image parts, in order.
+        """
         return cls(tuple(parts))
 
     def is_string(self) -> bool:
@@ -823,7 +837,10 @@ class Message(_Value):
 
     @classmethod
     def from_json(cls, data: str | bytes) -> Message:
-        """Read a message from JSON text; raises ``InvalidMessage`` for bad JSON or a bad shape."""
+        """Read a message from JSON text; raises ``InvalidMessage`` for bad JSON or a bad shape.
+
+        ``data`` is the JSON text or its UTF-8 bytes.
+        """
         try:
             return cls.model_validate_json(data)
         except ValidationError as exc:

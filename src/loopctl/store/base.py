@@ -394,7 +394,10 @@ class SessionStore(abc.ABC):
 
     def create(self, session_id: str | None = None, *, state: SessionState | None = None) -> SessionInfo:
         """Create an empty session (no messages yet) named ``session_id`` (default: :func:`new_session_id`).
-        Raises ``SessionExists`` when the id is taken."""
+        Raises ``SessionExists`` when the id is taken.
+
+        ``state`` is the session's first state (:class:`SessionState`: settings, machine at rest), or none.
+        """
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         st = state or SessionState.at_rest(0)
         if st.message_count != 0:
@@ -432,7 +435,10 @@ class SessionStore(abc.ABC):
         one expected (nothing is written),
         ``SessionNotFound`` when ``expected_head`` is given but the session does not exist or ``parent``
         names no node, ``ValueError`` for a state that does not fit, ``InvalidMessage`` for a message that
-        cannot be written (before anything is)."""
+        cannot be written (before anything is).
+
+        ``session_id`` names the session.
+        """
         return self._append(
             check_session_id(session_id),
             list(messages),
@@ -537,7 +543,10 @@ class SessionStore(abc.ABC):
         A fork at rest whose last reply called tools that have no results (forked at that reply: no provider
         takes new input after it) gets them answered, as a second head move on top of the fork: each such
         call reads :data:`FORKED_HERE` (an error result), so the new session can be continued and the model
-        learns its calls did not run."""
+        learns its calls did not run.
+
+        ``session_id`` names the session to fork.
+        """
         sid = check_session_id(session_id)
         nid = check_session_id(new_id) if new_id is not None else new_session_id()
         target = _unhex(at)
@@ -581,7 +590,10 @@ class SessionStore(abc.ABC):
         """Import a session file (``loopctl-session``) or a conversation file (its messages become the
         history of a session at rest). The id defaults to the file's name without its suffix, with a random
         suffix when that is taken. Raises ``ConversationFileError`` naming the file for one that cannot be
-        read (the file is never changed) and ``SessionExists`` for a taken ``session_id``."""
+        read (the file is never changed) and ``SessionExists`` for a taken ``session_id``.
+
+        ``path`` is the file to read.
+        """
         p = Path(path)
         try:
             data = p.read_bytes()
@@ -602,13 +614,19 @@ class SessionStore(abc.ABC):
 
     def export_file(self, session_id: str, path: str | os.PathLike[str]) -> None:
         """Write the session to ``path`` as a session file (``docs/wire-format.md``), atomically; a new file
-        is private to its owner (0o600). ``loopctl run --resume FILE`` and :meth:`import_file` read it."""
+        is private to its owner (0o600). ``loopctl run --resume FILE`` and :meth:`import_file` read it.
+
+        ``session_id`` names the session to write.
+        """
         self.load(session_id).to_session().save(path)
 
     # --- reading -------------------------------------------------------------------------------------------
 
     def info(self, session_id: str) -> SessionInfo:
-        """The session's head and state, without its messages; raises ``SessionNotFound``."""
+        """The session's head and state, without its messages; raises ``SessionNotFound``.
+
+        ``session_id`` names the session.
+        """
         sid = check_session_id(session_id)
         with self._read() as tx:
             row = tx.query(self.dialect.get_session, (sid,))
@@ -625,7 +643,10 @@ class SessionStore(abc.ABC):
     def load(self, session_id: str) -> StoredSession:
         """The session with its messages up to the head. Raises ``SessionNotFound``, and ``StoreCorrupt``
         for a chain with a missing link, a message that does not parse, a payload that is missing or a state
-        that cannot be read, naming the node (the hashes are not re-derived: that is :meth:`verify`)."""
+        that cannot be read, naming the node (the hashes are not re-derived: that is :meth:`verify`).
+
+        ``session_id`` names the session.
+        """
         sid = check_session_id(session_id)
         with self._read() as tx:
             row = tx.query(self.dialect.get_session, (sid,))
@@ -657,7 +678,10 @@ class SessionStore(abc.ABC):
 
     def heads(self, session_id: str) -> list[HeadMove]:
         """Every move of the session's head, oldest first: the chains it pointed to before (the one before a
-        compaction, before a salvage...) stay readable with :meth:`chain`."""
+        compaction, before a salvage...) stay readable with :meth:`chain`.
+
+        ``session_id`` names the session.
+        """
         sid = check_session_id(session_id)
         with self._read() as tx:
             rows = tx.query(self.dialect.heads, (sid,))
@@ -795,7 +819,10 @@ class SessionStore(abc.ABC):
         """Re-derive every hash of the session: each node of its current chain and of every chain its head
         pointed to before (from :meth:`heads`), and each blob they use, and compare the session's row with its
         head log (a head moved by hand disagrees with the log's last entry). Returns the problems found, each
-        naming its node: empty when the session is sound. Raises ``SessionNotFound``."""
+        naming its node: empty when the session is sound. Raises ``SessionNotFound``.
+
+        ``session_id`` names the session.
+        """
         sid = check_session_id(session_id)
         problems: list[StoreProblem] = []
         with self._read() as tx:

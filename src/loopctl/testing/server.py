@@ -230,6 +230,8 @@ class FakeProviderServer:
     llama.cpp, vLLM or Ollama): it answers that server's own endpoints (``/props``, ``/v1/models``,
     ``/api/ps``, ``/api/show``) and refuses a request too big for its context with that server's own error
     body, without taking a step of the script.
+    ``host`` is the address to listen on (loopback by default); ``default_model`` is the model named in replies
+    when the request names none.
     """
 
     def __init__(

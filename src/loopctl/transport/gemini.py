@@ -35,6 +35,8 @@ class GeminiClient(HTTPClient):
     ``http_client``: an ``httpx2.AsyncClient`` to send through (proxies, transports; an ``httpx.AsyncClient``,
     of the same API, works too, its errors typed the same way); the client then leaves closing it to the
     caller. :meth:`~loopctl.transport._http.HTTPClient.generate` gives the errors.
+
+    ``model`` is the model id (``gemini-2.5-flash``).
     """
 
     provider = "gemini"
