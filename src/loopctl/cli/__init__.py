@@ -31,6 +31,7 @@ from loopctl import __version__
 from loopctl.cli.approvals import approve
 from loopctl.cli.report import fail
 from loopctl.cli.run import DEMO_DELAY_VAR, run
+from loopctl.cli.serve import a2a, mcp
 from loopctl.cli.sessions import sessions, store_option
 from loopctl.cli.show import check, show
 from loopctl.errors import ConversationFileError, LoopError, MissingAPIKey
@@ -82,3 +83,5 @@ main.add_command(show)
 main.add_command(check)
 main.add_command(sessions)
 main.add_command(approve)
+main.add_command(mcp)
+main.add_command(a2a)
