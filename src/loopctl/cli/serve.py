@@ -141,3 +141,33 @@ def mcp_serve(
 @click.group()
 def a2a() -> None:
     """Serve loopctl agents over the Agent2Agent (A2A) protocol."""
+
+
+@a2a.command("serve")
+@click.option("--agent", "agent_spec", required=True, metavar="MODULE:ATTR", help="The Agent to serve.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", type=int, default=8000, show_default=True, help="The port to listen on.")
+@click.option(
+    "--url",
+    default=None,
+    metavar="URL",
+    help="The URL clients reach the agent at, for its card (default: http://HOST:PORT/).",
+)
+@store_option
+def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, **_: Any) -> None:
+    """Serve an agent over A2A: its card at /.well-known/agent-card.json and JSON-RPC at /.
+
+    Each A2A context is a conversation (a session of --store, or $LOOPCTL_STORE, when given; else in memory);
+    each task one run. A run that needs approval goes to input-required until the client answers.
+    """
+    import uvicorn
+
+    from loopctl.a2a.server import a2a_app
+    from loopctl.agent import Agent
+
+    agent = load_object(agent_spec, "--agent")
+    if not isinstance(agent, Agent):
+        raise CommandError(f"--agent {agent_spec!r} is a {type(agent).__name__}, not a loopctl Agent")
+    app = a2a_app(agent, url or f"http://{host}:{port}/", store=_store())
+    click.echo(f"loopctl: serving the agent {agent.name} over A2A on http://{host}:{port}/", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
