@@ -1,5 +1,5 @@
 """The Python a newcomer copies works: every ``python`` block of ``README.md``, ``docs/fake-server.md`` and
-``docs/agent.md``
+``docs/agent.md``, ``docs/a2a.md`` and the serving part of ``docs/mcp.md``
 runs as written (each in a fresh process, in a scratch folder holding a copy of ``examples/``), except blocks
 marked ``<!-- not run: ... -->`` (they need a key or a server); the examples run and leave nothing behind;
 and all of it passes ``mypy --strict`` with the project's settings."""
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/fake-server.md", "docs/agent.md")
+DOCS = ("README.md", "docs/fake-server.md", "docs/agent.md", "docs/a2a.md", "docs/mcp.md#Serving tools and agents")
+"""The documents whose python blocks run; ``path#Heading`` takes the blocks from that ``##`` heading on."""
 _BLOCK = re.compile(r"(?:<!-- not run: (?P<why>[^>]*?) -->\n)?```python\n(?P<code>.*?)```", re.DOTALL)
 
 
@@ -26,10 +27,12 @@ def blocks() -> list[tuple[str, str, str | None]]:
     """``(id, code, why-not-run)`` for every python block of the docs."""
     out = []
     for doc in DOCS:
-        text = (ROOT / doc).read_text()
-        for m in _BLOCK.finditer(text):
+        path, _, heading = doc.partition("#")
+        text = (ROOT / path).read_text()
+        start = text.index(f"\n## {heading}\n") if heading else 0
+        for m in _BLOCK.finditer(text, start):
             line = text[: m.start("code")].count("\n") + 1
-            out.append((f"{doc}:{line}", m.group("code"), m.group("why")))
+            out.append((f"{path}:{line}", m.group("code"), m.group("why")))
     return out
 
 
