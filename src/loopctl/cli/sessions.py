@@ -38,6 +38,7 @@ from loopctl.errors import ConversationFileError, LoopError
 if TYPE_CHECKING:
     from loopctl.session import Session
     from loopctl.store import SessionStore
+    from loopctl.store.base import StoredSession
 
 __all__ = [
     "DEFAULT_STORE",
@@ -315,9 +316,11 @@ def fork(ctx: click.Context, session_id: str, node: str | None, new_id: str | No
     with _store(ctx) as store:
         at = store.find_node(node) if node else None
         info = store.fork(session_id, at=at, new_id=new_id)
+        answered = len([h for h in store.heads(info.id) if h.kind == "fork"]) > 1
+    note = "; the tool calls of its last reply were answered as not run" if answered else ""
     _console().print(
         Text(
-            f"forked {inert(session_id)} as {inert(info.id)} ({info.length} messages); continue with: "
+            f"forked {inert(session_id)} as {inert(info.id)} ({info.length} messages{note}); continue with: "
             f'loopctl run "..." --resume {inert(info.id)}'
         )
     )
@@ -363,14 +366,36 @@ def import_session(ctx: click.Context, file: Path, new_id: str | None) -> None:
 @click.pass_context
 def verify(ctx: click.Context, session_id: str) -> None:
     """Re-derive every hash of a session's chains and compare its head with its head log; list what does not
-    match (exit 1), or say it is sound."""
+    match (exit 1), or say it is sound. A sound chain is checked against the conversation rules too: a session
+    at rest must have every tool call answered, its last reply's too (a run continuing it would cut that reply
+    off)."""
     _require_store(ctx, session_id)
     with _store(ctx) as store:
-        problems = store.verify(session_id)
+        problems: list[object] = list(store.verify(session_id))
         length = store.info(session_id).length
+        if not problems:
+            problems += _rule_problems(store.load(session_id))
     console = _console()
     for p in problems:
         console.print(Text(inert(str(p)), style="red"))
     if problems:
         sys.exit(1)
     console.print(Text(f"{inert(session_id)}: {length} messages, every hash matches"))
+
+
+def _rule_problems(loaded: StoredSession) -> list[str]:
+    """The conversation-rule problems of a loaded session (``check_conversation``; at rest unless a run is in
+    flight or paused), each naming the session, the node and the part."""
+    from loopctl.message import check_conversation
+
+    state = loaded.state
+    at_rest = not state.in_flight and state.outcome != "awaiting_approval"
+    out = []
+    for p in check_conversation(list(loaded.messages), at_rest=at_rest):
+        found = re.match(r"messages\[(\d+)\]", p.path)
+        where = f"session {loaded.id!r}"
+        if found is not None:
+            index = int(found.group(1))
+            where += f", node {loaded.node_ids[index][:12]} (message {index}, {p.path})"
+        out.append(f"{where}: {p.detail} [{p.rule.value}]")
+    return out

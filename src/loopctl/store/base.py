@@ -37,6 +37,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from loopctl.engine.machine import MachineState
 from loopctl.errors import (
     ConcurrentUpdate,
     ConversationFileError,
@@ -46,7 +47,8 @@ from loopctl.errors import (
     StoreCorrupt,
     StoreError,
 )
-from loopctl.message import Message
+from loopctl.message import Message, Role, ToolResultPart
+from loopctl.message.check import unanswered_calls
 from loopctl.session import Session
 from loopctl.store.chain import (
     BLOB_THRESHOLD,
@@ -74,6 +76,9 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 """The database schema this release creates and the newest it opens (policy: ``docs/sessions.md``)."""
+
+FORKED_HERE = "Not run: the session was forked here."
+"""The result :meth:`SessionStore.fork` gives a call of the fork's last reply that has none."""
 
 HeadKind = Literal["create", "append", "rewrite", "fork", "import"]
 """Why a head moved: a new empty session, messages added on top of the head, a head moved to another
@@ -510,7 +515,12 @@ class SessionStore(abc.ABC):
         node, by default the session's head). It shares every node with the original: nothing is copied.
         Forked at the head, it takes the session's state; at another node, a machine at rest holding that
         node's chain, with the session's settings. Raises ``SessionExists`` for a taken ``new_id``,
-        ``SessionNotFound`` for an unknown session or node."""
+        ``SessionNotFound`` for an unknown session or node.
+
+        A fork at rest whose last reply called tools that have no results (forked at that reply: no provider
+        takes new input after it) gets them answered, as a second head move on top of the fork: each such
+        call reads :data:`FORKED_HERE` (an error result), so the new session can be continued and the model
+        learns its calls did not run."""
         sid = check_session_id(session_id)
         nid = check_session_id(new_id) if new_id is not None else new_session_id()
         target = _unhex(at)
@@ -533,7 +543,14 @@ class SessionStore(abc.ABC):
                 raise SessionExists(f"session {nid!r} already exists", session_id=nid)
             tx.run(d.update_session, (head, 1, length, state.to_bytes(), now, nid))
             tx.run(d.insert_head, (nid, 1, head, now, "fork"))
-        return SessionInfo(nid, _hex(head), 1, length, state, now, now)
+        info = SessionInfo(nid, _hex(head), 1, length, state, now, now)
+        if head is None or state.in_flight or state.machine["state"] == MachineState.AWAITING_APPROVAL.value:
+            return info  # a run in flight is cut back when loaded; a paused one is continued with its decisions
+        answers = _answers_for_fork([n.message for n in self.chain(head.hex())])
+        if answers is None:
+            return info
+        self._append(nid, [answers], info.head, "head", None, new_only=False, kind="fork", expected_revision=1)
+        return self.info(nid)
 
     def import_session(self, session: Session, *, session_id: str | None = None) -> SessionInfo:
         """Store a :class:`~loopctl.session.Session` (a session file's contents) as a new session
@@ -951,6 +968,25 @@ def _check_head_log(sid: str, head: bytes | None, revision: int, log: Sequence[t
             )
         ]
     return []
+
+
+def _answers_for_fork(messages: Sequence[Message]) -> Message | None:
+    """The message answering the calls of the last reply of ``messages`` that have no result, each with
+    :data:`FORKED_HERE`; ``None`` when there are none, or when a message other than tool results follows that
+    reply (results after new input are refused by some providers: such a head is cut back to its coherent
+    prefix when a run continues it)."""
+    calls = unanswered_calls(messages)
+    if not calls:
+        return None
+    for m in reversed(messages):
+        if m.role is Role.ASSISTANT:
+            break
+        if not all(isinstance(p, ToolResultPart) for p in m.parts):
+            return None
+    return Message(
+        role=Role.USER,
+        parts=tuple(ToolResultPart(call_id=c.id, name=c.name, output=FORKED_HERE, is_error=True) for c in calls),
+    )
 
 
 def _unreadable(where: str, index: int, nid: bytes, sid: str | None, what: str) -> StoreCorrupt:
