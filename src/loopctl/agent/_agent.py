@@ -163,7 +163,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         made.extend(HandoffTool(h) for h in targets)
         self._handoffs = {h.tool_name: h for h in targets}
         self._tools = tuple(made)
-        self._sub_agents = any(isinstance(t, AgentTool) for t in made)
+        # A tool marked ``runs_sub_agent`` (a remote agent: loopctl.a2a.A2AAgent) runs in the run's scope too.
+        self._sub_agents = any(isinstance(t, AgentTool) or getattr(t, "runs_sub_agent", False) for t in made)
         from loopctl.tool import ToolRegistry
 
         ToolRegistry(self._tools)  # two tools of one name: refused here, not at the first run

@@ -516,6 +516,17 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
                 raise ApprovalError(f"call {head!r} is decided twice: for itself and for the sub-agent it runs")
             p = waiting.get(head)
             tool = _tool_named(agent, p.call.name) if p is not None else None
+            remote = getattr(tool, "nested_pending", None) if p is not None else None
+            if remote is not None:  # a remote sub-agent (loopctl.a2a.A2AAgent): its task waits on these
+                expected = {q.id for q in await remote(self, head)}
+                for rest in decisions:
+                    if rest not in expected:
+                        raise ApprovalError(
+                            f"call {head}/{rest} does not await approval (the remote agent awaits "
+                            f"{', '.join(f'{head}/{e}' for e in sorted(expected)) or 'none'})"
+                        )
+                own[head] = Approve()
+                continue
             if p is None or not isinstance(tool, AgentTool):
                 raise ApprovalError(f"call {head!r} runs no sub-agent that awaits approval")
             child = await self._child(tool, head, resume=True)
@@ -540,6 +551,13 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
         out: list[PendingApproval] = []
         for p in machine.pending_approvals:
             tool = _tool_named(agent, p.call.name)
+            remote = getattr(tool, "nested_pending", None)
+            if remote is not None:  # a remote sub-agent: the calls its task waits on, under its name
+                inner = await remote(self, p.call.id)
+                if inner:
+                    where = " > ".join((*path, tool.name))
+                    out.extend(replace(q, via=(p.call.id, *q.via), agent=where) for q in inner)
+                    continue
             child = await self._child(tool, p.call.id, resume=True) if isinstance(tool, AgentTool) else None
             if child is not None and isinstance(tool, AgentTool):
                 child_binding, child_machine = await child._load()

@@ -45,6 +45,8 @@ DEMO_DELAY_VAR = "LOOPCTL_DEMO_DELAY"
 # short help is the first sentence of the command's help, as click shows it (tests/cli/test_start.py checks
 # that it is).
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "a2a": ("loopctl.cli.serve", "a2a", "Serve loopctl agents over the Agent2Agent (A2A) protocol."),
+    "mcp": ("loopctl.cli.serve", "mcp", "Serve loopctl's tools and agents over the Model Context Protocol."),
     "approve": (
         "loopctl.cli.approvals",
         "approve",
