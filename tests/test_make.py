@@ -141,19 +141,77 @@ def test_the_demo_ends_with_a_command_that_runs_as_printed(
         assert store.load(session.id).messages[-2] == Message.user("Anything left?")
 
 
-def test_chromium_is_installed_with_apt_get_when_missing() -> None:
-    """The browser tests' chromium: one apt-get install on a machine that lacks it (CI), nothing when present."""
+def test_missing_system_tools_are_installed_with_one_apt_get_install() -> None:
+    m = make()
+    installed: set[str] = set()
+
+    def run(cmd: list[str], **kw: Any) -> Any:
+        if cmd[:2] == ["apt-get", "install"]:
+            installed.update(cmd[4:])
+        return SimpleNamespace(returncode=0)
+
+    tools = {
+        "browser": m.SystemTool(lambda: "chromium" in installed or None, ("chromium",)),
+        "postgresql": m.SystemTool(lambda: "postgresql" in installed or None, ("postgresql",)),
+        "node": m.SystemTool(lambda: "/usr/bin/node", ("nodejs",)),  # there already
+    }
     calls: list[list[str]] = []
-    found: list[str] = []
+    found = m.ensure_system(
+        tools, run=lambda cmd, **kw: (calls.append(cmd), run(cmd, **kw))[1], is_root=True, has_apt=True
+    )
+    assert found == {"browser": True, "postgresql": True, "node": True}
+    assert calls == [
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "postgresql"],
+    ]
+
+
+def test_a_tool_still_missing_after_the_install_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    m = make()
+    tools = {"browser": m.SystemTool(lambda: None, ("chromium",))}
+    found = m.ensure_system(tools, run=Recorder(), is_root=True, has_apt=True)
+    assert found == {"browser": False}
+    assert "chromium installed, but browser is still not found" in capsys.readouterr().out
+
+
+def test_pytest_runs_on_workers_unless_the_arguments_choose(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = make()
+    monkeypatch.delenv("LOOPCTL_TEST_WORKERS", raising=False)
+    assert m._pytest_args(["tests/store"]) == ["-n", str(m.DEFAULT_WORKERS), "tests/store"]
+    assert m._pytest_args(["-n", "0", "tests/store"]) == ["-n", "0", "tests/store"]
+    assert m._pytest_args(["-n2"]) == ["-n2"]
+    monkeypatch.setenv("LOOPCTL_TEST_WORKERS", "3")
+    assert m._pytest_args([]) == ["-n", "3"]
+
+
+def test_chromium_is_a_system_tool_for_the_browser_tests() -> None:
+    """The browser tests' chromium (tests/ui/test_browser.py) comes from Debian's package, installed by the one
+    apt-get install of make.py test when it is missing; LOOPCTL_SKIP_BROWSER=1 leaves it out."""
+    m = make()
+    row = m.SYSTEM_TOOLS["chromium"]
+    assert row.packages == ("chromium",) and row.skip_var == "LOOPCTL_SKIP_BROWSER"
+    calls: list[list[str]] = []
 
     def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
         calls.append(cmd)
-        if cmd[:2] == ["apt-get", "install"]:
-            found.append("/usr/bin/chromium")
         return subprocess.CompletedProcess(cmd, 0)
 
-    ok = make().ensure_chromium(find=lambda: found[0] if found else None, run=run, is_root=True, has_apt=True)
-    assert ok and calls == [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]]
-    calls.clear()
-    assert make().ensure_chromium(find=lambda: "/usr/bin/chromium", run=run) and calls == []
-    assert not make().ensure_chromium(find=lambda: None, run=run, is_root=False, has_apt=True) and calls == []
+    tools = {"chromium": row._replace(find=lambda: None)}
+    m.ensure_system(tools, run=run, is_root=True, has_apt=True, log=lambda line: None)
+    assert calls[-1] == ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+
+
+def test_the_page_is_built_when_its_sources_change(tmp_path: Path) -> None:
+    """make.py test rebuilds the page when web/ changed: the digest covers the sources, not node_modules or
+    hidden files."""
+    m = make()
+    web = tmp_path / "web"
+    (web / "src").mkdir(parents=True)
+    (web / "src" / "main.js").write_text("a")
+    (web / "node_modules").mkdir()
+    before = m.web_sources_digest(web)
+    (web / "node_modules" / "x.js").write_text("ignored")
+    (web / ".npm-install.lock").write_text("")
+    assert m.web_sources_digest(web) == before
+    (web / "src" / "main.js").write_text("b")
+    assert m.web_sources_digest(web) != before

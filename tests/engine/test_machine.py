@@ -815,3 +815,20 @@ def test_new_input_after_answered_calls_keeps_the_whole_history() -> None:
     m = LoopMachine(history)
     m.accept_input("more")
     assert list(m.full_history()) == [*history, Message.user("more")]
+
+
+def test_input_answering_exactly_the_open_calls_completes_the_turn_instead_of_cutting_it() -> None:
+    # A handoff's next agent continues the reply that handed over with that reply's results as its input:
+    # cutting the reply off there (the rule above) left the results answering nothing, and every request of
+    # the next agent was refused on pairing.
+    history = [Message.user("refund A7"), assistant(call("t1", "transfer_to_billing"), call("t2", "lookup"))]
+    answers = Message(role=Role.USER, parts=(result("t1").parts[0], result("t2").parts[0]))
+    m = LoopMachine(history)
+    m.accept_input(answers)
+    assert list(m.full_history()) == [*history, answers]
+    assert check_conversation(list(m.full_history())) == []
+    # Results of only some of the open calls do not complete the turn: the reply is cut as before.
+    partial = LoopMachine(history)
+    partial.accept_input(Message(role=Role.USER, parts=(result("t1").parts[0],)))
+    assert list(partial.full_history())[:1] == [Message.user("refund A7")]
+    assert len(partial.full_history()) == 2

@@ -141,7 +141,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Debian's chromium driven by Playwright (``executable_path``: Playwright downloads no browser), one per
     test module, with a profile of its own."""
-    from tests.servers_compat import require_program
+    from tests.servers import require_program
 
     exe = require_program("chromium")
     from playwright.sync_api import sync_playwright

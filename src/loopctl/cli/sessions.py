@@ -19,7 +19,6 @@ shown as escapes, never sent to the terminal.
 from __future__ import annotations
 
 import datetime
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from rich.console import Console
 from rich.text import Text
 
 from loopctl.cli.inert import inert
+from loopctl.cli.options import STORE_VAR, store_option, store_spec
 from loopctl.cli.report import stderr, stdout
 from loopctl.errors import ConversationFileError, LoopError
 
@@ -55,37 +55,6 @@ __all__ = [
 
 DEFAULT_STORE = Path(".loopctl") / "sessions.db"
 """The CLI's store when neither ``--store`` nor ``$LOOPCTL_STORE`` names one (relative to the current folder)."""
-
-STORE_VAR = "LOOPCTL_STORE"
-"""Environment variable: the CLI's store (a SQLite file, or a PostgreSQL URL or connection string)."""
-
-
-_STORE_KEY = "loopctl.store"
-STORE_HELP = (
-    "The session store: a SQLite file, or a PostgreSQL URL or DSN (default: $LOOPCTL_STORE, else "
-    ".loopctl/sessions.db)."
-)
-
-
-def _remember_store(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    # Options are read from the outermost command in: the one nearest the command is read last and wins.
-    if value is not None:
-        ctx.meta[_STORE_KEY] = value
-
-
-store_option = click.option(
-    "--store", metavar="STORE", expose_value=False, callback=_remember_store, help=STORE_HELP
-)
-"""The ``--store`` option, accepted by ``loopctl`` itself, ``sessions`` and each of its commands, ``run``,
-``approve`` and ``show``: see :func:`store_spec`."""
-
-
-def store_spec() -> str | None:
-    """The store the command line names: the ``--store`` given nearest the command, else ``$LOOPCTL_STORE``,
-    else ``None`` (the default store)."""
-    ctx = click.get_current_context(silent=True)
-    given = ctx.meta.get(_STORE_KEY) if ctx is not None else None
-    return given or os.environ.get(STORE_VAR) or None
 
 
 def check_id(session_id: str) -> str:
@@ -170,7 +139,11 @@ class RunTarget:
     def open(
         self, *, model: str, root: str, system_prompt: str | None, metadata: dict[str, object] | None = None
     ) -> None:
-        """Open the store and, for a new session, create it with these settings (before any model call)."""
+        """Open the store and, for a new session, create it with these settings (before any model call).
+
+        ``model`` (a model spec), ``root`` (the file tools' folder), ``system_prompt`` and ``metadata`` are the new
+        session's settings.
+        """
         from loopctl.store import SessionState
 
         store = self._open()

@@ -26,7 +26,7 @@ from typing import Any
 import click
 
 from loopctl.cli.report import CommandError
-from loopctl.cli.sessions import STORE_VAR
+from loopctl.cli.options import store_option, store_spec
 
 __all__ = ["TOKEN_VAR", "WebPermission", "web"]
 
@@ -76,7 +76,7 @@ def is_loopback(host: str) -> bool:
     default=Path("."),
     help="The folder the file tools may use (default: the current folder).",
 )
-@click.option("--store", "store_spec", envvar=STORE_VAR, help="The session store (default: .loopctl/sessions.db).")
+@store_option
 @click.option("--mcp", "mcp_commands", multiple=True, metavar="'COMMAND ARGS'", help="Add an MCP server's tools.")
 @click.option("--mcp-url", "mcp_urls", multiple=True, metavar="URL", help="Add a streamable-HTTP MCP server's tools.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to serve on.")
@@ -91,6 +91,7 @@ def is_loopback(host: str) -> bool:
 @click.option("--dbos", "dbos_url", metavar="URL", help="A DBOS system database: its runs' approvals in the page.")
 def web(**opts: Any) -> None:
     """Serve a local chat with the agent, and a browser of the sessions, on http://127.0.0.1:8700/."""
+    opts["store_spec"] = store_spec()
     host: str = opts["host"]
     if not is_loopback(host):
         if not opts["allow_remote"]:

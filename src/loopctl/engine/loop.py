@@ -43,8 +43,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from tenacity import RetryCallState, wait_random_exponential
-
 from loopctl.compact import ContextBudget, SummarizingCompactor, clip_middle, message_tokens
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import (
@@ -114,7 +112,8 @@ from loopctl.errors import (
     StoreError,
     UnsupportedContent,
 )
-from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
+from loopctl.message import ImagePart, Message, Retention, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
+from loopctl.message.model import assemble
 from loopctl.output import OutputPlan, OutputSpec, OutputValidator, RejectOutput, text_plan
 from loopctl.output import plan as plan_output
 from loopctl.output import resolve as resolve_output
@@ -176,6 +175,10 @@ class BareLoop:
     so a crash loses at most the turn in flight. A save refused because another writer moved the session's
     head (:class:`~loopctl.errors.ConcurrentUpdate`) writes nothing and ends the run failed with it; a refusal
     of the save at the end of a run is raised by :meth:`run`.
+
+    ``config`` is the session's settings (:class:`~loopctl.engine.SessionConfig`: system prompt, instructions,
+    compaction, context window), the default when ``None``. ``machine`` continues a saved conversation
+    (:class:`~loopctl.engine.LoopMachine`; or use :meth:`from_machine`); a new one is started when ``None``.
     """
 
     def __init__(
@@ -254,7 +257,11 @@ class BareLoop:
         permission: PermissionCallback | None = None,
         hooks: Sequence[object] = (),
     ) -> BareLoop:
-        """A loop that continues ``machine``'s conversation (the other arguments are the constructor's)."""
+        """A loop that continues ``machine``'s conversation.
+
+        ``client``, ``tools`` and ``config`` are as for the constructor (``config`` defaults to the settings the
+        machine was saved with); ``observers``, ``permission`` and ``hooks`` are the constructor's too.
+        """
         return cls(client, tools, config, observers=observers, permission=permission, hooks=hooks, machine=machine)
 
     # --- running -------------------------------------------------------------------------------------------
@@ -385,6 +392,9 @@ class BareLoop:
         once the decided ones ran). Raises :class:`~loopctl.errors.ApprovalError`, before anything runs, for
         approvals that do not fit (no paused run, a call that awaits none) and for input given to a paused
         run.
+
+        ``config`` is the run's settings (:class:`~loopctl.engine.RunConfig`: turn limit, usage limits, streaming,
+        tool dispatch); the default when ``None``.
         """
         if self._running:
             raise SessionBusy(
@@ -769,7 +779,7 @@ class BareLoop:
                         batch_spend = one_spend if batch_spend is None else batch_spend.plus(one_spend)
                     before_results = m.context_tokens
                     m.tool_results(
-                        [Message(role=Role.USER, parts=tuple(r.result for r in records))] if records else [],
+                        [_results_message(records)] if records else [],
                         deferred=deferred,
                         spent=_run_usage(batch_spend) if batch_spend is not None else None,
                     )
@@ -1340,6 +1350,18 @@ class BareLoop:
                 if problem is not None:
                     text = f"Tool {call.name!r} returned an image that cannot be sent: {problem}"
                     return _error_result(call, text), None
+            if type(out.is_error) is bool and (out.retention is None or type(out.retention) is Retention):
+                # Made of the call's own id and name and a content checked when it was made: no check again.
+                made = assemble(
+                    ToolResultPart,
+                    type="tool_result",
+                    call_id=call.id,
+                    name=call.name,
+                    output=content,
+                    is_error=out.is_error,
+                    retention=out.retention,
+                )
+                return made, None
             part = ToolResultPart(
                 call_id=call.id,
                 name=call.name,
@@ -1532,6 +1554,15 @@ def check_decisions(
                 raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
 
 
+def _results_message(records: Sequence[ToolCallRecord]) -> Message:
+    """The user message of the records' results; results the loop made (or a hook handed back as
+    :class:`~loopctl.message.ToolResultPart`) were checked when they were made and are not checked again."""
+    parts = tuple(r.result for r in records)
+    if all(type(p) is ToolResultPart for p in parts):
+        return assemble(Message, role=Role.USER, parts=parts)
+    return Message(role=Role.USER, parts=parts)
+
+
 def _results_of(reply: Message, messages: Sequence[Message]) -> Message | None:
     """The message that answers ``reply``'s calls when the machine committed them (the message right after
     ``reply``, at the end of ``messages``), else ``None``."""
@@ -1640,6 +1671,8 @@ def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
     retry_after = getattr(exc, "retry_after", None)
     if isinstance(retry_after, (int, float)) and retry_after >= 0:
         return float(min(retry_after, cfg.retry_max_delay))
+    from tenacity import RetryCallState, wait_random_exponential  # only when a call is retried: a cold start skips it
+
     wait = wait_random_exponential(multiplier=cfg.retry_initial_delay, max=cfg.retry_max_delay)
     state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
     state.attempt_number = attempt

@@ -60,6 +60,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import islice
 from typing import Any, TypeAlias, Union, overload
 
 import orjson
@@ -75,7 +76,7 @@ from loopctl.errors import (
     ProviderProtocolError,
 )
 from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
-from loopctl.message.model import _dumps_bytes, _invalid
+from loopctl.message.model import _dumps_bytes, _invalid, assemble
 from loopctl.response import StopReason, Usage
 from loopctl.stream import loads_exact
 
@@ -308,9 +309,7 @@ class _View(Sequence[Message]):
         return self._items[index]
 
     def __iter__(self) -> Iterator[Message]:
-        items = self._items
-        for i in range(self._n):
-            yield items[i]
+        return islice(self._items, self._n)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):
@@ -537,7 +536,9 @@ class LoopMachine:
 
         A history that ends with tool calls without results (a session forked, imported or cut right after a
         reply that called tools) is treated as a run cut mid-turn: it is cut back to its coherent prefix
-        before the input joins it, since no provider takes new input after calls it never got results for."""
+        before the input joins it, since no provider takes new input after calls it never got results for.
+        Input made only of the results of exactly those calls (a handoff's next agent continuing the reply
+        that handed over) completes the turn instead, and nothing is cut."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
         check_loop_detection(loop_detection)
         if limits is not None and not isinstance(limits, UsageLimits):
@@ -549,7 +550,7 @@ class LoopMachine:
         except InvalidMessage as exc:
             raise InvalidMessage(f"input.{exc.path}", exc.expected) from None
         keep = coherent_tail(self._messages)
-        if keep < len(self._messages):
+        if keep < len(self._messages) and not _answers_open_calls(self._messages, keep, message):
             self._messages = self._messages[:keep]
             self._n_history = keep
         self._messages.append(message)
@@ -945,7 +946,9 @@ class LoopMachine:
         for c in self._calls:
             r = by_id[c.id]
             ordered.append(r if r.name else r.model_copy(update={"name": c.name}))
-        self._messages.append(Message(role=Role.USER, parts=(*ordered, *other)))
+        # The results are parts that were validated when they were made: the message of them needs no check.
+        results_message = Message(role=Role.USER, parts=(*ordered, *other)) if other else None
+        self._messages.append(results_message or assemble(Message, role=Role.USER, parts=tuple(ordered)))
         self._calls = ()
         self._machine_results = {}
         self._approved = {}
@@ -955,7 +958,11 @@ class LoopMachine:
     def prune_result(self, messages: Sequence[Message], tokens_before: int, tokens_after: int) -> None:
         """Feed the prune pass's output: the full history with old tool results replaced by markers (same
         number of messages, same order). A pass that freed nothing is fine: the machine does not ask again
-        until the context grows."""
+        until the context grows.
+
+        ``tokens_before`` and ``tokens_after`` are the pass's estimates of the conversation's size, in tokens,
+        reported in its :class:`~loopctl.engine.CompactionFinished` event.
+        """
         self._expect(MachineState.AWAITING_COMPACTION, feed="prune_result")
         if not isinstance(self._step, Prune):
             raise MachineStateError("prune_result answers a Prune step; the machine asked for a Compact")
@@ -990,7 +997,10 @@ class LoopMachine:
 
     def compaction_noop(self, tokens_before: int, tokens_after: int) -> None:
         """The compaction pass changed nothing: both buffers stay as they are and the run ends with the
-        no-progress failure (it would otherwise ask for the same pass forever)."""
+        no-progress failure (it would otherwise ask for the same pass forever).
+
+        ``tokens_before`` and ``tokens_after`` are the pass's estimates, in tokens (the same number, or close).
+        """
         self._expect(MachineState.AWAITING_COMPACTION, feed="compaction_noop")
         self._step = None
         self._end(self._no_progress(tokens_before, tokens_after), salvage=True)
@@ -1156,7 +1166,10 @@ class LoopMachine:
         message inside. A machine that loads takes its next step without error.
 
         ``messages`` (history then pending) reads a document written with ``to_json(messages=False)``: its
-        ``history`` and ``pending`` lengths must add up to ``len(messages)``."""
+        ``history`` and ``pending`` lengths must add up to ``len(messages)``.
+
+        ``data`` is the JSON text (or UTF-8 bytes) :meth:`to_json` wrote.
+        """
         try:
             doc = loads_exact(data)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError as exc:
@@ -1458,6 +1471,22 @@ def exception_text(error: BaseException) -> str:
         return str(error)
     except Exception:
         return "<its text cannot be read>"
+
+
+def _answers_open_calls(messages: Sequence[Message], keep: int, message: Message) -> bool:
+    """Whether ``message`` is only tool results answering exactly the calls left open in ``messages[keep:]``
+    (the trailing reply that :func:`coherent_tail` would cut), each once."""
+    if not message.parts or not all(isinstance(p, ToolResultPart) for p in message.parts):
+        return False
+    open_calls: set[str] = set()
+    for m in messages[keep:]:
+        for p in m.parts:
+            if isinstance(p, ToolCallPart):
+                open_calls.add(p.id)
+            elif isinstance(p, ToolResultPart):
+                open_calls.discard(p.call_id)
+    answered = [p.call_id for p in message.parts if isinstance(p, ToolResultPart)]
+    return len(answered) == len(set(answered)) and set(answered) == open_calls
 
 
 def coherent_tail(messages: Sequence[Message]) -> int:

@@ -286,7 +286,10 @@ class SessionBinding:
     async def save_end(self, machine: LoopMachine, *, failing: bool) -> None:
         """Save when a run is over (completed, failed, cancelled, salvaged). Raises ``ConcurrentUpdate`` or
         ``StoreError`` when the save fails, unless the run is already ``failing`` (an exception is on its way
-        out, and stays the one raised) or the binding is stale (the run's refusal is its outcome)."""
+        out, and stays the one raised) or the binding is stale (the run's refusal is its outcome).
+
+        ``machine`` is the run's machine, saved with its new messages and state.
+        """
         from loopctl.errors import StoreError
 
         if self.stale is not None:
@@ -303,7 +306,10 @@ def bind(
 ) -> tuple[SessionBinding, LoopMachine | None]:
     """A binding to ``session_id`` (a new id when ``None``) and the machine to run: the stored one when the
     session exists, else ``machine``. Raises ``ValueError`` when both a stored session and ``machine`` are
-    there (which one should win is the caller's decision)."""
+    there (which one should win is the caller's decision).
+
+    ``store`` is the session store; ``system_prompt`` is kept in a new session's settings.
+    """
     from loopctl.store.base import new_session_id
 
     binding = SessionBinding(store, session_id or new_session_id(), system_prompt=system_prompt)

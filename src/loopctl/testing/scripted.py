@@ -58,6 +58,9 @@ class ScriptedClient:
     stream events (one delta per text or thinking part). ``price`` (USD per million input and output tokens)
     makes each reply priced (``Turn.cost``, ``Run.cost``), so cost limits can be tried offline.
 
+    ``model`` is the name the client reports (:attr:`model`, and each reply's model); ``keep_requests=False`` keeps
+    no request (for long benchmark runs).
+
     A request is checked first against the tool-call pairing rules every codec applies before it sends one
     (:func:`~loopctl.providers._common.check_pairing`: a result answers a call of the reply before it, once;
     every call is answered before the next reply or new input), so a conversation no provider would take
@@ -94,7 +97,11 @@ class ScriptedClient:
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
     ) -> ModelResponse:
         """Answer ``request`` with the next scripted step. Raises ``UnsupportedContent`` for a request that
-        breaks the pairing rules (see the class docstring)."""
+        breaks the pairing rules (see the class docstring).
+
+        ``stream=True`` with an ``on_event`` callback replays the reply as stream events (one delta per text or
+        thinking part) before returning it; otherwise the reply comes whole.
+        """
         self._check(request.messages)
         self.calls += 1
         if self._keep:
@@ -161,7 +168,10 @@ class ScriptedClient:
         return ModelResponse(message=step, usage=self._usage, stop_reason=stop, model=self.model)
 
     def price_usage(self, usage: Usage, model: str | None) -> Decimal | None:
-        """The price of ``usage`` at :attr:`price` (``None`` without one): the engine prices replies with it."""
+        """The price of ``usage`` at :attr:`price` (``None`` without one): the engine prices replies with it.
+
+        ``model`` is the reply's model (not used: one price for all).
+        """
         if self.price is None:
             return None
         per_in, per_out = self.price
