@@ -336,7 +336,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         """This agent as an ASGI app speaking AG-UI (``docs/web.md``): a POST of a ``RunAgentInput`` at its
         root path answers with the run's AG-UI events over SSE; the thread id is the session id of ``store``
         (conversations kept in memory without one); approvals are interrupts, answered by ``resume``.
-        ``deps``: the runs' deps, or a callable of the Starlette ``Request`` that returns them. Needs the
+        ``deps``: the runs' deps, or a callable of the Starlette ``Request`` (and the parsed input) that returns
+        them; ``config``: the runs' :class:`~loopctl.engine.RunConfig` (default: the agent's). Needs the
         ``[web]`` extra."""
         from loopctl.ui.ag_ui import AGUIApp
 
@@ -352,8 +353,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         """This agent as an ASGI app speaking the Vercel AI SDK's UI message stream protocol, for ``useChat``
         (``docs/web.md``): a POST of a chat request (``{"id", "messages", "trigger"}``) at its root path answers
         with the run as a UI message stream; the chat id is the session id of ``store`` (conversations kept in
-        memory without one); approvals are the protocol's tool approvals. ``deps`` as for :meth:`to_ag_ui`.
-        Needs the ``[web]`` extra."""
+        memory without one); approvals are the protocol's tool approvals. ``deps`` and ``config`` as for
+        :meth:`to_ag_ui`. Needs the ``[web]`` extra."""
         from loopctl.ui.ai_sdk import AISDKApp
 
         return AISDKApp(self, store=store, deps=deps, config=config)

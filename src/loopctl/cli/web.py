@@ -25,8 +25,8 @@ from typing import Any
 
 import click
 
-from loopctl.cli.report import CommandError
 from loopctl.cli.options import store_option, store_spec
+from loopctl.cli.report import CommandError
 
 __all__ = ["TOKEN_VAR", "WebPermission", "web"]
 
@@ -86,7 +86,9 @@ def is_loopback(host: str) -> bool:
 @click.option("--yes", "-y", is_flag=True, help="Allow file changes without asking in the page.")
 @click.option("--allow-protected-writes", is_flag=True, help="As loopctl run.")
 @click.option("--system", "system_prompt", help="A system prompt for new sessions.")
-@click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
+@click.option(
+    "--max-turns", type=click.IntRange(1), default=50, show_default=True, help="Model calls per run, at most."
+)
 @click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens (as run).")
 @click.option("--dbos", "dbos_url", metavar="URL", help="A DBOS system database: its runs' approvals in the page.")
 def web(**opts: Any) -> None:

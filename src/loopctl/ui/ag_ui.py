@@ -110,7 +110,8 @@ _CLIENT_RESULTS: ContextVar[Mapping[str, str] | None] = ContextVar("loopctl_agui
 class FrontendTool:
     """A tool the front end declares (``RunAgentInput.tools``): the model may call it, and the call waits for
     the client, which runs it: the run ends with the call pending (``RUN_FINISHED``, ``pendingToolCallIds``),
-    and the client's next request sends its result as a ``tool`` message, which is the call's result."""
+    and the client's next request sends its result as a ``tool`` message, which is the call's result.
+    ``name``, ``description`` and ``parameters`` (a JSON Schema; none: no arguments) are the front end's."""
 
     requires_approval = True
 
@@ -122,6 +123,8 @@ class FrontendTool:
         )
 
     async def call(self, input: Any, context: Any) -> Any:  # noqa: A002 - the Tool protocol's name
+        """The result the front end sent for this call (``context.call_id``) in the request that continues the
+        run; an error result when it sent none. ``input`` is the model's (the front end ran it)."""
         from loopctl.tool import ToolOutput
 
         results = _CLIENT_RESULTS.get() or {}
@@ -134,8 +137,9 @@ class AGUIEvents:
     """Turns one run's :data:`~loopctl.engine.events.LoopEvent` s into AG-UI events (``ag_ui.core`` models).
 
     ``feed(event)`` returns the events for ``event``; :meth:`start` the first, :meth:`end` those that close
-    the run, :meth:`fail` those of a run that raised. ``input`` is the request (echoed in ``RUN_STARTED``;
-    its messages start the snapshot a discarded reply sends)."""
+    the run, :meth:`fail` those of a run that raised. ``thread_id`` and ``run_id`` name the run in its
+    events; ``input`` is the request (echoed in ``RUN_STARTED``; its messages start the snapshot a discarded
+    reply sends; its ``tools`` are the front end's)."""
 
     def __init__(self, thread_id: str, run_id: str, input: RunAgentInput | None = None) -> None:  # noqa: A002
         from ag_ui import core
@@ -644,7 +648,9 @@ class AGUIApp:
         await response(scope, receive, send)
 
     async def handle(self, request: Request) -> Response:
-        """Answer one POST (a Starlette or FastAPI ``Request``): the stream, or a JSON error (400, 409)."""
+        """Answer one POST: ``request`` is a Starlette (or FastAPI) ``Request``; the response is the run's stream,
+        or a JSON ``{"error": ...}`` with status 400 (a body that is no request of the protocol) or 409 (the
+        conversation is running a run already)."""
         from starlette.responses import JSONResponse, StreamingResponse
 
         from loopctl.errors import SessionBusy

@@ -107,7 +107,9 @@ class UIMessageStream:
     """Turns one run's :data:`~loopctl.engine.events.LoopEvent` s into UI message stream chunks (JSON objects).
 
     ``feed(event)`` returns the chunks for ``event``; :meth:`end` those that close the stream after the run
-    (``finish``), :meth:`fail` those of a run that raised. ``message_id`` is the assistant message's id."""
+    (``finish``), :meth:`fail` those of a run that raised. ``message_id`` is the assistant message's id;
+    ``details``: send the transient ``data-loopctl-*`` parts too (each turn's usage and latency, each tool
+    call's duration)."""
 
     def __init__(self, message_id: str | None = None, *, details: bool = True) -> None:
         self.message_id = message_id or f"msg_{secrets.token_hex(8)}"
@@ -552,7 +554,9 @@ class AISDKApp:
         await response(scope, receive, send)
 
     async def handle(self, request: Request) -> Response:
-        """Answer one POST (a Starlette or FastAPI ``Request``): the stream, or a JSON error (400, 409)."""
+        """Answer one POST: ``request`` is a Starlette (or FastAPI) ``Request``; the response is the run's stream,
+        or a JSON ``{"error": ...}`` with status 400 (a body that is no request of the protocol) or 409 (the
+        conversation is running a run already)."""
         from starlette.responses import JSONResponse, StreamingResponse
 
         from loopctl.errors import SessionBusy

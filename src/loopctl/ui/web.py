@@ -635,7 +635,8 @@ async def _json(request: Any) -> Any:
 
 def create_app(agent: Agent[Any, Any], store: SessionStore, settings: WebSettings) -> Any:
     """The ``loopctl web`` app: ``agent``'s chat over ``store``, with the API of the module docstring and the
-    built page, behind the security checks (:class:`WebSettings`)."""
+    built page, behind the security checks; ``settings`` (:class:`WebSettings`) say what it serves and to
+    whom."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
