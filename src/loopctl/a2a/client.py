@@ -149,8 +149,10 @@ class A2AAgent:
         headers: Mapping[str, str] | None = None,
         timeout: float = 300.0,
     ) -> A2AAgent:
-        """Read the agent card at ``url`` and make the tool (named and described by the card unless given).
-        Raises :class:`A2AError` when the card cannot be read."""
+        """Read the agent card at ``url`` (the remote agent's base URL) and make the tool: named ``name`` and
+        described by ``description`` when given, else by the card; ``headers`` are sent with every request
+        (authorization), and ``timeout`` is the seconds one call may wait for the remote task. Raises
+        :class:`A2AError` when the card cannot be read."""
         made = cls(url, name=name or "remote", description=description, headers=headers, timeout=timeout)
         card = await made._card()
         made.name = safe_tool_name(name or card.name)
@@ -208,8 +210,10 @@ class A2AAgent:
         _prompt(input)
 
     async def call(self, input: Any, context: ToolContext[Any]) -> Any:  # noqa: A002
-        """Send the task (or the decisions on its paused remote task) and give the answer. Raises
-        :class:`~loopctl.tool.ApprovalRequired` when the remote task waits on approvals inside an agent's run."""
+        """Send the task ``input`` (``{"input": "<task>"}``) for the call ``context`` describes (or the decisions
+        on its paused remote task) and give the answer: the remote agent's text or JSON, or an error output.
+        Raises :class:`~loopctl.tool.ApprovalRequired` when the remote task waits on approvals inside an
+        agent's run."""
         from loopctl.agent._conversation import _SCOPE
 
         prompt = _prompt(input)
@@ -264,7 +268,8 @@ class A2AAgent:
         return ToolOutput(f"The remote agent {self.name} did not finish its task ({what}){why}", is_error=True)
 
     async def nested_pending(self, owner: object, call_id: str) -> tuple[PendingApproval, ...]:
-        """The remote calls the paused call ``call_id`` waits on (for ``run.pending_approvals``)."""
+        """The remote calls the paused call ``call_id`` of the conversation ``owner`` waits on (for
+        ``run.pending_approvals``); empty when none, or when the remote agent cannot be reached."""
         paused = self._paused.get((_owner_key(owner), call_id))
         if paused is None:
             try:

@@ -79,7 +79,7 @@ _NO = {"deny", "denied", "no", "n", "refuse", "reject"}
 
 def agent_card(agent: Agent[Any, Any], url: str, *, version: str = "1.0.0") -> AgentCard:
     """The A2A agent card of ``agent`` served at ``url`` (its JSON-RPC endpoint): its name, description, one
-    skill, streaming, text in and text or JSON out."""
+    skill, streaming, text in and text or JSON out; ``version`` is the card's version string."""
     description = agent.description or f"The loopctl agent {agent.name}."
     return AgentCard(
         name=agent.name,
@@ -118,7 +118,8 @@ class AgentExecutor(_SDKExecutor):
         return conv
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Run the agent on the request's message (or continue its paused run with the approvals it gives)."""
+        """Run the agent on the message of the request ``context`` (or continue its paused run with the
+        approvals it gives), putting the task's status updates and artifacts on ``event_queue``."""
         task_id, context_id, message = context.task_id, context.context_id, context.message
         if not task_id or not context_id or message is None:
             return
@@ -182,8 +183,8 @@ class AgentExecutor(_SDKExecutor):
             )
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Mark the task cancelled (the SDK has cancelled the task running :meth:`execute`: the run stops
-        at its next await and keeps what it finished)."""
+        """Mark the task of the request ``context`` cancelled on ``event_queue`` (the SDK has cancelled the task
+        running :meth:`execute`: the run stops at its next await and keeps what it finished)."""
         if context.task_id and context.context_id:
             await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
@@ -199,7 +200,8 @@ def a2a_app(
 ) -> Starlette:
     """A Starlette application serving ``agent`` over A2A: its card (:func:`agent_card`, naming ``url`` as
     its endpoint) and the JSON-RPC endpoint at ``rpc_path``. ``store`` keeps the conversations (default: in
-    memory); ``task_store`` the A2A tasks (default: the SDK's in-memory store)."""
+    memory); ``task_store`` the A2A tasks (default: the SDK's in-memory store); ``deps`` is what the agent's
+    runs get as ``deps``."""
     from starlette.applications import Starlette
 
     card = agent_card(agent, url)

@@ -26,8 +26,9 @@ __all__ = ["a2a", "load_object", "mcp"]
 
 
 def load_object(spec: str, what: str) -> Any:
-    """The object ``MODULE:ATTR`` names (``ATTR`` may be dotted), imported with the current folder on the
-    path, as ``uvicorn`` does. Raises a one-line :class:`~loopctl.cli.report.CommandError`."""
+    """The object ``spec`` (``MODULE:ATTR``; ``ATTR`` may be dotted) names, imported with the current folder on
+    the path, as ``uvicorn`` does. ``what`` names the option in errors (``--agent``). Raises a one-line
+    :class:`~loopctl.cli.report.CommandError`."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise CommandError(f"{what} {spec!r} must be MODULE:ATTR (for example myapp.agents:support)")

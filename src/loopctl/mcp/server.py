@@ -120,8 +120,8 @@ class ToolServer(MCPServer[Any]):
     ``annotations``: MCP tool annotations by tool name (``readOnlyHint``, ``destructiveHint``...).
     ``deps``: the deps tools and agents run with. ``store``: where agents' conversations are kept (a
     :class:`~loopctl.store.SessionStore`; default: in memory). ``timeout``: seconds one plain tool call may
-    take (``None``: no limit). The other keyword arguments go to ``MCPServer`` (``instructions``,
-    ``log_level``...).
+    take (``None``: no limit). ``options``: the other keyword arguments, passed to ``MCPServer``
+    (``instructions``, ``log_level``...).
 
     Raises ``ValueError`` for two tools of one name, ``TypeError`` for a value that is none of those.
     """
@@ -207,8 +207,10 @@ class ToolServer(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
-        """Run the tool ``name`` (the SDK's own tools first). Every failure of a loopctl tool is an error
-        result; an approval question is an elicitation or, on a 2026-07-28 session, an ``InputRequiredResult``."""
+        """Run the tool ``name`` on ``arguments`` (the SDK's own tools first), in the request ``context`` (the
+        SDK's, for elicitation and progress; ``None`` outside a request). Every failure of a loopctl tool is an
+        error result; an approval question is an elicitation or, on a 2026-07-28 session, an
+        ``InputRequiredResult``."""
         served = self._served()
         if name not in served or self._tool_manager.get_tool(name) is not None:
             return await super().call_tool(name, arguments, context)
