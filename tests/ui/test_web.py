@@ -109,7 +109,9 @@ def test_chat_fork_export_and_search(server: WebServer, tmp_path: Path) -> None:
         server.url + "api/sessions/web-api-1/fork", json={"at": node}, headers={"X-Loopctl-Token": token}
     ).json()
     child = httpx.get(server.url + f"api/sessions/{forked['id']}").json()
-    assert len(child["messages"]) == 2 and child["metadata"]["loopctl.fork"]["index"] == 1
+    # (The reply's call has no result there: the fork answers it, saying the session was forked.)
+    assert len(child["messages"]) == 3 and child["metadata"]["loopctl.fork"]["index"] == 1
+    assert child["messages"][2]["parts"][0]["output"] == "Not run: the session was forked here."
     assert child["tree"]["id"] == "web-api-1" and [c["id"] for c in child["tree"]["children"]] == [forked["id"]]
     # Export: a session file the CLI reads.
     exported = httpx.get(server.url + "api/sessions/web-api-1/export")
