@@ -268,7 +268,7 @@ def main() -> None:
     if importable("pydantic_ai", "ag_ui", "starlette"):
         apps.append("pydantic-agui")
     else:
-        print("skipped: pydantic-ai's AG-UI adapter (pydantic-ai-slim[ag-ui] not installed; bench/requirements.txt)")
+        print("skipped: pydantic-ai's AG-UI adapter (pydantic_ai, ag_ui, starlette not installed; bench/requirements.txt)")
     rows: dict[str, dict[str, float]] = {}
     for app in apps:
         try:
