@@ -19,7 +19,7 @@ from loopctl.errors import InvalidRequest, ServerError
 from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart
 from loopctl.stream import PartStarted, ResponseStarted, TextDelta
 from loopctl.testing import ScriptedClient
-from loopctl.tool import tool
+from loopctl.tool import ToolContext, tool
 from tests.ui.conftest import AppServer
 from tests.ui.node_env import node_program
 
@@ -187,6 +187,39 @@ def test_agui_approval_round_trip(app_server: AppServer, node_clients: Path) -> 
     assert [e["content"] for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"] == ["deleted old.log"]
     roles = [m["role"] for m in second["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+class Cart:
+    """Deps holding AG-UI's shared state (the input's ``state``)."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+
+@tool
+def add_item(ctx: ToolContext[Cart], item: str) -> str:
+    """Put an item in the cart."""
+    ctx.deps.state = {**ctx.deps.state, "items": [*ctx.deps.state.get("items", []), item]}
+    return f"added {item}"
+
+
+def test_agui_shared_state(app_server: AppServer, node_clients: Path) -> None:
+    """The input's state reaches the tools through the deps; a tool's change comes back as a STATE_SNAPSHOT
+    after its result, which @ag-ui/client applies to its state; an unchanged state sends none."""
+    script = [reply(call("s1", "add_item", item="pear")), "Added.", "Nothing to do."]
+    agent = Agent(ScriptedClient(script), tools=[add_item], deps_type=Cart, name="shop")
+    url = app_server.mount("agui-state", agent.to_ag_ui(deps=lambda request, run_input: Cart(run_input.state)))
+    plan = [{"state": {"items": ["apple"], "owner": "ada"}, "prompt": "Add a pear."}, {"prompt": "Anything else?"}]
+    first, second = run_client(node_clients, "agui", url, plan)["steps"]
+    assert first["error"] is None
+    seen = types(first)
+    assert seen.count("STATE_SNAPSHOT") == 1
+    assert seen[seen.index("TOOL_CALL_RESULT") + 1] == "STATE_SNAPSHOT"
+    [snapshot] = [e for e in first["events"] if e["type"] == "STATE_SNAPSHOT"]
+    assert snapshot["snapshot"] == {"items": ["apple", "pear"], "owner": "ada"}
+    assert first["state"] == {"items": ["apple", "pear"], "owner": "ada"}
+    assert second["error"] is None and "STATE_SNAPSHOT" not in types(second)
+    assert second["state"] == first["state"]
 
 
 def test_agui_front_end_tools(app_server: AppServer, node_clients: Path) -> None:

@@ -38,7 +38,9 @@ with another input); ``"cancelled"`` denies the call. The input's ``tools`` (the
 model for the run (:class:`FrontendTool`): a call of one ends the run with the call pending (outcome ``success``,
 ``pendingToolCallIds``), and the client's ``tool`` message in the next request is its result. ``state``,
 ``context`` and ``forwardedProps`` are given to a ``deps`` callable as the request's parsed input
-(``deps(request, input)``).
+(``deps(request, input)``). Shared state: when the deps have a ``state`` attribute (say, the input's ``state``
+put there by that callable), a tool that changes ``ctx.deps.state`` sends the client a ``STATE_SNAPSHOT`` after
+its ``TOOL_CALL_RESULT``, and the run's end one if the state differs from the input's.
 """
 
 from __future__ import annotations
@@ -710,6 +712,7 @@ class AGUIApp:
         from loopctl.errors import ApprovalError
 
         encode = self._encoder.encode
+        state = _SharedState(deps, translator)
         sent = False
         try:
             async with conv.stream(
@@ -728,6 +731,8 @@ class AGUIApp:
                     event = first
                     while event is not None:
                         out = translator.feed(event)
+                        if isinstance(event, (ToolCallFinished, RunFinished)):
+                            out += state.changed()
                         if isinstance(event, RunFinished):
                             out += translator.end(event.run)
                         elif isinstance(event, RunAborted):
@@ -742,6 +747,33 @@ class AGUIApp:
         except Exception:
             if not sent:
                 raise
+
+
+class _SharedState:
+    """AG-UI's shared state: when the run's deps have a ``state`` attribute (the input's ``state``, which a tool
+    may change through ``ctx.deps.state``), a ``STATE_SNAPSHOT`` of it after each tool call that changed it, and
+    at the run's end when it differs from what the client last saw."""
+
+    def __init__(self, deps: Any, translator: AGUIEvents) -> None:
+        self.deps = deps
+        self.translator = translator
+        self.active = hasattr(deps, "state")
+        given = translator.input.state if translator.input is not None else None
+        self.last = self._dump(json_safe(given)) if self.active else b""
+
+    @staticmethod
+    def _dump(value: Any) -> bytes:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+    def changed(self) -> list[BaseEvent]:
+        if not self.active:
+            return []
+        snapshot = json_safe(self.deps.state)
+        dumped = self._dump(snapshot)
+        if dumped == self.last:
+            return []
+        self.last = dumped
+        return [self.translator._ev("StateSnapshotEvent", snapshot=snapshot)]
 
 
 async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -6,7 +6,7 @@
 //
 // PLAN_JSON is a list of steps: {"prompt": "..."} sends a user message; {"resume": [...]} (AG-UI) answers the
 // interrupts; {"toolResults": [{"toolCallId", "content"}]} (AG-UI) answers front-end tool calls; "tools" (AG-UI)
-// declares the front end's tools for the run; {"approve": true|false, "reason": "..."} (AI SDK) answers every pending tool approval.
+// declares the front end's tools for the run; "state" (AG-UI) sets the agent's shared state before the step; {"approve": true|false, "reason": "..."} (AI SDK) answers every pending tool approval.
 // Prints one JSON object: per step, the event or chunk types seen, the messages after it, and any error.
 import { HttpAgent } from "@ag-ui/client";
 import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
@@ -23,6 +23,9 @@ async function agui() {
     const events = [];
     let error = null;
     let finished = null;
+    if (step.state !== undefined) {
+      agent.setState(step.state);
+    }
     if (step.prompt !== undefined) {
       agent.addMessage({ id: `user-${n}`, role: "user", content: step.prompt });
     }
@@ -57,7 +60,7 @@ async function agui() {
     } catch (e) {
       error = error ?? { message: String(e?.message ?? e), thrown: true };
     }
-    steps.push({ events, finished, error, messages: structuredClone(agent.messages) });
+    steps.push({ events, finished, error, messages: structuredClone(agent.messages), state: structuredClone(agent.state) });
   }
   return { steps };
 }
