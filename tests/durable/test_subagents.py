@@ -6,6 +6,7 @@ database and a real Temporal dev server, each worker a process of its own (``app
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,15 @@ from tests.durable import workload
 from tests.durable.harness import Worker, result, wait_for_file
 
 APP = "subagent_worker.py"
+
+
+async def _pending(loop: Any, workflow_id: str) -> Any:
+    for _ in range(400):
+        shown = await loop.pending(workflow_id)
+        if shown:
+            return shown
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{workflow_id} never waited for an approval")
 
 
 def _crash_while_waiting_and_recover(tmp_path: Path, engine: str, *args: str) -> tuple[list[Any], dict[str, Any]]:
@@ -87,3 +97,39 @@ def test_temporal_a_sub_agents_approval_survives_a_restart_and_resumes_it_where_
     ]
     shown, out = _crash_while_waiting_and_recover(tmp_path, "temporal", *args)
     _check(tmp_path, shown, out, wid, 2)
+
+
+async def test_dbos_a_sub_agents_call_is_decided_against_its_own_tool_and_runs_with_a_modify(
+    dbos_sqlite: Any, tmp_path: Path
+) -> None:
+    # In one process: approve() checks a Modify of the sub-agent's call against the sub-agent's tool (refused,
+    # nothing sent, the run waits on), the modified call runs once, the sub-agent's steps carry its names and
+    # its events reach the loop's observers with its path.
+    from loopctl.durable.dbos import DBOSLoop
+    from loopctl.engine import Modify, SubAgentEvent
+    from loopctl.errors import ApprovalError
+    from tests.durable.apps.subagent_worker import agents
+
+    events: list[Any] = []
+    loop = DBOSLoop.from_agent(agents(tmp_path, "one"), name="ops")
+    loop.observers.append(events.append)
+    dbos_sqlite.launch()
+    task = asyncio.ensure_future(loop.run("Clean up.", workflow_id="ops-1"))
+    [pending] = await _pending(loop, "ops-1")
+    with pytest.raises(ApprovalError, match="does not fit the schema of 'delete'"):
+        await loop.approve("ops-1", {pending.key: Modify({"path": 3})})
+    assert [p.key for p in await loop.pending("ops-1")] == [pending.key]
+    await loop.approve("ops-1", {"p1/k1": Modify({"path": "/tmp/other.log"})})  # bound to the wait it is in
+    run = await asyncio.wait_for(task, 20)
+    assert run.output == "Done." and run.usage.input_tokens == 2 * 100 + 2 * 7
+    assert workload.side_effects(tmp_path) == ["/tmp/other.log"]
+    steps = [s["function_name"] for s in await dbos_sqlite.list_workflow_steps_async("ops-1")]
+    assert [s for s in steps if s.startswith("ops.")] == [
+        "ops.start", "ops.model", "ops.researcher.model", "ops.researcher.tool.delete",
+        "ops.researcher.tool.delete", "ops.researcher.model", "ops.model",
+    ]  # fmt: skip
+    inner = [e for e in events if isinstance(e, SubAgentEvent)]
+    assert {(e.agent, e.call_id) for e in inner} == {("boss > researcher", "p1")}
+    assert [type(e.event).__name__ for e in inner if type(e.event).__name__.startswith("ToolCall")] == [
+        "ToolCallDeferred", "ToolCallStarted", "ToolCallFinished",
+    ]  # fmt: skip

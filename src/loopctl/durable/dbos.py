@@ -495,13 +495,23 @@ class DBOSLoop(DurableLoop[OutputT]):
                 "that ended awaiting_approval is continued with run(approvals=...))"
             )
         awaited = await self._awaited(workflow_id)
-        # A sub-agent's call is checked against its agent's tools in the workflow (a Modify that does not fit is
-        # dropped there and logged); the loop's own calls here.
-        tools = None if any(a.key.path for a in awaited) else self.tools
+        # The calls of one wait are one agent's: a sub-agent's are checked against its own tools.
+        tools = self._tools_of(awaited[0].agent) if awaited and awaited[0].key.path else self.tools
         bound = bind(approvals, awaited, tools, workflow_id)
         message = dumps({"approvals": bound_to_dict(bound)})
         await DBOS.send_async(workflow_id, message, APPROVALS_TOPIC, idempotency_key=idempotency_key)
         return tuple(bound)
+
+    def _tools_of(self, agent_path: str) -> ToolRegistry | None:
+        """The tools of the sub-agent at ``agent_path`` (``"boss > researcher"``), or ``None`` when no
+        sub-agent of this loop has that path (the workflow still checks a decision against them)."""
+        loop: DBOSLoop[Any] | None = self
+        for name in agent_path.split(" > ")[1:]:
+            assert loop is not None
+            loop = next((s for s in loop.sub_agents.values() if s._agent is not None and s._agent.name == name), None)
+            if loop is None:
+                return None
+        return None if loop is None else loop.tools
 
     async def pending(self, workflow_id: str, *, timeout: float = 0.0) -> tuple[AwaitedCall, ...]:
         """The calls the run ``workflow_id`` waits on, each with the key of its wait (empty when it waits for

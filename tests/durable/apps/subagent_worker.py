@@ -113,7 +113,7 @@ async def decide(
             refused.append(str(exc))
     key = shown[0].key
     await send(workflow_id, bound_to_dict({ApprovalKey(key.run, key.turn, key.call): Approve()}))
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(0.5)  # time for the run to read (and drop) it
     still = [a.key for a in await pending(workflow_id)] == [key]
     await approve(workflow_id, {key: Approve()})
     return refused, [awaited_to_dict(a) for a in shown], still
