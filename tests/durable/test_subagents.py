@@ -125,7 +125,7 @@ async def test_dbos_a_sub_agents_call_is_decided_against_its_own_tool_and_runs_w
     assert workload.side_effects(tmp_path) == ["/tmp/other.log"]
     steps = [s["function_name"] for s in await dbos_sqlite.list_workflow_steps_async("ops-1")]
     assert [s for s in steps if s.startswith("ops.")] == [
-        "ops.start", "ops.model", "ops.researcher.model", "ops.researcher.tool.delete",
+        "ops.start", "ops.model", "ops.tool.researcher", "ops.researcher.model", "ops.researcher.tool.delete",
         "ops.researcher.tool.delete", "ops.researcher.model", "ops.model",
     ]  # fmt: skip
     inner = [e for e in events if isinstance(e, SubAgentEvent)]
@@ -133,3 +133,34 @@ async def test_dbos_a_sub_agents_call_is_decided_against_its_own_tool_and_runs_w
     assert [type(e.event).__name__ for e in inner if type(e.event).__name__.startswith("ToolCall")] == [
         "ToolCallDeferred", "ToolCallStarted", "ToolCallFinished",
     ]  # fmt: skip
+
+
+async def test_dbos_the_parents_permission_decides_the_call_that_runs_a_sub_agent_first(
+    dbos_sqlite: Any, tmp_path: Path
+) -> None:
+    # The parent's permission callback defers the call that runs the sub-agent: the run waits on it (no path),
+    # and only once it is approved does the sub-agent run, and wait on its own call.
+    from loopctl.durable.dbos import DBOSLoop
+    from loopctl.engine import Approve, Defer
+    from tests.durable.apps.subagent_worker import agents
+
+    def ask(call: Any) -> Any:
+        return Defer("it delegates") if call.name == "researcher" else Approve()
+
+    loop = DBOSLoop.from_agent(agents(tmp_path, "one", permission=ask), name="gated")
+    dbos_sqlite.launch()
+    task = asyncio.ensure_future(loop.run("Clean up.", workflow_id="gated-1"))
+    [first] = await _pending(loop, "gated-1")
+    assert (first.id, first.agent, first.key.path, first.reason) == ("p1", "", (), "it delegates")
+    assert not (tmp_path / "requests.log").read_text().count("researcher")  # the sub-agent has not run
+    await loop.approve("gated-1", {first.key: Approve()})
+    for _ in range(400):
+        shown = await loop.pending("gated-1")
+        if shown and shown[0].id == "p1/k1":
+            break
+        await asyncio.sleep(0.025)
+    [second] = shown
+    assert (second.agent, second.key.path) == ("boss > researcher", ((1, "p1"),))  # the agent path names the agents
+    await loop.approve("gated-1", {second.key: Approve()})
+    run = await asyncio.wait_for(task, 20)
+    assert run.output == "Done." and workload.side_effects(tmp_path) == ["/tmp/old.log"]

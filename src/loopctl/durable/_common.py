@@ -14,20 +14,29 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from loopctl.agent._conversation import _tighter as tighter
 from loopctl.agent._tools import AgentTool, answer_of
-from loopctl.durable._payloads import OutputValues, check_from_dict, error_from_dict, reply_from_dict
+from loopctl.durable._payloads import (
+    OutputValues,
+    check_from_dict,
+    error_from_dict,
+    error_to_dict,
+    pending_to_dict,
+    record_to_dict,
+    reply_from_dict,
+)
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import LoopEvent, Observer
 from loopctl.engine.limits import RunUsage
 from loopctl.engine.loop import BareLoop
 from loopctl.engine.machine import OutcomeKind, OutputCheck
-from loopctl.engine.permission import PermissionCallback
+from loopctl.engine.permission import Approve, Modify, PendingApproval, PermissionCallback
 from loopctl.engine.run import ModelReply, OutputT, Run, ToolCallRecord
+from loopctl.errors import HookFailed
 from loopctl.message import ToolCallPart, ToolResultPart
 from loopctl.output import OutputPlan, OutputValidator
 from loopctl.output import plan as plan_output
 from loopctl.output import resolve as resolve_output
 from loopctl.providers.base import ModelClient
-from loopctl.response import ModelResponse
+from loopctl.response import ModelResponse, Usage
 from loopctl.tool import Tool, ToolOutput, ToolProvider, ToolRegistry, ToolSpend, to_tool_output
 
 if TYPE_CHECKING:
@@ -39,6 +48,7 @@ __all__ = [
     "EffectNames",
     "LiveObserver",
     "RecordedVerdicts",
+    "gate_sub_agent_call",
     "sub_agent_result",
     "sub_agent_tools",
     "tighter",
@@ -129,6 +139,61 @@ class DurableLoop(Generic[OutputT]):
         if self._agent is not None:
             return self._agent.run_settings(config)
         return config or RunConfig()
+
+
+class _Proceed(BaseException):
+    """What a :class:`_Gate`'s call raises: the checks before the call let it run, with ``input``. A
+    ``BaseException``, so the tool runner's handling of a tool's failure lets it through."""
+
+    def __init__(self, input: Any) -> None:  # noqa: A002 - the tool's name for it
+        super().__init__("proceed")
+        self.input = input
+
+
+class _Gate:
+    """Stands in for an :class:`~loopctl.agent.AgentTool` while the checks before its call run (the
+    ``before_tool`` hooks, its ``requires_approval``, the permission callback): its call raises
+    :class:`_Proceed`, as the sub-agent itself runs in workflow code."""
+
+    __slots__ = ("description", "input_schema", "name", "repeatable", "requires_approval")
+
+    def __init__(self, tool: AgentTool[Any]) -> None:
+        self.name = tool.name
+        self.description = tool.description
+        self.input_schema = tool.input_schema
+        self.requires_approval = tool.requires_approval
+        self.repeatable = tool.repeatable
+
+    async def call(self, input: Any, context: Any) -> Any:  # noqa: A002
+        raise _Proceed(input)
+
+
+async def gate_sub_agent_call(
+    driver: BareLoop,
+    turn: int,
+    call: ToolCallPart,
+    tool: AgentTool[Any],
+    cfg: RunConfig,
+    emit: Any,
+    deps: Any,
+    usage: Usage | None,
+    approval: Approve | Modify | None,
+) -> dict[str, Any]:
+    """The checks before a call that runs a sub-agent, as for any tool call (``BareLoop._run_checked``: the
+    ``before_tool`` hooks, the permission callback, or a later ``approval``), run by ``driver`` inside the
+    step or activity named after the call's tool. Its JSON record: ``{"proceed": <input>}`` (run the sub-agent
+    on it, a ``Modify``'s when one was given), ``{"pending": ...}`` (deferred), ``{"error": ...}`` (a hook
+    failed), or the record of a call answered without running (blocked, denied)."""
+    try:
+        done = await BareLoop._run_checked(driver, turn, call, _Gate(tool), cfg, emit, deps, usage, approval)
+    except _Proceed as go:
+        return {"proceed": go.input}
+    except HookFailed as exc:
+        exc.call_id = call.id
+        return {"error": error_to_dict(exc)}
+    if isinstance(done, PendingApproval):
+        return {"pending": pending_to_dict(done)}
+    return record_to_dict(done)
 
 
 def sub_agent_tools(tools: ToolRegistry) -> list[AgentTool[Any]]:

@@ -60,6 +60,7 @@ from loopctl.durable._common import (
     EffectNames,
     LiveObserver,
     RecordedVerdicts,
+    gate_sub_agent_call,
     sub_agent_result,
     sub_agent_tools,
     tighter,
@@ -91,7 +92,7 @@ from loopctl.durable.approvals import (
     read_decisions,
 )
 from loopctl.engine.config import RunConfig, SessionConfig
-from loopctl.engine.events import LoopEvent, Observer, SubAgentEvent, ToolCallFinished, ToolCallStarted
+from loopctl.engine.events import LoopEvent, Observer, SubAgentEvent, ToolCallFinished
 from loopctl.engine.limits import remaining
 from loopctl.engine.loop import BareLoop, _Cancelled, _race
 from loopctl.engine.machine import CallTools, LoopMachine
@@ -726,8 +727,7 @@ class _Driver(RecordedVerdicts):
     ) -> list[ToolCallRecord | PendingApproval]:
         # Step numbers in call order, before any call starts: DBOS numbers steps as they start, and parallel
         # calls would otherwise start in whatever order the concurrency limit lets them.
-        subs = self._owner.sub_agents
-        self._reserved = {call.id: DBOS.reserve_step() for call in step.calls if call.name not in subs}
+        self._reserved = {call.id: DBOS.reserve_step() for call in step.calls}
         done = await super()._run_tools(step, cfg, None, emit, deps, usage)
         self._elapsed += max((r.duration for r in done if isinstance(r, ToolCallRecord)), default=0.0)
         return done
@@ -742,15 +742,18 @@ class _Driver(RecordedVerdicts):
         usage: Usage | None = None,
         approval: Approve | Modify | None = None,
     ) -> ToolCallRecord | PendingApproval:
-        sub = self._owner.sub_agents.get(call.name)
-        if sub is not None:
-            return await self._run_sub_agent(sub, turn, call, cfg, emit)
         # The step runs BareLoop's call whole: the before_tool hooks, the permission check (or a later
-        # approval), the tool and the after_tool hooks. A deferred call's step records the deferral.
+        # approval), the tool and the after_tool hooks. A deferred call's step records the deferral. A call that
+        # runs a sub-agent: the step runs the checks before it, and the sub-agent runs in workflow code after it.
         reservation = self._reserved.pop(call.id)
+        sub = self._owner.sub_agents.get(call.name)
+        tool = self.tools.get(call.name)
 
         async def tool_step() -> str:
             try:
+                if sub is not None and isinstance(tool, AgentTool):
+                    gate = gate_sub_agent_call(self, turn, call, tool, cfg, emit, deps, usage, approval)
+                    return dumps(await self._cancellable(gate))
                 done = await self._cancellable(BareLoop._run_one(self, turn, call, cfg, emit, deps, usage, approval))
             except _Cancelled:
                 return dumps({"cancelled": True})
@@ -767,25 +770,26 @@ class _Driver(RecordedVerdicts):
             raise loop_error_from_dict(out["error"])
         if "pending" in out:
             return pending_from_dict(out["pending"])
+        if "proceed" in out and sub is not None:
+            return await self._run_sub_agent(sub, turn, call, out["proceed"], cfg, emit)
         return record_from_dict(out)
 
     async def _run_sub_agent(
-        self, sub: DBOSLoop[Any], turn: int, call: ToolCallPart, cfg: RunConfig, emit: Any
+        self, sub: DBOSLoop[Any], turn: int, call: ToolCallPart, given: Any, cfg: RunConfig, emit: Any
     ) -> ToolCallRecord:
         """The call ``call`` runs ``sub``'s agent inside this workflow: a driver of its own over a new
         conversation, its effects steps named ``<name>.<tool name>.*``, its waits for approval this workflow's
         (keyed with the call's path). Workflow code: a recovered run replays its steps, so no completed model or
-        tool call of the sub-agent runs again."""
+        tool call of the sub-agent runs again. ``given`` is the input the checks before the call let it run
+        with."""
         tool = self.tools.get(call.name)
         assert isinstance(tool, AgentTool)
         try:
-            prompt = _prompt(call.input)
+            prompt = _prompt(given)
         except ToolInputError as exc:
             return self._not_run(turn, call, f"Invalid input for tool {call.name!r}: {exc}", emit)
         agents = self._agents or (self._agent_name(),)
         agents = (*agents, tool.agent.name)
-        if emit:
-            emit(ToolCallStarted(turn, call))
         async with self._sub_lock:
             child = _Driver(
                 sub,

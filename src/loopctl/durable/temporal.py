@@ -68,6 +68,7 @@ from loopctl.durable._common import (
     EffectNames,
     LiveObserver,
     RecordedVerdicts,
+    gate_sub_agent_call,
     sub_agent_result,
     sub_agent_tools,
     tighter,
@@ -105,7 +106,7 @@ from loopctl.durable.approvals import (
     read_decisions,
 )
 from loopctl.engine.config import RunConfig, SessionConfig
-from loopctl.engine.events import LoopEvent, Observer, SubAgentEvent, ToolCallFinished, ToolCallStarted
+from loopctl.engine.events import LoopEvent, Observer, SubAgentEvent, ToolCallFinished
 from loopctl.engine.limits import remaining
 from loopctl.engine.loop import BareLoop, _race
 from loopctl.engine.machine import LoopMachine
@@ -505,7 +506,9 @@ class TemporalLoop(DurableLoop[OutputT]):
         made: list[Callable[..., Any]] = [model, summarize, instructions]
         for t in self.tools:
             sub = self.sub_agents.get(t.name)
-            made.extend(sub.activities if sub is not None else [self._tool_activity(t.name)])
+            made.append(self._tool_activity(t.name))  # a sub-agent's: the checks before its call
+            if sub is not None:
+                made.extend(sub.activities)
         return made
 
     def _tool_activity(self, tool_name: str) -> Callable[..., Any]:
@@ -520,6 +523,10 @@ class TemporalLoop(DurableLoop[OutputT]):
             cfg = config_from_dict(data["config"])
             usage = usage_from_dict(data["usage"]) if "usage" in data else Usage()
             approval = _approval(data.get("approval"), call.id)
+            tool = loop.tools.get(call.name)
+            if call.name in loop.sub_agents and isinstance(tool, AgentTool):  # the sub-agent runs in the workflow
+                gate = gate_sub_agent_call(host, data["turn"], call, tool, cfg, emit, loop.deps, usage, approval)
+                return dumps(await _heartbeating(gate))
             try:
                 done = await _heartbeating(host._run_one(data["turn"], call, cfg, emit, loop.deps, usage, approval))
             except HookFailed as exc:  # the run fails as a plain run does; Temporal does not retry
@@ -638,9 +645,6 @@ class _WorkflowDriver(RecordedVerdicts):
         approval: Approve | Modify | None = None,
     ) -> ToolCallRecord | PendingApproval:
         owner = self._owner
-        sub = owner.sub_agents.get(call.name)
-        if sub is not None:
-            return await self._run_sub_agent(sub, turn, call, cfg, emit)
         timeout = (
             owner.tool_timeout if cfg.tool_timeout is None else timedelta(seconds=cfg.tool_timeout) + owner.tool_grace
         )
@@ -658,6 +662,9 @@ class _WorkflowDriver(RecordedVerdicts):
             raise loop_error_from_dict(out["error"])
         if "pending" in out:
             return pending_from_dict(out["pending"])
+        sub = owner.sub_agents.get(call.name)
+        if "proceed" in out and sub is not None:  # the checks before the call let it run: the sub-agent runs here
+            return await self._run_sub_agent(sub, turn, call, out["proceed"], cfg, emit)
         return record_from_dict(out)
 
     def _via(self) -> dict[str, Any]:
@@ -666,23 +673,22 @@ class _WorkflowDriver(RecordedVerdicts):
         return {"via": [c for _, c in self._path]} if self._path else {}
 
     async def _run_sub_agent(
-        self, sub: TemporalLoop[Any], turn: int, call: ToolCallPart, cfg: RunConfig, emit: Any
+        self, sub: TemporalLoop[Any], turn: int, call: ToolCallPart, given: Any, cfg: RunConfig, emit: Any
     ) -> ToolCallRecord:
         """The call ``call`` runs ``sub``'s agent inside this workflow: a driver of its own over a new
         conversation, its effects activities named ``<name>.<tool name>.*``, its waits for approval this
         workflow's inbox (keyed with the call's path). Replay reads its activities' results from the history,
-        so no completed model or tool call of the sub-agent runs again."""
+        so no completed model or tool call of the sub-agent runs again. ``given`` is the input the checks before
+        the call (its tool activity) let it run with."""
         tool = self.tools.get(call.name)
         assert isinstance(tool, AgentTool)
         try:
-            prompt = _prompt(call.input)
+            prompt = _prompt(given)
         except ToolInputError as exc:
             return self._not_run(turn, call, f"Invalid input for tool {call.name!r}: {exc}", emit)
         agent = self._owner._agent
         agents = self._agents or (agent.name if agent is not None else self._owner.name,)
         agents = (*agents, tool.agent.name)
-        if emit:
-            emit(ToolCallStarted(turn, call))
         async with self._sub_lock:
             path = (*self._path, (turn, call.id))
             child = _WorkflowDriver(sub, LoopMachine(), self._inbox, self._run_key, path, agents)

@@ -42,8 +42,9 @@ BOSS_USAGE = Usage(input_tokens=100, output_tokens=10)
 CHILD_USAGE = Usage(input_tokens=7, output_tokens=3)
 
 
-def agents(workdir: Path, mode: str) -> Agent[None, str]:
-    """``boss``, with ``researcher`` among its tools; each model request is logged as ``<agent> <mode>``."""
+def agents(workdir: Path, mode: str, permission: Any = None) -> Agent[None, str]:
+    """``boss``, with ``researcher`` among its tools; each model request is logged as ``<agent> <mode>``.
+    ``permission`` is ``boss``'s permission callback."""
 
     def scripted(name: str, replies: list[Message], usage: Usage) -> ScriptedClient:
         def reply(request: ModelRequest) -> Message:
@@ -75,6 +76,7 @@ def agents(workdir: Path, mode: str) -> Agent[None, str]:
         scripted("boss", [call("p1", "researcher", {"input": "delete /tmp/old.log"}), Message.assistant("Done.")], BOSS_USAGE),
         tools=[researcher],
         name="boss",
+        permission=permission,
     )  # fmt: skip
 
 
