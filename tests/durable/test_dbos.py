@@ -170,10 +170,7 @@ async def test_a_cancel_from_outside_ends_the_run_cancelled_with_salvage(dbos_sq
             Message.new("assistant", [ToolCallPart(id="t1", name="tag", input={"text": "kept"})]),
             Message.new(
                 "assistant",
-                [
-                    ToolCallPart(id="t2", name="tag", input={"text": "sent"}),
-                    ToolCallPart(id="w1", name="wait", input={}),
-                ],
+                [ToolCallPart(id="t2", name="tag", input={"text": "sent"}), ToolCallPart(id="w1", name="wait", input={})],
             ),
             "unused",
         ]

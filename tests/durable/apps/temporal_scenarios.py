@@ -184,10 +184,7 @@ async def cancel(client: Client, workdir: Path, native: bool) -> dict[str, Any]:
             Message.new("assistant", [ToolCallPart(id="t1", name="tag", input={"text": "kept"})]),
             Message.new(
                 "assistant",
-                [
-                    ToolCallPart(id="t2", name="tag", input={"text": "sent"}),
-                    ToolCallPart(id="w1", name="wait", input={}),
-                ],
+                [ToolCallPart(id="t2", name="tag", input={"text": "sent"}), ToolCallPart(id="w1", name="wait", input={})],
             ),
             "unused",
         ]
