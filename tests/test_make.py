@@ -53,7 +53,15 @@ def test_a_fresh_root_machine_installs_postgresql_with_apt_get() -> None:
     assert ok
     assert [cmd for cmd, _ in run.calls] == [
         ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"],
+        [
+            "apt-get",
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "-o",
+            "Dpkg::Options::=--force-unsafe-io",
+            "postgresql",
+        ],
     ]
     assert all(kw["env"]["DEBIAN_FRONTEND"] == "noninteractive" for _, kw in run.calls)
 
@@ -162,7 +170,16 @@ def test_missing_system_tools_are_installed_with_one_apt_get_install() -> None:
     assert found == {"browser": True, "postgresql": True, "node": True}
     assert calls == [
         ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "postgresql"],
+        [
+            "apt-get",
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "-o",
+            "Dpkg::Options::=--force-unsafe-io",
+            "chromium",
+            "postgresql",
+        ],
     ]
 
 
@@ -198,7 +215,15 @@ def test_chromium_is_a_system_tool_for_the_browser_tests() -> None:
 
     tools = {"chromium": row._replace(find=lambda: None)}
     m.ensure_system(tools, run=run, is_root=True, has_apt=True, log=lambda line: None)
-    assert calls[-1] == ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+    assert calls[-1] == [
+        "apt-get",
+        "install",
+        "-y",
+        "--no-install-recommends",
+        "-o",
+        "Dpkg::Options::=--force-unsafe-io",
+        "chromium",
+    ]
 
 
 def test_the_page_is_built_when_its_sources_change(tmp_path: Path) -> None:
