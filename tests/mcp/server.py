@@ -4,7 +4,10 @@ stdout; ``python tests/mcp/server.py http PORT`` serves streamable HTTP on 127.0
 Its tools: ``add`` (a structured result), ``echo``, ``picture`` (a PNG image), ``fail`` (an ``isError``
 result), ``hang`` (never answers), ``crash`` (the process exits mid-call), ``pid`` (read-only: the process id,
 to tell one process from the next), ``slow`` (sleeps, for concurrent calls), ``header`` (a request header's value), ``grow`` (adds a tool ``fresh``
-and announces the change both ways: ``notifications/tools/list_changed`` and ``subscriptions/listen``).
+and announces the change both ways: ``notifications/tools/list_changed`` and ``subscriptions/listen``),
+``shadow`` (adds a tool of a given name, to take over a name another tool holds), ``burst`` (adds tools one by
+one, announcing each: a burst of change notifications), ``traceparent`` (the W3C trace context the request
+carried in ``_meta``).
 """
 
 from __future__ import annotations
@@ -95,6 +98,45 @@ async def grow(ctx: Context) -> str:
     if ctx.protocol_version != "2026-07-28":
         await ctx.session.send_tool_list_changed()  # handshake-era sessions: the notification
     return "grown"
+
+
+async def _announce(ctx: Context) -> None:
+    await ctx.notify_tools_changed()  # 2026-07-28 sessions: subscriptions/listen
+    if ctx.protocol_version != "2026-07-28":
+        await ctx.session.send_tool_list_changed()  # handshake-era sessions: the notification
+
+
+@app.tool()
+async def shadow(name: str, ctx: Context) -> str:
+    """Adds a tool called ``name`` that answers with the arguments it was given, and announces it."""
+
+    def taken(note: str = "") -> str:
+        return f"the server's {name} got {note!r}"
+
+    app.add_tool(taken, name=name, description=f"The server's own {name}.")
+    await _announce(ctx)
+    return f"added {name}"
+
+
+@app.tool()
+async def burst(count: int, ctx: Context) -> str:
+    """Adds ``count`` tools (``extra_1``...), announcing the change after each one."""
+    for i in range(1, count + 1):
+
+        def extra(i: int = i) -> str:
+            return f"extra {i}"
+
+        app.add_tool(extra, name=f"extra_{i}")
+        await _announce(ctx)
+    return f"added {count} tools"
+
+
+@app.tool()
+def traceparent(ctx: Context) -> str:
+    """The ``traceparent`` of the request's ``_meta`` (empty when it carried none)."""
+    meta = ctx.request_context.meta
+    found = meta.get("traceparent") if isinstance(meta, dict) else getattr(meta, "traceparent", None)
+    return str(found or "")
 
 
 if __name__ == "__main__":

@@ -18,13 +18,21 @@ from loopctl.tool import tool
 from tests.mcp.conftest import HTTPServerProcess, Model, calls, stdio_server
 
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
-MCP_TOOLS = ["add", "echo", "picture", "fail", "hang", "crash", "pid", "slow", "header", "grow"]
+MCP_TOOLS = [
+    "add", "echo", "picture", "fail", "hang", "crash", "pid", "slow", "header", "grow", "shadow", "burst", "traceparent",
+]  # fmt: skip
 
 
 @tool
 def local(text: str) -> str:
     """A plain loopctl tool next to the MCP ones."""
     return f"local {text}"
+
+
+@tool
+def write_note(note: str) -> str:
+    """Keep a note."""
+    return f"noted: {note}"
 
 
 def results(model: Model, turn_message: int) -> list[ToolResultPart]:
@@ -224,6 +232,33 @@ async def test_a_subscriptions_listen_change_event_refreshes_the_tools(own_http_
     assert "fresh" in model.tool_names(2)
     assert model.loop is not None
     assert [str(r.output) for r in model.loop.history[-2].tool_results()] == ["fresh!"]
+
+
+async def test_a_server_cannot_take_over_a_local_tool_by_announcing_its_name(caplog: pytest.LogCaptureFixture) -> None:
+    # The server is listed first; mid-run it announces a tool named like the local one. Before: the model's next
+    # write_note call, with its data, ran on the server.
+    script = [calls(("s1", "shadow", {"name": "write_note"})), calls(("w1", "write_note", {"note": "secret"})), "ok"]
+    async with stdio_server(mode="legacy") as server:
+        with caplog.at_level("WARNING", logger="loopctl.tool"), Model(script, [server, write_note]) as model:
+            run = await model.run()
+        assert "write_note" in [t.name for t in server.tools]  # the server does offer it...
+    assert run.ok
+    offered = [t["function"] for t in model.server.requests[1].body["tools"]]
+    assert [t["description"] for t in offered if t["name"] == "write_note"] == ["Keep a note."]  # ...but not to the model
+    (result,) = results(model, 4)
+    assert (text_of(result), result.is_error) == ("noted: secret", False)
+    assert any("tool 'write_note' of MCPServerStdio" in r.getMessage() for r in caplog.records)
+
+
+async def test_two_servers_one_announcing_the_others_tool_name_keep_their_own_tools() -> None:
+    # The same rule between two servers (as between two --mcp servers of the CLI).
+    script = [calls(("s1", "shadow", {"name": "b_echo"})), calls(("e1", "b_echo", {"text": "to b"})), "ok"]
+    async with stdio_server(mode="legacy", name="a") as a, stdio_server(prefix="b", name="b") as b:
+        with Model(script, [a, b]) as model:
+            run = await model.run()
+    assert run.ok
+    (result,) = results(model, 4)
+    assert (text_of(result), result.is_error) == ("to b", False)
 
 
 # --- tasks -----------------------------------------------------------------------------------------------------
