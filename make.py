@@ -3,8 +3,9 @@
 
     python3 make.py demo    # make .venv, install loopctl, run the main job (no API key needed)
     python3 make.py test    # make .venv, install loopctl and its dev tools, run ruff, mypy and pytest
-                            # (installs PostgreSQL with apt-get when it is missing and we are root;
-                            # LOOPCTL_SKIP_POSTGRES=1 skips that and the PostgreSQL tests)
+                            # (installs PostgreSQL, and Node.js for the MCP reference servers, with apt-get
+                            # when they are missing and we are root; LOOPCTL_SKIP_POSTGRES=1 skips PostgreSQL
+                            # and its tests; the reference servers go to .loopctl/mcp-servers with npm ci)
     python3 make.py bench   # the benchmarks (installs the peer libraries into .venv-bench)
 
 Every job creates its own virtual environment in the checkout (``.venv``) and installs into it only when
@@ -156,9 +157,76 @@ def ensure_postgres(
     return True
 
 
+MCP_SERVERS_SPEC = ROOT / "tests" / "mcp" / "reference"
+"""``package.json`` and ``package-lock.json`` of the MCP reference servers the tests start (npm packages)."""
+MCP_SERVERS_DIR = ROOT / ".loopctl" / "mcp-servers"
+"""Where ``npm ci`` installs them (``tests/mcp/reference.py`` looks there)."""
+
+
+def ensure_node(
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+    run: Callable[..., Any] = subprocess.run,
+    is_root: bool | None = None,
+    has_apt: bool | None = None,
+) -> bool:
+    """Make sure ``node`` and ``npm`` are installed, for the MCP reference servers the tests start: when they
+    are missing and this runs as root on a machine with apt-get (CI), install Debian's ``nodejs`` and ``npm``.
+    Returns whether both are there. The keyword arguments replace the checks and the runner, for tests."""
+    if which("node") and which("npm"):
+        return True
+    if is_root is None:
+        is_root = os.name == "posix" and os.geteuid() == 0
+    if has_apt is None:
+        has_apt = shutil.which("apt-get") is not None
+    if not (is_root and has_apt):
+        print(
+            "make.py: Node.js (node, npm) is not installed and cannot be installed from here (that needs root and "
+            "apt-get); the tests against the MCP reference servers will fail. Install Node.js 18 or newer.",
+            flush=True,
+        )
+        return False
+    print("make.py: installing Node.js (apt-get install nodejs npm)", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "nodejs", "npm"]):
+        result = run(cmd, check=False, env=env)
+        if result.returncode != 0:
+            print(f"make.py: {' '.join(cmd)} failed (exit {result.returncode}); the MCP reference servers will not run")
+            return False
+    return bool(which("node") and which("npm"))
+
+
+def ensure_mcp_servers(
+    target: Path = MCP_SERVERS_DIR, *, run: Callable[..., Any] = subprocess.run, npm: str | None = None
+) -> bool:
+    """Install the MCP reference servers of ``tests/mcp/reference/package-lock.json`` into ``target`` with
+    ``npm ci`` (the exact versions locked), when the lock file changed since the last install. Returns whether
+    they are installed. ``run`` and ``npm`` replace the runner and the npm command, for tests."""
+    npm = npm or shutil.which("npm")
+    lock = (MCP_SERVERS_SPEC / "package-lock.json").read_bytes()
+    digest = hashlib.sha256(lock + (MCP_SERVERS_SPEC / "package.json").read_bytes()).hexdigest()
+    stamp = target / ".loopctl-installed"
+    if stamp.exists() and stamp.read_text() == digest:
+        return True
+    if npm is None:
+        return False
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(MCP_SERVERS_SPEC / name, target / name)
+    print(f"make.py: installing the MCP reference servers into {target.relative_to(ROOT)} (npm ci)", flush=True)
+    result = run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], check=False, cwd=target)
+    if result.returncode != 0:
+        print(f"make.py: npm ci failed (exit {result.returncode}); the MCP reference server tests will fail")
+        return False
+    stamp.write_text(digest)
+    return True
+
+
 def test(args: list[str]) -> None:
     py = _venv(".venv", ".[dev]")
     ensure_postgres()
+    if ensure_node():
+        ensure_mcp_servers()
     print("make.py: ruff (lint)", flush=True)
     _run([str(py), "-m", "ruff", "check", "src", "tests", "bench"])
     print("make.py: mypy --strict", flush=True)

@@ -7,7 +7,8 @@ to tell one process from the next), ``slow`` (sleeps, for concurrent calls), ``h
 and announces the change both ways: ``notifications/tools/list_changed`` and ``subscriptions/listen``),
 ``shadow`` (adds a tool of a given name, to take over a name another tool holds), ``burst`` (adds tools one by
 one, announcing each: a burst of change notifications), ``traceparent`` (the W3C trace context the request
-carried in ``_meta``).
+carried in ``_meta``), ``needs_task`` (listed with ``execution.taskSupport: "required"`` although this server
+offers no tasks).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from __future__ import annotations
 import base64
 import os
 import sys
+from typing import Any
 
 import anyio
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -26,7 +29,19 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 )
 
-app = MCPServer("loopctl-test", log_level="WARNING")
+class TaskRequired(ServerMiddleware[Any]):
+    """Lists ``needs_task`` as a tool that must be called as a task (MCP 2025-11-25 ``execution``)."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method == "tools/list" and isinstance(result, dict):  # the wire form
+            for listed in result.get("tools") or []:
+                if listed.get("name") == "needs_task":
+                    listed["execution"] = {"taskSupport": "required"}
+        return result
+
+
+app = MCPServer("loopctl-test", log_level="WARNING", middleware=[TaskRequired()])
 
 
 @app.tool()
@@ -137,6 +152,12 @@ def traceparent(ctx: Context) -> str:
     meta = ctx.request_context.meta
     found = meta.get("traceparent") if isinstance(meta, dict) else getattr(meta, "traceparent", None)
     return str(found or "")
+
+
+@app.tool()
+def needs_task() -> str:
+    """Listed as needing a task."""
+    return "ran without a task"
 
 
 if __name__ == "__main__":

@@ -31,10 +31,13 @@ every tool of a server (``retention``) or per MCP tool name (``retention_by_tool
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import re
 import sys
+import urllib.parse
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,14 +51,16 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import context as otel_context
 
 from loopctl.errors import LoopError
 from loopctl.mcp.convert import exposed_names, to_tool_output
 from loopctl.message import Retention
 from loopctl.tool import ToolContext, ToolOutput
 
-__all__ = ["BaseMCPServer", "MCPConnectionError", "MCPServerHTTP", "MCPServerStdio", "MCPTool"]
+__all__ = ["BaseMCPServer", "MCPConnectionError", "MCPServerHTTP", "MCPServerStdio", "MCPTool", "mask_url"]
 
 _log = logging.getLogger("loopctl.mcp")
 
@@ -63,6 +68,8 @@ DEFAULT_TIMEOUT = 60.0
 """Seconds one tool call may take before it becomes an error result."""
 DEFAULT_CONNECT_TIMEOUT = 30.0
 """Seconds to start (or reach) a server, initialise the session and list its tools."""
+REFRESH_SETTLE = 0.05
+"""Seconds a tool-list refresh waits after a change notification, so that a burst of them is one listing."""
 
 
 class MCPConnectionError(LoopError):
@@ -88,6 +95,7 @@ class _Job:
     fn: Callable[[Client], Awaitable[Any]]
     future: asyncio.Future[Any]
     timeout: float | None
+    trace_context: otel_context.Context  # the caller's OpenTelemetry context: the SDK's spans nest under it
     scope: anyio.CancelScope | None = None
     started: bool = False
     sent_dead: bool = False  # the session had already closed when the request was to be sent
@@ -127,6 +135,60 @@ def _describe(exc: BaseException) -> str:
     return text if isinstance(leaf, MCPError) else f"{type(leaf).__name__}: {text}"
 
 
+# --- tasks (MCP 2025-11-25, "Tasks") ---------------------------------------------------------------------------
+
+TASK_TTL_MS = 600_000
+"""How long (milliseconds) a tool task is asked to be kept on the server after it was created."""
+
+
+def _task_support(tool: mcp_types.Tool) -> str:
+    """A tool's ``execution.taskSupport``: ``"forbidden"`` (the default), ``"optional"`` or ``"required"``."""
+    execution = tool.execution
+    return (execution.task_support if execution is not None else None) or "forbidden"
+
+
+def _can_call_as_task(client: Client) -> bool:
+    """Whether tools can be called as tasks on this session: a 2025-11-25 session (tasks left the core protocol
+    in 2026-07-28) with a server that declares ``tasks.requests.tools.call``, and an SDK session whose
+    dispatcher sends raw requests (the SDK types tasks, but its ``tools/call`` reads only a final result)."""
+    if client.protocol_version != "2025-11-25":
+        return False
+    tasks = client.server_capabilities.tasks
+    if tasks is None or tasks.requests is None or tasks.requests.tools is None or tasks.requests.tools.call is None:
+        return False
+    return callable(getattr(getattr(client.session, "_dispatcher", None), "send_raw_request", None))
+
+
+async def _call_as_task(client: Client, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+    """Call a tool as a task (MCP 2025-11-25, "Tasks"): ``tools/call`` with ``task`` returns a
+    ``CreateTaskResult``; ``tasks/result`` then waits for the task to end and returns its ``CallToolResult``.
+    A call given up on (its timeout, a cancelled run) cancels the task on the server (``tasks/cancel``)."""
+    session = client.session
+    dispatcher: Any = getattr(session, "_dispatcher", None)
+    params = {"name": name, "arguments": arguments, "task": {"ttl": TASK_TTL_MS}}
+    raw = await dispatcher.send_raw_request(
+        "tools/call", params, {"headers": {MCP_PROTOCOL_VERSION_HEADER: client.protocol_version}}
+    )
+    if not isinstance(raw, dict) or "task" not in raw:  # the server answered at once
+        return mcp_types.CallToolResult.model_validate(raw)
+    task_id = mcp_types.CreateTaskResult.model_validate(raw).task.task_id
+    try:
+        return await session.send_request(
+            mcp_types.GetTaskPayloadRequest(params=mcp_types.GetTaskPayloadRequestParams(task_id=task_id)),
+            mcp_types.CallToolResult,
+        )
+    except BaseException:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5.0), contextlib.suppress(Exception):
+            await session.send_request(
+                mcp_types.CancelTaskRequest(params=mcp_types.CancelTaskRequestParams(task_id=task_id)),
+                mcp_types.CancelTaskResult,
+            )
+        raise
+
+
+# --- the session ---------------------------------------------------------------------------------------------
+
+
 class _Connection:
     """One MCP session, opened, served and closed by its own task (the owner)."""
 
@@ -139,10 +201,12 @@ class _Connection:
         self.closed = False
         self.error: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._relists = 0  # tool-list refreshes started
-        self._relisting = 0  # refreshes running
-        self._relisted = asyncio.Event()  # set while no refresh is running
-        self._relisted.set()
+        self._client: Client | None = None
+        self._changes = 0  # tool-list changes announced by the server (and refreshes asked for)
+        self._listed = 0  # the changes the last finished refresh covers
+        self._refreshing = False  # the refresher task is running
+        self._fresh = asyncio.Event()  # set while the list is as fresh as the last announced change
+        self._fresh.set()
         self.task = asyncio.create_task(self._main(), name=f"loopctl.mcp {server.name}")
 
     async def _main(self) -> None:
@@ -151,6 +215,7 @@ class _Connection:
                 client = await stack.enter_async_context(self.server._client(stack, self._on_message))
                 async with anyio.create_task_group() as tg:
                     self._tg = tg
+                    self._client = client
                     await self.server._list_tools(client)
                     caps = client.server_capabilities.tools
                     modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
@@ -170,7 +235,11 @@ class _Connection:
         finally:
             self.closed = True
             self._tg = None
-            reason = _describe(self.error) if self.error is not None else "the session was closed"
+            self._client = None
+            self._fresh.set()  # nobody waits for a refresh that will never come
+            reason = self.server._redact(
+                _describe(self.error) if self.error is not None else "the session was closed"
+            )
             for job in list(self.pending):
                 if not job.future.done():
                     delivered = job.started and not job.sent_dead and not _never_sent(self.error or Exception())
@@ -187,16 +256,19 @@ class _Connection:
             return
         job.started = True
         job.sent_dead = _session_closed(client)
-        relists = self._relists
+        changes = self._changes
+        token = otel_context.attach(job.trace_context)
         try:
             with anyio.CancelScope() as scope:
                 job.scope = scope
                 with anyio.fail_after(job.timeout) if job.timeout is not None else contextlib.nullcontext():
                     result = await job.fn(client)
-                    if self._relists != relists:
-                        # The server changed its tool list during this call (a tool that adds tools):
-                        # finish the refresh first, so the model's next request already offers the new list.
-                        await self._relisted.wait()
+                if self._changes != changes:
+                    # The server changed its tool list during this call (a tool that adds tools): let the refresh
+                    # finish first, so the model's next request already offers the new list. Outside the call's
+                    # timeout (the call is done), and bounded: a refresh that hangs delays nothing for long.
+                    with anyio.move_on_after(self.server.connect_timeout):
+                        await self._fresh.wait()
                 if not job.future.done():
                     job.future.set_result(result)
         except Exception as exc:  # a job's failure is its caller's to read, never the owner's to die of
@@ -206,31 +278,54 @@ class _Connection:
                 elif isinstance(exc, MCPError) and _SESSION_GONE.search(exc.message or ""):
                     exc = _Lost(f"the HTTP session has expired ({exc.message})", delivered=False)
                 job.future.set_exception(exc)
+        finally:
+            otel_context.detach(token)
 
     async def _on_message(self, message: Any) -> None:
         """The SDK's message handler: a handshake-era ``notifications/tools/list_changed`` refreshes the list."""
         if isinstance(message, mcp_types.ToolListChangedNotification):
-            self._start_relist()
+            self.changed()
 
-    def _start_relist(self) -> None:
-        """Fetch the tool list again, in the owner's task group. Counted at once (not when the task starts), so
-        a call whose reply follows the change notification waits for the new list."""
-        if self._tg is None:
+    def changed(self) -> None:
+        """The tool list changed (or a refresh is asked for): fetch it again, in the owner's task group.
+
+        Changes are counted at once, so a call whose reply follows the notification waits for the new list.
+        One refresher task runs at a time: it waits :data:`REFRESH_SETTLE` seconds for the rest of a burst, lists,
+        and lists again if changes came in meanwhile; so a burst of notifications is one listing, and a refresh
+        never waits for another (or itself)."""
+        if self._tg is None or self._client is None:
             return
-        self._relists += 1
-        self._relisting += 1
-        self._relisted.clear()
-        self._tg.start_soon(self._relist)
+        self._changes += 1
+        self._fresh.clear()
+        if not self._refreshing:
+            self._refreshing = True
+            self._tg.start_soon(self._refresh, self._client)
 
-    async def _relist(self) -> None:
+    async def _refresh(self, client: Client) -> None:
         try:
-            await self.run(self.server._list_tools, self.server.connect_timeout)
-        except Exception as exc:  # the old list stays; the next change notification tries again
-            _log.warning("MCP server %r: listing the tools again failed (%s)", self.server.name, _describe(exc))
+            while self._listed < self._changes:
+                await anyio.sleep(REFRESH_SETTLE)  # a burst of notifications comes in meanwhile: one listing
+                target = self._changes
+                try:
+                    with anyio.fail_after(self.server.connect_timeout):
+                        await self.server._list_tools(client)
+                except Exception as exc:  # the old list stays; the next change notification tries again
+                    _log.warning(
+                        "MCP server %r: listing the tools again failed (%s)",
+                        self.server.name,
+                        self.server._redact(_describe(exc)),
+                    )
+                self._listed = target
         finally:
-            self._relisting -= 1
-            if not self._relisting:
-                self._relisted.set()
+            self._refreshing = False
+            if self._listed >= self._changes:  # else cancelled mid-way: the session's end releases the waiters
+                self._fresh.set()
+
+    async def refresh(self) -> None:
+        """Fetch the tool list now, and wait (at most ``connect_timeout``) until it is in."""
+        self.changed()
+        with anyio.move_on_after(self.server.connect_timeout):
+            await self._fresh.wait()
 
     async def _listen(self, client: Client) -> None:
         """Watch a 2026-07-28 session's ``subscriptions/listen`` stream for tool-list changes. A stream that
@@ -241,7 +336,7 @@ class _Connection:
                 async with client.listen(tools_list_changed=True) as subscription:
                     delay = 0.5
                     async for _ in subscription:
-                        self._start_relist()
+                        self.changed()
                 return  # the server ended the stream cleanly
             except ListenNotSupportedError as exc:
                 _log.info("MCP server %r: no tool-list updates (%s)", self.server.name, exc)
@@ -258,7 +353,7 @@ class _Connection:
         seconds, or :class:`_Lost` when the session ends first."""
         if self.closed:
             raise _Lost("the session has ended", delivered=False)
-        job = _Job(fn, asyncio.get_running_loop().create_future(), timeout)
+        job = _Job(fn, asyncio.get_running_loop().create_future(), timeout, otel_context.get_current())
         self.pending.add(job)
         self.jobs.put_nowait(job)
         try:
@@ -290,7 +385,7 @@ class MCPTool:
     (prefixed, provider-safe), ``mcp_name`` what the server calls it. ``annotations`` are the server's hints
     (``read_only_hint``, ``idempotent_hint``...)."""
 
-    __slots__ = ("annotations", "description", "input_schema", "mcp_name", "name", "retention", "server")
+    __slots__ = ("annotations", "as_task", "description", "input_schema", "mcp_name", "name", "retention", "server")
 
     def __init__(
         self,
@@ -298,6 +393,7 @@ class MCPTool:
         name: str,
         definition: mcp_types.Tool,
         retention: Retention | None,
+        as_task: bool = False,
     ) -> None:
         self.server = server
         self.name = name
@@ -306,6 +402,8 @@ class MCPTool:
         self.input_schema: Mapping[str, Any] = definition.input_schema or {"type": "object", "properties": {}}
         self.annotations = definition.annotations
         self.retention = retention
+        self.as_task = as_task
+        """Whether calls run as MCP tasks (the tool declares ``execution.taskSupport: "required"``)."""
 
     @property
     def safe_to_repeat(self) -> bool:
@@ -361,8 +459,13 @@ class BaseMCPServer:
         self._conn: _Connection | None = None
         self._lock: asyncio.Lock | None = None
         self._closed = False
+        self._left_out: set[str] = set()  # tools not offered (logged once)
         self.connections = 0
         """How many sessions have been opened (1 after :meth:`connect`; more after re-initialisations)."""
+
+    def _redact(self, text: str) -> str:
+        """``text`` with this server's secrets masked (an HTTP server's URL credentials); for every message."""
+        return text
 
     # --- the session -----------------------------------------------------------------------------------------
 
@@ -451,16 +554,37 @@ class BaseMCPServer:
             cursor = page.next_cursor
             if cursor is None:
                 break
-        names = exposed_names([t.name for t in listed], self.prefix)
+        usable: list[mcp_types.Tool] = []
+        for t in listed:
+            if _task_support(t) == "required" and not _can_call_as_task(client):
+                if t.name not in self._left_out:
+                    self._left_out.add(t.name)
+                    _log.warning(
+                        "MCP server %r: tool %r is not offered: it must be called as a task (taskSupport "
+                        '"required"), which this session cannot do (the server does not offer tasks for '
+                        "tools/call, or the protocol version has no tasks)",
+                        self.name,
+                        t.name,
+                    )
+                continue
+            usable.append(t)
+        names = exposed_names([t.name for t in usable], self.prefix)
         self._tools = tuple(
-            MCPTool(self, name, t, self.retention_by_tool.get(t.name, self.retention))
-            for name, t in zip(names, listed, strict=True)
+            MCPTool(
+                self,
+                name,
+                t,
+                self.retention_by_tool.get(t.name, self.retention),
+                as_task=_task_support(t) == "required",
+            )
+            for name, t in zip(names, usable, strict=True)
         )
 
     async def refresh_tools(self) -> tuple[MCPTool, ...]:
-        """List the tools again now (they are also refreshed on the server's change notifications)."""
+        """List the tools again now (they are also refreshed on the server's change notifications); returns
+        the new list."""
         conn = await self._live()
-        await conn.run(self._list_tools, self.connect_timeout)
+        await conn.refresh()
         return self._tools
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
@@ -475,9 +599,11 @@ class BaseMCPServer:
             try:
                 conn = await self._live()
             except MCPConnectionError as exc:
-                return ToolOutput(str(exc), is_error=True)
+                return ToolOutput(self._redact(str(exc)), is_error=True)
 
             async def send(client: Client) -> Any:
+                if tool.as_task:
+                    return await _call_as_task(client, tool.mcp_name, arguments)
                 return await client.call_tool(tool.mcp_name, arguments)
 
             try:
@@ -493,15 +619,18 @@ class BaseMCPServer:
                     continue  # re-initialise once and send the call again
                 if lost.delivered:
                     return ToolOutput(
-                        f"MCP server {self.name!r} lost the connection during the call ({lost}); the call may "
-                        "have run. The session is opened again for the next call.",
+                        self._redact(
+                            f"MCP server {self.name!r} lost the connection during the call ({lost}); the call may "
+                            "have run. The session is opened again for the next call."
+                        ),
                         is_error=True,
                     )
-                return ToolOutput(f"MCP server {self.name!r} is unreachable: {lost}", is_error=True)
+                return ToolOutput(self._redact(f"MCP server {self.name!r} is unreachable: {lost}"), is_error=True)
             except MCPError as exc:
-                return ToolOutput(f"MCP error {exc.code} from {self.name!r}: {exc.message}", is_error=True)
+                text = f"MCP error {exc.code} from {self.name!r}: {exc.message}"
+                return ToolOutput(self._redact(text), is_error=True)
             except Exception as exc:  # the SDK refused the reply (a result of the wrong shape...)
-                return ToolOutput(f"MCP server {self.name!r}: {_describe(exc)}", is_error=True)
+                return ToolOutput(self._redact(f"MCP server {self.name!r}: {_describe(exc)}"), is_error=True)
             return to_tool_output(result, tool.retention)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -549,20 +678,104 @@ class MCPServerHTTP(BaseMCPServer):
     """An MCP server at ``url``, spoken to over streamable HTTP.
 
     ``headers`` are sent with every request (an ``Authorization`` header, for example); they never appear in
-    ``repr`` or in messages. The other options are :class:`BaseMCPServer`'s; ``name`` defaults to the URL's
-    host.
+    ``repr`` or in messages. Credentials in the URL are kept out of sight too: a user and password
+    (``http://user:pw@host/mcp``) are sent as a Basic ``Authorization`` header (unless ``headers`` has one) and
+    never in the URL, and ``repr``, :attr:`url`, messages, logs (this module's, the SDK's and the HTTP
+    client's) show the password and every query value (``?token=...``) as ``***``. The other options are
+    :class:`BaseMCPServer`'s; ``name`` defaults to the URL's host.
     """
 
     def __init__(self, url: str, headers: Mapping[str, str] | None = None, *, name: str | None = None, **options: Any):
-        super().__init__(name=name or (httpx2.URL(url).host or url), **options)
-        self.url = url
+        parts = urllib.parse.urlsplit(url)
+        super().__init__(name=name or parts.hostname or "mcp", **options)
         self._headers = dict(headers or {})
+        self._secrets = _url_secrets(parts)
+        self._masked = mask_url(url)
+        if "@" in parts.netloc:  # the credentials go in a header; the URL the client uses has none
+            userinfo, _, hostport = parts.netloc.rpartition("@")
+            user, _, password = userinfo.partition(":")
+            if not any(k.lower() == "authorization" for k in self._headers):
+                pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()
+                self._headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+            url = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
+        self._url = url
+        _REDACTING.servers.add(self)
+
+    @property
+    def url(self) -> str:
+        """The server's URL, its password and query values masked (``***``)."""
+        return self._masked
+
+    def _redact(self, text: str) -> str:
+        text = text.replace(self._url, self._masked)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def _client(self, stack: contextlib.AsyncExitStack, on_message: Callable[[Any], Awaitable[None]]) -> Client:
         # The SDK's own defaults: 30 s to connect or write, 300 s to read (a server may hold a stream open).
         http = httpx2.AsyncClient(headers=self._headers, timeout=httpx2.Timeout(30.0, read=300.0))
         stack.push_async_callback(http.aclose)
-        return Client(streamable_http_client(self.url, http_client=http), **self._client_options(on_message))
+        return Client(streamable_http_client(self._url, http_client=http), **self._client_options(on_message))
 
     def __repr__(self) -> str:
-        return f"MCPServerHTTP({self.url!r}, tools={len(self._tools)})"
+        return f"MCPServerHTTP({self._masked!r}, tools={len(self._tools)})"
+
+
+# --- secrets in URLs -----------------------------------------------------------------------------------------
+
+_MIN_SECRET = 4  # shorter query values ("1", "on") are masked in the URL but not hunted for in other text
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its credentials masked: the password (``user:***@``; a user without a password, which is
+    often a token, as ``***@``) and the value of every query parameter (``?token=***``)."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        netloc = f"{user}:***@{hostport}" if colon else f"***@{hostport}"
+    query = "&".join(
+        f"{key}=***" if has_value else key
+        for key, has_value in ((p.partition("=")[0], "=" in p) for p in parts.query.split("&") if p)
+    )
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _url_secrets(parts: urllib.parse.SplitResult) -> tuple[str, ...]:
+    """The secret strings of a URL, as written and decoded: the password (or a lone user), the query values."""
+    found: set[str] = set()
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rpartition("@")[0]
+        user, colon, password = userinfo.partition(":")
+        found.add(password if colon else user)
+    for pair in parts.query.split("&"):
+        found.add(pair.partition("=")[2])
+    found |= {urllib.parse.unquote_plus(x) for x in found}
+    # Longest first, so that a secret containing another is masked whole.
+    return tuple(sorted((x for x in found if len(x) >= _MIN_SECRET), key=len, reverse=True))
+
+
+class _RedactingFilter(logging.Filter):
+    """Masks the URL secrets of every live :class:`MCPServerHTTP` in the records of the loggers that print
+    request URLs (the HTTP client's request lines, the SDK's connection messages)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.servers: weakref.WeakSet[MCPServerHTTP] = weakref.WeakSet()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        servers = list(self.servers)
+        if servers:
+            text = original = record.getMessage()
+            for server in servers:
+                text = server._redact(text)
+            if text != original:
+                record.msg, record.args = text, None
+        return True
+
+
+_REDACTING = _RedactingFilter()
+for _name in ("httpx2", "httpx", "mcp.client.streamable_http", "mcp.shared.jsonrpc_dispatcher", "loopctl.mcp"):
+    logging.getLogger(_name).addFilter(_REDACTING)
