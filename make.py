@@ -213,7 +213,8 @@ def ensure_mcp_servers(
     target.mkdir(parents=True, exist_ok=True)
     for name in ("package.json", "package-lock.json"):
         shutil.copyfile(MCP_SERVERS_SPEC / name, target / name)
-    print(f"make.py: installing the MCP reference servers into {target.relative_to(ROOT)} (npm ci)", flush=True)
+    shown = target.relative_to(ROOT) if target.is_relative_to(ROOT) else target
+    print(f"make.py: installing the MCP reference servers into {shown} (npm ci)", flush=True)
     result = run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], check=False, cwd=target)
     if result.returncode != 0:
         print(f"make.py: npm ci failed (exit {result.returncode}); the MCP reference server tests will fail")

@@ -139,3 +139,46 @@ def test_the_demo_ends_with_a_command_that_runs_as_printed(
     with SQLiteStore(root / ".loopctl" / "sessions.db") as store:
         assert [s.id for s in store.sessions()] == [session.id]
         assert store.load(session.id).messages[-2] == Message.user("Anything left?")
+
+
+# --- Node.js and the MCP reference servers ---------------------------------------------------------------------
+
+
+def test_a_fresh_root_machine_installs_node_with_apt_get() -> None:
+    installed: set[str] = set()
+    run = Recorder()
+
+    def recording(cmd: list[str], **kw: Any) -> Any:
+        if cmd[:2] == ["apt-get", "install"]:
+            installed.update({"node", "npm"})
+        return run(cmd, **kw)
+
+    ok = make().ensure_node(which=lambda name: name if name in installed else None, run=recording, is_root=True, has_apt=True)
+    assert ok
+    assert [cmd for cmd, _ in run.calls] == [
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "nodejs", "npm"],
+    ]
+
+
+def test_an_installed_node_is_left_alone_and_without_root_it_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    run = Recorder()
+    assert make().ensure_node(which=lambda name: f"/usr/bin/{name}", run=run, is_root=False, has_apt=False)
+    assert not make().ensure_node(which=lambda name: None, run=run, is_root=False, has_apt=True)
+    assert run.calls == []
+    assert "Node.js (node, npm) is not installed" in capsys.readouterr().out
+
+
+def test_the_reference_servers_are_installed_with_npm_ci_once_per_lock_file(tmp_path: Path) -> None:
+    run = Recorder()
+    m = make()
+    assert m.ensure_mcp_servers(tmp_path / "servers", run=run, npm="npm")
+    assert [(cmd, kw["cwd"]) for cmd, kw in run.calls] == [
+        (["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], tmp_path / "servers")
+    ]
+    assert (tmp_path / "servers" / "package-lock.json").read_bytes() == (
+        ROOT / "tests" / "mcp" / "reference" / "package-lock.json"
+    ).read_bytes()
+    assert m.ensure_mcp_servers(tmp_path / "servers", run=run, npm="npm")  # the same lock file: nothing to do
+    assert len(run.calls) == 1
+    assert not m.ensure_mcp_servers(tmp_path / "other", run=Recorder(returncode=1), npm="npm")
