@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
+from pydantic import BaseModel
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -30,6 +31,7 @@ from loopctl.engine import (
     TurnFinished,
 )
 from loopctl.message import Message, MessagePart, Role, ToolCallPart
+from loopctl.output import NativeOutput
 from loopctl.telemetry import OTelObserver
 from loopctl.telemetry import attributes as a
 from loopctl.testing import ErrorReply, FakeProviderServer
@@ -531,3 +533,56 @@ async def test_an_observer_failure_is_logged_and_never_ends_the_run(caplog: pyte
     run, _ = await run_loop(OTelObserver(Broken()))
     assert run.ok and run.output == "It is sunny everywhere."
     assert any("OTelObserver failed on RunStarted" in r.getMessage() for r in caplog.records)
+
+
+# --- issue 18, item 17 -----------------------------------------------------------------------------------------
+
+
+async def test_an_output_invalid_run_is_an_error_of_the_run_span(tel: Telemetry) -> None:
+    # Before: the run's span had outcome output_invalid but no error.type and an unset status.
+    class City(BaseModel):
+        name: str
+        population: int
+
+    script = ['{"name": "Paris"}', '{"name": "Paris", "population": "a lot"}']
+    with FakeProviderServer(script) as server:
+        client = make_client("openai", server)
+        loop = BareLoop(client, observers=[tel.observer()])
+        try:
+            run = await loop.run("A city?", RunConfig(output_retries=1), output_type=NativeOutput(City))
+        finally:
+            await client.aclose()
+    assert run.outcome.kind is OutcomeKind.OUTPUT_INVALID
+    root = by_name(tel.spans(), "invoke_agent")[0]
+    assert (attrs(root)[a.ERROR_TYPE], attrs(root)[a.LOOPCTL_OUTCOME], root.status.status_code) == (
+        "output_invalid",
+        "output_invalid",
+        StatusCode.ERROR,
+    )
+
+
+@pytest.mark.parametrize("raises_on", ["RunFinished", "every event"])
+async def test_an_observer_that_raises_does_not_keep_the_end_of_the_run_from_the_others(
+    tel: Telemetry, raises_on: str
+) -> None:
+    # Before: an observer listed before OTelObserver that raised on RunFinished (or on every event) kept the
+    # run's end from it: the invoke_agent span was never ended, so never exported.
+    def fragile(event: object) -> None:
+        if raises_on == "every event" or type(event).__name__ == raises_on:
+            raise RuntimeError("observer bug")
+
+    with FakeProviderServer(["hello"]) as server:
+        client = make_client("anthropic", server)
+        loop = BareLoop(client, observers=[fragile, tel.observer()])
+        try:
+            with pytest.raises(RuntimeError, match="observer bug"):
+                await loop.run("hi")
+        finally:
+            await client.aclose()
+    (root,) = by_name(tel.spans(), "invoke_agent")
+    if raises_on == "RunFinished":
+        assert attrs(root)[a.LOOPCTL_OUTCOME] == "completed" and a.ERROR_TYPE not in attrs(root)
+        assert [s.name for s in tel.spans()] == ["invoke_agent", "chat claude-test-1"]
+    else:  # the first error escaped the run: it ends as aborted by it
+        assert (attrs(root)[a.ERROR_TYPE], root.status.status_code) == ("RuntimeError", StatusCode.ERROR)
+    assert not trace.get_current_span().is_recording()

@@ -947,11 +947,18 @@ class BareLoop:
         return time.perf_counter()
 
     def _emit(self, event: LoopEvent) -> None:
-        """Hand ``event`` to every observer: the loop's, then a streamed run's own."""
-        for observer in self.observers:
-            observer(event)
-        for observer in self._run_observers:
-            observer(event)
+        """Hand ``event`` to every observer: the loop's, then a streamed run's own. One that raises does not
+        keep the event from the others (a tracing observer still ends the run's span); the first error is
+        raised once every observer had the event."""
+        error: BaseException | None = None
+        for observer in (*self.observers, *self._run_observers):
+            try:
+                observer(event)
+            except BaseException as exc:  # raised below, once the others had the event
+                if error is None:
+                    error = exc
+        if error is not None:
+            raise error
 
     async def _await_approvals(self, pending: tuple[PendingApproval, ...]) -> Mapping[str, Approval] | None:
         """The run paused on ``pending`` calls: decisions to continue it at once, or ``None`` to end the run

@@ -91,6 +91,7 @@ _FAILED_OUTCOMES = {
     OutcomeKind.MAX_TURNS: "max_turns",
     OutcomeKind.LIMIT_REACHED: "limit_reached",
     OutcomeKind.LOOP_DETECTED: "loop_detected",
+    OutcomeKind.OUTPUT_INVALID: "output_invalid",
 }
 
 
