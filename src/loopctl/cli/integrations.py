@@ -2,7 +2,9 @@
 traces and metrics (``docs/telemetry.md``) and the tools of MCP servers (``docs/mcp.md``).
 
 ``--otel`` reads the standard OpenTelemetry variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_SERVICE_NAME``,
-...) and records message content only when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``.
+...) and records message content only when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``;
+its tracer provider becomes the global one (the MCP SDK's spans are exported too). At the end the last spans
+are flushed within a few seconds; a collector that cannot be reached is one ``warning:`` line.
 An MCP server whose tool names are already taken (by the file tools or another server) gets the prefix
 ``mcpN_`` (N: its position among the ``--mcp`` and ``--mcp-url`` options, from 1).
 """
@@ -45,7 +47,20 @@ async def open_integrations(
             export = configure_otlp()
         except ValueError as exc:
             raise click.UsageError(f"--otel: {exc}") from None
-        stack.callback(export.shutdown)
+
+        def flush() -> None:  # bounded: a collector that is down costs a moment and one line, not retries
+            problem = export.shutdown()
+            if problem is not None:
+                from loopctl.cli.report import warn
+
+                warn(f"--otel: {problem}")
+
+        stack.callback(flush)
+        # This process is the application: its providers are the global ones, so the spans libraries make
+        # through the global provider (the MCP SDK's, with the traceparent it sends) are exported too.
+        from opentelemetry import trace
+
+        trace.set_tracer_provider(export.tracer_provider)
         capture = os.environ.get(CAPTURE_CONTENT_VAR, "").strip().lower() == "true"
         observers.append(
             OTelObserver(
