@@ -12,7 +12,7 @@ from rich.text import Text
 
 from loopctl.cli.inert import inert
 
-__all__ = ["CommandError", "fail", "stderr", "stdout", "warn"]
+__all__ = ["CommandError", "fail", "stderr", "stdout", "tokens", "warn"]
 
 
 class CommandError(click.ClickException):
@@ -61,3 +61,8 @@ def fail(message: str, *hints: str, code: int = 2) -> NoReturn:
 def warn(message: str) -> None:
     """Print ``warning: MESSAGE`` (made inert) on stderr."""
     stderr().print(Text(f"warning: {inert(message)}", style="yellow"))
+
+
+def tokens(count: int | None) -> str:
+    """A token count as shown (``12,345``), or ``?`` when the provider did not report it."""
+    return "?" if count is None else f"{count:,}"

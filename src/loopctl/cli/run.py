@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from loopctl.cli.inert import inert
-from loopctl.cli.report import CommandError, stderr, warn
+from loopctl.cli.report import CommandError, stderr, tokens, warn
 from loopctl.cli.sessions import STORE_VAR
 
 if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `loopctl --help` stays quick
@@ -523,8 +523,8 @@ def print_summary(
         console.print(Text(text, style=detail_style))
     console.print(
         Text(
-            f"  {label}{_plural(len(result.turns), 'turn')} · {u.input_tokens:,} tokens in "
-            f"({u.cache_read_tokens:,} cached) · {u.output_tokens:,} out · {result.duration:.1f} s"
+            f"  {label}{_plural(len(result.turns), 'turn')} · {tokens(u.input_tokens)} tokens in "
+            f"({tokens(u.cache_read_tokens)} cached) · {tokens(u.output_tokens)} out · {result.duration:.1f} s"
             + (f" · {dollars(result.cost)}" if result.cost is not None and result.turns else ""),
             style="dim",
         )

@@ -55,8 +55,9 @@ class TurnStarted:
     """Model call number ``turn`` (from 1) is about to be sent with ``messages`` messages.
 
     ``request`` is the whole :class:`~loopctl.providers.ModelRequest` (conversation, system prompt, tools and
-    settings); ``provider`` and ``model`` name the client it goes to; ``stream`` tells whether the reply is
-    streamed. Retries of the call (:class:`ModelRetry`) send the same request again."""
+    settings); ``provider`` and ``model`` name the client it goes to, ``api_url`` the URL it sends to (when the
+    client has one: its ``api_url``); ``stream`` tells whether the reply is streamed. Retries of the call
+    (:class:`ModelRetry`) send the same request again."""
 
     turn: int
     messages: int
@@ -64,6 +65,7 @@ class TurnStarted:
     provider: str = ""
     model: str = ""
     stream: bool = False
+    api_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +103,8 @@ class ReplyDiscarded:
 @dataclass(frozen=True, slots=True)
 class ModelFallback:
     """Model call ``turn`` failed on ``from_provider``/``from_model`` with ``error`` and goes to the next
-    client of the fallback chain, ``to_provider``/``to_model``. Anything streamed for it so far is void."""
+    client of the fallback chain, ``to_provider``/``to_model`` (at ``to_api_url``, when the client has one).
+    Anything streamed for it so far is void."""
 
     turn: int
     error: Exception
@@ -109,6 +112,7 @@ class ModelFallback:
     from_model: str
     to_provider: str
     to_model: str
+    to_api_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

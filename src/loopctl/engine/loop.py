@@ -1019,6 +1019,7 @@ class BareLoop:
                     provider=client.provider,
                     model=client.model,
                     stream=cfg.stream,
+                    api_url=getattr(clients[0], "api_url", None),
                 )
             )
         tracking = on_event  # always: a failed attempt's usage is known only from its events
@@ -1056,7 +1057,17 @@ class BareLoop:
                         if began:
                             emit(ReplyDiscarded(turn, "fallback", "".join(streamed)))
                         to = clients[index + 1]
-                        emit(ModelFallback(turn, exc, current.provider, current.model, to.provider, to.model))
+                        emit(
+                            ModelFallback(
+                                turn,
+                                exc,
+                                current.provider,
+                                current.model,
+                                to.provider,
+                                to.model,
+                                getattr(to, "api_url", None),
+                            )
+                        )
                     break
             if response is not None:
                 break
@@ -1391,9 +1402,9 @@ class BareLoop:
         geometrically keeps the cost amortized O(1) per turn). Otherwise the reply's tokens are added.
         """
         counter = self._counter
-        reported = usage.input_tokens
+        reported = usage.input_tokens  # None when the provider did not report it: nothing to calibrate on
         calibrate = getattr(counter, "calibrate", None)
-        if reported > 0 and calibrate is not None:
+        if reported is not None and reported > 0 and calibrate is not None:
             drifted = abs(reported - estimate) > CALIBRATION_DRIFT * reported
             if self._calibrated_at < 0 or (drifted and len(sent) >= 1.25 * self._calibrated_at):
                 calibrate(sent, reported, reply=reply, output_tokens=usage.output_tokens)
