@@ -41,7 +41,7 @@ def script(turns: int) -> Any:
 def one(turns: int, observers: list[Any]) -> float:
     loop = BareLoop(ScriptedClient(script(turns)), [echo], observers=observers)
     started = time.perf_counter()
-    run = asyncio.run(loop.run("go", RunConfig(max_turns=turns + 2, stream=True)))
+    run = asyncio.run(loop.run("go", RunConfig(max_turns=turns + 2, stream=True, loop_detection=None)))
     elapsed = time.perf_counter() - started
     assert run.ok, run.outcome
     return elapsed / (turns + 1)
