@@ -17,7 +17,7 @@ from loopctl.cli import DEMO_DELAY_VAR, main
 from loopctl.engine import LoopMachine
 from loopctl.message import Message, check_conversation
 from loopctl.session import Session
-from loopctl.store import SQLiteStore
+from loopctl.store import SessionState, SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "examples" / "sample-project"
@@ -248,6 +248,27 @@ def test_verify_exits_1_naming_the_changed_row(tmp_path: Path) -> None:
     code, out = invoke("--store", str(db), "verify", "s")
     assert code == 1
     assert out.startswith(f"session 's', node {done.node_ids[1][:12]} (message 1): its content does not match")
+
+
+def test_verify_exits_1_for_a_session_truncated_by_hand(tmp_path: Path) -> None:
+    # Issue 18, item 3: the row's head moved back (the last message dropped, length and state made to fit) was
+    # called sound, every hash matching; the head log says otherwise.
+    db = tmp_path / "s.db"
+    with SQLiteStore(db) as store:
+        done = store.append("s", [Message.user("hello"), Message.assistant("world")], expected_head=None)
+        state = SessionState.at_rest(1).to_bytes()
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE loopctl_sessions SET head = ?, length = 1, state = ?", (bytes.fromhex(done.node_ids[0]), state)
+        )
+    code, out = invoke("--store", str(db), "verify", "s")
+    assert (code, out) == (
+        1,
+        f"session 's', node {done.node_ids[0][:12]}: its head is not the one its head log last recorded "
+        f"(revision 1, node {done.node_ids[1][:12]}): the row was changed after it was written\n",
+    )
 
 
 def test_unknown_sessions_and_bad_files_exit_2(tmp_path: Path) -> None:

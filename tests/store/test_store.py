@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import itertools
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -333,6 +334,36 @@ def test_verify_checks_every_chain_the_head_pointed_to(store: SessionStore) -> N
     assert [p.node for p in store.verify("s")] == [first.node_ids[0]]
 
 
+def test_verify_finds_a_head_moved_back_by_hand(store: SessionStore) -> None:
+    # Issue 18, item 3: the last two messages dropped by moving the row's head back (length and state made to
+    # fit, so every hash still matches); the head log still names the real head.
+    done = store.append("s", _conversation(2), expected_head=None)
+    assert done.head is not None
+    earlier = bytes.fromhex(done.node_ids[2])
+    raw(
+        store,
+        "UPDATE loopctl_sessions SET head = ?, length = ?, state = ? WHERE id = ?",
+        (earlier, 3, SessionState.at_rest(3).to_bytes(), "s"),
+    )
+    assert len(store.load("s").messages) == 3  # it loads: only the head log tells
+    problems = store.verify("s")
+    assert [(p.node, p.index) for p in problems] == [(done.node_ids[2], None)]
+    assert problems[0].problem == (
+        f"its head is not the one its head log last recorded (revision 1, node {done.head[:12]}): "
+        "the row was changed after it was written"
+    )
+
+
+def test_verify_finds_a_revision_the_head_log_never_recorded(store: SessionStore) -> None:
+    done = store.append("s", _conversation(1), expected_head=None)
+    store.append("s", [Message.assistant("done")], expected_head=done.head)
+    raw(store, "DELETE FROM loopctl_heads WHERE session_id = ? AND revision = 2", ("s",))
+    problems = store.verify("s")
+    assert [p.problem for p in problems] == [
+        "its row is at revision 2 but its head log ends at revision 1: the row was changed after it was written"
+    ]
+
+
 def test_a_state_of_a_newer_format_is_refused_loudly(store: SessionStore) -> None:
     store.append("s", [Message.user("x")], expected_head=None)
     state = orjson.loads(bytes(raw(store, "SELECT state FROM loopctl_sessions WHERE id = ?", ("s",))[0][0]))
@@ -341,6 +372,23 @@ def test_a_state_of_a_newer_format_is_refused_loudly(store: SessionStore) -> Non
     with pytest.raises(StoreCorrupt, match="format_version 2 is newer than this release of loopctl reads"):
         store.load("s")
     assert any("newer" in p.problem for p in store.verify("s"))
+
+
+@pytest.mark.parametrize("cost", ["abc", "", "NaN", "-1"])
+def test_a_corrupted_cost_limit_is_reported_as_a_corrupt_store(store: SessionStore, cost: str) -> None:
+    # Issue 18, item 20: a stored cost limit that is not a number raised decimal.InvalidOperation from load.
+    from loopctl.engine import UsageLimits
+
+    m = LoopMachine()
+    m.accept_input("hi", limits=UsageLimits(cost=Decimal("0.5")))
+    store.create("s")
+    store.append("s", list(m.full_history()), expected_head=None, state=SessionState.of(m))
+    state = orjson.loads(bytes(raw(store, "SELECT state FROM loopctl_sessions WHERE id = ?", ("s",))[0][0]))
+    assert state["machine"]["limits"]["cost"] == "0.5"
+    state["machine"]["limits"]["cost"] = cost
+    raw(store, "UPDATE loopctl_sessions SET state = ? WHERE id = ?", (orjson.dumps(state), "s"))
+    with pytest.raises(StoreCorrupt, match=r"session 's': machine: limits.cost must be a (finite )?number of USD"):
+        store.load("s").machine()
 
 
 def test_a_database_of_a_newer_schema_is_refused_loudly(

@@ -31,7 +31,7 @@ from loopctl import __version__
 from loopctl.cli.approvals import approve
 from loopctl.cli.report import fail
 from loopctl.cli.run import DEMO_DELAY_VAR, run
-from loopctl.cli.sessions import sessions
+from loopctl.cli.sessions import sessions, store_option
 from loopctl.cli.show import check, show
 from loopctl.errors import ConversationFileError, LoopError, MissingAPIKey
 
@@ -72,6 +72,7 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, package_name=DISTRIBUTION, message="%(prog)s %(version)s (%(package)s)")
+@store_option
 def main() -> None:
     """loopctl: run LLM agents that call tools in a loop."""
 

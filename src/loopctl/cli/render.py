@@ -19,12 +19,12 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from loopctl.cli.inert import inert
+from loopctl.cli.inert import expand_tabs, inert
 from loopctl.engine.events import (
     CompactionFinished,
     LoopEvent,
+    ModelCallRetry,
     ModelFallback,
-    ModelRetry,
     ModelStreamEvent,
     RunFinished,
     ToolCallDeferred,
@@ -33,10 +33,10 @@ from loopctl.engine.events import (
     TurnFinished,
     TurnStarted,
 )
-from loopctl.message import TextPart, ThinkingPart
+from loopctl.message import TextPart, ThinkingPart, ToolResultPart
 from loopctl.stream import PartStarted, TextDelta, ThinkingDelta
 
-__all__ = ["Transcript", "dollars"]
+__all__ = ["Transcript", "dollars", "message_text"]
 
 
 def dollars(cost: Decimal) -> str:
@@ -55,10 +55,28 @@ def _json(value: Any) -> str:
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    """``value`` (text, or any JSON value) on one line, made inert, cut to ``limit`` characters."""
+    """``value`` (text, or any JSON value) on one line, made inert, cut to ``limit`` characters; a newline is
+    shown as ``⏎`` and a tab as ``⇥`` (a line that stands for many has no columns to align)."""
     text = value if isinstance(value, str) else _json(value)
-    text = inert(text.replace("\n", "⏎"), one_line=True)
+    text = inert(text.replace("\n", "⏎").replace("\t", "⇥"), one_line=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def message_text(message: Any) -> str:
+    """A message as ``loopctl show`` and ``loopctl sessions show`` print it: its display (one chunk per part,
+    ``docs/wire-format.md``), made inert, with each tab expanded from the start of its own line of content
+    (:func:`~loopctl.cli.inert.expand_tabs`); a tool result of several lines starts on a line of its own, so
+    its columns line up as in the file it read."""
+    chunks: list[str] = []
+    for part in message.parts:
+        if isinstance(part, ToolResultPart):
+            output, _ = expand_tabs(inert(str(part.output)))
+            chunks.append(f"[Tool Result:\n{output}]" if "\n" in output else f"[Tool Result: {output}]")
+            continue
+        chunk = part.display()
+        if chunk is not None:
+            chunks.append(expand_tabs(inert(chunk))[0])
+    return "\n".join(chunks)
 
 
 def _label(name: str, arguments: Any) -> str:
@@ -88,6 +106,7 @@ class Transcript:
         self.show_thinking = show_thinking
         self._status: Status | None = None
         self._mode: str | None = None  # "text" or "thinking" while a stream is being printed
+        self._column = 0  # where the streamed text stands on its line, so its tabs expand as one text
         self._streamed = False  # whether this turn's reply was shown as it streamed
 
     def __call__(self, event: LoopEvent) -> None:
@@ -107,7 +126,7 @@ class Transcript:
                 self._text(e.text)
             elif isinstance(e, ThinkingDelta):
                 self._thinking(e.text)
-        elif isinstance(event, ModelRetry):
+        elif isinstance(event, ModelCallRetry):
             self._stop_spin()
             printed = self._mode is not None
             self._end_line()
@@ -186,7 +205,8 @@ class Transcript:
         if self._mode != "text":
             self._end_line()
             self._mode = "text"
-        self.console.print(Text(inert(text)), end="")
+        shown, self._column = expand_tabs(inert(text), self._column)
+        self.console.print(Text(shown), end="")
 
     def _thinking(self, text: str) -> None:
         self._streamed = True
@@ -196,7 +216,8 @@ class Transcript:
         if self._mode != "thinking":
             self._end_line()
             self._mode = "thinking"
-        self.console.print(Text(inert(text), style="dim italic"), end="")
+        shown, self._column = expand_tabs(inert(text), self._column)
+        self.console.print(Text(shown, style="dim italic"), end="")
 
     def _spin(self, label: str) -> None:
         if not self.console.is_terminal:
@@ -214,6 +235,7 @@ class Transcript:
         if self._mode is not None:
             self.console.print()
             self._mode = None
+        self._column = 0
 
     def close(self) -> None:
         """Stop any spinner and finish the current line."""

@@ -6,12 +6,13 @@
 
 from loopctl.engine.config import Instructions, RunConfig, SessionConfig
 from loopctl.engine.events import (
+    AgentHandoff,
     CompactionFinished,
     CompactionStarted,
     LoopEvent,
     ModelCallFailed,
+    ModelCallRetry,
     ModelFallback,
-    ModelRetry,
     ModelStreamEvent,
     Observer,
     OutputRetry,
@@ -19,6 +20,7 @@ from loopctl.engine.events import (
     RunAborted,
     RunFinished,
     RunStarted,
+    SubAgentEvent,
     ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
@@ -62,6 +64,7 @@ from loopctl.tool import RunContext, ToolContext
 
 __all__ = [
     "DEFAULT_LOOP_DETECTION",
+    "AgentHandoff",
     "MACHINE_FORMAT_VERSION",
     "Approval",
     "Approve",
@@ -87,7 +90,7 @@ __all__ = [
     "ModelCallFailed",
     "ModelFallback",
     "ModelReply",
-    "ModelRetry",
+    "ModelCallRetry",
     "ModelStreamEvent",
     "Modify",
     "Observer",
@@ -109,6 +112,7 @@ __all__ = [
     "RunUsage",
     "SessionConfig",
     "Step",
+    "SubAgentEvent",
     "ToolCallDeferred",
     "ToolCallFinished",
     "ToolCallRecord",
@@ -120,3 +124,11 @@ __all__ = [
     "UsageLimits",
     "coherent_prefix",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "ModelRetry":  # the event's name before 0.2: a deprecated alias of ModelCallRetry
+        from loopctl.engine import events
+
+        return events.__getattr__(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,7 +32,8 @@ class SessionConfig:
     the provider's prompt cache hits within the run. The text sent is ``system_prompt``, then the
     instructions, joined by a blank line. Instructions that differ between runs change the request's first
     bytes, so the next run starts with a cache miss (``docs/agent.md``, "Instructions").
-    ``context_window``: the model's window in tokens (default 200,000). ``compact_threshold``: compaction
+    ``context_window``: the model's window in tokens (default ``None``: the window its provider publishes for
+    the client's model, :func:`loopctl.model_limits.published`, else 200,000). ``compact_threshold``: compaction
     starts strictly above this fraction of the window (default 0.80) when ``auto_compact`` is on; emergency
     compaction at 95% is always on. ``budget`` optionally replaces these numbers with a full
     :class:`~loopctl.compact.ContextBudget` (lines, target, token counter); ``compactor`` is the compaction
@@ -41,7 +42,7 @@ class SessionConfig:
 
     system_prompt: str | None = None
     instructions: Instructions | None = None
-    context_window: int = 200_000
+    context_window: int | None = None
     compact_threshold: float = 0.80
     auto_compact: bool = True
     budget: ContextBudget | None = None

@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,8 +51,8 @@ from loopctl.engine.events import (
     CompactionStarted,
     LoopEvent,
     ModelCallFailed,
+    ModelCallRetry,
     ModelFallback,
-    ModelRetry,
     ModelStreamEvent,
     Observer,
     OutputRetry,
@@ -70,7 +69,7 @@ from loopctl.engine.events import (
 from loopctl.engine.fallback import FallbackClient, client_label
 from loopctl.engine.hooks import Hooks
 from loopctl.engine.images import image_problem, rules_for
-from loopctl.engine.limits import UsageLimits
+from loopctl.engine.limits import RunUsage, UsageLimits
 from loopctl.engine.machine import (
     CallLLM,
     CallTools,
@@ -98,7 +97,7 @@ from loopctl.engine.permission import (
     deny_reason,
     input_problem,
 )
-from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn
+from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn, count_new
 from loopctl.engine.streaming import RunStream, text_of
 from loopctl.errors import (
     ApprovalError,
@@ -110,6 +109,7 @@ from loopctl.errors import (
     HookFailed,
     LoopError,
     OutputValidationError,
+    SessionBusy,
     StoreError,
     UnsupportedContent,
 )
@@ -122,7 +122,9 @@ from loopctl.providers.base import ModelClient, ModelRequest, OutputFormat
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import StreamEvent, UsageReported
 from loopctl.tool import (
+    ApprovalRequired,
     ForceTool,
+    ModelRetry,
     RunContext,
     Tool,
     ToolChoice,
@@ -131,6 +133,7 @@ from loopctl.tool import (
     ToolProvider,
     ToolRegistry,
     ToolSchema,
+    ToolSpend,
     to_tool_output,
 )
 
@@ -163,7 +166,9 @@ class BareLoop:
     :class:`~loopctl.engine.LoopMachine`; successive runs continue it. One run at a time per loop.
 
     With a ``store`` (:mod:`loopctl.store`), the conversation is the stored session ``session_id`` (a new
-    id when ``None``): loaded here when it exists, and saved before every model call and when each run ends,
+    id when ``None``): loaded here when it exists (or given already loaded: a
+    :class:`~loopctl.store.SessionBinding` as ``binding``, with the ``machine`` it loaded, as
+    :class:`~loopctl.agent.Agent` does off the event loop), and saved before every model call and when each run ends,
     so a crash loses at most the turn in flight. A save refused because another writer moved the session's
     head (:class:`~loopctl.errors.ConcurrentUpdate`) writes nothing and ends the run failed with it; a refusal
     of the save at the end of a run is raised by :meth:`run`.
@@ -181,6 +186,7 @@ class BareLoop:
         machine: LoopMachine | None = None,
         store: SessionStore | None = None,
         session_id: str | None = None,
+        binding: SessionBinding | None = None,
     ) -> None:
         self.client = client
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -190,13 +196,15 @@ class BareLoop:
         self.hooks = list(hooks)
         self._hooks = Hooks(self.hooks)
         self._run_observers: tuple[Observer, ...] = ()  # a streamed run's own observer, while it runs
-        self._binding: SessionBinding | None = None
+        self._binding: SessionBinding | None = binding  # already loaded: ``machine`` is what it holds
+        if store is not None and binding is not None:
+            raise ValueError("pass a store (and session_id) or a binding, not both")
         if store is not None:
             from loopctl.store.binding import bind
 
             self._binding, machine = bind(store, session_id, machine, system_prompt=self.config.system_prompt)
         self._machine = machine or LoopMachine()
-        self._budget = _make_budget(self.config)
+        self._budget = _make_budget(self.config, client)
         self._counter = self._budget.counter
         self._compactor = self.config.compactor
         self._calibrated_at = -1  # history length at the last calibration (-1: never)
@@ -236,10 +244,13 @@ class BareLoop:
         client: ModelClient,
         tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
-        **kwargs: Any,
+        *,
+        observers: Sequence[Observer] = (),
+        permission: PermissionCallback | None = None,
+        hooks: Sequence[object] = (),
     ) -> BareLoop:
-        """A loop that continues ``machine``'s conversation."""
-        return cls(client, tools, config, machine=machine, **kwargs)
+        """A loop that continues ``machine``'s conversation (the other arguments are the constructor's)."""
+        return cls(client, tools, config, observers=observers, permission=permission, hooks=hooks, machine=machine)
 
     # --- running -------------------------------------------------------------------------------------------
 
@@ -371,7 +382,11 @@ class BareLoop:
         run.
         """
         if self._running:
-            raise RuntimeError("this loop is already running; start another BareLoop for concurrent runs")
+            raise SessionBusy(
+                "this loop is already running a run; a BareLoop is one conversation: start another BareLoop (or "
+                "use an Agent, which makes one per conversation) for concurrent runs",
+                session_id=self.session_id,
+            )
         self._running = True
         try:
             cfg = config or RunConfig()
@@ -450,7 +465,11 @@ class BareLoop:
         cancel: asyncio.Event,
     ) -> Run[Any]:
         if self._running:
-            raise RuntimeError("this loop is already running; start another BareLoop for concurrent runs")
+            raise SessionBusy(
+                "this loop is already running a run; a BareLoop is one conversation: start another BareLoop (or "
+                "use an Agent, which makes one per conversation) for concurrent runs",
+                session_id=self.session_id,
+            )
         self._running = True
         try:
             cfg = config or RunConfig()
@@ -558,6 +577,8 @@ class BareLoop:
         output_plan = setup.plan
         output_tool = output_plan.tool_name if output_plan is not None else None
         self._hooks = Hooks(self.hooks)
+        before = m.full_history()
+        anchor = (len(before) - 1, before[-1]) if before else None  # new messages are those after it
         if approvals is not None:
             if m.output_tool != output_tool:
                 raise ApprovalError(
@@ -575,6 +596,7 @@ class BareLoop:
         emit = self._emit if self.observers or self._run_observers else None
         turns: list[Turn] = []
         usage = Usage()
+        tool_spend = ToolSpend()  # what tools spent on model calls of their own (sub-agents)
         turn_input: list[Message] = [] if resuming else [first]
         # The turn whose calls are being decided and run: what ran of it in this run, and the calls decided here.
         ran: dict[str, ToolCallRecord] = {}
@@ -718,11 +740,19 @@ class BareLoop:
                     records = [r for r in done if isinstance(r, ToolCallRecord)]
                     deferred = {p.id: p.reason for p in done if isinstance(p, PendingApproval)}
                     ran.update((r.call.id, r) for r in records)
+                    spends = [r.spent for r in done if r.spent is not None]
+                    batch_spend: ToolSpend | None = None
+                    for one_spend in spends:
+                        batch_spend = one_spend if batch_spend is None else batch_spend.plus(one_spend)
                     before_results = m.context_tokens
                     m.tool_results(
                         [Message(role=Role.USER, parts=tuple(r.result for r in records))] if records else [],
                         deferred=deferred,
+                        spent=_run_usage(batch_spend) if batch_spend is not None else None,
                     )
+                    if batch_spend is not None:
+                        tool_spend = tool_spend.plus(batch_spend)
+                        usage = usage + batch_spend.usage
                     settle(reply_message, before_results)
                     if m.state is MachineState.AWAITING_APPROVAL:
                         try:
@@ -774,6 +804,7 @@ class BareLoop:
             output = value if outcome.kind is OutcomeKind.COMPLETED else NO_OUTPUT
         if outcome.kind is OutcomeKind.OUTPUT_INVALID:
             error = OutputValidationError(problems or [outcome.error or "the output is not valid"])
+        messages = m.full_history()
         run: Run[Any] = Run(
             outcome,
             output,
@@ -784,6 +815,9 @@ class BareLoop:
             text=text,
             pending_approvals=m.pending_approvals,
             resumed_calls=tuple(resumed),
+            messages=messages,
+            new_messages=count_new(messages, anchor),
+            tool_cost=tool_spend.cost,
         )
         if emit:
             emit(RunFinished(run))
@@ -836,39 +870,8 @@ class BareLoop:
         self._check_decisions(approvals)
 
     def _check_decisions(self, approvals: Mapping[str, Approval]) -> None:
-        """Refuse decisions that do not fit the paused run (:class:`ApprovalError`, before anything runs): a
-        call that awaits none, a decision of another type, a ``Deny`` whose reason is not a string, a
-        ``Modify`` whose input is not JSON or does not fit the tool's schema (checked by the tool's
-        ``check_input`` when it has one: :class:`~loopctl.tool.FunctionTool`)."""
-        pending = {p.id: p for p in self._machine.pending_approvals}
-        awaited = ", ".join(sorted(pending)) or "none"
-        if not approvals:
-            raise ApprovalError(f"approvals is empty; the run awaits {awaited}")
-        for call_id, decision in approvals.items():
-            if call_id not in pending:
-                raise ApprovalError(f"call {call_id!r} does not await approval (the run awaits {awaited})")
-            if not isinstance(decision, (Approve, Deny, Modify)):
-                raise ApprovalError(
-                    f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
-                    "Modify(input)"
-                )
-            if isinstance(decision, Deny) and not isinstance(decision.reason, str):
-                raise ApprovalError(
-                    f"the reason of Deny for call {call_id!r} must be a string (the text the model reads), got "
-                    f"{type(decision.reason).__name__}"
-                )
-            if isinstance(decision, Modify):
-                problem = input_problem(decision.input)
-                call = pending[call_id].call
-                tool = self.tools.get(call.name)
-                check = getattr(tool, "check_input", None)
-                if problem is None and callable(check):
-                    try:
-                        check(decision.input)
-                    except ToolInputError as exc:
-                        problem = f"it does not fit the schema of {call.name!r}: {exc}"
-                if problem is not None:
-                    raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
+        """Refuse decisions that do not fit the paused run (:func:`check_decisions`)."""
+        check_decisions(approvals, self._machine.pending_approvals, self.tools)
 
     @staticmethod
     def _records(
@@ -882,7 +885,7 @@ class BareLoop:
             rec = ran.get(call.id)
             result = results.get(call.id)
             if rec is not None:
-                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran))
+                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran, rec.spent))
             elif result is not None:
                 out.append(ToolCallRecord(call, result, 0.0, ran=False))
         return tuple(out)
@@ -1007,7 +1010,7 @@ class BareLoop:
             if reported is None:
                 return
             failed_usage = failed_usage + reported
-            spent = price(reported, attempt.model, provider=attempt.provider, api_url=getattr(attempt, "api_url", None))
+            spent = _price(attempt, reported, attempt.model)
             failed_cost = None if spent is None or failed_cost is None else failed_cost + spent
 
         if emit is not None:
@@ -1045,7 +1048,7 @@ class BareLoop:
                         if emit is not None:
                             if began:
                                 emit(ReplyDiscarded(turn, "retry", "".join(streamed)))
-                            emit(ModelRetry(turn, attempt, exc, delay))
+                            emit(ModelCallRetry(turn, attempt, exc, delay))
                         await _race(asyncio.sleep(delay), cancel)
                         continue
                     if chain is None or not chain.falls_back(exc, streamed=began):
@@ -1075,7 +1078,7 @@ class BareLoop:
         if hooks.has("after_model"):
             await _race(hooks.after_model(response), cancel)
         model = response.model or answered.model
-        cost = price(response.usage, model, provider=answered.provider, api_url=getattr(answered, "api_url", None))
+        cost = _price(answered, response.usage, model)
         if failed_usage != Usage():
             cost = None if cost is None or failed_cost is None else cost + failed_cost
         return ModelReply(response, answered.provider, model, cost, failed_usage)
@@ -1202,13 +1205,18 @@ class BareLoop:
             emit(ToolCallStarted(turn, call, modified=modified, modified_input=args if modified else None))
         t0 = self._clock()
         context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn)
-        result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
+        try:
+            result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
+        except ApprovalRequired as exc:  # the tool deferred its own call (a sub-agent paused for approval)
+            if emit:
+                emit(ToolCallDeferred(turn, call, exc.reason))
+            return PendingApproval(call, exc.reason, spent=context.spent)
         if self._hooks.has("after_tool"):
             result = await self._hooks.after_tool(call, result)
         duration = self._clock() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration))
-        return ToolCallRecord(call, result, duration)
+        return ToolCallRecord(call, result, duration, spent=context.spent)
 
     def _repeatable(self, reply: Message) -> frozenset[str]:
         """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
@@ -1277,6 +1285,10 @@ class BareLoop:
                     value = await tool.call(args, context)
         except ToolInputError as exc:
             return _error_result(call, f"Invalid input for tool {call.name!r}: {exc}")
+        except ModelRetry as exc:  # the tool's own words for the model, as they are
+            return _error_result(call, exc.message)
+        except ApprovalRequired:
+            raise
         except TimeoutError:
             context.request_stop()
             return _error_result(call, _timeout_text(tool, call.name, timeout))
@@ -1450,6 +1462,44 @@ class _Setup:
     deps: Any = None
 
 
+def check_decisions(
+    approvals: Mapping[str, Approval], pending: Sequence[PendingApproval], tools: ToolRegistry
+) -> None:
+    """Refuse decisions that do not fit the calls ``pending`` (:class:`ApprovalError`, before anything runs): a
+    call that awaits none, a decision of another type, a ``Deny`` whose reason is not a string, a
+    ``Modify`` whose input is not JSON or does not fit the tool's schema (checked by the tool's
+    ``check_input`` when ``tools`` has one for it: :class:`~loopctl.tool.FunctionTool`)."""
+    awaiting = {p.id: p for p in pending}
+    awaited = ", ".join(sorted(awaiting)) or "none"
+    if not approvals:
+        raise ApprovalError(f"approvals is empty; the run awaits {awaited}")
+    for call_id, decision in approvals.items():
+        if call_id not in awaiting:
+            raise ApprovalError(f"call {call_id!r} does not await approval (the run awaits {awaited})")
+        if not isinstance(decision, (Approve, Deny, Modify)):
+            raise ApprovalError(
+                f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
+                "Modify(input)"
+            )
+        if isinstance(decision, Deny) and not isinstance(decision.reason, str):
+            raise ApprovalError(
+                f"the reason of Deny for call {call_id!r} must be a string (the text the model reads), got "
+                f"{type(decision.reason).__name__}"
+            )
+        if isinstance(decision, Modify):
+            problem = input_problem(decision.input)
+            call = awaiting[call_id].call
+            tool = tools.get(call.name)
+            check = getattr(tool, "check_input", None)
+            if problem is None and callable(check):
+                try:
+                    check(decision.input)
+                except ToolInputError as exc:
+                    problem = f"it does not fit the schema of {call.name!r}: {exc}"
+            if problem is not None:
+                raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
+
+
 def _results_of(reply: Message, messages: Sequence[Message]) -> Message | None:
     """The message that answers ``reply``'s calls when the machine committed them (the message right after
     ``reply``, at the end of ``messages``), else ``None``."""
@@ -1554,30 +1604,14 @@ def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
     return float(wait(state))
 
 
-# What the providers say when a prompt is longer than the window, with the numbers (tokens) they give:
-# Anthropic "prompt is too long: 208310 tokens > 200000 maximum"; OpenAI "This model's maximum context length
-# is 128000 tokens. However, your messages resulted in 130532 tokens"; Gemini "The input token count (1572864)
-# exceeds the maximum number of tokens allowed (1048576)".
-_OVERFLOW_NUMBERS = (
-    re.compile(r"(?P<n>\d[\d,]*) tokens > (?P<max>\d[\d,]*)"),
-    re.compile(r"maximum context length is (?P<max>\d[\d,]*) tokens.*?resulted in (?P<n>\d[\d,]*) tokens", re.S),
-    re.compile(
-        r"input token count \((?P<n>\d[\d,]*)\) exceeds the maximum number of tokens allowed \((?P<max>\d[\d,]*)\)"
-    ),
-)
-
-
 def _overflow_size(error: ContextOverflow, window: int) -> int:
     """The size, in tokens of our ``window``, of a prompt the provider refused as too long: its count scaled by
     ``window / maximum`` (a provider window smaller than ours makes the prompt count for more), or
-    ``window + 1`` when the error gives no numbers."""
-    text = error.provider_message or exception_text(error)
-    for pattern in _OVERFLOW_NUMBERS:
-        found = pattern.search(text)
-        if found is not None:
-            n, most = (int(found.group(g).replace(",", "")) for g in ("n", "max"))
-            if most > 0:
-                return max(window + 1, n * window // most + 1)
+    ``window + 1`` when the error gives no numbers (``ContextOverflow.prompt_tokens`` and ``context_window``,
+    read from each provider's wording by :func:`loopctl.errors.overflow_counts`)."""
+    n, most = error.prompt_tokens, error.context_window
+    if n is not None and most is not None and most > 0:
+        return max(window + 1, n * window // most + 1)
     return window + 1
 
 
@@ -1620,6 +1654,25 @@ def _answer_text(turns: Sequence[Turn]) -> str:
     return ""
 
 
+def _price(client: ModelClient, usage: Usage, model: str | None) -> Decimal | None:
+    """What ``usage`` on ``client`` cost, in USD: the client's own ``price_usage(usage, model)`` when it has
+    one that knows (a test double given prices), else :func:`loopctl.pricing.price` for its provider and API
+    URL."""
+    own = getattr(client, "price_usage", None)
+    if callable(own):
+        cost: Decimal | None = own(usage, model)
+        if cost is not None:
+            return cost
+    return price(usage, model, provider=client.provider, api_url=getattr(client, "api_url", None))
+
+
+def _run_usage(spend: ToolSpend) -> RunUsage:
+    """A tool's spend as the machine counts it for the run's limits."""
+    return RunUsage(
+        spend.requests, spend.tool_calls, spend.usage.input_tokens or 0, spend.usage.output_tokens or 0, spend.cost
+    )
+
+
 def _run_error(outcome: Outcome, error: BaseException | None) -> BaseException | None:
     """The exception that ended a run with ``outcome``: the one met (``error``) when the outcome names its
     type, else one made from the outcome (a failure the machine decided, such as a compaction that saved
@@ -1636,8 +1689,16 @@ def _run_error(outcome: Outcome, error: BaseException | None) -> BaseException |
     return LoopError(text)
 
 
-def _make_budget(config: SessionConfig) -> ContextBudget:
+def _make_budget(config: SessionConfig, client: ModelClient) -> ContextBudget:
+    """The session's budget: ``config.budget``, else one of ``config.context_window`` tokens, else of the window
+    the client's model is published with (:func:`loopctl.model_limits.published`), else of 200,000."""
     if config.budget is not None:
         budget: ContextBudget = config.budget
         return budget
-    return ContextBudget(window=config.context_window, threshold=config.compact_threshold)
+    window = config.context_window
+    if window is None:
+        from loopctl.model_limits import DEFAULT_CONTEXT_WINDOW, published
+
+        limits = published(str(getattr(client, "provider", "")), str(getattr(client, "model", "")))
+        window = limits.context_window if limits is not None and limits.context_window else DEFAULT_CONTEXT_WINDOW
+    return ContextBudget(window=window, threshold=config.compact_threshold)

@@ -53,10 +53,17 @@ an output. Anthropic sends ``is_error: true``; Gemini puts a failure under the `
 
 # Phrases providers use for "the prompt is longer than the window" (OpenAI ``context_length_exceeded``,
 # Anthropic "prompt is too long", Gemini "exceeds the maximum number of tokens", OpenRouter's mid-stream
-# "Token limit reached").
+# "Token limit reached"), and the local servers': llama.cpp's error type ``exceed_context_size_error`` and
+# "request (N tokens) exceeds the available context size (M tokens)" (tools/server/server-common.cpp,
+# server-context.cpp), vLLM's "This model's maximum context length is ..." and "the model's context length is
+# only ..." (vllm/entrypoints/renderer.py, vllm/renderers/params.py), Ollama's "the prompt is longer than the
+# context length currently available to the model" (llm/llama_server.go) and "the input length exceeds the
+# context length" (server/routes.go).
 _OVERFLOW = re.compile(
     r"context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|context window|"
-    r"exceeds the maximum number of tokens|input token count.*exceeds|too many tokens|token limit reached",
+    r"exceeds the maximum number of tokens|input token count.*exceeds|too many tokens|token limit reached|"
+    r"exceed_context_size_error|exceeds the available context size|context length is only|"
+    r"longer than the context length|input length exceeds the context length",
     re.IGNORECASE,
 )
 

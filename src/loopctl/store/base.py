@@ -753,7 +753,8 @@ class SessionStore(abc.ABC):
 
     def verify(self, session_id: str) -> list[StoreProblem]:
         """Re-derive every hash of the session: each node of its current chain and of every chain its head
-        pointed to before (from :meth:`heads`), and each blob they use. Returns the problems found, each
+        pointed to before (from :meth:`heads`), and each blob they use, and compare the session's row with its
+        head log (a head moved by hand disagrees with the log's last entry). Returns the problems found, each
         naming its node: empty when the session is sound. Raises ``SessionNotFound``."""
         sid = check_session_id(session_id)
         problems: list[StoreProblem] = []
@@ -761,9 +762,11 @@ class SessionStore(abc.ABC):
             row = tx.query(self.dialect.get_session, (sid,))
             if not row:
                 raise SessionNotFound(f"no session {sid!r}", session_id=sid)
-            _, head, _, length, state_bytes, _, _ = row[0]
+            _, head, revision, length, state_bytes, _, _ = row[0]
             head = _ob(head)
-            heads = [head] + [_ob(r[1]) for r in tx.query(self.dialect.heads, (sid,))]
+            log = tx.query(self.dialect.heads, (sid,))
+            problems += _check_head_log(sid, head, revision, log)
+            heads = [head] + [_ob(r[1]) for r in log]
             seen: set[bytes] = set()
             for h in dict.fromkeys(heads):
                 if h is not None:
@@ -918,6 +921,36 @@ class SessionStore(abc.ABC):
     async def aclose(self) -> None:
         """:meth:`close`, off the event loop."""
         await asyncio.to_thread(self.close)
+
+
+def _check_head_log(sid: str, head: bytes | None, revision: int, log: Sequence[tuple[Any, ...]]) -> list[StoreProblem]:
+    """Problems of the session row against its head log (``log``: rows ``(revision, head, at, kind)``, oldest
+    first): every write moves both in one transaction, so the row's revision is the log's last and its head
+    that entry's head. A row moved by hand (a head set back to drop the last messages) disagrees."""
+    changed = "the row was changed after it was written"
+    if not log:
+        return [StoreProblem(sid, _hex(head), None, f"its head log is empty: {changed}")]
+    last_revision, last_head = log[-1][0], _ob(log[-1][1])
+    if revision != last_revision:
+        return [
+            StoreProblem(
+                sid,
+                None,
+                None,
+                f"its row is at revision {revision} but its head log ends at revision {last_revision}: {changed}",
+            )
+        ]
+    if head != last_head:
+        logged = "no node" if last_head is None else f"node {last_head.hex()[:12]}"
+        return [
+            StoreProblem(
+                sid,
+                _hex(head),
+                None,
+                f"its head is not the one its head log last recorded (revision {last_revision}, {logged}): {changed}",
+            )
+        ]
+    return []
 
 
 def _unreadable(where: str, index: int, nid: bytes, sid: str | None, what: str) -> StoreCorrupt:

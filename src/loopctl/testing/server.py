@@ -13,7 +13,8 @@ Responses), ``POST /v1/messages`` (Anthropic Messages), ``POST /v1beta/models/{m
 Any path prefix is accepted before these (an OpenAI-compatible base URL such as ``/openai/v1``).
 
 Every request takes the next step of the script, whatever the endpoint (see :data:`Step`). Every request is
-recorded in :attr:`FakeProviderServer.requests`. Replies are encoded by :mod:`loopctl.testing.wire`.
+recorded in :attr:`FakeProviderServer.requests`. Replies are encoded by :mod:`loopctl.testing.wire`. With
+``local=LocalServer(...)`` the server plays llama.cpp, vLLM or Ollama (:mod:`loopctl.testing.wire.local`).
 
 Built on the standard library's ``ThreadingHTTPServer`` (no dependency, starts in milliseconds): HTTP/1.1
 with keep-alive, ``Content-Length`` for JSON bodies and chunked transfer for event streams, so a cut stream
@@ -48,6 +49,7 @@ from loopctl.testing.wire import (
     encode_reply,
     stream_error_frame,
 )
+from loopctl.testing.wire.local import LocalServer
 
 __all__ = [
     "CutStream",
@@ -223,6 +225,11 @@ class FakeProviderServer:
     pauses between streamed events (to watch a stream, or to cancel mid-stream); ``chunk_size`` (bytes)
     re-cuts a streamed body into fixed-size writes that split events and UTF-8 characters. When the ``with``
     block ends, a failed step (see :class:`FakeServerError`) is raised unless ``raise_failures=False``.
+
+    ``local`` makes the server play a local model server (:class:`~loopctl.testing.wire.local.LocalServer`:
+    llama.cpp, vLLM or Ollama): it answers that server's own endpoints (``/props``, ``/v1/models``,
+    ``/api/ps``, ``/api/show``) and refuses a request too big for its context with that server's own error
+    body, without taking a step of the script.
     """
 
     def __init__(
@@ -235,6 +242,7 @@ class FakeProviderServer:
         chunk_size: int | None = None,
         default_model: str = "fake-model",
         raise_failures: bool = True,
+        local: LocalServer | None = None,
     ) -> None:
         self._fn: Any = script if callable(script) or isinstance(script, Responder) else None
         self._steps: list[Any] = [] if self._fn is not None else list(script)  # type: ignore[arg-type]
@@ -249,6 +257,7 @@ class FakeProviderServer:
         self.chunk_size = chunk_size
         self.default_model = default_model
         self.raise_failures = raise_failures
+        self.local = local
         self.requests: list[RecordedRequest] = []
         """Every request received, in order."""
         self.failures: list[BaseException] = []
@@ -347,12 +356,21 @@ class FakeProviderServer:
             self.requests.append(request)
             token = f"fake{len(self.requests):06d}"
         api = request.api
+        local = self.local
+        if local is not None:
+            found = local.info(request.method, request.path, request.body)
+            if found is not None:
+                return _json_reply(*found)
         if api is None:
             body = {"error": {"message": f"fake server: no endpoint at {request.path}", "type": "not_found"}}
             return _Outgoing(Encoded(404, "application/json", (json.dumps(body).encode(),)))
         if request.body is None or not isinstance(request.body, dict):
             error = ErrorReply(status=400, message="fake server: the request body is not a JSON object")
             return _Outgoing(encode_error(api, error, stream=request.stream))
+        if local is not None:
+            refused = local.refusal(max(1, len(request.raw) // 4), _max_tokens(request.body))
+            if refused is not None:  # the server refuses it before the model runs: no step is taken
+                return _json_reply(*refused)
         try:
             return self._resolve(self._take(request), request, api, token)
         except _Closing:
@@ -420,6 +438,7 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = False  # server_close() joins the handler threads: a clean shutdown
     block_on_close = True
     allow_reuse_address = True
+    request_queue_size = 128  # the listen backlog: many clients connecting at once (the default 5 refused some)
     owner: FakeProviderServer
 
 
@@ -552,6 +571,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
+
+
+def _json_reply(status: int, body: Any) -> _Outgoing:
+    return _Outgoing(Encoded(status, "application/json; charset=utf-8", (json.dumps(body).encode(),)))
+
+
+def _max_tokens(body: Mapping[str, Any]) -> int | None:
+    """The output token limit a request asks for (Chat ``max_completion_tokens`` or ``max_tokens``, Anthropic
+    ``max_tokens``), or ``None``."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def _as_json_array(out: _Outgoing) -> _Outgoing:

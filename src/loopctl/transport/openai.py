@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from loopctl.errors import MissingAPIKey
 from loopctl.providers import openai_chat, openai_responses
@@ -54,6 +55,17 @@ class _OpenAIClient(HTTPClient):
         )
         url = f"{str(self._sdk_client.base_url).rstrip('/')}/{self.endpoint}"
         self._connect(http, own=True, headers=sdk_headers(self._sdk_client), url=url, stream_url=url, secret=key)
+        if self.codec is openai_chat and "max_tokens_param" not in self.codec_options and not _openai_host(url):
+            # OpenAI-compatible servers read the output limit from `max_tokens`: Ollama knows no other
+            # (openai/openai.go, ChatCompletionRequest.MaxTokens), llama.cpp reads it as `n_predict`;
+            # `max_completion_tokens` is OpenAI's own name, which they may ignore and generate on.
+            self.codec_options["max_tokens_param"] = "max_tokens"
+
+
+def _openai_host(url: str) -> bool:
+    """Whether ``url`` is OpenAI's own API (or Azure OpenAI's), whose reasoning models refuse ``max_tokens``."""
+    host = urlsplit(url).hostname or ""
+    return host == "api.openai.com" or host.endswith(".openai.azure.com")
 
 
 class OpenAIChatClient(_OpenAIClient):
@@ -63,7 +75,9 @@ class OpenAIChatClient(_OpenAIClient):
     (with a ``base_url`` and no key, none is needed); a missing key raises
     :class:`~loopctl.errors.MissingAPIKey`. ``timeout``: seconds (connect, and between bytes of a reply).
     ``codec_options``: extra keyword arguments for :func:`loopctl.providers.openai_chat.build_request`
-    (``strict_tools``, ``max_tokens_param``...). ``default_headers`` are sent with every request.
+    (``strict_tools``, ``max_tokens_param``...; at a server other than OpenAI's own API the output limit is
+    sent as ``max_tokens``, the name compatible servers read, unless ``max_tokens_param`` says otherwise).
+    ``default_headers`` are sent with every request.
     :meth:`~loopctl.transport._http.HTTPClient.generate` gives the errors.
     """
 
