@@ -239,6 +239,16 @@ class ToolContext(Generic[DepsT_co]):
     turn: int = 0
     _stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
     _spend: list[ToolSpend] = field(default_factory=list, repr=False, compare=False)
+    _progress: Callable[[float, float | None, str | None], None] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Tell the run how far the call has got: ``progress`` (growing as work is done), ``total`` when known,
+        and a ``message``. The run's observers and stream get a :class:`~loopctl.engine.ToolProgress` event
+        (nothing happens when nobody listens). Call it from the tool's own task."""
+        if self._progress is not None:
+            self._progress(progress, total, message)
 
     def record_usage(
         self, usage: Usage, *, cost: Decimal | None, requests: int = 0, tool_calls: int = 0

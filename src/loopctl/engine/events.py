@@ -34,6 +34,7 @@ __all__ = [
     "SubAgentEvent",
     "ToolCallDeferred",
     "ToolCallFinished",
+    "ToolProgress",
     "ToolCallStarted",
     "TurnFinished",
     "TurnStarted",
@@ -165,6 +166,21 @@ class ToolCallStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolProgress:
+    """The running tool call ``call`` (of turn ``turn``) reported how far it has got
+    (:meth:`ToolContext.report_progress <loopctl.tool.ToolContext.report_progress>`; an MCP server's
+    ``notifications/progress``): ``progress`` grows as work is done, ``total`` when known, and ``message``, the
+    tool's own words (untrusted text: show it inert). Comes between the call's :class:`ToolCallStarted` and
+    :class:`ToolCallFinished`."""
+
+    turn: int
+    call: ToolCallPart
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallFinished:
     """A tool call finished with ``result`` after ``duration`` seconds."""
 
@@ -272,6 +288,7 @@ LoopEvent: TypeAlias = Union[
     TurnFinished,
     ModelCallFailed,
     ToolCallStarted,
+    ToolProgress,
     ToolCallFinished,
     ToolCallDeferred,
     CompactionStarted,

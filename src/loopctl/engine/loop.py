@@ -63,6 +63,7 @@ from loopctl.engine.events import (
     ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
+    ToolProgress,
     TurnFinished,
     TurnStarted,
 )
@@ -1204,7 +1205,13 @@ class BareLoop:
             modified = args is not call.input
             emit(ToolCallStarted(turn, call, modified=modified, modified_input=args if modified else None))
         t0 = self._clock()
-        context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn)
+        progress = None
+        if emit:
+
+            def progress(done: float, total: float | None, message: str | None) -> None:
+                emit(ToolProgress(turn, call, done, total, message))
+
+        context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn, _progress=progress)
         try:
             result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
         except ApprovalRequired as exc:  # the tool deferred its own call (a sub-agent paused for approval)
