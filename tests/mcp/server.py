@@ -8,7 +8,8 @@ and announces the change both ways: ``notifications/tools/list_changed`` and ``s
 ``shadow`` (adds a tool of a given name, to take over a name another tool holds), ``burst`` (adds tools one by
 one, announcing each: a burst of change notifications), ``traceparent`` (the W3C trace context the request
 carried in ``_meta``), ``needs_task`` (listed with ``execution.taskSupport: "required"`` although this server
-offers no tasks).
+offers no tasks), ``forecast`` (asks the client's model, with a tool of its own in the sampling request, and
+answers the model's tool call: sampling with tools, both ways).
 """
 
 from __future__ import annotations
@@ -158,6 +159,35 @@ def traceparent(ctx: Context) -> str:
 def needs_task() -> str:
     """Listed as needing a task."""
     return "ran without a task"
+
+
+@app.tool()
+async def forecast(city: str, ctx: Context) -> str:
+    """Asks the client's model for a forecast, offering it the server's own ``temperature`` tool."""
+    import warnings
+
+    from mcp_types import SamplingMessage, TextContent, Tool, ToolChoice, ToolResultContent, ToolUseContent
+
+    tools = [Tool(name="temperature", description="Today's temperature in a city.", input_schema={
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})]
+    messages = [SamplingMessage(role="user", content=TextContent(type="text", text=f"Forecast for {city}?"))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = await ctx.session.create_message(
+            messages, max_tokens=200, system_prompt="You forecast.", tools=tools, tool_choice=ToolChoice(mode="auto")
+        )
+        calls = [b for b in first.content_as_list if isinstance(b, ToolUseContent)]  # type: ignore[union-attr]
+        if not calls:
+            return f"no tool call: {first.model_dump_json()}"
+        call = calls[0]
+        messages += [
+            SamplingMessage(role="assistant", content=[call]),
+            SamplingMessage(role="user", content=[ToolResultContent(
+                type="tool_result", tool_use_id=call.id, content=[TextContent(type="text", text=f"21 C in {call.input['city']}")])]),
+        ]
+        final = await ctx.session.create_message(messages, max_tokens=200, tools=tools)
+    text = [b.text for b in final.content_as_list if getattr(b, "type", "") == "text"]  # type: ignore[union-attr]
+    return f"{final.model}: {' '.join(text)} (stop: {final.stop_reason})"
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from tests.telemetry.otlp_receiver import OTLPReceiver
 FILE_TOOLS = ["list_files", "read_file", "search", "write_file", "edit_file"]
 MCP_TOOLS = [
     "add", "echo", "picture", "fail", "hang", "crash", "pid", "slow", "header", "grow", "shadow", "burst", "traceparent",
+    "forecast",
 ]  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from tests.mcp.conftest import HTTPServerProcess, Model, calls, stdio_server
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 MCP_TOOLS = [
     "add", "echo", "picture", "fail", "hang", "crash", "pid", "slow", "header", "grow", "shadow", "burst", "traceparent",
+    "forecast",
 ]  # fmt: skip
 
 

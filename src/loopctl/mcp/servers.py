@@ -128,6 +128,9 @@ _LOG_LEVELS = {
     "alert": logging.CRITICAL + 5,
     "emergency": logging.CRITICAL + 10,
 }
+for _level in ("notice", "alert", "emergency"):  # named, so that a log line says NOTICE, not "Level 25"
+    if logging.getLevelName(_LOG_LEVELS[_level]).startswith("Level "):
+        logging.addLevelName(_LOG_LEVELS[_level], _level.upper())
 
 
 class MCPConnectionError(LoopError):
