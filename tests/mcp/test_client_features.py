@@ -112,7 +112,11 @@ async def test_the_sampling_handler_refuses_edits_or_answers() -> None:
     prefix = "no tool call: "
     assert str(edited.content).startswith(prefix)
     reply = json.loads(str(edited.content)[len(prefix) :])
-    assert (reply["content"], reply["model"], reply["stop_reason"]) == ([{"type": "text", "text": "Cold."}], "gpt-4o", "endTurn")
+    assert ([(c["type"], c["text"]) for c in reply["content"]], reply["model"], reply["stop_reason"]) == (
+        [("text", "Cold.")],
+        "gpt-4o",
+        "endTurn",
+    )
     body = host.requests[0].body
     assert body["messages"][0] == {"role": "system", "content": "Answer in one word."}
     assert "tools" not in body
