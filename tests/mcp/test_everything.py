@@ -4,13 +4,19 @@ driven by a scripted model through a real OpenAI client and the fake provider se
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loopctl.mcp import MCPServerHTTP, MCPServerStdio
-from loopctl.message import ToolResultPart
+from loopctl.engine import ToolProgress
+from loopctl.mcp import Accept, Elicitation, MCPServerHTTP, MCPServerStdio
+from loopctl.message import ImagePart, ToolResultPart
+from loopctl.testing import FakeProviderServer
+from tests.fake_clients import make_client
 from tests.mcp.conftest import Model, calls, stdio_server
 from tests.mcp.reference import EverythingHTTP, everything_stdio
 
@@ -74,3 +80,93 @@ async def test_a_tool_that_requires_a_task_is_not_offered_by_a_server_without_ta
         '"required"), which this session cannot do (the server does not offer tasks for tools/call, or the '
         "protocol version has no tasks)"
     ]
+
+
+# --- every tool, in an agent loop ------------------------------------------------------------------------------
+
+PLAIN = base64.b64encode(b"hello, gzip").decode()
+EVERY_TOOL: list[tuple[str, dict[str, Any]]] = [
+    ("echo", {"message": "hello"}),
+    ("get-annotated-message", {"messageType": "success", "includeImage": True}),
+    ("get-env", {}),
+    ("get-resource-links", {"count": 2}),
+    ("get-resource-reference", {"resourceType": "Text", "resourceId": 2}),
+    ("get-structured-content", {"location": "New York"}),
+    ("get-sum", {"a": 2, "b": 3}),
+    ("get-tiny-image", {}),
+    ("gzip-file-as-resource", {"name": "hello.gz", "data": f"data:text/plain;base64,{PLAIN}", "outputType": "resource"}),
+    ("toggle-simulated-logging", {}),
+    ("toggle-subscriber-updates", {}),
+    ("trigger-long-running-operation", {"duration": 1, "steps": 2}),
+    ("get-roots-list", {}),
+    ("trigger-elicitation-request", {}),
+    ("trigger-url-elicitation", {"url": "https://example.com/consent"}),
+    ("trigger-sampling-request", {"prompt": "ping", "maxTokens": 20}),
+    ("simulate-research-query", {"topic": "bees"}),
+]
+
+
+async def test_every_tool_of_the_everything_server_runs_in_a_model_loop(
+    everything: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sampling answered by the host's model (a real client against a second fake provider server), elicitation
+    # answered by the application, the run's root advertised; every tool the server offers such a client, one
+    # call per model turn.
+    monkeypatch.setenv("LOOPCTL_TEST_SECRET", "must-not-leak")
+    asked: list[Elicitation] = []
+
+    async def elicit(request: Elicitation) -> Accept:
+        asked.append(request)
+        return Accept({"name": "Ada", "check": True, "integer": 7} if request.mode == "form" else {})
+
+    events: list[Any] = []
+    with FakeProviderServer(["pong"]) as host:
+        sampler = make_client("openai", host)
+        server = everything(sampling=sampler, elicitation=elicit, roots=[tmp_path], timeout=30)
+        script = [calls((f"c{i}", name, args)) for i, (name, args) in enumerate(EVERY_TOOL)] + ["all done"]
+        async with server:
+            offered = {t.mcp_name for t in server.tools}
+            with Model(script, [server]) as model:
+                run = await model.run(observers=[events.append])
+        await sampler.aclose()
+    # The client features made the server offer the tools that need them (the two "-async" tools need the
+    # client to run sampling and elicitation as tasks, which the SDK's client does not do).
+    assert offered == {name for name, _ in EVERY_TOOL}
+    assert run.ok and run.output == "all done"
+    assert model.loop is not None
+    out: dict[str, ToolResultPart] = {}
+    for message in model.loop.history:
+        for result in message.tool_results():
+            out[result.name] = result
+    assert [n for n, r in out.items() if r.is_error] == []
+    text = {name: str(r.output) for name, r in out.items()}
+    assert text["echo"] == "Echo: hello"
+    assert text["get-sum"] == "The sum of 2 and 3 is 5."
+    assert "Operation completed successfully" in text["get-annotated-message"]
+    assert any(isinstance(p, ImagePart) for p in out["get-annotated-message"].output.parts)
+    assert any(isinstance(p, ImagePart) for p in out["get-tiny-image"].output.parts)
+    env = json.loads(text["get-env"])
+    assert "PATH" in env and "LOOPCTL_TEST_SECRET" not in env  # the SDK's safe environment only
+    assert text["get-resource-links"].count("[resource link: ") == 2
+    assert "[resource demo://resource/dynamic/text/2]\nResource 2: This is a plaintext resource" in text["get-resource-reference"]
+    assert set(json.loads(text["get-structured-content"])) == {"temperature", "conditions", "humidity"}
+    assert "of type application/gzip was left out: binary data" in text["gzip-file-as-resource"]
+    assert text["trigger-long-running-operation"] == "Long running operation completed. Duration: 1 seconds, Steps: 2."
+    assert f"URI: {tmp_path.as_uri()}" in text["get-roots-list"]
+    assert "- Name: Ada" in text["trigger-elicitation-request"] and "- Favorite Integer: 7" in text["trigger-elicitation-request"]
+    assert "User completed the URL elicitation flow" in text["trigger-url-elicitation"]
+    assert '"text": "pong"' in text["trigger-sampling-request"]
+    assert text["simulate-research-query"].startswith("# Research Report: bees")
+    # The two elicitations reached the application with the server's words; the sampling call counted in the run.
+    assert [(a.mode, a.url) for a in asked] == [("form", None), ("url", "https://example.com/consent")]
+    assert asked[0].message == "Please provide inputs for the following fields:"
+    assert asked[0].tool_call_id == "c13"
+    (sampled,) = host.requests
+    assert sampled.body["messages"][0] == {"role": "system", "content": "You are a helpful test server."}
+    spent = run.usage.input_tokens or 0
+    assert spent > sum(t.usage.input_tokens or 0 for t in run.turns)
+    # Progress: the long operation's notifications and the research task's status messages, as events.
+    progress = [(e.call.name, e.progress, e.total) for e in events if isinstance(e, ToolProgress)]
+    assert ("trigger-long-running-operation", 1.0, 2.0) in progress and ("trigger-long-running-operation", 2.0, 2.0) in progress
+    research = [e.message for e in events if isinstance(e, ToolProgress) and e.call.name == "simulate-research-query"]
+    assert research[:2] == ["Gathering sources...", "Analyzing content..."]
