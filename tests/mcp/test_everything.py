@@ -4,6 +4,7 @@ driven by a scripted model through a real OpenAI client and the fake provider se
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from loopctl.engine import ToolProgress
-from loopctl.mcp import Accept, Elicitation, MCPServerHTTP, MCPServerStdio
+from loopctl.mcp import Accept, Cancel, Decline, Elicitation, ElicitationAnswer, MCPServerHTTP, MCPServerStdio, Root
 from loopctl.message import ImagePart, ToolResultPart
 from loopctl.testing import FakeProviderServer
 from tests.fake_clients import make_client
@@ -170,3 +171,116 @@ async def test_every_tool_of_the_everything_server_runs_in_a_model_loop(
     assert ("trigger-long-running-operation", 1.0, 2.0) in progress and ("trigger-long-running-operation", 2.0, 2.0) in progress
     research = [e.message for e in events if isinstance(e, ToolProgress) and e.call.name == "simulate-research-query"]
     assert research[:2] == ["Gathering sources...", "Analyzing content..."]
+
+
+# --- elicitation -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        (Decline(), "❌ User declined to provide the requested information."),
+        (Cancel(), "⚠️ User cancelled the elicitation dialog."),
+        # An answer that does not fit the form (name is required) is not sent: declined.
+        (Accept({"check": True}), "❌ User declined to provide the requested information."),
+        (Accept({"name": "Ada", "integer": 500}), "❌ User declined to provide the requested information."),
+    ],
+)
+async def test_a_form_can_be_declined_or_cancelled_and_a_bad_answer_is_not_sent(
+    answer: ElicitationAnswer, shown: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def elicit(request: Elicitation) -> ElicitationAnswer:
+        return answer
+
+    with caplog.at_level(logging.WARNING, logger="loopctl.mcp"):
+        async with everything_stdio(elicitation=elicit) as server:
+            out = await server.call_tool("trigger-elicitation-request", {})
+    assert str(out.content).splitlines()[0] == shown
+    if isinstance(answer, Accept):
+        (warning,) = [r.getMessage() for r in caplog.records if "does not fit the form" in r.getMessage()]
+        assert ("name" in warning) if "name" not in answer.content else ("integer: 500 is greater than the maximum of 100" in warning)
+
+
+async def test_a_url_elicitation_the_server_requires_first_is_asked_then_the_call_sent_again() -> None:
+    # The -32042 error path: the server answers the call with the URL elicitations to complete first.
+    asked: list[Elicitation] = []
+
+    async def elicit(request: Elicitation) -> ElicitationAnswer:
+        asked.append(request)
+        return Accept()
+
+    async with everything_stdio(elicitation=elicit) as server:
+        out = await server.call_tool("trigger-url-elicitation", {"url": "https://example.com/pay", "errorPath": True})
+    assert not out.is_error and "User completed the URL elicitation flow" in str(out.content)
+    assert [(a.mode, a.url) for a in asked] == [("url", "https://modelcontextprotocol.io"), ("url", "https://example.com/pay")]
+    assert asked[0].message == "Open this link to satisfy the prerequisite, then retry the request."
+
+    async def refuse(request: Elicitation) -> ElicitationAnswer:
+        return Decline()
+
+    async with everything_stdio(elicitation=refuse) as server:
+        refused = await server.call_tool("trigger-url-elicitation", {"url": "https://example.com/pay", "errorPath": True})
+    assert refused.is_error
+    assert str(refused.content) == (
+        "MCP server 'everything' needs the user to complete a step in the browser first "
+        "(MCP error -32042: This request requires browser-based authorization.); the user did not accept."
+    )
+
+
+# --- roots, logs, progress ----------------------------------------------------------------------------------------
+
+
+async def test_roots_are_advertised_and_a_change_is_announced(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    async with everything_stdio(roots=[first]) as server:
+        before = str((await server.call_tool("get-roots-list", {})).content)
+        await server.set_roots([first, Root("file:///srv/data", "data")])
+        for _ in range(100):  # the server lists the roots again when told they changed
+            after = str((await server.call_tool("get-roots-list", {})).content)
+            if "(2 total)" in after:
+                break
+            await asyncio.sleep(0.05)
+    assert "Current MCP Roots (1 total)" in before and f"1. a\n   URI: {first.as_uri()}" in before
+    assert f"1. a\n   URI: {first.as_uri()}" in after and "2. data\n   URI: file:///srv/data" in after
+    assert second.as_uri() not in after
+
+
+async def test_server_logs_go_to_python_logging_at_their_level(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="loopctl.mcp.server"):
+        async with everything_stdio(roots=["/tmp"], log_level="debug") as server:
+            for _ in range(100):
+                if any("Roots updated" in r.getMessage() for r in caplog.records):
+                    break
+                await asyncio.sleep(0.05)
+            await server.call_tool("toggle-simulated-logging", {})
+    (roots,) = [r for r in caplog.records if "Roots updated" in r.getMessage()]
+    assert (roots.name, roots.levelname, roots.getMessage()) == (
+        "loopctl.mcp.server.everything",
+        "INFO",
+        "[everything-server] Roots updated: 1 root(s) received from client",
+    )
+    simulated = [r for r in caplog.records if r.getMessage().endswith(("-level message", "level-message"))]
+    assert simulated, "the first simulated log line is sent at once"
+    levels = {"Debug": "DEBUG", "Info": "INFO", "Notice": "NOTICE", "Warning": "WARNING", "Error": "ERROR",
+              "Critical": "CRITICAL", "Alert": "ALERT", "Emergency": "EMERGENCY"}  # fmt: skip
+    for record in simulated:
+        assert record.levelname == levels[record.getMessage().split("-")[0].split(" ")[0]]
+
+
+async def test_the_log_level_asks_the_server_for_fewer_logs(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="loopctl.mcp.server"):
+        async with everything_stdio(roots=["/tmp"], log_level="error") as server:
+            await asyncio.sleep(1.0)  # the roots are synced 350 ms after the handshake, logged at info
+            await server.call_tool("get-roots-list", {})
+    assert not [r for r in caplog.records if r.levelno < logging.ERROR]
+
+
+async def test_progress_can_restart_a_calls_timeout() -> None:
+    # Four steps of 0.5 s: the call takes 2 s, more than the 1.2 s timeout, but a notification comes every 0.5 s.
+    args = {"duration": 2, "steps": 4}
+    async with everything_stdio(timeout=1.2) as server:
+        cut = await server.call_tool("trigger-long-running-operation", args)
+    async with everything_stdio(timeout=1.2, progress_resets_timeout=True) as server:
+        kept = await server.call_tool("trigger-long-running-operation", args)
+    assert cut.is_error and "timed out after 1.2 s" in str(cut.content)
+    assert (kept.content, kept.is_error) == ("Long running operation completed. Duration: 2 seconds, Steps: 4.", False)
