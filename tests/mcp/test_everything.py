@@ -13,9 +13,22 @@ from typing import Any
 
 import pytest
 
-from loopctl.engine import ToolProgress
-from loopctl.mcp import Accept, Cancel, Decline, Elicitation, ElicitationAnswer, MCPServerHTTP, MCPServerStdio, Root
-from loopctl.message import ImagePart, ToolResultPart
+from loopctl.engine import BareLoop, SessionConfig, ToolProgress
+from loopctl.mcp import (
+    Accept,
+    Cancel,
+    Decline,
+    Elicitation,
+    ElicitationAnswer,
+    MCPRequestError,
+    MCPResourceTool,
+    MCPServerHTTP,
+    MCPServerStdio,
+    Root,
+    mcp_instructions,
+)
+from loopctl.mcp.resources import resource_output
+from loopctl.message import ImagePart, Message, Role, ToolResultPart
 from loopctl.testing import FakeProviderServer
 from tests.fake_clients import make_client
 from tests.mcp.conftest import Model, calls, stdio_server
@@ -284,3 +297,87 @@ async def test_progress_can_restart_a_calls_timeout() -> None:
         kept = await server.call_tool("trigger-long-running-operation", args)
     assert cut.is_error and "timed out after 1.2 s" in str(cut.content)
     assert (kept.content, kept.is_error) == ("Long running operation completed. Duration: 2 seconds, Steps: 4.", False)
+
+
+# --- resources, prompts, instructions ----------------------------------------------------------------------------
+
+
+async def test_resources_templates_reading_and_subscriptions(everything: Any) -> None:
+    async with everything() as server:
+        listed = await server.list_resources()
+        templates = await server.list_resource_templates()
+        text = await server.read_resource("demo://resource/dynamic/text/4")
+        blob = await server.read_resource("demo://resource/dynamic/blob/4")
+        document = await server.read_resource("demo://resource/static/document/features.md")
+        with pytest.raises(MCPRequestError, match=r"^MCP server 'everything': reading 'demo://nope' failed: ") as bad:
+            await server.read_resource("demo://nope")
+        updates: list[str] = []
+        updated = asyncio.Event()
+
+        def on_update(uri: str) -> None:
+            updates.append(uri)
+            updated.set()
+
+        await server.subscribe_resource("demo://resource/dynamic/text/1", on_update)
+        await server.call_tool("toggle-subscriber-updates", {})
+        await asyncio.wait_for(updated.wait(), 10)  # the server sends updates every 5 s, the first at once
+        await server.unsubscribe_resource("demo://resource/dynamic/text/1")
+    assert "demo://resource/static/document/features.md" in [str(r.uri) for r in listed]
+    assert [t.uri_template for t in templates] == ["demo://resource/dynamic/text/{resourceId}", "demo://resource/dynamic/blob/{resourceId}"]
+    assert str(resource_output(text).content).startswith("[resource demo://resource/dynamic/text/4]\nResource 4: This is a plaintext")
+    assert str(resource_output(blob).content).startswith("[resource demo://resource/dynamic/blob/4]\nResource 4: This is a base64 blob")
+    assert "# Everything Server - Features" in str(resource_output(document).content)
+    assert bad.value.code is not None
+    assert updates[:1] == ["demo://resource/dynamic/text/1"]
+
+
+async def test_the_model_reads_resources_through_the_opt_in_tool() -> None:
+    allowed = "demo://resource/static/document/"
+    script = [
+        calls(("r1", "read_resource", {"uri": f"{allowed}instructions.md"}), ("r2", "read_resource", {"uri": "demo://resource/dynamic/text/1"})),
+        "read",
+    ]
+    async with everything_stdio(resource_tool=lambda uri: uri.startswith(allowed)) as server:
+        (tool,) = [t for t in server.tools if isinstance(t, MCPResourceTool)]
+        with Model(script, [server]) as model:
+            run = await model.run()
+    assert run.ok
+    assert tool.name == "read_resource" and f"- {allowed}features.md" in tool.description
+    ok, refused = results(model, 2)
+    assert not ok.is_error and "Server Instructions" in str(ok.output)
+    assert (str(refused.output), refused.is_error) == ("reading 'demo://resource/dynamic/text/1' is not allowed", True)
+    offered = [t["function"]["name"] for t in model.server.requests[0].body["tools"]]
+    assert offered[-1] == "read_resource"
+
+
+async def test_prompts_become_loopctl_messages() -> None:
+    async with everything_stdio() as server:
+        names = [p.name for p in await server.list_prompts()]
+        simple = await server.get_prompt("simple-prompt")
+        args = await server.get_prompt("args-prompt", {"city": "Paris", "state": "Texas"})
+        embedded = await server.get_prompt("resource-prompt", {"resourceType": "Text", "resourceId": "3"})
+        with pytest.raises(MCPRequestError):
+            await server.get_prompt("no-such-prompt")
+    assert names == ["simple-prompt", "args-prompt", "completable-prompt", "resource-prompt"]
+    assert simple.messages == (Message.user("This is a simple prompt without arguments."),)
+    assert args.messages == (Message.user("What's weather in Paris, Texas?"),)
+    roles = [m.role for m in embedded.messages]
+    assert roles == [Role.USER, Role.USER]
+    assert embedded.messages[1].text_content().startswith("[resource demo://resource/dynamic/text/3]\nResource 3:")
+
+
+async def test_server_instructions_join_the_system_prompt_only_when_asked() -> None:
+    async with everything_stdio(include_instructions=True) as kept, everything_stdio(name="other") as left:
+        text = mcp_instructions(kept, left)
+        assert left.instructions is not None  # it has some too, but was not asked to share them
+    assert text.startswith('Instructions from the MCP server "everything":\n# Everything Server')
+    assert 'MCP server "other"' not in text
+    async with everything_stdio(include_instructions=True) as server:
+        with Model(["hi"], [server]) as model:
+            model.loop = BareLoop(
+                make_client("openai", model.server), [server], SessionConfig(instructions=lambda ctx: mcp_instructions(server))
+            )
+            await model.loop.run("hello")
+            await model.loop.client.aclose()
+    system = model.server.requests[0].body["messages"][0]
+    assert system["role"] == "system" and "# Everything Server" in system["content"]
