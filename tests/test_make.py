@@ -141,32 +141,55 @@ def test_the_demo_ends_with_a_command_that_runs_as_printed(
         assert store.load(session.id).messages[-2] == Message.user("Anything left?")
 
 
-# --- Node.js and the MCP reference servers ---------------------------------------------------------------------
-
-
-def test_a_fresh_root_machine_installs_node_with_apt_get() -> None:
+def test_missing_system_tools_are_installed_with_one_apt_get_install() -> None:
+    m = make()
     installed: set[str] = set()
-    run = Recorder()
 
-    def recording(cmd: list[str], **kw: Any) -> Any:
+    def run(cmd: list[str], **kw: Any) -> Any:
         if cmd[:2] == ["apt-get", "install"]:
-            installed.update({"node", "npm"})
-        return run(cmd, **kw)
+            installed.update(cmd[4:])
+        return SimpleNamespace(returncode=0)
 
-    ok = make().ensure_node(which=lambda name: name if name in installed else None, run=recording, is_root=True, has_apt=True)
-    assert ok
-    assert [cmd for cmd, _ in run.calls] == [
+    tools = {
+        "browser": m.SystemTool(lambda: "chromium" in installed or None, ("chromium",)),
+        "postgresql": m.SystemTool(lambda: "postgresql" in installed or None, ("postgresql",)),
+        "node": m.SystemTool(lambda: "/usr/bin/node", ("nodejs",)),  # there already
+    }
+    calls: list[list[str]] = []
+    found = m.ensure_system(
+        tools, run=lambda cmd, **kw: (calls.append(cmd), run(cmd, **kw))[1], is_root=True, has_apt=True
+    )
+    assert found == {"browser": True, "postgresql": True, "node": True}
+    assert calls == [
         ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "nodejs", "npm"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "postgresql"],
     ]
 
 
-def test_an_installed_node_is_left_alone_and_without_root_it_says_why(capsys: pytest.CaptureFixture[str]) -> None:
-    run = Recorder()
-    assert make().ensure_node(which=lambda name: f"/usr/bin/{name}", run=run, is_root=False, has_apt=False)
-    assert not make().ensure_node(which=lambda name: None, run=run, is_root=False, has_apt=True)
-    assert run.calls == []
-    assert "Node.js (node, npm) is not installed" in capsys.readouterr().out
+def test_a_tool_still_missing_after_the_install_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    m = make()
+    tools = {"browser": m.SystemTool(lambda: None, ("chromium",))}
+    found = m.ensure_system(tools, run=Recorder(), is_root=True, has_apt=True)
+    assert found == {"browser": False}
+    assert "chromium installed, but browser is still not found" in capsys.readouterr().out
+
+
+def test_pytest_runs_on_workers_unless_the_arguments_choose(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = make()
+    monkeypatch.delenv("LOOPCTL_TEST_WORKERS", raising=False)
+    assert m._pytest_args(["tests/store"]) == ["-n", str(m.DEFAULT_WORKERS), "tests/store"]
+    assert m._pytest_args(["-n", "0", "tests/store"]) == ["-n", "0", "tests/store"]
+    assert m._pytest_args(["-n2"]) == ["-n2"]
+    monkeypatch.setenv("LOOPCTL_TEST_WORKERS", "3")
+    assert m._pytest_args([]) == ["-n", "3"]
+
+
+# --- Node.js and the MCP reference servers ---------------------------------------------------------------------
+
+
+def test_node_is_a_system_tool_installed_with_the_others() -> None:
+    tool = make().SYSTEM_TOOLS["node"]
+    assert tool.packages == ("nodejs", "npm") and tool.skip_var is None
 
 
 def test_the_reference_servers_are_installed_with_npm_ci_once_per_lock_file(tmp_path: Path) -> None:

@@ -79,6 +79,8 @@ class LoopError(Exception):
 
     ``str(err)`` is a human sentence naming what went wrong and where. :attr:`retryable` says whether the
     same operation may succeed if tried again later.
+
+    ``message`` is that sentence, also kept as :attr:`message`.
     """
 
     retryable: bool = False
@@ -136,7 +138,8 @@ class InvalidConversation(LoopError, ValueError):
 class ConversationFileError(LoopError, ValueError):
     """A conversation file that cannot be read: not JSON, the wrong shape, or a newer ``format_version``.
 
-    :attr:`source` names the file (a path, or ``"<string>"``). Reading never changes the file.
+    :attr:`source` names the file (a path, or ``"<string>"``) and ``problem`` says what is wrong with it.
+    Reading never changes the file.
     """
 
     def __init__(self, source: str, problem: str) -> None:
@@ -323,7 +326,10 @@ class HookFailed(LoopError):
     this error. :attr:`hook` names the hook (its ``name`` attribute, else its class), :attr:`method` the
     method (``before_model``, ``after_model``, ``before_tool``, ``after_tool``), :attr:`call_id` the tool
     call whose ``before_tool`` or ``after_tool`` it was (``None`` for the model's hooks); the hook's own
-    exception is the ``__cause__``."""
+    exception is the ``__cause__``.
+
+    ``problem`` is a sentence on what went wrong (the exception, or what the method returned).
+    """
 
     def __init__(self, hook: str, method: str, problem: str, *, call_id: str | None = None) -> None:
         self.hook = hook

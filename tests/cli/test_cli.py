@@ -400,7 +400,7 @@ def test_ctrl_c_cancels_with_exit_130_and_saves_a_coherent_session(project: Path
         seen.append(line.rstrip())
         if line.startswith("  ✓ list_files"):
             break
-        assert time.monotonic() - started < 30, seen
+        assert time.monotonic() - started < 120, seen  # a hang guard (process starts are slow on a loaded machine)
     proc.send_signal(signal.SIGINT)  # the second model call is streaming now
     rest, err = proc.communicate(timeout=30)
     out = seen + lines(rest)
@@ -610,7 +610,7 @@ def test_ctrl_c_stops_a_run_stuck_in_a_catastrophic_search(tmp_path: Path) -> No
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=30)
-    assert time.monotonic() - sent < 3
+    assert time.monotonic() - sent < 10  # not the 40 s of matching (a margin for a loaded CI machine)
     assert proc.returncode == 130
     assert "● cancelled" in rest
     saved = Session.load(session).machine

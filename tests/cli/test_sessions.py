@@ -195,6 +195,48 @@ def test_the_sessions_commands_in_the_default_store(tmp_path: Path, monkeypatch:
     store.close()
 
 
+def test_fork_at_a_reply_that_called_tools_answers_them_and_verify_and_check_see_an_unanswered_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 18, item 11: `fork --at` the reply made a session every `--resume` of which failed, while `check`
+    # and `verify` called it sound.
+    from loopctl.message import MessagePart, Role, ToolResultPart
+    from loopctl.store.base import FORKED_HERE
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOOPCTL_STORE", raising=False)
+    reply = Message.new(Role.ASSISTANT, [MessagePart.tool_call("w1", "write_file", {"path": "a", "content": "x"})])
+    answered = Message.new(Role.USER, [MessagePart.tool_result("w1", "write_file", "wrote a")])
+    store = SQLiteStore(Path(tmp_path, ".loopctl", "sessions.db"))
+    done = store.append("s1", [Message.user("write a"), reply, answered, Message.assistant("ok")], expected_head=None)
+    code, out = invoke("fork", "s1", "--at", done.node_ids[1][:10], "--as", "redo")
+    assert code == 0
+    assert out.startswith(
+        "forked s1 as redo (3 messages; the tool calls of its last reply were answered as not run); continue with"
+    )
+    (answer,) = store.load("redo").messages[-1].parts
+    assert isinstance(answer, ToolResultPart) and str(answer.output) == FORKED_HERE
+    assert invoke("verify", "redo") == (0, "redo: 3 messages, every hash matches\n")
+    # a head that ends on the reply (made by hand, or by a fork of an older release) is reported
+    store.append("cut", [Message.user("write a"), reply], expected_head=None)
+    code, out = invoke("verify", "cut")
+    assert code == 1
+    node = store.load("cut").node_ids[1][:12]
+    assert out == (
+        f"session 'cut', node {node} (message 1, messages[1].parts[0]): tool call 'w1' has no result, and no run is "
+        "waiting for it: the conversation cannot be continued (no provider takes new input after it) "
+        "[tool_call_answered_before_next_assistant]\n"
+    )
+    code, _ = invoke("export", "cut", "cut.json")
+    assert code == 0
+    checked = CliRunner().invoke(main, ["check", "cut.json"])
+    assert checked.exit_code == 1
+    assert checked.output.splitlines()[0].startswith(
+        "messages[1].parts[0]: tool call 'w1' has no result, and no run is waiting for it"
+    )
+    store.close()
+
+
 def test_reading_commands_in_a_folder_without_a_store_create_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -278,6 +278,73 @@ def test_a_fork_shares_the_prefix_and_diverges(store: SessionStore) -> None:
     assert {i.id for i in store.sessions()} == {"orig", "copy", "early"}
 
 
+def _sent_email() -> list[Message]:
+    """A finished run: the input, a reply calling ``send_email``, its result, the answer."""
+    return [
+        Message.user("mail ada"),
+        Message.new(Role.ASSISTANT, [ToolCallPart(id="e1", name="send_email", input={"to": "ada"})]),
+        Message.new(Role.USER, [ToolResultPart(call_id="e1", name="send_email", output="sent")]),
+        Message.assistant("Sent."),
+    ]
+
+
+def test_a_fork_at_a_reply_that_called_tools_answers_the_calls_so_it_can_be_continued(store: SessionStore) -> None:
+    # Issue 18, item 11: forked at the reply, the session ended with a call nobody answered, and every run
+    # that continued it was refused by the provider (while check and verify called it sound).
+    from loopctl.engine import BareLoop
+    from loopctl.store.base import FORKED_HERE
+    from loopctl.testing import ScriptedClient
+
+    done = store.append("orig", _sent_email(), expected_head=None)
+    info = store.fork("orig", at=done.node_ids[1], new_id="redo")
+    forked = store.load("redo")
+    assert [m.role for m in forked.messages] == [Role.USER, Role.ASSISTANT, Role.USER]
+    (answer,) = forked.messages[2].parts
+    assert answer == ToolResultPart(call_id="e1", name="send_email", output=FORKED_HERE, is_error=True)
+    assert FORKED_HERE == "Not run: the session was forked here."
+    assert forked.node_ids[:2] == done.node_ids[:2]  # the prefix is shared
+    assert [h.kind for h in store.heads("redo")] == ["fork", "fork"]
+    assert info.length == 3 and store.verify("redo") == []
+    # a run continues it (the scripted client refuses what providers refuse, as the codecs do)
+    client = ScriptedClient(["Not sending it again."])
+    run = await_run(BareLoop(client, store=store, session_id="redo"), "actually, don't")
+    assert run.ok
+    assert [m.role for m in client.requests[0].messages] == [Role.USER, Role.ASSISTANT, Role.USER, Role.USER]
+    assert list(store.load("orig").messages) == _sent_email()  # the original is untouched
+
+
+def test_a_fork_at_a_head_paused_for_approval_keeps_its_calls_pending(store: SessionStore) -> None:
+    m = LoopMachine()
+    m.accept_input("mail ada")
+    m.model_response(_sent_email()[1], {"send_email"}, 10)
+    m.tool_results([], deferred=["e1"])
+    assert m.state is MachineState.AWAITING_APPROVAL
+    store.append("paused", list(m.full_history()), expected_head=None, state=SessionState.of(m))
+    store.fork("paused", new_id="copy")
+    copy = store.load("copy")
+    assert len(copy.messages) == 2 and copy.state.outcome == "awaiting_approval"
+    assert [p.id for p in copy.machine().pending_approvals] == ["e1"]
+    assert store.verify("copy") == []
+
+
+def test_a_head_at_rest_with_unanswered_calls_is_continued_from_its_coherent_prefix(store: SessionStore) -> None:
+    from loopctl.engine import BareLoop
+    from loopctl.testing import ScriptedClient
+
+    store.append("cut", _sent_email()[:2], expected_head=None)
+    client = ScriptedClient(["What should I do?"])
+    run = await_run(BareLoop(client, store=store, session_id="cut"), "hello again")
+    assert run.ok
+    # like a run cut mid-turn: the reply whose calls have no result is dropped
+    assert [m.text_content() for m in client.requests[0].messages] == ["mail ada", "hello again"]
+    assert [m.text_content() for m in store.load("cut").messages] == ["mail ada", "hello again", "What should I do?"]
+    assert store.verify("cut") == []
+
+
+def await_run(loop: Any, task: str) -> Any:
+    return loop.run_sync(task)
+
+
 def test_a_node_is_found_by_a_prefix_of_its_id(store: SessionStore) -> None:
     done = store.append("s", [Message.user("a"), Message.user("b")], expected_head=None)
     assert done.head is not None

@@ -128,7 +128,9 @@ def decide_interactively(
     help="The folder the file tools may use (default: the session's).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Allow the continued run's file changes without asking.")
-@click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
+@click.option(
+    "--max-turns", type=click.IntRange(1), default=200, show_default=True, help="Model calls per run, as the library's."
+)
 @click.option("--no-stream", is_flag=True, help="Wait for whole replies instead of streaming them.")
 def approve(
     session_id: str,

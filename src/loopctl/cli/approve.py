@@ -81,7 +81,12 @@ def show_diff(console: Console, call_input: object, preview: ChangePreview, inde
     """Print what a change would do under its heading, each line starting with ``indent``: the path the model
     wrote when it differs from the resolved one, then the diff (at most :data:`MAX_DIFF_LINES` lines, the rest
     counted), coloured as a diff, every line inert. ``loopctl run``'s prompt and ``loopctl approve`` both show
-    a write this way."""
+    a write this way.
+
+    ``console`` is where it prints; ``call_input`` is the model's input for the call (its ``path`` is compared with
+    the resolved one); ``preview`` is the change, from :meth:`FileTools.preview
+    <loopctl.tools.files.FileTools.preview>`.
+    """
     asked = call_input.get("path") if isinstance(call_input, dict) else None
     if isinstance(asked, str) and asked not in (preview.path, f"./{preview.path}"):
         console.print(Text(f"{indent}(the model asked for {inert(asked, one_line=True)})", style="dim"))

@@ -99,7 +99,11 @@ def _args(value: Any) -> str:
 
 
 class Transcript:
-    """Prints a run as it happens. Call it with each :data:`~loopctl.engine.LoopEvent`."""
+    """Prints a run as it happens. Call it with each :data:`~loopctl.engine.LoopEvent`.
+
+    ``console`` is where it prints (a new one on stdout when ``None``); ``show_thinking=False`` leaves the model's
+    reasoning out (``--hide-thinking``).
+    """
 
     def __init__(self, console: Console | None = None, *, show_thinking: bool = True) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)

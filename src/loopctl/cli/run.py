@@ -24,6 +24,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from loopctl.cli import DEMO_DELAY_VAR  # the command group's module, which imports this one only when it runs
 from loopctl.cli.inert import inert
 from loopctl.cli.report import CommandError, stderr, tokens, warn
 from loopctl.cli.sessions import store_option, store_spec
@@ -38,8 +39,6 @@ if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `lo
 
 __all__ = ["DEMO_DELAY_VAR", "RunOptions", "build_client", "build_observers", "build_tools", "file_tools", "run"]
 
-DEMO_DELAY_VAR = "LOOPCTL_DEMO_DELAY"
-"""Environment variable: seconds between the streamed events of ``--model demo`` (0 to 60; default 0.01)."""
 
 _EXIT = {"completed": 0, "cancelled": 130}
 
@@ -106,14 +105,20 @@ class RunOptions:
 @click.option("--resume", help="Continue a stored session (its id) or a session file.")
 @store_option
 @click.option("--system", "system_prompt", help="A system prompt for the session.")
-@click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
+@click.option(
+    "--max-turns", type=click.IntRange(1), default=200, show_default=True, help="Model calls per run, as the library's."
+)
 @click.option(
     "--max-tokens",
     type=click.IntRange(1),
     help="Output token limit per model call (default: the model's own, at most 32,000; for a local server a "
     "quarter of its context, at most 8,192).",
 )
-@click.option("--reasoning-effort", type=click.Choice(["minimal", "low", "medium", "high"]))
+@click.option(
+    "--reasoning-effort",
+    type=click.Choice(["minimal", "low", "medium", "high"]),
+    help="How much the model reasons before it answers (models that reason; default: the provider's).",
+)
 @click.option(
     "--context-window",
     type=click.IntRange(1000),
@@ -263,7 +268,10 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
 
 
 def file_tools(root: Path, o: RunOptions) -> FileTools:
-    """The file tools over ``root`` (``CommandError`` when it cannot be used)."""
+    """The file tools over ``root`` (``CommandError`` when it cannot be used).
+
+    ``o`` is the command's options (:class:`RunOptions`: ``--yes``, ``--allow-protected-writes``).
+    """
     from loopctl.tools.files import PROTECTED_NAMES, FileTools
 
     try:
@@ -273,7 +281,10 @@ def file_tools(root: Path, o: RunOptions) -> FileTools:
 
 
 def build_tools(files: FileTools, providers: Sequence[ToolProvider] = ()) -> list[Tool | ToolProvider]:
-    """The tools the agent gets: the file tools, then the tool providers (``--mcp`` servers)."""
+    """The tools the agent gets: the file tools, then the tool providers (``--mcp`` servers).
+
+    ``files`` are the file tools (:func:`file_tools`).
+    """
     return [*files, *providers]
 
 
@@ -312,7 +323,10 @@ def build_observers(
 ) -> tuple[Transcript, Autosave | None, list[Observer]]:
     """The transcript, the autosave of a session file at ``path`` (``None`` with the store, which the loop
     saves to itself), and the observers of the run in the order they are called (the autosave first, so what
-    the transcript shows as done is saved)."""
+    the transcript shows as done is saved).
+
+    ``console`` is where the transcript prints; ``o`` the command's options (:class:`RunOptions`).
+    """
     from loopctl.cli.autosave import Autosave
     from loopctl.cli.render import Transcript
 

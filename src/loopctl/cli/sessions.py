@@ -19,7 +19,6 @@ shown as escapes, never sent to the terminal.
 from __future__ import annotations
 
 import datetime
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -32,12 +31,14 @@ from rich.console import Console
 from rich.text import Text
 
 from loopctl.cli.inert import inert
+from loopctl.cli.options import STORE_VAR, store_option, store_spec
 from loopctl.cli.report import stderr, stdout
 from loopctl.errors import ConversationFileError, LoopError
 
 if TYPE_CHECKING:
     from loopctl.session import Session
     from loopctl.store import SessionStore
+    from loopctl.store.base import StoredSession
 
 __all__ = [
     "DEFAULT_STORE",
@@ -54,37 +55,6 @@ __all__ = [
 
 DEFAULT_STORE = Path(".loopctl") / "sessions.db"
 """The CLI's store when neither ``--store`` nor ``$LOOPCTL_STORE`` names one (relative to the current folder)."""
-
-STORE_VAR = "LOOPCTL_STORE"
-"""Environment variable: the CLI's store (a SQLite file, or a PostgreSQL URL or connection string)."""
-
-
-_STORE_KEY = "loopctl.store"
-STORE_HELP = (
-    "The session store: a SQLite file, or a PostgreSQL URL or DSN (default: $LOOPCTL_STORE, else "
-    ".loopctl/sessions.db)."
-)
-
-
-def _remember_store(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    # Options are read from the outermost command in: the one nearest the command is read last and wins.
-    if value is not None:
-        ctx.meta[_STORE_KEY] = value
-
-
-store_option = click.option(
-    "--store", metavar="STORE", expose_value=False, callback=_remember_store, help=STORE_HELP
-)
-"""The ``--store`` option, accepted by ``loopctl`` itself, ``sessions`` and each of its commands, ``run``,
-``approve`` and ``show``: see :func:`store_spec`."""
-
-
-def store_spec() -> str | None:
-    """The store the command line names: the ``--store`` given nearest the command, else ``$LOOPCTL_STORE``,
-    else ``None`` (the default store)."""
-    ctx = click.get_current_context(silent=True)
-    given = ctx.meta.get(_STORE_KEY) if ctx is not None else None
-    return given or os.environ.get(STORE_VAR) or None
 
 
 def check_id(session_id: str) -> str:
@@ -169,7 +139,11 @@ class RunTarget:
     def open(
         self, *, model: str, root: str, system_prompt: str | None, metadata: dict[str, object] | None = None
     ) -> None:
-        """Open the store and, for a new session, create it with these settings (before any model call)."""
+        """Open the store and, for a new session, create it with these settings (before any model call).
+
+        ``model`` (a model spec), ``root`` (the file tools' folder), ``system_prompt`` and ``metadata`` are the new
+        session's settings.
+        """
         from loopctl.store import SessionState
 
         store = self._open()
@@ -315,9 +289,11 @@ def fork(ctx: click.Context, session_id: str, node: str | None, new_id: str | No
     with _store(ctx) as store:
         at = store.find_node(node) if node else None
         info = store.fork(session_id, at=at, new_id=new_id)
+        answered = len([h for h in store.heads(info.id) if h.kind == "fork"]) > 1
+    note = "; the tool calls of its last reply were answered as not run" if answered else ""
     _console().print(
         Text(
-            f"forked {inert(session_id)} as {inert(info.id)} ({info.length} messages); continue with: "
+            f"forked {inert(session_id)} as {inert(info.id)} ({info.length} messages{note}); continue with: "
             f'loopctl run "..." --resume {inert(info.id)}'
         )
     )
@@ -363,14 +339,36 @@ def import_session(ctx: click.Context, file: Path, new_id: str | None) -> None:
 @click.pass_context
 def verify(ctx: click.Context, session_id: str) -> None:
     """Re-derive every hash of a session's chains and compare its head with its head log; list what does not
-    match (exit 1), or say it is sound."""
+    match (exit 1), or say it is sound. A sound chain is checked against the conversation rules too: a session
+    at rest must have every tool call answered, its last reply's too (a run continuing it would cut that reply
+    off)."""
     _require_store(ctx, session_id)
     with _store(ctx) as store:
-        problems = store.verify(session_id)
+        problems: list[object] = list(store.verify(session_id))
         length = store.info(session_id).length
+        if not problems:
+            problems += _rule_problems(store.load(session_id))
     console = _console()
     for p in problems:
         console.print(Text(inert(str(p)), style="red"))
     if problems:
         sys.exit(1)
     console.print(Text(f"{inert(session_id)}: {length} messages, every hash matches"))
+
+
+def _rule_problems(loaded: StoredSession) -> list[str]:
+    """The conversation-rule problems of a loaded session (``check_conversation``; at rest unless a run is in
+    flight or paused), each naming the session, the node and the part."""
+    from loopctl.message import check_conversation
+
+    state = loaded.state
+    at_rest = not state.in_flight and state.outcome != "awaiting_approval"
+    out = []
+    for p in check_conversation(list(loaded.messages), at_rest=at_rest):
+        found = re.match(r"messages\[(\d+)\]", p.path)
+        where = f"session {loaded.id!r}"
+        if found is not None:
+            index = int(found.group(1))
+            where += f", node {loaded.node_ids[index][:12]} (message {index}, {p.path})"
+        out.append(f"{where}: {p.detail} [{p.rule.value}]")
+    return out

@@ -133,11 +133,14 @@ def _facts(session: Any) -> list[tuple[str, str]]:
 @store_option
 def check(source: str) -> None:
     """Check a saved session or conversation file, or a stored session (by its id), against the pairing and
-    placement rules."""
+    placement rules. A conversation file, or a session at rest, must have every tool call answered, the last
+    reply's too (it is continued from there); a session saved mid-run may end with calls its run was running."""
+    from loopctl.engine import MachineState
     from loopctl.message import check_conversation
 
-    _, messages = read_source(source)
-    problems = check_conversation(messages)
+    session, messages = read_source(source)
+    at_rest = session is None or session.machine.state in (MachineState.START, MachineState.TERMINAL)
+    problems = check_conversation(messages, at_rest=at_rest)
     for p in problems:
         click.echo(inert(str(p)))
     n, k = len(messages), len(problems)

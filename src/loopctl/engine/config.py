@@ -73,6 +73,13 @@ class RunConfig:
     ``None``: off). A run continued with approvals keeps the loop detection it started with; ``limits``,
     when given then, replace its limits.
 
+    ``raise_tool_errors``: a tool that raises is the model's to read by default (its error result says so;
+    the exception is on the :class:`~loopctl.engine.ToolCallRecord` and the
+    :class:`~loopctl.engine.ToolCallFinished` event, and logged by ``loopctl.engine.loop`` with its
+    traceback). With ``True`` it is raised out of ``run()`` instead, the run ending failed with it (its turn
+    kept, as a failure keeps it): for tests, where a tool's bug should fail the test. Input that does not fit
+    the tool's schema, a timeout and a denial stay the model's to read either way.
+
     Raises ``ValueError`` for a ``loop_detection`` that is not an ``int`` of at least 2 or ``None`` (``3.0``
     too), ``limits`` that are not a :class:`~loopctl.engine.UsageLimits`, a ``tool_choice`` that is not a
     :data:`~loopctl.tool.ToolChoice`, and a ``max_turns`` or
@@ -97,6 +104,7 @@ class RunConfig:
     output_retries: int = 1
     limits: UsageLimits | None = None
     loop_detection: int | None = DEFAULT_LOOP_DETECTION
+    raise_tool_errors: bool = False
 
     def __post_init__(self) -> None:
         # What the run saves with its machine is checked here, so that nothing a run accepts makes a file its

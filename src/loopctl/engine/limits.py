@@ -77,7 +77,10 @@ class UsageLimits:
 
     @classmethod
     def from_dict(cls, doc: Any) -> UsageLimits:
-        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape."""
+        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape.
+
+        ``doc`` is the JSON value :meth:`to_dict` wrote.
+        """
         if not isinstance(doc, dict):
             raise ValueError("limits must be an object")
         unknown = set(doc) - set(_DIMENSIONS)
@@ -156,7 +159,10 @@ class RunUsage:
 
     @classmethod
     def from_dict(cls, doc: Any) -> RunUsage:
-        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape."""
+        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape.
+
+        ``doc`` is the JSON value :meth:`to_dict` wrote.
+        """
         if not isinstance(doc, dict):
             raise ValueError("usage must be an object")
         counts: dict[str, int] = {}
@@ -206,7 +212,10 @@ class LimitHit:
 
     @classmethod
     def from_dict(cls, doc: Any) -> LimitHit:
-        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape."""
+        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape.
+
+        ``doc`` is the JSON value :meth:`to_dict` wrote.
+        """
         if not isinstance(doc, dict) or doc.get("dimension") not in _DIMENSIONS:
             raise ValueError(f"limit must name a dimension ({', '.join(_DIMENSIONS)})")
         dimension: LimitDimension = doc["dimension"]

@@ -572,7 +572,11 @@ class MCPTool:
     """One tool of an MCP server, as a :class:`~loopctl.tool.Tool`: ``name`` is what the model calls it
     (prefixed, provider-safe), ``mcp_name`` what the server calls it. ``annotations`` are the server's hints
     (``read_only_hint``, ``idempotent_hint``...); ``requires_approval`` (the server's ``require_approval``
-    rule) defers its calls until approved; ``as_task`` says it runs as an MCP task."""
+    rule) defers its calls until approved; ``as_task`` says it runs as an MCP task.
+
+    ``definition`` is the server's ``Tool`` (schema, description, annotations); ``retention`` the
+    :class:`~loopctl.message.Retention` its results get (``None``: untagged).
+    """
 
     __slots__ = (
         "annotations",
@@ -619,7 +623,12 @@ class MCPTool:
         return self.annotations is not None and bool(self.annotations.read_only_hint)
 
     async def call(self, input: Any, context: ToolContext) -> ToolOutput:  # noqa: A002 - the Tool protocol's name
-        """Call the tool on the server; every failure is an error result (see the module docstring)."""
+        """Call the tool on the server; every failure is an error result (see the module docstring).
+
+        ``input`` is the model's arguments (a JSON object) and ``context`` the call's
+        :class:`~loopctl.tool.ToolContext` (its timeout and cancellation apply; its events carry the server's
+        progress).
+        """
         if not isinstance(input, dict):
             return ToolOutput(f"expected a JSON object as input, got {type(input).__name__}", is_error=True)
         return await self.server._call(self, input, context)
@@ -1102,8 +1111,12 @@ class BaseMCPServer:
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None = None, context: ToolContext[Any] | None = None
     ) -> ToolOutput:
-        """Call the server's tool ``name`` (its MCP name) directly, as the engine would (``context``: the
-        call's, for its progress events and the usage of the server's sampling requests)."""
+        """Call the server's tool ``name`` (its MCP name) directly, as the engine would.
+
+        ``arguments`` is the tool's input (a JSON object; none: ``{}``); ``context`` the call's
+        :class:`~loopctl.tool.ToolContext`, for its progress events and the usage of the server's sampling
+        requests (none: a context of its own).
+        """
         for t in self._tools:
             if isinstance(t, MCPTool) and t.mcp_name == name:
                 return await self._call(t, dict(arguments or {}), context)

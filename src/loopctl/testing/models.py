@@ -38,6 +38,8 @@ class TestModel:
     ``usage`` is reported with each reply; ``price`` (USD per million input and output tokens) makes each
     reply priced, for cost limits offline. Every request is kept in :attr:`requests`. Refuses a conversation
     whose tool calls and results do not pair (``UnsupportedContent``), as the providers' APIs do.
+
+    ``model`` is the name the model reports in each reply.
     """
 
     __test__ = False  # not a pytest test class, whatever its name
@@ -62,7 +64,10 @@ class TestModel:
 
     def price_usage(self, usage: Usage, model: str | None) -> Decimal | None:
         """The price of ``usage`` at :attr:`price` (``None`` without one, or when the usage's input or output
-        count is unknown): the engine prices replies with it."""
+        count is unknown): the engine prices replies with it.
+
+        ``model`` is the reply's model (not used: one price for all).
+        """
         if self.price is None or usage.input_tokens is None or usage.output_tokens is None:
             return None  # no price, or usage not reported: not known
         per_in, per_out = self.price
@@ -71,7 +76,10 @@ class TestModel:
     async def generate(
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
     ) -> ModelResponse:
-        """Answer ``request`` (see the class docstring)."""
+        """Answer ``request`` (see the class docstring).
+
+        ``stream=True`` with an ``on_event`` callback replays the reply as stream events before returning it.
+        """
         check_pairing(request.messages, "test")
         self.requests.append(request)
         message = self._reply(request)

@@ -108,7 +108,7 @@ class CutStream:
 
     ``partial=True`` also sends the first half of the next event, so the client holds an incomplete event.
     ``clean=False`` (the default) drops the connection without ending the chunked body, as a network failure
-    does (``httpx.RemoteProtocolError`` in the client); ``clean=True`` ends the body properly, so the client
+    does (``httpx2.RemoteProtocolError`` in the client); ``clean=True`` ends the body properly, so the client
     sees a well-formed HTTP reply whose event stream lacks its final events.
     """
 
@@ -230,6 +230,8 @@ class FakeProviderServer:
     llama.cpp, vLLM or Ollama): it answers that server's own endpoints (``/props``, ``/v1/models``,
     ``/api/ps``, ``/api/show``) and refuses a request too big for its context with that server's own error
     body, without taking a step of the script.
+    ``host`` is the address to listen on (loopback by default); ``default_model`` is the model named in replies
+    when the request names none.
     """
 
     def __init__(

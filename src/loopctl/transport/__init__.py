@@ -10,7 +10,7 @@ check against recorded traffic. ``docs/transport.md`` says how, what a call cost
   :class:`OpenAIResponsesClient` and :class:`AnthropicClient` are configured by the official SDKs (key, base
   URL and their environment variables, headers, timeouts, HTTP client), whose per-call request transform and
   retries are skipped: the engine retries, with one policy for every provider.
-- :class:`GeminiClient` speaks REST over httpx.
+- :class:`GeminiClient` speaks REST over httpx2 (the HTTP client of the official SDKs).
 - :func:`from_string` makes one from ``"provider:model"``.
 
 Keys come from each provider's usual environment variables unless given (a missing key raises
@@ -54,7 +54,10 @@ def from_string(spec: str, **options: Any) -> Client:
     server with ``base_url=``), ``openai-responses:``, ``anthropic:`` and ``gemini:``; the model keeps any
     colons of its own (``openai:org/model:tag``). ``options`` go to the client (``api_key``, ``base_url``,
     ``timeout``, ``codec_options``, ``default_headers``...). Raises ``ValueError`` for an unknown prefix or
-    no model name, and :class:`~loopctl.errors.MissingAPIKey` when no key is found."""
+    no model name, and :class:`~loopctl.errors.MissingAPIKey` when no key is found.
+
+    ``spec`` is ``"provider:model"``.
+    """
     prefix, sep, model = spec.partition(":")
     if not sep or not model or prefix not in _PREFIXES:
         known = ", ".join(f"{p}:MODEL" for p in _PREFIXES)

@@ -28,6 +28,8 @@ class AnthropicClient(HTTPClient):
     ``codec_options`` go to :func:`loopctl.providers.anthropic.build_request` (``prompt_cache``...).
     ``default_headers`` are sent with every request (``anthropic-beta``, for one).
     :meth:`~loopctl.transport._http.HTTPClient.generate` gives the errors.
+
+    ``model`` is the model id (``claude-sonnet-4-5``).
     """
 
     provider = "anthropic"

@@ -1,4 +1,5 @@
-"""The Gemini client: ``generateContent`` / ``streamGenerateContent?alt=sse`` over httpx (no SDK: google-genai
+"""The Gemini client: ``generateContent`` / ``streamGenerateContent?alt=sse`` over httpx2, the HTTP client
+the official SDKs use (no SDK: google-genai
 builds its requests from its own types and has no public way to send a prepared REST body and return the
 raw event stream).
 
@@ -12,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
+import httpx2
 
 from loopctl.errors import MissingAPIKey
 from loopctl.providers import gemini
@@ -31,8 +32,11 @@ class GeminiClient(HTTPClient):
     ``https://generativelanguage.googleapis.com``; ``api_version`` the path prefix (``v1beta``). ``timeout``:
     seconds (connect, and between bytes of a reply). ``codec_options`` go to
     :func:`loopctl.providers.gemini.build_request`. ``default_headers`` are sent with every request.
-    ``http_client``: an ``httpx.AsyncClient`` to send through (proxies, transports); the client then leaves
-    closing it to the caller. :meth:`~loopctl.transport._http.HTTPClient.generate` gives the errors.
+    ``http_client``: an ``httpx2.AsyncClient`` to send through (proxies, transports; an ``httpx.AsyncClient``,
+    of the same API, works too, its errors typed the same way); the client then leaves closing it to the
+    caller. :meth:`~loopctl.transport._http.HTTPClient.generate` gives the errors.
+
+    ``model`` is the model id (``gemini-2.5-flash``).
     """
 
     provider = "gemini"
@@ -48,7 +52,7 @@ class GeminiClient(HTTPClient):
         timeout: float = DEFAULT_TIMEOUT,
         codec_options: Mapping[str, Any] | None = None,
         default_headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx2.AsyncClient | None = None,
     ) -> None:
         super().__init__(model, codec_options)
         key = api_key or os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")
@@ -58,7 +62,7 @@ class GeminiClient(HTTPClient):
         root = f"{base}/{api_version}/models/{model}"
         headers = {**(default_headers or {}), "x-goog-api-key": key, "content-type": "application/json"}
         self._connect(
-            http_client or httpx.AsyncClient(timeout=timeout),
+            http_client or httpx2.AsyncClient(timeout=timeout),
             own=http_client is None,
             headers=headers,
             url=f"{root}:generateContent",

@@ -72,7 +72,10 @@ class LocalServer:
 
     def info(self, method: str, path: str, body: Any) -> tuple[int, Any] | None:
         """``(HTTP status, JSON body)`` for one of the server's own endpoints (any path prefix before them), or
-        ``None`` for a path that is not one."""
+        ``None`` for a path that is not one.
+
+        ``method`` and ``path`` are the request's (``GET``, ``/props``); ``body`` its parsed JSON body.
+        """
         if self.kind == "llama.cpp":
             if method == "GET" and path.endswith("/props"):
                 return 200, self._props()
