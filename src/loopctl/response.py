@@ -95,9 +95,9 @@ class Usage:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Usage:
-        """The usage of :meth:`to_dict` (or of older versions, which wrote every count as a number). A missing
-        count is ``None``; other keys are ignored. Raises ``ValueError`` naming a count that is not a whole
-        number >= 0 or ``null``."""
+        """The usage of :meth:`to_dict` (or of older versions, which wrote every count as a number): ``data``
+        is the JSON object. A missing count is ``None``; other keys are ignored. Raises ``ValueError`` naming a
+        count that is not a whole number >= 0 or ``null``."""
         counts: dict[str, int | None] = {}
         for name in _COUNTS:
             value = data.get(name)

@@ -71,6 +71,8 @@ class Cancel:
 
 
 ElicitationAnswer: TypeAlias = Accept | Decline | Cancel
+"""What the user answered an :class:`Elicitation`: :class:`Accept` (with the form's content), :class:`Decline`
+or :class:`Cancel` (MCP 2025-11-25, ``elicitation/create``'s ``action``)."""
 ElicitationHandler: TypeAlias = Callable[[Elicitation], Awaitable[ElicitationAnswer]]
 """Asks the user and returns :class:`Accept`, :class:`Decline` or :class:`Cancel`. A handler that raises
 declines (the server is told the user declined; the error is logged)."""

@@ -33,7 +33,9 @@ class MCPPrompt:
 
 
 def prompt_of(name: str, result: mcp_types.GetPromptResult) -> MCPPrompt:
-    """The :class:`MCPPrompt` of a ``prompts/get`` result."""
+    """The :class:`MCPPrompt` of a ``prompts/get`` result: ``name`` is the prompt's name, ``result`` the
+    server's answer; its messages become loopctl :class:`~loopctl.message.Message` s (user or assistant, every
+    content type mapped as a tool result's would be)."""
     messages = []
     for message in result.messages:
         output = to_tool_output(mcp_types.CallToolResult(content=[message.content]))

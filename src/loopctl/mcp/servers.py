@@ -641,7 +641,11 @@ class MCPResourceTool:
     """The opt-in tool that lets the model read the server's resources (``resource_tool=True``): input
     ``{"uri": ...}``, output the resource's contents (:func:`loopctl.mcp.resources.resource_output`). Its
     description lists the resources the server listed (up to 50). A URI the server's ``resource_tool`` check
-    refuses is an error result the model reads."""
+    refuses is an error result the model reads.
+
+    ``server`` is the server it reads from, ``name`` the tool's name as the model sees it (``read_resource``,
+    prefixed like the server's tools), ``resources`` the server's listed resources (for the description).
+    """
 
     __slots__ = ("description", "input_schema", "name", "server")
 
@@ -660,7 +664,11 @@ class MCPResourceTool:
         }
 
     async def call(self, input: Any, context: ToolContext) -> ToolOutput:  # noqa: A002 - the Tool protocol's name
-        """Read the resource; every failure is an error result."""
+        """Read the resource; every failure is an error result.
+
+        ``input`` is the model's arguments (``{"uri": ...}``), ``context`` the call's
+        :class:`~loopctl.tool.ToolContext` (its timeout applies).
+        """
         uri = input.get("uri") if isinstance(input, dict) else None
         if not isinstance(uri, str) or not uri:
             return ToolOutput("expected {\"uri\": \"...\"}", is_error=True)
