@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from loopctl.engine import Approve, OutcomeKind
 from loopctl.mcp import SamplingRequest
 from loopctl.providers import ModelRequest
@@ -76,38 +74,22 @@ async def test_the_sampling_handler_refuses_edits_or_answers() -> None:
     async def refuse(request: SamplingRequest) -> None:
         seen.append(request)
 
-    async with stdio_server(mode="legacy", on_sampling=refuse) as server:
+    # One server process; the handler (and the sampling client) are swapped between calls: both are read when a
+    # request arrives.
+    server = stdio_server(mode="legacy", on_sampling=refuse)
+    await server.connect()
+    try:
         refused = await server.call_tool("forecast", {"city": "Rome"})
+        answered, edited, host = await _answered_and_edited(server)
+    finally:
+        await server.aclose()
     assert refused.is_error and "the user rejected the sampling request" in str(refused.content)
     (request,) = seen
     assert (request.server, request.request.system, request.request.max_tokens) == ("python server.py", "You forecast.", 200)
     assert [t.name for t in request.request.tools] == ["temperature"] and request.request.tool_choice == "auto"
     assert request.tool_call_id is not None and request.tool_call_id.startswith("direct-")
 
-    async def answer(request: SamplingRequest) -> ModelResponse:
-        from loopctl.message import Message, MessagePart, Role
-
-        if len(request.request.messages) == 1:
-            message = Message.new(Role.ASSISTANT, [MessagePart.tool_call("x1", "temperature", {"city": "Rome"})])
-        else:
-            message = Message.assistant("Warm.")
-        return ModelResponse(message, Usage(1, 1), model="by-hand")
-
-    async with stdio_server(mode="legacy", on_sampling=answer) as server:
-        answered = await server.call_tool("forecast", {"city": "Rome"})
     assert (answered.content, answered.is_error) == ("by-hand: Warm. (stop: endTurn)", False)
-
-    with FakeProviderServer(["Cold."]) as host:
-        sampler = make_client("openai", host)
-
-        async def edit(request: SamplingRequest) -> ModelRequest:
-            from dataclasses import replace
-
-            return replace(request.request, system="Answer in one word.", tools=())
-
-        async with stdio_server(mode="legacy", sampling=sampler, on_sampling=edit) as server:
-            edited = await server.call_tool("forecast", {"city": "Rome"})
-        await sampler.aclose()
     # The model was asked without the server's tool, so it answered in text, as the server reports.
     prefix = "no tool call: "
     assert str(edited.content).startswith(prefix)
@@ -122,26 +104,59 @@ async def test_the_sampling_handler_refuses_edits_or_answers() -> None:
     assert "tools" not in body
 
 
+async def _answered_and_edited(server: Any) -> tuple[Any, Any, FakeProviderServer]:
+    async def answer(request: SamplingRequest) -> ModelResponse:
+        from loopctl.message import Message, MessagePart, Role
+
+        if len(request.request.messages) == 1:
+            message = Message.new(Role.ASSISTANT, [MessagePart.tool_call("x1", "temperature", {"city": "Rome"})])
+        else:
+            message = Message.assistant("Warm.")
+        return ModelResponse(message, Usage(1, 1), model="by-hand")
+
+    server.on_sampling = answer
+    answered = await server.call_tool("forecast", {"city": "Rome"})
+
+    with FakeProviderServer(["Cold."]) as host:
+        sampler = make_client("openai", host)
+
+        async def edit(request: SamplingRequest) -> ModelRequest:
+            from dataclasses import replace
+
+            return replace(request.request, system="Answer in one word.", tools=())
+
+        server.sampling, server.on_sampling = sampler, edit
+        edited = await server.call_tool("forecast", {"city": "Rome"})
+        await sampler.aclose()
+    return answered, edited, host
+
+
 async def test_allow_and_deny_lists_and_a_filter_decide_the_offered_tools() -> None:
+    # One server process; the lists are changed between listings (refresh_tools applies them).
     async with stdio_server(allow_tools={"add", "echo", "pid"}, deny_tools={"pid"}) as server:
         assert [t.mcp_name for t in server.tools] == ["add", "echo"]
-    async with stdio_server(tool_filter=lambda t: bool(t.annotations and t.annotations.read_only_hint)) as server:
-        assert [t.mcp_name for t in server.tools] == ["pid"]
+        server.allow_tools, server.deny_tools = None, frozenset()
+        server.tool_filter = lambda t: bool(t.annotations and t.annotations.read_only_hint)
+        assert [t.mcp_name for t in await server.refresh_tools()] == ["pid"]
 
 
-@pytest.mark.parametrize(
-    ("rule", "needing"),
-    [
-        (True, {"add", "echo", "pid"}),
-        ("unless_read_only", {"add", "echo"}),
-        ({"echo"}, {"echo"}),
-        (lambda t: t.mcp_name.startswith("a"), {"add"}),
-        (False, set()),
-    ],
-)
-async def test_approval_rules_mark_the_tools_whose_calls_wait(rule: Any, needing: set[str]) -> None:
-    async with stdio_server(allow_tools={"add", "echo", "pid"}, require_approval=rule) as server:
-        assert {t.mcp_name for t in server.tools if getattr(t, "requires_approval", False)} == needing
+APPROVAL_RULES: list[tuple[Any, set[str]]] = [
+    (True, {"add", "echo", "pid"}),
+    ("unless_read_only", {"add", "echo"}),
+    ({"echo"}, {"echo"}),
+    (lambda t: t.mcp_name.startswith("a"), {"add"}),
+    (False, set()),
+]
+
+
+async def test_approval_rules_mark_the_tools_whose_calls_wait() -> None:
+    marked: list[set[str]] = []
+    async with stdio_server(allow_tools={"add", "echo", "pid"}) as server:  # one process, each rule in turn
+        for rule, _ in APPROVAL_RULES:
+            server.require_approval = rule
+            tools = await server.refresh_tools()
+            marked.append({t.mcp_name for t in tools if getattr(t, "requires_approval", False)})
+    assert marked == [needing for _, needing in APPROVAL_RULES]
 
 
 async def test_a_call_that_needs_approval_waits_and_runs_once_approved() -> None:
