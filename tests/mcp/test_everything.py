@@ -33,7 +33,7 @@ from loopctl.message import ImagePart, Message, Role, ToolResultPart
 from loopctl.testing import FakeProviderServer
 from tests.fake_clients import make_client
 from tests.mcp.conftest import Model, calls, stdio_server
-from tests.mcp.reference import EverythingHTTP, everything_stdio
+from tests.mcp.reference import EVERYTHING, EverythingHTTP, everything_stdio, node
 
 
 @pytest.fixture(scope="module")
@@ -390,3 +390,72 @@ async def test_server_instructions_join_the_system_prompt_only_when_asked() -> N
             await model.loop.client.aclose()
     system = model.server.requests[0].body["messages"][0]
     assert system["role"] == "system" and "# Everything Server" in system["content"]
+
+
+# --- the CLI: --root as the servers' root, their questions asked on the terminal ---------------------------------
+
+
+class Terminal:
+    """A user at the terminal: answers a field whose title is a key of ``answers`` (or a choice prompt that
+    starts with a ``[`` key); an unmatched prompt gets its default, as pressing Enter does. Keeps what was
+    shown."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        self.shown: list[str] = []
+
+    def prompt(self, text: str, type: Any = None, default: Any = None, show_default: bool = True) -> Any:
+        self.shown.append(text)
+        label = text.strip().removesuffix(" (optional)")
+        for key, value in self.answers.items():
+            if label == key or (key.startswith("[") and label.startswith(key)):
+                return value
+        return default
+
+    def echo(self, text: str) -> None:
+        self.shown.append(text)
+
+
+async def test_the_cli_advertises_its_root_and_asks_the_servers_questions_on_the_terminal(tmp_path: Path) -> None:
+    from contextlib import AsyncExitStack
+
+    from loopctl.cli.integrations import TerminalElicitation, open_integrations
+
+    user = Terminal({"[a]nswer": "a", "[a]ccept": "a", "String": "Ada", "Boolean": True, "Integer": "7"})
+    asking = TerminalElicitation(interactive=True, prompt=user.prompt, echo=user.echo)
+    command = f"{node()} {EVERYTHING} stdio"
+    async with AsyncExitStack() as stack:
+        (server,), _ = await open_integrations(
+            stack, otel=False, mcp_commands=[command], mcp_urls=[], taken=set(), roots=[tmp_path], elicitation=asking
+        )
+        roots = await server.call_tool("get-roots-list", {})
+        form = await server.call_tool("trigger-elicitation-request", {})
+        page = await server.call_tool("trigger-url-elicitation", {"url": "https://example.com/consent"})
+    assert tmp_path.as_uri() in str(roots.content)
+    assert not form.is_error and "- Name: Ada\n- Agreed to terms: true" in str(form.content)
+    assert "- Favorite Integer: 7\n- Favorite Number: 3.14" in str(form.content)  # a default, as typed
+    assert '"untitledMultipleSelectEnum": [\n      "Guitar"\n    ]' in str(form.content)
+    assert not page.is_error
+    assert "  page to open: https://example.com/consent" in user.shown
+    assert "  one of: Monica (Monica), Rachel (Rachel), Joey (Joey), Chandler (Chandler), Ross (Ross), Phoebe (Phoebe)" in user.shown
+
+
+async def test_the_terminal_shows_the_servers_words_inert_asks_again_and_declines_without_a_terminal() -> None:
+    from loopctl.cli.integrations import TerminalElicitation
+
+    schema = {"type": "object", "properties": {"age": {"type": "integer", "title": "Age\x1b[2J"}}, "required": ["age"]}
+    asked = Elicitation("evil\x1b]0;x\x07", "form", "Hi\x1b[31m red\nsecond line", schema)
+    answers = iter(["a", "old", "a", "41"])
+    shown: list[str] = []
+    asking = TerminalElicitation(interactive=True, prompt=lambda *a, **k: next(answers), echo=shown.append)
+    assert await asking(asked) == Accept({"age": 41})
+    assert shown[:3] == ["? MCP server evil\\x1b]0;x\\x07 asks:", "  Hi\\x1b[31m red", "  second line"]
+    assert "  not accepted: age: 'old' is not of type 'integer'" in shown
+    assert all("\x1b" not in line for line in shown)
+    declines = iter(["d"])
+    assert await TerminalElicitation(interactive=True, prompt=lambda *a, **k: next(declines), echo=shown.append)(asked) == Decline()
+    cancels = iter(["c"])
+    assert await TerminalElicitation(interactive=True, prompt=lambda *a, **k: next(cancels), echo=shown.append)(asked) == Cancel()
+    quiet: list[str] = []
+    assert await TerminalElicitation(interactive=False, echo=quiet.append)(asked) == Decline()
+    assert quiet == ["MCP server evil\\x1b]0;x\\x07 asked the user something; declined (stdin is not a terminal)"]

@@ -728,7 +728,8 @@ class BaseMCPServer:
     ``sampling/createMessage``) and ``on_sampling`` (a :data:`~loopctl.mcp.sampling.SamplingHandler` to
     refuse, edit or answer each request); ``sampling_tools`` (default ``True``: tools in sampling);
     ``elicitation`` (an :data:`~loopctl.mcp.elicitation.ElicitationHandler`: the server's questions to the
-    user, form and URL modes); ``roots`` (folders or ``file://`` URIs the server may work in; ``None``: the
+    user, form and URL modes; the calls in flight wait without a timeout while the user is asked);
+    ``roots`` (folders or ``file://`` URIs the server may work in; ``None``: the
     roots capability is not offered); ``log_level`` (the level from which the server is asked to send its
     logs, which go to the Python logger ``loopctl.mcp.server.<name>``); ``include_instructions`` (the server's
     ``instructions`` join :func:`mcp_instructions`); ``resource_tool`` (``True``, or a callable deciding per URI:
@@ -988,11 +989,21 @@ class BaseMCPServer:
         handler = self.elicitation
         if handler is None:
             return Decline()
+        # A person may take longer than a call's timeout to answer: the calls in flight wait without a deadline
+        # while the user is asked, and get their whole timeout again afterwards.
+        conn = self._conn
+        held = [job for job in (conn.pending if conn is not None else ()) if job.timer is not None]
+        for job in held:
+            assert job.timer is not None
+            job.timer.deadline = float("inf")
         try:
             answer = await handler(asked)
         except Exception:
             _log.exception("MCP server %r: the elicitation handler failed; the request is declined", self.name)
             return Decline()
+        finally:
+            for job in held:
+                job.extend()
         if not isinstance(answer, (Accept, Decline, Cancel)):
             _log.warning("MCP server %r: the elicitation handler returned %r; declined", self.name, answer)
             return Decline()
