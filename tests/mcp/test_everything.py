@@ -459,3 +459,14 @@ async def test_the_terminal_shows_the_servers_words_inert_asks_again_and_decline
     quiet: list[str] = []
     assert await TerminalElicitation(interactive=False, echo=quiet.append)(asked) == Decline()
     assert quiet == ["MCP server evil\\x1b]0;x\\x07 asked the user something; declined (stdin is not a terminal)"]
+
+
+async def test_a_call_waits_for_the_user_without_its_timeout() -> None:
+    # Before: a user who took longer than the call's timeout to answer lost the call ("timed out after 2 s").
+    async def slow_user(request: Elicitation) -> Accept:
+        await asyncio.sleep(2.5)  # a person reading the form
+        return Accept({"name": "Ada"})
+
+    async with everything_stdio(elicitation=slow_user, timeout=2) as server:
+        result = await server.call_tool("trigger-elicitation-request", {})
+    assert not result.is_error and "- Name: Ada" in str(result.content)
