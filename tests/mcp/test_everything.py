@@ -424,13 +424,19 @@ async def test_the_cli_advertises_its_root_and_asks_the_servers_questions_on_the
     user = Terminal({"[a]nswer": "a", "[a]ccept": "a", "String": "Ada", "Boolean": True, "Integer": "7"})
     asking = TerminalElicitation(interactive=True, prompt=user.prompt, echo=user.echo)
     command = f"{node()} {EVERYTHING} stdio"
-    async with AsyncExitStack() as stack:
-        (server,), _ = await open_integrations(
-            stack, otel=False, mcp_commands=[command], mcp_urls=[], taken=set(), roots=[tmp_path], elicitation=asking
-        )
-        roots = await server.call_tool("get-roots-list", {})
-        form = await server.call_tool("trigger-elicitation-request", {})
-        page = await server.call_tool("trigger-url-elicitation", {"url": "https://example.com/consent"})
+    with FakeProviderServer(["pong"]) as host:
+        model = make_client("openai", host)  # the run's own model client
+        async with AsyncExitStack() as stack:
+            (server,), _ = await open_integrations(
+                stack, otel=False, mcp_commands=[command], mcp_urls=[], taken=set(), roots=[tmp_path],
+                elicitation=asking, sampling=model,
+            )  # fmt: skip
+            roots = await server.call_tool("get-roots-list", {})
+            form = await server.call_tool("trigger-elicitation-request", {})
+            page = await server.call_tool("trigger-url-elicitation", {"url": "https://example.com/consent"})
+            sampled = await server.call_tool("trigger-sampling-request", {"prompt": "ping", "maxTokens": 20})
+        await model.aclose()
+    assert '"text": "pong"' in str(sampled.content) and len(host.requests) == 1
     assert tmp_path.as_uri() in str(roots.content)
     assert not form.is_error and "- Name: Ada\n- Agreed to terms: true" in str(form.content)
     assert "- Favorite Integer: 7\n- Favorite Number: 3.14" in str(form.content)  # a default, as typed

@@ -7,7 +7,8 @@ its tracer provider becomes the global one (the MCP SDK's spans are exported too
 are flushed within a few seconds; a collector that cannot be reached is one ``warning:`` line.
 An MCP server whose tool names are already taken (by the file tools or another server) gets the prefix
 ``mcpN_`` (N: its position among the ``--mcp`` and ``--mcp-url`` options, from 1). The run's ``--root`` is
-advertised to every server as its root (MCP ``roots/list``), and a server's questions to the user
+advertised to every server as its root (MCP ``roots/list``), a server's sampling requests are answered by
+the run's own model (counted in the run's usage and cost), and a server's questions to the user
 (elicitation, form and URL modes) are asked on the terminal by :class:`TerminalElicitation`, every word of
 the server's shown as inert text; with no terminal they are declined.
 """
@@ -47,6 +48,7 @@ async def open_integrations(
     conversation_id: str | None = None,
     roots: Sequence[Path] = (),
     elicitation: TerminalElicitation | None = None,
+    sampling: Any = None,
 ) -> tuple[list[Any], list[Any]]:
     """Start what the options ask for, on ``stack`` (closed when the run ends: the servers stop, the last
     spans are exported). Returns ``(tool providers, observers)``. ``taken`` holds the tool names already in
@@ -56,7 +58,8 @@ async def open_integrations(
     ``otel`` starts the OTLP export (``--otel``); ``mcp_commands`` and ``mcp_urls`` are the ``--mcp`` and ``--mcp-
     url`` servers; ``conversation_id`` names the session in the spans; ``roots`` the folders every server is
     told it may work in (the run's ``--root``); ``elicitation`` asks the user the servers' questions (none:
-    they are declined).
+    they are declined); ``sampling`` the model client that answers the servers' sampling requests (the run's
+    own: what they cost counts in the run; none: they are refused).
     """
     observers: list[Any] = []
     if otel:
@@ -105,8 +108,10 @@ async def open_integrations(
             raise click.UsageError(f"--mcp {command!r}: {exc}") from None
         if not argv:
             raise click.UsageError("--mcp needs a command, for example --mcp 'python server.py'")
-        servers.append(MCPServerStdio(argv[0], argv[1:], roots=list(roots), elicitation=elicitation))
-    servers += [MCPServerHTTP(url, roots=list(roots), elicitation=elicitation) for url in mcp_urls]
+        servers.append(
+            MCPServerStdio(argv[0], argv[1:], roots=list(roots), elicitation=elicitation, sampling=sampling)
+        )
+    servers += [MCPServerHTTP(url, roots=list(roots), elicitation=elicitation, sampling=sampling) for url in mcp_urls]
     names = set(taken)
     for n, server in enumerate(servers, 1):
         await stack.enter_async_context(server)

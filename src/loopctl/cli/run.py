@@ -206,6 +206,7 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
                     mcp_urls=o.mcp_urls,
                     roots=[files.root],
                     elicitation=asking,
+                    sampling=client,
                 )
             except BaseException:
                 if path is not None and created:  # nothing ran: leave no empty session file behind
