@@ -3,9 +3,10 @@
 
     python3 make.py demo    # make .venv, install loopctl, run the main job (no API key needed)
     python3 make.py test    # make .venv, install loopctl and its dev tools, run ruff, mypy and pytest
-                            # (installs the system packages the tests need, PostgreSQL, with apt-get when
-                            # they are missing and we are root; LOOPCTL_SKIP_POSTGRES=1 skips PostgreSQL and
-                            # its tests). pytest runs on several worker processes (pytest-xdist);
+                            # (installs the system packages the tests need, PostgreSQL and Node.js, with
+                            # apt-get when they are missing and we are root; LOOPCTL_SKIP_POSTGRES=1 skips
+                            # PostgreSQL and its tests; the MCP reference servers go to .loopctl/mcp-servers
+                            # with npm ci, beside the venv's install). pytest runs on several worker processes (pytest-xdist);
                             # LOOPCTL_TEST_WORKERS=N picks how many (0: one process), as does -n N.
     python3 make.py bench   # every benchmark at full size (peers in .venv-bench), one report in bench/results/
     python3 make.py docs    # the documentation site into site/ (open site/index.html); --strict fails on any
@@ -173,6 +174,8 @@ class SystemTool(NamedTuple):
 # and, to run without it elsewhere, skips only when the program is missing and we are not in CI (CI=true).
 SYSTEM_TOOLS: dict[str, SystemTool] = {
     "postgresql": SystemTool(_find_pg_bindir, ("postgresql",), PG_SKIP_VAR),
+    # Node.js for the MCP reference servers (tests/mcp/reference.py); most machines have it already.
+    "node": SystemTool(lambda: shutil.which("node") and shutil.which("npm"), ("nodejs", "npm")),
     # tests/ui: the browser tests of `loopctl web` drive Debian's chromium with Playwright (no browser download)
     "chromium": SystemTool(lambda: shutil.which("chromium"), ("chromium",), "LOOPCTL_SKIP_BROWSER"),
 }
@@ -246,9 +249,48 @@ def ensure_postgres(
     return ensure_system({"postgresql": tool}, run=run, is_root=is_root, has_apt=has_apt)["postgresql"]
 
 
+MCP_SERVERS_SPEC = ROOT / "tests" / "mcp" / "reference"
+"""``package.json`` and ``package-lock.json`` of the MCP reference servers the tests start (npm packages)."""
+MCP_SERVERS_DIR = ROOT / ".loopctl" / "mcp-servers"
+"""Where ``npm ci`` installs them (``tests/mcp/reference.py`` looks there)."""
+
+
+def ensure_mcp_servers(
+    target: Path = MCP_SERVERS_DIR,
+    *,
+    run: Callable[..., Any] = subprocess.run,
+    npm: str | None = None,
+    log: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> bool:
+    """Install the MCP reference servers of ``tests/mcp/reference/package-lock.json`` into ``target`` with
+    ``npm ci`` (the exact versions locked), when the lock file changed since the last install. Returns whether
+    they are installed. ``run``, ``npm`` and ``log`` replace the runner, the npm command and the printer, for
+    tests."""
+    npm = npm or shutil.which("npm")
+    lock = (MCP_SERVERS_SPEC / "package-lock.json").read_bytes()
+    digest = hashlib.sha256(lock + (MCP_SERVERS_SPEC / "package.json").read_bytes()).hexdigest()
+    stamp = target / ".loopctl-installed"
+    if stamp.exists() and stamp.read_text() == digest:
+        return True
+    if npm is None:
+        return False
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(MCP_SERVERS_SPEC / name, target / name)
+    shown = target.relative_to(ROOT) if target.is_relative_to(ROOT) else target
+    log(f"make.py: {_elapsed()} installing the MCP reference servers into {shown} (npm ci)")
+    result = run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], check=False, cwd=target)
+    if result.returncode != 0:
+        log(f"make.py: npm ci failed (exit {result.returncode}); the MCP reference server tests will fail")
+        return False
+    stamp.write_text(digest)
+    log(f"make.py: {_elapsed()} MCP reference servers installed")
+    return True
+
+
 class _Background:
-    """``ensure_system`` on a thread (apt-get downloads while the venv installs); its lines printed at
-    :meth:`join`, so they do not interleave with the installer's."""
+    """``ensure_system`` then ``ensure_mcp_servers`` on a thread (apt-get and npm download while the venv
+    installs); their lines printed at :meth:`join`, so they do not interleave with the installer's."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -266,6 +308,8 @@ class _Background:
 
         try:
             self.result = ensure_system(run=run, log=self.lines.append)
+            if self.result.get("node"):
+                self.result["mcp-servers"] = ensure_mcp_servers(run=run, log=self.lines.append)
         except BaseException as exc:  # re-raised on the main thread
             self._error = exc
 

@@ -240,3 +240,26 @@ def test_the_page_is_built_when_its_sources_change(tmp_path: Path) -> None:
     assert m.web_sources_digest(web) == before
     (web / "src" / "main.js").write_text("b")
     assert m.web_sources_digest(web) != before
+
+
+# --- Node.js and the MCP reference servers ---------------------------------------------------------------------
+
+
+def test_node_is_a_system_tool_installed_with_the_others() -> None:
+    tool = make().SYSTEM_TOOLS["node"]
+    assert tool.packages == ("nodejs", "npm") and tool.skip_var is None
+
+
+def test_the_reference_servers_are_installed_with_npm_ci_once_per_lock_file(tmp_path: Path) -> None:
+    run = Recorder()
+    m = make()
+    assert m.ensure_mcp_servers(tmp_path / "servers", run=run, npm="npm")
+    assert [(cmd, kw["cwd"]) for cmd, kw in run.calls] == [
+        (["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], tmp_path / "servers")
+    ]
+    assert (tmp_path / "servers" / "package-lock.json").read_bytes() == (
+        ROOT / "tests" / "mcp" / "reference" / "package-lock.json"
+    ).read_bytes()
+    assert m.ensure_mcp_servers(tmp_path / "servers", run=run, npm="npm")  # the same lock file: nothing to do
+    assert len(run.calls) == 1
+    assert not m.ensure_mcp_servers(tmp_path / "other", run=Recorder(returncode=1), npm="npm")

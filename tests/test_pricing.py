@@ -36,11 +36,13 @@ def table_price(usage: Usage, model: str, provider_id: str) -> Decimal:
     """The price from the table's own rates: uncached input, cache reads and writes, output (reasoning included)."""
     _, info = get_snapshot().find_provider_model(model, None, provider_id, None)
     rates = info.prices if not isinstance(info.prices, list) else info.prices[-1].prices
-    uncached = usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens
+    read, written = usage.cache_read_tokens or 0, usage.cache_write_tokens or 0  # not reported: none
+    assert usage.input_tokens is not None and usage.output_tokens is not None
+    uncached = usage.input_tokens - read - written
     return (
         uncached * _rate(rates.input_mtok)
-        + usage.cache_read_tokens * _rate(rates.cache_read_mtok)
-        + usage.cache_write_tokens * _rate(rates.cache_write_mtok)
+        + read * _rate(rates.cache_read_mtok)
+        + written * _rate(rates.cache_write_mtok)
         + usage.output_tokens * _rate(rates.output_mtok)
     ) / MILLION
 
@@ -70,7 +72,7 @@ def test_the_recorded_anthropic_reply_in_dollars() -> None:
     # 3 uncached input tokens at $3/MTok, 4597 cache reads at $0.30, 598 cache writes at $3.75, 350 output at $15.
     body = json.loads((TRAFFIC / "anthropic/cache-creation-and-read.response.json").read_text())
     reply = anthropic.parse_response(body)
-    assert reply.usage == Usage(5198, 350, 4597, 598, 0)
+    assert reply.usage == Usage(5198, 350, 4597, 598)
     expected = (3 * Decimal(3) + 4597 * Decimal("0.3") + 598 * Decimal("3.75") + 350 * Decimal(15)) / MILLION
     assert price(reply.usage, reply.model, provider="anthropic") == expected == Decimal("0.0088806")
 

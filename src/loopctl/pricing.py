@@ -12,6 +12,8 @@ answer is ``None``, never a guess:
   a server of its own (an OpenAI-compatible server at a ``base_url`` other than the provider's own API:
   the same model name there is not the provider's price);
 - the model is not in the price data;
+- the provider did not report the input or the output tokens (``None`` in the usage); cache counts it did not
+  report are taken as no cache use;
 - the usage is one ``genai-prices`` refuses as inconsistent: cache reads (or, for Anthropic, cache reads and
   writes) above the input tokens, as a client that reports input without its cached tokens gives.
 
@@ -77,11 +79,13 @@ def price(
         return None
     if api_url is not None and _api_provider(lib, api_url) != provider_id:
         return None
+    if usage.input_tokens is None or usage.output_tokens is None:
+        return None  # the provider did not say what was used: the price is not known (not $0)
     counts = {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
-        "cache_read_tokens": usage.cache_read_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
+        "cache_read_tokens": usage.cache_read_tokens or 0,  # not reported: no cache was used
+        "cache_write_tokens": usage.cache_write_tokens or 0,
     }
     if usage.reasoning_tokens:
         counts["output_reasoning_tokens"] = usage.reasoning_tokens

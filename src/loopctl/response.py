@@ -6,7 +6,9 @@ Pure data: no I/O.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from loopctl.message import Message
 
@@ -28,28 +30,55 @@ class StopReason(enum.StrEnum):
     REFUSAL = "refusal"
 
 
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    """A sum of counts, ``None`` (not reported) adding nothing: ``None + 5 == 5``, ``None + None is None``."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts of one model call (or a sum of calls), in tokens.
+    """Token counts of one model call (or a sum of calls), in tokens; ``None`` where the provider did not report
+    the count (an OpenAI-compatible server that sends no ``usage``, a stream cut before its usage chunk, a
+    provider that has no cache counts). Unknown is not zero: telemetry leaves an unknown count out (the
+    OpenTelemetry GenAI conventions: a count not obtained MUST NOT be reported) and a reply whose input or
+    output count is unknown has no price.
 
     ``input_tokens`` is every prompt token, cached ones included (for Anthropic: ``input_tokens`` +
     ``cache_read_input_tokens`` + ``cache_creation_input_tokens``). ``output_tokens`` includes reasoning
     tokens. ``cache_read_tokens`` / ``cache_write_tokens`` are the parts of the input read from / written to
     the provider's prompt cache; ``reasoning_tokens`` the part of the output spent on reasoning.
+
+    Adding usages (a run's total over its replies) adds the counts that were reported: ``None + 5 == 5``, and a
+    sum is ``None`` only when no part reported that count. So ``Usage()`` (nothing reported) is the start of a
+    sum, and a total is what the provider reported, never a guess for what it did not; :meth:`__add__`.
+    Usage limits (``loopctl.engine.UsageLimits``) likewise count the reported tokens.
     """
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
     @property
-    def total_tokens(self) -> int:
-        """``input_tokens + output_tokens``."""
-        return self.input_tokens + self.output_tokens
+    def total_tokens(self) -> int | None:
+        """``input_tokens + output_tokens``, adding the reported ones (``None`` when neither was reported)."""
+        return _plus(self.input_tokens, self.output_tokens)
+
+    @property
+    def reported(self) -> bool:
+        """Whether any count was reported."""
+        return any(getattr(self, name) is not None for name in _COUNTS)
 
     def __add__(self, other: Usage) -> Usage:
+        """The sum, count by count; a count not reported adds nothing (``None + 5 == 5``)."""
         if not isinstance(other, Usage):
             return NotImplemented
         # A sum with nothing is the other value itself (immutable): the common case of a call with no failed
@@ -64,22 +93,29 @@ class Usage:
         ):
             return self
         return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cache_read_tokens + other.cache_read_tokens,
-            self.cache_write_tokens + other.cache_write_tokens,
-            self.reasoning_tokens + other.reasoning_tokens,
+            _plus(self.input_tokens, other.input_tokens),
+            _plus(self.output_tokens, other.output_tokens),
+            _plus(self.cache_read_tokens, other.cache_read_tokens),
+            _plus(self.cache_write_tokens, other.cache_write_tokens),
+            _plus(self.reasoning_tokens, other.reasoning_tokens),
         )
 
-    def to_dict(self) -> dict[str, int]:
-        """The five counts as a JSON object."""
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-        }
+    def to_dict(self) -> dict[str, int | None]:
+        """The five counts as a JSON object (``null`` for a count not reported)."""
+        return {name: getattr(self, name) for name in _COUNTS}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        """The usage of :meth:`to_dict` (or of older versions, which wrote every count as a number): ``data``
+        is the JSON object. A missing count is ``None``; other keys are ignored. Raises ``ValueError`` naming a
+        count that is not a whole number >= 0 or ``null``."""
+        counts: dict[str, int | None] = {}
+        for name in _COUNTS:
+            value = data.get(name)
+            if value is not None and (type(value) is not int or value < 0):
+                raise ValueError(f"usage.{name} must be a whole number >= 0 or null, got {value!r}")
+            counts[name] = value
+        return cls(**counts)
 
 
 @dataclass(frozen=True, slots=True)

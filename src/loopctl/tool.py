@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,8 @@ __all__ = [
     "check_tool_choice",
     "tool",
 ]
+
+_log = logging.getLogger("loopctl.tool")
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +260,16 @@ class ToolContext(Generic[DepsT_co]):
     turn: int = 0
     _stop: _StopFlag = field(default_factory=_StopFlag, repr=False, compare=False)
     _spend: list[ToolSpend] = field(default_factory=list, repr=False, compare=False)
+    _progress: Callable[[float, float | None, str | None], None] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Tell the run how far the call has got: ``progress`` (growing as work is done), ``total`` when known,
+        and a ``message``. The run's observers and stream get a :class:`~loopctl.engine.ToolProgress` event
+        (nothing happens when nobody listens). Call it from the tool's own task."""
+        if self._progress is not None:
+            self._progress(progress, total, message)
 
     def record_usage(
         self, usage: Usage, *, cost: Decimal | None, requests: int = 0, tool_calls: int = 0
@@ -558,39 +571,65 @@ class ToolRegistry:
 
     Takes tools and :class:`ToolProvider` values (their tools join in place, in order). A provider's list is
     re-read on every lookup and the registry rebuilt when it changed, so a changed MCP tool list takes effect
-    at the next model call. Raises ``ValueError`` for two tools with the same name; when a provider's new
-    list brings a name already taken, the first registered tool keeps it.
+    at the next model call. Raises ``ValueError`` for two tools with the same name when it is made.
+
+    A name, once held, keeps its holder: when a provider's new list brings a name another entry already holds
+    (an MCP server announcing a tool named like a local one, or like another server's), the new tool is left
+    out and a warning is logged (logger ``loopctl.tool``), so a server can never take over a call meant for
+    another tool. A name whose holder no longer offers it goes to the first entry, in registration order, that
+    does; an entry's own new version of a tool it holds replaces the old one.
     """
 
-    __slots__ = ("_entries", "_names", "_provided", "_providers", "_schemas", "_tools")
+    __slots__ = ("_entries", "_holders", "_names", "_provided", "_providers", "_reported", "_schemas", "_tools")
 
     def __init__(self, tools: Iterable[Tool | ToolProvider] = ()) -> None:
         # Each entry is a tool, or a provider (anything with a ``tools`` list that is not itself a tool).
         self._entries: list[Tool | ToolProvider] = list(tools)
         self._providers: list[ToolProvider] = [t for t in self._entries if _is_provider(t)]  # type: ignore[misc]
         self._provided: list[Sequence[Tool]] = []
+        self._holders: dict[str, int] = {}  # name -> the index of the entry holding it
+        self._reported: set[tuple[int, str]] = set()  # (entry, name) left out, already logged
         self._build(strict=True)
 
     def _build(self, strict: bool) -> None:
-        tools: dict[str, Tool] = {}
+        offered: list[tuple[int, Tool]] = []
         provided: list[Sequence[Tool]] = []
-        for entry in self._entries:
+        for index, entry in enumerate(self._entries):
             group: Sequence[Tool]
             if _is_provider(entry):
                 group = entry.tools  # type: ignore[union-attr]
                 provided.append(group)
             else:
                 group = (entry,)  # type: ignore[assignment]
-            for t in group:
-                if t.name in tools:
-                    if strict:
-                        raise ValueError(f"two tools are named {t.name!r}")
-                    continue
-                tools[t.name] = t
-        self._tools = tools
+            offered += ((index, t) for t in group)
+        # Who holds each name: its holder so far if that entry still offers it, else the first entry that does.
+        by_entry = {(index, t.name) for index, t in offered}
+        holders: dict[str, int] = {}
+        for index, t in offered:
+            if t.name in holders:
+                if strict:
+                    raise ValueError(f"two tools are named {t.name!r}")
+                continue
+            previous = self._holders.get(t.name)
+            holders[t.name] = previous if previous is not None and (previous, t.name) in by_entry else index
+        tools: dict[str, Tool] = {}
+        for index, t in offered:
+            if holders[t.name] != index:
+                if (index, t.name) not in self._reported:
+                    self._reported.add((index, t.name))
+                    _log.warning(
+                        "tool %r of %r is left out: the name is already held by %r",
+                        t.name,
+                        self._entries[index],
+                        self._entries[holders[t.name]],
+                    )
+                continue
+            tools.setdefault(t.name, t)
+        self._tools = tools  # in registration order: a tool's place is its entry's place
+        self._holders = holders
         self._provided = provided
-        self._schemas = tuple(schema_of(t) for t in tools.values())
-        self._names = frozenset(tools)
+        self._schemas = tuple(schema_of(t) for t in self._tools.values())
+        self._names = frozenset(self._tools)
 
     def _current(self) -> None:
         providers = self._providers

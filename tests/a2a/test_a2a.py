@@ -245,3 +245,16 @@ async def test_a_remote_agent_tool_refuses_bad_input(bad: Any) -> None:
     with pytest.raises(ToolInputError, match="expected"):
         tool.check_input(bad)
     await tool.aclose()
+
+
+def test_a_remote_run_with_unknown_token_counts_counts_them_as_unknown() -> None:
+    # Before: int(None) raised TypeError when a remote agent's model reported no usage (its counts are null).
+    from loopctl.a2a.client import _record
+    from loopctl.tool import ToolContext
+
+    context: ToolContext[None] = ToolContext("c1", "helper")
+    metadata = struct_pb2.Struct()
+    metadata.update({"input_tokens": None, "output_tokens": None, "requests": 1, "tool_calls": 0, "cost": None})
+    _record(context, json_format.MessageToDict(metadata))
+    assert context.spent is not None
+    assert (context.spent.usage, context.spent.requests, context.spent.cost) == (Usage(), 1, None)

@@ -115,14 +115,17 @@ class Model:
     def __exit__(self, *exc: object) -> None:
         self.server.__exit__(None, None, None)
 
-    async def run(self, prompt: str = "go", config: RunConfig | None = None) -> Run:
+    async def run(
+        self, prompt: str | None = "go", config: RunConfig | None = None, *, observers: Sequence[Any] = (), **kw: Any
+    ) -> Run:
+        """A run of the loop (made at the first run); ``kw`` goes to ``loop.run`` (``approvals=``...)."""
         client = make_client("openai", self.server)
         try:
             if self.loop is None:
-                self.loop = BareLoop(client, self.tools)
+                self.loop = BareLoop(client, self.tools, observers=list(observers))
             else:
                 self.loop.client = client
-            return await self.loop.run(prompt, config or RunConfig(retry_initial_delay=0.001))
+            return await self.loop.run(prompt, config or RunConfig(retry_initial_delay=0.001), **kw)
         finally:
             await client.aclose()
 

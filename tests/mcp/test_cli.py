@@ -15,7 +15,10 @@ from tests.mcp.conftest import ROOT, SERVER, HTTPServerProcess
 from tests.telemetry.otlp_receiver import OTLPReceiver
 
 FILE_TOOLS = ["list_files", "read_file", "search", "write_file", "edit_file"]
-MCP_TOOLS = ["add", "echo", "picture", "fail", "hang", "crash", "pid", "slow", "header", "grow"]
+MCP_TOOLS = [
+    "add", "echo", "picture", "fail", "hang", "crash", "pid", "slow", "header", "grow", "shadow", "burst", "traceparent",
+    "forecast",
+]  # fmt: skip
 
 
 def test_mcp_servers_tools_are_offered_and_taken_names_get_a_prefix(

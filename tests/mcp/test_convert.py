@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import mcp_types as t
+import base64
 
-from loopctl.mcp.convert import MAX_TOOL_NAME, exposed_names, to_tool_output
+import mcp_types as t
+import pytest
+
+from loopctl.mcp.convert import MAX_TOOL_NAME, exposed_names, is_textual, to_tool_output
 from loopctl.message import ImagePart, Retention, TextPart
 from loopctl.tool import ToolOutput
 
@@ -77,6 +80,48 @@ def test_embedded_resources_audio_and_links_become_text() -> None:
         "[audio of type audio/wav was left out: models do not read audio results]",
         "[resource link: notes <file:///notes.md>: my notes]",
     ]
+
+
+def blob(uri: str, data: bytes, mime_type: str) -> t.EmbeddedResource:
+    encoded = base64.b64encode(data).decode()
+    return t.EmbeddedResource(type="resource", resource=t.BlobResourceContents(uri=uri, blob=encoded, mime_type=mime_type))
+
+
+def test_a_blob_of_a_textual_type_is_decoded_as_text() -> None:
+    # Before: every blob that was not an image was dropped as "binary data" (the reference everything server
+    # sends its dynamic text resources as text/plain blobs).
+    out = to_tool_output(
+        result(
+            blob("demo://a", b"Resource 1: plain", "text/plain"),
+            blob("demo://b", b'{"caf\xc3\xa9": 1}', "application/json"),
+            blob("demo://c", b"<a/>", "application/atom+xml"),
+            blob("demo://d", "caf\u00e9".encode("latin-1"), "text/plain; charset=ISO-8859-1"),
+            blob("demo://e", b"\xff\xfe\x00", "text/plain"),
+            blob("demo://f", b"\x1f\x8b", "application/gzip"),
+        )
+    )
+    assert out.content == "\n".join(
+        [
+            "[resource demo://a]\nResource 1: plain",
+            '[resource demo://b]\n{"caf\u00e9": 1}',
+            "[resource demo://c]\n<a/>",
+            "[resource demo://d]\ncaf\u00e9",
+            "[resource demo://e of type text/plain was left out: its data is not text]",
+            "[resource demo://f of type application/gzip was left out: binary data]",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("mime_type", "textual"),
+    [
+        ("text/markdown", True), ("application/json", True), ("application/vnd.api+json", True),
+        ("application/yaml", True), ("Application/JSON; charset=utf-8", True), ("application/octet-stream", False),
+        ("application/pdf", False), ("image/svg+xml", True), ("", False), (None, False),
+    ],
+)  # fmt: skip
+def test_which_types_are_text(mime_type: str | None, textual: bool) -> None:
+    assert is_textual(mime_type) is textual
 
 
 def test_an_empty_result_is_empty_text_with_the_retention_given() -> None:

@@ -216,3 +216,19 @@ def test_the_command_refuses_nothing_to_serve_and_what_is_no_agent() -> None:
     assert missing.exit_code == 2 and "cannot import 'tests.mcp.nowhere'" in missing.output
     malformed = runner.invoke(main, ["mcp", "serve", "--tools", "served"])
     assert malformed.exit_code == 2 and "must be MODULE:ATTR" in malformed.output
+
+
+async def test_an_agent_whose_model_reports_no_usage_is_served_with_unknown_token_counts() -> None:
+    # Before: _Spent.plus added None to an int (TypeError) once Usage told "unknown" from zero.
+    from loopctl import Agent
+    from loopctl.mcp.server import _Spent
+    from loopctl.response import Usage
+    from loopctl.testing import ScriptedClient
+
+    unmetered = await Agent(ScriptedClient(["one"], usage=Usage())).run("hi")
+    metered = await Agent(ScriptedClient(["two"], usage=Usage(input_tokens=7, output_tokens=3))).run("hi")
+    spent = _Spent().plus(unmetered)
+    assert spent.dump()["input_tokens"] is None and spent.dump()["output_tokens"] is None
+    assert _Spent.load(spent.dump()) == spent
+    both = spent.plus(metered).dump()
+    assert (both["input_tokens"], both["output_tokens"], both["requests"]) == (7, 3, 2)

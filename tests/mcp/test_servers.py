@@ -5,6 +5,8 @@ OpenAI client and the fake provider server (``docs/mcp.md``)."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import logging
 import os
 import signal
 import time
@@ -18,13 +20,22 @@ from loopctl.tool import tool
 from tests.mcp.conftest import HTTPServerProcess, Model, calls, stdio_server
 
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
-MCP_TOOLS = ["add", "echo", "picture", "fail", "hang", "crash", "pid", "slow", "header", "grow"]
+MCP_TOOLS = [
+    "add", "echo", "picture", "fail", "hang", "crash", "pid", "slow", "header", "grow", "shadow", "burst", "traceparent",
+    "forecast",
+]  # fmt: skip
 
 
 @tool
 def local(text: str) -> str:
     """A plain loopctl tool next to the MCP ones."""
     return f"local {text}"
+
+
+@tool
+def write_note(note: str) -> str:
+    """Keep a note."""
+    return f"noted: {note}"
 
 
 def results(model: Model, turn_message: int) -> list[ToolResultPart]:
@@ -226,6 +237,64 @@ async def test_a_subscriptions_listen_change_event_refreshes_the_tools(own_http_
     assert [str(r.output) for r in model.loop.history[-2].tool_results()] == ["fresh!"]
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_burst_of_list_changed_notifications_is_one_refresh_and_blocks_nothing(
+    mode: str, own_http_process: HTTPServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a refresh that saw a newer notification waited for every refresh to end, itself included, until
+    # connect_timeout: the call that caused the burst, answered at once, came back only then, or (with a shorter
+    # call timeout) was reported timed out although it ran.
+    server = stdio_server(mode="legacy", timeout=8.0) if mode == "legacy" else own_http_process.client(timeout=8.0)
+    listed = 0
+    real = type(server)._list_tools
+
+    async def counted(self: Any, client: Any) -> None:
+        nonlocal listed
+        listed += 1
+        await real(self, client)
+
+    monkeypatch.setattr(type(server), "_list_tools", counted)
+    async with server:
+        started = time.perf_counter()
+        out = await server.call_tool("burst", {"count": 6})
+        elapsed = time.perf_counter() - started
+        names = [t.name for t in server.tools]
+        again = await server.call_tool("extra_6")
+    assert (out.content, out.is_error) == ("added 6 tools", False)
+    assert elapsed < 5.0  # not the call timeout, nor the connect timeout
+    if mode == "legacy":  # the notifications arrive during the call: its result waits for the new list
+        assert names[-6:] == [f"extra_{i}" for i in range(1, 7)]
+    assert (again.content, again.is_error) == ("extra 6", False)
+    assert 2 <= listed <= 3  # the first listing, then the burst coalesced (not one listing per notification)
+
+
+async def test_a_server_cannot_take_over_a_local_tool_by_announcing_its_name(caplog: pytest.LogCaptureFixture) -> None:
+    # The server is listed first; mid-run it announces a tool named like the local one. Before: the model's next
+    # write_note call, with its data, ran on the server.
+    script = [calls(("s1", "shadow", {"name": "write_note"})), calls(("w1", "write_note", {"note": "secret"})), "ok"]
+    async with stdio_server(mode="legacy") as server:
+        with caplog.at_level("WARNING", logger="loopctl.tool"), Model(script, [server, write_note]) as model:
+            run = await model.run()
+        assert "write_note" in [t.name for t in server.tools]  # the server does offer it...
+    assert run.ok
+    offered = [t["function"] for t in model.server.requests[1].body["tools"]]
+    assert [t["description"] for t in offered if t["name"] == "write_note"] == ["Keep a note."]  # ...but not to the model
+    (result,) = results(model, 4)
+    assert (text_of(result), result.is_error) == ("noted: secret", False)
+    assert any("tool 'write_note' of MCPServerStdio" in r.getMessage() for r in caplog.records)
+
+
+async def test_two_servers_one_announcing_the_others_tool_name_keep_their_own_tools() -> None:
+    # The same rule between two servers (as between two --mcp servers of the CLI).
+    script = [calls(("s1", "shadow", {"name": "b_echo"})), calls(("e1", "b_echo", {"text": "to b"})), "ok"]
+    async with stdio_server(mode="legacy", name="a") as a, stdio_server(prefix="b", name="b") as b:
+        with Model(script, [a, b]) as model:
+            run = await model.run()
+    assert run.ok
+    (result,) = results(model, 4)
+    assert (text_of(result), result.is_error) == ("to b", False)
+
+
 # --- tasks -----------------------------------------------------------------------------------------------------
 
 
@@ -275,3 +344,29 @@ async def test_headers_reach_the_server_and_stay_out_of_repr(http_process: HTTPS
         seen = await server.call_tool("header", {"name": "Authorization"})
         assert "s3cret" not in repr(server)
     assert seen.content == "Bearer s3cret-token"
+
+
+async def test_credentials_in_an_http_url_stay_out_of_repr_messages_and_logs(
+    own_http_process: HTTPServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: the password and the token showed in repr, in the HTTP client's request log lines and in messages.
+    password, token = "pa55-word-secret", "tok-secret-0123"
+    host = f"127.0.0.1:{own_http_process.port}"
+    url = f"http://alice:{password}@{host}/mcp?token={token}&v=2"
+    server = MCPServerHTTP(url, connect_timeout=60)
+    assert repr(server) == f"MCPServerHTTP('http://alice:***@{host}/mcp?token=***&v=***', tools=0)"
+    assert server.url == f"http://alice:***@{host}/mcp?token=***&v=***"
+    with caplog.at_level(logging.DEBUG):
+        async with server:
+            sent = await server.call_tool("header", {"name": "Authorization"})
+            own_http_process.kill()
+            down = await server.call_tool("echo", {"text": "x"})
+        with pytest.raises(MCPConnectionError) as refused:
+            async with MCPServerHTTP(f"http://bob:{password}@{host}/mcp?token={token}", connect_timeout=10):
+                pass
+    # The credentials went to the server as a Basic header, never in the URL.
+    assert sent.content == "Basic " + base64.b64encode(f"alice:{password}".encode()).decode()
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "HTTP Request: POST" in logged and "token=***" in logged  # the client's request lines, masked
+    for text in (repr(server), str(down.content), str(refused.value), logged):
+        assert password not in text and token not in text

@@ -62,7 +62,7 @@ def followup_block(name: str, message: int, block: int) -> dict[str, Any]:
 def test_text() -> None:
     r = decoded("text")
     assert r.message == Message.assistant("4200 + 42 = 4242")
-    assert r.usage == Usage(input_tokens=17, output_tokens=15)
+    assert r.usage == Usage(input_tokens=17, output_tokens=15, cache_read_tokens=0, cache_write_tokens=0)
     assert (r.stop_reason, r.raw_stop_reason) == (StopReason.END_TURN, "end_turn")
     assert (r.id, r.model) == ("msg_01EXuhhFC9buDpjCcznFPSDs", "claude-sonnet-4-20250514")
     assert r.invalid_tool_calls == ()
@@ -71,7 +71,7 @@ def test_text() -> None:
 def test_text_stream() -> None:
     r = decoded("text-stream")
     assert r.message == Message.assistant("4200 + 42 = 4242")
-    assert r.usage == Usage(input_tokens=17, output_tokens=15)
+    assert r.usage == Usage(input_tokens=17, output_tokens=15, cache_read_tokens=0, cache_write_tokens=0)
     assert (r.stop_reason, r.raw_stop_reason) == (StopReason.END_TURN, "end_turn")
     assert (r.id, r.model) == ("msg_018bk6q16LtrDpGDm6TyXTgn", "claude-sonnet-4-20250514")
 
@@ -94,7 +94,7 @@ def test_image_base64() -> None:
         "This is the Wikipedia logo, which features a spherical puzzle globe made up of jigsaw puzzle pieces with "
         "text in various languages and scripts from around the world."
     )
-    assert r.usage == Usage(input_tokens=34, output_tokens=36)
+    assert r.usage == Usage(input_tokens=34, output_tokens=36, cache_read_tokens=0, cache_write_tokens=0)
     assert (r.stop_reason, r.model) == (StopReason.END_TURN, "claude-sonnet-4-20250514")
 
 
@@ -110,7 +110,7 @@ def test_thinking_stream_latches_the_signature_the_followup_replays() -> None:
     assert (thinking.provider, thinking.redacted) == ("anthropic", None)
     assert text == TextPart(text=followup_block("thinking-stream-followup", 1, 1)["text"])
     assert text.text.endswith("- 379: Prime\n\n3")
-    assert r.usage == Usage(input_tokens=67, output_tokens=1193)
+    assert r.usage == Usage(input_tokens=67, output_tokens=1193, cache_read_tokens=0, cache_write_tokens=0)
     assert (r.stop_reason, r.id) == (StopReason.END_TURN, "msg_01JtzJwWGbEdexuEuW7iraz1")
 
 
@@ -125,7 +125,7 @@ def test_thinking_stream_followup() -> None:
     assert thinking.signature.startswith("Ep0DCkYICxgCKkAeMhtpPiMllQ")
     assert len(thinking.signature) == 560
     assert text == TextPart(text="The primes were: 79, 179, and 379.")
-    assert r.usage == Usage(input_tokens=171, output_tokens=107)
+    assert r.usage == Usage(input_tokens=171, output_tokens=107, cache_read_tokens=0, cache_write_tokens=0)
 
 
 def test_thinking_tool_use_stream() -> None:
@@ -140,7 +140,7 @@ def test_thinking_tool_use_stream() -> None:
     )
     assert r.message.parts[0].text.startswith("The user wants me to:\n1. Use the fixed_version tool")  # type: ignore[attr-defined]
     # output_tokens_details.thinking_tokens -> reasoning_tokens
-    assert r.usage == Usage(input_tokens=598, output_tokens=92, reasoning_tokens=53)
+    assert r.usage == Usage(input_tokens=598, output_tokens=92, cache_read_tokens=0, cache_write_tokens=0, reasoning_tokens=53)
     assert (r.stop_reason, r.raw_stop_reason) == (StopReason.TOOL_CALL, "tool_use")
     assert r.invalid_tool_calls == ()
 
@@ -151,7 +151,7 @@ def test_thinking_tool_use_stream_followup() -> None:
     assert isinstance(text, TextPart)
     assert text.text.startswith("The version is **0.32a0**.\n\nHere's a joke about it:")
     assert len(text.text) == 277
-    assert r.usage == Usage(input_tokens=707, output_tokens=89)
+    assert r.usage == Usage(input_tokens=707, output_tokens=89, cache_read_tokens=0, cache_write_tokens=0, reasoning_tokens=0)
     assert r.stop_reason is StopReason.END_TURN
 
 
@@ -167,7 +167,7 @@ def test_tool_single_stream_joins_nine_argument_fragments() -> None:
             )
         ],
     )
-    assert r.usage == Usage(input_tokens=656, output_tokens=74)
+    assert r.usage == Usage(input_tokens=656, output_tokens=74, cache_read_tokens=0, cache_write_tokens=0)
     assert (r.stop_reason, r.model) == (StopReason.TOOL_CALL, "claude-haiku-4-5-20251001")
 
 
@@ -185,7 +185,7 @@ def test_tools_parallel_stream() -> None:
             ),
         ],
     )
-    assert r.usage == Usage(input_tokens=416, output_tokens=109)
+    assert r.usage == Usage(input_tokens=416, output_tokens=109, cache_read_tokens=0, cache_write_tokens=0)
     assert (r.stop_reason, r.id) == (StopReason.TOOL_CALL, "msg_013zKrzHmx2EAPhcF2gQKQ4k")
 
 
@@ -195,7 +195,7 @@ def test_tools_parallel_stream_followup() -> None:
     assert isinstance(text, TextPart)
     assert text.text.startswith("Here are the secrets retrieved for each password:\n\n1. **Pass")
     assert len(text.text) == 192
-    assert r.usage == Usage(input_tokens=602, output_tokens=52)
+    assert r.usage == Usage(input_tokens=602, output_tokens=52, cache_read_tokens=0, cache_write_tokens=0)
 
 
 def test_adaptive_thinking_stream_keeps_text_thinking_text_in_order() -> None:
@@ -209,7 +209,7 @@ def test_adaptive_thinking_stream_keeps_text_thinking_text_in_order() -> None:
     assert thinking.signature.endswith("SGAoENhIz4SWxgB")
     assert len(thinking.signature) == 284
     assert last == TextPart(text="1. **Captain Scoop**\n2. **Gullet**")
-    assert r.usage == Usage(input_tokens=34, output_tokens=44)
+    assert r.usage == Usage(input_tokens=34, output_tokens=44, cache_read_tokens=0, cache_write_tokens=0)
     assert (r.model, r.stop_reason) == ("claude-opus-4-6", StopReason.END_TURN)
 
 
@@ -230,7 +230,7 @@ def test_redacted_thinking_stream_blocks_arrive_whole() -> None:
     assert text.text.startswith("I notice that you've sent what appears to be")
     assert text.text.endswith("a legitimate task or question?")
     assert len(text.text) == 359
-    assert r.usage == Usage(input_tokens=92, output_tokens=189)
+    assert r.usage == Usage(input_tokens=92, output_tokens=189, cache_read_tokens=0, cache_write_tokens=0)
 
 
 def test_redacted_thinking_non_streamed() -> None:
@@ -244,7 +244,7 @@ def test_redacted_thinking_non_streamed() -> None:
     assert thinking.provider == "anthropic"
     assert isinstance(text, TextPart)
     assert text.text.startswith("That message appeared to be an attempt")
-    assert r.usage == Usage(input_tokens=168, output_tokens=232)
+    assert r.usage == Usage(input_tokens=168, output_tokens=232, cache_read_tokens=0, cache_write_tokens=0)
     assert (r.id, r.stop_reason) == ("msg_012oSSVsQdwoGH6b2fryM4fF", StopReason.END_TURN)
 
 

@@ -87,7 +87,7 @@ class TestRecordedReplies:
         assert response.message == Message.assistant(body["candidates"][0]["content"]["parts"][0]["text"])
         assert response.message.text_content().endswith("So, 4200 + 42 = **4242**.")
         # output = candidatesTokenCount 77 + thoughtsTokenCount 25
-        assert response.usage == Usage(input_tokens=13, output_tokens=102, reasoning_tokens=25)
+        assert response.usage == Usage(input_tokens=13, output_tokens=102, cache_read_tokens=0, reasoning_tokens=25)
         assert (response.stop_reason, response.raw_stop_reason) == (StopReason.END_TURN, "STOP")
         assert (response.model, response.id) == ("gemini-2.5-flash", "SJfyaMbrNJKlqtsPvNOW8Ao")
 
@@ -97,7 +97,7 @@ class TestRecordedReplies:
             "The image displays a three-dimensional jigsaw puzzle globe, composed of white pieces featuring "
             "characters from various writing systems, with a few pieces missing to reveal a dark gray interior."
         )
-        assert response.usage == Usage(input_tokens=266, output_tokens=34 + 145, reasoning_tokens=145)
+        assert response.usage == Usage(input_tokens=266, output_tokens=34 + 145, cache_read_tokens=0, reasoning_tokens=145)
         assert response.stop_reason is StopReason.END_TURN
 
     def test_implicit_cache_usage(self) -> None:
@@ -116,7 +116,7 @@ class TestRecordedReplies:
             ToolCallPart(id="AJnyaJv6GPulqtsP5Z6fgAs_0", name="secret_retrieval_tool", input={"password": "mellon"}),
             ToolCallPart(id="AJnyaJv6GPulqtsP5Z6fgAs_1", name="secret_retrieval_tool", input={"password": "radiance"}),
         )
-        assert response.usage == Usage(input_tokens=70, output_tokens=40 + 76, reasoning_tokens=76)
+        assert response.usage == Usage(input_tokens=70, output_tokens=40 + 76, cache_read_tokens=0, reasoning_tokens=76)
         assert (response.stop_reason, response.raw_stop_reason) == (StopReason.TOOL_CALL, "STOP")
 
     def test_text_stream(self) -> None:
@@ -125,7 +125,7 @@ class TestRecordedReplies:
             "To find the sum of 4200 + 42, we can align the numbers by their place values:\n\n  4200\n+   42\n"
             "------\n  4242\n\nSo, 4200 + 42 = **4242**."
         )
-        assert response.usage == Usage(input_tokens=13, output_tokens=63 + 75, reasoning_tokens=75)
+        assert response.usage == Usage(input_tokens=13, output_tokens=63 + 75, cache_read_tokens=0, reasoning_tokens=75)
         assert (response.stop_reason, response.raw_stop_reason) == (StopReason.END_TURN, "STOP")
         assert (response.model, response.id) == ("gemini-2.5-flash", "VJfyaP7eE_6zmtkP4qLV6Ao")
 
@@ -143,7 +143,7 @@ class TestRecordedReplies:
         )
         assert response.message.parts[0].text.startswith("**Analyzing Prime Substrings**")  # type: ignore[union-attr]
         # The last chunk reports no candidatesTokenCount: output is the 1947 thought tokens.
-        assert response.usage == Usage(input_tokens=30, output_tokens=1947, reasoning_tokens=1947)
+        assert response.usage == Usage(input_tokens=30, output_tokens=1947, cache_read_tokens=0, reasoning_tokens=1947)
         assert response.stop_reason is StopReason.END_TURN
 
     def test_tools_parallel_stream(self) -> None:
@@ -153,7 +153,7 @@ class TestRecordedReplies:
             ToolCallPart(id="G5nyaJuGE-yrqtsPmJHUoAs_0", name="secret_retrieval_tool", input={"password": "mellon"}),
             ToolCallPart(id="G5nyaJuGE-yrqtsPmJHUoAs_1", name="secret_retrieval_tool", input={"password": "radiance"}),
         )
-        assert response.usage == Usage(input_tokens=70, output_tokens=40 + 61, reasoning_tokens=61)
+        assert response.usage == Usage(input_tokens=70, output_tokens=40 + 61, cache_read_tokens=0, reasoning_tokens=61)
         assert response.stop_reason is StopReason.TOOL_CALL
 
     def test_tools_parallel_stream_followup(self) -> None:
@@ -162,7 +162,7 @@ class TestRecordedReplies:
             'The secrets associated with the passwords "mellon" and "radiance" are "Welcome to Moria!" and '
             '"Life before Death" respectively.'
         )
-        assert response.usage == Usage(input_tokens=211, output_tokens=30)
+        assert response.usage == Usage(input_tokens=211, output_tokens=30, cache_read_tokens=0, reasoning_tokens=0)
         assert response.stop_reason is StopReason.END_TURN
 
     def test_gemini3_tool_signature_stream_drops_the_final_empty_unsigned_text(self) -> None:
@@ -171,13 +171,13 @@ class TestRecordedReplies:
             thought_carrier(signature("gemini3-tool-signature-stream")),
             ToolCallPart(id="QUVVadTSNJ6_qtsPvN7J8Q0_0", name="get_country", input={}),
         )
-        assert response.usage == Usage(input_tokens=29, output_tokens=10 + 202, reasoning_tokens=202)
+        assert response.usage == Usage(input_tokens=29, output_tokens=10 + 202, cache_read_tokens=0, reasoning_tokens=202)
         assert (response.stop_reason, response.model) == (StopReason.TOOL_CALL, "gemini-3-pro-preview")
 
     def test_gemini3_tool_signature_stream_followup(self) -> None:
         response, _ = decode(Recording("gemini", "gemini3-tool-signature-stream-followup").response_sse)
         assert response.message == Message.assistant("The capital of Mexico is Mexico City.")
-        assert response.usage == Usage(input_tokens=257, output_tokens=8)
+        assert response.usage == Usage(input_tokens=257, output_tokens=8, cache_read_tokens=0, reasoning_tokens=0)
         assert response.stop_reason is StopReason.END_TURN
 
     def test_vertex_partial_args_build_each_parallel_call(self) -> None:
@@ -192,7 +192,7 @@ class TestRecordedReplies:
             ToolCallDelta(1, '{"location":"Boston"}'),
             ToolCallDelta(2, '{"location":"San Francisco"}'),
         ]
-        assert response.usage == Usage(input_tokens=26, output_tokens=23 + 132, reasoning_tokens=132)
+        assert response.usage == Usage(input_tokens=26, output_tokens=23 + 132, cache_read_tokens=0, reasoning_tokens=132)
         assert response.stop_reason is StopReason.TOOL_CALL
 
     def test_every_successful_recording_is_covered_above(self) -> None:
@@ -371,7 +371,7 @@ class TestSSEFraming:
         usage = {"usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 2, "totalTokenCount": 7}}
         response, _ = decode(sse(*self.BODY, usage))
         assert response.message == self.expected()
-        assert response.usage == Usage(input_tokens=5, output_tokens=2)
+        assert response.usage == Usage(input_tokens=5, output_tokens=2, cache_read_tokens=0, reasoning_tokens=0)
 
 
 # --- parts of a reply ------------------------------------------------------------------------------------
@@ -565,7 +565,7 @@ class TestStopReasons:
         for response in (gemini.parse_response(body), decode(sse(body))[0]):
             assert (response.stop_reason, response.raw_stop_reason) == (StopReason.REFUSAL, "OTHER")
             assert response.message == Message.new(Role.ASSISTANT, [])
-            assert response.usage == Usage(input_tokens=9)
+            assert response.usage == Usage(input_tokens=9, output_tokens=0, cache_read_tokens=0, reasoning_tokens=0)
 
 
 class TestUsage:

@@ -201,14 +201,14 @@ class TestStreamedArgumentsEmpty:
 class TestStreamEndingWithAUsageOnlyChunk:
     def test_the_usage_only_chunk_gives_the_usage(self) -> None:
         reply = decode(sse(*TEXT_STREAM))
-        assert reply.usage == Usage(input_tokens=10, output_tokens=5)
+        assert reply.usage == Usage(input_tokens=10, output_tokens=5, cache_read_tokens=0, reasoning_tokens=0)
         assert reply.message == Message.assistant("Hello")
         assert (reply.stop_reason, reply.raw_stop_reason) == (StopReason.END_TURN, "stop")
 
     def test_the_finish_reason_before_it_is_kept(self) -> None:
         chunks = [chunk(tool_delta(0, "c1", "f", "{}")), chunk({}, "tool_calls"), usage_chunk(7, 3), "[DONE]"]
         reply = decode(sse(*chunks))
-        assert (reply.stop_reason, reply.usage) == (StopReason.TOOL_CALL, Usage(7, 3))
+        assert (reply.stop_reason, reply.usage) == (StopReason.TOOL_CALL, Usage(7, 3, cache_read_tokens=0, reasoning_tokens=0))
 
     def test_split_byte_by_byte(self) -> None:
         data = sse(*TEXT_STREAM)

@@ -146,7 +146,7 @@ class TestEnding:
             PartStarted(0, TextPart(text="")),
             TextDelta(0, "Hel"),
             TextDelta(0, "lo"),
-            UsageReported(Usage(10, 5)),
+            UsageReported(Usage(10, 5, cache_read_tokens=0, reasoning_tokens=0)),
             ResponseFinished(StopReason.END_TURN, "stop"),
         ]
         reply = decoder.finish()

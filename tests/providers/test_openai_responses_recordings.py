@@ -64,7 +64,7 @@ def test_text_reply() -> None:
         Role.ASSISTANT,
         [TextPart(text="4200 + 42 equals 4242.", item_id="msg_0bee99a5de5b12910068f966a1fb3c819587e157227fc327ff")],
     )
-    assert r.usage == Usage(input_tokens=16, output_tokens=11)
+    assert r.usage == Usage(input_tokens=16, output_tokens=11, cache_read_tokens=0, reasoning_tokens=0)
     assert (r.stop_reason, r.raw_stop_reason) == (StopReason.END_TURN, "completed")
     assert r.model == "gpt-4o-2024-08-06"
     assert r.id == "resp_0bee99a5de5b12910068f9669f8f3481958652a29720d87669"
@@ -77,7 +77,7 @@ def test_text_stream() -> None:
         Role.ASSISTANT,
         [TextPart(text="4200 + 42 equals 4242.", item_id="msg_0360bd45725b0a010068f966a601b081958e95c4085b086532")],
     )
-    assert r.usage == Usage(input_tokens=16, output_tokens=11)
+    assert r.usage == Usage(input_tokens=16, output_tokens=11, cache_read_tokens=0, reasoning_tokens=0)
     assert (r.stop_reason, r.raw_stop_reason) == (StopReason.END_TURN, "completed")
     assert r.model == "gpt-4o-2024-08-06"
     assert r.id == "resp_0360bd45725b0a010068f966a4c4a881959717ba17b93477ef"
@@ -92,7 +92,7 @@ def test_image_reply() -> None:
             item_id="msg_0e123783deb788010068f96c34a5988193a8a5f3e10c95de15",
         ),
     )
-    assert r.usage == Usage(input_tokens=269, output_tokens=20)
+    assert r.usage == Usage(input_tokens=269, output_tokens=20, cache_read_tokens=0, reasoning_tokens=0)
     assert r.stop_reason is StopReason.END_TURN
     assert r.id == "resp_0e123783deb788010068f96c3331a48193b13ccede896854ad"
 
@@ -119,7 +119,7 @@ def test_reasoning_tool_reply_one_thinking_part_per_summary_part() -> None:
         item_id="fc_68c42d3e9e4881968b15fbb8253f58540e8bc41441c948f6",
     )
     assert call.input["plan"].startswith("Plan:\n1) Determine required first-letter acrostics")
-    assert r.usage == Usage(input_tokens=124, output_tokens=1926, reasoning_tokens=1792)
+    assert r.usage == Usage(input_tokens=124, output_tokens=1926, cache_read_tokens=0, reasoning_tokens=1792)
     assert (r.stop_reason, r.raw_stop_reason) == (StopReason.TOOL_CALL, "completed")
     assert r.model == "gpt-5-2025-08-07"
     assert r.id == "resp_68c42d28772c819684459966ee2201ed0e8bc41441c948f6"
@@ -133,7 +133,7 @@ def test_reasoning_tool_followup_reply_counts_cached_tokens_inside_input() -> No
     assert text.item_id == "msg_68c42d408eec8196ae1c5883e07c093e0e8bc41441c948f6"
     assert text.text.startswith("Softly old fountains illumine alleys\nDunes over harbor aglow\n")
     assert text.text.endswith("Dusty alleys murmur, amber spices curl under starlight")
-    assert r.usage == Usage(input_tokens=2087, output_tokens=124, cache_read_tokens=2048)
+    assert r.usage == Usage(input_tokens=2087, output_tokens=124, cache_read_tokens=2048, reasoning_tokens=0)
     assert r.stop_reason is StopReason.END_TURN
 
 
@@ -158,7 +158,7 @@ def test_reasoning_tool_stream_latches_encrypted_content_from_output_item_done()
             item_id="fc_0050471a34b36ae60068c97bf19d9c819590eaf42c0edc1042",
         ),
     )
-    assert r.usage == Usage(input_tokens=53, output_tokens=469, reasoning_tokens=448)
+    assert r.usage == Usage(input_tokens=53, output_tokens=469, cache_read_tokens=0, reasoning_tokens=448)
     assert (r.stop_reason, r.raw_stop_reason) == (StopReason.TOOL_CALL, "completed")
     assert r.model == "gpt-5-2025-08-07"
     assert r.id == "resp_0050471a34b36ae60068c97b94a480819587a9d70cf2979b33"
@@ -179,7 +179,7 @@ def test_reasoning_summary_stream() -> None:
         "**Testing prime candidates",
         "**Final count of primes**\n",
     ]
-    assert r.usage == Usage(input_tokens=32, output_tokens=839, reasoning_tokens=832)
+    assert r.usage == Usage(input_tokens=32, output_tokens=839, cache_read_tokens=0, reasoning_tokens=832)
     assert (r.stop_reason, r.raw_stop_reason) == (StopReason.END_TURN, "completed")
     assert r.id == "resp_0a1097cbfef27a8c00696afa23fb9c819693455c72eabd7718"
 
@@ -200,7 +200,7 @@ def test_parallel_tool_calls_stream_kept_apart() -> None:
             item_id="fc_0c3b09d20eedf2d30068f966bafd288190a9045fdc554de6d5",
         ),
     )
-    assert r.usage == Usage(input_tokens=36, output_tokens=54)
+    assert r.usage == Usage(input_tokens=36, output_tokens=54, cache_read_tokens=0, reasoning_tokens=0)
     assert (r.stop_reason, r.raw_stop_reason) == (StopReason.TOOL_CALL, "completed")
     assert r.id == "resp_0c3b09d20eedf2d30068f966b9b7048190b7501a24a1447ec0"
 
@@ -214,7 +214,7 @@ def test_parallel_tools_followup_stream_reply() -> None:
             item_id="msg_0c3b09d20eedf2d30068f966bc0afc81909ccc6a383749530f",
         ),
     )
-    assert r.usage == Usage(input_tokens=136, output_tokens=32)
+    assert r.usage == Usage(input_tokens=136, output_tokens=32, cache_read_tokens=0, reasoning_tokens=0)
     assert r.stop_reason is StopReason.END_TURN
 
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from opentelemetry import trace
@@ -17,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from pydantic import BaseModel
 
 from loopctl.engine import (
     BareLoop,
@@ -28,12 +32,17 @@ from loopctl.engine import (
     RunConfig,
     SessionConfig,
     TurnFinished,
+    TurnStarted,
 )
 from loopctl.message import Message, MessagePart, Role, ToolCallPart
+from loopctl.output import NativeOutput
+from loopctl.response import Usage
 from loopctl.telemetry import OTelObserver
 from loopctl.telemetry import attributes as a
-from loopctl.testing import ErrorReply, FakeProviderServer
+from loopctl.telemetry.observer import server_attributes
+from loopctl.testing import ErrorReply, FakeProviderServer, Replay
 from loopctl.tool import tool
+from tests.conftest import TRAFFIC
 from tests.fake_clients import make_client
 
 SECRET = "sk-telemetry-secret-0123456789"
@@ -213,6 +222,7 @@ async def test_each_chat_span_carries_the_request_settings_the_response_and_its_
     finished = turns(events)
     assert len(chats) == len(finished) == 3
     reasons = [["tool_call"], ["tool_call"], ["stop"]]
+    (port,) = {urlsplit(e.api_url or "").port for e in events if isinstance(e, TurnStarted)}
     for span, turn, reason in zip(chats, finished, reasons, strict=True):
         response = turn.response
         assert response is not None and response.id and response.model
@@ -230,13 +240,18 @@ async def test_each_chat_span_carries_the_request_settings_the_response_and_its_
             a.GEN_AI_RESPONSE_FINISH_REASONS: reason,
             a.GEN_AI_USAGE_INPUT_TOKENS: turn.usage.input_tokens,
             a.GEN_AI_USAGE_OUTPUT_TOKENS: turn.usage.output_tokens,
+            # Anthropic reports its cache counts, zero included: recorded as reported.
+            a.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 0,
+            a.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 0,
             a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: span.attributes[a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK],  # type: ignore[index]
+            a.SERVER_ADDRESS: "127.0.0.1",  # the fake provider server the client was pointed at
+            a.SERVER_PORT: port,
         }
         assert response.id.startswith("msg_")
         assert 0 < span.attributes[a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] < 5  # type: ignore[index,operator]
     # Usage is the provider's report, and it adds up to the run's.
-    assert next(t.usage.input_tokens for t in finished) > 0
-    assert sum(t.usage.input_tokens for t in finished) == run.usage.input_tokens
+    assert (next(t.usage.input_tokens for t in finished) or 0) > 0
+    assert sum(t.usage.input_tokens or 0 for t in finished) == run.usage.input_tokens
 
     # The retry happened inside the first chat span: one span, one retry event naming the error.
     first = chats[0]
@@ -368,11 +383,14 @@ async def test_token_usage_and_duration_metrics_are_recorded_per_model_call(tel:
     _, events = await run_loop(tel.observer())
     finished = turns(events)
     model = finished[0].response.model  # type: ignore[union-attr]
+    (port,) = {urlsplit(e.api_url or "").port for e in events if isinstance(e, TurnStarted)}
     base = {
         a.GEN_AI_OPERATION_NAME: "chat",
         a.GEN_AI_PROVIDER_NAME: "anthropic",
         a.GEN_AI_REQUEST_MODEL: "claude-test-1",
         a.GEN_AI_RESPONSE_MODEL: model,
+        a.SERVER_ADDRESS: "127.0.0.1",
+        a.SERVER_PORT: port,
     }
     usage = {dict(p.attributes or {})[a.GEN_AI_TOKEN_TYPE]: p for p in tel.points(a.GEN_AI_CLIENT_TOKEN_USAGE)}
     assert set(usage) == {"input", "output"}
@@ -380,8 +398,8 @@ async def test_token_usage_and_duration_metrics_are_recorded_per_model_call(tel:
         assert dict(point.attributes or {}) == {**base, a.GEN_AI_TOKEN_TYPE: token_type}
         assert point.count == 3
         assert list(point.explicit_bounds) == list(a.TOKEN_USAGE_BUCKETS)
-    assert usage["input"].sum == sum(t.usage.input_tokens for t in finished)
-    assert usage["output"].sum == sum(t.usage.output_tokens for t in finished)
+    assert usage["input"].sum == sum(t.usage.input_tokens or 0 for t in finished)
+    assert usage["output"].sum == sum(t.usage.output_tokens or 0 for t in finished)
 
     (duration,) = tel.points(a.GEN_AI_CLIENT_OPERATION_DURATION)
     assert dict(duration.attributes or {}) == base
@@ -531,3 +549,160 @@ async def test_an_observer_failure_is_logged_and_never_ends_the_run(caplog: pyte
     run, _ = await run_loop(OTelObserver(Broken()))
     assert run.ok and run.output == "It is sunny everywhere."
     assert any("OTelObserver failed on RunStarted" in r.getMessage() for r in caplog.records)
+
+
+# --- issue 18, item 17 -----------------------------------------------------------------------------------------
+
+
+async def test_an_output_invalid_run_is_an_error_of_the_run_span(tel: Telemetry) -> None:
+    # Before: the run's span had outcome output_invalid but no error.type and an unset status.
+    class City(BaseModel):
+        name: str
+        population: int
+
+    script = ['{"name": "Paris"}', '{"name": "Paris", "population": "a lot"}']
+    with FakeProviderServer(script) as server:
+        client = make_client("openai", server)
+        loop = BareLoop(client, observers=[tel.observer()])
+        try:
+            run = await loop.run("A city?", RunConfig(output_retries=1), output_type=NativeOutput(City))
+        finally:
+            await client.aclose()
+    assert run.outcome.kind is OutcomeKind.OUTPUT_INVALID
+    root = by_name(tel.spans(), "invoke_agent")[0]
+    assert (attrs(root)[a.ERROR_TYPE], attrs(root)[a.LOOPCTL_OUTCOME], root.status.status_code) == (
+        "output_invalid",
+        "output_invalid",
+        StatusCode.ERROR,
+    )
+
+
+@pytest.mark.parametrize("raises_on", ["RunFinished", "every event"])
+async def test_an_observer_that_raises_does_not_keep_the_end_of_the_run_from_the_others(
+    tel: Telemetry, raises_on: str
+) -> None:
+    # Before: an observer listed before OTelObserver that raised on RunFinished (or on every event) kept the
+    # run's end from it: the invoke_agent span was never ended, so never exported.
+    def fragile(event: object) -> None:
+        if raises_on == "every event" or type(event).__name__ == raises_on:
+            raise RuntimeError("observer bug")
+
+    with FakeProviderServer(["hello"]) as server:
+        client = make_client("anthropic", server)
+        loop = BareLoop(client, observers=[fragile, tel.observer()])
+        try:
+            with pytest.raises(RuntimeError, match="observer bug"):
+                await loop.run("hi")
+        finally:
+            await client.aclose()
+    (root,) = by_name(tel.spans(), "invoke_agent")
+    if raises_on == "RunFinished":
+        assert attrs(root)[a.LOOPCTL_OUTCOME] == "completed" and a.ERROR_TYPE not in attrs(root)
+        assert [s.name for s in tel.spans()] == ["invoke_agent", "chat claude-test-1"]
+    else:  # the first error escaped the run: it ends as aborted by it
+        assert (attrs(root)[a.ERROR_TYPE], root.status.status_code) == ("RuntimeError", StatusCode.ERROR)
+    assert not trace.get_current_span().is_recording()
+
+
+# --- issue 18, item 18: the GenAI conventions ------------------------------------------------------------------
+
+
+def no_usage_recording(tmp_path: Path) -> Path:
+    """A real Chat Completions stream (recorded) as a compatible server that ignores ``include_usage`` sends
+    it: the same chunks without the final usage chunk."""
+    source = TRAFFIC / "openai" / "chat-text-stream"
+    events = Path(f"{source}.response.sse").read_bytes().split(b"\n\n")
+    kept = [e for e in events if b'"choices":[]' not in e]
+    assert len(kept) == len(events) - 1
+    base = tmp_path / "no-usage"
+    Path(f"{base}.response.sse").write_bytes(b"\n\n".join(kept))
+    shutil.copyfile(f"{source}.meta.json", f"{base}.meta.json")
+    return base
+
+
+async def test_usage_the_provider_did_not_report_is_left_out_not_recorded_as_zero(
+    tel: Telemetry, tmp_path: Path
+) -> None:
+    # Before: gen_ai.usage.input_tokens / output_tokens were 0 on the span and in gen_ai.client.token.usage
+    # (the conventions: a count that was not obtained MUST NOT be reported).
+    run, events = await run_loop(tel.observer(), [Replay(no_usage_recording(tmp_path))], kind="openai", tools=())
+    assert run.ok
+    assert run.usage == Usage() and run.usage.input_tokens is None and run.usage.total_tokens is None
+    (turn,) = turns(events)
+    assert turn.usage == Usage()
+    root, chat = tel.spans()
+    assert not [k for k in attrs(chat) if k.startswith("gen_ai.usage.")]
+    assert not [k for k in attrs(root) if k.startswith("loopctl.run.usage.")]
+    assert tel.points(a.GEN_AI_CLIENT_TOKEN_USAGE) == []
+    (duration,) = tel.points(a.GEN_AI_CLIENT_OPERATION_DURATION)  # the call itself is still measured
+    assert duration.count == 1
+    assert run.cost is None  # nor is a price made up from nothing
+
+
+async def test_the_run_tool_and_first_chunk_metrics_are_recorded(tel: Telemetry) -> None:
+    # Before: gen_ai.invoke_agent.duration (required), gen_ai.execute_tool.duration and
+    # gen_ai.client.operation.time_to_first_chunk were never recorded.
+    await run_loop(tel.observer(agent_name="weather-bot"))
+    spans = tel.spans()
+    (agent,) = tel.points(a.GEN_AI_INVOKE_AGENT_DURATION)
+    assert dict(agent.attributes or {}) == {a.GEN_AI_AGENT_NAME: "weather-bot", a.GEN_AI_REQUEST_MODEL: "claude-test-1"}
+    assert agent.count == 1 and list(agent.explicit_bounds) == list(a.INVOKE_AGENT_DURATION_BUCKETS)
+    root = spans[0]
+    span_seconds = ((root.end_time or 0) - (root.start_time or 0)) / 1e9
+    assert abs(agent.sum - span_seconds) < 0.05  # the span's duration, as the conventions ask
+
+    tools = {dict(p.attributes or {}).get(a.ERROR_TYPE, "ok"): p for p in tel.points(a.GEN_AI_EXECUTE_TOOL_DURATION)}
+    assert set(tools) == {"ok", "tool_error"}
+    assert (tools["ok"].count, tools["tool_error"].count) == (3, 1)  # lookup x3, boom x1
+    assert dict(tools["tool_error"].attributes or {}) == {
+        a.GEN_AI_TOOL_NAME: "boom",
+        a.GEN_AI_TOOL_TYPE: "function",
+        a.GEN_AI_AGENT_NAME: "weather-bot",
+        a.ERROR_TYPE: "tool_error",
+    }
+    assert list(tools["ok"].explicit_bounds) == list(a.DURATION_BUCKETS)
+
+    (first,) = tel.points(a.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK)
+    chats = by_name(spans, "chat claude-test-1")
+    assert first.count == 3  # one per streamed call
+    recorded = sum(float(c.attributes[a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]) for c in chats)  # type: ignore[arg-type,index]
+    assert abs(first.sum - recorded) < 1e-9
+    assert {a.SERVER_ADDRESS, a.SERVER_PORT, a.GEN_AI_RESPONSE_MODEL} <= set(dict(first.attributes or {}))
+
+
+async def test_a_call_that_is_not_streamed_has_no_first_chunk_metric(tel: Telemetry) -> None:
+    await run_loop(tel.observer(), ["hello"], tools=(), config=RunConfig(stream=False))
+    assert tel.points(a.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK) == []
+    assert len(tel.points(a.GEN_AI_CLIENT_OPERATION_DURATION)) == 1
+
+
+async def test_a_request_for_json_output_sets_the_output_type(tel: Telemetry) -> None:
+    class City(BaseModel):
+        name: str
+
+    with FakeProviderServer(['{"name": "Paris"}', "plain"]) as server:
+        client = make_client("openai", server)
+        loop = BareLoop(client, observers=[tel.observer()])
+        try:
+            assert (await loop.run("A city?", output_type=NativeOutput(City))).ok
+            assert (await loop.run("Hello")).ok
+        finally:
+            await client.aclose()
+    native, plain = by_name(tel.spans(), "chat gpt-4o")
+    assert attrs(native)[a.GEN_AI_OUTPUT_TYPE] == "json"
+    assert a.GEN_AI_OUTPUT_TYPE not in attrs(plain)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://api.openai.com/v1/chat/completions", {a.SERVER_ADDRESS: "api.openai.com", a.SERVER_PORT: 443}),
+        ("http://localhost:8080/v1", {a.SERVER_ADDRESS: "localhost", a.SERVER_PORT: 8080}),
+        ("http://[::1]/v1", {a.SERVER_ADDRESS: "::1", a.SERVER_PORT: 80}),
+        ("http://user:secret@gateway.local:9/x", {a.SERVER_ADDRESS: "gateway.local", a.SERVER_PORT: 9}),
+        (None, {}),
+        ("not a url", {}),
+    ],
+)
+def test_server_address_and_port_come_from_the_clients_url(url: str | None, expected: dict[str, Any]) -> None:
+    assert server_attributes(url) == expected

@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
+from loopctl.telemetry.otlp import DEFAULT_FLUSH_TIMEOUT, configure_otlp
 from tests.telemetry.otlp_receiver import OTLPReceiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,3 +84,42 @@ def test_a_protocol_other_than_http_protobuf_is_a_clear_error(tmp_path: Path) ->
             del os.environ["OTEL_EXPORTER_OTLP_PROTOCOL"]
     assert done.returncode == 2
     assert "--otel: OTEL_EXPORTER_OTLP_PROTOCOL='grpc': loopctl exports OTLP over http/protobuf only" in done.stderr
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port  # nothing listens there any more: connections are refused
+
+
+def test_a_collector_that_is_down_costs_one_warning_line_not_retries(tmp_path: Path) -> None:
+    # Before: ~20 s of exporter retries at exit, each printed to stderr.
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    done = run_cli(tmp_path, endpoint)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"warning: --otel: telemetry could not be exported to {endpoint}/v1/traces (connection refused)"
+    ]
+
+
+def test_the_flush_at_exit_is_bounded_when_the_collector_is_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The exporters retry a refused connection for 10 s per signal; the flush gives up at the first failure.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    export = configure_otlp()
+    export.tracer_provider.get_tracer("test").start_span("lost").end()
+    export.meter_provider.get_meter("test").create_counter("lost").add(1)
+    started = time.monotonic()
+    problem = export.shutdown()
+    elapsed = time.monotonic() - started
+    assert problem is not None and problem.endswith("/v1/traces (connection refused)")
+    assert elapsed < DEFAULT_FLUSH_TIMEOUT + 2  # before: 20 s and more
+
+
+def test_a_collector_that_answers_is_flushed_without_a_word(monkeypatch: pytest.MonkeyPatch) -> None:
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        export = configure_otlp()
+        export.tracer_provider.get_tracer("test").start_span("kept").end()
+        assert export.shutdown() is None
+        assert [name for name, _ in receiver.spans()] == ["kept"]

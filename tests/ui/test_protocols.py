@@ -339,3 +339,12 @@ def test_ai_sdk_error(app_server: AppServer, node_clients: Path) -> None:
     [step] = out["steps"]
     assert step["status"] == "error" and "the model refused the request" in step["error"]
     assert chunk_types(step)[-2:] == ["error", "finish"] or "error" in chunk_types(step)
+
+
+def test_the_ai_sdk_usage_leaves_out_the_counts_the_provider_did_not_report() -> None:
+    # Before: unreported counts went out as null (unknown is not zero, and the AI SDK's counts are number | absent).
+    from loopctl.response import Usage
+    from loopctl.ui.ai_sdk import _usage
+
+    assert _usage(Usage(input_tokens=5)) == {"inputTokens": 5, "totalTokens": 5}
+    assert _usage(Usage()) == {}

@@ -385,11 +385,20 @@ def _record(context: ToolContext[Any], usage: Mapping[str, Any] | None) -> None:
         return
     cost = usage.get("cost")
     context.record_usage(
-        Usage(input_tokens=int(usage.get("input_tokens", 0)), output_tokens=int(usage.get("output_tokens", 0))),
+        Usage(input_tokens=_count(usage.get("input_tokens")), output_tokens=_count(usage.get("output_tokens"))),
         cost=Decimal(cost) if isinstance(cost, str) else None,
-        requests=int(usage.get("requests", 0)),
-        tool_calls=int(usage.get("tool_calls", 0)),
+        requests=_count(usage.get("requests")) or 0,
+        tool_calls=_count(usage.get("tool_calls")) or 0,
     )
+
+
+def _count(value: Any) -> int | None:
+    """A count of the remote's usage (a JSON number, a float once it crossed a protobuf ``Struct``), or
+    ``None`` when it is missing or ``null``: the remote did not know it (unknown is not zero, as in
+    :class:`~loopctl.response.Usage`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return int(value)
 
 
 def _pending_of(status_data: list[Any], *, call: str) -> tuple[PendingApproval, ...]:

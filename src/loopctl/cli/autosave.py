@@ -163,11 +163,14 @@ def cli_values(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _usage_of(metadata: Mapping[str, Any]) -> Usage:
-    """The summed usage the CLI kept in a session's metadata (zero when absent or malformed)."""
+    """The summed usage the CLI kept in a session's metadata (nothing reported when absent; a malformed count
+    is left out). Counts are numbers, or ``null`` for a count no reply reported."""
     raw = cli_values(metadata).get("usage")
     if not isinstance(raw, dict):
         return Usage()
-    counts = {k: v for k, v in raw.items() if k in Usage.__dataclass_fields__ and type(v) is int and v >= 0}
+    counts = {
+        k: v for k, v in raw.items() if k in Usage.__dataclass_fields__ and type(v) is int and v >= 0
+    }  # ``null`` and malformed counts are left out: not reported
     return Usage(**counts)
 
 

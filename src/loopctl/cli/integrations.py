@@ -2,22 +2,37 @@
 traces and metrics (``docs/telemetry.md``) and the tools of MCP servers (``docs/mcp.md``).
 
 ``--otel`` reads the standard OpenTelemetry variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_SERVICE_NAME``,
-...) and records message content only when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``.
+...) and records message content only when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``;
+its tracer provider becomes the global one (the MCP SDK's spans are exported too). At the end the last spans
+are flushed within a few seconds; a collector that cannot be reached is one ``warning:`` line.
 An MCP server whose tool names are already taken (by the file tools or another server) gets the prefix
-``mcpN_`` (N: its position among the ``--mcp`` and ``--mcp-url`` options, from 1).
+``mcpN_`` (N: its position among the ``--mcp`` and ``--mcp-url`` options, from 1). The run's ``--root`` is
+advertised to every server as its root (MCP ``roots/list``), a server's sampling requests are answered by
+the run's own model (counted in the run's usage and cost), and a server's questions to the user
+(elicitation, form and URL modes) are asked on the terminal by :class:`TerminalElicitation`, every word of
+the server's shown as inert text; with no terminal they are declined.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shlex
-from collections.abc import Sequence
-from typing import Any
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-__all__ = ["CAPTURE_CONTENT_VAR", "open_integrations"]
+from loopctl.cli.inert import inert
+
+if TYPE_CHECKING:
+    from loopctl.mcp import Elicitation, ElicitationAnswer
+    from loopctl.mcp.elicitation import Field
+
+__all__ = ["CAPTURE_CONTENT_VAR", "TerminalElicitation", "open_integrations"]
 
 CAPTURE_CONTENT_VAR = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The OpenTelemetry GenAI instrumentations' switch for recording message content (``true`` to record)."""
@@ -31,6 +46,9 @@ async def open_integrations(
     mcp_urls: Sequence[str],
     taken: set[str],
     conversation_id: str | None = None,
+    roots: Sequence[Path] = (),
+    elicitation: TerminalElicitation | None = None,
+    sampling: Any = None,
 ) -> tuple[list[Any], list[Any]]:
     """Start what the options ask for, on ``stack`` (closed when the run ends: the servers stop, the last
     spans are exported). Returns ``(tool providers, observers)``. ``taken`` holds the tool names already in
@@ -38,7 +56,10 @@ async def open_integrations(
     extra, and :class:`~loopctl.mcp.MCPConnectionError` for a server that does not start.
 
     ``otel`` starts the OTLP export (``--otel``); ``mcp_commands`` and ``mcp_urls`` are the ``--mcp`` and ``--mcp-
-    url`` servers; ``conversation_id`` names the session in the spans.
+    url`` servers; ``conversation_id`` names the session in the spans; ``roots`` the folders every server is
+    told it may work in (the run's ``--root``); ``elicitation`` asks the user the servers' questions (none:
+    they are declined); ``sampling`` the model client that answers the servers' sampling requests (the run's
+    own: what they cost counts in the run; none: they are refused).
     """
     observers: list[Any] = []
     if otel:
@@ -49,7 +70,20 @@ async def open_integrations(
             export = configure_otlp()
         except ValueError as exc:
             raise click.UsageError(f"--otel: {exc}") from None
-        stack.callback(export.shutdown)
+
+        def flush() -> None:  # bounded: a collector that is down costs a moment and one line, not retries
+            problem = export.shutdown()
+            if problem is not None:
+                from loopctl.cli.report import warn
+
+                warn(f"--otel: {problem}")
+
+        stack.callback(flush)
+        # This process is the application: its providers are the global ones, so the spans libraries make
+        # through the global provider (the MCP SDK's, with the traceparent it sends) are exported too.
+        from opentelemetry import trace
+
+        trace.set_tracer_provider(export.tracer_provider)
         capture = os.environ.get(CAPTURE_CONTENT_VAR, "").strip().lower() == "true"
         observers.append(
             OTelObserver(
@@ -74,8 +108,10 @@ async def open_integrations(
             raise click.UsageError(f"--mcp {command!r}: {exc}") from None
         if not argv:
             raise click.UsageError("--mcp needs a command, for example --mcp 'python server.py'")
-        servers.append(MCPServerStdio(argv[0], argv[1:]))
-    servers += [MCPServerHTTP(url) for url in mcp_urls]
+        servers.append(
+            MCPServerStdio(argv[0], argv[1:], roots=list(roots), elicitation=elicitation, sampling=sampling)
+        )
+    servers += [MCPServerHTTP(url, roots=list(roots), elicitation=elicitation, sampling=sampling) for url in mcp_urls]
     names = set(taken)
     for n, server in enumerate(servers, 1):
         await stack.enter_async_context(server)
@@ -84,3 +120,105 @@ async def open_integrations(
             await server.refresh_tools()
         names |= {t.name for t in server.tools}
     return servers, observers
+
+
+class TerminalElicitation:
+    """An MCP server's question to the user (elicitation), asked on the terminal: the server's name and message,
+    then, in URL mode, the page to open (the user opens it, nothing is opened for them) and accept / decline /
+    cancel; in form mode answer / decline / cancel, then each field (its title, description and choices). An
+    answer that does not fit the form is shown with what is wrong and asked again. Everything the server sent
+    is shown as inert text (:func:`~loopctl.cli.inert.inert`). Questions are asked one at a time, on a worker
+    thread (the servers' sessions keep running); with no terminal (``interactive`` false; default: whether stdin
+    is a terminal) each is declined.
+
+    ``prompt`` has :func:`click.prompt`'s signature and ``echo`` :func:`click.echo`'s (tests pass their own);
+    ``before_prompt`` runs before a question is shown (the transcript stops its spinner).
+    """
+
+    def __init__(
+        self,
+        *,
+        interactive: bool | None = None,
+        prompt: Callable[..., Any] = click.prompt,
+        echo: Callable[[str], Any] = click.echo,
+        before_prompt: Callable[[], None] | None = None,
+    ) -> None:
+        self.interactive = interactive
+        self.prompt = prompt
+        self.echo = echo
+        self.before_prompt = before_prompt
+        self._lock = asyncio.Lock()
+
+    async def __call__(self, request: Elicitation) -> ElicitationAnswer:
+        """Ask ``request`` (see the class); returns the user's :class:`~loopctl.mcp.Accept`,
+        :class:`~loopctl.mcp.Decline` or :class:`~loopctl.mcp.Cancel`."""
+        from loopctl.mcp import Decline
+
+        interactive = sys.stdin.isatty() if self.interactive is None else self.interactive
+        server = inert(request.server, one_line=True)
+        if not interactive:
+            self.echo(f"MCP server {server} asked the user something; declined (stdin is not a terminal)")
+            return Decline()
+        async with self._lock:
+            if self.before_prompt is not None:
+                self.before_prompt()
+            return await asyncio.to_thread(self.ask, request)
+
+    def ask(self, request: Elicitation) -> ElicitationAnswer:
+        """Ask ``request`` now, blocking (what :meth:`__call__` runs on its worker thread)."""
+        from loopctl.mcp import Accept, Cancel, Decline
+        from loopctl.mcp.elicitation import check_content, fields
+
+        self.echo(f"? MCP server {inert(request.server, one_line=True)} asks:")
+        for line in inert(request.message).splitlines() or [""]:
+            self.echo(f"  {line}")
+        if request.mode == "url":
+            self.echo(f"  page to open: {inert(request.url or '', one_line=True)}")
+            choice = self._choose("  [a]ccept (you open the page), [d]ecline, [c]ancel")
+            return Accept() if choice == "a" else Decline() if choice == "d" else Cancel()
+        form = fields(request.schema)
+        while True:
+            choice = self._choose("  [a]nswer, [d]ecline, [c]ancel")
+            if choice != "a":
+                return Decline() if choice == "d" else Cancel()
+            content = {}
+            for f in form:
+                value = self._field(f)
+                if value is not None:
+                    content[f.name] = value
+            problems = check_content(request.schema, content)
+            if not problems:
+                return Accept(content)
+            for problem in problems:
+                self.echo(f"  not accepted: {inert(problem, one_line=True)}")
+
+    def _choose(self, text: str) -> str:
+        choice: str = self.prompt(text, type=click.Choice(["a", "d", "c"]), default="d")
+        return choice
+
+    def _field(self, f: Field) -> Any:
+        """One field's value (``None``: left empty)."""
+        label = "  " + inert(f.title, one_line=True) + ("" if f.required else " (optional)")
+        if f.description:
+            self.echo(f"  {inert(f.description, one_line=True)}")
+        if f.options:
+            shown = ", ".join(f"{inert(v, one_line=True)} ({inert(lab, one_line=True)})" for v, lab in f.options)
+            self.echo(f"  one of: {shown}" if f.kind == "choice" else f"  any of, separated by commas: {shown}")
+        default = f.default if f.default is not None else ("" if not f.required else None)
+        if isinstance(default, list):  # a multiple choice's default, as the user would type it
+            default = ", ".join(str(v) for v in default)
+        if f.kind == "boolean":
+            answer = self.prompt(label, type=click.BOOL, default=f.default if isinstance(f.default, bool) else None)
+            return bool(answer)
+        raw = self.prompt(label, default=default, show_default=f.default is not None)
+        text = str(raw).strip()
+        if text == "" and not f.required:
+            return None
+        if f.kind == "choices":
+            return [v.strip() for v in text.split(",") if v.strip()]
+        if f.kind in ("integer", "number"):
+            try:
+                return int(text) if f.kind == "integer" else float(text)
+            except ValueError:
+                return text  # check_content names the field and the problem
+        return text

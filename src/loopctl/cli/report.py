@@ -12,7 +12,7 @@ from rich.text import Text
 
 from loopctl.cli.inert import inert
 
-__all__ = ["CommandError", "fail", "stderr", "stdout", "warn"]
+__all__ = ["CommandError", "fail", "stderr", "stdout", "tokens", "warn"]
 
 
 class CommandError(click.ClickException):
@@ -67,3 +67,8 @@ def warn(message: str) -> None:
     ``message`` is the sentence.
     """
     stderr().print(Text(f"warning: {inert(message)}", style="yellow"))
+
+
+def tokens(count: int | None) -> str:
+    """A token count as shown (``12,345``), or ``?`` when the provider did not report it."""
+    return "?" if count is None else f"{count:,}"

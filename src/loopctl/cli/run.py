@@ -26,7 +26,7 @@ from rich.text import Text
 
 from loopctl.cli import DEMO_DELAY_VAR  # the command group's module, which imports this one only when it runs
 from loopctl.cli.inert import inert
-from loopctl.cli.report import CommandError, stderr, warn
+from loopctl.cli.report import CommandError, stderr, tokens, warn
 from loopctl.cli.sessions import store_option, store_spec
 
 if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `loopctl --help` stays quick
@@ -87,7 +87,8 @@ class RunOptions:
 @click.option(
     "--root",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="The folder the file tools may use (default: the current folder, or the resumed session's).",
+    help="The folder the file tools may use and the MCP servers' root (default: the current folder, or the resumed "
+    "session's).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Allow file changes without asking.")
 @click.option(
@@ -193,8 +194,9 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
                         metadata=session_obj.metadata,
                     )
                     stack.callback(target.close)
-                from loopctl.cli.integrations import open_integrations
+                from loopctl.cli.integrations import TerminalElicitation, open_integrations
 
+                asking = TerminalElicitation()  # the MCP servers' questions to the user
                 servers, extra_observers = await open_integrations(
                     stack,
                     taken={t.name for t in files},
@@ -202,6 +204,9 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
                     otel=o.otel,
                     mcp_commands=o.mcp_commands,
                     mcp_urls=o.mcp_urls,
+                    roots=[files.root],
+                    elicitation=asking,
+                    sampling=client,
                 )
             except BaseException:
                 if path is not None and created:  # nothing ran: leave no empty session file behind
@@ -212,6 +217,7 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
                 warn("stdin is not a terminal, so file changes will be refused; pass --yes to allow them")
             transcript, autosave, observers = build_observers(console, session_obj, path, o)
             approval = Approval(files, console, yes=o.yes, before_prompt=transcript.close)
+            asking.before_prompt = transcript.close
             where: dict[str, Any] = target.loop_args() if target is not None else {"machine": session_obj.machine}
             window, max_tokens = await model_sizes(client, model, o.context_window, o.max_tokens)
             loop = BareLoop(
@@ -593,8 +599,8 @@ def print_summary(
         console.print(Text(text, style=detail_style))
     console.print(
         Text(
-            f"  {label}{_plural(len(result.turns), 'turn')} · {u.input_tokens:,} tokens in "
-            f"({u.cache_read_tokens:,} cached) · {u.output_tokens:,} out · {result.duration:.1f} s"
+            f"  {label}{_plural(len(result.turns), 'turn')} · {tokens(u.input_tokens)} tokens in "
+            f"({tokens(u.cache_read_tokens)} cached) · {tokens(u.output_tokens)} out · {result.duration:.1f} s"
             + (f" · {dollars(result.cost)}" if result.cost is not None and result.turns else ""),
             style="dim",
         )

@@ -19,7 +19,7 @@ import orjson
 from rich.text import Text
 
 from loopctl.cli.inert import inert
-from loopctl.cli.report import fail, stdout
+from loopctl.cli.report import fail, stdout, tokens
 from loopctl.cli.sessions import store_option
 
 __all__ = ["check", "read_file", "read_source", "show"]
@@ -115,7 +115,8 @@ def _facts(session: Any) -> list[tuple[str, str]]:
     used = (
         "not recorded"
         if usage is None
-        else f"{usage.input_tokens:,} tokens in ({usage.cache_read_tokens:,} cached) · {usage.output_tokens:,} out"
+        else f"{tokens(usage.input_tokens)} tokens in ({tokens(usage.cache_read_tokens)} cached) · "
+        f"{tokens(usage.output_tokens)} out"
     )
     count = len(machine.full_history())
     return [

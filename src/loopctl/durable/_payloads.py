@@ -290,8 +290,9 @@ def loop_error_from_dict(data: dict[str, Any]) -> LoopError:
 
 
 def usage_from_dict(data: dict[str, Any]) -> Usage:
-    """The :class:`~loopctl.response.Usage` of ``Usage.to_dict``."""
-    return Usage(**{k: int(v) for k, v in data.items()})
+    """The :class:`~loopctl.response.Usage` of ``Usage.to_dict`` (``null`` for a count not reported; payloads
+    of earlier versions hold every count as a number)."""
+    return Usage.from_dict(data)
 
 
 class OutputValues:

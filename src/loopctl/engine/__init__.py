@@ -24,6 +24,7 @@ from loopctl.engine.events import (
     ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
+    ToolProgress,
     TurnFinished,
     TurnStarted,
 )
@@ -115,6 +116,7 @@ __all__ = [
     "SubAgentEvent",
     "ToolCallDeferred",
     "ToolCallFinished",
+    "ToolProgress",
     "ToolCallRecord",
     "ToolCallStarted",
     "ToolContext",

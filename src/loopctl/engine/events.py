@@ -34,6 +34,7 @@ __all__ = [
     "SubAgentEvent",
     "ToolCallDeferred",
     "ToolCallFinished",
+    "ToolProgress",
     "ToolCallStarted",
     "TurnFinished",
     "TurnStarted",
@@ -59,8 +60,9 @@ class TurnStarted:
     """Model call number ``turn`` (from 1) is about to be sent with ``messages`` messages.
 
     ``request`` is the whole :class:`~loopctl.providers.ModelRequest` (conversation, system prompt, tools and
-    settings); ``provider`` and ``model`` name the client it goes to; ``stream`` tells whether the reply is
-    streamed. Retries of the call (:class:`ModelCallRetry`) send the same request again."""
+    settings); ``provider`` and ``model`` name the client it goes to, ``api_url`` the URL it sends to (when the
+    client has one: its ``api_url``); ``stream`` tells whether the reply is streamed. Retries of the call
+    (:class:`ModelCallRetry`) send the same request again."""
 
     turn: int
     messages: int
@@ -68,6 +70,7 @@ class TurnStarted:
     provider: str = ""
     model: str = ""
     stream: bool = False
+    api_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,8 @@ class ReplyDiscarded:
 @dataclass(frozen=True, slots=True)
 class ModelFallback:
     """Model call ``turn`` failed on ``from_provider``/``from_model`` with ``error`` and goes to the next
-    client of the fallback chain, ``to_provider``/``to_model``. Anything streamed for it so far is void."""
+    client of the fallback chain, ``to_provider``/``to_model`` (at ``to_api_url``, when the client has one).
+    Anything streamed for it so far is void."""
 
     turn: int
     error: Exception
@@ -116,6 +120,7 @@ class ModelFallback:
     from_model: str
     to_provider: str
     to_model: str
+    to_api_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +163,21 @@ class ToolCallStarted:
     def input(self) -> Any:
         """The input the tool runs with: the ``Modify``'s when ``modified``, else the model's."""
         return self.modified_input if self.modified else self.call.input
+
+
+@dataclass(frozen=True, slots=True)
+class ToolProgress:
+    """The running tool call ``call`` (of turn ``turn``) reported how far it has got
+    (:meth:`ToolContext.report_progress <loopctl.tool.ToolContext.report_progress>`; an MCP server's
+    ``notifications/progress``): ``progress`` grows as work is done, ``total`` when known, and ``message``, the
+    tool's own words (untrusted text: show it inert). Comes between the call's :class:`ToolCallStarted` and
+    :class:`ToolCallFinished`."""
+
+    turn: int
+    call: ToolCallPart
+    progress: float
+    total: float | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +291,7 @@ LoopEvent: TypeAlias = Union[
     TurnFinished,
     ModelCallFailed,
     ToolCallStarted,
+    ToolProgress,
     ToolCallFinished,
     ToolCallDeferred,
     CompactionStarted,

@@ -46,7 +46,8 @@ class UsageLimits:
     ``requests``: model calls (a call's retries and fallbacks are one call). ``tool_calls``: tool calls the
     run asks to run (calls the machine answers itself, such as unknown tools or the output tool's, are not
     counted; a call denied or blocked is). ``input_tokens``, ``output_tokens``, ``total_tokens``: tokens as
-    the provider reports them (``input_tokens`` includes cached ones). ``cost``: USD, as priced by
+    the provider reports them (``input_tokens`` includes cached ones; a count a reply did not report adds
+    nothing). ``cost``: USD, as priced by
     :mod:`loopctl.pricing`; a run with a cost limit whose reply cannot be priced fails rather than run on
     unchecked. A ``float`` cost is read through its ``str`` (``0.1`` is ``Decimal("0.1")``).
 
@@ -99,7 +100,8 @@ class RunUsage:
     """What a run has spent so far, as the machine counts it for its limits.
 
     ``requests``: model calls answered. ``tool_calls``: calls asked to run. Token counts as in
-    :class:`~loopctl.response.Usage`. ``cost``: USD, ``None`` once a reply of the run could not be priced
+    :class:`~loopctl.response.Usage`, of the replies that reported them (a count a provider did not report
+    adds nothing: a limit counts what is known). ``cost``: USD, ``None`` once a reply of the run could not be priced
     (the total is then unknown, never guessed).
     """
 
@@ -120,8 +122,8 @@ class RunUsage:
         return RunUsage(
             self.requests + 1,
             self.tool_calls,
-            self.input_tokens + usage.input_tokens,
-            self.output_tokens + usage.output_tokens,
+            self.input_tokens + (usage.input_tokens or 0),  # tokens not reported cannot be counted
+            self.output_tokens + (usage.output_tokens or 0),
             total,
         )
 

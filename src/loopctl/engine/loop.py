@@ -62,6 +62,7 @@ from loopctl.engine.events import (
     ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
+    ToolProgress,
     TurnFinished,
     TurnStarted,
 )
@@ -989,11 +990,18 @@ class BareLoop:
         return time.perf_counter()
 
     def _emit(self, event: LoopEvent) -> None:
-        """Hand ``event`` to every observer: the loop's, then a streamed run's own."""
-        for observer in self.observers:
-            observer(event)
-        for observer in self._run_observers:
-            observer(event)
+        """Hand ``event`` to every observer: the loop's, then a streamed run's own. One that raises does not
+        keep the event from the others (a tracing observer still ends the run's span); the first error is
+        raised once every observer had the event."""
+        error: BaseException | None = None
+        for observer in (*self.observers, *self._run_observers):
+            try:
+                observer(event)
+            except BaseException as exc:  # raised below, once the others had the event
+                if error is None:
+                    error = exc
+        if error is not None:
+            raise error
 
     async def _await_approvals(self, pending: tuple[PendingApproval, ...]) -> Mapping[str, Approval] | None:
         """The run paused on ``pending`` calls: decisions to continue it at once, or ``None`` to end the run
@@ -1055,6 +1063,7 @@ class BareLoop:
                     provider=client.provider,
                     model=client.model,
                     stream=cfg.stream,
+                    api_url=getattr(clients[0], "api_url", None),
                 )
             )
         tracking = on_event  # always: a failed attempt's usage is known only from its events
@@ -1092,7 +1101,17 @@ class BareLoop:
                         if began:
                             emit(ReplyDiscarded(turn, "fallback", "".join(streamed)))
                         to = clients[index + 1]
-                        emit(ModelFallback(turn, exc, current.provider, current.model, to.provider, to.model))
+                        emit(
+                            ModelFallback(
+                                turn,
+                                exc,
+                                current.provider,
+                                current.model,
+                                to.provider,
+                                to.model,
+                                getattr(to, "api_url", None),
+                            )
+                        )
                     break
             if response is not None:
                 break
@@ -1227,7 +1246,13 @@ class BareLoop:
             modified = args is not call.input
             emit(ToolCallStarted(turn, call, modified=modified, modified_input=args if modified else None))
         t0 = self._clock()
-        context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn)
+        progress = None
+        if emit:
+
+            def progress(done: float, total: float | None, message: str | None) -> None:
+                emit(ToolProgress(turn, call, done, total, message))
+
+        context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn, _progress=progress)
         try:
             result, error = await self._execute(tool, call, args, cfg, context)
         except ApprovalRequired as exc:  # the tool deferred its own call (a sub-agent paused for approval)
@@ -1472,9 +1497,9 @@ class BareLoop:
         geometrically keeps the cost amortized O(1) per turn). Otherwise the reply's tokens are added.
         """
         counter = self._counter
-        reported = usage.input_tokens
+        reported = usage.input_tokens  # None when the provider did not report it: nothing to calibrate on
         calibrate = getattr(counter, "calibrate", None)
-        if reported > 0 and calibrate is not None:
+        if reported is not None and reported > 0 and calibrate is not None:
             drifted = abs(reported - estimate) > CALIBRATION_DRIFT * reported
             if self._calibrated_at < 0 or (drifted and len(sent) >= 1.25 * self._calibrated_at):
                 calibrate(sent, reported, reply=reply, output_tokens=usage.output_tokens)
@@ -1791,7 +1816,7 @@ def _price(client: ModelClient, usage: Usage, model: str | None) -> Decimal | No
 def _run_usage(spend: ToolSpend) -> RunUsage:
     """A tool's spend as the machine counts it for the run's limits."""
     return RunUsage(
-        spend.requests, spend.tool_calls, spend.usage.input_tokens, spend.usage.output_tokens, spend.cost
+        spend.requests, spend.tool_calls, spend.usage.input_tokens or 0, spend.usage.output_tokens or 0, spend.cost
     )
 
 

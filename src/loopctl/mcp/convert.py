@@ -5,8 +5,9 @@ A ``tools/call`` result (MCP specification, "Tools": ``CallToolResult`` with ``c
 
 - ``text`` blocks become text; ``image`` blocks become image parts (PNG, JPEG, GIF and WebP, the types every
   provider reads; another type becomes a note saying it was left out); an embedded text resource becomes its
-  text under a ``[resource URI]`` line, an embedded image blob an image part; audio, other blobs and resource
-  links become one-line notes (no provider reads them as tool output);
+  text under a ``[resource URI]`` line, and so does a blob of a textual type (``text/*``, JSON, XML, YAML...:
+  :func:`is_textual`) that decodes as UTF-8; an embedded image blob becomes an image part; audio, other blobs
+  and resource links become one-line notes (no provider reads them as tool output);
 - with no content blocks, ``structuredContent`` becomes its JSON text (the specification asks servers to send
   the same JSON as a text block too, so when both are there the blocks are used);
 - ``isError`` sets ``is_error``: the model reads it as a failed call.
@@ -17,6 +18,8 @@ MCP name with other characters (``fs.read``, ``a/b``) is rewritten with ``_``; a
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -26,7 +29,7 @@ import orjson
 from loopctl.message import ImagePart, ImageSource, Retention, TextPart
 from loopctl.tool import ToolOutput
 
-__all__ = ["MAX_TOOL_NAME", "SENDABLE_IMAGES", "exposed_names", "to_tool_output"]
+__all__ = ["MAX_TOOL_NAME", "SENDABLE_IMAGES", "blob_text", "exposed_names", "is_textual", "to_tool_output"]
 
 MAX_TOOL_NAME = 64
 """The longest tool name every provider accepts (OpenAI: ``^[a-zA-Z0-9_-]{1,64}$``)."""
@@ -35,6 +38,54 @@ SENDABLE_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp
 """Image types every provider reads in a tool result."""
 
 _BAD = re.compile(r"[^a-zA-Z0-9_-]")
+
+_TEXTUAL_APPLICATION = frozenset(
+    {
+        "application/json",
+        "application/ld+json",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/toml",
+        "application/javascript",
+        "application/ecmascript",
+        "application/x-sh",
+        "application/sql",
+        "application/graphql",
+        "application/x-ndjson",
+        "application/jsonl",
+        "application/csv",
+    }
+)
+
+
+def is_textual(mime_type: str | None) -> bool:
+    """Whether a resource of ``mime_type`` holds text: ``text/*``, a JSON, XML or YAML type (``application/json``,
+    ``*+json``, ``*+xml``...) or another common text format. Parameters (``; charset=...``) are ignored."""
+    if not mime_type:
+        return False
+    base = mime_type.split(";", 1)[0].strip().lower()
+    return (
+        base.startswith("text/")
+        or base in _TEXTUAL_APPLICATION
+        or base.endswith(("+json", "+xml", "+yaml"))
+    )
+
+
+def blob_text(blob: str, mime_type: str | None) -> str | None:
+    """The text of a base64 ``blob`` of a textual ``mime_type`` (:func:`is_textual`), decoded as UTF-8 (or the
+    charset the type names); ``None`` when the type is not textual or the data does not decode."""
+    if not is_textual(mime_type):
+        return None
+    charset = "utf-8"
+    for param in (mime_type or "").split(";")[1:]:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset" and value.strip():
+            charset = value.strip().strip('"')
+    try:
+        return base64.b64decode(blob, validate=True).decode(charset)
+    except (binascii.Error, ValueError, LookupError):  # not base64, not that charset, an unknown charset
+        return None
 
 
 def exposed_names(names: Sequence[str], prefix: str | None = None) -> list[str]:
@@ -82,6 +133,11 @@ def _block(block: Any) -> TextPart | ImagePart:
         mime_type = str(getattr(resource, "mime_type", None) or "application/octet-stream")
         if mime_type.startswith("image/"):
             return _image(mime_type, str(resource.blob))
+        decoded = blob_text(str(resource.blob), mime_type)
+        if decoded is not None:
+            return TextPart(text=f"[resource {resource.uri}]\n{decoded}")
+        if is_textual(mime_type):
+            return TextPart(text=f"[resource {resource.uri} of type {mime_type} was left out: its data is not text]")
         return TextPart(text=f"[resource {resource.uri} of type {mime_type} was left out: binary data]")
     return TextPart(text=f"[a {kind or 'content'} block was left out: loopctl does not read it]")
 

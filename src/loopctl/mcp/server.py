@@ -62,6 +62,7 @@ from loopctl.engine.permission import (
     deny_reason,
 )
 from loopctl.message import ImagePart, ToolCallPart
+from loopctl.response import Usage
 from loopctl.tool import ApprovalRequired, ModelRetry, Tool, ToolContext, ToolInputError, ToolOutput, ToolProvider
 from loopctl.tool import to_tool_output as normalize
 
@@ -76,7 +77,8 @@ MAX_CONVERSATIONS = 1000
 
 USAGE_META_KEY = "loopctl/usage"
 """The ``_meta`` key of an agent's result: ``{"input_tokens", "output_tokens", "requests", "tool_calls",
-"cost"}`` (``cost`` in USD as a string, or ``null`` when unknown)."""
+"cost"}`` (``cost`` in USD as a string, or ``null`` when unknown; a token count is ``null`` when no model call
+of the run reported it: unknown is not zero, as in :class:`~loopctl.response.Usage`)."""
 
 APPROVAL_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -519,17 +521,18 @@ def _result(output: ToolOutput, meta: Mapping[str, Any] | None = None) -> mcp_ty
 class _Spent:
     """What an agent's tool call spent over its runs (a run continued after approvals is another run)."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = None  # None: not reported by any model call (Usage's rule)
+    output_tokens: int | None = None
     requests: int = 0
     tool_calls: int = 0
     cost: Decimal | None = Decimal(0)
 
     def plus(self, run: Run[Any]) -> _Spent:
         cost = None if self.cost is None or run.cost is None else self.cost + run.cost
+        tokens = Usage(self.input_tokens, self.output_tokens) + run.usage
         return _Spent(
-            self.input_tokens + run.usage.input_tokens,
-            self.output_tokens + run.usage.output_tokens,
+            tokens.input_tokens,
+            tokens.output_tokens,
             self.requests + len(run.turns),
             self.tool_calls + sum(len(t.tool_calls) for t in run.turns),
             cost,
@@ -549,9 +552,12 @@ class _Spent:
         if not isinstance(data, dict):
             return cls()
         cost = data.get("cost")
+        def count(n: Any) -> int | None:
+            return n if type(n) is int else None
+
         return cls(
-            int(data.get("input_tokens", 0)),
-            int(data.get("output_tokens", 0)),
+            count(data.get("input_tokens")),
+            count(data.get("output_tokens")),
             int(data.get("requests", 0)),
             int(data.get("tool_calls", 0)),
             Decimal(cost) if isinstance(cost, str) else None,

@@ -877,16 +877,29 @@ def _block_part(block: Mapping[str, Any]) -> MessagePart | None:
     return None
 
 
+def _count(value: Any) -> int | None:
+    """A token count as reported: a whole number, or ``None`` when it is missing. Raises ``TypeError`` for
+    another value (the decoder's protocol error: a reply of an unexpected shape)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"a token count is not a whole number: {value!r}")
+    return value
+
+
 def _usage(raw: Mapping[str, Any]) -> Usage:
-    """Anthropic usage -> :class:`Usage`: input counts cached tokens too (input + cache read + creation)."""
-    fresh = raw.get("input_tokens") or 0
-    read = raw.get("cache_read_input_tokens") or 0
-    written = raw.get("cache_creation_input_tokens") or 0
+    """Anthropic usage -> :class:`Usage`: input counts cached tokens too (input + cache read + creation); a
+    count the reply does not carry is ``None`` (not reported; an Anthropic-compatible server may leave the
+    cache counts, or the whole ``usage``, out)."""
+    fresh = _count(raw.get("input_tokens"))
+    read = _count(raw.get("cache_read_input_tokens"))
+    written = _count(raw.get("cache_creation_input_tokens"))
     details = raw.get("output_tokens_details")
-    reasoning = (details.get("thinking_tokens") or 0) if isinstance(details, Mapping) else 0
+    reasoning = _count(details.get("thinking_tokens")) if isinstance(details, Mapping) else None
+    parts = [n for n in (fresh, read, written) if n is not None]
     return Usage(
-        input_tokens=fresh + read + written,
-        output_tokens=raw.get("output_tokens") or 0,
+        input_tokens=sum(parts) if fresh is not None else None,
+        output_tokens=_count(raw.get("output_tokens")),
         cache_read_tokens=read,
         cache_write_tokens=written,
         reasoning_tokens=reasoning,

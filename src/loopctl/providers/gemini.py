@@ -974,7 +974,9 @@ def _stop_reason(reason: str | None, has_calls: bool) -> StopReason:
 def _usage(usage: Mapping[str, Any]) -> Usage:
     """usageMetadata -> Usage: input = promptTokenCount (cached tokens included) + toolUsePromptTokenCount;
     output = candidatesTokenCount + thoughtsTokenCount; cache read = cachedContentTokenCount; reasoning =
-    thoughtsTokenCount (google-genai types.GenerateContentResponseUsageMetadata)."""
+    thoughtsTokenCount (google-genai types.GenerateContentResponseUsageMetadata). Gemini leaves zero counts out
+    of a usageMetadata it sends, so a missing count there is 0; cache writes are not reported (``None``), and a
+    reply without usageMetadata reports nothing."""
 
     def count(key: str) -> int:
         value = usage.get(key, 0)

@@ -766,12 +766,14 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def _count(value: Any) -> int | None:
+    """A token count as reported: a whole number, or ``None`` when it is missing (or not a number)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _usage(usage: Any) -> Usage:
-    """OpenAI's ``usage`` as a :class:`~loopctl.response.Usage`.
+    """OpenAI's ``usage`` as a :class:`~loopctl.response.Usage`; a count the reply does not carry is ``None``
+    (not reported: an OpenAI-compatible server may send no ``usage``, or no ``*_details``).
 
     ``prompt_tokens`` already includes the cached ones (``prompt_tokens_details.cached_tokens``), and
     ``completion_tokens`` the reasoning ones (``completion_tokens_details.reasoning_tokens``); DeepSeek's
@@ -781,13 +783,13 @@ def _usage(usage: Any) -> Usage:
         return Usage()
     prompt_details = usage.get("prompt_tokens_details")
     completion_details = usage.get("completion_tokens_details")
-    cached = _int(prompt_details.get("cached_tokens")) if isinstance(prompt_details, Mapping) else 0
+    cached = _count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, Mapping) else None
     if not cached:
-        cached = _int(usage.get("prompt_cache_hit_tokens"))
-    reasoning = _int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else 0
+        cached = _count(usage.get("prompt_cache_hit_tokens")) or cached
+    reasoning = _count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else None
     return Usage(
-        input_tokens=_int(usage.get("prompt_tokens")),
-        output_tokens=_int(usage.get("completion_tokens")),
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
         cache_read_tokens=cached,
         reasoning_tokens=reasoning,
     )

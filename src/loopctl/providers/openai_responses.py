@@ -832,7 +832,8 @@ def _stop_reason(status: Any, reason: Any, has_tool_call: bool, refusal: bool) -
 
 def _usage(usage: Any) -> Usage:
     """``input_tokens`` already counts the cached ones (``input_tokens_details.cached_tokens`` are "retrieved
-    from the cache"), ``output_tokens`` the reasoning ones (openai-python ``ResponseUsage``)."""
+    from the cache"), ``output_tokens`` the reasoning ones (openai-python ``ResponseUsage``). A count the reply
+    does not carry is ``None`` (not reported)."""
     if not isinstance(usage, Mapping):
         return Usage()
     inp = usage.get("input_tokens_details")
@@ -840,12 +841,22 @@ def _usage(usage: Any) -> Usage:
     inp = inp if isinstance(inp, Mapping) else {}
     out = out if isinstance(out, Mapping) else {}
     return Usage(
-        input_tokens=int(usage.get("input_tokens") or 0),
-        output_tokens=int(usage.get("output_tokens") or 0),
-        cache_read_tokens=int(inp.get("cached_tokens") or 0),
-        cache_write_tokens=int(inp.get("cache_write_tokens") or 0),
-        reasoning_tokens=int(out.get("reasoning_tokens") or 0),
+        input_tokens=_count(usage.get("input_tokens")),
+        output_tokens=_count(usage.get("output_tokens")),
+        cache_read_tokens=_count(inp.get("cached_tokens")),
+        cache_write_tokens=_count(inp.get("cache_write_tokens")),
+        reasoning_tokens=_count(out.get("reasoning_tokens")),
     )
+
+
+def _count(value: Any) -> int | None:
+    """A token count as reported: a whole number, or ``None`` when it is missing. Raises ``TypeError`` or
+    ``ValueError`` for a value that is not a number (the decoder's protocol error)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"a token count is not a whole number: {value!r}")
+    return int(value)
 
 
 # --- stream ---------------------------------------------------------------------------------------------------

@@ -87,6 +87,10 @@ GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 ERROR_TYPE: Final = "error.type"
+SERVER_ADDRESS: Final = "server.address"
+"""The host the model call goes to (the client's ``api_url``), on chat spans and the client metrics."""
+SERVER_PORT: Final = "server.port"
+"""Its port (the URL's, or 443 / 80 by scheme); set whenever ``server.address`` is."""
 
 # --- agent ---------------------------------------------------------------------------------------------------
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
@@ -97,6 +101,9 @@ GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
 GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
 GEN_AI_REQUEST_STOP_SEQUENCES: Final = "gen_ai.request.stop_sequences"
 GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_OUTPUT_TYPE: Final = "gen_ai.output.type"
+"""The output type the request asks for: ``json`` when it asks for a JSON object (``NativeOutput``)."""
+OUTPUT_TYPE_JSON: Final = "json"
 
 # --- response ------------------------------------------------------------------------------------------------
 GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
@@ -131,6 +138,12 @@ GEN_AI_CLIENT_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
 """Histogram of tokens per model call, unit ``{token}``, one record per ``gen_ai.token.type``."""
 GEN_AI_CLIENT_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 """Histogram of model-call durations in seconds (retries included)."""
+GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+"""Histogram of seconds from sending a streamed model call (its last attempt) to its first chunk."""
+GEN_AI_INVOKE_AGENT_DURATION: Final = "gen_ai.invoke_agent.duration"
+"""Histogram of run durations in seconds (the invoke_agent span's duration)."""
+GEN_AI_EXECUTE_TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
+"""Histogram of tool-call durations in seconds (the execute_tool span's duration), for calls that ran."""
 GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 TOKEN_TYPE_INPUT: Final = "input"
 TOKEN_TYPE_OUTPUT: Final = "output"
@@ -138,7 +151,10 @@ TOKEN_TYPE_OUTPUT: Final = "output"
 TOKEN_USAGE_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
 """The explicit bucket boundaries the conventions give ``gen_ai.client.token.usage``."""
 DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
-"""The explicit bucket boundaries the conventions give ``gen_ai.client.operation.duration`` (seconds)."""
+"""The explicit bucket boundaries the conventions give ``gen_ai.client.operation.duration``,
+``gen_ai.client.operation.time_to_first_chunk`` and ``gen_ai.execute_tool.duration`` (seconds)."""
+INVOKE_AGENT_DURATION_BUCKETS: Final = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6)
+"""The explicit bucket boundaries the conventions give ``gen_ai.invoke_agent.duration`` (seconds)."""
 
 # --- error.type values of our own (the conventions ask instrumentations to list theirs) --------------------------
 ERROR_CANCELLED: Final = "cancelled"

@@ -9,9 +9,12 @@ An observer (``BareLoop(..., observers=[OTelObserver()])``) turns the engine's t
     │   └── invoke_agent {sub-agent}   INTERNAL  a sub-agent's run (its events arrive as SubAgentEvent)
     └── compact {kind}                 INTERNAL  each prune or compaction pass (loopctl's own span)
 
-and records the metrics ``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration`` per model
-call. Names and shapes follow the OpenTelemetry GenAI semantic conventions (``docs/telemetry.md`` lists every
-attribute; :mod:`loopctl.telemetry.attributes` holds the names).
+and records the metrics ``gen_ai.client.token.usage``, ``gen_ai.client.operation.duration`` and (streamed)
+``gen_ai.client.operation.time_to_first_chunk`` per model call, ``gen_ai.execute_tool.duration`` per tool call
+and ``gen_ai.invoke_agent.duration`` per run. A token count the provider did not report is left out (the
+conventions: a count that was not obtained MUST NOT be reported), never recorded as 0. Names and shapes follow
+the OpenTelemetry GenAI semantic conventions (``docs/telemetry.md`` lists every attribute;
+:mod:`loopctl.telemetry.attributes` holds the names).
 
 Only the OpenTelemetry *API* is used; the application configures the SDK (or nothing: then the API's no-op
 provider makes every span non-recording and the observer skips the work of building attributes). When
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import urllib.parse
 import warnings
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
@@ -94,6 +98,7 @@ _FAILED_OUTCOMES = {
     OutcomeKind.MAX_TURNS: "max_turns",
     OutcomeKind.LIMIT_REACHED: "limit_reached",
     OutcomeKind.LOOP_DETECTED: "loop_detected",
+    OutcomeKind.OUTPUT_INVALID: "output_invalid",
 }
 
 
@@ -118,6 +123,23 @@ def operation_name(provider: str) -> str:
     return a.OP_GENERATE_CONTENT if provider == "gemini" else a.OP_CHAT
 
 
+def server_attributes(api_url: object) -> dict[str, Any]:
+    """``server.address`` and ``server.port`` of the URL a model call goes to (the port the URL names, or 443
+    / 80 by its scheme); nothing when there is no URL."""
+    if not isinstance(api_url, str) or not api_url:
+        return {}
+    try:
+        parts = urllib.parse.urlsplit(api_url)
+        port = parts.port
+    except ValueError:  # not a URL, or a port that is not a number
+        return {}
+    if not parts.hostname:
+        return {}
+    if port is None:
+        port = {"https": 443, "http": 80}.get(parts.scheme)
+    return {a.SERVER_ADDRESS: parts.hostname, **({a.SERVER_PORT: port} if port is not None else {})}
+
+
 @dataclass(slots=True)
 class _Op:
     """One open span: the span, the context token that made it current, and the task that holds the token."""
@@ -129,6 +151,7 @@ class _Op:
     metric_attrs: dict[str, Any] = field(default_factory=dict)
     attempt_started: float = 0.0
     first_chunk: bool = False
+    time_to_first_chunk: float | None = None  # seconds, once the stream's first event came
 
 
 _SILENT: Any = object()
@@ -202,6 +225,25 @@ class OTelObserver:
             a.GEN_AI_CLIENT_OPERATION_DURATION,
             unit="s",
             description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=list(a.DURATION_BUCKETS),
+        )
+        self._first_chunk = meter.create_histogram(
+            a.GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+            unit="s",
+            description="Time to receive the first chunk, measured from when the client issues the generation "
+            "request to when the first chunk is received in the response stream.",
+            explicit_bucket_boundaries_advisory=list(a.DURATION_BUCKETS),
+        )
+        self._agent_duration = meter.create_histogram(
+            a.GEN_AI_INVOKE_AGENT_DURATION,
+            unit="s",
+            description="The end-to-end duration of a single agent invocation.",
+            explicit_bucket_boundaries_advisory=list(a.INVOKE_AGENT_DURATION_BUCKETS),
+        )
+        self._tool_duration = meter.create_histogram(
+            a.GEN_AI_EXECUTE_TOOL_DURATION,
+            unit="s",
+            description="The duration of a single tool execution.",
             explicit_bucket_boundaries_advisory=list(a.DURATION_BUCKETS),
         )
 
@@ -301,8 +343,10 @@ class OTelObserver:
             if span.is_recording():
                 span.set_attribute(a.LOOPCTL_OUTCOME, run.outcome.kind.value)
                 span.set_attribute(a.LOOPCTL_TURNS, len(run.turns))
-                span.set_attribute(a.LOOPCTL_RUN_INPUT_TOKENS, run.usage.input_tokens)
-                span.set_attribute(a.LOOPCTL_RUN_OUTPUT_TOKENS, run.usage.output_tokens)
+                if run.usage.input_tokens is not None:
+                    span.set_attribute(a.LOOPCTL_RUN_INPUT_TOKENS, run.usage.input_tokens)
+                if run.usage.output_tokens is not None:
+                    span.set_attribute(a.LOOPCTL_RUN_OUTPUT_TOKENS, run.usage.output_tokens)
                 if self.capture_content and run.turns:
                     last = run.turns[-1]
                     span.set_attribute(
@@ -338,12 +382,23 @@ class OTelObserver:
             except ValueError:  # finished in another context than it started: leave that context alone
                 self._runs.set(None)
         self._end(state.run, error_type, description)
+        metric_attrs: dict[str, Any] = {}
+        if self.agent_name:
+            metric_attrs[a.GEN_AI_AGENT_NAME] = self.agent_name
+        if state.model:
+            metric_attrs[a.GEN_AI_REQUEST_MODEL] = state.model
+        if error_type is not None:
+            metric_attrs[a.ERROR_TYPE] = error_type
+        self._agent_duration.record(time.perf_counter() - state.run.started, metric_attrs)
 
     def _close_open(self, state: _RunState, error_type: str) -> None:
         """End whatever the run left open (a cancelled run stops its model call and tools mid-way)."""
-        for op in (state.compaction, state.chat, *state.tools.values()):
+        for op in (state.compaction, state.chat):
             if op is not None:
                 self._end(op, error_type)
+        for op in state.tools.values():
+            self._end(op, error_type)
+            self._record_tool(op, error_type)
         state.compaction = state.chat = None
         state.tools.clear()
 
@@ -370,13 +425,18 @@ class OTelObserver:
             if request.reasoning_effort is not None:
                 attrs[a.LOOPCTL_REASONING_EFFORT] = request.reasoning_effort
             state.descriptions = {t.name: t.description for t in request.tools}
+            if request.output_format is not None:  # the request asks for a JSON object (NativeOutput)
+                attrs[a.GEN_AI_OUTPUT_TYPE] = a.OUTPUT_TYPE_JSON
         if e.stream:
             attrs[a.GEN_AI_REQUEST_STREAM] = True
+        server = server_attributes(e.api_url)
+        attrs.update(server)  # at span creation: the conventions list them among the sampling attributes
         name = f"{op_name} {model}" if model else op_name
         op = self._start(name, SpanKind.CLIENT, self._common(attrs), state.run)
         op.metric_attrs = {
             k: attrs[k] for k in (a.GEN_AI_OPERATION_NAME, a.GEN_AI_PROVIDER_NAME, a.GEN_AI_REQUEST_MODEL) if k in attrs
         }
+        op.metric_attrs.update(server)
         if self.capture_content and request is not None and op.span.is_recording():
             converted = input_messages(request.messages, state.converted)
             op.span.set_attribute(a.GEN_AI_INPUT_MESSAGES, _dumps(converted))
@@ -392,7 +452,8 @@ class OTelObserver:
         if op is None or op.first_chunk:
             return
         op.first_chunk = True
-        op.span.set_attribute(a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, time.perf_counter() - op.attempt_started)
+        op.time_to_first_chunk = time.perf_counter() - op.attempt_started
+        op.span.set_attribute(a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, op.time_to_first_chunk)
 
     def _model_retry(self, e: ModelCallRetry) -> None:
         state = self._runs.get()
@@ -409,6 +470,7 @@ class OTelObserver:
         )
         # The next attempt is sent after the delay; its stream's first chunk is timed from then.
         op.first_chunk = False
+        op.time_to_first_chunk = None
         op.attempt_started = time.perf_counter() + e.delay
 
     def _model_fallback(self, e: ModelFallback) -> None:
@@ -427,12 +489,18 @@ class OTelObserver:
         # The call now goes to another client: the span and its metrics name it.
         op.span.set_attribute(a.GEN_AI_PROVIDER_NAME, provider_name(e.to_provider))
         op.span.set_attribute(a.GEN_AI_REQUEST_MODEL, e.to_model)
+        server = server_attributes(e.to_api_url)
+        for key, value in server.items():
+            op.span.set_attribute(key, value)
+        metric_attrs = {k: v for k, v in op.metric_attrs.items() if k not in (a.SERVER_ADDRESS, a.SERVER_PORT)}
         op.metric_attrs = {
-            **op.metric_attrs,
+            **metric_attrs,
             a.GEN_AI_PROVIDER_NAME: provider_name(e.to_provider),
             a.GEN_AI_REQUEST_MODEL: e.to_model,
+            **server,
         }
         op.first_chunk = False
+        op.time_to_first_chunk = None
         op.attempt_started = time.perf_counter()
 
     def _turn_finished(self, e: TurnFinished) -> None:
@@ -454,21 +522,26 @@ class OTelObserver:
                 if response.model:
                     span.set_attribute(a.GEN_AI_RESPONSE_MODEL, response.model)
             span.set_attribute(a.GEN_AI_RESPONSE_FINISH_REASONS, [FINISH_REASONS[e.stop_reason]])
-            span.set_attribute(a.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens)
-            span.set_attribute(a.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
-            if usage.cache_read_tokens:
-                span.set_attribute(a.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_tokens)
-            if usage.cache_write_tokens:
-                span.set_attribute(a.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens)
-            if usage.reasoning_tokens:
-                span.set_attribute(a.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens)
+            # Each count as the provider reported it; one it did not report is left out, never recorded as 0.
+            for key, value in (
+                (a.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens),
+                (a.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens),
+                (a.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_tokens),
+                (a.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens),
+                (a.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens),
+            ):
+                if value is not None:
+                    span.set_attribute(key, value)
             if self.capture_content:
                 span.set_attribute(a.GEN_AI_OUTPUT_MESSAGES, _dumps([output_message(e.message, e.stop_reason)]))
         self._end(op)
         state.usage = state.usage + usage
         self._duration.record(time.perf_counter() - op.started, metric_attrs)
-        self._token_usage.record(usage.input_tokens, {**metric_attrs, a.GEN_AI_TOKEN_TYPE: a.TOKEN_TYPE_INPUT})
-        self._token_usage.record(usage.output_tokens, {**metric_attrs, a.GEN_AI_TOKEN_TYPE: a.TOKEN_TYPE_OUTPUT})
+        if op.time_to_first_chunk is not None:  # streamed calls only (the conventions: not for others)
+            self._first_chunk.record(op.time_to_first_chunk, metric_attrs)
+        for token_type, count in ((a.TOKEN_TYPE_INPUT, usage.input_tokens), (a.TOKEN_TYPE_OUTPUT, usage.output_tokens)):
+            if count is not None:
+                self._token_usage.record(count, {**metric_attrs, a.GEN_AI_TOKEN_TYPE: token_type})
 
     def _model_call_failed(self, e: ModelCallFailed) -> None:
         state = self._runs.get()
@@ -501,6 +574,9 @@ class OTelObserver:
         call = e.call
         attrs = self._tool_attrs(state, call.name, call.id)
         op = self._start(f"{a.OP_EXECUTE_TOOL} {call.name}", SpanKind.INTERNAL, attrs, state.run)
+        op.metric_attrs = {a.GEN_AI_TOOL_NAME: call.name, a.GEN_AI_TOOL_TYPE: "function"}
+        if self.agent_name:
+            op.metric_attrs[a.GEN_AI_AGENT_NAME] = self.agent_name
         if self.capture_content and op.span.is_recording():
             op.span.set_attribute(a.GEN_AI_TOOL_CALL_ARGUMENTS, _dumps(call.input))
         state.tools[call.id] = op
@@ -536,10 +612,21 @@ class OTelObserver:
             if self.capture_content and op.span.is_recording():
                 op.span.set_attribute(a.GEN_AI_TOOL_CALL_RESULT, _dumps(tool_result(result.output)))
             self._end(op)
+            self._record_tool(op, None)
             return
         error_type = a.ERROR_DENIED if denied else a.ERROR_TOOL
         # The error text is the tool's output, so it is content: shown only when content is captured.
         self._end(op, error_type, str(result.output) if self.capture_content else None)
+        if not denied:  # a denied call never ran: no execution to time
+            self._record_tool(op, error_type)
+
+    def _record_tool(self, op: _Op, error_type: str | None) -> None:
+        """``gen_ai.execute_tool.duration`` of a call that ran (its span's duration)."""
+        self._tool_duration.record(time.perf_counter() - op.started, {**op.metric_attrs, **self._error(error_type)})
+
+    @staticmethod
+    def _error(error_type: str | None) -> dict[str, Any]:
+        return {a.ERROR_TYPE: error_type} if error_type is not None else {}
 
     # --- compaction ------------------------------------------------------------------------------------------
 

@@ -63,12 +63,13 @@ class TestModel:
         self._ids = itertools.count(1)
 
     def price_usage(self, usage: Usage, model: str | None) -> Decimal | None:
-        """The price of ``usage`` at :attr:`price` (``None`` without one): the engine prices replies with it.
+        """The price of ``usage`` at :attr:`price` (``None`` without one, or when the usage's input or output
+        count is unknown): the engine prices replies with it.
 
         ``model`` is the reply's model (not used: one price for all).
         """
-        if self.price is None:
-            return None
+        if self.price is None or usage.input_tokens is None or usage.output_tokens is None:
+            return None  # no price, or usage not reported: not known
         per_in, per_out = self.price
         return (per_in * usage.input_tokens + per_out * usage.output_tokens) / Decimal(1_000_000)
 

@@ -358,13 +358,16 @@ class UIMessageStream:
 
 
 def _usage(usage: Any) -> dict[str, int]:
-    return {
+    """The AI SDK's usage object (``LanguageModelUsage``: each count a number or absent); a count the provider
+    did not report is left out, not sent as ``0`` or ``null`` (``loopctl.response.Usage``: unknown is not zero)."""
+    counts = {
         "inputTokens": usage.input_tokens,
         "outputTokens": usage.output_tokens,
         "cachedInputTokens": usage.cache_read_tokens,
         "reasoningTokens": usage.reasoning_tokens,
         "totalTokens": usage.total_tokens,
     }
+    return {k: v for k, v in counts.items() if v is not None}
 
 
 # --- the request -------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import orjson
 
 from loopctl.errors import UnsupportedContent
 from loopctl.message import Message, TextPart, ThinkingPart, ToolCallPart
-from loopctl.response import ModelResponse
+from loopctl.response import ModelResponse, Usage
 
 __all__ = [
     "API",
@@ -126,3 +126,31 @@ def tool_arguments(response: ModelResponse, call: ToolCallPart) -> tuple[str, bo
         if bad.id == call.id:
             return bad.arguments, True
     return orjson.dumps(call.input).decode(), False
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """A reply's token counts as a provider's wire reports them: every count a number."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def counted(usage: Usage | Counts) -> Counts:
+    """``usage`` with every count a number, as the wire has it (a count the script left out is 0)."""
+    if isinstance(usage, Counts):
+        return usage
+    return Counts(
+        usage.input_tokens or 0,
+        usage.output_tokens or 0,
+        usage.cache_read_tokens or 0,
+        usage.cache_write_tokens or 0,
+        usage.reasoning_tokens or 0,
+    )

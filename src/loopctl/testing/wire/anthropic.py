@@ -11,7 +11,15 @@ from typing import Any
 
 from loopctl.message import TextPart, ThinkingPart
 from loopctl.response import ModelResponse, StopReason, Usage
-from loopctl.testing.wire._common import ReplyContext, fake_signature, reply_parts, split, tool_arguments
+from loopctl.testing.wire._common import (
+    Counts,
+    ReplyContext,
+    counted,
+    fake_signature,
+    reply_parts,
+    split,
+    tool_arguments,
+)
 
 __all__ = ["body", "events"]
 
@@ -24,7 +32,8 @@ _STOP = {
 }
 
 
-def _usage(usage: Usage, *, output_tokens: int | None = None) -> dict[str, Any]:
+def _usage(reported: Usage | Counts, *, output_tokens: int | None = None) -> dict[str, Any]:
+    usage = counted(reported)
     # Anthropic's input_tokens leaves out the cached part, reported beside it (docs, "Prompt caching").
     uncached = max(0, usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens)
     return {

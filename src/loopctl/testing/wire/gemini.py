@@ -17,7 +17,7 @@ from typing import Any
 
 from loopctl.message import TextPart, ThinkingPart
 from loopctl.response import ModelResponse, StopReason, Usage
-from loopctl.testing.wire._common import ReplyContext, reply_parts, split, tool_arguments
+from loopctl.testing.wire._common import Counts, ReplyContext, counted, reply_parts, split, tool_arguments
 
 __all__ = ["body", "dumps", "events"]
 
@@ -38,11 +38,12 @@ def dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ": "), ensure_ascii=False).encode()
 
 
-def _usage(usage: Usage, *, thoughts: int | None = None, candidates: int | None = None) -> dict[str, Any]:
+def _usage(reported: Usage | Counts, *, thoughts: int | None = None, candidates: int | None = None) -> dict[str, Any]:
     """``usageMetadata``; ``thoughts`` / ``candidates`` override the final counts for an earlier chunk.
 
     candidatesTokenCount leaves out the thoughts, which thoughtsTokenCount reports; zero counts are omitted
     (recordings gemini/text, gemini/thinking-stream)."""
+    usage = counted(reported)
     if thoughts is None:
         thoughts = usage.reasoning_tokens
     if candidates is None:
@@ -159,7 +160,7 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
     if not chunks:
         chunks.append([])
         sizes.append((0, 0))
-    usage = response.usage
+    usage = counted(response.usage)
     final = _usage(usage)
     total_thought = sum(t for t, _ in sizes)
     total_other = sum(o for _, o in sizes) or 1

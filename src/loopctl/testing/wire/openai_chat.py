@@ -11,7 +11,7 @@ from typing import Any
 
 from loopctl.message import TextPart, ThinkingPart, ToolCallPart
 from loopctl.response import ModelResponse, StopReason, Usage
-from loopctl.testing.wire._common import ReplyContext, reply_parts, split, tool_arguments
+from loopctl.testing.wire._common import Counts, ReplyContext, counted, reply_parts, split, tool_arguments
 
 __all__ = ["body", "events"]
 
@@ -24,7 +24,8 @@ _FINISH = {
 }
 
 
-def _usage(usage: Usage) -> dict[str, Any]:
+def _usage(reported: Usage | Counts) -> dict[str, Any]:
+    usage = counted(reported)
     return {
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,

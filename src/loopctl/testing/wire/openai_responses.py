@@ -12,12 +12,21 @@ from typing import Any
 
 from loopctl.message import TextPart, ThinkingPart, ToolCallPart
 from loopctl.response import ModelResponse, StopReason, Usage
-from loopctl.testing.wire._common import ReplyContext, fake_signature, reply_parts, split, tool_arguments
+from loopctl.testing.wire._common import (
+    Counts,
+    ReplyContext,
+    counted,
+    fake_signature,
+    reply_parts,
+    split,
+    tool_arguments,
+)
 
 __all__ = ["body", "events"]
 
 
-def _usage(usage: Usage) -> dict[str, Any]:
+def _usage(reported: Usage | Counts) -> dict[str, Any]:
+    usage = counted(reported)
     return {
         "input_tokens": usage.input_tokens,
         "input_tokens_details": {
