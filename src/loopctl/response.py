@@ -81,15 +81,15 @@ class Usage:
         """The sum, count by count; a count not reported adds nothing (``None + 5 == 5``)."""
         if not isinstance(other, Usage):
             return NotImplemented
-        # A sum with nothing is the other value itself (immutable): the common case of a call with no failed
-        # attempts costs no new value (a frozen dataclass's constructor sets each field through
-        # ``object.__setattr__``).
-        if not (
-            other.input_tokens
-            or other.output_tokens
-            or other.cache_read_tokens
-            or other.cache_write_tokens
-            or other.reasoning_tokens
+        # A sum with nothing reported is the other value itself (immutable): the common case of a call with no
+        # failed attempts costs no new value (a frozen dataclass's constructor sets each field through
+        # ``object.__setattr__``). A reported zero is not nothing: ``Usage() + Usage(0, 0)`` is ``Usage(0, 0)``.
+        if (
+            other.input_tokens is None
+            and other.output_tokens is None
+            and other.cache_read_tokens is None
+            and other.cache_write_tokens is None
+            and other.reasoning_tokens is None
         ):
             return self
         return Usage(

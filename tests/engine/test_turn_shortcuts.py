@@ -16,22 +16,28 @@ from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.testing import ScriptedClient
 from loopctl.tool import tool
 
-counts = st.integers(min_value=-(2**40), max_value=2**40)
-usages = st.builds(Usage, counts, counts, counts, counts, counts) | st.just(Usage())
+counts = st.none() | st.integers(min_value=-(2**40), max_value=2**40)
+usages = st.builds(Usage, counts, counts, counts, counts, counts) | st.just(Usage()) | st.just(Usage(0, 0, 0, 0, 0))
+
+
+def _plus(x: int | None, y: int | None) -> int | None:
+    return y if x is None else x if y is None else x + y
 
 
 @given(usages, usages)
-def test_usage_sum_is_the_sum_of_each_count(a: Usage, b: Usage) -> None:
+def test_usage_sum_is_the_sum_of_each_reported_count(a: Usage, b: Usage) -> None:
     total = a + b
     assert type(total) is Usage
     pairs = zip(dataclasses.astuple(a), dataclasses.astuple(b), strict=True)
-    assert dataclasses.astuple(total) == tuple(x + y for x, y in pairs)
+    assert dataclasses.astuple(total) == tuple(_plus(x, y) for x, y in pairs)
 
 
 def test_adding_no_usage_gives_the_same_value() -> None:
     u = Usage(3, 4, 1, 0, 2)
     assert u + Usage() is u
     assert (u + Usage(0, 0, 0, 0, 1)) == Usage(3, 4, 1, 0, 3)
+    # A reported zero is a count: it is not dropped by the shortcut (the merge of the two changes got this wrong).
+    assert Usage() + Usage(0, 0, 0, 0, 0) == Usage(0, 0, 0, 0, 0)
 
 
 def test_with_calls_is_dataclasses_replace() -> None:
