@@ -52,10 +52,13 @@ import orjson
 
 from loopctl.errors import ContextOverflow, InvalidRequest, ProviderError, ProviderProtocolError, UnsupportedContent
 from loopctl.message import (
+    CompactionPart,
     ImagePart,
     Message,
     MessagePart,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -86,11 +89,28 @@ from loopctl.providers.base import (
 from loopctl.providers.base import (
     held_messages as _held,
 )
+from loopctl.providers.native import (
+    CodeExecution,
+    FileSearch,
+    ImageGeneration,
+    NativeTool,
+    RemoteMCP,
+    ToolSearch,
+    WebFetch,
+    WebSearch,
+    call_note,
+    check_native_tools,
+    refuse_options,
+    result_note,
+    result_text,
+    unsupported_tool,
+)
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
     PartFinished,
     PartStarted,
+    PartUpdated,
     ResponseFinished,
     ResponseStarted,
     StreamEvent,
@@ -106,6 +126,8 @@ from loopctl.stream import (
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
 __all__ = [
+    "MCP_BETA",
+    "beta_flags",
     "json_output_format",
     "DEFAULT_MAX_TOKENS",
     "MAX_CACHE_BREAKPOINTS",
@@ -206,6 +228,7 @@ def build_request(
     cache: ConversionCache | None = None,
     prompt_cache: bool = True,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
 ) -> dict[str, Any]:
     """The JSON body of a Messages API request for ``messages``.
 
@@ -244,6 +267,7 @@ def build_request(
         requests=None,
         prompt_cache=prompt_cache,
         output_format=output_format,
+        native_tools=native_tools,
     )
     return body
 
@@ -317,6 +341,7 @@ def _build(
     requests: RequestCache | None = None,
     prompt_cache: bool = True,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body and, with ``requests``, the prefix to keep for the next call and the parts of the messages
     array (``body["messages"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`; see
@@ -369,6 +394,10 @@ def _build(
         tool_list = list(requests.tools(key, tools, lambda: _tool_list(tools)))
     else:
         tool_list = _tool_list(tools)
+    mcp_servers: list[dict[str, Any]] = []
+    if native_tools:
+        builtin, mcp_servers = _native_tools(native_tools)
+        tool_list.extend(builtin)
     system_blocks = [{"type": "text", "text": "\n".join(system_texts)}] if system_texts else []
     if prompt_cache:
         _place_cache_breakpoints(tool_list, system_blocks, turns)
@@ -395,6 +424,8 @@ def _build(
             count = (prefix.count if prefix is not None else 0) + cut
             state = _carry(carry, count - cut, laid_out, cut, [t for off, t in tail_system if off < upto])
             keep = LaidOutPrefix(key, _held(messages), start + upto, chunks, count, state)
+    if mcp_servers:
+        body["mcp_servers"] = mcp_servers
     if tool_list:
         body["tools"] = tool_list
         if tool_choice is not None:
@@ -520,6 +551,7 @@ def _convert_message(message: Message, mi: int) -> _Converted:
         return _Converted("user", results + others if results else others)
     blocks: list[dict[str, Any]] = []
     opened = False  # a non-thinking block was emitted: later thinking cannot be replayed in this message
+    native = _NativeReplay(message.parts)
     for pi, part in enumerate(message.parts):
         path = f"{where}.parts[{pi}]"
         if isinstance(part, ThinkingPart):
@@ -528,7 +560,15 @@ def _convert_message(message: Message, mi: int) -> _Converted:
                 blocks.append(block)
         elif isinstance(part, TextPart):
             if part.text.strip():
-                blocks.append({"type": "text", "text": part.text})
+                if part.citations is not None and part.provider == PROVIDER:
+                    blocks.append({"type": "text", "text": part.text, "citations": list(part.citations)})
+                else:
+                    blocks.append({"type": "text", "text": part.text})
+                opened = True
+        elif isinstance(part, (ServerToolCallPart, ServerToolResultPart, CompactionPart)):
+            block = native.block(part)
+            if block is not None:
+                blocks.append(block)
                 opened = True
         elif isinstance(part, ToolCallPart):
             if not isinstance(part.input, dict):
@@ -543,8 +583,58 @@ def _convert_message(message: Message, mi: int) -> _Converted:
     return _Converted("assistant", blocks)
 
 
+class _NativeReplay:
+    """How one assistant message's provider-native parts go out (``docs/providers.md``, "Provider-native
+    parts"): Anthropic's own blocks verbatim, everything else as a note in a text block, compaction blocks of
+    other providers not at all.
+
+    A ``server_tool_use`` must be followed by its result block (the API's pairing of server tools), so a call
+    is replayed whole only while every Anthropic result answering it in the message still has its block; a
+    result is replayed whole only after its replayed call (or when its call is in an earlier message: a
+    ``pause_turn`` continuation). Pruning takes the blocks of both, so a pruned pair becomes two notes."""
+
+    __slots__ = ("_calls", "_replayed", "_unreplayable")
+
+    def __init__(self, parts: Sequence[MessagePart]) -> None:
+        self._calls = {p.id for p in parts if isinstance(p, ServerToolCallPart)}
+        self._unreplayable = {
+            p.call_id
+            for p in parts
+            if isinstance(p, ServerToolResultPart) and (p.provider != PROVIDER or p.raw is None)
+        }
+        self._replayed: set[str] = set()
+
+    def block(self, part: ServerToolCallPart | ServerToolResultPart | CompactionPart) -> dict[str, Any] | None:
+        if isinstance(part, CompactionPart):
+            return part.raw if part.provider == PROVIDER else None
+        if isinstance(part, ServerToolCallPart):
+            if part.provider == PROVIDER and part.raw is not None and part.id not in self._unreplayable:
+                self._replayed.add(part.id)
+                return part.raw
+            return {"type": "text", "text": call_note(part)}
+        if (
+            part.provider == PROVIDER
+            and part.raw is not None
+            and (part.call_id in self._replayed or part.call_id not in self._calls)
+        ):
+            return part.raw
+        return {"type": "text", "text": result_note(part)}
+
+
 def _unsupported(part: object, path: str, place: str) -> UnsupportedContent:
-    if isinstance(part, (TextPart, ImagePart, ToolCallPart, ThinkingPart, ToolResultPart)):
+    if isinstance(
+        part,
+        (
+            TextPart,
+            ImagePart,
+            ToolCallPart,
+            ThinkingPart,
+            ToolResultPart,
+            ServerToolCallPart,
+            ServerToolResultPart,
+            CompactionPart,
+        ),
+    ):
         return UnsupportedContent(f"{path}: a {part.type!r} part cannot be sent to Anthropic in {place}")
     kind = getattr(part, "type", None) or type(part).__name__
     return UnsupportedContent(
@@ -772,6 +862,85 @@ def _tool(tool: ToolSchema, path: str) -> dict[str, Any]:
     return out
 
 
+# The built-in tools (platform.claude.com/docs/en/agents-and-tools/tool-use/overview, "Server tools"; the SDK's
+# ``WebSearchTool20250305Param``, ``WebFetchTool20250910Param``, ``CodeExecutionTool20250825Param``,
+# ``ToolSearchToolRegex20251119Param``), and the MCP connector's server definitions
+# (platform.claude.com/docs/en/agents-and-tools/mcp-connector; SDK ``BetaRequestMCPServerURLDefinitionParam``).
+MCP_BETA: Final = "mcp-client-2025-04-04"
+"""The ``anthropic-beta`` flag the MCP connector (``mcp_servers``) needs."""
+
+
+def _native_tools(tools: Sequence[NativeTool]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(tool entries, mcp_servers entries)`` for the built-in tools; raises
+    :class:`~loopctl.errors.UnsupportedContent` for a tool or an option Anthropic does not have."""
+    check_native_tools(tools, "Anthropic")
+    out: list[dict[str, Any]] = []
+    servers: list[dict[str, Any]] = []
+    for i, tool in enumerate(tools):
+        path = f"native_tools[{i}]"
+        if isinstance(tool, WebSearch):
+            refuse_options(tool, path, "Anthropic", ("search_context_size",))
+            entry: dict[str, Any] = {"type": "web_search_20250305", "name": "web_search"}
+            _put_domains(entry, tool.allowed_domains, tool.blocked_domains, path)
+            if tool.max_uses is not None:
+                entry["max_uses"] = tool.max_uses
+            if tool.user_location is not None:
+                entry["user_location"] = tool.user_location.to_dict()
+            out.append(entry)
+        elif isinstance(tool, WebFetch):
+            entry = {"type": "web_fetch_20250910", "name": "web_fetch"}
+            _put_domains(entry, tool.allowed_domains, tool.blocked_domains, path)
+            if tool.max_uses is not None:
+                entry["max_uses"] = tool.max_uses
+            if tool.citations is not None:
+                entry["citations"] = {"enabled": tool.citations}
+            if tool.max_content_tokens is not None:
+                entry["max_content_tokens"] = tool.max_content_tokens
+            out.append(entry)
+        elif isinstance(tool, CodeExecution):
+            refuse_options(tool, path, "Anthropic", ("container", "file_ids"))
+            out.append({"type": "code_execution_20250825", "name": "code_execution"})
+        elif isinstance(tool, ToolSearch):
+            mode = tool.mode or "regex"
+            out.append({"type": f"tool_search_tool_{mode}_20251119", "name": f"tool_search_tool_{mode}"})
+        elif isinstance(tool, RemoteMCP):
+            refuse_options(tool, path, "Anthropic", ("headers",))
+            if tool.require_approval != "never":
+                raise UnsupportedContent(
+                    f"{path}.require_approval: Anthropic's MCP connector runs the server's tools without approval"
+                )
+            server: dict[str, Any] = {"type": "url", "url": tool.url, "name": tool.name}
+            if tool.authorization is not None:
+                server["authorization_token"] = tool.authorization
+            if tool.allowed_tools is not None:
+                server["tool_configuration"] = {"enabled": True, "allowed_tools": list(tool.allowed_tools)}
+            servers.append(server)
+        elif isinstance(tool, (FileSearch, ImageGeneration)):
+            raise unsupported_tool(tool, path, "Anthropic")
+    return out, servers
+
+
+def _put_domains(
+    entry: dict[str, Any], allowed: Sequence[str] | None, blocked: Sequence[str] | None, path: str
+) -> None:
+    if allowed is not None and blocked is not None:
+        raise UnsupportedContent(f"{path}: Anthropic takes allowed_domains or blocked_domains, not both")
+    if allowed is not None:
+        entry["allowed_domains"] = list(allowed)
+    if blocked is not None:
+        entry["blocked_domains"] = list(blocked)
+
+
+def beta_flags(*, native_tools: Sequence[NativeTool] = (), **_: Any) -> tuple[str, ...]:
+    """The ``anthropic-beta`` flags a request built with these options needs (the client sends them as the
+    ``anthropic-beta`` header): :data:`MCP_BETA` for a :class:`~loopctl.providers.native.RemoteMCP`. Other
+    options of :func:`build_request` are accepted and ignored."""
+    flags: list[str] = []
+    if any(isinstance(t, RemoteMCP) for t in native_tools):
+        flags.append(MCP_BETA)
+    return tuple(flags)
+
+
 def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
     if isinstance(choice, ForceTool):
         return {"type": "tool", "name": choice.name}
@@ -834,7 +1003,7 @@ def _decode_block(block: Any, where: str) -> MessagePart:
     if part is None:
         raise ProviderProtocolError(
             f"{where}: content block type {block.get('type')!r} is not one the Anthropic codec reads "
-            "(text, thinking, redacted_thinking, tool_use)",
+            "(text, thinking, redacted_thinking, tool_use, server_tool_use, mcp_tool_use, *_tool_result, compaction)",
             provider=PROVIDER,
         )
     return part
@@ -849,6 +1018,9 @@ def _block_part(block: Mapping[str, Any]) -> MessagePart | None:
     """
     kind = block.get("type")
     if kind == "text":
+        citations = block.get("citations")
+        if isinstance(citations, list) and citations:
+            return TextPart(text=block.get("text") or "", citations=tuple(citations), provider=PROVIDER)
         return TextPart(text=block.get("text") or "")
     if kind == "thinking":
         signature = block.get("signature") or None
@@ -859,7 +1031,91 @@ def _block_part(block: Mapping[str, Any]) -> MessagePart | None:
         raw = block.get("input")
         name = block.get("name") or ""
         return ToolCallPart(id=block.get("id") or "", name=name, input=raw if isinstance(raw, dict) else {})
+    return _native_part(block, kind)
+
+
+def _native_part(block: Mapping[str, Any], kind: Any) -> MessagePart | None:
+    """A server tool block (``server_tool_use``, ``mcp_tool_use``, a ``*_tool_result``) or a ``compaction``
+    block as its provider-native part, the block kept whole as ``raw``; ``None`` for any other type.
+
+    Blocks: platform.claude.com/docs/en/agents-and-tools/tool-use/server-tools (web search, web fetch, code
+    execution, tool search), .../mcp-connector (``mcp_tool_use``, ``mcp_tool_result``) and
+    .../build-with-claude/compaction (``compaction``); their shapes are the SDK's ``ContentBlock`` types."""
+    if kind in ("server_tool_use", "mcp_tool_use"):
+        raw = block.get("input")
+        server = block.get("server_name") if kind == "mcp_tool_use" else None
+        return ServerToolCallPart(
+            id=_string(block, "id"),
+            name=_string(block, "name"),
+            input=raw if raw is not None else {},
+            provider=PROVIDER,
+            server=server if isinstance(server, str) and server else None,
+            raw=dict(block),
+        )
+    if isinstance(kind, str) and kind.endswith("_tool_result") and kind != "tool_result":
+        output, failed = _result_text(kind, block)
+        return ServerToolResultPart(
+            call_id=_string(block, "tool_use_id"),
+            name=kind.removesuffix("_tool_result"),
+            output=output,
+            provider=PROVIDER,
+            is_error=True if failed else None,
+            raw=dict(block),
+        )
+    if kind == "compaction":
+        summary = block.get("content")
+        return CompactionPart(provider=PROVIDER, summary=summary if isinstance(summary, str) else "", raw=dict(block))
     return None
+
+
+def _string(block: Mapping[str, Any], key: str) -> str:
+    value = block.get(key)
+    if not isinstance(value, str):
+        raise ProviderProtocolError(f"a {block.get('type')} block whose {key} is not a string", provider=PROVIDER)
+    return value
+
+
+def _result_text(kind: str, block: Mapping[str, Any]) -> tuple[str, bool]:
+    """A server tool result block as readable text, and whether it reports a failure (a content object of a
+    ``*_error`` type, or ``is_error: true`` on an MCP result)."""
+    content = block.get("content")
+    if isinstance(content, Mapping) and str(content.get("type", "")).endswith("_error"):
+        return f"error {result_text(content.get('error_code') or content.get('type'))}", True
+    failed = block.get("is_error") is True
+    if kind == "web_search_tool_result" and isinstance(content, list):
+        lines = []
+        for hit in content:
+            if isinstance(hit, Mapping):
+                age = f" ({hit['page_age']})" if isinstance(hit.get("page_age"), str) else ""
+                lines.append(f"{result_text(hit.get('title') or '')} <{result_text(hit.get('url') or '')}>{age}")
+        return "\n".join(lines), failed
+    if isinstance(content, Mapping):
+        ctype = content.get("type")
+        if ctype == "web_fetch_result":
+            document = content.get("content")
+            source = document.get("source") if isinstance(document, Mapping) else None
+            text = ""
+            if isinstance(source, Mapping):
+                data = source.get("data")
+                text = (
+                    data if source.get("type") == "text" and isinstance(data, str) else f"[{source.get('media_type')}]"
+                )
+            return f"{result_text(content.get('url') or '')}\n{text}", failed
+        if "stdout" in content or "stderr" in content:  # (bash_)code_execution_result
+            out = [result_text(content.get("stdout") or "")]
+            if content.get("stderr"):
+                out.append(f"[stderr] {result_text(content['stderr'])}")
+            if content.get("return_code") not in (None, 0):
+                out.append(f"[return code {content['return_code']}]")
+            return "\n".join(o for o in out if o), failed
+        if ctype == "tool_search_tool_search_result":
+            names = [r.get("tool_name") for r in content.get("tool_references") or () if isinstance(r, Mapping)]
+            return "tools found: " + ", ".join(str(n) for n in names), failed
+    if isinstance(content, list):  # an MCP result: text blocks
+        texts = [c.get("text") for c in content if isinstance(c, Mapping) and isinstance(c.get("text"), str)]
+        if len(texts) == len(content):
+            return "\n".join(t for t in texts if t is not None), failed
+    return result_text(content if content is not None else ""), failed
 
 
 def _usage(raw: Mapping[str, Any]) -> Usage:
@@ -902,6 +1158,9 @@ class StreamDecoder(SSEStreamDecoder):
     def __init__(self) -> None:
         super().__init__()
         self._index: dict[int, int] = {}
+        # Blocks that arrive in pieces and are completed at content_block_stop: a server tool call's input,
+        # a compaction's summary, a text's citations (part index -> what is gathered so far).
+        self._pieces: dict[int, _Pieces] = {}
         self._usage_raw: dict[str, Any] = {}
         self._raw_stop: str | None = None
         self._has_calls = False
@@ -928,7 +1187,15 @@ class StreamDecoder(SSEStreamDecoder):
             return self._start(obj)
         if kind == "content_block_stop":
             index = self._index.get(obj.get("index", -1))
-            return [] if index is None else [PartFinished(index)]
+            if index is None:
+                return []
+            pieces = self._pieces.pop(index, None)
+            if pieces is None:
+                return [PartFinished(index)]
+            done = pieces.finish()
+            if done is pieces.part:
+                return [PartFinished(index)]
+            return [PartUpdated(index, done), PartFinished(index)]
         if kind == "message_start":
             message = obj.get("message") or {}
             self._usage_raw = dict(message.get("usage") or {})
@@ -956,13 +1223,16 @@ class StreamDecoder(SSEStreamDecoder):
         if part is None:
             raise ProviderProtocolError(
                 f"content block type {block.get('type')!r} at index {obj.get('index')} is not one the Anthropic "
-                "codec reads (text, thinking, redacted_thinking, tool_use)",
+                "codec reads (text, thinking, redacted_thinking, tool_use, server_tool_use, mcp_tool_use, "
+                "*_tool_result, compaction)",
                 provider=PROVIDER,
             )
         if isinstance(part, ToolCallPart):
             self._has_calls = True
         index = len(self._index)
         self._index[obj.get("index", index)] = index
+        if isinstance(part, (ServerToolCallPart, CompactionPart, TextPart)):
+            self._pieces[index] = _Pieces(part, block)
         return [PartStarted(index, part)]
 
     def _delta(self, obj: dict[str, Any]) -> list[StreamEvent]:
@@ -976,12 +1246,27 @@ class StreamDecoder(SSEStreamDecoder):
         if kind == "text_delta":
             return [TextDelta(index, delta.get("text") or "")]
         if kind == "input_json_delta":
+            pieces = self._pieces.get(index)
+            if pieces is not None:  # a server tool call's input: assembled here, the part updated at its stop
+                pieces.chunks.append(delta.get("partial_json") or "")
+                return []
             return [ToolCallDelta(index, delta.get("partial_json") or "")]
+        if kind == "citations_delta":
+            pieces = self._pieces.get(index)
+            citation = delta.get("citation")
+            if pieces is not None and isinstance(citation, dict):
+                pieces.citations.append(citation)
+            return []
+        if kind == "compaction_delta":
+            pieces = self._pieces.get(index)
+            if pieces is not None and isinstance(delta.get("content"), str):
+                pieces.chunks.append(delta["content"])
+            return []
         if kind == "thinking_delta":
             return [ThinkingDelta(index, delta.get("thinking") or "")]
         if kind == "signature_delta":
             return [ThinkingSignature(index, delta.get("signature") or "")]
-        return []  # citations_delta, and delta types added after this release
+        return []  # delta types added after this release
 
     def error_body(self, body: Any) -> ProviderError:
         """The typed error for a JSON error body sent in place of the stream; JSON that is no error object
@@ -991,6 +1276,42 @@ class StreamDecoder(SSEStreamDecoder):
                 "the stream body is JSON but not an error object", provider=PROVIDER, body=body
             )
         return _error_from_body(body, None)
+
+
+class _Pieces:
+    """A block gathered from its stream events: its part as started, its ``content_block_start`` block, and the
+    pieces that followed (a server tool call's ``input_json_delta`` text, a compaction's ``compaction_delta``
+    content, a text's ``citations_delta`` citations)."""
+
+    __slots__ = ("block", "chunks", "citations", "part")
+
+    def __init__(self, part: MessagePart, block: Mapping[str, Any]) -> None:
+        self.part = part
+        self.block = block
+        self.chunks: list[str] = []
+        self.citations: list[dict[str, Any]] = []
+
+    def finish(self) -> MessagePart:
+        """The complete part, its ``raw`` the block as the non-streamed reply would hold it."""
+        part = self.part
+        if isinstance(part, ServerToolCallPart):
+            text = "".join(self.chunks)
+            value, problem = parse_arguments(text)
+            if problem is not None:
+                raise ProviderProtocolError(f"server tool call {part.id!r}: {problem}", provider=PROVIDER)
+            if not text.strip():
+                value = self.block.get("input") if self.block.get("input") is not None else {}
+            return part.model_copy(update={"input": value, "raw": {**self.block, "input": value}})
+        if isinstance(part, CompactionPart):
+            if not self.chunks:
+                return part
+            summary = "".join(self.chunks)
+            return part.model_copy(update={"summary": summary, "raw": {**self.block, "content": summary}})
+        if isinstance(part, TextPart) and self.citations:
+            return part.model_copy(
+                update={"citations": (*(part.citations or ()), *self.citations), "provider": PROVIDER}
+            )
+        return part
 
 
 def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:

@@ -78,8 +78,10 @@ class ModelRequest:
     """One model call, provider-neutral: the conversation, the system prompt, the tools and the generation
     settings. ``max_tokens`` is in tokens; ``temperature`` as the provider takes it; ``extra`` is merged into
     the provider's body last (anything the provider accepts that has no option here). ``output_format``
-    constrains the reply's text to a schema (typed output in ``NativeOutput`` mode). Raises ``ValueError``
-    for a ``tool_choice`` that is not a :data:`~loopctl.tool.ToolChoice`."""
+    constrains the reply's text to a schema (typed output in ``NativeOutput`` mode). ``native_tools`` are
+    built-in tools the provider runs itself (:mod:`loopctl.providers.native`), refused by a codec whose
+    provider has no such tool (:class:`~loopctl.errors.UnsupportedContent`). Raises ``ValueError`` for a
+    ``tool_choice`` that is not a :data:`~loopctl.tool.ToolChoice`."""
 
     messages: Sequence[Message]
     system: str | None = None
@@ -91,6 +93,8 @@ class ModelRequest:
     reasoning_effort: ReasoningEffort | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     output_format: OutputFormat | None = None
+    native_tools: Sequence[Any] = ()
+    """Built-in tools the provider runs itself (:mod:`loopctl.providers.native`: ``WebSearch()``...)."""
 
     def __post_init__(self) -> None:
         check_tool_choice(self.tool_choice)
@@ -110,6 +114,8 @@ class ModelRequest:
         }
         if self.output_format is not None:
             options["output_format"] = self.output_format
+        if self.native_tools:
+            options["native_tools"] = self.native_tools
         return options
 
 

@@ -42,10 +42,13 @@ from loopctl.errors import (
     UnsupportedContent,
 )
 from loopctl.message import (
+    CompactionPart,
     ImagePart,
     Message,
     MessagePart,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -83,6 +86,7 @@ from loopctl.providers.base import (
 from loopctl.providers.base import (
     held_messages as _held,
 )
+from loopctl.providers.native import NativeTool, call_note, check_native_tools, result_note, unsupported_tool
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -192,6 +196,7 @@ def build_request(
     replay_reasoning_content: bool = False,
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
 ) -> dict[str, Any]:
     """The JSON body of a Chat Completions request for ``messages``.
 
@@ -240,6 +245,7 @@ def build_request(
         replay_reasoning_content=replay_reasoning_content,
         tool_call_id_max_length=tool_call_id_max_length,
         output_format=output_format,
+        native_tools=native_tools,
     )
     return body
 
@@ -286,6 +292,7 @@ def _build(
     replay_reasoning_content: bool = False,
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body, and (with ``requests``) the prefix to keep for the next call and the parts of the messages
     array. Without ``requests`` the messages are laid out whole (``body["messages"]`` a list); with it, from
@@ -295,6 +302,11 @@ def _build(
         raise ValueError(f"max_tokens_param must be 'max_completion_tokens' or 'max_tokens', not {max_tokens_param!r}")
     if system_role not in ("system", "developer"):
         raise ValueError(f"system_role must be 'system' or 'developer', not {system_role!r}")
+    if native_tools:
+        check_native_tools(native_tools, _API)
+        raise unsupported_tool(
+            native_tools[0], "native_tools[0]", _API, "Chat Completions runs no tools itself; use openai-responses"
+        )
     opts = _Options(system_role, image_detail, replay_reasoning_content, tool_call_id_max_length)
     if requests is None:
         refuse_unwritable_options(system, tools, _API)
@@ -520,7 +532,11 @@ def _convert_assistant(message: Message, path: str, opts: _Options) -> _Piece:
             # The replay policy: only reasoning a compatible server minted, and only when asked for.
             if opts.replay_reasoning_content and part.provider == COMPATIBLE_REASONING:
                 reasoning.append(part.text)
-        else:
+        elif isinstance(part, ServerToolCallPart):
+            texts.append(call_note(part))  # Chat Completions runs no tools itself: what another API ran, as text
+        elif isinstance(part, ServerToolResultPart):
+            texts.append(result_note(part))
+        elif not isinstance(part, CompactionPart):  # another API's compaction is never sent
             raise _unsupported(part, ppath, "an assistant message")
     # Consecutive text parts are one logical stream (``Message.text_content``); one string suits every
     # compatible server. A turn that only calls tools has content null, not "".

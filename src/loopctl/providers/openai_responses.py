@@ -48,10 +48,13 @@ from loopctl.errors import (
     UnsupportedContent,
 )
 from loopctl.message import (
+    CompactionPart,
     ImagePart,
     Message,
     MessagePart,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -86,11 +89,27 @@ from loopctl.providers.base import (
     write_items,
 )
 from loopctl.providers.base import held_messages as _held
+from loopctl.providers.native import (
+    CodeExecution,
+    FileSearch,
+    ImageGeneration,
+    NativeTool,
+    RemoteMCP,
+    ToolSearch,
+    WebSearch,
+    call_note,
+    check_native_tools,
+    refuse_options,
+    result_note,
+    result_text,
+    unsupported_tool,
+)
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
     PartFinished,
     PartStarted,
+    PartUpdated,
     ResponseFinished,
     ResponseStarted,
     StreamEvent,
@@ -160,6 +179,7 @@ def build_request(
     store: bool | None = None,
     strict_tools: bool = False,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
 ) -> dict[str, Any]:
     """The JSON body of a ``POST /v1/responses`` request for ``messages``.
 
@@ -216,6 +236,7 @@ def build_request(
         store=store,
         strict_tools=strict_tools,
         output_format=output_format,
+        native_tools=native_tools,
         requests=None,
     )
     return body
@@ -278,6 +299,7 @@ def _build(
     store: bool | None = None,
     strict_tools: bool = False,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body and, with ``requests``, the prefix to keep and the parts of the ``input`` array (see
     :func:`encode_request`; ``body["input"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`)."""
@@ -354,17 +376,18 @@ def _build(
             count = (prefix.count if prefix is not None else 0) + len(done)
             last_user = _is_user_item(done[-1]) if done else bool(prefix is not None and prefix.state)
             keep = LaidOutPrefix(key, _held(messages), start + cut[0], chunks, count, last_user)
-    if tools:
+    builtin, include = _native_tools(native_tools) if native_tools else ([], [])
+    if tools or builtin:
         if requests is not None:
             body["tools"] = requests.tools(
                 (_API, strict_tools),
-                tools,
+                (*tools, *native_tools),
                 lambda: orjson.Fragment(
-                    _dumps_bytes([_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)])
+                    _dumps_bytes([*(_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)), *builtin])
                 ),
             )
         else:
-            body["tools"] = [_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)]
+            body["tools"] = [*(_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)), *builtin]
     if tool_choice is not None:
         body["tool_choice"] = (
             {"type": "function", "name": tool_choice.name} if isinstance(tool_choice, ForceTool) else tool_choice
@@ -381,7 +404,9 @@ def _build(
     if reasoning:
         body["reasoning"] = reasoning
     if encrypted_reasoning if encrypted_reasoning is not None else reasoning_effort is not None:
-        body["include"] = [_ENCRYPTED_REASONING]
+        include.insert(0, _ENCRYPTED_REASONING)
+    if include:
+        body["include"] = include
     if store is not None:
         body["store"] = store
     if stream:
@@ -455,8 +480,20 @@ def _unsupported(part: MessagePart, path: str, why: str) -> UnsupportedContent:
     return UnsupportedContent(f"{path}: {PROVIDER} Responses cannot carry {why} (part type {kind!r})")
 
 
+_KNOWN = (
+    TextPart,
+    ImagePart,
+    ToolCallPart,
+    ThinkingPart,
+    ToolResultPart,
+    ServerToolCallPart,
+    ServerToolResultPart,
+    CompactionPart,
+)
+
+
 def _check_known(part: MessagePart, path: str) -> None:
-    if not isinstance(part, (TextPart, ImagePart, ToolCallPart, ThinkingPart, ToolResultPart)):
+    if not isinstance(part, _KNOWN):
         raise _unsupported(part, path, "a part type this release does not know")
 
 
@@ -521,8 +558,10 @@ def _user_items(parts: Sequence[MessagePart], path: str) -> list[dict[str, Any]]
             items.append(_function_call_output(part, ppath))
         elif isinstance(part, ThinkingPart):
             continue
-        else:
+        elif isinstance(part, ToolCallPart):
             raise _unsupported(part, ppath, "a tool call in a user message")
+        else:
+            raise _unsupported(part, ppath, "this part in a user message")
     flush()
     return items
 
@@ -557,6 +596,8 @@ def _function_call_output(part: ToolResultPart, path: str) -> dict[str, Any]:
 def _assistant_items(parts: Sequence[MessagePart], path: str, options: _Options) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     n = len(parts)
+    calls_here: set[str] = set()  # the server tool calls of this message
+    replayed: set[str] = set()  # ... and those sent as their own items
     # True after a reasoning item of this provider was left out: the items that followed it lose their ids.
     orphaned = False
     seen_reasoning: set[str] = set()
@@ -600,12 +641,42 @@ def _assistant_items(parts: Sequence[MessagePart], path: str, options: _Options)
                         "role": "assistant",
                         "id": item_id,
                         "status": "completed",
-                        "content": [{"type": "output_text", "text": t, "annotations": []} for t in texts],
+                        "content": [
+                            {"type": "output_text", "text": p.text, "annotations": _annotations(p)}
+                            for p in parts[i:j]
+                            if isinstance(p, TextPart)
+                        ],
                     }
                 )
             elif joined := "".join(texts):
                 items.append({"role": "assistant", "content": joined})
             i = j
+        elif isinstance(part, ServerToolCallPart):
+            calls_here.add(part.id)
+            if part.provider == PROVIDER and part.raw is not None and not orphaned:
+                items.append(part.raw)
+                replayed.add(part.id)
+            else:
+                items.append({"role": "assistant", "content": call_note(part)})
+            i += 1
+        elif isinstance(part, ServerToolResultPart):
+            ours = part.provider == PROVIDER
+            if ours and part.raw is None and part.call_id in replayed:
+                pass  # carried inside its call's item
+            elif (
+                ours
+                and part.raw is not None
+                and not orphaned
+                and (part.call_id in replayed or part.call_id not in calls_here)
+            ):
+                items.append(part.raw)
+            else:
+                items.append({"role": "assistant", "content": result_note(part)})
+            i += 1
+        elif isinstance(part, CompactionPart):
+            if part.provider == PROVIDER:  # another provider's compaction is never sent
+                items.append(part.raw)
+            i += 1
         elif isinstance(part, ToolCallPart):
             item: dict[str, Any] = {
                 "type": "function_call",
@@ -624,6 +695,11 @@ def _assistant_items(parts: Sequence[MessagePart], path: str, options: _Options)
     return items
 
 
+def _annotations(part: TextPart) -> list[Any]:
+    """An ``output_text``'s ``annotations``: the part's citations when OpenAI made them, else none."""
+    return list(part.citations) if part.citations is not None and part.provider == PROVIDER else []
+
+
 def _same_reasoning(part: MessagePart, item_id: str | None) -> bool:
     return isinstance(part, ThinkingPart) and part.provider == PROVIDER and part.item_id == item_id
 
@@ -639,6 +715,8 @@ def _is_following_item(parts: Sequence[MessagePart], j: int) -> bool:
     if j >= len(parts):
         return False
     nxt = parts[j]
+    if isinstance(nxt, ServerToolCallPart):
+        return nxt.provider == PROVIDER and nxt.raw is not None
     return isinstance(nxt, (TextPart, ToolCallPart)) and nxt.item_id is not None
 
 
@@ -686,6 +764,74 @@ def _tool(tool: ToolSchema, path: str, strict: bool) -> dict[str, Any]:
     return out
 
 
+# The built-in tools (platform.openai.com/docs/guides/tools; openai-python ``types/responses/tool_param.py``:
+# ``WebSearchToolParam``, ``CodeInterpreter``, ``FileSearchToolParam``, ``Mcp``, ``ToolSearch``...,
+# ``ImageGeneration``), each with the ``include`` that makes its item carry its results.
+_INCLUDES = {
+    CodeExecution: "code_interpreter_call.outputs",
+    FileSearch: "file_search_call.results",
+}
+
+
+def _native_tools(tools: Sequence[NativeTool]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``(tool entries, include values)`` for the built-in tools; raises
+    :class:`~loopctl.errors.UnsupportedContent` for a tool or an option Responses does not have."""
+    check_native_tools(tools, _API)
+    out: list[dict[str, Any]] = []
+    include: list[str] = []
+    for i, tool in enumerate(tools):
+        path = f"native_tools[{i}]"
+        entry: dict[str, Any]
+        if isinstance(tool, WebSearch):
+            refuse_options(tool, path, _API, ("max_uses", "blocked_domains"))
+            entry = {"type": "web_search"}
+            if tool.allowed_domains is not None:
+                entry["filters"] = {"allowed_domains": list(tool.allowed_domains)}
+            if tool.user_location is not None:
+                entry["user_location"] = tool.user_location.to_dict()
+            if tool.search_context_size is not None:
+                entry["search_context_size"] = tool.search_context_size
+        elif isinstance(tool, CodeExecution):
+            container: Any = tool.container
+            if container is None:
+                container = {"type": "auto", "file_ids": list(tool.file_ids)} if tool.file_ids else {"type": "auto"}
+            elif tool.file_ids:
+                raise UnsupportedContent(f"{path}.file_ids: files go with a new container, not an existing one")
+            entry = {"type": "code_interpreter", "container": container}
+        elif isinstance(tool, FileSearch):
+            refuse_options(tool, path, _API, ("store_names",))
+            if not tool.vector_store_ids:
+                raise UnsupportedContent(
+                    f"{path}.vector_store_ids: OpenAI's file search needs at least one vector store"
+                )
+            entry = {"type": "file_search", "vector_store_ids": list(tool.vector_store_ids)}
+            if tool.max_num_results is not None:
+                entry["max_num_results"] = tool.max_num_results
+        elif isinstance(tool, RemoteMCP):
+            entry = {"type": "mcp", "server_label": tool.name, "server_url": tool.url}
+            if tool.description is not None:
+                entry["server_description"] = tool.description
+            if tool.allowed_tools is not None:
+                entry["allowed_tools"] = list(tool.allowed_tools)
+            if tool.headers is not None:
+                entry["headers"] = dict(tool.headers)
+            if tool.authorization is not None:
+                entry["authorization"] = tool.authorization
+            entry["require_approval"] = tool.require_approval
+        elif isinstance(tool, ToolSearch):
+            refuse_options(tool, path, _API, ("mode",))
+            entry = {"type": "tool_search"}
+        elif isinstance(tool, ImageGeneration):
+            entry = {"type": "image_generation", **tool.options}
+        else:  # WebFetch
+            raise unsupported_tool(tool, path, _API, "use WebSearch")
+        out.append(entry)
+        extra = _INCLUDES.get(type(tool))
+        if extra is not None and extra not in include:
+            include.append(extra)
+    return out, include
+
+
 # --- reply -----------------------------------------------------------------------------------------------------
 
 
@@ -731,7 +877,7 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
             for c, content in enumerate(_list(item.get("content"))):
                 text, is_refusal = _message_text(content, f"{where}.content[{c}]")
                 refusal = refusal or is_refusal
-                parts.append(TextPart(text=text, item_id=_field(item, "id", where)))
+                parts.append(_text_part(text, _field(item, "id", where), content))
         elif kind == "function_call":
             arguments = _field(item, "arguments", where) or ""
             value, problem = parse_arguments(arguments)
@@ -744,6 +890,8 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
             if problem is not None:
                 invalid.append(InvalidToolCall(call.id, call.name, arguments, problem))
             parts.append(call)
+        elif kind in NATIVE_ITEMS:
+            parts.extend(_native_parts(item, where, parts))
         else:
             raise ProviderProtocolError(f"{where}: unknown output item type {kind!r}", provider=PROVIDER)
     details = body.get("incomplete_details")
@@ -762,6 +910,139 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _text_part(text: str, item_id: str | None, content: Any) -> TextPart:
+    """An ``output_text`` as a text part; its ``annotations`` (``url_citation``, ``file_citation``,
+    ``container_file_citation``...) kept as the part's citations."""
+    annotations = content.get("annotations") if isinstance(content, Mapping) else None
+    if isinstance(annotations, list) and annotations:
+        return TextPart(text=text, item_id=item_id, citations=tuple(annotations), provider=PROVIDER)
+    return TextPart(text=text, item_id=item_id)
+
+
+# Output items of tools the API runs itself (platform.openai.com/docs/guides/tools; openai-python
+# ``types/responses/response_output_item.py``), and the opaque ``compaction`` item
+# (platform.openai.com/docs/guides/compaction). A call item holds its result too.
+NATIVE_ITEMS = frozenset(
+    {
+        "web_search_call",
+        "code_interpreter_call",
+        "file_search_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "tool_search_call",
+        "tool_search_output",
+        "image_generation_call",
+        "compaction",
+    }
+)
+
+_NATIVE_NAMES = {
+    "web_search_call": "web_search",
+    "code_interpreter_call": "code_interpreter",
+    "file_search_call": "file_search",
+    "mcp_list_tools": "mcp_list_tools",
+    "tool_search_call": "tool_search",
+    "tool_search_output": "tool_search",
+    "image_generation_call": "image_generation",
+}
+
+
+def _native_parts(item: Mapping[str, Any], where: str, before: Sequence[MessagePart]) -> list[MessagePart]:
+    """A provider-run tool's item as a :class:`~loopctl.message.ServerToolCallPart` (the item whole as its
+    ``raw``) and a :class:`~loopctl.message.ServerToolResultPart` with what the item reports (no ``raw``: the
+    call's item carries it); a ``tool_search_output`` as a result of its own (``raw``) answering the last
+    ``tool_search_call`` before it; a ``compaction`` item as a :class:`~loopctl.message.CompactionPart`."""
+    kind = item["type"]
+    raw = dict(item)
+    if kind == "compaction":
+        return [CompactionPart(provider=PROVIDER, raw=raw)]
+    item_id = _field(item, "id", where, required=True)
+    if kind == "tool_search_output":
+        call = next(
+            (p for p in reversed(before) if isinstance(p, ServerToolCallPart) and p.name == "tool_search"), None
+        )
+        tools = [t.get("name") for t in _list(item.get("tools")) if isinstance(t, Mapping)]
+        return [
+            ServerToolResultPart(
+                call_id=call.id if call is not None else item_id,
+                name="tool_search",
+                output="tools found: " + ", ".join(str(t) for t in tools),
+                provider=PROVIDER,
+                raw=raw,
+            )
+        ]
+    server: str | None = None
+    output: str | None = None
+    failed = False
+    if kind == "web_search_call":
+        action = item.get("action")
+        call_input: Any = action if isinstance(action, Mapping) else {}
+        sources = call_input.get("sources") if isinstance(call_input, Mapping) else None
+        if isinstance(sources, list) and sources:
+            output = "\n".join(
+                result_text((s.get("url") or s.get("name") or "") if isinstance(s, Mapping) else s) for s in sources
+            )
+        else:
+            output = f"search {result_text(item.get('status') or 'done')}"
+        failed = item.get("status") == "failed"
+    elif kind == "code_interpreter_call":
+        call_input = {"code": item.get("code") or "", "container_id": item.get("container_id")}
+        pieces = []
+        for out in _list(item.get("outputs")):
+            if isinstance(out, Mapping) and out.get("type") == "logs":
+                pieces.append(result_text(out.get("logs") or ""))
+            elif isinstance(out, Mapping) and out.get("type") == "image":
+                url = out.get("url")
+                pieces.append(f"[image: {len(url)} characters]" if isinstance(url, str) else "[image]")
+        output = "\n".join(pieces) if pieces else f"code run {result_text(item.get('status') or 'done')}"
+        failed = item.get("status") == "failed"
+    elif kind == "file_search_call":
+        call_input = {"queries": _list(item.get("queries"))}
+        hits = [
+            f"{result_text(r.get('filename') or r.get('file_id') or '')}: {result_text(r.get('text') or '')}"
+            for r in _list(item.get("results"))
+            if isinstance(r, Mapping)
+        ]
+        output = "\n".join(hits) if hits else f"search {result_text(item.get('status') or 'done')}"
+        failed = item.get("status") == "failed"
+    elif kind in ("mcp_call", "mcp_approval_request"):
+        server = _field(item, "server_label", where)
+        arguments = item.get("arguments")
+        value, _ = parse_arguments(arguments) if isinstance(arguments, str) else (arguments or {}, None)
+        call_input = value
+        if kind == "mcp_call":
+            error = item.get("error")
+            failed = not is_zero_valued(error)
+            output = result_text(error if failed else (item.get("output") or ""))
+    elif kind == "mcp_list_tools":
+        server = _field(item, "server_label", where)
+        call_input = {}
+        tools = [t.get("name") for t in _list(item.get("tools")) if isinstance(t, Mapping)]
+        output = "tools: " + ", ".join(str(t) for t in tools)
+        failed = not is_zero_valued(item.get("error"))
+    elif kind == "tool_search_call":
+        arguments = item.get("arguments")
+        call_input = arguments if arguments is not None else {}
+        output = None  # its tool_search_output item answers it
+    else:  # image_generation_call
+        result = item.get("result")
+        call_input = {"revised_prompt": item["revised_prompt"]} if isinstance(item.get("revised_prompt"), str) else {}
+        output = f"[image generated: {len(result)} base64 characters]" if isinstance(result, str) else "[no image]"
+        failed = item.get("status") == "failed"
+    name = _NATIVE_NAMES.get(kind) or _field(item, "name", where, required=True)
+    parts: list[MessagePart] = [
+        ServerToolCallPart(id=item_id, name=name, input=call_input, provider=PROVIDER, server=server, raw=raw)
+    ]
+    if output is not None:
+        parts.append(
+            ServerToolResultPart(
+                call_id=item_id, name=name, output=output, provider=PROVIDER, is_error=True if failed else None
+            )
+        )
+    return parts
 
 
 def _field(item: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> Any:
@@ -871,6 +1152,7 @@ class StreamDecoder(SSEStreamDecoder):
         super().__init__()
         self._items: dict[int, _Item] = {}
         self._next = 0
+        self._native: list[MessagePart] = []  # the provider-native parts completed so far (a search output's call)
         self._has_tool_call = False
         self._refusal = False
 
@@ -942,6 +1224,15 @@ class StreamDecoder(SSEStreamDecoder):
             if item.get("arguments"):
                 state.filled.add(0)
                 out.append(ToolCallDelta(index, item["arguments"]))
+            return out
+        if kind in NATIVE_ITEMS:
+            # The item as added may be partial (no results yet): its parts start now, and are completed from
+            # response.output_item.done, which carries the whole item.
+            out = []
+            for k, part in enumerate(_native_parts(item, "output", self._native)[:1]):
+                index, started = self._start(part)
+                state.parts[k] = index
+                out.append(started)
             return out
         raise ProviderProtocolError(f"unknown output item type {kind!r} in the stream", provider=PROVIDER)
 
@@ -1076,6 +1367,19 @@ class StreamDecoder(SSEStreamDecoder):
                 if sub not in state.parts:
                     out += self._open_text(state, sub)
                 out += self._fill_text(state, sub, text)
+                cited = _text_part("", state.id, content)
+                if cited.citations is not None:
+                    out.append(PartUpdated(state.parts[sub], cited))
+        elif state.kind in NATIVE_ITEMS:
+            parts = _native_parts(item, f"output[{data.get('output_index')}]", self._native)
+            self._native.extend(parts)
+            for k, part in enumerate(parts):
+                if k in state.parts:
+                    out.append(PartUpdated(state.parts[k], part))
+                else:
+                    index, started = self._start(part)
+                    state.parts[k] = index
+                    out.append(started)
         out.extend(PartFinished(index) for index in sorted(state.parts.values()))
         return out
 

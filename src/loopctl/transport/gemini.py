@@ -9,13 +9,14 @@ with the key in the ``x-goog-api-key`` header (ai.google.dev/api/generate-conten
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from loopctl.errors import MissingAPIKey
 from loopctl.providers import gemini
+from loopctl.providers.native import NativeTool
 from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
 
 __all__ = ["GeminiClient"]
@@ -48,9 +49,10 @@ class GeminiClient(HTTPClient):
         timeout: float = DEFAULT_TIMEOUT,
         codec_options: Mapping[str, Any] | None = None,
         default_headers: Mapping[str, str] | None = None,
+        native_tools: Sequence[NativeTool] = (),
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        super().__init__(model, codec_options)
+        super().__init__(model, codec_options, native_tools)
         key = api_key or os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")
         if not key:
             raise MissingAPIKey("gemini", "GOOGLE_API_KEY or GEMINI_API_KEY")

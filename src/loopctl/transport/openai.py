@@ -9,11 +9,12 @@ server-sent events.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from loopctl.errors import MissingAPIKey
 from loopctl.providers import openai_chat, openai_responses
+from loopctl.providers.native import NativeTool
 from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
 from loopctl.transport._sdk import import_sdk, sdk_headers
 
@@ -35,8 +36,9 @@ class _OpenAIClient(HTTPClient):
         timeout: float = DEFAULT_TIMEOUT,
         codec_options: Mapping[str, Any] | None = None,
         default_headers: Mapping[str, str] | None = None,
+        native_tools: Sequence[NativeTool] = (),
     ) -> None:
-        super().__init__(model, codec_options)
+        super().__init__(model, codec_options, native_tools)
         sdk = import_sdk("openai", "openai")
         base = base_url or os.environ.get("OPENAI_BASE_URL")
         # A local OpenAI-compatible server usually needs no key; the SDK still wants a non-empty one.
