@@ -105,3 +105,44 @@ def test_each_result_line_names_its_call_when_parallel_calls_finish_out_of_order
         "  ✓ read_file(a.py): x = 1  [1 line]",
         "  ✓ list_files(): a.py  [1 line]",
     ]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "no-stream"])
+async def test_a_tool_the_provider_ran_gets_one_inert_line(stream: bool) -> None:
+    """A web search Anthropic ran itself, its result's title carrying terminal escapes: one line per call,
+    shown when its result arrives, the escapes made inert."""
+    from loopctl.message import ServerToolCallPart, ServerToolResultPart
+
+    hostile = "Evil \x1b]52;c;cHduZWQ=\x07title\x1b[2J"
+    call = ServerToolCallPart(
+        id="srvtoolu_1",
+        name="web_search",
+        input={"query": "news"},
+        provider="anthropic",
+        raw={"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "news"}},
+    )
+    result = ServerToolResultPart(
+        call_id="srvtoolu_1",
+        name="web_search",
+        output="",
+        provider="anthropic",
+        raw={
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_1",
+            "content": [{"type": "web_search_result", "title": hostile, "url": "https://x", "encrypted_content": "E"}],
+        },
+    )
+    reply = Message.new(Role.ASSISTANT, [call, result, TextPart(text="Here is the news.")])
+    out = io.StringIO()
+    transcript = Transcript(Console(file=out, width=300, highlight=False))
+    with FakeProviderServer([reply]) as server:
+        client = make_client("anthropic", server)
+        run = await BareLoop(client, [], observers=[transcript]).run("news?", RunConfig(stream=stream))
+        await client.aclose()
+    assert run.ok
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "⌁ web_search(news) at anthropic: Evil \\x1b]52;c;cHduZWQ=\\x07title\\x1b[2J <https://x>",
+        "Here is the news.",
+    ]
+    assert "\x1b" not in out.getvalue()

@@ -220,7 +220,10 @@ class TestFieldsKept:
         message = reply("openai", "native-code-interpreter-stream").message
         calls = [p for p in message.parts if isinstance(p, ServerToolCallPart)]
         assert len(calls) == 3 and all(c.raw is not None and c.raw["status"] == "completed" for c in calls)
-        assert calls[0].input == {"code": "n = pow(123456, 123)\nlen(str(n))", "container_id": calls[0].raw["container_id"]}  # type: ignore[index]
+        assert calls[0].input == {
+            "code": "n = pow(123456, 123)\nlen(str(n))",
+            "container_id": calls[0].raw["container_id"],
+        }  # type: ignore[index]
         stream = reply("openai", "native-file-search-stream").message
         assert [type(p).__name__ for p in stream.parts] == ["ServerToolCallPart", "ServerToolResultPart", "TextPart"]
         text = stream.parts[2]
@@ -340,7 +343,10 @@ def _build_for(target: str, conversation: list[Message]) -> dict[str, Any]:
     return gemini.build_request(conversation, model="gemini-2.5-flash")
 
 
-VALIDATORS: dict[str, Callable[[dict[str, Any]], None]] = {"anthropic": validate_anthropic, "openai": validate_responses}
+VALIDATORS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "anthropic": validate_anthropic,
+    "openai": validate_responses,
+}
 
 
 @pytest.mark.parametrize(
@@ -393,3 +399,34 @@ def test_a_reply_with_thinking_and_server_tools_keeps_thinking_first_for_anthrop
     sent = _replayed("anthropic", reply("anthropic", "native-web-search").message)
     assert [b["type"] for b in sent[:3]] == ["thinking", "server_tool_use", "web_search_tool_result"]
     assert isinstance(reply("anthropic", "native-web-search").message.parts[0], ThinkingPart)
+
+
+def test_an_image_generation_call_decodes_and_replays() -> None:
+    """No recorded reply holds one (INDEX.md): an item of openai-python's ``ImageGenerationCall`` shape."""
+    item = {
+        "id": "ig_1",
+        "type": "image_generation_call",
+        "status": "completed",
+        "result": "aGk=",
+        "revised_prompt": "a fox",
+    }
+    body = {
+        "id": "resp_1",
+        "status": "completed",
+        "model": "gpt-5",
+        "output": [
+            item,
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "Here.", "annotations": []}],
+            },
+        ],
+    }
+    message = openai_responses.parse_response(body).message
+    call, result = native(message)
+    assert isinstance(call, ServerToolCallPart) and call.input == {"revised_prompt": "a fox"} and call.raw == item
+    assert isinstance(result, ServerToolResultPart) and result.output == "[image generated: 4 base64 characters]"
+    assert _replayed("openai", message)[0] == item
