@@ -36,6 +36,8 @@ class Usage:
     ``cache_read_input_tokens`` + ``cache_creation_input_tokens``). ``output_tokens`` includes reasoning
     tokens. ``cache_read_tokens`` / ``cache_write_tokens`` are the parts of the input read from / written to
     the provider's prompt cache; ``reasoning_tokens`` the part of the output spent on reasoning.
+    ``cache_write_1h_tokens`` is the part of ``cache_write_tokens`` written for an hour (Anthropic's
+    ``cache_creation.ephemeral_1h_input_tokens``), which costs more than a five-minute write.
     """
 
     input_tokens: int = 0
@@ -43,6 +45,7 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_1h_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -58,17 +61,22 @@ class Usage:
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.cache_write_1h_tokens + other.cache_write_1h_tokens,
         )
 
     def to_dict(self) -> dict[str, int]:
-        """The five counts as a JSON object."""
-        return {
+        """The five counts as a JSON object, and ``cache_write_1h_tokens`` when not 0 (``Usage(**d)`` reads
+        it back)."""
+        out = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "reasoning_tokens": self.reasoning_tokens,
         }
+        if self.cache_write_1h_tokens:
+            out["cache_write_1h_tokens"] = self.cache_write_1h_tokens
+        return out
 
 
 @dataclass(frozen=True, slots=True)

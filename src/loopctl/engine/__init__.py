@@ -15,6 +15,7 @@ from loopctl.engine.events import (
     ModelStreamEvent,
     Observer,
     OutputRetry,
+    PromptCacheBust,
     ReplyDiscarded,
     RunAborted,
     RunFinished,
@@ -117,6 +118,7 @@ __all__ = [
     "Turn",
     "TurnFinished",
     "TurnStarted",
+    "PromptCacheBust",
     "UsageLimits",
     "coherent_prefix",
 ]

@@ -57,6 +57,7 @@ from loopctl.engine.events import (
     ModelStreamEvent,
     Observer,
     OutputRetry,
+    PromptCacheBust,
     ReplyDiscarded,
     RunAborted,
     RunFinished,
@@ -119,6 +120,7 @@ from loopctl.output import plan as plan_output
 from loopctl.output import resolve as resolve_output
 from loopctl.pricing import price
 from loopctl.providers.base import ModelClient, ModelRequest, OutputFormat
+from loopctl.providers.cache import PrefixWatch
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import StreamEvent, UsageReported
 from loopctl.tool import (
@@ -207,6 +209,7 @@ class BareLoop:
         self._overflow_scale: float | None = None  # how low the estimate was when the provider overflowed
         self._running = False
         self._batch: dict[str, ToolCallRecord | PendingApproval] = {}  # the batch in flight (_run_tools)
+        self._prefix_watch = PrefixWatch()  # does each request extend the one before? (PromptCacheBust)
 
     # --- sessions ------------------------------------------------------------------------------------------
 
@@ -1014,6 +1017,9 @@ class BareLoop:
                     stream=cfg.stream,
                 )
             )
+        bust = self._prefix_watch.check(request.messages, request.system, (*request.tools, *request.native_tools))
+        if bust is not None and emit is not None:
+            emit(PromptCacheBust(turn, bust.what, bust.index, bust.reason))
         tracking = on_event  # always: a failed attempt's usage is known only from its events
         tried: list[tuple[str, LoopError]] = []
         response: ModelResponse | None = None

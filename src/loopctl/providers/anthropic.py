@@ -43,10 +43,11 @@ raises its typed error from :meth:`StreamDecoder.feed`.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import orjson
 
@@ -229,6 +230,9 @@ def build_request(
     prompt_cache: bool = True,
     output_format: OutputFormat | None = None,
     native_tools: Sequence[NativeTool] = (),
+    cache_ttl: CacheTTL | None = None,
+    prefix_cache_ttl: CacheTTL | None = None,
+    cache_breakpoints: Sequence[int | Literal["tools", "system"]] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a Messages API request for ``messages``.
 
@@ -240,7 +244,13 @@ def build_request(
     (thinking is incompatible with temperature changes: extended-thinking docs, "Feature compatibility").
     ``stop`` becomes ``stop_sequences``; ``tool_choice`` maps ``"auto"``/``"required"``/``"none"``/
     :class:`~loopctl.tool.ForceTool` to ``auto``/``any``/``none``/``tool`` and is sent only with tools.
-    ``prompt_cache`` places the cache breakpoints described in the module docstring. ``stream=True`` sets
+    ``prompt_cache`` places the cache breakpoints described in the module docstring; ``cache_ttl`` (``"5m"``
+    or ``"1h"``) sets their time to live (``None``: the API's default, five minutes), ``prefix_cache_ttl``
+    that of the tools' and the system prompt's (default: ``cache_ttl``); a one-hour breakpoint may not come
+    after a five-minute one (prompt-caching docs, "Mixing different TTLs"), so a longer conversation TTL than
+    prefix TTL raises :class:`~loopctl.errors.UnsupportedContent`. ``cache_breakpoints`` replaces the
+    automatic placement: ``"tools"``, ``"system"`` and message indexes (the last block of the turn that
+    message is sent in gets one), at most four. ``stream=True`` sets
     ``"stream": true``. ``extra`` is merged into the body last (shallow). ``cache`` reuses each message's
     conversion between calls; the body is the same with or without it.
 
@@ -268,6 +278,9 @@ def build_request(
         prompt_cache=prompt_cache,
         output_format=output_format,
         native_tools=native_tools,
+        cache_ttl=cache_ttl,
+        prefix_cache_ttl=prefix_cache_ttl,
+        cache_breakpoints=cache_breakpoints,
     )
     return body
 
@@ -342,6 +355,9 @@ def _build(
     prompt_cache: bool = True,
     output_format: OutputFormat | None = None,
     native_tools: Sequence[NativeTool] = (),
+    cache_ttl: CacheTTL | None = None,
+    prefix_cache_ttl: CacheTTL | None = None,
+    cache_breakpoints: Sequence[int | Literal["tools", "system"]] | None = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body and, with ``requests``, the prefix to keep for the next call and the parts of the messages
     array (``body["messages"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`; see
@@ -351,7 +367,9 @@ def _build(
     else:  # the tools' strings are checked once while the same tools come back
         refuse_unwritable_options(system, (), "Anthropic")
         requests.tools(("writable", "Anthropic"), tools, lambda: refuse_unwritable_options(None, tools, "Anthropic"))
-    key = (_CACHE_KEY, prompt_cache)
+    manual = cache_breakpoints is not None
+    ttls = _cache_ttls(cache_ttl, prefix_cache_ttl)
+    key = (_CACHE_KEY, prompt_cache, ttls, manual)
     prefix = requests.prefix(messages, key) if requests is not None else None
     start = prefix.start if prefix is not None else 0
     carry: _Carry = prefix.state if prefix is not None else _Carry()
@@ -399,8 +417,10 @@ def _build(
         builtin, mcp_servers = _native_tools(native_tools)
         tool_list.extend(builtin)
     system_blocks = [{"type": "text", "text": "\n".join(system_texts)}] if system_texts else []
-    if prompt_cache:
-        _place_cache_breakpoints(tool_list, system_blocks, turns)
+    if cache_breakpoints is not None:
+        _place_manual_breakpoints(cache_breakpoints, tool_list, system_blocks, turns, firsts, pieces, start, ttls)
+    elif prompt_cache:
+        _place_cache_breakpoints(tool_list, system_blocks, turns, ttls)
 
     body: dict[str, Any] = {"model": model, "max_tokens": max_out}
     if system_blocks:
@@ -410,7 +430,8 @@ def _build(
     if requests is None:
         body["messages"] = [{"role": role, "content": content} for role, content in turns]
     else:
-        cut = _cut(laid_out, prompt_cache)
+        # Manual breakpoints may fall anywhere: such a request is laid out whole, never kept as a prefix.
+        cut = 0 if manual else _cut(laid_out, prompt_cache)
         done = [{"role": role, "content": content} for role, content in laid_out[:cut]]
         rest = [{"role": role, "content": content} for role, content in turns[cut:]]
         chunks = prefix.chunks if prefix is not None else ()
@@ -814,18 +835,102 @@ def _fix_prefill(turns: list[tuple[str, list[dict[str, Any]]]], *, thinking_on: 
         turns.pop()
 
 
+CacheTTL = Literal["5m", "1h"]
+"""A cache breakpoint's time to live (SDK ``CacheControlEphemeralParam.ttl``)."""
+
+_TTL_ORDER = {None: 0, "5m": 0, "1h": 1}
+
+
+def _cache_ttls(ttl: CacheTTL | None, prefix_ttl: CacheTTL | None) -> tuple[str | None, str | None]:
+    """``(prefix ttl, conversation ttl)``; raises for a value the API does not take, or a one-hour breakpoint
+    after a five-minute one ("Cache entries with longer TTL must appear before shorter TTLs": prompt-caching
+    docs, "Mixing different TTLs")."""
+    for name, value in (("cache_ttl", ttl), ("prefix_cache_ttl", prefix_ttl)):
+        if value not in (None, "5m", "1h"):
+            raise UnsupportedContent(f"{name} must be '5m' or '1h', not {value!r}")
+    prefix = prefix_ttl if prefix_ttl is not None else ttl
+    if _TTL_ORDER[ttl] > _TTL_ORDER[prefix]:
+        raise UnsupportedContent(
+            f"cache_ttl {ttl!r} is longer than prefix_cache_ttl {prefix!r}: a one-hour cache breakpoint may not come "
+            "after a five-minute one"
+        )
+    return prefix, ttl
+
+
+def _mark(block: dict[str, Any], ttl: str | None) -> dict[str, Any]:
+    control: dict[str, Any] = {"type": "ephemeral"} if ttl is None else {"type": "ephemeral", "ttl": ttl}
+    return {**block, "cache_control": control}
+
+
+def _place_manual_breakpoints(
+    wanted: Sequence[int | str],
+    tools: list[dict[str, Any]],
+    system_blocks: list[dict[str, Any]],
+    turns: list[tuple[str, list[dict[str, Any]]]],
+    firsts: list[int],
+    pieces: list[_Converted],
+    start: int,
+    ttls: tuple[str | None, str | None],
+) -> None:
+    """Breakpoints exactly where the caller said: ``"tools"`` (the last tool), ``"system"``, and message
+    indexes (the last block that can carry one, of the turn the message went into). Raises
+    :class:`~loopctl.errors.UnsupportedContent` for more than four, a place with nothing to mark, or an index
+    outside the conversation."""
+    if len(wanted) > MAX_CACHE_BREAKPOINTS:
+        raise UnsupportedContent(f"cache_breakpoints: at most {MAX_CACHE_BREAKPOINTS} breakpoints, got {len(wanted)}")
+    prefix_ttl, ttl = ttls
+    for where in wanted:
+        if where == "tools":
+            if not tools:
+                raise UnsupportedContent("cache_breakpoints: 'tools' given, but the request has no tools")
+            tools[-1] = _mark(tools[-1], prefix_ttl)
+        elif where == "system":
+            if not system_blocks:
+                raise UnsupportedContent("cache_breakpoints: 'system' given, but the request has no system prompt")
+            system_blocks[-1] = _mark(system_blocks[-1], prefix_ttl)
+        elif isinstance(where, int) and not isinstance(where, bool) and start <= where < start + len(pieces):
+            ti = bisect.bisect_right(firsts, where - start) - 1
+            role, content = turns[ti] if ti >= 0 and pieces[where - start].content else ("", [])
+            bi = next(
+                (
+                    i
+                    for i in range(len(content) - 1, -1, -1)
+                    if content[i]["type"] not in _UNMARKABLE and _has_content(content[i])
+                ),
+                None,
+            )
+            if bi is None:
+                raise UnsupportedContent(
+                    f"cache_breakpoints: messages[{where}] sends no block that can carry a breakpoint"
+                )
+            marked = list(content)
+            marked[bi] = _mark(content[bi], ttl)
+            turns[ti] = (role, marked)
+        else:
+            raise UnsupportedContent(f"cache_breakpoints: {where!r} is not 'tools', 'system' or a message index")
+
+
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def _has_content(block: dict[str, Any]) -> bool:
+    return block["type"] != "tool_result" or "content" in block
+
+
 def _place_cache_breakpoints(
     tools: list[dict[str, Any]],
     system_blocks: list[dict[str, Any]],
     turns: list[tuple[str, list[dict[str, Any]]]],
+    ttls: tuple[str | None, str | None] = (None, None),
 ) -> None:
     """Mark the last tool, the system prompt and the last two user turns (at most four breakpoints)."""
+    prefix_ttl, ttl = ttls
     used = 0
     if tools:
-        tools[-1] = {**tools[-1], "cache_control": {"type": "ephemeral"}}
+        tools[-1] = _mark(tools[-1], prefix_ttl)
         used += 1
     if system_blocks:
-        system_blocks[-1] = {**system_blocks[-1], "cache_control": {"type": "ephemeral"}}
+        system_blocks[-1] = _mark(system_blocks[-1], prefix_ttl)
         used += 1
     user_marks = 0
     for ti in range(len(turns) - 1, -1, -1):
@@ -839,7 +944,7 @@ def _place_cache_breakpoints(
             if block["type"] == "tool_result" and "content" not in block:
                 continue  # an empty block may not carry a breakpoint
             marked = list(content)  # the cached list stays as it was
-            marked[bi] = {**block, "cache_control": {"type": "ephemeral"}}
+            marked[bi] = _mark(block, ttl)
             turns[ti] = (role, marked)
             used += 1
             user_marks += 1
@@ -1125,12 +1230,17 @@ def _usage(raw: Mapping[str, Any]) -> Usage:
     written = raw.get("cache_creation_input_tokens") or 0
     details = raw.get("output_tokens_details")
     reasoning = (details.get("thinking_tokens") or 0) if isinstance(details, Mapping) else 0
+    # The split of the writes by TTL (prompt-caching docs, "Tracking cache performance": cache_creation
+    # .ephemeral_5m_input_tokens / .ephemeral_1h_input_tokens): an hour's write is priced higher.
+    creation = raw.get("cache_creation")
+    hour = (creation.get("ephemeral_1h_input_tokens") or 0) if isinstance(creation, Mapping) else 0
     return Usage(
         input_tokens=fresh + read + written,
         output_tokens=raw.get("output_tokens") or 0,
         cache_read_tokens=read,
         cache_write_tokens=written,
         reasoning_tokens=reasoning,
+        cache_write_1h_tokens=min(hour, written),
     )
 
 

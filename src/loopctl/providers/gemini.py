@@ -95,6 +95,8 @@ from loopctl.stream import (
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
 __all__ = [
+    "build_cached_request",
+    "cached_content_body",
     "response_schema",
     "PROVIDER",
     "SKIP_SIGNATURE",
@@ -255,6 +257,49 @@ def build_request(
     if extra:
         _merge_into(body, extra)
     return body
+
+
+_CACHED_KEYS = ("systemInstruction", "tools", "toolConfig")  # what a cached content holds besides contents
+
+
+def cached_content_body(
+    messages: Sequence[Message], *, model: str, ttl_seconds: int, **options: Any
+) -> dict[str, Any]:
+    """The body of ``POST /v1beta/cachedContents`` caching ``messages`` with the system prompt, tools and tool
+    config of :func:`build_request` given the same ``options``: ``{"model": "models/<model>", "contents",
+    "systemInstruction"?, "tools"?, "toolConfig"?, "ttl": "<seconds>s"}`` (ai.google.dev/gemini-api/docs/caching;
+    ai.google.dev/api/caching#CachedContent)."""
+    body = build_request(messages, model=model, **options)
+    out: dict[str, Any] = {"model": model if model.startswith("models/") else f"models/{model}"}
+    out["contents"] = body["contents"]
+    for key in _CACHED_KEYS:
+        if key in body:
+            out[key] = body[key]
+    out["ttl"] = f"{int(ttl_seconds)}s"
+    return out
+
+
+def build_cached_request(
+    messages: Sequence[Message], *, model: str, cached_content: str, cached_messages: int, **options: Any
+) -> dict[str, Any]:
+    """:func:`build_request`'s body for a request whose first ``cached_messages`` messages, system prompt, tools
+    and tool config are held in the cached content named ``cached_content`` (made by
+    :func:`cached_content_body` from those messages and the same ``options``): ``"cachedContent"`` set, the
+    cached parts left out (the API refuses ``systemInstruction``, ``tools`` or ``toolConfig`` beside a cached
+    content: ai.google.dev/gemini-api/docs/caching). Raises :class:`~loopctl.errors.UnsupportedContent` when the
+    request does not continue the cached content exactly (a system message or tool added since, a turn merged
+    across the boundary) or adds nothing to it: the caller then sends the request whole."""
+    body = build_request(messages, model=model, **options)
+    cached = cached_content_body(messages[:cached_messages], model=model, ttl_seconds=0, **options)
+    n = len(cached["contents"])
+    if body["contents"][:n] != cached["contents"] or any(body.get(k) != cached.get(k) for k in _CACHED_KEYS):
+        raise UnsupportedContent(f"the request does not continue the cached content {cached_content!r}")
+    if len(body["contents"]) <= n:
+        raise UnsupportedContent(f"the request adds nothing to the cached content {cached_content!r}")
+    for key in _CACHED_KEYS:
+        body.pop(key, None)
+    body["contents"] = body["contents"][n:]
+    return {"cachedContent": cached_content, **body}
 
 
 def build_request_from(

@@ -86,6 +86,7 @@ from loopctl.providers.base import (
 from loopctl.providers.base import (
     held_messages as _held,
 )
+from loopctl.providers.cache import PromptCacheRetention, openai_cache_fields
 from loopctl.providers.native import NativeTool, call_note, check_native_tools, result_note, unsupported_tool
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
@@ -197,6 +198,9 @@ def build_request(
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
     output_format: OutputFormat | None = None,
     native_tools: Sequence[NativeTool] = (),
+    prompt_cache_key: str | None = None,
+    prompt_cache_retention: PromptCacheRetention | None = None,
+    prompt_cache_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a Chat Completions request for ``messages``.
 
@@ -215,7 +219,11 @@ def build_request(
     the assistant message's ``reasoning_content``, as DeepSeek's thinking mode requires after tool calls; not
     a field of OpenAI's own API); ``tool_call_id_max_length`` (ids longer than this, or outside
     ``[A-Za-z0-9_-]``, are rewritten by :func:`~loopctl.providers._common.rewrite_tool_id`).
-    ``output_format`` becomes ``response_format`` (:func:`response_format`).
+    ``output_format`` becomes ``response_format`` (:func:`response_format`). ``prompt_cache_key`` (``"auto"``:
+    a key stable per conversation, :func:`loopctl.providers.cache.prompt_cache_key`), ``prompt_cache_retention``
+    and ``prompt_cache_options`` are OpenAI's cache fields (platform.openai.com/docs/guides/prompt-caching),
+    sent only when given (a compatible server may refuse them); ``native_tools`` are refused: Chat Completions
+    runs no tools itself.
 
     Raises :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1]``) of a part the
     API cannot carry: a part type this release does not know, an image outside user messages and tool results,
@@ -246,6 +254,9 @@ def build_request(
         tool_call_id_max_length=tool_call_id_max_length,
         output_format=output_format,
         native_tools=native_tools,
+        prompt_cache_key=prompt_cache_key,
+        prompt_cache_retention=prompt_cache_retention,
+        prompt_cache_options=prompt_cache_options,
     )
     return body
 
@@ -293,6 +304,9 @@ def _build(
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
     output_format: OutputFormat | None = None,
     native_tools: Sequence[NativeTool] = (),
+    prompt_cache_key: str | None = None,
+    prompt_cache_retention: PromptCacheRetention | None = None,
+    prompt_cache_options: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body, and (with ``requests``) the prefix to keep for the next call and the parts of the messages
     array. Without ``requests`` the messages are laid out whole (``body["messages"]`` a list); with it, from
@@ -356,9 +370,7 @@ def _build(
             count = (prefix.count if prefix is not None else 0) + len(done)
             keep = LaidOutPrefix(opts, _held(messages), start + cut[0], chunks, count)
         if tools:
-            body["tools"] = requests.tools(
-                (_API, strict_tools), tools, lambda: _tools_fragment(tools, strict_tools)
-            )
+            body["tools"] = requests.tools((_API, strict_tools), tools, lambda: _tools_fragment(tools, strict_tools))
     elif tools:
         body["tools"] = [_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)]
     if tool_choice is not None:
@@ -376,6 +388,16 @@ def _build(
         body["stream_options"] = {"include_usage": True}
     if output_format is not None:
         body["response_format"] = response_format(output_format)
+    if prompt_cache_key is not None or prompt_cache_retention is not None or prompt_cache_options:
+        body.update(
+            openai_cache_fields(
+                messages,
+                system,
+                key=prompt_cache_key,
+                retention=prompt_cache_retention,
+                options=prompt_cache_options,
+            )
+        )
     if extra:
         body.update(extra)
     return body, keep, parts

@@ -89,6 +89,7 @@ from loopctl.providers.base import (
     write_items,
 )
 from loopctl.providers.base import held_messages as _held
+from loopctl.providers.cache import PromptCacheRetention, openai_cache_fields
 from loopctl.providers.native import (
     CodeExecution,
     FileSearch,
@@ -180,6 +181,9 @@ def build_request(
     strict_tools: bool = False,
     output_format: OutputFormat | None = None,
     native_tools: Sequence[NativeTool] = (),
+    prompt_cache_key: str | None = None,
+    prompt_cache_retention: PromptCacheRetention | None = None,
+    prompt_cache_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a ``POST /v1/responses`` request for ``messages``.
 
@@ -205,6 +209,10 @@ def build_request(
       pydantic/pydantic-ai#2865);
     - ``store``: sent as ``store`` when set. With ``store=False`` nothing is kept server-side, so a reasoning
       part without encrypted content cannot be resolved by its id and is left out;
+    - ``prompt_cache_key``: sent as is, or ``"auto"`` for a key stable per conversation
+      (:func:`loopctl.providers.cache.prompt_cache_key`); ``prompt_cache_retention`` (``"in_memory"`` or
+      ``"24h"``) and ``prompt_cache_options`` as given (platform.openai.com/docs/guides/prompt-caching). The
+      :class:`~loopctl.transport.OpenAIResponsesClient` sends ``"auto"`` to OpenAI's own API by default;
     - ``strict_tools``: send tools with ``strict: true`` in OpenAI's strict schema dialect
       (:func:`strict_schema`); tools are sent with ``strict: false`` otherwise, because Responses treats an
       absent ``strict`` as strict.
@@ -237,6 +245,9 @@ def build_request(
         strict_tools=strict_tools,
         output_format=output_format,
         native_tools=native_tools,
+        prompt_cache_key=prompt_cache_key,
+        prompt_cache_retention=prompt_cache_retention,
+        prompt_cache_options=prompt_cache_options,
         requests=None,
     )
     return body
@@ -300,6 +311,9 @@ def _build(
     strict_tools: bool = False,
     output_format: OutputFormat | None = None,
     native_tools: Sequence[NativeTool] = (),
+    prompt_cache_key: str | None = None,
+    prompt_cache_retention: PromptCacheRetention | None = None,
+    prompt_cache_options: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body and, with ``requests``, the prefix to keep and the parts of the ``input`` array (see
     :func:`encode_request`; ``body["input"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`)."""
@@ -413,6 +427,16 @@ def _build(
         body["stream"] = True
     if output_format is not None:
         body["text"] = {"format": text_format(output_format)}
+    if prompt_cache_key is not None or prompt_cache_retention is not None or prompt_cache_options:
+        body.update(
+            openai_cache_fields(
+                messages,
+                system,
+                key=prompt_cache_key,
+                retention=prompt_cache_retention,
+                options=prompt_cache_options,
+            )
+        )
     if extra:
         body.update(extra)
     return body, keep, parts

@@ -253,6 +253,10 @@ class FakeProviderServer:
         """Every request received, in order."""
         self.failures: list[BaseException] = []
         """Errors raised while answering (each also answered with an HTTP 500 or 400)."""
+        self.cached_contents: dict[str, Any] = {}
+        """Gemini cached contents made with ``POST …/cachedContents`` (name -> the request body); a
+        ``generateContent`` naming one that is not here is answered 404, as an expired cache is. Such requests
+        take no script step."""
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -346,6 +350,9 @@ class FakeProviderServer:
         with self._lock:
             self.requests.append(request)
             token = f"fake{len(self.requests):06d}"
+        state = self._provider_state(request, token)
+        if state is not None:
+            return state
         api = request.api
         if api is None:
             body = {"error": {"message": f"fake server: no endpoint at {request.path}", "type": "not_found"}}
@@ -363,6 +370,29 @@ class FakeProviderServer:
             exhausted = isinstance(exc, ScriptExhausted)
             error = ErrorReply(status=400 if exhausted else 500, message=f"fake server: {exc}")
             return _Outgoing(encode_error(api, error, stream=request.stream))
+
+    def _provider_state(self, request: RecordedRequest, token: str) -> _Outgoing | None:
+        """The endpoints that keep provider-side state rather than take a script step: Gemini's
+        ``cachedContents`` (and a ``generateContent`` naming a cache it does not have: 404)."""
+        body = request.body if isinstance(request.body, dict) else {}
+        if request.method == "POST" and request.path.endswith("/cachedContents"):
+            name = f"cachedContents/{token}"
+            with self._lock:
+                self.cached_contents[name] = body
+            reply = {
+                "name": name,
+                "model": body.get("model"),
+                "usageMetadata": {"totalTokenCount": len(request.raw) // 4},
+            }
+            return _Outgoing(Encoded(200, "application/json", (json.dumps(reply).encode(),)))
+        cached = body.get("cachedContent")
+        if request.api == "gemini" and isinstance(cached, str):
+            with self._lock:
+                known = cached in self.cached_contents
+            if not known:
+                error = ErrorReply(status=404, message=f"CachedContent not found (or permission denied): {cached}")
+                return _Outgoing(encode_error("gemini", error, stream=request.stream))
+        return None
 
     def _resolve(self, step: Any, request: RecordedRequest, api: API, token: str) -> _Outgoing:
         while True:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from loopctl.errors import MissingAPIKey
 from loopctl.providers import openai_chat, openai_responses
@@ -41,6 +42,11 @@ class _OpenAIClient(HTTPClient):
         super().__init__(model, codec_options, native_tools)
         sdk = import_sdk("openai", "openai")
         base = base_url or os.environ.get("OPENAI_BASE_URL")
+        if not base or urlsplit(base).hostname == "api.openai.com":
+            # OpenAI's own API: requests of one conversation share a prompt_cache_key, so they reach the
+            # machines holding their prefix (platform.openai.com/docs/guides/prompt-caching); a compatible
+            # server may not know the field, so it is sent there only when asked for.
+            self.codec_options.setdefault("prompt_cache_key", "auto")
         # A local OpenAI-compatible server usually needs no key; the SDK still wants a non-empty one.
         key = api_key or os.environ.get("OPENAI_API_KEY") or ("not-needed" if base else None)
         if not key:
