@@ -212,6 +212,20 @@ class SSEStreamDecoder:
             out.extend(events)
         return out
 
+    def feed_event(self, data: str | bytes) -> list[StreamEvent]:
+        """Decode one event that arrived whole, without SSE framing (a WebSocket message: the Responses API's
+        WebSocket mode sends each stream event as one JSON text message) and return its neutral events."""
+        text = data.decode() if isinstance(data, (bytes, bytearray)) else data
+        try:
+            events = self.on_event(ServerSentEvent("message", text))
+            for event in events:
+                self.accumulator.add(event)
+        except ProviderError:
+            raise
+        except _SHAPE_ERRORS as exc:
+            raise malformed_reply(self.provider, exc, text) from exc
+        return events
+
     def finish(self) -> ModelResponse:
         """The complete reply; raises the provider's typed error for an error body or event,
         :class:`~loopctl.errors.StreamTruncated` for a stream cut short, and

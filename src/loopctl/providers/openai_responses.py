@@ -184,6 +184,9 @@ def build_request(
     prompt_cache_key: str | None = None,
     prompt_cache_retention: PromptCacheRetention | None = None,
     prompt_cache_options: Mapping[str, Any] | None = None,
+    previous_response_id: str | None = None,
+    conversation: str | None = None,
+    continue_from: int = 0,
 ) -> dict[str, Any]:
     """The JSON body of a ``POST /v1/responses`` request for ``messages``.
 
@@ -213,6 +216,12 @@ def build_request(
       (:func:`loopctl.providers.cache.prompt_cache_key`); ``prompt_cache_retention`` (``"in_memory"`` or
       ``"24h"``) and ``prompt_cache_options`` as given (platform.openai.com/docs/guides/prompt-caching). The
       :class:`~loopctl.transport.OpenAIResponsesClient` sends ``"auto"`` to OpenAI's own API by default;
+    - ``previous_response_id`` (a stored response, or one of this WebSocket connection) or ``conversation``
+      (a Conversations API id) with ``continue_from``: the server already holds ``messages[:continue_from]``
+      (the response chain's input and output), so only the input items of ``messages[continue_from:]`` are
+      sent, with that field; the inline system message goes with the first request only (``instructions``,
+      which a chain does not carry over, are sent every time). The two ids cannot be sent together
+      (platform.openai.com/docs/api-reference/responses/create);
     - ``strict_tools``: send tools with ``strict: true`` in OpenAI's strict schema dialect
       (:func:`strict_schema`); tools are sent with ``strict: false`` otherwise, because Responses treats an
       absent ``strict`` as strict.
@@ -248,6 +257,9 @@ def build_request(
         prompt_cache_key=prompt_cache_key,
         prompt_cache_retention=prompt_cache_retention,
         prompt_cache_options=prompt_cache_options,
+        previous_response_id=previous_response_id,
+        conversation=conversation,
+        continue_from=continue_from,
         requests=None,
     )
     return body
@@ -314,6 +326,9 @@ def _build(
     prompt_cache_key: str | None = None,
     prompt_cache_retention: PromptCacheRetention | None = None,
     prompt_cache_options: Mapping[str, Any] | None = None,
+    previous_response_id: str | None = None,
+    conversation: str | None = None,
+    continue_from: int = 0,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body and, with ``requests``, the prefix to keep and the parts of the ``input`` array (see
     :func:`encode_request`; ``body["input"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`)."""
@@ -330,16 +345,26 @@ def _build(
     options = _Options(system_role=system_role, store_off=store is False)
     # Namespaced, so one cache can serve several codecs.
     key = ("openai_responses", system_role, options.store_off)
-    conversions = requests.conversions if requests is not None else cache
+    continued = _continuation(messages, previous_response_id, conversation, continue_from)
+    if continued:
+        # The server holds messages[:continue_from] (a stored response chain, or a conversation): only what
+        # follows is sent, laid out on its own (the short tail needs no kept prefix).
+        conversions = requests.conversions if requests is not None else cache
+        requests = None
+    else:
+        conversions = requests.conversions if requests is not None else cache
     prefix = requests.prefix(messages, key) if requests is not None else None
-    start = prefix.start if prefix is not None else 0
-    check_pairing(messages, _API, start)
+    start = continue_from if continued else prefix.start if prefix is not None else 0
+    held_turn = _latest_assistant(messages, continue_from) if continued else -1
+    check_pairing(messages, _API, max(held_turn, 0) if continued else start)
     tail = messages[start:] if start else messages
     head: list[dict[str, Any]] = []
-    if system and not system_as_instructions:
+    if system and not system_as_instructions and not continued:
         head.append({"role": system_role, "content": system})
     items: list[dict[str, Any]] = head if requests is None else []
     calls: tuple[dict[str, Any], ...] = ()  # the items of the latest assistant message
+    if held_turn >= 0:  # its results are among the new input: sent in the order of its calls
+        calls = _convert_message(messages[held_turn], held_turn, options)
     outputs: list[int] = []  # where the function_call_output items answering it stand in ``items``
     starts: list[tuple[int, int]] = []  # (index in tail, position in items) of each assistant message
     for index, message in enumerate(tail, start):
@@ -367,6 +392,10 @@ def _build(
         items.append({"role": "user", "content": ""})
     if not items and not head and (prefix is None or not prefix.count) and not (system and system_as_instructions):
         raise nothing_to_send(_API, len(messages))
+    if continued and not items:
+        raise UnsupportedContent(
+            f"messages[{continue_from}:]: nothing new to send after the {continue_from} messages the server holds"
+        )
 
     body: dict[str, Any] = {"model": model}
     if system and system_as_instructions:
@@ -427,6 +456,10 @@ def _build(
         body["stream"] = True
     if output_format is not None:
         body["text"] = {"format": text_format(output_format)}
+    if previous_response_id is not None:
+        body["previous_response_id"] = previous_response_id
+    if conversation is not None:
+        body["conversation"] = conversation
     if prompt_cache_key is not None or prompt_cache_retention is not None or prompt_cache_options:
         body.update(
             openai_cache_fields(
@@ -440,6 +473,28 @@ def _build(
     if extra:
         body.update(extra)
     return body, keep, parts
+
+
+def _continuation(
+    messages: Sequence[Message], previous_response_id: str | None, conversation: str | None, continue_from: int
+) -> bool:
+    """Whether the request continues server-held state; raises for options that contradict each other."""
+    if previous_response_id is not None and conversation is not None:
+        # "previous_response_id cannot be combined with the conversation parameter" (Responses API reference).
+        raise UnsupportedContent("previous_response_id and conversation cannot be sent together")
+    if continue_from and previous_response_id is None and conversation is None:
+        raise UnsupportedContent("continue_from needs previous_response_id or conversation: who holds the start?")
+    if not 0 <= continue_from <= len(messages):
+        raise UnsupportedContent(f"continue_from {continue_from} is outside the {len(messages)} messages")
+    return continue_from > 0
+
+
+def _latest_assistant(messages: Sequence[Message], before: int) -> int:
+    """The index of the last assistant message before ``before``, or -1."""
+    for i in range(before - 1, -1, -1):
+        if messages[i].role is Role.ASSISTANT:
+            return i
+    return -1
 
 
 def build_request_from(
@@ -1433,6 +1488,11 @@ class StreamDecoder(SSEStreamDecoder):
         # the event's own); some servers nest them under "error".
         nested = data.get("error")
         error = nested if isinstance(nested, Mapping) else {k: v for k, v in data.items() if k != "type"}
+        # The WebSocket mode's error event names the HTTP status it stands for ({"type": "error", "status": 400,
+        # "error": {...}}: platform.openai.com/docs/guides/websocket-mode): the same typed error as over HTTP.
+        status = data.get("status")
+        if isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 600:
+            raise error_from_http(status, {"error": dict(error)})
         raise _error_from_object(error, body=data, default_status=500)
 
 

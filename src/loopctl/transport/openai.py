@@ -13,10 +13,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from loopctl.errors import MissingAPIKey
+from loopctl.errors import (
+    ConnectionFailed,
+    MissingAPIKey,
+    ProviderError,
+    ProviderProtocolError,
+    ProviderTimeout,
+)
+from loopctl.message.model import _dumps_bytes
 from loopctl.providers import openai_chat, openai_responses
+from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.providers.native import NativeTool
-from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
+from loopctl.response import ModelResponse
+from loopctl.stream import loads_exact
+from loopctl.transport._chain import Chains, Link, lost_state
+from loopctl.transport._http import DEFAULT_TIMEOUT, TIMEOUT_ERRORS, TRANSPORT_ERRORS, HTTPClient
 from loopctl.transport._sdk import import_sdk, sdk_headers
 
 __all__ = ["OpenAIChatClient", "OpenAIResponsesClient"]
@@ -81,7 +92,110 @@ class OpenAIChatClient(_OpenAIClient):
 
 class OpenAIResponsesClient(_OpenAIClient):
     """OpenAI Responses. Arguments as :class:`OpenAIChatClient`; ``codec_options`` go to
-    :func:`loopctl.providers.openai_responses.build_request`."""
+    :func:`loopctl.providers.openai_responses.build_request` (``store=False``: the API keeps nothing).
+
+    Stateful modes (``docs/transport.md``, "Stateful Responses"), each sending only what the server does not
+    hold yet:
+
+    - ``stateful=True``: each call continues the conversation's previous reply with ``previous_response_id``
+      and sends only the messages after it (the API keeps the chain: ``store`` must not be ``False``);
+    - ``conversation="auto"`` (a Conversations API conversation made for each conversation on its first call)
+      or a conversation id of your own: the requests carry ``conversation`` and only the new messages.
+
+    A request that does not continue what the server holds (an edited history, a compaction) is sent whole
+    and starts again. When the server no longer has the response or the conversation
+    (``previous_response_not_found``: expired, deleted, another project) the request is sent again whole,
+    once, and the chain starts again from it.
+    """
 
     codec = openai_responses
     endpoint = "responses"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        stateful: bool = False,
+        conversation: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, **kwargs)
+        if stateful and conversation is not None:
+            raise ValueError("stateful (previous_response_id) and conversation cannot be used together")
+        if (stateful or conversation is not None) and self.codec_options.get("store") is False:
+            raise ValueError("a stateful client needs the API to store its responses: store=False keeps nothing")
+        self.stateful = stateful
+        self.conversation = conversation
+        self._chains = Chains()
+        self._continue: dict[str, Any] | None = None  # the codec options of the request being sent
+        self._conversations_url = f"{str(self._sdk_client.base_url).rstrip('/')}/conversations"
+
+    def encode(self, request: ModelRequest, stream: bool) -> bytes:
+        """:meth:`HTTPClient.encode`; for a request that continues server-held state, only what follows it."""
+        if self._continue is None:
+            return super().encode(request, stream)
+        body = self.codec.build_request_from(
+            self._with_native(request), model=self.model, stream=stream, **{**self.codec_options, **self._continue}
+        )
+        return _dumps_bytes(body)
+
+    async def generate(
+        self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
+    ) -> ModelResponse:
+        """:meth:`HTTPClient.generate`, continuing the conversation's server-held state when it can (see the
+        class docstring); the same errors."""
+        if not self.stateful and self.conversation is None:
+            return await super().generate(request, stream=stream, on_event=on_event)
+        messages = request.messages
+        link = self._chains.find(messages)
+        conversation = await self._conversation_for(messages, link)
+        self._continue = self._plan(link, conversation)
+        try:
+            try:
+                response = await super().generate(request, stream=stream, on_event=on_event)
+            except ProviderError as exc:
+                if self._continue is None or not lost_state(exc):
+                    raise
+                # The server no longer holds the chain (or the conversation): everything, once more.
+                self._chains.forget(messages)
+                conversation = await self._conversation_for(messages, None, fresh=True)
+                self._continue = self._plan(None, conversation)
+                response = await super().generate(request, stream=stream, on_event=on_event)
+        finally:
+            self._continue = None
+        self._chains.record(messages, response.message, response_id=response.id, conversation=conversation)
+        return response
+
+    def _plan(self, link: Link | None, conversation: str | None) -> dict[str, Any] | None:
+        if conversation is not None:
+            return {"conversation": conversation, "continue_from": len(link.messages) if link is not None else 0}
+        if link is not None and link.response_id is not None:
+            return {"previous_response_id": link.response_id, "continue_from": len(link.messages)}
+        return None
+
+    async def _conversation_for(self, messages: Any, link: Link | None, *, fresh: bool = False) -> str | None:
+        """The conversation this request goes to: the given id, the one made for this conversation while it
+        continues it, or a new one (``POST /v1/conversations``)."""
+        if self.conversation is None:
+            return None
+        if self.conversation != "auto":
+            return self.conversation
+        if link is not None and link.conversation is not None and not fresh:
+            return link.conversation
+        return await self._create_conversation()
+
+    async def _create_conversation(self) -> str:
+        """``POST /v1/conversations`` (platform.openai.com/docs/api-reference/conversations/create): a new,
+        empty conversation; its id. Errors are typed as a model call's."""
+        try:
+            raw = await self._http.post(self._conversations_url, content=b"{}", headers=self._headers)
+        except TIMEOUT_ERRORS as exc:
+            raise ProviderTimeout(f"no reply in time ({exc})", provider=self.provider) from None
+        except TRANSPORT_ERRORS as exc:
+            raise ConnectionFailed(f"cannot reach the provider ({exc})", provider=self.provider) from None
+        if raw.status_code >= 400:
+            raise self.codec.error_from_http(raw.status_code, self._redact(raw.content), dict(raw.headers))
+        conversation = loads_exact(raw.content).get("id")
+        if not isinstance(conversation, str) or not conversation:
+            raise ProviderProtocolError("the new conversation has no id", provider=self.provider)
+        return conversation
