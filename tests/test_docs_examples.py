@@ -1,4 +1,5 @@
-"""The Python a newcomer copies works: every ``python`` block of ``README.md`` and ``docs/fake-server.md``
+"""The Python a newcomer copies works: every ``python`` block of ``README.md``, ``docs/fake-server.md`` and
+``docs/agent.md``
 runs as written (each in a fresh process, in a scratch folder holding a copy of ``examples/``), except blocks
 marked ``<!-- not run: ... -->`` (they need a key or a server); the examples run and leave nothing behind;
 and all of it passes ``mypy --strict`` with the project's settings."""
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/fake-server.md")
+DOCS = ("README.md", "docs/fake-server.md", "docs/agent.md")
 _BLOCK = re.compile(r"(?:<!-- not run: (?P<why>[^>]*?) -->\n)?```python\n(?P<code>.*?)```", re.DOTALL)
 
 

@@ -58,6 +58,7 @@ __all__ = [
     "RunFailed",
     "RunRefused",
     "ServerError",
+    "SessionBusy",
     "SessionExists",
     "SessionNotFound",
     "StoreCorrupt",
@@ -402,6 +403,21 @@ class ConcurrentUpdate(StoreError):
             "again)",
             session_id=session_id,
         )
+
+
+class SessionBusy(LoopError, RuntimeError):
+    """A run was started on a conversation that is running already: a second ``run()`` on one
+    :class:`~loopctl.engine.BareLoop`, or on one session of an :class:`~loopctl.agent.Agent` (the same session
+    id of the same store, or the same in-memory conversation), while the first is not over. Nothing of the
+    second run happened: no input was added, nothing was saved. Wait for the first run, or run the second on
+    another session (``agent.session(..., on_busy="wait")`` queues runs of one session instead).
+
+    :attr:`session_id` names the session, when the conversation has one.
+    """
+
+    def __init__(self, message: str, *, session_id: str | None = None) -> None:
+        self.session_id = session_id
+        super().__init__(message)
 
 
 class SessionNotFound(StoreError, LookupError):

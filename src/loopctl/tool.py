@@ -22,13 +22,18 @@ import re
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import (
+    Annotated,
     Any,
+    Concatenate,
     Generic,
     Literal,
+    ParamSpec,
     Protocol,
     TypeAlias,
     Union,
+    get_args,
     get_origin,
     get_type_hints,
     overload,
@@ -37,24 +42,28 @@ from typing import (
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
 from typing_extensions import TypeVar
 
 from loopctl.message import ImagePart, Retention, TextPart, ToolContent
 from loopctl.response import Usage
 
 __all__ = [
+    "ApprovalRequired",
     "DepsT",
     "ForceTool",
     "FunctionTool",
     "RunContext",
     "Tool",
     "ToolChoice",
+    "ModelRetry",
     "ToolContext",
     "ToolInputError",
     "ToolOutput",
     "ToolProvider",
     "ToolRegistry",
     "ToolSchema",
+    "ToolSpend",
     "check_tool_choice",
     "tool",
 ]
@@ -101,9 +110,14 @@ class ToolOutput:
     """What a tool returns when plain text is not enough.
 
     ``content`` is text, or a sequence of :class:`~loopctl.message.TextPart` / :class:`~loopctl.message.ImagePart`
-    (a multipart result: the standard way to hand the model a picture). ``is_error`` marks a failed run the
-    model should read as such. ``retention`` tags how compaction may treat the result (``None`` untagged,
-    ``Retention.REQUERY``, ``Retention.DURABLE``).
+    (a multipart result: the standard way to hand the model a picture). ``is_error=True`` makes the result an
+    error result: the model reads ``content`` as the tool's failure (each provider's own flag: Anthropic's
+    ``is_error``, the text of a failed call elsewhere), exactly as written, with no prefix; the run goes on.
+    Return it for a failure the tool expected (a file that is not there, a query that found nothing it can
+    use); raise :class:`ModelRetry` from deep inside a tool for the same effect. ``retention`` tags how
+    compaction may treat the result (``None`` untagged, ``Retention.REQUERY``, ``Retention.DURABLE``).
+
+    A tool that *raises* anything else fails: the model reads ``Tool 'name' failed: TypeError: ...``.
     """
 
     content: str | Sequence[TextPart | ImagePart] | ToolContent = ""
@@ -124,6 +138,59 @@ class ToolOutput:
 
 DepsT = TypeVar("DepsT", default=Any)
 """The type of a run's ``deps`` (``loop.run(..., deps=obj)``)."""
+
+DepsT_co = TypeVar("DepsT_co", default=Any, covariant=True)
+"""The deps type of a :class:`ToolContext` (covariant: a context holding a ``Deps`` is a context of
+``object``)."""
+
+ToolDepsT_contra = TypeVar("ToolDepsT_contra", default=Any, contravariant=True)
+"""The deps type a tool runs with (contravariant: a tool that needs no deps, ``Tool[object]``, runs with any)."""
+
+_D = TypeVar("_D")
+_P = ParamSpec("_P")
+
+
+class ModelRetry(Exception):
+    """Raised by a tool to ask the model to try again: the exception's message is the call's (error) result,
+    exactly as given, without the ``Tool 'x' failed: TypeError:`` prefix that any other exception gets. Use
+    it for what the model can fix: ``raise ModelRetry("No user 'bob'; the users are alice and carol.")``.
+    The run goes on (loop detection still stops a model that repeats the same call)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ApprovalRequired(Exception):
+    """Raised by a tool to defer its own call until someone approves it: the call gets no result, and the run
+    pauses once the turn's other calls are done (outcome ``AWAITING_APPROVAL``), as for a ``Defer`` decision
+    of the permission callback. ``reason`` is shown to whoever decides. A call that was approved runs its
+    tool again (a tool that raises again pauses the run again); a sub-agent's tool raises it when its own run
+    paused for approval (:meth:`loopctl.agent.Agent.as_tool`)."""
+
+    def __init__(self, reason: str | None = None) -> None:
+        super().__init__(reason or "the call needs approval")
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpend:
+    """What a tool call spent on model calls of its own (a sub-agent's run): ``usage`` in tokens, its ``cost``
+    in USD (``None``: unknown), the model ``requests`` made and the ``tool_calls`` run. The run that called
+    the tool counts it in :attr:`~loopctl.engine.Run.usage`, :attr:`~loopctl.engine.Run.cost` and its usage
+    limits."""
+
+    usage: Usage = field(default_factory=Usage)
+    cost: Decimal | None = Decimal(0)
+    requests: int = 0
+    tool_calls: int = 0
+
+    def plus(self, other: ToolSpend) -> ToolSpend:
+        """Both spends together (a cost unknown in either is unknown)."""
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        return ToolSpend(
+            self.usage + other.usage, cost, self.requests + other.requests, self.tool_calls + other.tool_calls
+        )
 
 
 def valid_unicode(text: str) -> str:
@@ -149,7 +216,7 @@ class RunContext(Generic[DepsT]):
 
 
 @dataclass(frozen=True, slots=True)
-class ToolContext(Generic[DepsT]):
+class ToolContext(Generic[DepsT_co]):
     """What a running tool may know about its call: the provider's ``call_id``, the tool ``name``, the run's
     ``deps`` (``loop.run(..., deps=obj)``; ``None`` when none were given), its ``usage`` so far (tokens, the
     replies before this call) and the ``turn`` (the model call, from 1) that made the call.
@@ -164,10 +231,30 @@ class ToolContext(Generic[DepsT]):
 
     call_id: str
     name: str
-    deps: DepsT = None  # type: ignore[assignment]
+    deps: DepsT_co = None  # type: ignore[assignment]
     usage: Usage = field(default_factory=Usage)
     turn: int = 0
     _stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    _spend: list[ToolSpend] = field(default_factory=list, repr=False, compare=False)
+
+    def record_usage(
+        self, usage: Usage, *, cost: Decimal | None, requests: int = 0, tool_calls: int = 0
+    ) -> None:
+        """Count model calls the tool made itself (a sub-agent's run, a summary it asked for) in the run that
+        called it: ``usage`` in tokens, ``cost`` in USD (``None``: unknown), ``requests`` and ``tool_calls``.
+        They join :attr:`~loopctl.engine.Run.usage` and :attr:`~loopctl.engine.Run.cost`, and count against
+        the run's usage limits once the call's result is in."""
+        self._spend.append(ToolSpend(usage, cost, requests, tool_calls))
+
+    @property
+    def spent(self) -> ToolSpend | None:
+        """What :meth:`record_usage` recorded, together (``None``: nothing)."""
+        if not self._spend:
+            return None
+        total = self._spend[0]
+        for more in self._spend[1:]:
+            total = total.plus(more)
+        return total
 
     @property
     def stop_requested(self) -> bool:
@@ -185,11 +272,13 @@ class ToolInputError(ValueError):
 
 
 @runtime_checkable
-class Tool(Protocol):
+class Tool(Protocol[ToolDepsT_contra]):
     """Anything the engine can run: ``name``, ``description``, ``input_schema`` (a JSON Schema object), and
     ``async call(input, context)`` returning a ``str``, a :class:`ToolOutput`, or any JSON value (sent as
-    JSON text). Raising :class:`ToolInputError` reports bad input; any other exception becomes an error
-    result the model can read.
+    JSON text). Raising :class:`ToolInputError` reports bad input, :class:`ModelRetry` gives the model its
+    message as the error result, :class:`ApprovalRequired` defers the call; any other exception becomes an
+    error result the model can read (``Tool 'x' failed: TypeError: ...``). ``Tool[D]`` is a tool that runs
+    with deps of type ``D`` (``context.deps``): an :class:`~loopctl.agent.Agent` with ``deps_type=D`` takes it.
 
     A tool with a ``requires_approval`` attribute that is ``True`` has every call deferred until it is
     approved (``loop.run(approvals=...)``: ``docs/guardrails.md``, "Approvals that wait"). A tool with a
@@ -212,7 +301,7 @@ class Tool(Protocol):
         """JSON Schema of the input object."""
         ...
 
-    def call(self, input: Any, context: ToolContext) -> Awaitable[Any]:  # noqa: A002 - the wire name
+    def call(self, input: Any, context: ToolContext[ToolDepsT_contra]) -> Awaitable[Any]:  # noqa: A002 - the wire name
         """Run the tool on the model's ``input``."""
         ...
 
@@ -222,7 +311,7 @@ def schema_of(t: Tool) -> ToolSchema:
     return ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
 
 
-class FunctionTool:
+class FunctionTool(Generic[ToolDepsT_contra]):
     """A :class:`Tool` made from a Python function by :func:`tool`.
 
     The input model is built once from the function's signature; each call validates the model's input
@@ -232,6 +321,10 @@ class FunctionTool:
     receives the call's context, the run's ``deps`` included, and is not part of the schema.
     ``requires_approval=True`` defers every call of the tool until it is approved (``loop.run(approvals=...)``).
     ``repeatable=True`` exempts its calls from loop detection (a polling tool: the same call, new results).
+
+    ``FunctionTool[D]`` is the tool of a function whose first parameter is a ``ToolContext[D]`` (mypy infers
+    ``D``); a function without one makes a ``FunctionTool[object]``, which runs with any deps. (Put the
+    context first: one in another position is typed ``object`` too, and mypy cannot check its deps.)
     """
 
     __slots__ = (
@@ -240,6 +333,7 @@ class FunctionTool:
         "_inline",
         "_is_async",
         "_model",
+        "deps_type",
         "description",
         "input_schema",
         "name",
@@ -247,6 +341,28 @@ class FunctionTool:
         "requires_approval",
     )
 
+    @overload
+    def __init__(
+        self: FunctionTool[_D],
+        fn: Callable[Concatenate[ToolContext[_D], _P], Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        inline: bool = False,
+        requires_approval: bool = False,
+        repeatable: bool = False,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: FunctionTool[object],
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        inline: bool = False,
+        requires_approval: bool = False,
+        repeatable: bool = False,
+    ) -> None: ...
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -265,7 +381,9 @@ class FunctionTool:
         self.name = name or fn.__name__
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description if description is not None else summary
-        self._model, self._context_param = _input_model(fn, self.name, param_docs)
+        self._model, self._context_param, deps = _input_model(fn, self.name, param_docs)
+        self.deps_type: Any = deps
+        """The ``D`` of the function's ``ToolContext[D]`` parameter (``None``: it has none, or names no type)."""
         schema = self._model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -286,7 +404,7 @@ class FunctionTool:
         except ValidationError as exc:
             raise ToolInputError(_describe_validation(exc)) from None
 
-    async def call(self, input: Any, context: ToolContext) -> Any:  # noqa: A002 - the wire name
+    async def call(self, input: Any, context: ToolContext[ToolDepsT_contra]) -> Any:  # noqa: A002 - the wire name
         """Validate ``input`` and run the function. Raises :class:`ToolInputError` for bad input."""
         parsed = self._parse(input)
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
@@ -312,9 +430,25 @@ class FunctionTool:
         return f"FunctionTool(name={self.name!r})"
 
 
+class ToolDecorator(Protocol):
+    """What ``@tool(...)`` with options returns: called on a function, the :class:`FunctionTool` made from it
+    (typed by its ``ToolContext[D]`` parameter, as :func:`tool` is)."""
+
+    @overload
+    def __call__(self, fn: Callable[Concatenate[ToolContext[_D], _P], Any], /) -> FunctionTool[_D]: ...
+    @overload
+    def __call__(self, fn: Callable[..., Any], /) -> FunctionTool[object]: ...
+
+
 @overload
-def tool(fn: Callable[..., Any], /) -> FunctionTool:
-    """``@tool`` on a function: the :class:`FunctionTool` made from it."""
+def tool(fn: Callable[Concatenate[ToolContext[_D], _P], Any], /) -> FunctionTool[_D]:
+    """``@tool`` on a function whose first parameter is its ``ToolContext[D]``: a tool that runs with deps
+    ``D``."""
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool[object]:
+    """``@tool`` on a function without a leading ``ToolContext[D]``: a tool that runs with any deps."""
 
 
 @overload
@@ -325,7 +459,7 @@ def tool(
     inline: bool = False,
     requires_approval: bool = False,
     repeatable: bool = False,
-) -> Callable[[Callable[..., Any]], FunctionTool]:
+) -> ToolDecorator:
     """``@tool(...)`` with options: a decorator that makes the :class:`FunctionTool`."""
 
 
@@ -338,28 +472,38 @@ def tool(
     inline: bool = False,
     requires_approval: bool = False,
     repeatable: bool = False,
-) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+) -> FunctionTool[Any] | ToolDecorator:
     """Make a :class:`Tool` from a function: ``@tool`` or ``@tool(name=..., description=..., inline=...,
     requires_approval=..., repeatable=...)``.
 
-    The schema comes from the type hints (pydantic); the description from the docstring's first paragraph;
-    each parameter's description from a Google-style ``Args:`` section. Defaults make a parameter optional.
+    The schema comes from the type hints (pydantic); the description from the docstring's summary and long
+    description; each parameter's description from the docstring's parameter section, in any of the three
+    styles Python uses (Google ``Args:``, NumPy ``Parameters``, Sphinx ``:param x:``; read by
+    ``docstring_parser``), or from ``Annotated[T, Field(description=...)]``, which wins over the docstring.
+    Defaults make a parameter optional.
     ``requires_approval=True`` defers every call until it is approved; ``repeatable=True`` exempts the tool's
     calls from loop detection, for a tool called the same way for new results (polling a job's status, a
     growing log): ``docs/guardrails.md``.
     """
-    options: dict[str, Any] = {
-        "name": name,
-        "description": description,
-        "inline": inline,
-        "requires_approval": requires_approval,
-        "repeatable": repeatable,
-    }
     if fn is not None:
-        return FunctionTool(fn, **options)
+        return FunctionTool(
+            fn,
+            name=name,
+            description=description,
+            inline=inline,
+            requires_approval=requires_approval,
+            repeatable=repeatable,
+        )
 
-    def wrap(f: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(f, **options)
+    def wrap(f: Callable[..., Any]) -> FunctionTool[Any]:
+        return FunctionTool(
+            f,
+            name=name,
+            description=description,
+            inline=inline,
+            requires_approval=requires_approval,
+            repeatable=repeatable,
+        )
 
     return wrap
 
@@ -478,36 +622,26 @@ def to_tool_output(value: Any) -> ToolOutput:
 
 # --- building the input model -------------------------------------------------------------------------------
 
-_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$", re.IGNORECASE)
-_ARG_LINE = re.compile(r"^\s+(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
-
-
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The summary (text before the first section) and per-parameter descriptions from ``Args:``."""
-    lines = doc.splitlines()
-    summary: list[str] = []
-    params: dict[str, str] = {}
-    i = 0
-    while i < len(lines) and not _ARGS_HEADER.match(lines[i]) and not re.match(r"^\s*\w+:\s*$", lines[i]):
-        summary.append(lines[i])
-        i += 1
-    current: str | None = None
-    if i < len(lines) and _ARGS_HEADER.match(lines[i]):
-        for line in lines[i + 1 :]:
-            if line.strip() and not line.startswith((" ", "\t")):
-                break
-            m = _ARG_LINE.match(line)
-            if m and (len(line) - len(line.lstrip())) <= 8:
-                current = m.group(1).lstrip("*")
-                params[current] = m.group(3).strip()
-            elif current and line.strip():
-                params[current] = f"{params[current]} {line.strip()}".strip()
-    return "\n".join(summary).strip(), params
+    """The description (the summary and the long description, without the sections) and each parameter's
+    description, from a docstring in Google, NumPy or Sphinx (reST) style (``docstring_parser``, style found
+    by itself)."""
+    if not doc.strip():
+        return "", {}
+    import docstring_parser
+
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError:
+        return doc.strip(), {}
+    texts = [t.strip() for t in (parsed.short_description, parsed.long_description) if t and t.strip()]
+    params = {p.arg_name.lstrip("*"): " ".join(p.description.split()) for p in parsed.params if p.description}
+    return "\n\n".join(texts), params
 
 
 def _input_model(
     fn: Callable[..., Any], name: str, param_docs: Mapping[str, str]
-) -> tuple[type[BaseModel], str | None]:
+) -> tuple[type[BaseModel], str | None, Any]:
     sig = inspect.signature(fn)
     try:
         hints = get_type_hints(fn, include_extras=True)
@@ -515,17 +649,24 @@ def _input_model(
         hints = _hints_one_by_one(fn, name)
     fields: dict[str, Any] = {}
     context_param: str | None = None
+    deps_type: Any = None
     for pname, param in sig.parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
         annotation = hints.get(pname, Any)
         if annotation is ToolContext or get_origin(annotation) is ToolContext:
             context_param = pname
+            args = get_args(annotation)
+            deps_type = args[0] if args and isinstance(args[0], type) else None
             continue
         default = ... if param.default is param.empty else param.default
-        fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
+        described = get_origin(annotation) is Annotated and any(
+            isinstance(m, FieldInfo) and m.description for m in get_args(annotation)[1:]
+        )
+        doc = None if described else param_docs.get(pname)  # Field(description=...) wins over the docstring
+        fields[pname] = (annotation, Field(default, description=doc) if doc else default)
     model = create_model(f"{name}_input", __config__=ConfigDict(extra="forbid", strict=False), **fields)
-    return model, context_param
+    return model, context_param, deps_type
 
 
 _CONTEXT_ANNOTATION = re.compile(r"^\s*(?:[\w.]+\.)?ToolContext\s*(?:\[.*\])?\s*$", re.S)

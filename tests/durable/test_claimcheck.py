@@ -16,6 +16,7 @@ pytest.importorskip("temporalio")
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import default
 
+from loopctl.durable._payloads import dumps
 from loopctl.durable.claimcheck import BLOB_KEY, BlobMissing, ClaimCheckCodec, DirectoryBlobStore, SessionStoreBlobs
 from loopctl.store import SessionStore, SQLiteStore
 
@@ -145,3 +146,69 @@ async def test_any_json_payload_decodes_to_what_was_encoded(value: object, neste
     original = _payload(orjson.dumps(value).decode() if nested else value)
     [decoded] = await codec.decode(await codec.encode([original]))
     assert decoded == original
+
+
+WEI = 123456789012345678901  # past 64 bits
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["object", "json-text"])
+async def test_an_integer_past_64_bits_comes_back_exact_from_a_payload_cut_into_parts(nested: bool) -> None:
+    # json-text: what the durable activities carry (their input and result are JSON text written by loopctl)
+    store = MemoryStore()
+    doc = {"call": {"name": "transfer", "input": {"wei": WEI, "neg": -WEI}}, "image": "iVBOR" + "C" * 300_000}
+    codec = ClaimCheckCodec(store)
+    original = _payload(dumps(doc) if nested else doc)
+    [encoded] = await codec.encode([original])
+    assert encoded.metadata["loopctl-claim-check"] == b"parts"  # cut, not stored whole
+    assert str(WEI).encode() in encoded.data
+    [decoded] = await codec.decode([encoded])
+    if nested:
+        assert _value(decoded, str) == dumps(doc)
+    else:
+        assert _value(decoded, dict) == doc
+        assert type(_value(decoded, dict)["call"]["input"]["wei"]) is int
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "1e400"])
+async def test_a_number_json_cannot_write_back_makes_the_payload_stored_whole(literal: str) -> None:
+    store = MemoryStore()
+    data = b'{"x": ' + literal.encode() + b', "pad": "' + b"p" * 300_000 + b'"}'
+    original = Payload(metadata={"encoding": b"json/plain"}, data=data)
+    codec = ClaimCheckCodec(store)
+    [encoded] = await codec.encode([original])
+    assert encoded.metadata["loopctl-claim-check"] == b"whole"
+    assert await codec.decode([encoded]) == [original]
+
+
+exact_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=2**64, max_value=2**200)  # past what orjson reads as an integer
+    | st.integers(min_value=-(2**200), max_value=-(2**63) - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30)
+    | st.text(min_size=40, max_size=60),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["a", "b", BLOB_KEY, "$loopctl.literal"]), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=80)
+@given(value=exact_values, nested=st.booleans())
+async def test_any_json_value_cut_into_parts_decodes_to_the_same_value(value: object, nested: bool) -> None:
+    # a long string beside the value makes the payload big, and cutting it out makes it small: the codec
+    # reads the JSON, writes the parts payload, and reads it back
+    doc = {"value": value, "pad": "p" * 20_000}
+    codec = ClaimCheckCodec(MemoryStore(), threshold=10_000, part_limit=35)
+    original = _payload(dumps(doc) if nested else doc)
+    [encoded] = await codec.encode([original])
+    assert encoded.metadata["loopctl-claim-check"] == b"parts"
+    [decoded] = await codec.decode([encoded])
+    if nested:
+        assert _value(decoded, str) == dumps(doc)
+    else:
+        assert _value(decoded, dict) == doc

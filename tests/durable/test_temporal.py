@@ -360,3 +360,87 @@ def test_guardrails_limits_fallback_cost_and_approvals_through_the_workflow(
     assert out["continued"]["outcome"] == "completed"
     assert out["continued"]["resumed"] == ["appended yes", workload.DENIAL]
     assert out["side_effects"] == ["modified", "yes"]
+
+
+# --- approvals against what a real approver does (issue 18) --------------------------------------------------
+
+
+@needs_server
+def test_a_repeated_approval_never_approves_the_next_call_with_the_same_id(
+    scenarios: ScenarioRunner, tmp_path: Path
+) -> None:
+    # Every turn defers a `delete` call with the id call_chatcmpl_0 (an id-less compatible server's).
+    out = scenarios.run("approval-binding", tmp_path / "out.json")
+    run_key = out["first"][1]["run"]
+    assert out["first"] == [workload.REPEATED, {"run": run_key, "turn": 1, "call": workload.REPEATED}]
+    assert run_key.endswith("/1")  # <Temporal run id>/<loop run of that execution>
+    # the retried request comes while the approved call runs: its wait is over, the worker refuses it
+    assert out["repeat"].startswith("ApprovalError: ") and "awaits no approval now" in out["repeat"]
+    # duplicated signals were dropped and logged: the one naming no wait on arrival (the run awaited nothing),
+    # the one bound to turn 1 when the run waited at turn 2
+    assert len(out["drops"]) == 2
+    assert "call 'call_chatcmpl_0' was dropped: the run does not await it now" in out["drops"][0]
+    assert "call 'call_chatcmpl_0' of turn 1 of run" in out["drops"][1]
+    assert "a repeat, or a stale one" in out["drops"][1]
+    assert out["deleted_while_waiting"] == ["/tmp/scratch"]  # the turn-2 call waited for its own decision
+    assert out["second"] == [workload.REPEATED, {"run": run_key, "turn": 2, "call": workload.REPEATED}]
+    # the update's validator refuses what the run would not take: an unknown id, a key of an earlier wait
+    assert out["unknown"].startswith("ApprovalError: ") and "does not await nope" in out["unknown"]
+    assert "does not await call 'call_chatcmpl_0' of turn 1" in out["stale_key"]
+    assert out["denied"] == [{"run": run_key, "turn": 2, "call": workload.REPEATED}]
+    assert out["outcome"] == "completed"
+    assert out["results"] == [["deleted /tmp/scratch"], ["keep it"], []]
+    assert out["deleted"] == ["/tmp/scratch"]
+
+
+@needs_server
+def test_a_bad_modify_never_wedges_the_workflow_and_an_ended_run_refuses_approvals(
+    scenarios: ScenarioRunner, tmp_path: Path
+) -> None:
+    out = scenarios.run("approval-refusals", tmp_path / "out.json")
+    # a Modify that does not fit `append` is refused by the worker before anything is recorded...
+    assert (
+        out["approve_bad"].startswith("ApprovalError: ") and "does not fit the schema of 'append'" in out["approve_bad"]
+    )
+    # ...and as a raw signal it is dropped (logged): the workflow answers queries and keeps waiting
+    assert any("does not fit the schema of 'append'" in d for d in out["drops"])
+    assert out["pending_after"] == [workload.APPROVED, workload.DENIED]
+    assert out["good"] == "accepted"
+    assert out["waits"]["outcome"] == "completed"
+    assert out["waits"]["results"] == [["appended yes", "no", "free"], []]
+    # approvals for runs that ended: refused with ApprovalError, as BareLoop.run(approvals=) refuses them
+    assert out["ended"].startswith("ApprovalError: ") and "has ended" in out["ended"]
+    assert out["paused"]["outcome"] == "awaiting_approval"
+    assert (
+        out["paused_approve"].startswith("ApprovalError: ") and "execute(..., approvals=...)" in out["paused_approve"]
+    )
+    assert out["nobody"].startswith("ApprovalError: ")
+    assert out["side_effects"] == ["yes"]
+
+
+@needs_server
+def test_a_session_keeps_each_runs_approvals_apart_while_its_ask_update_waits(
+    scenarios: ScenarioRunner, tmp_path: Path
+) -> None:
+    out = scenarios.run("session-approvals", tmp_path / "out.json")
+    first, second = out["keys"]
+    # the same call id and turn in both asks: the run part tells them apart (<Temporal run id>/<n>)
+    assert (first["call"], first["turn"]) == (second["call"], second["turn"]) == (workload.REPEATED, 1)
+    assert first["run"].rsplit("/", 1)[0] == second["run"].rsplit("/", 1)[0]
+    assert (first["run"][-2:], second["run"][-2:]) == ("/1", "/2")
+    assert "does not await call 'call_chatcmpl_0' of turn 1" in out["stale_key"]
+    assert out["side_effects_while_waiting"] == ["q1"]  # the q1 decision, signalled again, did not approve q2
+    assert out["q1"]["results"] == [["appended q1"], []]
+    assert out["q2"]["results"] == [["not this"], []]
+    assert out["side_effects"] == ["q1"]
+
+
+@needs_server
+def test_an_integer_past_64_bits_crosses_the_claim_check_exact(scenarios: ScenarioRunner, tmp_path: Path) -> None:
+    out = scenarios.run("big-int", tmp_path / "out.json")
+    assert out["outcome"] == "completed"
+    exact = repr(123456789012345678901)
+    assert out["tool_got"] == [exact]
+    assert out["model_saw"] == [exact]
+    assert out["machine"] == out["run"] == exact
+    assert out["blobs"] >= 1  # the screenshot went out of band: the payloads were cut, not stored whole

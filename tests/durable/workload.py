@@ -7,6 +7,9 @@ already recorded, gets the right reply), and tools whose side effects land in fi
   worker in. An engine-specific ``before_ready`` hook lets it wait until the sibling calls are recorded.
 - ``tag(text)`` returns its text and writes nothing: a call that costs no side effect.
 
+The ``deleting`` model (:func:`deleting`) calls ``delete`` once a turn, each call with the id
+:data:`REPEATED`, as an OpenAI-compatible server that sends no call ids does; :class:`Deleter` is its tool.
+
 The ``approval`` scenario defers both ``append`` calls (:func:`defer_appends`); the test approves one and
 denies the other after a restart. :class:`FileHooks` writes a line to ``hooks.log`` for each hook call, so a
 test can count how often each ran across processes.
@@ -55,6 +58,47 @@ APPROVED, DENIED = "call-0-0", "call-0-1"
 """The ``approval`` scenario's deferred calls: the one the test approves and the one it denies."""
 
 DENIAL = "not this one"
+
+
+REPEATED = "call_chatcmpl_0"
+"""The id an id-less OpenAI-compatible server's first call of every reply gets (Gemini's: ``gemini_0``)."""
+
+TARGETS = ["/tmp/scratch", "/etc/important"]
+"""What the ``deleting`` model deletes, one a turn."""
+
+
+def deleting(request: ModelRequest) -> Message:
+    """Turn n deletes ``TARGETS[n]``, every call with the id :data:`REPEATED`; then the answer ``done``."""
+    n = replies_so_far(request)
+    if n < len(TARGETS):
+        return Message.new("assistant", [ToolCallPart(id=REPEATED, name="delete", input={"path": TARGETS[n]})])
+    return Message.assistant("done")
+
+
+class Deleter:
+    """A ``delete`` tool (:attr:`tool`) that records each path it deleted in :attr:`deleted`; its first call
+    sets :attr:`started` and waits for :attr:`gate`."""
+
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+
+        @tool
+        async def delete(path: str) -> str:
+            """Delete a file."""
+            if not self.deleted:
+                self.started.set()
+                await self.gate.wait()
+            self.deleted.append(path)
+            return f"deleted {path}"
+
+        self.tool = delete
+
+
+def ask_first(call: ToolCallPart) -> Defer:
+    """A permission callback: every call waits for a decision."""
+    return Defer("it deletes a file")
 
 
 def defer_appends(call: ToolCallPart) -> Defer | Approve:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from loopctl.engine import BareLoop, ModelRetry, OutcomeKind, Run, RunConfig, SessionConfig, ToolCallStarted
+from loopctl.engine import BareLoop, ModelCallRetry, OutcomeKind, Run, RunConfig, SessionConfig, ToolCallStarted
 from loopctl.engine.events import ModelStreamEvent
 from loopctl.errors import RateLimited, StreamTruncated
 from loopctl.message import (
@@ -264,7 +264,7 @@ async def test_a_rate_limit_then_success_is_retried_after_the_providers_wait(kin
     run = await s.run()
     elapsed = time.perf_counter() - started
     assert (run.outcome.kind, run.output) == (OutcomeKind.COMPLETED, "fine")
-    retries = [e for e in s.events if isinstance(e, ModelRetry)]
+    retries = [e for e in s.events if isinstance(e, ModelCallRetry)]
     assert [(e.turn, e.attempt, type(e.error), e.delay) for e in retries] == [(1, 1, RateLimited, 0.2)]
     assert 0.2 <= elapsed < 2
     first, second = s.server.requests
@@ -273,12 +273,12 @@ async def test_a_rate_limit_then_success_is_retried_after_the_providers_wait(kin
 
 
 def observed_text(events: Sequence[Any], turn: int) -> list[str]:
-    """The reply text observers saw in ``turn``, one string per attempt (a ``ModelRetry`` starts the next)."""
+    """The reply text observers saw in ``turn``, one string per attempt (a ``ModelCallRetry`` starts the next)."""
     attempts = [""]
     for e in events:
         if getattr(e, "turn", None) != turn:
             continue
-        if isinstance(e, ModelRetry):
+        if isinstance(e, ModelCallRetry):
             attempts.append("")
         elif isinstance(e, ModelStreamEvent):
             if isinstance(e.event, TextDelta):
@@ -297,7 +297,7 @@ async def test_a_stream_cut_mid_reply_is_retried_and_the_retry_starts_its_messag
     s = Session(kind, [CutStream(lost, after_events=after), kept, "done"], [echo])
     run = await s.run()
     assert run.ok
-    retries = [e for e in s.events if isinstance(e, ModelRetry)]
+    retries = [e for e in s.events if isinstance(e, ModelCallRetry)]
     assert [(e.turn, e.attempt, type(e.error)) for e in retries] == [(1, 1, StreamTruncated)]
     seen = observed_text(s.events, turn=1)
     assert seen[0] != "" and "The first attempt".startswith(seen[0])  # observers saw the cut reply begin...

@@ -11,8 +11,8 @@ import pytest
 
 from loopctl.engine import (
     BareLoop,
+    ModelCallRetry,
     ModelFallback,
-    ModelRetry,
     ModelStreamEvent,
     OutcomeKind,
     ReplyDiscarded,
@@ -70,9 +70,9 @@ async def test_a_500_that_outlives_the_retries_goes_to_the_fallback() -> None:
     run, events, a, b = await run_chain([SERVER_ERROR] * 3, [FALLBACK_TEXT])
     assert run.ok and run.output == FALLBACK_TEXT
     assert (len(a.requests), len(b.requests)) == (3, 1)  # the first try and two retries, then the fallback
-    assert [type(e).__name__ for e in events if isinstance(e, (ModelRetry, ModelFallback))] == [
-        "ModelRetry",
-        "ModelRetry",
+    assert [type(e).__name__ for e in events if isinstance(e, (ModelCallRetry, ModelFallback))] == [
+        "ModelCallRetry",
+        "ModelCallRetry",
         "ModelFallback",
     ]
     fell = next(e for e in events if isinstance(e, ModelFallback))

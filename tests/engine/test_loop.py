@@ -12,7 +12,7 @@ from loopctl.engine import (
     BareLoop,
     Deny,
     LoopMachine,
-    ModelRetry,
+    ModelCallRetry,
     Modify,
     OutcomeKind,
     RunConfig,
@@ -351,9 +351,9 @@ async def test_cancelling_the_task_while_a_cancel_event_is_given_leaves_no_unret
 
 
 async def test_a_rate_limit_then_success_is_retried_honouring_retry_after() -> None:
-    seen: list[ModelRetry] = []
+    seen: list[ModelCallRetry] = []
     client = ScriptedClient([RateLimited("slow down", retry_after=0.01), Overloaded("busy"), "fine"])
-    loop = BareLoop(client, observers=[lambda e: seen.append(e) if isinstance(e, ModelRetry) else None])
+    loop = BareLoop(client, observers=[lambda e: seen.append(e) if isinstance(e, ModelCallRetry) else None])
     run = await loop.run("go", FAST)
     assert run.ok
     assert run.output == "fine"

@@ -24,8 +24,8 @@ from loopctl.cli.inert import inert
 from loopctl.engine.events import (
     CompactionFinished,
     LoopEvent,
+    ModelCallRetry,
     ModelFallback,
-    ModelRetry,
     ModelStreamEvent,
     RunFinished,
     ToolCallDeferred,
@@ -114,7 +114,7 @@ class Transcript:
                 self._text(e.text)
             elif isinstance(e, ThinkingDelta):
                 self._thinking(e.text)
-        elif isinstance(event, ModelRetry):
+        elif isinstance(event, ModelCallRetry):
             self._stop_spin()
             printed = self._mode is not None
             self._end_line()

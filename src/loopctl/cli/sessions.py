@@ -220,6 +220,14 @@ def show(ctx: click.Context, session_id: str, thinking: bool) -> None:
             style="bold",
         )
     )
+    parent = st.metadata.get("loopctl.parent")  # a sub-agent's session: loopctl.agent.PARENT_KEY
+    if isinstance(parent, dict):
+        console.print(
+            Text(
+                f"sub-agent {inert(str(parent.get('agent', '?')))} of session {inert(str(parent.get('session', '?')))} "
+                f"(call {inert(str(parent.get('call', '?')))})"
+            )
+        )
     for i, (node, m) in enumerate(zip(loaded.node_ids, loaded.messages, strict=True)):
         console.print(Text(f"── [{i}] {m.role.value}  {node[:12]}", style="bold"))
         if thinking:

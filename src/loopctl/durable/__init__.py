@@ -5,6 +5,8 @@ tool call that completed.
   tool call a step; SQLite by default, PostgreSQL for several workers.
 - :mod:`loopctl.durable.temporal` (extra ``pyloopctl[temporal]``): each run a Temporal workflow, each model
   call and each tool call an activity.
+- :mod:`loopctl.durable.approvals`: the approval binding both share: a decision on a deferred call answers
+  only the wait it was given for (:class:`~loopctl.durable.approvals.ApprovalKey`: run, turn, call).
 
 **Assume any unit may run twice**: an engine records a step's output when it returns, so a model call or a
 tool call that was running when the worker died runs again after recovery; one that completed never does.

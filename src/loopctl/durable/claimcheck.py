@@ -11,7 +11,10 @@ in a shared folder). The same image sent again with every later model call is st
 over ``threshold`` after that is stored whole. Decoding reverses both and checks each digest.
 
 Payloads the codec changed carry the metadata ``encoding: loopctl/claim-check``; others pass unchanged, so
-a history written without the codec still decodes. Every process that reads the history (workers, clients,
+a history written without the codec still decodes. The JSON it reads and writes keeps every value exact:
+integers of any size stay integers (a token amount past 64 bits), as in the message model
+(``docs/wire-format.md``); a payload whose JSON it cannot write back as it was (``NaN``, a lone surrogate) is
+stored whole. Every process that reads the history (workers, clients,
 a ``Replayer``) needs the codec and the same store.
 """
 
@@ -19,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import orjson
+import pydantic_core
 
 try:
     from temporalio.api.common.v1 import Payload
@@ -34,7 +38,8 @@ except ImportError as exc:  # the extra is not installed
         f"loopctl.durable.claimcheck needs the Temporal SDK: pip install 'pyloopctl[temporal]' ({exc})"
     ) from exc
 
-from loopctl.errors import LoopError
+from loopctl.errors import InvalidMessage, LoopError
+from loopctl.message.model import _dumps_bytes
 
 if TYPE_CHECKING:
     from loopctl.store import SessionStore
@@ -152,16 +157,18 @@ class ClaimCheckCodec(PayloadCodec):
             return payload
         blobs: dict[str, bytes] = {}
         if payload.metadata.get("encoding") == b"json/plain":
-            try:
-                value = orjson.loads(payload.data)
-            except orjson.JSONDecodeError:
-                value = None
+            value = _json_or_none(payload.data)
             if value is not None:
                 nested = isinstance(value, str)
                 inner = _json_or_none(value) if nested else value
+                data = None
                 if inner is not None:
-                    replaced = _externalize(inner, self.part_limit, blobs)
-                    data = orjson.dumps(orjson.dumps(replaced).decode() if nested else replaced)
+                    try:
+                        replaced = _externalize(inner, self.part_limit, blobs)
+                        data = _dumps_bytes(_dumps_bytes(replaced).decode() if nested else replaced)
+                    except (InvalidMessage, ValueError):  # what JSON cannot write back: the whole payload keeps it
+                        data = None
+                if data is not None:
                     out = Payload(metadata=dict(payload.metadata), data=data)
                     out.metadata["encoding"] = _ENCODING
                     out.metadata["loopctl-claim-check"] = _PARTS
@@ -175,27 +182,27 @@ class ClaimCheckCodec(PayloadCodec):
         blobs = {digest: whole}
         await self.store.put(blobs)
         return Payload(
-            metadata={"encoding": _ENCODING, "loopctl-claim-check": _WHOLE}, data=orjson.dumps({BLOB_KEY: digest})
+            metadata={"encoding": _ENCODING, "loopctl-claim-check": _WHOLE}, data=_dumps_bytes({BLOB_KEY: digest})
         )
 
     async def _decode(self, payload: Payload) -> Payload:
         if payload.metadata.get("encoding") != _ENCODING:
             return payload
         kind = payload.metadata.get("loopctl-claim-check")
-        value = orjson.loads(payload.data)
+        value = _loads(payload.data)
         if kind == _WHOLE:
             digest = value[BLOB_KEY]
             data = (await self._fetch([digest]))[digest]
             out = Payload()
             out.ParseFromString(data)
             return out
+        nested = payload.metadata.get("loopctl-nested") == b"1"
+        inner = _loads(value) if nested else value
         digests: list[str] = []
-        _references(value if payload.metadata.get("loopctl-nested") != b"1" else orjson.loads(value), digests)
+        _references(inner, digests)
         found = await self._fetch(digests)
-        if payload.metadata.get("loopctl-nested") == b"1":
-            data = orjson.dumps(orjson.dumps(_internalize(orjson.loads(value), found)).decode())
-        else:
-            data = orjson.dumps(_internalize(value, found))
+        restored = _internalize(inner, found)
+        data = _dumps_bytes(_dumps_bytes(restored).decode() if nested else restored)
         out = Payload(metadata=dict(payload.metadata), data=data)
         out.metadata["encoding"] = payload.metadata["loopctl-original-encoding"]
         for key in ("loopctl-claim-check", "loopctl-original-encoding", "loopctl-nested"):
@@ -214,16 +221,28 @@ class ClaimCheckCodec(PayloadCodec):
         return found
 
 
-def _json_or_none(text: str) -> Any:
-    if not text or text[0] not in "{[":
+def _loads(data: str | bytes) -> Any:
+    """The value of JSON ``data``, exact: integers of any size stay integers (orjson would read one past 64
+    bits as a float); ``NaN`` and ``Infinity`` are refused (``ValueError``), as nothing writes them back."""
+    return pydantic_core.from_json(data, allow_inf_nan=False)
+
+
+def _json_or_none(data: str | bytes) -> Any:
+    """The value of the JSON object or array ``data``; ``None`` for anything else (a payload the codec cannot
+    cut into parts: it is stored whole, or passes when small)."""
+    if not data or data[0] not in ("{[" if isinstance(data, str) else b'{["'):
         return None
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
+        return _loads(data)
+    except ValueError:
         return None
 
 
 def _externalize(value: Any, limit: int, blobs: dict[str, bytes]) -> Any:
+    """``value`` with its strings longer than ``limit`` put in ``blobs`` and replaced by references. Raises
+    ``ValueError`` for a number JSON cannot write back (``1e400`` reads as infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value!r} cannot be written back as JSON")
     if isinstance(value, str):
         if len(value) <= limit:
             return value

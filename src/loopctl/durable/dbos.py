@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import pickle
 import time
 import uuid
@@ -66,6 +67,16 @@ from loopctl.durable._payloads import (
     record_from_dict,
     record_to_dict,
     reply_to_dict,
+)
+from loopctl.durable.approvals import (
+    ApprovalKey,
+    AwaitedCall,
+    admit,
+    awaited_from_dict,
+    awaited_to_dict,
+    bind,
+    bound_to_dict,
+    read_decisions,
 )
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import Observer
@@ -102,13 +113,20 @@ MACHINE_EVENT = "loopctl.machine"
 the run, for whoever continues it."""
 
 PENDING_EVENT = "loopctl.pending"
-"""The DBOS event a run sets while it waits for approvals: a JSON array of the calls it awaits
-(``[{"call": <tool call>, "reason": ...}]``), ``[]`` once it has decisions (:meth:`DBOSLoop.pending`)."""
+"""The DBOS event a run sets while it waits for approvals: a JSON array of the calls it awaits, each with its
+wait (``[{"call": <tool call>, "reason": ..., "run": <workflow id>, "turn": ...}]``,
+``approvals.awaited_to_dict``); once some are decided, the turn's calls still undecided; ``[]`` once all are
+(:meth:`DBOSLoop.pending`)."""
 
 APPROVALS_TOPIC = "loopctl.approvals"
 """The DBOS message topic a paused run receives its decisions on (:meth:`DBOSLoop.approve`): JSON text
-``{"approvals": {call_id: {"decision": ...}}}`` (``_payloads.approvals_to_dict``), or ``{"cancel": true}``
-(:meth:`DBOSLoop.cancel` wakes a waiting run with it)."""
+``{"approvals": {call_id: {"decision": ..., "run": <workflow id>, "turn": ...}}}`` (each decision bound to
+its wait: ``approvals.bound_to_dict``; one that answers no wait of the run is dropped and logged), or
+``{"cancel": true}`` (:meth:`DBOSLoop.cancel` wakes a waiting run with it)."""
+
+_LIVE_STATUSES = frozenset({"PENDING", "ENQUEUED"})  # a workflow that has not ended
+
+_log = logging.getLogger(__name__)
 
 _WAIT_CHUNK = 24 * 3600.0  # seconds of one DBOS.recv while a run waits for approvals without a timeout
 
@@ -150,7 +168,8 @@ class DBOSLoop(DurableLoop[OutputT]):
     A call deferred for approval (a permission callback's ``Defer()``, a tool marked ``requires_approval``)
     makes the run *wait* inside its workflow: the event :data:`PENDING_EVENT` lists the calls
     (:meth:`pending`), and :meth:`approve`, from any process on the same system database, sends the
-    decisions; a crash while it waits loses nothing. ``approval_timeout`` (seconds, default ``None``: wait
+    decisions, each bound to the wait it answers (:class:`~loopctl.durable.approvals.ApprovalKey`); a crash
+    while it waits loses nothing. ``approval_timeout`` (seconds, default ``None``: wait
     for ever) ends a run that waited that long without a decision with outcome ``AWAITING_APPROVAL``, as a
     plain run pauses; ``run(approvals=...)`` continues it as a new workflow. The conversation lives
     in :attr:`machine`; successive :meth:`run` calls continue it, as with ``BareLoop``. Build it after
@@ -248,7 +267,9 @@ class DBOSLoop(DurableLoop[OutputT]):
     ) -> Run[OutputT]:
         """Run the loop on ``input`` as one DBOS workflow (id ``workflow_id``, or one DBOS makes up) and
         return its :class:`~loopctl.engine.Run`; the loop's :attr:`machine` then holds the conversation after
-        the run. Starting a ``workflow_id`` that already ran returns its recorded run. Errors end the run
+        the run. Starting a ``workflow_id`` that already ended returns its recorded run and leaves
+        :attr:`machine` as it is (a retried request must not rewind the conversation to that run's end); one
+        that is still running (recovered here or elsewhere) is waited for, and its machine kept. Errors end the run
         (``run.outcome``) as with ``BareLoop``, and what ``BareLoop.run`` raises (an input image the provider
         cannot read, instructions that return no str, approvals that do not fit) is raised here. A cancelled
         run (:meth:`cancel`) ends ``CANCELLED`` with the coherent prefix of its conversation kept. One run at
@@ -313,6 +334,12 @@ class DBOSLoop(DurableLoop[OutputT]):
         if observer is not None:
             self._streams[wid] = observer
         try:
+            status = await DBOS.get_workflow_status_async(wid)
+            if status is not None and status.status not in _LIVE_STATUSES:
+                # A run that ended before this call: its recorded run. The loop's conversation stays as it is
+                # (it may have gone on since that run: the run's machine would rewind it).
+                recorded: Run[OutputT] = await (await DBOS.retrieve_workflow_async(wid)).get_result()
+                return recorded
             doc = input if isinstance(input, str) or input is None else input.to_dict()
             decided = None if approvals is None else approvals_to_dict(approvals)
             with SetWorkflowID(wid):
@@ -341,37 +368,60 @@ class DBOSLoop(DurableLoop[OutputT]):
         )
 
     async def approve(
-        self, workflow_id: str, approvals: Mapping[str, Approval], *, idempotency_key: str | None = None
-    ) -> None:
-        """Send decisions, ``{call_id: Approve() | Deny(reason) | Modify(input)}``, to the run ``workflow_id``
-        waiting for approvals, from any process sharing the system database (``DBOS.launch()`` done). The run
-        then runs the approved calls (once, without asking the permission callback again), gives the denied
-        ones their reason as an error result, and goes on; calls left out stay pending (it waits again).
-        The message is durable: sent before the run waits, or while no worker runs it, it is read when the
-        run waits. ``idempotency_key`` makes a repeated send a no-op (DBOS's own key).
+        self,
+        workflow_id: str,
+        approvals: Mapping[str, Approval] | Mapping[ApprovalKey, Approval] | Mapping[str | ApprovalKey, Approval],
+        *,
+        idempotency_key: str | None = None,
+    ) -> tuple[ApprovalKey, ...]:
+        """Send decisions to the run ``workflow_id`` waiting for approvals, from any process sharing the system
+        database (``DBOS.launch()`` done): ``{call_id: Approve() | Deny(reason) | Modify(input)}``, or the same
+        keyed by the :class:`~loopctl.durable.approvals.ApprovalKey` s that :meth:`pending` listed
+        (``{p.key: Approve() for p in await loop.pending(wid)}``). The run then runs the approved calls (once,
+        without asking the permission callback again), gives the denied ones their reason as an error result,
+        and goes on; calls left out stay pending (it waits again). Returns the keys the decisions were bound
+        to.
 
-        Raises :class:`~loopctl.errors.ApprovalError` for a decision of the wrong type, and, while the run
-        waits, for a call id it does not await (the run would ignore it)."""
-        doc = approvals_to_dict(approvals)
-        if not doc:
-            raise ApprovalError("approvals is empty")
-        waiting = await self.pending(workflow_id)
-        if waiting:
-            ids = {p.id for p in waiting}
-            stray = sorted(set(doc) - ids)
-            if stray:
-                raise ApprovalError(
-                    f"the run {workflow_id!r} does not await {', '.join(stray)} (it awaits {', '.join(sorted(ids))})"
-                )
-        await DBOS.send_async(workflow_id, dumps({"approvals": doc}), APPROVALS_TOPIC, idempotency_key=idempotency_key)
+        Each decision is bound to one wait (``docs/durable.md``, "Approval binding"): a call id to the wait the
+        run is in now, a key to the wait it names; the run takes it only in that wait and drops it otherwise
+        (a repeated send is never taken by a later wait whose call has the same id). The message is durable:
+        sent while no worker runs the waiting run, it is read when the run is recovered.
+        ``idempotency_key`` makes a repeated send a no-op (DBOS's own key).
 
-    async def pending(self, workflow_id: str, *, timeout: float = 0.0) -> tuple[PendingApproval, ...]:
-        """The calls the run ``workflow_id`` waits on (empty when it waits for none), from the event
-        :data:`PENDING_EVENT`; ``timeout`` seconds to wait for the event to exist at all."""
+        Raises :class:`~loopctl.errors.ApprovalError`, and sends nothing, when ``workflow_id`` is no run of
+        this loop or has ended (a run that ended ``awaiting_approval`` is continued with
+        ``run(approvals=...)``), when it waits for no approval now, for a call id or key it does not await,
+        and for a decision that does not fit: of the wrong type, a ``Deny`` reason that is not a string, a
+        ``Modify`` input that is not JSON or does not fit the tool's schema."""
+        status = await DBOS.get_workflow_status_async(workflow_id)
+        if status is None or status.name != self.names.workflow:
+            raise ApprovalError(f"there is no run {workflow_id!r} of the loop {self.name!r}")
+        if status.status not in _LIVE_STATUSES:
+            raise ApprovalError(
+                f"the run {workflow_id!r} has ended (DBOS status {status.status}): it awaits no approval (a run "
+                "that ended awaiting_approval is continued with run(approvals=...))"
+            )
+        bound = bind(approvals, await self._awaited(workflow_id), self.tools, workflow_id)
+        message = dumps({"approvals": bound_to_dict(bound)})
+        await DBOS.send_async(workflow_id, message, APPROVALS_TOPIC, idempotency_key=idempotency_key)
+        return tuple(bound)
+
+    async def pending(self, workflow_id: str, *, timeout: float = 0.0) -> tuple[AwaitedCall, ...]:
+        """The calls the run ``workflow_id`` waits on, each with the key of its wait (empty when it waits for
+        none, or has ended), from the event :data:`PENDING_EVENT`; ``timeout`` seconds to wait for the event
+        to exist at all."""
+        awaited = await self._awaited(workflow_id, timeout)
+        if awaited:
+            status = await DBOS.get_workflow_status_async(workflow_id)
+            if status is None or status.status not in _LIVE_STATUSES:
+                return ()
+        return awaited
+
+    async def _awaited(self, workflow_id: str, timeout: float = 0.0) -> tuple[AwaitedCall, ...]:
         text = await DBOS.get_event_async(workflow_id, PENDING_EVENT, timeout_seconds=timeout)
         if not isinstance(text, str):
             return ()
-        return tuple(pending_from_dict(p) for p in loads(text))
+        return tuple(awaited_from_dict(p) for p in loads(text))
 
     # --- the workflow --------------------------------------------------------------------------------------
 
@@ -597,10 +647,14 @@ class _Driver(RecordedVerdicts):
 
     async def _await_approvals(self, pending: tuple[PendingApproval, ...]) -> Mapping[str, Approval] | None:
         # The workflow waits (DBOS.recv: durable, so a recovered run waits again, or reads the decisions
-        # that came meanwhile) for a message of DBOSLoop.approve; the calls it awaits are the event
-        # PENDING_EVENT while it waits.
-        wanted = {p.id for p in pending}
-        await DBOS.set_event_async(PENDING_EVENT, dumps([pending_to_dict(p) for p in pending]))
+        # that came meanwhile) for a message of DBOSLoop.approve; the calls it awaits, each with its wait's key
+        # (this workflow, this turn, the call), are the event PENDING_EVENT while it waits. A decision for
+        # another wait (a repeat, a stale one) or one that does not fit the tool is dropped, logged, and the
+        # run keeps waiting: nothing a sender puts in the topic can fail the run.
+        run = DBOS.workflow_id or ""
+        turn = self._machine.turn
+        awaited = tuple(AwaitedCall(p.call, p.reason, key=ApprovalKey(run, turn, p.id)) for p in pending)
+        await DBOS.set_event_async(PENDING_EVENT, dumps([awaited_to_dict(a) for a in awaited]))
         timeout = self._owner.approval_timeout
         while True:
             text = await DBOS.recv_async(APPROVALS_TOPIC, timeout_seconds=timeout or _WAIT_CHUNK)
@@ -609,17 +663,26 @@ class _Driver(RecordedVerdicts):
                     continue
                 await DBOS.set_event_async(PENDING_EVENT, "[]")
                 return None
-            data = loads(text) if isinstance(text, str) else None
+            try:
+                data = loads(text) if isinstance(text, (str, bytes)) else None
+            except ValueError:
+                data = None
             if isinstance(data, dict) and data.get("cancel"):
                 await DBOS.set_event_async(PENDING_EVENT, "[]")
                 raise _Cancelled
-            try:
-                decided = approvals_from_dict(data.get("approvals") if isinstance(data, dict) else data)
-            except ApprovalError:
-                continue  # a message of the wrong shape: not a decision
-            decisions = {k: v for k, v in decided.items() if k in wanted}
+            entries, dropped = read_decisions(data.get("approvals") if isinstance(data, dict) else data)
+            bound = []
+            for call_id, decision, key in entries:
+                if key is None:
+                    dropped.append(f"a decision for call {call_id!r} was dropped: it names no run and turn")
+                else:
+                    bound.append((key, decision))
+            decisions, refused = admit(bound, awaited, self.tools)
+            for reason in [*dropped, *refused]:  # a recovered run logs again what it replays (it cannot tell)
+                _log.warning("run %s, turn %d: %s", run, turn, reason)
             if decisions:
-                await DBOS.set_event_async(PENDING_EVENT, "[]")
+                remaining = [awaited_to_dict(a) for a in awaited if a.id not in decisions]
+                await DBOS.set_event_async(PENDING_EVENT, dumps(remaining))
                 return decisions
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:

@@ -36,7 +36,9 @@ The mapping (``docs/durable.md`` has the whole of it):
   whose effect they wrap (``before_model``/``after_model`` in the model activity, ``before_tool``/
   ``after_tool`` in the tool activity), as does a :class:`~loopctl.providers.FallbackClient`'s chain; the
   model activity returns which client answered and the reply's cost. A deferred call makes the workflow wait
-  for the signal ``approve`` (:func:`approve`); the query ``pending_approvals`` lists what it waits on.
+  for the update ``decide`` (:func:`approve`; or the signal ``approve``); the query ``pending_approvals``
+  lists what it waits on. Each decision answers only the wait it was given for (its
+  :class:`~loopctl.durable.approvals.ApprovalKey`: run, turn, call); others are refused or dropped.
 """
 
 from __future__ import annotations
@@ -50,9 +52,10 @@ from typing import Any, TypeVar, overload
 
 try:
     from temporalio import activity, workflow
-    from temporalio.client import Client
+    from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
     from temporalio.common import RetryPolicy
-    from temporalio.exceptions import ApplicationError
+    from temporalio.exceptions import ApplicationError, FailureError
+    from temporalio.service import RPCError, RPCStatusCode
 except ImportError as exc:  # the extra is not installed
     raise ImportError(
         f"loopctl.durable.temporal needs the Temporal SDK: pip install 'pyloopctl[temporal]' ({exc})"
@@ -80,11 +83,21 @@ from loopctl.durable._payloads import (
     run_to_dict,
     usage_from_dict,
 )
+from loopctl.durable.approvals import (
+    ApprovalKey,
+    AwaitedCall,
+    admit,
+    awaited_from_dict,
+    awaited_to_dict,
+    bind,
+    bound_to_dict,
+    read_decisions,
+)
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import Observer
 from loopctl.engine.loop import BareLoop, _race
 from loopctl.engine.machine import LoopMachine
-from loopctl.engine.permission import Approval, Approve, Modify, PendingApproval, PermissionCallback
+from loopctl.engine.permission import Approval, Approve, Modify, PendingApproval, PermissionCallback, input_problem
 from loopctl.engine.run import ModelReply, OutputT, Run, ToolCallRecord
 from loopctl.errors import ApprovalError, HookFailed, LoopError
 from loopctl.message import Message, ToolCallPart
@@ -95,6 +108,7 @@ from loopctl.tool import Tool, ToolProvider, ToolRegistry
 
 __all__ = [
     "APPROVE_SIGNAL",
+    "DECIDE_UPDATE",
     "PASSTHROUGH_MODULES",
     "PENDING_QUERY",
     "WORKFLOW_NAME",
@@ -116,14 +130,26 @@ _T = TypeVar("_T")
 WORKFLOW_NAME = "loopctl.LoopWorkflow"
 """The workflow type of :class:`LoopWorkflow` (compatibility data)."""
 
+DECIDE_UPDATE = "decide"
+"""The update that carries decisions to a run waiting for approvals (compatibility data; :func:`approve` sends
+it): one argument, ``{call_id: {"decision": "approve"} | {"decision": "deny", "reason": ...} | {"decision":
+"modify", "input": ...}}`` (``_payloads.approvals_to_dict``), each decision with the ``"run"`` and ``"turn"``
+of the wait it answers, or without them to answer the wait the run is in. The worker refuses it (the sender
+gets the reason; the run waits on) for decisions of the wrong shape (its validator: nothing is recorded),
+while the run awaits no approval, for a call or wait it does not await, and for a decision that does not fit
+the tool (the update fails); it returns the keys the decisions were bound to (``[{"run": ..., "turn": ...,
+"call": ...}]``)."""
+
 APPROVE_SIGNAL = "approve"
-"""The signal that carries decisions to a run waiting for approvals (compatibility data): one argument,
-``{call_id: {"decision": "approve"} | {"decision": "deny", "reason": ...} | {"decision": "modify", "input":
-...}}`` (``_payloads.approvals_to_dict``; :func:`approve` sends it)."""
+"""The signal that carries decisions to a run waiting for approvals, for senders that cannot wait for a
+worker's answer (compatibility data): the argument of :data:`DECIDE_UPDATE`. A signal cannot be refused: a
+decision without its wait is bound on arrival to the wait the run is in, and one that answers no wait of the
+run is dropped and logged by the worker."""
 
 PENDING_QUERY = "pending_approvals"
-"""The query that lists the calls a run waits on (compatibility data): ``[{"call": ..., "reason": ...}]``,
-``[]`` when it waits for none (:func:`pending_approvals`)."""
+"""The query that lists the calls a run waits on (compatibility data): ``[{"call": ..., "reason": ..., "run":
+..., "turn": ...}]`` (``approvals.awaited_to_dict``), ``[]`` when it waits for none
+(:func:`pending_approvals`)."""
 
 PASSTHROUGH_MODULES = ("loopctl", "orjson", "pydantic", "pydantic_core", "httpx", "tenacity")
 """Modules a sandboxed workflow of your own that calls :meth:`TemporalLoop.run` should pass through
@@ -157,7 +183,8 @@ class TemporalLoop(DurableLoop[OutputT]):
     model activity, tool hooks in the tool activity), so a replay never runs them again.
 
     A deferred call (a permission callback's ``Defer()``, a tool marked ``requires_approval``) makes the run
-    wait in its workflow for the signal :data:`APPROVE_SIGNAL` (:class:`ApprovalInbox`); ``approval_timeout``
+    wait in its workflow for the update :data:`DECIDE_UPDATE` or the signal :data:`APPROVE_SIGNAL`
+    (:class:`ApprovalInbox`, :func:`approve`); ``approval_timeout``
     (default ``None``: for ever) ends a run that waited that long without a decision with outcome
     ``AWAITING_APPROVAL``, as a plain run pauses (its machine holds the calls; a new workflow continues it
     with ``approvals``).
@@ -263,23 +290,29 @@ class TemporalLoop(DurableLoop[OutputT]):
         default. Setting ``cancel``, or cancelling the workflow, ends the run ``CANCELLED`` with salvage.
 
         ``inbox`` is where the run waits for decisions on deferred calls (feed it from a signal or update
-        handler of your workflow); without one a run that defers a call ends ``AWAITING_APPROVAL`` at once.
-        ``approvals`` instead of ``input`` continues a paused machine, as ``BareLoop.run(approvals=...)``
-        (raises :class:`~loopctl.errors.ApprovalError` when they do not fit)."""
-        driver = _WorkflowDriver(self, machine or LoopMachine(), inbox)
+        handler of your workflow: :class:`ApprovalInbox`; one run at a time per inbox); without one a run that
+        defers a call ends ``AWAITING_APPROVAL`` at once. ``approvals`` instead of ``input`` continues a
+        paused machine, as ``BareLoop.run(approvals=...)`` (raises :class:`~loopctl.errors.ApprovalError`
+        when they do not fit)."""
+        run_key = inbox._begin_run() if inbox is not None else ""
+        driver = _WorkflowDriver(self, machine or LoopMachine(), inbox, run_key)
         cancel = cancel or asyncio.Event()
         # deps stay on the worker: the activities take them from this loop, workflow code never sees them
         task = asyncio.ensure_future(
             driver._run(input, approvals, config or RunConfig(), cancel, self.output_type, self.output_validator, None)
         )
-        while True:
-            try:
-                run: Run[OutputT] = await asyncio.shield(task)
-                return run
-            except asyncio.CancelledError:
-                if task.done():
-                    raise
-                cancel.set()  # the workflow was cancelled: end the run as a cancelled run, with its salvage
+        try:
+            while True:
+                try:
+                    run: Run[OutputT] = await asyncio.shield(task)
+                    return run
+                except asyncio.CancelledError:
+                    if task.done():
+                        raise
+                    cancel.set()  # the workflow was cancelled: end the run as a cancelled run, with its salvage
+        finally:
+            if inbox is not None:
+                inbox._end_run()
 
     # --- worker side ---------------------------------------------------------------------------------------
 
@@ -384,7 +417,9 @@ class _ActivityHost(BareLoop):
 class _WorkflowDriver(RecordedVerdicts):
     """BareLoop's driver in workflow code, each effect an activity; one per run."""
 
-    def __init__(self, owner: TemporalLoop[Any], machine: LoopMachine, inbox: ApprovalInbox | None) -> None:
+    def __init__(
+        self, owner: TemporalLoop[Any], machine: LoopMachine, inbox: ApprovalInbox | None, run_key: str
+    ) -> None:
         super().__init__(
             owner.client,
             owner.tools,
@@ -394,6 +429,7 @@ class _WorkflowDriver(RecordedVerdicts):
         )
         self._owner = owner
         self._inbox = inbox
+        self._run_key = run_key  # the ``run`` of this run's approval keys
         self._instructions_text: str | None = None
 
     def _clock(self) -> float:
@@ -430,6 +466,8 @@ class _WorkflowDriver(RecordedVerdicts):
         cancel: asyncio.Event | None,
         emit: Any,
     ) -> ModelReply:
+        if self._inbox is not None:
+            self._inbox._turn = turn  # how far the run is: a decision for an earlier turn is stale
         # The activity builds the same request from the conversation, the config and the instructions sent.
         payload = dumps(
             {
@@ -479,7 +517,9 @@ class _WorkflowDriver(RecordedVerdicts):
     async def _await_approvals(self, pending: tuple[PendingApproval, ...]) -> Mapping[str, Approval] | None:
         if self._inbox is None:
             return None
-        return await self._inbox.wait(pending, self._owner.approval_timeout)
+        turn = self._machine.turn
+        awaited = tuple(AwaitedCall(p.call, p.reason, key=ApprovalKey(self._run_key, turn, p.id)) for p in pending)
+        return await self._inbox.wait(awaited, self._owner.approval_timeout, self.tools)
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
         payload = dumps({"messages": [m.to_dict() for m in messages]})
@@ -492,42 +532,118 @@ def _not_replaying() -> bool:
 
 
 class ApprovalInbox:
-    """Where a run in workflow code waits for decisions on its deferred calls: a signal or update handler
-    :meth:`put` s what it received, the run takes the decisions for the calls it awaits. :attr:`pending`
-    is what the run waits on now (empty when it does not wait). Workflow state, rebuilt by replay like the
-    rest: the signals are in the history."""
+    """Where a run in workflow code waits for decisions on its deferred calls (``docs/durable.md``, "Approval
+    binding"): an update or signal handler :meth:`put` s the decisions it received, and the run takes those
+    that answer the wait it is in. :attr:`pending` is what the run waits on now, each call with its
+    :class:`~loopctl.durable.approvals.ApprovalKey` (empty when it waits for none; while the calls decided
+    first run, the turn's undecided ones stay listed). An update handler first awaits :meth:`settled`, then
+    calls :meth:`check` to refuse what :meth:`put` would not take. Workflow state, rebuilt by replay like
+    the rest: the updates and signals are in the history. One loop run at a time per inbox."""
 
     def __init__(self) -> None:
-        self._inbox: list[dict[str, Approval]] = []
-        self.pending: tuple[PendingApproval, ...] = ()
+        self._entries: list[tuple[ApprovalKey, Approval]] = []
+        self._runs = 0
+        self._run = ""  # the run part of the current (or last) loop run's keys: "<Temporal run id>/<n>"
+        self._running = False
+        self._turn = 0  # the current run's model calls so far
+        self._waited = 0  # the turn of the current run's latest wait
+        self.pending: tuple[AwaitedCall, ...] = ()
 
-    def put(self, approvals: Any) -> None:
-        """Take a signal's decisions (``_payloads.approvals_to_dict`` form). Decisions of the wrong shape are
-        logged and dropped (a signal cannot answer its sender); decisions for calls the run does not await
-        are dropped when the run takes them."""
-        try:
-            self._inbox.append(approvals_from_dict(approvals))
-        except ApprovalError as exc:
-            workflow.logger.warning("approvals dropped: %s", exc)
+    def _begin_run(self) -> str:
+        """The ``run`` of the keys of the loop run starting on this inbox: ``<Temporal run id>/<n>``, n
+        counting the loop runs of this workflow execution from 1."""
+        self._end_run()
+        self._runs += 1
+        self._run = f"{workflow.info().run_id}/{self._runs}"
+        self._running = True
+        self._turn = self._waited = 0
+        return self._run
+
+    def _end_run(self) -> None:
+        self._entries.clear()
+        self.pending = ()
+        self._running = False
+
+    def _reached(self, key: ApprovalKey) -> bool:
+        """Whether the run has reached the wait ``key`` names, or gone past it (so a decision for it can be
+        taken or refused now). Not yet: its turn has not come, or its calls are still running.
+        A worker replaying the history applies an update before the other events of its workflow task, so
+        an update may come before the run has caught up with the wait its sender saw."""
+        if key.run != self._run or not self._running or key.turn < self._turn:
+            return True  # another loop run (an earlier one, another execution's, one never shown), or over
+        if key.turn > self._turn:
+            return False
+        return bool(self.pending) or self._waited == key.turn
+
+    def settled(self, approvals: Any) -> bool:
+        """Whether the run has reached (or gone past) the waits the decisions of ``approvals`` name: an update
+        handler awaits this (``workflow.wait_condition``) before :meth:`check`."""
+        entries, _ = read_decisions(approvals)
+        return all(key is None or self._reached(key) for _, _, key in entries)
+
+    def put(self, approvals: Any) -> tuple[ApprovalKey, ...]:
+        """Take a message of decisions (``{call_id: {"decision": ..., ["run": ..., "turn": ...]}}``: the
+        argument of :data:`DECIDE_UPDATE` and :data:`APPROVE_SIGNAL`). A decision that names its wait keeps
+        it, and is taken or dropped when the run waits; one that does not is bound to the wait the run is in
+        now, or dropped if it awaits no such call. Dropped decisions are logged (a signal cannot answer its
+        sender). Returns the keys of the decisions kept."""
+        entries, problems = read_decisions(approvals)
+        now = {a.key.call: a.key for a in self.pending}
+        kept: list[tuple[ApprovalKey, Approval]] = []
+        for call_id, decision, key in entries:
+            if key is None:
+                key = now.get(call_id)
+                if key is None:
+                    problems.append(f"a decision for call {call_id!r} was dropped: the run does not await it now")
+                    continue
+            kept.append((key, decision))
+        for problem in problems:
+            workflow.logger.warning("approvals: %s", problem)
+        self._entries.extend(kept)
+        return tuple(key for key, _ in kept)
+
+    def check(self, approvals: Any, tools: ToolRegistry | None = None) -> None:
+        """Refuse (:class:`~loopctl.errors.ApprovalError`, naming what the run awaits) a message of decisions
+        the run would not take whole: of the wrong shape, while the run awaits no approval, for a call or
+        wait it does not await, or a decision that does not fit (with ``tools``: a ``Modify`` that does not
+        fit the tool's schema). For an update handler, before :meth:`put`; reads only."""
+        entries, problems = read_decisions(approvals)
+        if problems:
+            raise ApprovalError("; ".join(problems))
+        if not self.pending:
+            raise ApprovalError("the run awaits no approval now")
+        given: dict[str | ApprovalKey, Approval] = {}
+        for call_id, decision, key in entries:
+            given[call_id if key is None else key] = decision
+        bind(given, self.pending, tools, workflow.info().workflow_id)
 
     async def wait(
-        self, pending: tuple[PendingApproval, ...], timeout: timedelta | None = None
+        self, pending: tuple[AwaitedCall, ...], timeout: timedelta | None = None, tools: ToolRegistry | None = None
     ) -> Mapping[str, Approval] | None:
-        """The decisions for some of ``pending`` (those given in one signal; the others stay pending), or
-        ``None`` after ``timeout`` without any."""
-        wanted = {p.id for p in pending}
+        """The decisions for some of ``pending`` (the calls of one wait, with their keys), or ``None`` after
+        ``timeout`` without any. A decision is taken only if it carries that wait's key for an undecided call
+        and fits (with ``tools``: a ``Modify`` fits the tool's schema); the others are dropped and logged, and
+        the run waits on. The calls left undecided stay in :attr:`pending`."""
         self.pending = pending
+        self._waited = max((a.key.turn for a in pending), default=self._waited)
+        taken = False
         try:
             while True:
                 try:
-                    await workflow.wait_condition(lambda: bool(self._inbox), timeout=timeout)
+                    await workflow.wait_condition(lambda: bool(self._entries), timeout=timeout)
                 except TimeoutError:
                     return None
-                decisions = {k: v for k, v in self._inbox.pop(0).items() if k in wanted}
+                entries, self._entries = self._entries, []
+                decisions, dropped = admit(entries, pending, tools or ToolRegistry())
+                for reason in dropped:
+                    workflow.logger.warning("approvals: %s", reason)
                 if decisions:
+                    self.pending = tuple(a for a in pending if a.id not in decisions)
+                    taken = True
                     return decisions
         finally:
-            self.pending = ()
+            if not taken:
+                self.pending = ()
 
 
 @dataclasses.dataclass
@@ -546,13 +662,35 @@ class LoopWorkflowInput:
 
 
 class _Conversation:
-    """What both workflows answer: the signals ``cancel`` and ``approve``, the queries ``machine`` and
-    ``pending_approvals``."""
+    """What both workflows answer: the update ``decide``, the signals ``cancel`` and ``approve``, the queries
+    ``machine`` and ``pending_approvals``."""
 
     def __init__(self) -> None:
         self._cancel = asyncio.Event()
         self._machine: LoopMachine | None = None
         self._inbox = ApprovalInbox()
+        self._tools: ToolRegistry | None = None  # the hosted loop's, once the workflow runs
+
+    @workflow.update(name=DECIDE_UPDATE)
+    async def decide(self, approvals: dict[str, Any]) -> list[dict[str, Any]]:
+        """Decisions on the calls the run waits on (:data:`DECIDE_UPDATE`); the keys they were bound to."""
+        # A worker that replays the history applies an update before the other events of its workflow task,
+        # which may be the results that make the run wait: check the decisions once the run has reached (or
+        # gone past) the waits they name. A condition is checked once every task of the workflow has gone as
+        # far as it can, so a decision without a wait meets the run where it is after this workflow task.
+        await workflow.wait_condition(lambda: self._inbox.settled(approvals))
+        try:
+            self._inbox.check(approvals, self._tools)
+        except ApprovalError as exc:  # the update fails (its sender gets the reason); the run waits on
+            raise ApplicationError(str(exc), type="ApprovalError", non_retryable=True) from None
+        return [key.to_dict() for key in self._inbox.put(approvals)]
+
+    @decide.validator
+    def _check_shape(self, approvals: dict[str, Any]) -> None:
+        # What the run's state cannot change: refused before anything is recorded.
+        _, problems = read_decisions(approvals)
+        if problems:
+            raise ApprovalError("; ".join(problems))
 
     @workflow.signal(name=APPROVE_SIGNAL)
     def approve(self, approvals: dict[str, Any]) -> None:
@@ -562,7 +700,7 @@ class _Conversation:
     @workflow.query(name=PENDING_QUERY)
     def pending_approvals(self) -> list[dict[str, Any]]:
         """The calls the run waits on (:data:`PENDING_QUERY`)."""
-        return [pending_to_dict(p) for p in self._inbox.pending]
+        return [awaited_to_dict(p) for p in self._inbox.pending]
 
     @workflow.signal(name="cancel")
     def cancel(self) -> None:
@@ -590,6 +728,7 @@ class LoopWorkflow(_Conversation):
     async def run(self, params: LoopWorkflowInput) -> dict[str, Any]:
         """Run ``params.input`` on the loop named ``params.loop``."""
         loop = _hosted(params.loop)
+        self._tools = loop.tools
         self._machine = LoopMachine.from_json(params.machine) if params.machine else LoopMachine()
         text = params.input
         message = text if isinstance(text, str) or text is None else Message.from_dict(text)
@@ -626,6 +765,10 @@ class LoopSession(_Conversation):
     its machine as the only state carried over, so the history stays short however long the conversation.
     The signal ``close`` ends the session once the runs asked for are done; the workflow returns the machine
     (``LoopMachine.to_json``). Signal ``cancel`` and query ``machine`` as in :class:`LoopWorkflow`.
+
+    A run that defers a call waits inside its ``ask`` update, which stays open until the run ends: start an
+    ``ask`` that may wait with ``handle.start_update(..., wait_for_stage=WorkflowUpdateStage.ACCEPTED)`` and
+    decide with :func:`approve` while it waits (``docs/durable.md``, "Approvals that wait").
     """
 
     def __init__(self) -> None:
@@ -640,6 +783,7 @@ class LoopSession(_Conversation):
     async def run(self, params: LoopSessionInput) -> str:
         """Serve ``ask`` updates until ``close``; returns the machine."""
         loop = _hosted(params.loop)
+        self._tools = loop.tools
         self._machine = LoopMachine.from_json(params.machine) if params.machine else LoopMachine()
         while True:
             await workflow.wait_condition(lambda: bool(self._queue) or self._closed)
@@ -731,24 +875,70 @@ async def execute(
     return run_from_dict(out["run"], values), LoopMachine.from_json(out["machine"])
 
 
-async def approve(client: Client, workflow_id: str, approvals: Mapping[str, Approval]) -> None:
-    """Send decisions, ``{call_id: Approve() | Deny(reason) | Modify(input)}``, to the run of
-    :class:`LoopWorkflow` or :class:`LoopSession` ``workflow_id`` (the signal :data:`APPROVE_SIGNAL`). The run
-    then runs the approved calls once, gives the denied ones their reason as an error result, and goes on;
-    calls left out stay pending. A signal is durable: sent while no worker runs, or before the run waits, it
-    is taken when the run waits. Raises :class:`~loopctl.errors.ApprovalError` for a decision of the wrong
-    type or no decision."""
-    doc = approvals_to_dict(approvals)
-    if not doc:
+async def approve(
+    client: Client,
+    workflow_id: str,
+    approvals: Mapping[str, Approval] | Mapping[ApprovalKey, Approval] | Mapping[str | ApprovalKey, Approval],
+    *,
+    idempotency_key: str | None = None,
+) -> tuple[ApprovalKey, ...]:
+    """Send decisions to the run of :class:`LoopWorkflow` or :class:`LoopSession` ``workflow_id`` waiting for
+    approvals (the update :data:`DECIDE_UPDATE`): ``{call_id: Approve() | Deny(reason) | Modify(input)}``, or
+    the same keyed by the :class:`~loopctl.durable.approvals.ApprovalKey` s :func:`pending_approvals` listed.
+    The run then runs the approved calls once, gives the denied ones their reason as an error result, and goes
+    on; calls left out stay pending. Returns the keys the decisions were bound to.
+
+    Each decision is bound to one wait (``docs/durable.md``, "Approval binding"): a call id to the wait the run
+    is in when ``approve`` is called (read with :func:`pending_approvals`), a key to the wait it names. The
+    run's worker checks them against that wait, so a decision the run would not take is refused here: a
+    worker must be running (the call waits for one). ``idempotency_key`` is the update's id: a repeat with the
+    same id while the run lasts is answered once.
+
+    Raises :class:`~loopctl.errors.ApprovalError` when there is no such run or it has ended (a run that ended
+    ``awaiting_approval`` is continued with ``execute(..., approvals=...)``), when it awaits no approval now,
+    for a call id or key it does not await, and for a decision that does not fit: of the wrong type, a
+    ``Deny`` reason that is not a string, a ``Modify`` input that is not JSON or does not fit the tool's
+    schema."""
+    if not approvals:
         raise ApprovalError("approvals is empty")
-    await client.get_workflow_handle(workflow_id).signal(APPROVE_SIGNAL, doc)
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        if all(isinstance(given, ApprovalKey) for given in approvals):
+            bound: dict[ApprovalKey, Approval] = dict(approvals)  # type: ignore[arg-type]
+        else:
+            awaited = await pending_approvals(client, workflow_id)
+            if not awaited:
+                status = (await handle.describe()).status
+                if status is not None and status is not WorkflowExecutionStatus.RUNNING:
+                    raise ApprovalError(
+                        f"the run {workflow_id!r} has ended ({status.name.lower()}): it awaits no approval (a run "
+                        "that ended awaiting_approval is continued with execute(..., approvals=...))"
+                    )
+            bound = bind(approvals, awaited, None, workflow_id)  # the tool's schema is checked on the worker
+        for key, decision in bound.items():
+            problem = input_problem(decision.input) if isinstance(decision, Modify) else None
+            if problem is not None:
+                raise ApprovalError(f"the input of Modify for call {key.call!r} is refused: {problem}")
+        keys = await handle.execute_update(DECIDE_UPDATE, bound_to_dict(bound), id=idempotency_key, result_type=list)
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        reason = cause.message if isinstance(cause, FailureError) else str(cause)
+        raise ApprovalError(f"the run {workflow_id!r} refused the decisions: {reason}") from exc
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            raise ApprovalError(
+                f"the run {workflow_id!r} has ended, or there is no such run ({exc.message}): it awaits no approval "
+                "(a run that ended awaiting_approval is continued with execute(..., approvals=...))"
+            ) from exc
+        raise
+    return tuple(ApprovalKey.from_dict(k) for k in keys)
 
 
-async def pending_approvals(client: Client, workflow_id: str) -> tuple[PendingApproval, ...]:
-    """The calls the run ``workflow_id`` waits on (the query :data:`PENDING_QUERY`; a worker must be
-    running); empty when it waits for none."""
+async def pending_approvals(client: Client, workflow_id: str) -> tuple[AwaitedCall, ...]:
+    """The calls the run ``workflow_id`` waits on, each with the key of its wait (the query
+    :data:`PENDING_QUERY`; a worker must be running); empty when it waits for none."""
     out = await client.get_workflow_handle(workflow_id).query(PENDING_QUERY, result_type=list)
-    return tuple(pending_from_dict(p) for p in out)
+    return tuple(awaited_from_dict(p) for p in out)
 
 
 def _approval(data: Any, call_id: str) -> Approve | Modify | None:

@@ -6,12 +6,13 @@
 
 from loopctl.engine.config import Instructions, RunConfig, SessionConfig
 from loopctl.engine.events import (
+    AgentHandoff,
     CompactionFinished,
     CompactionStarted,
     LoopEvent,
     ModelCallFailed,
+    ModelCallRetry,
     ModelFallback,
-    ModelRetry,
     ModelStreamEvent,
     Observer,
     OutputRetry,
@@ -20,6 +21,7 @@ from loopctl.engine.events import (
     RunAborted,
     RunFinished,
     RunStarted,
+    SubAgentEvent,
     ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
@@ -63,6 +65,7 @@ from loopctl.tool import RunContext, ToolContext
 
 __all__ = [
     "DEFAULT_LOOP_DETECTION",
+    "AgentHandoff",
     "MACHINE_FORMAT_VERSION",
     "Approval",
     "Approve",
@@ -88,7 +91,7 @@ __all__ = [
     "ModelCallFailed",
     "ModelFallback",
     "ModelReply",
-    "ModelRetry",
+    "ModelCallRetry",
     "ModelStreamEvent",
     "Modify",
     "Observer",
@@ -110,6 +113,7 @@ __all__ = [
     "RunUsage",
     "SessionConfig",
     "Step",
+    "SubAgentEvent",
     "ToolCallDeferred",
     "ToolCallFinished",
     "ToolCallRecord",
@@ -122,3 +126,11 @@ __all__ = [
     "UsageLimits",
     "coherent_prefix",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "ModelRetry":  # the event's name before 0.2: a deprecated alias of ModelCallRetry
+        from loopctl.engine import events
+
+        return events.__getattr__(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,12 +17,13 @@ from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import StreamEvent
 
 __all__ = [
+    "AgentHandoff",
     "CompactionFinished",
     "CompactionStarted",
     "LoopEvent",
     "ModelCallFailed",
     "ModelFallback",
-    "ModelRetry",
+    "ModelCallRetry",
     "ModelStreamEvent",
     "Observer",
     "OutputRetry",
@@ -31,6 +32,7 @@ __all__ = [
     "RunAborted",
     "RunFinished",
     "RunStarted",
+    "SubAgentEvent",
     "ToolCallDeferred",
     "ToolCallFinished",
     "ToolCallStarted",
@@ -49,6 +51,8 @@ class RunStarted:
     provider: str = ""
     model: str = ""
     resumed: bool = False
+    agent: str = ""
+    """The name of the :class:`~loopctl.agent.Agent` that runs (``""`` for a bare loop's run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +61,7 @@ class TurnStarted:
 
     ``request`` is the whole :class:`~loopctl.providers.ModelRequest` (conversation, system prompt, tools and
     settings); ``provider`` and ``model`` name the client it goes to; ``stream`` tells whether the reply is
-    streamed. Retries of the call (:class:`ModelRetry`) send the same request again."""
+    streamed. Retries of the call (:class:`ModelCallRetry`) send the same request again."""
 
     turn: int
     messages: int
@@ -91,9 +95,12 @@ class ModelStreamEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelRetry:
+class ModelCallRetry:
     """Model call ``turn`` failed with a retryable ``error`` and will be retried (attempt ``attempt``, from
-    1) after ``delay`` seconds. Anything streamed for this turn so far is void: the retry starts afresh."""
+    1) after ``delay`` seconds. Anything streamed for this turn so far is void: the retry starts afresh.
+
+    Named ``ModelRetry`` before 0.2; that name is a deprecated alias here (it now names the exception a tool
+    raises to ask the model to try again: :class:`loopctl.tool.ModelRetry`)."""
 
     turn: int
     attempt: int
@@ -106,7 +113,7 @@ class ReplyDiscarded:
     """The partial reply streamed so far for model call ``turn`` is void: the attempt failed and the call is
     sent again (``reason``: ``"retry"``, the same client; ``"fallback"``, the next client of a
     :class:`~loopctl.providers.FallbackClient`). ``text`` is the text it had streamed (to erase what was
-    shown of it). Emitted only when something had streamed; a :class:`ModelRetry` or :class:`ModelFallback`
+    shown of it). Emitted only when something had streamed; a :class:`ModelCallRetry` or :class:`ModelFallback`
     follows. The turn's final reply (:class:`TurnFinished`) holds none of the discarded text."""
 
     turn: int
@@ -228,6 +235,38 @@ class RunFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class SubAgentEvent:
+    """An event of a sub-agent's run, in the stream and observers of the run that called it
+    (:meth:`loopctl.agent.Agent.as_tool`): ``event`` is the sub-agent's own event, as its observers see it;
+    ``path`` names the agents from the outermost run down to the one that emitted it (``("support",
+    "researcher")``, :attr:`agent` ``"support > researcher"``); ``call_id`` is the id of the tool call, in the
+    run one level up, that runs the sub-agent. A sub-agent's sub-agent's events arrive once, with the longer
+    path (never wrapped twice)."""
+
+    path: tuple[str, ...]
+    call_id: str
+    event: LoopEvent
+
+    @property
+    def agent(self) -> str:
+        """The agent path as text: ``"support > researcher"``."""
+        return " > ".join(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentHandoff:
+    """The model of agent ``from_agent`` handed the conversation to ``to_agent`` with ``call`` (its
+    ``transfer_to_...`` tool, ``docs/agent.md``, "Handoffs"), in model call ``turn``: ``to_agent`` goes on with
+    the conversation, with its own instructions, tools and output type. The events that follow are its run's;
+    one :class:`RunFinished` ends them all."""
+
+    turn: int
+    call: ToolCallPart
+    from_agent: str
+    to_agent: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunAborted:
     """The run raised ``error`` instead of returning a :class:`~loopctl.engine.Run` (``asyncio.CancelledError``
     from a cancelled task, or a bug); no :class:`RunFinished` follows. The conversation was salvaged first."""
@@ -240,7 +279,7 @@ LoopEvent: TypeAlias = Union[
     TurnStarted,
     PromptCacheBust,
     ModelStreamEvent,
-    ModelRetry,
+    ModelCallRetry,
     ReplyDiscarded,
     ModelFallback,
     TurnFinished,
@@ -253,8 +292,24 @@ LoopEvent: TypeAlias = Union[
     OutputRetry,
     RunFinished,
     RunAborted,
+    "SubAgentEvent",
+    AgentHandoff,
 ]
 """Any event an observer may see."""
 
 Observer: TypeAlias = Callable[[LoopEvent], None]
 """A callable that takes each :data:`LoopEvent`."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ModelRetry":  # the event's name before 0.2
+        import warnings
+
+        warnings.warn(
+            "loopctl.engine.events.ModelRetry is now ModelCallRetry (ModelRetry names the exception a tool "
+            "raises: loopctl.tool.ModelRetry)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ModelCallRetry
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeAlias
 
 from loopctl.response import Usage
 
-__all__ = ["LimitDimension", "LimitHit", "RunUsage", "UsageLimits"]
+__all__ = ["LimitDimension", "LimitHit", "RunUsage", "UsageLimits", "remaining"]
 
 LimitDimension: TypeAlias = Literal["requests", "tool_calls", "input_tokens", "output_tokens", "total_tokens", "cost"]
 """The name of one limit (a field of :class:`UsageLimits`)."""
@@ -123,6 +123,17 @@ class RunUsage:
         """This usage after ``n`` more tool calls."""
         return RunUsage(self.requests, self.tool_calls + n, self.input_tokens, self.output_tokens, self.cost)
 
+    def plus(self, other: RunUsage) -> RunUsage:
+        """This usage and ``other``'s together (a sub-agent's spend counted in its parent's run)."""
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        return RunUsage(
+            self.requests + other.requests,
+            self.tool_calls + other.tool_calls,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            cost,
+        )
+
     def spent(self, dimension: LimitDimension) -> int | Decimal | None:
         """The count of ``dimension``."""
         value: int | Decimal | None = self.total_tokens if dimension == "total_tokens" else getattr(self, dimension)
@@ -207,6 +218,23 @@ class LimitHit:
         if not isinstance(needed, int) or isinstance(needed, bool) or needed < 0:
             raise ValueError(f"limit.needed must be a whole number >= 0, got {needed!r}")
         return cls(dimension, values[0], values[1], needed)
+
+
+def remaining(limits: UsageLimits | None, spent: RunUsage) -> UsageLimits | None:
+    """What is left of ``limits`` once ``spent`` is spent (each dimension at least 0; a cost limit with an
+    unknown spend stays as it was, and the run it is given to checks its own prices): the limits of a sub-agent's
+    run, so that it cannot spend past its parent's. ``None`` for no limits."""
+    if limits is None:
+        return None
+
+    def left(dimension: LimitDimension) -> Any:
+        limit = getattr(limits, dimension)
+        value = spent.spent(dimension)
+        if limit is None or value is None:
+            return limit
+        return max(limit - value, 0)
+
+    return UsageLimits(*(left(d) for d in _DIMENSIONS))
 
 
 def passed_after_reply(limits: UsageLimits, spent: RunUsage) -> LimitHit | None:

@@ -52,8 +52,8 @@ from loopctl.engine.events import (
     CompactionStarted,
     LoopEvent,
     ModelCallFailed,
+    ModelCallRetry,
     ModelFallback,
-    ModelRetry,
     ModelStreamEvent,
     Observer,
     OutputRetry,
@@ -71,7 +71,7 @@ from loopctl.engine.events import (
 from loopctl.engine.fallback import FallbackClient, client_label
 from loopctl.engine.hooks import Hooks
 from loopctl.engine.images import image_problem, rules_for
-from loopctl.engine.limits import UsageLimits
+from loopctl.engine.limits import RunUsage, UsageLimits
 from loopctl.engine.machine import (
     CallLLM,
     CallTools,
@@ -99,7 +99,7 @@ from loopctl.engine.permission import (
     deny_reason,
     input_problem,
 )
-from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn
+from loopctl.engine.run import NO_OUTPUT, ModelReply, Run, ToolCallRecord, Turn, count_new
 from loopctl.engine.streaming import RunStream, text_of
 from loopctl.errors import (
     ApprovalError,
@@ -111,6 +111,7 @@ from loopctl.errors import (
     HookFailed,
     LoopError,
     OutputValidationError,
+    SessionBusy,
     StoreError,
     UnsupportedContent,
 )
@@ -124,7 +125,9 @@ from loopctl.providers.cache import PrefixWatch
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import StreamEvent, UsageReported
 from loopctl.tool import (
+    ApprovalRequired,
     ForceTool,
+    ModelRetry,
     RunContext,
     Tool,
     ToolChoice,
@@ -133,6 +136,7 @@ from loopctl.tool import (
     ToolProvider,
     ToolRegistry,
     ToolSchema,
+    ToolSpend,
     to_tool_output,
 )
 
@@ -165,7 +169,9 @@ class BareLoop:
     :class:`~loopctl.engine.LoopMachine`; successive runs continue it. One run at a time per loop.
 
     With a ``store`` (:mod:`loopctl.store`), the conversation is the stored session ``session_id`` (a new
-    id when ``None``): loaded here when it exists, and saved before every model call and when each run ends,
+    id when ``None``): loaded here when it exists (or given already loaded: a
+    :class:`~loopctl.store.SessionBinding` as ``binding``, with the ``machine`` it loaded, as
+    :class:`~loopctl.agent.Agent` does off the event loop), and saved before every model call and when each run ends,
     so a crash loses at most the turn in flight. A save refused because another writer moved the session's
     head (:class:`~loopctl.errors.ConcurrentUpdate`) writes nothing and ends the run failed with it; a refusal
     of the save at the end of a run is raised by :meth:`run`.
@@ -183,6 +189,7 @@ class BareLoop:
         machine: LoopMachine | None = None,
         store: SessionStore | None = None,
         session_id: str | None = None,
+        binding: SessionBinding | None = None,
     ) -> None:
         self.client = client
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -192,7 +199,9 @@ class BareLoop:
         self.hooks = list(hooks)
         self._hooks = Hooks(self.hooks)
         self._run_observers: tuple[Observer, ...] = ()  # a streamed run's own observer, while it runs
-        self._binding: SessionBinding | None = None
+        self._binding: SessionBinding | None = binding  # already loaded: ``machine`` is what it holds
+        if store is not None and binding is not None:
+            raise ValueError("pass a store (and session_id) or a binding, not both")
         if store is not None:
             from loopctl.store.binding import bind
 
@@ -239,10 +248,13 @@ class BareLoop:
         client: ModelClient,
         tools: ToolRegistry | Iterable[Tool | ToolProvider] = (),
         config: SessionConfig | None = None,
-        **kwargs: Any,
+        *,
+        observers: Sequence[Observer] = (),
+        permission: PermissionCallback | None = None,
+        hooks: Sequence[object] = (),
     ) -> BareLoop:
-        """A loop that continues ``machine``'s conversation."""
-        return cls(client, tools, config, machine=machine, **kwargs)
+        """A loop that continues ``machine``'s conversation (the other arguments are the constructor's)."""
+        return cls(client, tools, config, observers=observers, permission=permission, hooks=hooks, machine=machine)
 
     # --- running -------------------------------------------------------------------------------------------
 
@@ -374,7 +386,11 @@ class BareLoop:
         run.
         """
         if self._running:
-            raise RuntimeError("this loop is already running; start another BareLoop for concurrent runs")
+            raise SessionBusy(
+                "this loop is already running a run; a BareLoop is one conversation: start another BareLoop (or "
+                "use an Agent, which makes one per conversation) for concurrent runs",
+                session_id=self.session_id,
+            )
         self._running = True
         try:
             cfg = config or RunConfig()
@@ -453,7 +469,11 @@ class BareLoop:
         cancel: asyncio.Event,
     ) -> Run[Any]:
         if self._running:
-            raise RuntimeError("this loop is already running; start another BareLoop for concurrent runs")
+            raise SessionBusy(
+                "this loop is already running a run; a BareLoop is one conversation: start another BareLoop (or "
+                "use an Agent, which makes one per conversation) for concurrent runs",
+                session_id=self.session_id,
+            )
         self._running = True
         try:
             cfg = config or RunConfig()
@@ -561,6 +581,8 @@ class BareLoop:
         output_plan = setup.plan
         output_tool = output_plan.tool_name if output_plan is not None else None
         self._hooks = Hooks(self.hooks)
+        before = m.full_history()
+        anchor = (len(before) - 1, before[-1]) if before else None  # new messages are those after it
         if approvals is not None:
             if m.output_tool != output_tool:
                 raise ApprovalError(
@@ -578,6 +600,7 @@ class BareLoop:
         emit = self._emit if self.observers or self._run_observers else None
         turns: list[Turn] = []
         usage = Usage()
+        tool_spend = ToolSpend()  # what tools spent on model calls of their own (sub-agents)
         turn_input: list[Message] = [] if resuming else [first]
         # The turn whose calls are being decided and run: what ran of it in this run, and the calls decided here.
         ran: dict[str, ToolCallRecord] = {}
@@ -721,11 +744,19 @@ class BareLoop:
                     records = [r for r in done if isinstance(r, ToolCallRecord)]
                     deferred = {p.id: p.reason for p in done if isinstance(p, PendingApproval)}
                     ran.update((r.call.id, r) for r in records)
+                    spends = [r.spent for r in done if r.spent is not None]
+                    batch_spend: ToolSpend | None = None
+                    for one_spend in spends:
+                        batch_spend = one_spend if batch_spend is None else batch_spend.plus(one_spend)
                     before_results = m.context_tokens
                     m.tool_results(
                         [Message(role=Role.USER, parts=tuple(r.result for r in records))] if records else [],
                         deferred=deferred,
+                        spent=_run_usage(batch_spend) if batch_spend is not None else None,
                     )
+                    if batch_spend is not None:
+                        tool_spend = tool_spend.plus(batch_spend)
+                        usage = usage + batch_spend.usage
                     settle(reply_message, before_results)
                     if m.state is MachineState.AWAITING_APPROVAL:
                         try:
@@ -777,6 +808,7 @@ class BareLoop:
             output = value if outcome.kind is OutcomeKind.COMPLETED else NO_OUTPUT
         if outcome.kind is OutcomeKind.OUTPUT_INVALID:
             error = OutputValidationError(problems or [outcome.error or "the output is not valid"])
+        messages = m.full_history()
         run: Run[Any] = Run(
             outcome,
             output,
@@ -787,6 +819,9 @@ class BareLoop:
             text=text,
             pending_approvals=m.pending_approvals,
             resumed_calls=tuple(resumed),
+            messages=messages,
+            new_messages=count_new(messages, anchor),
+            tool_cost=tool_spend.cost,
         )
         if emit:
             emit(RunFinished(run))
@@ -839,39 +874,8 @@ class BareLoop:
         self._check_decisions(approvals)
 
     def _check_decisions(self, approvals: Mapping[str, Approval]) -> None:
-        """Refuse decisions that do not fit the paused run (:class:`ApprovalError`, before anything runs): a
-        call that awaits none, a decision of another type, a ``Deny`` whose reason is not a string, a
-        ``Modify`` whose input is not JSON or does not fit the tool's schema (checked by the tool's
-        ``check_input`` when it has one: :class:`~loopctl.tool.FunctionTool`)."""
-        pending = {p.id: p for p in self._machine.pending_approvals}
-        awaited = ", ".join(sorted(pending)) or "none"
-        if not approvals:
-            raise ApprovalError(f"approvals is empty; the run awaits {awaited}")
-        for call_id, decision in approvals.items():
-            if call_id not in pending:
-                raise ApprovalError(f"call {call_id!r} does not await approval (the run awaits {awaited})")
-            if not isinstance(decision, (Approve, Deny, Modify)):
-                raise ApprovalError(
-                    f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
-                    "Modify(input)"
-                )
-            if isinstance(decision, Deny) and not isinstance(decision.reason, str):
-                raise ApprovalError(
-                    f"the reason of Deny for call {call_id!r} must be a string (the text the model reads), got "
-                    f"{type(decision.reason).__name__}"
-                )
-            if isinstance(decision, Modify):
-                problem = input_problem(decision.input)
-                call = pending[call_id].call
-                tool = self.tools.get(call.name)
-                check = getattr(tool, "check_input", None)
-                if problem is None and callable(check):
-                    try:
-                        check(decision.input)
-                    except ToolInputError as exc:
-                        problem = f"it does not fit the schema of {call.name!r}: {exc}"
-                if problem is not None:
-                    raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
+        """Refuse decisions that do not fit the paused run (:func:`check_decisions`)."""
+        check_decisions(approvals, self._machine.pending_approvals, self.tools)
 
     @staticmethod
     def _records(
@@ -885,7 +889,7 @@ class BareLoop:
             rec = ran.get(call.id)
             result = results.get(call.id)
             if rec is not None:
-                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran))
+                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran, rec.spent))
             elif result is not None:
                 out.append(ToolCallRecord(call, result, 0.0, ran=False))
         return tuple(out)
@@ -1003,7 +1007,7 @@ class BareLoop:
             if reported is None:
                 return
             failed_usage = failed_usage + reported
-            spent = price(reported, attempt.model, provider=attempt.provider, api_url=getattr(attempt, "api_url", None))
+            spent = _price(attempt, reported, attempt.model)
             failed_cost = None if spent is None or failed_cost is None else failed_cost + spent
 
         if emit is not None:
@@ -1043,7 +1047,7 @@ class BareLoop:
                         if emit is not None:
                             if began:
                                 emit(ReplyDiscarded(turn, "retry", "".join(streamed)))
-                            emit(ModelRetry(turn, attempt, exc, delay))
+                            emit(ModelCallRetry(turn, attempt, exc, delay))
                         await _race(asyncio.sleep(delay), cancel)
                         continue
                     if chain is None or not chain.falls_back(exc, streamed=began):
@@ -1063,7 +1067,7 @@ class BareLoop:
         if hooks.has("after_model"):
             await _race(hooks.after_model(response), cancel)
         model = response.model or answered.model
-        cost = price(response.usage, model, provider=answered.provider, api_url=getattr(answered, "api_url", None))
+        cost = _price(answered, response.usage, model)
         if failed_usage != Usage():
             cost = None if cost is None or failed_cost is None else cost + failed_cost
         return ModelReply(response, answered.provider, model, cost, failed_usage)
@@ -1190,13 +1194,18 @@ class BareLoop:
             emit(ToolCallStarted(turn, call, modified=modified, modified_input=args if modified else None))
         t0 = self._clock()
         context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn)
-        result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
+        try:
+            result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
+        except ApprovalRequired as exc:  # the tool deferred its own call (a sub-agent paused for approval)
+            if emit:
+                emit(ToolCallDeferred(turn, call, exc.reason))
+            return PendingApproval(call, exc.reason, spent=context.spent)
         if self._hooks.has("after_tool"):
             result = await self._hooks.after_tool(call, result)
         duration = self._clock() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration))
-        return ToolCallRecord(call, result, duration)
+        return ToolCallRecord(call, result, duration, spent=context.spent)
 
     def _repeatable(self, reply: Message) -> frozenset[str]:
         """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
@@ -1265,6 +1274,10 @@ class BareLoop:
                     value = await tool.call(args, context)
         except ToolInputError as exc:
             return _error_result(call, f"Invalid input for tool {call.name!r}: {exc}")
+        except ModelRetry as exc:  # the tool's own words for the model, as they are
+            return _error_result(call, exc.message)
+        except ApprovalRequired:
+            raise
         except TimeoutError:
             context.request_stop()
             return _error_result(call, _timeout_text(tool, call.name, timeout))
@@ -1438,6 +1451,44 @@ class _Setup:
     deps: Any = None
 
 
+def check_decisions(
+    approvals: Mapping[str, Approval], pending: Sequence[PendingApproval], tools: ToolRegistry
+) -> None:
+    """Refuse decisions that do not fit the calls ``pending`` (:class:`ApprovalError`, before anything runs): a
+    call that awaits none, a decision of another type, a ``Deny`` whose reason is not a string, a
+    ``Modify`` whose input is not JSON or does not fit the tool's schema (checked by the tool's
+    ``check_input`` when ``tools`` has one for it: :class:`~loopctl.tool.FunctionTool`)."""
+    awaiting = {p.id: p for p in pending}
+    awaited = ", ".join(sorted(awaiting)) or "none"
+    if not approvals:
+        raise ApprovalError(f"approvals is empty; the run awaits {awaited}")
+    for call_id, decision in approvals.items():
+        if call_id not in awaiting:
+            raise ApprovalError(f"call {call_id!r} does not await approval (the run awaits {awaited})")
+        if not isinstance(decision, (Approve, Deny, Modify)):
+            raise ApprovalError(
+                f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
+                "Modify(input)"
+            )
+        if isinstance(decision, Deny) and not isinstance(decision.reason, str):
+            raise ApprovalError(
+                f"the reason of Deny for call {call_id!r} must be a string (the text the model reads), got "
+                f"{type(decision.reason).__name__}"
+            )
+        if isinstance(decision, Modify):
+            problem = input_problem(decision.input)
+            call = awaiting[call_id].call
+            tool = tools.get(call.name)
+            check = getattr(tool, "check_input", None)
+            if problem is None and callable(check):
+                try:
+                    check(decision.input)
+                except ToolInputError as exc:
+                    problem = f"it does not fit the schema of {call.name!r}: {exc}"
+            if problem is not None:
+                raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
+
+
 def _results_of(reply: Message, messages: Sequence[Message]) -> Message | None:
     """The message that answers ``reply``'s calls when the machine committed them (the message right after
     ``reply``, at the end of ``messages``), else ``None``."""
@@ -1606,6 +1657,25 @@ def _answer_text(turns: Sequence[Turn]) -> str:
     if turns and not turns[-1].output.tool_calls():
         return "".join(p.text for p in turns[-1].output.parts if isinstance(p, TextPart))
     return ""
+
+
+def _price(client: ModelClient, usage: Usage, model: str | None) -> Decimal | None:
+    """What ``usage`` on ``client`` cost, in USD: the client's own ``price_usage(usage, model)`` when it has
+    one that knows (a test double given prices), else :func:`loopctl.pricing.price` for its provider and API
+    URL."""
+    own = getattr(client, "price_usage", None)
+    if callable(own):
+        cost: Decimal | None = own(usage, model)
+        if cost is not None:
+            return cost
+    return price(usage, model, provider=client.provider, api_url=getattr(client, "api_url", None))
+
+
+def _run_usage(spend: ToolSpend) -> RunUsage:
+    """A tool's spend as the machine counts it for the run's limits."""
+    return RunUsage(
+        spend.requests, spend.tool_calls, spend.usage.input_tokens, spend.usage.output_tokens, spend.cost
+    )
 
 
 def _run_error(outcome: Outcome, error: BaseException | None) -> BaseException | None:

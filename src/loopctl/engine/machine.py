@@ -485,6 +485,8 @@ class LoopMachine:
         if limits is not None and limits.requests is not None and self._spent.requests >= limits.requests:
             self._end_at_limit(LimitHit("requests", self._spent.requests, limits.requests, needed=0))
             return Done(self._outcome)
+        if limits is not None and self._end_past_limits():  # tools' own spend (sub-agents) passed a limit
+            return Done(self._outcome)
         window = policy.context_window
         ctx = self.context_tokens
         # Pruning first (docs/compaction.md, "The budget"): it needs no model call and may make compaction unnecessary.
@@ -769,8 +771,13 @@ class LoopMachine:
         context_tokens: int | None = None,
         *,
         deferred: Mapping[str, str | None] | Iterable[str] = (),
+        spent: RunUsage | None = None,
     ) -> None:
         """Feed the results of the calls of the last :class:`CallTools` (in one or more user messages).
+
+        ``spent`` is what the calls spent on model calls of their own (a sub-agent's run): it counts in the
+        run's :attr:`usage` and limits, and a limit it passed ends the run before the next model call
+        (``LIMIT_REACHED``, the results kept).
 
         The machine puts every result of the turn (its own error results included) into one user message, in
         the order the model asked; other parts of the given messages follow them. Raises
@@ -797,6 +804,8 @@ class LoopMachine:
             self._hold_results(results, reasons, other)
         else:
             self._commit_results(results, other)
+        if spent is not None:
+            self._spent = self._spent.plus(spent)
         if context_tokens is not None:
             self.context_tokens = context_tokens
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias, Union
 
 from loopctl.message import ToolCallPart
+from loopctl.tool import ToolSpend
 
 __all__ = [
     "DEFAULT_DENY_REASON",
@@ -72,11 +73,19 @@ class PendingApproval:
 
     call: ToolCallPart
     reason: str | None = None
+    agent: str = ""
+    """The path of the agent whose call it is, for a sub-agent's call that pauses its parent's run
+    (``"support > researcher"``); ``""`` for the run's own calls."""
+    via: tuple[str, ...] = ()
+    """For a sub-agent's call: the ids of the calls that run the sub-agents, outermost first."""
+    spent: ToolSpend | None = field(default=None, compare=False)
+    """What the call spent before it paused (a sub-agent's model calls), counted by the run that pauses."""
 
     @property
     def id(self) -> str:
-        """The call's id: the key of its decision in ``approvals=``."""
-        return self.call.id
+        """The key of its decision in ``approvals=``: the call's id, or, for a sub-agent's call, the ids of the
+        calls that lead to it joined by ``/`` (``"call_3/call_7"``)."""
+        return "/".join((*self.via, self.call.id)) if self.via else self.call.id
 
     @property
     def name(self) -> str:

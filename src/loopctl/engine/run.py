@@ -5,6 +5,7 @@ Pure data.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Generic
@@ -30,8 +31,9 @@ from loopctl.errors import (
 )
 from loopctl.message import Message, ToolCallPart, ToolResultPart
 from loopctl.response import ModelResponse, StopReason, Usage
+from loopctl.tool import ToolSpend
 
-__all__ = ["NO_OUTPUT", "ModelReply", "OutputT", "Run", "ToolCallRecord", "Turn"]
+__all__ = ["NO_OUTPUT", "ModelReply", "OutputT", "Run", "ToolCallRecord", "Turn", "count_new"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,9 @@ class ToolCallRecord:
     result: ToolResultPart
     duration: float = 0.0
     ran: bool = True
+    spent: ToolSpend | None = None
+    """What the call spent on model calls of its own (a sub-agent's run: ``ToolContext.record_usage``);
+    ``None`` for a tool that made none. Counted in :attr:`Run.usage`, :attr:`Run.cost` and the run's limits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +129,13 @@ class Run(Generic[OutputT]):
     A run paused for approvals (outcome ``AWAITING_APPROVAL``) lists the calls it waits on in
     :attr:`pending_approvals`; the run that continues it (``loop.run(approvals=...)``) records the decided
     calls it ran before its first model call in :attr:`resumed_calls`. :attr:`cost` is the sum of the turns'
-    costs in USD (``None`` when any is unknown).
+    costs in USD (``None`` when any is unknown), and of what tools spent on model calls of their own (a
+    sub-agent's run); :attr:`usage` counts those tokens too.
+
+    :attr:`messages` is the whole conversation once the run ended (the history it continued, then what it
+    added: :meth:`new_messages`), so ``agent.run(task, history=run.messages)`` continues it. :attr:`agent`
+    names the :class:`~loopctl.agent.Agent` whose answer this is (after a handoff, the agent handed to; ``""``
+    for a run of a bare loop).
 
     Without typed output (``Run[str]``), :attr:`output` is ``text``: the answer of a completed run, the
     cut-off text of a ``MAX_TOKENS`` run. With ``output_type=T`` it is the validated ``T``, and reading it on
@@ -140,6 +151,10 @@ class Run(Generic[OutputT]):
     text: str
     pending_approvals: tuple[PendingApproval, ...]
     resumed_calls: tuple[ToolCallRecord, ...]
+    messages: Sequence[Message]
+    agent: str
+    _new: int = field(repr=False)
+    _tool_cost: Decimal | None = field(repr=False)
     _output: Any = field(repr=False)
 
     def __init__(
@@ -154,6 +169,10 @@ class Run(Generic[OutputT]):
         text: str | None = None,
         pending_approvals: tuple[PendingApproval, ...] = (),
         resumed_calls: tuple[ToolCallRecord, ...] = (),
+        messages: Sequence[Message] = (),
+        new_messages: int = 0,
+        agent: str = "",
+        tool_cost: Decimal | None = Decimal(0),
     ) -> None:
         object.__setattr__(self, "outcome", outcome)
         object.__setattr__(self, "turns", turns)
@@ -163,18 +182,31 @@ class Run(Generic[OutputT]):
         object.__setattr__(self, "text", text if text is not None else output if isinstance(output, str) else "")
         object.__setattr__(self, "pending_approvals", pending_approvals)
         object.__setattr__(self, "resumed_calls", resumed_calls)
+        object.__setattr__(self, "messages", messages)
+        object.__setattr__(self, "agent", agent)
+        object.__setattr__(self, "_new", max(0, min(new_messages, len(messages))))
+        object.__setattr__(self, "_tool_cost", tool_cost)
         object.__setattr__(self, "_output", output)
+
+    def new_messages(self) -> Sequence[Message]:
+        """The messages this run added to the conversation (its input, the replies, the tool results), the
+        tail of :attr:`messages`. After a compaction pass rewrote the conversation, every message the pass
+        made counts as new (the summary included)."""
+        return self.messages[len(self.messages) - self._new :]
 
     @property
     def cost(self) -> Decimal | None:
-        """What the run's model calls cost, in USD: the sum of :attr:`Turn.cost`, ``None`` when the price of
-        any of them is unknown (never a guess); ``Decimal(0)`` for a run without model calls."""
+        """What the run's model calls cost, in USD: the sum of :attr:`Turn.cost` and of the tool calls' own
+        :attr:`ToolCallRecord.cost` (a sub-agent's), ``None`` when the price of any of them is unknown (never a
+        guess); ``Decimal(0)`` for a run without model calls."""
         total = Decimal(0)
         for turn in self.turns:
             if turn.cost is None:
                 return None
             total += turn.cost
-        return total
+        if self._tool_cost is None:
+            return None
+        return total + self._tool_cost
 
     @property
     def output(self) -> OutputT:
@@ -215,3 +247,18 @@ class Run(Generic[OutputT]):
             text += f" (calls {ids}; continue with loop.run(approvals={{...}}))"
             raise AwaitingApproval(text, self, self.pending_approvals) from self.error
         raise _RAISES.get(kind, RunFailed)(text, self) from self.error
+
+
+def count_new(messages: Sequence[Message], anchor: tuple[int, Message] | None) -> int:
+    """How many of ``messages`` (a conversation after a run) the run added: those after ``anchor`` (the index
+    and object of the last message before the run; ``None`` for a conversation that was empty), found by
+    identity; all of them when a compaction pass rewrote it away."""
+    if anchor is None:
+        return len(messages)
+    index, last = anchor
+    if index < len(messages) and messages[index] is last:
+        return len(messages) - index - 1
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i] is last:
+            return len(messages) - i - 1
+    return len(messages)

@@ -6,6 +6,7 @@ An observer (``BareLoop(..., observers=[OTelObserver()])``) turns the engine's t
     invoke_agent {agent_name}          INTERNAL  the run
     ├── chat {model}                   CLIENT    each model call, its retries inside (generate_content for Gemini)
     ├── execute_tool {tool}            INTERNAL  each tool call; parallel calls are siblings
+    │   └── invoke_agent {sub-agent}   INTERNAL  a sub-agent's run (its events arrive as SubAgentEvent)
     └── compact {kind}                 INTERNAL  each prune or compaction pass (loopctl's own span)
 
 and records the metrics ``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration`` per model
@@ -40,13 +41,15 @@ from loopctl.engine.events import (
     CompactionStarted,
     LoopEvent,
     ModelCallFailed,
+    ModelCallRetry,
     ModelFallback,
-    ModelRetry,
     ModelStreamEvent,
     PromptCacheBust,
     RunAborted,
     RunFinished,
     RunStarted,
+    SubAgentEvent,
+    ToolCallDeferred,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
@@ -246,13 +249,25 @@ class OTelObserver:
 
     # --- the run ---------------------------------------------------------------------------------------------
 
-    def _run_started(self, e: RunStarted) -> None:
+    def _sub_agent(self, e: SubAgentEvent) -> None:
+        """A sub-agent's event: recorded as the sub-agent's own run, whose spans nest under the ``execute_tool``
+        span of the call that runs it (current in the task that runs the sub-agent)."""
+        inner = e.event
+        if isinstance(inner, RunStarted):
+            self._run_started(inner, agent=e.path[-1])
+            return
+        handler = _HANDLERS.get(type(inner))
+        if handler is not None and not isinstance(inner, SubAgentEvent):
+            handler(self, inner)
+
+    def _run_started(self, e: RunStarted, agent: str | None = None) -> None:
+        agent_name = agent or self.agent_name or e.agent or None
         attrs = {a.GEN_AI_OPERATION_NAME: a.OP_INVOKE_AGENT, a.GEN_AI_PROVIDER_NAME: provider_name(e.provider)}
-        if self.agent_name:
-            attrs[a.GEN_AI_AGENT_NAME] = self.agent_name
+        if agent_name:
+            attrs[a.GEN_AI_AGENT_NAME] = agent_name
         if e.model:
             attrs[a.GEN_AI_REQUEST_MODEL] = e.model
-        name = f"{a.OP_INVOKE_AGENT} {self.agent_name}" if self.agent_name else a.OP_INVOKE_AGENT
+        name = f"{a.OP_INVOKE_AGENT} {agent_name}" if agent_name else a.OP_INVOKE_AGENT
         span = self._tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=self._common(attrs))
         if not span.is_recording() and not self._metrics_configured():
             # Nothing is configured (the API's no-op providers): the run is not followed at all.
@@ -390,7 +405,7 @@ class OTelObserver:
         op.first_chunk = True
         op.span.set_attribute(a.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, time.perf_counter() - op.attempt_started)
 
-    def _model_retry(self, e: ModelRetry) -> None:
+    def _model_retry(self, e: ModelCallRetry) -> None:
         state = self._runs.get()
         op = state.chat if state is not None else None
         if op is None:
@@ -501,6 +516,17 @@ class OTelObserver:
             op.span.set_attribute(a.GEN_AI_TOOL_CALL_ARGUMENTS, _dumps(call.input))
         state.tools[call.id] = op
 
+    def _tool_deferred(self, e: ToolCallDeferred) -> None:
+        """A call deferred for approval (before it ran, or by the tool itself: a sub-agent that paused): its span,
+        if it started, ends without an error, marked deferred."""
+        state = self._runs.get()
+        if state is None:
+            return
+        op = state.tools.pop(e.call.id, None)
+        if op is not None:
+            op.span.set_attribute(a.LOOPCTL_TOOL_DEFERRED, True)
+            self._end(op)
+
     def _tool_finished(self, e: ToolCallFinished) -> None:
         state = self._runs.get()
         if state is None:
@@ -558,12 +584,14 @@ _HANDLERS: dict[type, Any] = {
     TurnStarted: OTelObserver._turn_started,
     PromptCacheBust: OTelObserver._prompt_cache_bust,
     ModelStreamEvent: OTelObserver._model_stream_event,
-    ModelRetry: OTelObserver._model_retry,
+    ModelCallRetry: OTelObserver._model_retry,
     ModelFallback: OTelObserver._model_fallback,
     TurnFinished: OTelObserver._turn_finished,
     ModelCallFailed: OTelObserver._model_call_failed,
     ToolCallStarted: OTelObserver._tool_started,
     ToolCallFinished: OTelObserver._tool_finished,
+    ToolCallDeferred: OTelObserver._tool_deferred,
+    SubAgentEvent: OTelObserver._sub_agent,
     CompactionStarted: OTelObserver._compaction_started,
     CompactionFinished: OTelObserver._compaction_finished,
     RunFinished: OTelObserver._run_finished,

@@ -1,7 +1,9 @@
-"""Test doubles: a scripted model client (no network) and a fake provider server speaking the real wire
+"""Test doubles: a scripted model client (no network; priced if asked), :class:`TestModel` (calls every tool
+with arguments valid for its schema, then answers), and a fake provider server speaking the real wire
 formats over HTTP on 127.0.0.1 (:mod:`loopctl.testing.server`, encoders in :mod:`loopctl.testing.wire`),
 plus the scripted demo model of ``loopctl run --model demo`` (:mod:`loopctl.testing.demo`)."""
 
+from loopctl.testing.models import TestModel
 from loopctl.testing.scripted import Delay, ScriptedClient, ScriptExhausted
 from loopctl.testing.server import (
     CutStream,
@@ -26,4 +28,5 @@ __all__ = [
     "ScriptExhausted",
     "ScriptedClient",
     "StreamError",
+    "TestModel",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, TypeAlias, Union
 
 from loopctl.errors import LoopError
@@ -25,7 +26,7 @@ from loopctl.stream import (
     UsageReported,
 )
 
-__all__ = ["Delay", "ScriptExhausted", "ScriptStep", "ScriptedClient"]
+__all__ = ["Delay", "ScriptExhausted", "ScriptStep", "ScriptedClient", "stream_events"]
 
 
 class ScriptExhausted(LoopError):
@@ -52,7 +53,8 @@ class ScriptedClient:
     ``script`` is a list of :data:`ScriptStep` (used in order) or one callable used for every call.
     Every request is kept in :attr:`requests`. ``usage`` is reported with each reply unless a step gives a
     ``ModelResponse`` of its own. With ``stream=True`` and an ``on_event`` callback, the reply is replayed as
-    stream events (one delta per text or thinking part).
+    stream events (one delta per text or thinking part). ``price`` (USD per million input and output tokens)
+    makes each reply priced (``Turn.cost``, ``Run.cost``), so cost limits can be tried offline.
     """
 
     provider = "scripted"
@@ -64,8 +66,10 @@ class ScriptedClient:
         model: str = "scripted",
         usage: Usage | None = None,
         keep_requests: bool = True,
+        price: tuple[Decimal | str, Decimal | str] | None = None,
     ) -> None:
         self.model = model
+        self.price = None if price is None else (Decimal(str(price[0])), Decimal(str(price[1])))
         self._fn: Callable[[ModelRequest], Any] | None = script if callable(script) else None
         self._script: list[Any] = [] if callable(script) else list(script)
         self._next = 0
@@ -90,7 +94,7 @@ class ScriptedClient:
             self._next += 1
         response = await self._resolve(step, request)
         if stream and on_event is not None:
-            for event in _events(response):
+            for event in stream_events(response):
                 on_event(event)
         return response
 
@@ -114,11 +118,19 @@ class ScriptedClient:
         stop = StopReason.TOOL_CALL if step.tool_calls() else StopReason.END_TURN
         return ModelResponse(message=step, usage=self._usage, stop_reason=stop, model=self.model)
 
+    def price_usage(self, usage: Usage, model: str | None) -> Decimal | None:
+        """The price of ``usage`` at :attr:`price` (``None`` without one): the engine prices replies with it."""
+        if self.price is None:
+            return None
+        per_in, per_out = self.price
+        return (per_in * usage.input_tokens + per_out * usage.output_tokens) / Decimal(1_000_000)
+
     async def aclose(self) -> None:
         """Nothing to release."""
 
 
-def _events(response: ModelResponse) -> list[StreamEvent]:
+def stream_events(response: ModelResponse) -> list[StreamEvent]:
+    """The stream events a provider would send for ``response``: one delta per text or thinking part."""
     events: list[StreamEvent] = [ResponseStarted(response.id, response.model)]
     for i, part in enumerate(response.message.parts):
         if isinstance(part, TextPart):

@@ -494,6 +494,7 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = False  # server_close() joins the handler threads: a clean shutdown
     block_on_close = True
     allow_reuse_address = True
+    request_queue_size = 128  # the listen backlog: many clients connecting at once (the default 5 refused some)
     owner: FakeProviderServer
 
 

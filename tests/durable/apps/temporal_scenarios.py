@@ -14,6 +14,7 @@ import base64
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import sqlite3
 import sys
@@ -423,6 +424,252 @@ SCENARIOS: dict[str, Callable[[WorkflowEnvironment, Path], Awaitable[dict[str, A
     "big-image": big_image,
 }
 TIME_SKIPPING_SCENARIOS = {"activity-retry"}
+
+
+# --- approvals against what a real approver does (issue 18) --------------------------------------------------
+
+
+class Drops(logging.Handler):
+    """The approvals the workers dropped, as they logged them (``temporalio.workflow``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+        logging.getLogger("temporalio.workflow").addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "approvals:" in text:
+            self.lines.append(text)
+
+    def close(self) -> None:
+        logging.getLogger("temporalio.workflow").removeHandler(self)
+        super().close()
+
+
+async def waiting_on(client: Client, workflow_id: str, call_input: dict[str, Any], timeout: float = 15) -> Any:
+    """The call the run waits on once it waits on the one with ``call_input`` (fails after ``timeout``)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    pending: tuple[Any, ...] = ()
+    while asyncio.get_running_loop().time() < deadline:
+        pending = await asyncio.wait_for(pending_approvals(client, workflow_id), 10)
+        if [p.input for p in pending] == [call_input]:
+            return pending[0]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{workflow_id} never waited on the call {call_input}: it waits on {pending}")
+
+
+async def outcome_of(call: Awaitable[Any]) -> str:
+    """``"accepted"``, or the error the call raised as ``<type>: <text>``."""
+    try:
+        await call
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "accepted"
+
+
+async def approval_binding(client: Client, workdir: Path) -> dict[str, Any]:
+    """Each turn defers a call with the same id: a repeated approval (a retried request, duplicated signals)
+    must not approve the next one, which deletes /etc/important."""
+    deleter = workload.Deleter()
+    loop = TemporalLoop(ScriptedClient(workload.deleting), [deleter.tool], name="ops", permission=workload.ask_first)
+    drops = Drops()
+    rid = workload.REPEATED
+
+    async def body(queue: str) -> dict[str, Any]:
+        handle = await client.start_workflow(
+            WORKFLOW_NAME, LoopWorkflowInput(loop="ops", input="clean up"), id="ops-1", task_queue=queue
+        )
+        first = await waiting_on(client, "ops-1", {"path": "/tmp/scratch"})
+        key = getattr(first, "key", None)
+        out: dict[str, Any] = {"first": [first.id, None if key is None else key.to_dict()]}
+        await approve(client, "ops-1", {rid: Approve()})
+        await deleter.started.wait()
+        # the approver's request, retried while the approved call runs
+        out["repeat"] = await outcome_of(approve(client, "ops-1", {rid: Approve()}))
+        # what duplicated signals deliver: the decision for turn 1 again, and one that names no wait
+        run = "" if key is None else key.run
+        await handle.signal("approve", {rid: {"decision": "approve", "run": run, "turn": 1}})
+        await handle.signal("approve", {rid: {"decision": "approve"}})
+        deleter.gate.set()
+        second = await waiting_on(client, "ops-1", {"path": "/etc/important"})
+        await asyncio.sleep(0.3)
+        out["deleted_while_waiting"] = list(deleter.deleted)
+        second_key = getattr(second, "key", None)
+        out["second"] = [second.id, None if second_key is None else second_key.to_dict()]
+        out["unknown"] = await outcome_of(approve(client, "ops-1", {"nope": Approve()}))
+        if key is not None:  # keyed by what was shown at turn 1: refused at turn 2
+            out["stale_key"] = await outcome_of(approve(client, "ops-1", {key: Approve()}))
+        out["denied"] = [k.to_dict() for k in await approve(client, "ops-1", {rid: Deny("keep it")})]
+        done = run_from_dict((await handle.result())["run"])
+        return {**out, **summary(done), "deleted": deleter.deleted, "drops": list(drops.lines)}
+
+    try:
+        return await with_worker(client, loop, body)
+    finally:
+        drops.close()
+
+
+async def approval_refusals(client: Client, workdir: Path) -> dict[str, Any]:
+    """A Modify that does not fit the tool (through approve, and as a raw signal) while the run waits; then
+    approvals for runs that ended (completed, and paused past the approval timeout)."""
+    waits = TemporalLoop(
+        workload.model("approval"), workload.tools(workdir), name="waits", permission=workload.defer_appends
+    )
+    pauses = TemporalLoop(
+        workload.model("approval"),
+        workload.tools(workdir),
+        name="pauses",
+        permission=workload.defer_appends,
+        approval_timeout=timedelta(milliseconds=300),
+    )
+    drops = Drops()
+    out: dict[str, Any] = {}
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        client, task_queue=queue, workflows=[LoopWorkflow], activities=[*waits.activities, *pauses.activities]
+    ):
+        handle = await client.start_workflow(
+            WORKFLOW_NAME, LoopWorkflowInput(loop="waits", input="go"), id="bad-modify", task_queue=queue
+        )
+        while not await pending_approvals(client, "bad-modify"):
+            await asyncio.sleep(0.05)
+        typo = Modify({"txt": "typo"})
+        out["approve_bad"] = await outcome_of(approve(client, "bad-modify", {workload.APPROVED: typo}))
+        bad = {"decision": "modify", "input": {"txt": "typo"}}
+        await handle.signal("approve", {workload.APPROVED: bad})
+        await asyncio.sleep(0.5)
+        try:  # a wedged workflow answers no query
+            pending = await asyncio.wait_for(pending_approvals(client, "bad-modify"), 10)
+            out["pending_after"] = [p.id for p in pending]
+        except Exception as exc:
+            out["pending_after"] = f"{type(exc).__name__}: {exc}"
+        out["good"] = await outcome_of(
+            asyncio.wait_for(
+                approve(client, "bad-modify", {workload.APPROVED: Approve(), workload.DENIED: Deny("no")}), 10
+            )
+        )
+        try:
+            out["waits"] = summary(run_from_dict((await asyncio.wait_for(handle.result(), 20))["run"]))
+        except Exception as exc:
+            out["waits"] = f"{type(exc).__name__}: {exc}"
+            await handle.terminate()
+        out["ended"] = await outcome_of(approve(client, "bad-modify", {workload.APPROVED: Approve()}))
+        paused, _ = await execute(client, "pauses", "go", id="pauses", task_queue=queue)
+        out["paused"] = summary(paused)
+        out["paused_approve"] = await outcome_of(approve(client, "pauses", {workload.APPROVED: Approve()}))
+        out["nobody"] = await outcome_of(approve(client, "nobody", {workload.APPROVED: Approve()}))
+    out["side_effects"] = workload.side_effects(workdir)
+    out["drops"] = list(drops.lines)
+    drops.close()
+    return out
+
+
+async def session_approvals(client: Client, workdir: Path) -> dict[str, Any]:
+    """Two asks on one LoopSession, each deferring a call with the same id: the ask update stays open while
+    its run waits (the asker holds a handle), and a decision for the first run never answers the second."""
+    from temporalio.client import WorkflowUpdateStage
+
+    from loopctl.durable.temporal import SESSION_WORKFLOW_NAME, LoopSessionInput
+
+    def reply(request: Any) -> Message:
+        last = request.messages[-1]
+        if last.tool_results():
+            return Message.assistant("noted")
+        call = ToolCallPart(id=workload.REPEATED, name="append", input={"text": last.text_content()})
+        return Message.new("assistant", [call])
+
+    loop = TemporalLoop(ScriptedClient(reply), workload.tools(workdir), name="notes", permission=workload.defer_appends)
+
+    async def body(queue: str) -> dict[str, Any]:
+        await client.start_workflow(
+            SESSION_WORKFLOW_NAME, LoopSessionInput(loop="notes"), id="notes-1", task_queue=queue
+        )
+        handle = client.get_workflow_handle("notes-1")
+        out: dict[str, Any] = {"keys": []}
+        first_key = None
+        for question in ("q1", "q2"):
+            asked = await handle.start_update(
+                "ask", args=[question, None], wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=dict
+            )
+            waiting = await waiting_on(client, "notes-1", {"text": question})
+            out["keys"].append(waiting.key.to_dict())
+            if first_key is None:
+                first_key = waiting.key
+                await approve(client, "notes-1", {waiting.key: Approve()})
+            else:
+                out["stale_key"] = await outcome_of(approve(client, "notes-1", {first_key: Approve()}))
+                await handle.signal("approve", {workload.REPEATED: {"decision": "approve", **first_key.to_dict()}})
+                await asyncio.sleep(0.3)
+                out["side_effects_while_waiting"] = workload.side_effects(workdir)
+                await approve(client, "notes-1", {workload.REPEATED: Deny("not this")})
+            run = run_from_dict(await asyncio.wait_for(asked.result(), 20))
+            out[question] = summary(run)
+        await handle.signal("close")
+        await handle.result()
+        out["side_effects"] = workload.side_effects(workdir)
+        return out
+
+    return await with_worker(client, loop, body)
+
+
+BIG = 123456789012345678901
+"""An amount in wei: past 64 bits."""
+
+
+async def big_int(env: WorkflowEnvironment, workdir: Path) -> dict[str, Any]:
+    """A tool call whose input holds an integer past 64 bits, in a conversation whose payloads the claim-check
+    codec cuts (a 300 KB screenshot in it): every reader gets the integer exact."""
+    data = base64.b64encode(b"\x89PNG\r\n\x1a\n" + os.urandom(300 * 1024)).decode()
+    received: list[Any] = []
+
+    @tool
+    def screenshot() -> ToolOutput:
+        """Take a screenshot."""
+        return ToolOutput(content=[ImagePart(source=ImageSource.new_base64("image/png", data))])
+
+    @tool
+    def transfer(wei: int) -> str:
+        """Transfer an amount."""
+        received.append(wei)
+        return f"sent {wei}"
+
+    script = ScriptedClient(
+        [
+            Message.new("assistant", [ToolCallPart(id="s1", name="screenshot", input={})]),
+            Message.new("assistant", [ToolCallPart(id="t1", name="transfer", input={"wei": BIG})]),
+            "done",
+        ]
+    )
+    loop = TemporalLoop(script, [screenshot, transfer], name="wei")
+    store = SQLiteStore(workdir / "sessions.db")
+    converter = dataclasses.replace(default(), payload_codec=ClaimCheckCodec(SessionStoreBlobs(store)))
+    client = await env.connect_client(data_converter=converter)
+
+    async def body(queue: str) -> dict[str, Any]:
+        run, machine = await execute(client, "wei", "pay", id="wei-1", task_queue=queue)
+        [call] = [p for m in machine.history for p in m.tool_calls() if p.name == "transfer"]
+        seen = [p.input["wei"] for m in script.requests[-1].messages for p in m.tool_calls() if p.name == "transfer"]
+        return {
+            **summary(run),
+            "machine": repr(call.input["wei"]),
+            "run": repr(run.turns[1].output.tool_calls()[0].input["wei"]),
+            "model_saw": [repr(v) for v in seen],
+            "tool_got": [repr(v) for v in received],
+            "blobs": blob_rows(workdir / "sessions.db"),
+        }
+
+    return await with_worker(client, loop, body)
+
+
+SCENARIOS.update(
+    {
+        "approval-binding": lambda env, workdir: approval_binding(env.client, workdir),
+        "approval-refusals": lambda env, workdir: approval_refusals(env.client, workdir),
+        "session-approvals": lambda env, workdir: session_approvals(env.client, workdir),
+        "big-int": big_int,
+    }
+)
 
 
 async def run_scenario(name: str, out: Path, local: WorkflowEnvironment) -> None:

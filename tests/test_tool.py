@@ -1,0 +1,179 @@
+"""Tools a developer can debug: ModelRetry's words reach the model as they are, ToolOutput(is_error=True), the
+three docstring styles, Annotated descriptions; a tool that defers its own call; a tool's own spend counted."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated
+
+import pytest
+from pydantic import Field
+
+from loopctl.engine import Approve, BareLoop, OutcomeKind, RunConfig, UsageLimits
+from loopctl.message import Message, MessagePart, Role, ToolResultPart
+from loopctl.response import Usage
+from loopctl.testing import ScriptedClient
+from loopctl.tool import ApprovalRequired, ModelRetry, ToolContext, ToolOutput, tool
+
+
+def _call(name: str, args: dict[str, object], call_id: str = "c1") -> Message:
+    return Message.new(Role.ASSISTANT, [MessagePart.tool_call(call_id, name, args)])
+
+
+def _result(client: ScriptedClient, request: int) -> ToolResultPart:
+    parts = [p for p in client.requests[request].messages[-1].parts if isinstance(p, ToolResultPart)]
+    assert len(parts) == 1
+    return parts[0]
+
+
+@tool
+def lookup(user: str) -> str:
+    """Look a user up."""
+    if user != "alice":
+        raise ModelRetry(f"No user {user!r}; the users are alice and carol.")
+    return "alice: admin"
+
+
+@tool
+def broken(user: str) -> str:
+    """Fails."""
+    raise KeyError(user)
+
+
+@tool
+def soft_fail(path: str) -> ToolOutput:
+    """Reports a failure it expected."""
+    return ToolOutput(f"{path} does not exist", is_error=True)
+
+
+async def test_model_retry_reaches_the_model_as_is_and_other_exceptions_keep_their_prefix() -> None:
+    client = ScriptedClient(
+        [_call("lookup", {"user": "bob"}), _call("broken", {"user": "x"}, "c2"), _call("soft_fail", {"path": "a"}, "c3"), "ok"]
+    )
+    run = await BareLoop(client, [lookup, broken, soft_fail]).run("who?")
+    assert run.ok
+    retry, failed, soft = _result(client, 1), _result(client, 2), _result(client, 3)
+    assert (str(retry.output), retry.is_error) == ("No user 'bob'; the users are alice and carol.", True)
+    assert str(failed.output).startswith("Tool 'broken' failed: KeyError:")
+    assert (str(soft.output), soft.is_error) == ("a does not exist", True)
+
+
+GOOGLE = '''Send a message.
+
+    More about it.
+
+    Args:
+        to: who gets it
+        body: the text,
+            on two lines
+    '''
+
+NUMPY = '''Send a message.
+
+    More about it.
+
+    Parameters
+    ----------
+    to : str
+        who gets it
+    body : str
+        the text,
+        on two lines
+    '''
+
+SPHINX = '''Send a message.
+
+    More about it.
+
+    :param to: who gets it
+    :param body: the text,
+        on two lines
+    '''
+
+
+@pytest.mark.parametrize("doc", [GOOGLE, NUMPY, SPHINX], ids=["google", "numpy", "sphinx"])
+def test_every_docstring_style_gives_the_same_description_and_parameter_docs(doc: str) -> None:
+    def send(to: str, body: str) -> str:
+        return to + body
+
+    send.__doc__ = doc
+    t = tool(send)
+    assert t.description == "Send a message.\n\nMore about it."
+    props = t.input_schema["properties"]
+    assert props["to"]["description"] == "who gets it"
+    assert props["body"]["description"] == "the text, on two lines"
+
+
+def test_an_annotated_field_description_is_kept_and_wins_over_the_docstring() -> None:
+    @tool
+    def search(
+        query: Annotated[str, Field(description="words to look for", min_length=1)],
+        limit: Annotated[int, Field(ge=1)] = 10,
+    ) -> str:
+        """Search.
+
+        Args:
+            query: not this one
+            limit: how many at most
+        """
+        return query
+
+    props = search.input_schema["properties"]
+    assert props["query"] == {"description": "words to look for", "minLength": 1, "type": "string"}
+    assert props["limit"] == {"default": 10, "description": "how many at most", "minimum": 1, "type": "integer"}
+
+
+async def test_a_tool_may_defer_its_own_call_and_runs_again_once_approved() -> None:
+    calls: list[str] = []
+
+    @tool
+    def transfer(amount: int) -> str:
+        """Move money."""
+        calls.append("ran")
+        if len(calls) == 1:
+            raise ApprovalRequired(f"{amount} is above the limit")
+        return "moved"
+
+    client = ScriptedClient([_call("transfer", {"amount": 500}), "done"])
+    loop = BareLoop(client, [transfer])
+    paused = await loop.run("pay")
+    assert paused.outcome.kind is OutcomeKind.AWAITING_APPROVAL
+    assert [(p.id, p.reason) for p in paused.pending_approvals] == [("c1", "500 is above the limit")]
+    run = await loop.run(approvals={"c1": Approve()})
+    assert run.ok and calls == ["ran", "ran"]
+    assert str(_result(client, 1).output) == "moved"
+
+
+async def test_a_tools_own_spend_counts_in_the_runs_usage_cost_and_limits() -> None:
+    @tool
+    def summarize(ctx: ToolContext[None], text: str) -> str:
+        """Summarizes with a model of its own."""
+        ctx.record_usage(Usage(input_tokens=1000, output_tokens=200), cost=Decimal("0.5"), requests=1)
+        return "short"
+
+    usage = Usage(input_tokens=10, output_tokens=5)
+    client = ScriptedClient([_call("summarize", {"text": "long"}), "done"], usage=usage)
+    run = await BareLoop(client, [summarize]).run("go")
+    assert run.usage == Usage(input_tokens=1020, output_tokens=210)
+    assert run.turns[0].tool_calls[0].spent is not None
+    assert run.cost is None  # the scripted model's own replies have no price: the total is unknown
+
+    client = ScriptedClient([_call("summarize", {"text": "long"}), "done"], usage=usage)
+    limited = await BareLoop(client, [summarize]).run("go", RunConfig(limits=UsageLimits(total_tokens=500)))
+    assert limited.outcome.kind is OutcomeKind.LIMIT_REACHED
+    assert limited.outcome.limit is not None and limited.outcome.limit.spent == 1215
+    assert len(client.requests) == 1  # the limit ended the run before a second model call
+    assert any(isinstance(p, ToolResultPart) for p in limited.messages[-1].parts)  # the result kept
+
+
+def test_the_model_retry_event_is_now_model_call_retry_and_the_old_name_warns() -> None:
+    import loopctl.engine
+    import loopctl.engine.events
+    from loopctl.engine import ModelCallRetry
+
+    with pytest.warns(DeprecationWarning, match="ModelCallRetry"):
+        old = loopctl.engine.ModelRetry  # type: ignore[attr-defined]
+    assert old is ModelCallRetry
+    with pytest.warns(DeprecationWarning, match="ModelCallRetry"):
+        assert loopctl.engine.events.ModelRetry is ModelCallRetry  # type: ignore[attr-defined]
+    assert issubclass(ModelRetry, Exception)  # loopctl.tool.ModelRetry: the exception a tool raises
