@@ -154,7 +154,7 @@ class TestWebSocket:
             run = BareLoop(client, [lookup], observers=[events.append]).run_sync("go", RUN)
         assert run.output == "done"
         assert server.websocket_connections == 2 and client.connections_opened == 2
-        assert [type(e).__name__ for e in events].count("ModelRetry") == 1
+        assert [type(e).__name__ for e in events].count("ModelCallRetry") == 1
         sent = [r.body for r in server.requests]
         assert sent[1]["previous_response_id"] == "resp_fake000001"  # the attempt that was cut
         if store is False:
