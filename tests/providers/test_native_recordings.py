@@ -253,14 +253,15 @@ class TestFieldsKept:
 
 
 def _replayed(provider: str, message: Message) -> list[Any]:
-    """What the codec sends for ``message`` as the middle of a three-message conversation."""
+    """What the codec sends for ``message`` as the middle of a three-message conversation (a reply holding a
+    compaction is sent from its compaction on: what came before is what the provider no longer reads)."""
     conversation = [Message.user("first"), message, Message.user("next")]
     if provider == "anthropic":
         body = anthropic.build_request(conversation, model="m", prompt_cache=False)
-        return list(body["messages"][1]["content"])
+        return [b for m in body["messages"] if m["role"] == "assistant" for b in m["content"]]
     if provider == "openai":
         body = openai_responses.build_request(conversation, model="m")
-        return list(body["input"][1:-1])
+        return [i for i in body["input"] if i.get("role") != "user"]
     body = gemini.build_request(conversation, model="gemini-3-flash-preview")
     return list(body["contents"][1]["parts"])
 

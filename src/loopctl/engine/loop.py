@@ -41,11 +41,22 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from tenacity import RetryCallState, wait_random_exponential
 
-from loopctl.compact import ContextBudget, SummarizingCompactor, clip_middle, message_tokens
+from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor, clip_middle, message_tokens
+from loopctl.compact.provider import (
+    OpenAICompactEndpoint,
+    ProviderCompaction,
+    RequestCompaction,
+    WindowCounter,
+    durable_after,
+    durable_tool_names,
+    is_request_side,
+    provider_window,
+    resolve,
+)
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import (
     CompactionFinished,
@@ -115,7 +126,16 @@ from loopctl.errors import (
     StoreError,
     UnsupportedContent,
 )
-from loopctl.message import ImagePart, Message, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
+from loopctl.message import (
+    CompactionPart,
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolContent,
+    ToolResultPart,
+)
 from loopctl.output import OutputPlan, OutputSpec, OutputValidator, RejectOutput, text_plan
 from loopctl.output import plan as plan_output
 from loopctl.output import resolve as resolve_output
@@ -209,7 +229,17 @@ class BareLoop:
         self._machine = machine or LoopMachine()
         self._budget = _make_budget(self.config)
         self._counter = self._budget.counter
-        self._compactor = self.config.compactor
+        self._compactor: Compactor | SummarizingCompactor | None = None
+        # A provider-side strategy (loopctl.compact.provider): one that rides on each request makes the
+        # counter count what the provider reads (from its last compaction on); local passes truncate.
+        self._provider_compaction: ProviderCompaction | None = None
+        compactor = self.config.compactor
+        if isinstance(compactor, PROVIDER_COMPACTIONS):
+            self._provider_compaction = _check_provider_compaction(cast(ProviderCompaction, compactor), client)
+            if is_request_side(self._provider_compaction):
+                self._counter = WindowCounter(self._counter, self._provider_compaction.provider)
+        else:
+            self._compactor = cast("Compactor | SummarizingCompactor | None", compactor)
         self._calibrated_at = -1  # history length at the last calibration (-1: never)
         # The system text and tool schemas are sent with every request: the counter counts them once per change.
         self._request_key: tuple[str | None, tuple[ToolSchema, ...]] | None = None
@@ -566,7 +596,8 @@ class BareLoop:
             max_turns=cfg.max_turns,
             context_window=self._budget.window,
             compact_threshold=self._budget.threshold,
-            auto_compact=self.config.auto_compact,
+            # A strategy riding on each request compacts at the provider's trigger: no local threshold pass.
+            auto_compact=self.config.auto_compact and not is_request_side(self._provider_compaction),
             emergency=self._budget.emergency,
             prune_threshold=self._budget.prune_line,
             prune_target=self._budget.target_tokens / self._budget.window,
@@ -945,6 +976,19 @@ class BareLoop:
             reasoning_effort=cfg.reasoning_effort,
             extra=cfg.extra,
             output_format=setup.output_format,
+            context_management=self._context_management(),
+        )
+
+    def _context_management(self) -> RequestCompaction | None:
+        """The session's request-side compaction strategy as sent: an unset trigger at the threshold line,
+        the tools of ``Durable`` results kept from clearing (:func:`loopctl.compact.provider.resolve`)."""
+        strategy = self._provider_compaction
+        if strategy is None or not is_request_side(strategy):
+            return None
+        return resolve(
+            cast(RequestCompaction, strategy),
+            threshold_tokens=int(self._budget.threshold * self._budget.window),
+            durable_tools=durable_tool_names(self._machine.full_history()),
         )
 
     # --- the effects: the protected seam of the module docstring -------------------------------------------
@@ -1346,8 +1390,17 @@ class BareLoop:
             budget = dataclasses.replace(budget, window=max(1, int(budget.window / scale)))
         try:
             compactor = self._compactor
+            strategy = self._provider_compaction
+            if strategy is not None and is_request_side(strategy):
+                # The provider reads nothing before its last compaction (and the counter counts only what it
+                # reads): what it dropped goes locally too, before the pass cuts what is left.
+                messages = list(provider_window(messages, strategy.provider, lead=True))
+            elif isinstance(strategy, OpenAICompactEndpoint) and step.reason is CompactReason.THRESHOLD:
+                compacted = await self._compact_at_provider(strategy, messages)
+                if compacted is not None:
+                    kind = "provider"
             if isinstance(compactor, SummarizingCompactor):
-                if step.reason is CompactReason.THRESHOLD:
+                if compacted is None and step.reason is CompactReason.THRESHOLD:
                     compacted = await self._summarize(compactor, messages)
                     kind = "summarize"
                 compactor = None  # the fallback: truncation, which needs no model call
@@ -1368,6 +1421,23 @@ class BareLoop:
         if emit:
             emit(CompactionFinished(kind, step.reason.value, before, after))
         return None
+
+    async def _compact_at_provider(
+        self, strategy: OpenAICompactEndpoint, messages: list[Message]
+    ) -> list[Message] | None:
+        """A compaction by the provider's endpoint (``POST /v1/responses/compact``): the window it returns,
+        then the ``Durable`` results with their calls. ``None`` (the fallback: truncation) when the call
+        failed or saved nothing."""
+        compact = getattr(self.client, "compact_conversation", None)
+        if compact is None:
+            return None
+        request = ModelRequest(messages=messages, system=self._request_key[0] if self._request_key else None)
+        try:
+            window, _usage = await compact(request, instructions=strategy.instructions)
+        except LoopError:
+            return None
+        out = [*window, *durable_after(messages)]
+        return out if self._counter.count(out) < self._counter.count(messages) else None
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
         """A summary pass: the compactor plans the request, the client sends it, the compactor builds the new
@@ -1403,6 +1473,8 @@ class BareLoop:
         geometrically keeps the cost amortized O(1) per turn). Otherwise the reply's tokens are added.
         """
         counter = self._counter
+        if isinstance(counter, WindowCounter) and any(isinstance(p, CompactionPart) for p in reply.parts):
+            return counter.count([*sent, reply])  # the provider compacted: it reads from the reply on
         reported = usage.input_tokens
         calibrate = getattr(counter, "calibrate", None)
         if reported > 0 and calibrate is not None:
@@ -1692,6 +1764,24 @@ def _run_error(outcome: Outcome, error: BaseException | None) -> BaseException |
     if outcome.error_type == CostUnknown.__name__:
         return CostUnknown(text)
     return LoopError(text)
+
+
+PROVIDER_COMPACTIONS = tuple(getattr(ProviderCompaction, "__args__", ()))
+"""The provider-side strategy classes (:data:`loopctl.compact.provider.ProviderCompaction`)."""
+
+
+def _check_provider_compaction(strategy: ProviderCompaction, client: ModelClient) -> ProviderCompaction:
+    """``strategy``, once the client is known to be its provider's; raises ``ValueError`` otherwise (a
+    strategy the provider has none of, or the compact endpoint without a client that can call it)."""
+    provider = getattr(client, "provider", "")
+    if provider != strategy.provider:
+        raise ValueError(
+            f"{type(strategy).__name__} is compaction by {strategy.provider}; this loop's client is {provider!r} "
+            "(use a local compactor, or that provider's client)"
+        )
+    if isinstance(strategy, OpenAICompactEndpoint) and getattr(client, "compact_conversation", None) is None:
+        raise ValueError("OpenAICompactEndpoint needs an OpenAIResponsesClient (POST /v1/responses/compact)")
+    return strategy
 
 
 def _make_budget(config: SessionConfig) -> ContextBudget:

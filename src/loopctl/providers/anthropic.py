@@ -51,6 +51,15 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from loopctl.compact.provider import (
+    ANTHROPIC_COMPACTION_BETA,
+    ANTHROPIC_CONTEXT_EDITING_BETA,
+    COMPACTED_PLACEHOLDER,
+    AnthropicClearToolUses,
+    AnthropicCompaction,
+    provider_window,
+    window_start,
+)
 from loopctl.errors import ContextOverflow, InvalidRequest, ProviderError, ProviderProtocolError, UnsupportedContent
 from loopctl.message import (
     CompactionPart,
@@ -233,6 +242,7 @@ def build_request(
     cache_ttl: CacheTTL | None = None,
     prefix_cache_ttl: CacheTTL | None = None,
     cache_breakpoints: Sequence[int | Literal["tools", "system"]] | None = None,
+    context_management: object = None,
 ) -> dict[str, Any]:
     """The JSON body of a Messages API request for ``messages``.
 
@@ -250,7 +260,14 @@ def build_request(
     after a five-minute one (prompt-caching docs, "Mixing different TTLs"), so a longer conversation TTL than
     prefix TTL raises :class:`~loopctl.errors.UnsupportedContent`. ``cache_breakpoints`` replaces the
     automatic placement: ``"tools"``, ``"system"`` and message indexes (the last block of the turn that
-    message is sent in gets one), at most four. ``stream=True`` sets
+    message is sent in gets one), at most four. ``context_management``: a provider-side compaction strategy
+    (:class:`~loopctl.compact.provider.AnthropicCompaction` or
+    :class:`~loopctl.compact.provider.AnthropicClearToolUses`), sent as ``context_management.edits`` (its
+    beta flag: :func:`beta_flags`); another provider's strategy raises
+    :class:`~loopctl.errors.UnsupportedContent`. A conversation holding an Anthropic compaction block is sent
+    from its last one on (the API "drops all message blocks prior to the compaction block": compaction docs),
+    after :data:`~loopctl.compact.provider.COMPACTED_PLACEHOLDER` and with the system messages before it kept;
+    ``cache_breakpoints`` indexes still count in ``messages``. ``stream=True`` sets
     ``"stream": true``. ``extra`` is merged into the body last (shallow). ``cache`` reuses each message's
     conversion between calls; the body is the same with or without it.
 
@@ -281,6 +298,7 @@ def build_request(
         cache_ttl=cache_ttl,
         prefix_cache_ttl=prefix_cache_ttl,
         cache_breakpoints=cache_breakpoints,
+        context_management=context_management,
     )
     return body
 
@@ -358,10 +376,17 @@ def _build(
     cache_ttl: CacheTTL | None = None,
     prefix_cache_ttl: CacheTTL | None = None,
     cache_breakpoints: Sequence[int | Literal["tools", "system"]] | None = None,
+    context_management: object = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body and, with ``requests``, the prefix to keep for the next call and the parts of the messages
     array (``body["messages"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`; see
     :func:`encode_request`)."""
+    edits = _context_edits(context_management)
+    window = provider_window(messages, PROVIDER, lead=True)
+    if window is not messages:
+        if cache_breakpoints is not None:
+            cache_breakpoints = _shift_breakpoints(cache_breakpoints, messages, window)
+        messages = window
     if requests is None:
         refuse_unwritable_options(system, tools, "Anthropic")
     else:  # the tools' strings are checked once while the same tools come back
@@ -461,9 +486,51 @@ def _build(
         body["stream"] = True
     if output_format is not None:
         body["output_config"] = {"format": json_output_format(output_format)}
+    if edits:
+        body["context_management"] = {"edits": edits}
     if extra:
         body.update(extra)
     return body, keep, parts
+
+
+def _context_edits(strategy: object) -> list[dict[str, Any]]:
+    """The ``context_management.edits`` of a provider-side compaction strategy (none for ``None``)."""
+    if strategy is None:
+        return []
+    if isinstance(strategy, AnthropicCompaction):
+        return strategy.edits()
+    if isinstance(strategy, AnthropicClearToolUses):
+        return [strategy.edit()]
+    raise UnsupportedContent(
+        f"context_management: {type(strategy).__name__} is not an Anthropic strategy "
+        "(AnthropicCompaction or AnthropicClearToolUses)"
+    )
+
+
+def _shift_breakpoints(
+    wanted: Sequence[int | Literal["tools", "system"]], messages: Sequence[Message], window: Sequence[Message]
+) -> list[int | Literal["tools", "system"]]:
+    """Manual breakpoint indexes of ``messages`` as indexes of ``window`` (what is sent of them once the
+    conversation holds a compaction block); an index before the window names a message the API drops."""
+    at = {id(m): k for k, m in enumerate(window)}
+    shifted: list[int | Literal["tools", "system"]] = []
+    for where in wanted:
+        if isinstance(where, int) and not isinstance(where, bool) and 0 <= where < len(messages):
+            k = at.get(id(messages[where]))
+            if k is None:
+                i, _ = window_start(messages, PROVIDER)
+                if where != i:
+                    raise UnsupportedContent(
+                        f"cache_breakpoints: messages[{where}] comes before the compaction block, which the "
+                        "API reads nothing before"
+                    )
+                k = next(
+                    n for n, m in enumerate(window) if m.role is not Role.SYSTEM and m is not COMPACTED_PLACEHOLDER
+                )
+            shifted.append(k)
+        else:
+            shifted.append(where)
+    return shifted
 
 
 def _tool_list(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
@@ -1036,13 +1103,23 @@ def _put_domains(
         entry["blocked_domains"] = list(blocked)
 
 
-def beta_flags(*, native_tools: Sequence[NativeTool] = (), **_: Any) -> tuple[str, ...]:
+def beta_flags(
+    *, native_tools: Sequence[NativeTool] = (), context_management: object = None, **_: Any
+) -> tuple[str, ...]:
     """The ``anthropic-beta`` flags a request built with these options needs (the client sends them as the
-    ``anthropic-beta`` header): :data:`MCP_BETA` for a :class:`~loopctl.providers.native.RemoteMCP`. Other
-    options of :func:`build_request` are accepted and ignored."""
+    ``anthropic-beta`` header): :data:`MCP_BETA` for a :class:`~loopctl.providers.native.RemoteMCP`,
+    ``compact-2026-01-12`` for :class:`~loopctl.compact.provider.AnthropicCompaction` and
+    ``context-management-2025-06-27`` for :class:`~loopctl.compact.provider.AnthropicClearToolUses` (on its
+    own or inside the compaction). Other options of :func:`build_request` are accepted and ignored."""
     flags: list[str] = []
     if any(isinstance(t, RemoteMCP) for t in native_tools):
         flags.append(MCP_BETA)
+    clear = context_management
+    if isinstance(context_management, AnthropicCompaction):
+        flags.append(ANTHROPIC_COMPACTION_BETA)
+        clear = context_management.clear_tool_uses
+    if isinstance(clear, AnthropicClearToolUses):
+        flags.append(ANTHROPIC_CONTEXT_EDITING_BETA)
     return tuple(flags)
 
 

@@ -95,6 +95,9 @@ class ModelRequest:
     output_format: OutputFormat | None = None
     native_tools: Sequence[Any] = ()
     """Built-in tools the provider runs itself (:mod:`loopctl.providers.native`: ``WebSearch()``...)."""
+    context_management: Any = None
+    """A provider-side compaction strategy that rides on the request (:mod:`loopctl.compact.provider`:
+    ``AnthropicCompaction()``...), refused by a codec whose provider it is not for."""
 
     def __post_init__(self) -> None:
         check_tool_choice(self.tool_choice)
@@ -116,6 +119,8 @@ class ModelRequest:
             options["output_format"] = self.output_format
         if self.native_tools:
             options["native_tools"] = self.native_tools
+        if self.context_management is not None:
+            options["context_management"] = self.context_management
         return options
 
 

@@ -189,6 +189,7 @@ def build_request(
     schema_dialect: SchemaDialect = "json_schema",
     output_format: OutputFormat | None = None,
     native_tools: Sequence[NativeTool] = (),
+    context_management: object = None,
 ) -> dict[str, Any]:
     """The JSON body of a ``generateContent`` / ``streamGenerateContent`` request.
 
@@ -221,6 +222,11 @@ def build_request(
         fallback=modern if signature_fallback is None else signature_fallback,
     )
     refuse_unwritable_options(system, tools, "Gemini")
+    if context_management is not None:
+        raise UnsupportedContent(
+            f"context_management: Gemini has no provider-side compaction ({type(context_management).__name__}); "
+            "use a local compactor"
+        )
     check_pairing(messages, "Gemini")
     contents, system_texts = _contents(messages, options, cache)
     if cache is not None:
@@ -262,9 +268,7 @@ def build_request(
 _CACHED_KEYS = ("systemInstruction", "tools", "toolConfig")  # what a cached content holds besides contents
 
 
-def cached_content_body(
-    messages: Sequence[Message], *, model: str, ttl_seconds: int, **options: Any
-) -> dict[str, Any]:
+def cached_content_body(messages: Sequence[Message], *, model: str, ttl_seconds: int, **options: Any) -> dict[str, Any]:
     """The body of ``POST /v1beta/cachedContents`` caching ``messages`` with the system prompt, tools and tool
     config of :func:`build_request` given the same ``options``: ``{"model": "models/<model>", "contents",
     "systemInstruction"?, "tools"?, "toolConfig"?, "ttl": "<seconds>s"}`` (ai.google.dev/gemini-api/docs/caching;

@@ -201,6 +201,7 @@ def build_request(
     prompt_cache_key: str | None = None,
     prompt_cache_retention: PromptCacheRetention | None = None,
     prompt_cache_options: Mapping[str, Any] | None = None,
+    context_management: object = None,
 ) -> dict[str, Any]:
     """The JSON body of a Chat Completions request for ``messages``.
 
@@ -257,6 +258,7 @@ def build_request(
         prompt_cache_key=prompt_cache_key,
         prompt_cache_retention=prompt_cache_retention,
         prompt_cache_options=prompt_cache_options,
+        context_management=context_management,
     )
     return body
 
@@ -307,6 +309,7 @@ def _build(
     prompt_cache_key: str | None = None,
     prompt_cache_retention: PromptCacheRetention | None = None,
     prompt_cache_options: Mapping[str, Any] | None = None,
+    context_management: object = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body, and (with ``requests``) the prefix to keep for the next call and the parts of the messages
     array. Without ``requests`` the messages are laid out whole (``body["messages"]`` a list); with it, from
@@ -320,6 +323,11 @@ def _build(
         check_native_tools(native_tools, _API)
         raise unsupported_tool(
             native_tools[0], "native_tools[0]", _API, "Chat Completions runs no tools itself; use openai-responses"
+        )
+    if context_management is not None:
+        raise UnsupportedContent(
+            "context_management: Chat Completions has no provider-side compaction "
+            f"({type(context_management).__name__}); use openai-responses with OpenAICompaction, or a local compactor"
         )
     opts = _Options(system_role, image_detail, replay_reasoning_content, tool_call_id_max_length)
     if requests is None:

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 import orjson
 
+from loopctl.compact.provider import OpenAICompaction, provider_window
 from loopctl.errors import (
     Overloaded,
     ProviderError,
@@ -129,11 +130,13 @@ __all__ = [
     "PROVIDER",
     "TOOL_ERROR_MARKER",
     "StreamDecoder",
+    "build_compact_request",
     "build_request",
     "build_request_from",
     "encode_request",
     "encode_request_from",
     "error_from_http",
+    "parse_compacted",
     "parse_response",
     "parse_stream",
     "strict_schema",
@@ -187,6 +190,7 @@ def build_request(
     previous_response_id: str | None = None,
     conversation: str | None = None,
     continue_from: int = 0,
+    context_management: object = None,
 ) -> dict[str, Any]:
     """The JSON body of a ``POST /v1/responses`` request for ``messages``.
 
@@ -222,6 +226,14 @@ def build_request(
       sent, with that field; the inline system message goes with the first request only (``instructions``,
       which a chain does not carry over, are sent every time). The two ids cannot be sent together
       (platform.openai.com/docs/api-reference/responses/create);
+    - ``context_management``: an :class:`~loopctl.compact.provider.OpenAICompaction`, sent as
+      ``context_management: [{"type": "compaction", "compact_threshold": N}]`` (another provider's strategy
+      raises :class:`~loopctl.errors.UnsupportedContent`). A conversation holding an OpenAI compaction item
+      is sent from the latest one on, system messages before it kept: "you can drop items that came before the
+      most recent compaction item" (developers.openai.com/api/docs/guides/compaction), except the user
+      messages that open a window the compact endpoint returned ("Do not prune the compact response"); a request that
+      continues server-held state is never pruned ("If you use previous_response_id chaining, do not manually
+      prune");
     - ``strict_tools``: send tools with ``strict: true`` in OpenAI's strict schema dialect
       (:func:`strict_schema`); tools are sent with ``strict: false`` otherwise, because Responses treats an
       absent ``strict`` as strict.
@@ -260,6 +272,7 @@ def build_request(
         previous_response_id=previous_response_id,
         conversation=conversation,
         continue_from=continue_from,
+        context_management=context_management,
         requests=None,
     )
     return body
@@ -329,9 +342,18 @@ def _build(
     previous_response_id: str | None = None,
     conversation: str | None = None,
     continue_from: int = 0,
+    context_management: object = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body and, with ``requests``, the prefix to keep and the parts of the ``input`` array (see
     :func:`encode_request`; ``body["input"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`)."""
+    if context_management is not None and not isinstance(context_management, OpenAICompaction):
+        raise UnsupportedContent(
+            f"context_management: {type(context_management).__name__} is not an OpenAI Responses strategy "
+            "(OpenAICompaction; OpenAICompactEndpoint is a pass of the engine's, not a request option)"
+        )
+    whole = messages  # the prompt cache key stays the conversation's across a compaction
+    if not continue_from:
+        messages = provider_window(messages, PROVIDER, user_run=True)
     if stop:
         raise UnsupportedContent(
             f"{PROVIDER}: the Responses API has no stop sequences; `stop` ({list(stop)!r}) cannot be sent "
@@ -460,10 +482,12 @@ def _build(
         body["previous_response_id"] = previous_response_id
     if conversation is not None:
         body["conversation"] = conversation
+    if context_management is not None:
+        body["context_management"] = context_management.entries()
     if prompt_cache_key is not None or prompt_cache_retention is not None or prompt_cache_options:
         body.update(
             openai_cache_fields(
-                messages,
+                whole,
                 system,
                 key=prompt_cache_key,
                 retention=prompt_cache_retention,
@@ -985,6 +1009,87 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
         id=body.get("id"),
         invalid_tool_calls=tuple(invalid),
     )
+
+
+# --- the standalone compact endpoint ---------------------------------------------------------------------------
+
+
+def build_compact_request(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    system: str | None = None,
+    instructions: str | None = None,
+    prompt_cache_key: str | None = None,
+    prompt_cache_retention: PromptCacheRetention | None = None,
+    **_: Any,
+) -> dict[str, Any]:
+    """The JSON body of a ``POST /v1/responses/compact`` request: ``model``, the conversation as ``input``
+    (the items :func:`build_request` sends, system messages inline), ``instructions`` (default ``system``)
+    and the prompt-cache fields (openai-python ``ResponseCompactParams``; developers.openai.com/api/docs/
+    guides/compaction, "Standalone compact endpoint"). Other options of :func:`build_request` are accepted
+    and ignored. Raises what :func:`build_request` raises."""
+    full = build_request(
+        messages,
+        model=model,
+        system=instructions if instructions is not None else system,
+        system_as_instructions=True,
+        prompt_cache_key=prompt_cache_key,
+        prompt_cache_retention=prompt_cache_retention,
+    )
+    body: dict[str, Any] = {"model": model, "input": full["input"]}
+    for key in ("instructions", "prompt_cache_key", "prompt_cache_retention"):
+        if key in full:
+            body[key] = full[key]
+    return body
+
+
+def parse_compacted(body: Mapping[str, Any]) -> tuple[list[Message], Usage]:
+    """A ``response.compaction`` object (openai-python ``CompactedResponse``: "a list of all user messages,
+    followed by a single compaction item") as the conversation that replaces the compacted one: each
+    message item as a message of its role (its text parts), the ``compaction`` item as a
+    :class:`~loopctl.message.CompactionPart` in an assistant message of its own; and the pass's usage. An
+    error body raises the typed error; any other item raises :class:`~loopctl.errors.ProviderProtocolError`."""
+    if not isinstance(body, Mapping):
+        raise ProviderProtocolError(f"a reply must be a JSON object, not {type(body).__name__}", provider=PROVIDER)
+    error = body.get("error")
+    if isinstance(error, Mapping) and not is_zero_valued(error):
+        raise _error_from_object(error, body=dict(body))
+    output = body.get("output")
+    if not isinstance(output, list):
+        raise ProviderProtocolError("the compacted reply has no `output` list", provider=PROVIDER)
+    messages: list[Message] = []
+    for n, item in enumerate(output):
+        where = f"output[{n}]"
+        kind = item.get("type", "message") if isinstance(item, Mapping) else None
+        if kind == "compaction":
+            messages.append(Message(role=Role.ASSISTANT, parts=(CompactionPart(provider=PROVIDER, raw=dict(item)),)))
+        elif kind == "message" and item.get("role") in ("user", "assistant", "developer", "system"):
+            role = {"user": Role.USER, "assistant": Role.ASSISTANT}.get(item["role"], Role.SYSTEM)
+            content = item.get("content")
+            texts = (
+                [content]
+                if isinstance(content, str)
+                else [_compacted_text(c, f"{where}.content[{k}]") for k, c in enumerate(_list(content))]
+            )
+            if role is Role.ASSISTANT:
+                parts: tuple[MessagePart, ...] = tuple(
+                    TextPart(text=t, item_id=_field(item, "id", where)) for t in texts
+                )
+            else:
+                parts = tuple(TextPart(text=t) for t in texts)
+            if parts:
+                messages.append(Message(role=role, parts=parts))
+        else:
+            raise ProviderProtocolError(f"{where}: unexpected item {kind!r} in a compacted window", provider=PROVIDER)
+    return messages, _usage(body.get("usage"))
+
+
+def _compacted_text(content: Any, where: str) -> str:
+    kind = content.get("type") if isinstance(content, Mapping) else None
+    if kind in ("input_text", "output_text", "text"):
+        return _field(content, "text", where) or ""
+    raise ProviderProtocolError(f"{where}: unexpected content {kind!r} in a compacted window", provider=PROVIDER)
 
 
 def _list(value: Any) -> list[Any]:

@@ -22,6 +22,7 @@ is a connection closed before the final zero-length chunk, as a dropped connecti
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import queue
@@ -264,6 +265,10 @@ class FakeProviderServer:
         """How many WebSocket connections were opened (the Responses API's WebSocket mode)."""
         self.conversations: dict[str, list[Any]] = {}
         """Conversations made with ``POST …/conversations`` (id -> the input items sent to it)."""
+        self.compactions: dict[str, list[Any]] = {}
+        """Compactions made by ``POST …/responses/compact`` (the compaction item's id -> the input items it
+        stands for). Such requests take no script step: the reply is the input's user messages, then one
+        ``compaction`` item, as OpenAI's endpoint answers."""
         self.cached_contents: dict[str, Any] = {}
         """Gemini cached contents made with ``POST …/cachedContents`` (name -> the request body); a
         ``generateContent`` naming one that is not here is answered 404, as an expired cache is. Such requests
@@ -386,12 +391,47 @@ class FakeProviderServer:
             error = ErrorReply(status=400 if exhausted else 500, message=f"fake server: {exc}")
             return _Outgoing(encode_error(api, error, stream=request.stream))
 
+    def _compact(self, body: dict[str, Any], token: str, size: int) -> _Outgoing:
+        """``POST /v1/responses/compact``: the user messages of ``input``, then one opaque ``compaction``
+        item (openai-python ``CompactedResponse``; developers.openai.com/api/docs/guides/compaction)."""
+        items = body.get("input")
+        items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
+        kept: list[Any] = []
+        for item in items:
+            if not isinstance(item, dict) or item.get("role") != "user" or item.get("type", "message") != "message":
+                continue
+            content = item.get("content")
+            if isinstance(content, str):
+                content = [{"type": "input_text", "text": content}]
+            kept.append({"type": "message", "role": "user", "content": content})
+        item_id = f"cmp_{token}"
+        sealed = base64.b64encode(json.dumps({"items": len(items)}).encode()).decode()
+        compaction = {"type": "compaction", "id": item_id, "encrypted_content": f"gAAAA{sealed}"}
+        with self._lock:
+            self.compactions[item_id] = items
+        reply = {
+            "id": f"resp_{token}",
+            "object": "response.compaction",
+            "created_at": int(time.time()),
+            "output": [*kept, compaction],
+            "usage": {
+                "input_tokens": max(1, size // 4),
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 64,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": max(1, size // 4) + 64,
+            },
+        }
+        return _Outgoing(Encoded(200, "application/json", (json.dumps(reply).encode(),)))
+
     def _provider_state(self, request: RecordedRequest, token: str) -> _Outgoing | None:
         """The endpoints that keep provider-side state rather than take a script step: Gemini's
         ``cachedContents`` (and a ``generateContent`` naming a cache it does not have: 404); OpenAI's
         ``conversations``, and a Responses request continuing a response or a conversation the server does not
         hold (``previous_response_not_found``, 400 as the API answers; a conversation: 404)."""
         body = request.body if isinstance(request.body, dict) else {}
+        if request.method == "POST" and request.path.endswith("/responses/compact"):
+            return self._compact(body, token, len(request.raw))
         if request.method == "POST" and request.path.endswith("/conversations"):
             made = f"conv_{token}"
             with self._lock:

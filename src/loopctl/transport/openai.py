@@ -20,11 +20,12 @@ from loopctl.errors import (
     ProviderProtocolError,
     ProviderTimeout,
 )
+from loopctl.message import Message
 from loopctl.message.model import _dumps_bytes
 from loopctl.providers import openai_chat, openai_responses
 from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.providers.native import NativeTool
-from loopctl.response import ModelResponse
+from loopctl.response import ModelResponse, Usage
 from loopctl.stream import loads_exact
 from loopctl.transport._chain import Chains, Link, lost_state
 from loopctl.transport._http import DEFAULT_TIMEOUT, TIMEOUT_ERRORS, TRANSPORT_ERRORS, HTTPClient
@@ -129,6 +130,7 @@ class OpenAIResponsesClient(_OpenAIClient):
         self._chains = Chains()
         self._continue: dict[str, Any] | None = None  # the codec options of the request being sent
         self._conversations_url = f"{str(self._sdk_client.base_url).rstrip('/')}/conversations"
+        self._compact_url = f"{str(self._sdk_client.base_url).rstrip('/')}/responses/compact"
 
     def encode(self, request: ModelRequest, stream: bool) -> bytes:
         """:meth:`HTTPClient.encode`; for a request that continues server-held state, only what follows it."""
@@ -199,3 +201,36 @@ class OpenAIResponsesClient(_OpenAIClient):
         if not isinstance(conversation, str) or not conversation:
             raise ProviderProtocolError("the new conversation has no id", provider=self.provider)
         return conversation
+
+    async def compact_conversation(
+        self, request: ModelRequest, *, instructions: str | None = None
+    ) -> tuple[list[Message], Usage]:
+        """``POST /v1/responses/compact`` (developers.openai.com/api/docs/guides/compaction, "Standalone
+        compact endpoint"): ``request``'s conversation compacted by the API. Returns the window that replaces
+        it (the user's messages, then an assistant message holding the opaque
+        :class:`~loopctl.message.CompactionPart`: :func:`loopctl.providers.openai_responses.parse_compacted`)
+        and the pass's usage. ``instructions`` default to ``request.system``. Errors are typed as a model
+        call's (:meth:`HTTPClient.generate`)."""
+        options = {k: v for k, v in self.codec_options.items() if k in ("prompt_cache_key", "prompt_cache_retention")}
+        body = self.codec.build_compact_request(
+            request.messages, model=self.model, system=request.system, instructions=instructions, **options
+        )
+        try:
+            raw = await self._http.post(self._compact_url, content=_dumps_bytes(body), headers=self._headers)
+        except TIMEOUT_ERRORS as exc:
+            raise ProviderTimeout(f"no reply in time ({exc})", provider=self.provider) from None
+        except TRANSPORT_ERRORS as exc:
+            raise ConnectionFailed(f"cannot reach the provider ({exc})", provider=self.provider) from None
+        content = raw.content
+        if raw.status_code >= 400:
+            quoted = self._redact(content)  # a provider's error may quote the key it refused
+            error: ProviderError = self.codec.error_from_http(raw.status_code, quoted, dict(raw.headers))
+            self._scrub(error)
+            raise error
+        try:
+            parsed: tuple[list[Message], Usage] = self.codec.parse_compacted(loads_exact(content))
+        except ProviderError:
+            raise
+        except ValueError as exc:  # not JSON
+            raise ProviderProtocolError(f"the compacted reply is not JSON: {exc}", provider=self.provider) from None
+        return parsed
