@@ -313,3 +313,21 @@ def test_resolve_fills_the_trigger_and_keeps_durable_tools() -> None:
     assert resolve(given, threshold_tokens=1) is given
     openai = resolve(OpenAICompaction(), threshold_tokens=8_000)
     assert isinstance(openai, OpenAICompaction) and openai.threshold_tokens == 8_000
+
+
+def test_the_window_follows_a_conversation_that_grows_shrinks_and_is_replaced() -> None:
+    """``window_start`` reads only what was appended since its last call on the same conversation; a
+    conversation cut or rebuilt (a local pass, another list) is read afresh."""
+    compaction = Message(role=Role.ASSISTANT, parts=(_compaction("openai"),))
+    messages = [Message.user("a"), Message.assistant("b")]
+    assert window_start(messages, "openai") == (0, 0)
+    messages += [compaction, Message.user("c")]
+    assert window_start(messages, "openai") == (2, 0)
+    messages.append(Message.assistant("d"))
+    assert window_start(messages, "openai") == (2, 0)
+    cut = [messages[0], messages[4]]  # the compaction dropped by a local pass
+    assert window_start(cut, "openai") == (0, 0)
+    cut += [Message.user("e"), Message.assistant("f"), Message.user("g")]
+    assert window_start(cut, "openai") == (0, 0)
+    edited = [messages[0], messages[1], Message.assistant("not a compaction"), *messages[3:]]
+    assert window_start(edited, "openai") == (0, 0)

@@ -255,14 +255,55 @@ def window_start(messages: Sequence[Message], provider: str) -> tuple[int, int]:
     """Where ``provider`` starts reading ``messages``: ``(message index, part index)`` of its last
     :class:`~loopctl.message.CompactionPart`, or ``(0, 0)`` when there is none. Anthropic "drops all message
     blocks prior to the compaction block" and OpenAI lets a client leave out "items that came before the most
-    recent compaction item" (the compaction guides of both)."""
-    for i in range(len(messages) - 1, -1, -1):
-        parts = messages[i].parts
+    recent compaction item" (the compaction guides of both).
+
+    Asked on every request, so a conversation that grew by appending is scanned only from where the last
+    scan of it stopped (:data:`_SCANS`: the same first and last-scanned message objects), O(new messages)."""
+    if not messages:
+        return 0, 0
+    key = (id(messages[0]), provider)
+    memo = _SCANS.get(key)
+    n = len(messages)
+    start, found = 0, (0, 0)
+    if memo is not None:
+        first, upto, last, at, holder = memo
+        if (
+            first is messages[0]
+            and upto <= n
+            and messages[upto - 1] is last
+            and (holder is None or messages[at[0]] is holder)
+        ):
+            start, found = upto, at
+    scanned = _scan(messages, provider, start)
+    if scanned is not None:
+        found = scanned
+    if len(_SCANS) >= _SCANS_KEPT and key not in _SCANS:
+        del _SCANS[next(iter(_SCANS))]
+    _SCANS[key] = (messages[0], n, messages[n - 1], found, messages[found[0]] if found != (0, 0) else None)
+    return found
+
+
+def _scan(messages: Sequence[Message], provider: str, start: int) -> tuple[int, int] | None:
+    # ``type(...) is``: a pydantic model's isinstance goes through the ABC machinery, several times slower.
+    assistant = Role.ASSISTANT
+    for i in range(len(messages) - 1, start - 1, -1):
+        message = messages[i]
+        if message.role is not assistant:
+            continue
+        parts = message.parts
         for j in range(len(parts) - 1, -1, -1):
             part = parts[j]
-            if isinstance(part, CompactionPart) and part.provider == provider:
+            if type(part) is CompactionPart and part.provider == provider:
                 return i, j
-    return 0, 0
+    return None
+
+
+_SCANS: dict[tuple[int, str], tuple[Message, int, Message, tuple[int, int], Message | None]] = {}
+"""(id of a conversation's first message, provider) -> (that message, how many messages were scanned, the
+last of them, what was found, the message it was found in): where :func:`window_start` goes on from. The
+objects are held, so an id is never reused while its entry lives."""
+
+_SCANS_KEPT = 256
 
 
 def provider_window(

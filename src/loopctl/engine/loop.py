@@ -47,6 +47,8 @@ from tenacity import RetryCallState, wait_random_exponential
 
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor, clip_middle, message_tokens
 from loopctl.compact.provider import (
+    AnthropicClearToolUses,
+    AnthropicCompaction,
     OpenAICompactEndpoint,
     ProviderCompaction,
     RequestCompaction,
@@ -233,6 +235,7 @@ class BareLoop:
         # A provider-side strategy (loopctl.compact.provider): one that rides on each request makes the
         # counter count what the provider reads (from its last compaction on); local passes truncate.
         self._provider_compaction: ProviderCompaction | None = None
+        self._durable_memo: tuple[Message, int, Message, dict[str, None]] | None = None
         compactor = self.config.compactor
         if isinstance(compactor, PROVIDER_COMPACTIONS):
             self._provider_compaction = _check_provider_compaction(cast(ProviderCompaction, compactor), client)
@@ -985,11 +988,28 @@ class BareLoop:
         strategy = self._provider_compaction
         if strategy is None or not is_request_side(strategy):
             return None
+        clears = isinstance(strategy, AnthropicClearToolUses) or (
+            isinstance(strategy, AnthropicCompaction) and strategy.clear_tool_uses is not None
+        )
         return resolve(
             cast(RequestCompaction, strategy),
             threshold_tokens=int(self._budget.threshold * self._budget.window),
-            durable_tools=durable_tool_names(self._machine.full_history()),
+            durable_tools=self._durable_tools() if clears else (),
         )
+
+    def _durable_tools(self) -> list[str]:
+        """The tools whose results in the conversation are ``Durable``; a conversation that grew by appending
+        is read only from where the last call stopped (this runs before every request)."""
+        history = self._machine.full_history()
+        if not history:
+            return []
+        start, names = 0, {}
+        memo = self._durable_memo
+        if memo is not None and memo[1] <= len(history) and history[0] is memo[0] and history[memo[1] - 1] is memo[2]:
+            start, names = memo[1], dict(memo[3])
+        names.update(dict.fromkeys(durable_tool_names(history[start:])))
+        self._durable_memo = (history[0], len(history), history[-1], names)
+        return list(names)
 
     # --- the effects: the protected seam of the module docstring -------------------------------------------
 
