@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-"""The conversation file format this release writes for a conversation of the guide's five part kinds.
+"""The conversation file format this release writes for a conversation of the five core part kinds.
 
 Policy (``docs/wire-format.md``): the version is bumped only when a file written by the new release could be
 misread by an older one (a key changes meaning, a required key appears, a part kind older releases cannot

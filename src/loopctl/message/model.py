@@ -918,7 +918,8 @@ Part: TypeAlias = Annotated[
     ],
     Field(discriminator="type"),
 ]
-"""Any part kind, discriminated by ``type``: the guide's five, and the provider-native ones."""
+"""Any part kind, discriminated by ``type``: the five core kinds (text, image, thinking, tool call, tool
+result), and the provider-native ones."""
 
 PART_TYPES: tuple[str, ...] = ("text", "image", "tool_call", "thinking", "tool_result", *NATIVE_PART_TYPES)
 """The ``type`` values this release knows."""
