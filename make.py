@@ -3,12 +3,18 @@
 
     python3 make.py demo    # make .venv, install loopctl, run the main job (no API key needed)
     python3 make.py test    # make .venv, install loopctl and its dev tools, run ruff, mypy and pytest
-                            # (installs PostgreSQL with apt-get when it is missing and we are root;
-                            # LOOPCTL_SKIP_POSTGRES=1 skips that and the PostgreSQL tests)
-    python3 make.py bench   # the benchmarks (installs the peer libraries into .venv-bench)
+                            # (installs the system packages the tests need, PostgreSQL, with apt-get when
+                            # they are missing and we are root; LOOPCTL_SKIP_POSTGRES=1 skips PostgreSQL and
+                            # its tests). pytest runs on several worker processes (pytest-xdist);
+                            # LOOPCTL_TEST_WORKERS=N picks how many (0: one process), as does -n N.
+    python3 make.py bench   # every benchmark at full size (peers in .venv-bench), one report in bench/results/
+    python3 make.py docs    # the documentation site into site/ (open site/index.html); --strict fails on any
+                            # warning: a broken link, a missing reference, an undocumented public name
 
 Every job creates its own virtual environment in the checkout (``.venv``) and installs into it only when
-``pyproject.toml`` changed since the last install.
+``pyproject.toml`` changed since the last install. Installs go through uv (installed into the venv with pip
+first: it fetches and unpacks in parallel, a clean install takes seconds where pip takes minutes); pip does
+them when uv cannot be installed or fails, or when ``LOOPCTL_INSTALLER=pip``.
 """
 
 from __future__ import annotations
@@ -19,12 +25,21 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 import venv
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent
+STARTED = time.monotonic()
+
+
+def _elapsed() -> str:
+    """Seconds since make.py started, for the test job's progress lines (where CI time goes)."""
+    return f"[{time.monotonic() - STARTED:.0f} s]"
 
 
 def _digest(spec: str, extra: list[str] | None) -> str:
@@ -46,11 +61,33 @@ def _venv(name: str, spec: str, extra: list[str] | None = None, *, or_else: str 
     digest = _digest(spec, extra)
     current = stamp.read_text() if stamp.exists() else ""
     if current != digest and not (or_else and current == _digest(or_else, extra)):
-        print(f"make.py: installing {spec} into {name}", flush=True)
-        _run([str(py), "-m", "pip", "install", "-q", "--upgrade", "pip"])
-        _run([str(py), "-m", "pip", "install", "-q", "-e", spec, *(extra or [])])
+        print(f"make.py: {_elapsed()} installing {spec} into {name}", flush=True)
+        _install(py, ["-e", spec, *(extra or [])])
         stamp.write_text(digest)
+        print(f"make.py: {_elapsed()} installed", flush=True)
     return py
+
+
+INSTALLER_VAR = "LOOPCTL_INSTALLER"
+
+
+def _install(py: Path, args: list[str]) -> None:
+    """``pip install args`` into the venv of ``py``, done by uv when it can be had (``pip install uv`` into
+    the venv), else by pip. uv reads the system's certificate store (``UV_NATIVE_TLS``), as pip does."""
+    uv = py.parent / ("uv.exe" if os.name == "nt" else "uv")
+    if os.environ.get(INSTALLER_VAR, "uv") != "pip":
+        if not uv.exists():
+            subprocess.run([str(py), "-m", "pip", "install", "-q", "uv"], check=False, cwd=ROOT)
+        if uv.exists():
+            env = {**os.environ, "UV_NATIVE_TLS": os.environ.get("UV_NATIVE_TLS", "1")}
+            # --compile-bytecode: compiled once here, on every core, not by the first test processes that import
+            # a module (pip compiles too), each racing the others for the same files.
+            cmd = [str(uv), "pip", "install", "-q", "--compile-bytecode", "--python", str(py), *args]
+            if subprocess.run(cmd, check=False, cwd=ROOT, env=env).returncode == 0:
+                return
+        print("make.py: uv could not install; installing with pip", flush=True)
+    _run([str(py), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+    _run([str(py), "-m", "pip", "install", "-q", *args])
 
 
 def _run(cmd: list[str]) -> None:
@@ -116,6 +153,79 @@ def _find_pg_bindir() -> Path | None:
     return found
 
 
+class SystemTool(NamedTuple):
+    """A program the tests need from the system, and the Debian packages that bring it."""
+
+    find: Callable[[], object]
+    """Returns something true when the program is installed (its path), else ``None``."""
+    packages: tuple[str, ...]
+    """What ``apt-get install`` installs when it is missing."""
+    skip_var: str | None = None
+    """An environment variable: when it is ``1`` the tool is not checked (its tests skip themselves)."""
+
+
+# The programs the tests start, from Debian packages: `make.py test` installs what is missing with one
+# `apt-get install` when it runs as root on a machine with apt-get (CI), while the venv installs. A test that
+# needs another program adds a row here, e.g. a real browser:
+#     "chromium": SystemTool(lambda: shutil.which("chromium"), ("chromium",)),
+# and, to run without it elsewhere, skips only when the program is missing and we are not in CI (CI=true).
+SYSTEM_TOOLS: dict[str, SystemTool] = {
+    "postgresql": SystemTool(_find_pg_bindir, ("postgresql",), PG_SKIP_VAR),
+}
+
+
+def ensure_system(
+    tools: dict[str, SystemTool] | None = None,
+    *,
+    run: Callable[..., Any] = subprocess.run,
+    is_root: bool | None = None,
+    has_apt: bool | None = None,
+    log: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> dict[str, bool]:
+    """Make sure the ``tools`` (default :data:`SYSTEM_TOOLS`) are installed: when some are missing and this
+    runs as root on a machine with apt-get, ``apt-get update`` then one ``apt-get install`` of their packages.
+    Returns, per tool, whether it is there (a tool whose ``skip_var`` is ``1`` is not checked: ``False``).
+    The keyword arguments replace the checks, the command runner and the printer, for tests."""
+    tools = SYSTEM_TOOLS if tools is None else tools
+    found: dict[str, bool] = {}
+    missing: list[str] = []
+    for name, tool in tools.items():
+        found[name] = False
+        if tool.skip_var and os.environ.get(tool.skip_var) == "1":
+            log(f"make.py: {tool.skip_var}=1: {name} is not checked and its tests are skipped")
+        elif tool.find():
+            found[name] = True
+        else:
+            missing.append(name)
+    if not missing:
+        return found
+    if is_root is None:
+        is_root = os.name == "posix" and os.geteuid() == 0
+    if has_apt is None:
+        has_apt = shutil.which("apt-get") is not None
+    names = ", ".join(missing)
+    if not (is_root and has_apt):
+        skips = [f"{v}=1" for v in (tools[n].skip_var for n in missing) if v]
+        log(
+            f"make.py: {names} not installed and cannot be installed from here (that needs root and apt-get); "
+            "their tests will fail. Install them" + (f", or set {' '.join(skips)} to skip them." if skips else ".")
+        )
+        return found
+    packages = sorted({p for n in missing for p in tools[n].packages})
+    log(f"make.py: installing {names} (apt-get install {' '.join(packages)})")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", *packages]):
+        result = run(cmd, check=False, env=env)
+        if result.returncode != 0:
+            log(f"make.py: {' '.join(cmd)} failed (exit {result.returncode}); the tests that need {names} will fail")
+            return found
+    for name in missing:
+        found[name] = bool(tools[name].find())
+        if not found[name]:
+            log(f"make.py: {', '.join(tools[name].packages)} installed, but {name} is still not found")
+    return found
+
+
 def ensure_postgres(
     *,
     find: Callable[[], Path | None] = _find_pg_bindir,
@@ -123,58 +233,146 @@ def ensure_postgres(
     is_root: bool | None = None,
     has_apt: bool | None = None,
 ) -> bool:
-    """Make sure PostgreSQL's server programs are installed, for the tests that start a real server: when
-    ``initdb``/``pg_ctl`` are missing and this runs as root on a machine with apt-get (CI), install the
-    ``postgresql`` package. Returns whether they are there. ``LOOPCTL_SKIP_POSTGRES=1`` skips the check (and
-    the tests skip themselves). The keyword arguments replace the checks and the command runner, for tests."""
-    if os.environ.get(PG_SKIP_VAR) == "1":
-        print(f"make.py: {PG_SKIP_VAR}=1: PostgreSQL is not checked and its tests are skipped", flush=True)
-        return False
-    if find() is not None:
-        return True
-    if is_root is None:
-        is_root = os.name == "posix" and os.geteuid() == 0
-    if has_apt is None:
-        has_apt = shutil.which("apt-get") is not None
-    if not (is_root and has_apt):
-        print(
-            "make.py: PostgreSQL (initdb, pg_ctl) is not installed and cannot be installed from here (that needs "
-            f"root and apt-get); the PostgreSQL tests will fail. Install it, or set {PG_SKIP_VAR}=1 to skip them.",
-            flush=True,
-        )
-        return False
-    print("make.py: installing PostgreSQL (apt-get install postgresql)", flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"]):
-        result = run(cmd, check=False, env=env)
-        if result.returncode != 0:
-            print(f"make.py: {' '.join(cmd)} failed (exit {result.returncode}); the PostgreSQL tests will fail")
-            return False
-    if find() is None:
-        print("make.py: the postgresql package is installed but initdb/pg_ctl are still not found", flush=True)
-        return False
-    return True
+    """Make sure PostgreSQL's server programs (``initdb``, ``pg_ctl``) are installed, for the tests that start
+    a real server: :func:`ensure_system` with only the PostgreSQL row (``find`` replaces its check).
+    ``LOOPCTL_SKIP_POSTGRES=1`` skips the check (and the tests skip themselves)."""
+    tool = SYSTEM_TOOLS["postgresql"]._replace(find=find)
+    return ensure_system({"postgresql": tool}, run=run, is_root=is_root, has_apt=has_apt)["postgresql"]
+
+
+class _Background:
+    """``ensure_system`` on a thread (apt-get downloads while the venv installs); its lines printed at
+    :meth:`join`, so they do not interleave with the installer's."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.result: dict[str, bool] = {}
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._target, daemon=True)
+        self._thread.start()
+
+    def _target(self) -> None:
+        def run(cmd: list[str], **kw: Any) -> Any:
+            done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+            if done.returncode != 0:
+                self.lines.append(done.stdout[-4000:])
+            return done
+
+        try:
+            self.result = ensure_system(run=run, log=self.lines.append)
+        except BaseException as exc:  # re-raised on the main thread
+            self._error = exc
+
+    def join(self) -> dict[str, bool]:
+        self._thread.join()
+        for line in self.lines:
+            print(line, flush=True)
+        if self._error is not None:
+            raise self._error
+        return self.result
+
+
+WORKERS_VAR = "LOOPCTL_TEST_WORKERS"
+DEFAULT_WORKERS = 4
+"""pytest-xdist workers: measured on 2 cores (many tests wait on subprocesses and servers), see README."""
+
+
+def _pytest_args(args: list[str]) -> list[str]:
+    """pytest's arguments: ``args``, plus ``-n`` workers unless ``args`` choose (``-n N``, ``--numprocesses``;
+    ``-n 0`` runs the tests in one process). ``--dist loadgroup`` is in pyproject's addopts (tests marked
+    ``xdist_group`` share a worker)."""
+    if any(a.startswith(("-n", "--numprocesses")) for a in args):
+        return args
+    workers = os.environ.get(WORKERS_VAR, str(DEFAULT_WORKERS))
+    return ["-n", workers, *args]
 
 
 def test(args: list[str]) -> None:
+    system = _Background()  # apt-get, while the venv installs
     py = _venv(".venv", ".[dev]")
-    ensure_postgres()
-    print("make.py: ruff (lint)", flush=True)
-    _run([str(py), "-m", "ruff", "check", "src", "tests", "bench"])
-    print("make.py: mypy --strict", flush=True)
-    _run([str(py), "-m", "mypy"])
-    print("make.py: pytest", flush=True)
-    _run([str(py), "-m", "pytest", *args])
+    # mypy and the strict documentation build run beside the rest (their output is shown when pytest ends): a
+    # clean clone has no mypy cache, and alone it keeps one core busy for half a minute while apt-get and
+    # pytest's workers wait on I/O.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as site_out:
+        mypy_started = _elapsed()
+        mypy = subprocess.Popen([str(py), "-m", "mypy"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
+        site = subprocess.Popen(
+            [str(py), str(ROOT / "tools" / "docsite.py"), "build", "--strict"],
+            cwd=ROOT,
+            stdout=site_out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            system.join()
+            print(f"make.py: {_elapsed()} ruff (lint)", flush=True)
+            _run([str(py), "-m", "ruff", "check", "src", "tests", "bench", "tools"])
+            print(f"make.py: {_elapsed()} pytest (mypy --strict and the docs site build run beside it)", flush=True)
+            tests = subprocess.run([str(py), "-m", "pytest", *_pytest_args(args)], check=False, cwd=ROOT).returncode
+            print(f"make.py: {_elapsed()} pytest done", flush=True)
+            checked = mypy.wait()
+            built = site.wait()
+        finally:
+            for proc in (mypy, site):
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        out.seek(0)
+        print(f"make.py: {_elapsed()} mypy --strict (started at {mypy_started})", flush=True)
+        print(out.read(), end="", flush=True)
+        site_out.seek(0)
+        print(f"make.py: {_elapsed()} the documentation site, strictly (tools/docsite.py build --strict)", flush=True)
+        print(site_out.read(), end="", flush=True)
+    if tests != 0 or checked != 0 or built != 0:
+        sys.exit(tests or checked or built)
 
 
 def bench(args: list[str]) -> None:
+    """Every ``bench/bench_*.py`` (or the scripts named in ``args``) at full size, one after the other, each
+    script's output shown as it runs; then one report, ``bench/results/bench-<time>.md``: a table of the
+    scripts (exit status, seconds) and each one's output. Exits 1 when a script failed (after the others ran).
+    ``--smoke`` (passed on to each script) runs them at tiny sizes, as CI does."""
     py = _venv(".venv-bench", ".[dev]", ["-r", str(ROOT / "bench" / "requirements.txt")])
-    scripts = args or sorted(str(p) for p in (ROOT / "bench").glob("bench_*.py"))
+    flags = [a for a in args if a.startswith("--")]
+    scripts = [a for a in args if not a.startswith("--")] or sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "bench").glob("bench_*.py")
+    )
+    rows: list[tuple[str, int, float, str]] = []
     for script in scripts:
-        _run([str(py), script])
+        print(f"\nmake.py: {script} {' '.join(flags)}".rstrip(), flush=True)
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [str(py), script, *flags], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+        rows.append((script, proc.wait(), time.monotonic() - started, "".join(lines)))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    report = ROOT / "bench" / "results" / f"bench-{stamp}.md"
+    table = ["| script | exit | seconds |", "|---|---:|---:|"]
+    table += [f"| {name} | {code} | {seconds:.0f} |" for name, code, seconds, _ in rows]
+    body = [f"# Benchmarks, {time.strftime('%Y-%m-%d %H:%M')} ({' '.join(flags) or 'full size'})", "", *table, ""]
+    for name, code, seconds, out in rows:
+        body += [f"## {name} (exit {code}, {seconds:.0f} s)", "", "```", out.rstrip(), "```", ""]
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text("\n".join(body))
+    print("\n" + "\n".join(table) + f"\n\nmake.py: the report is {report.relative_to(ROOT)}", flush=True)
+    if any(code != 0 for _, code, _, _ in rows):
+        sys.exit(1)
 
 
-JOBS = {"demo": demo, "test": test, "bench": bench}
+def docs(args: list[str]) -> None:
+    py = _venv(".venv", ".[docs]", or_else=".[dev]")
+    _run([str(py), str(ROOT / "tools" / "docsite.py"), "build", *args])
+    if "--strict" not in args:
+        print(f"make.py: the site is in {ROOT / 'site'}: open site/index.html, or for search too serve it with")
+        print("  python3 -m http.server -d site 8000   # then http://127.0.0.1:8000/")
+
+
+JOBS = {"demo": demo, "test": test, "bench": bench, "docs": docs}
 
 
 def main() -> None:

@@ -5,7 +5,7 @@
 1. Stream decoding: the recorded Anthropic event streams (tests/fixtures/provider-traffic/anthropic/*.sse),
    repeated to a few MB, each decoded as its own response, fed in 16 KiB chunks. Ours:
    ``loopctl.providers.anthropic.StreamDecoder`` (SSE framing, neutral events, accumulated into a
-   ``ModelResponse``). Peer: the SDK's ``anthropic._streaming.Stream`` over an ``httpx`` response built from
+   ``ModelResponse``). Peer: the SDK's ``anthropic._streaming.Stream`` over an ``httpx2`` response built from
    the same chunks (SSE decoding plus its typed event models), accumulated into the SDK's message snapshot
    with ``anthropic.lib.streaming._messages.accumulate_event`` (what ``client.messages.stream()`` does).
    Reported: SSE events per second, MB per second, and the ratio ours / SDK (> 1 means faster).
@@ -28,6 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
 import anthropic  # noqa: E402
 import httpx2  # noqa: E402  (the HTTP library this SDK release is built on)
 from anthropic._streaming import Stream  # noqa: E402
@@ -126,7 +127,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=4.0, help="stream bytes to decode per run (MB)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure; the best is reported")
+    parser.add_argument("--messages", type=int, default=1000, help="conversation size for request building")
+    _smoke.add_flag(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.mb, args.repeat, args.messages = 0.05, 1, 20
 
     streams, total, events = load_streams(args.mb)
     client = anthropic.Anthropic(api_key="bench-no-network")
@@ -146,9 +151,9 @@ def main() -> None:
         )
     print(f"  ratio ours/SDK (accumulated): {sdk / ours:.2f}x faster   (events only: {sdk_raw / ours:.2f}x)")
 
-    history = list(conversation(1000))
+    history = list(conversation(args.messages))
     tools = [ToolSchema("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}})]
-    calls = 50
+    calls = 3 if args.smoke else 50
 
     def plain() -> None:
         for _ in range(calls):

@@ -40,6 +40,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
+
 from loopctl.compact import ContextBudget, HeuristicTokenCounter, TruncatingCompactor, prune  # noqa: E402
 from loopctl.message import (  # noqa: E402
     Message,
@@ -197,15 +199,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--no-peer", action="store_true")
+    _smoke.add_flag(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes = "300"
     sizes = [int(s) for s in args.sizes.split(",")]
     print(
         f"Python {sys.version.split()[0]}; best of 5 runs (3 at >= 1M messages); milliseconds per pass; "
         "garbage collector paused while timing, except the gc_on columns\n"
     )
     rows = {}
+    with_peer = not args.no_peer and not _smoke.peer_missing("langchain-core trim_messages", "langchain_core")
     for n in sizes:
-        rows[n] = measure(n, runs=3 if n >= 1_000_000 else 5, with_peer=not args.no_peer)
+        rows[n] = measure(n, runs=3 if n >= 1_000_000 else 5, with_peer=with_peer)
         gc.collect()
         r = rows[n]
         print(

@@ -37,6 +37,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(HERE))
 
+import _smoke  # noqa: E402
+
 PAYLOAD = ("The quick brown fox jumps over the lazy dog. " * 5)[:200]
 CASES = [
     "plain",
@@ -242,7 +244,10 @@ def main() -> None:
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--pg-url", default=None, help="a PostgreSQL URL for the DBOS system databases")
     p.add_argument("--case", default=None, help=argparse.SUPPRESS)  # one measurement, in this process
+    _smoke.add_flag(p)
     args = p.parse_args()
+    if args.smoke:
+        args.turns, args.repeat = 2, 1
     if args.case:
         print(json.dumps({"seconds": measure(args.case, args.turns, args.pg_url)}))
         return
@@ -257,6 +262,7 @@ def main() -> None:
         if server is not None:
             server.stop()
     _report(results, args.turns)
+    _smoke.finish()
 
 
 def _run_all(cases: list[str], turns: int, repeat: int, pg_url: str | None) -> dict[str, float | str]:
@@ -267,6 +273,7 @@ def _run_all(cases: list[str], turns: int, repeat: int, pg_url: str | None) -> d
     for case in cases:
         why = _available(case, pg_url)
         if why is not None:
+            print(f"skipped: {case} ({why})", flush=True)
             results[case] = f"skipped: {why}"
         else:
             times[case] = []
@@ -280,6 +287,7 @@ def _run_all(cases: list[str], turns: int, repeat: int, pg_url: str | None) -> d
             lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
             if proc.returncode != 0 or not lines:
                 results[case] = f"failed (run {i + 1}): {proc.stderr.strip().splitlines()[-1:] or proc.returncode}"
+                _smoke.fail(f"{case}: {results[case]}\n{proc.stderr[-3000:]}")
                 continue
             times[case].append(json.loads(lines[-1])["seconds"])
             print(f"  round {i + 1}: {case} {times[case][-1] / (turns + 1) * 1000:.2f} ms/turn", flush=True)

@@ -31,6 +31,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -38,10 +39,16 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "src"))
+# LOOPCTL_SRC: another checkout's src folder, for a "before" measured in the same run (--before-src).
+sys.path.insert(0, os.environ.get("LOOPCTL_SRC") or str(ROOT / "src"))
+BEFORE = "loopctl@before"
+
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
 
 PAYLOAD = ("The quick brown fox jumps over the lazy dog. " * 5)[:200]
 FINAL = "done"
+# The module each peer's adapter imports: a peer that is not installed is skipped, one that is and fails fails.
+PEER_MODULES = {"langgraph": "langgraph", "pydantic_ai": "pydantic_ai", "openai_agents": "agents"}
 
 
 def _harness() -> ModuleType | None:
@@ -119,7 +126,7 @@ def _tool_calls() -> int:
 
 
 def _adapter(fw: str, n: int) -> Any:
-    if fw == "loopctl":
+    if fw in ("loopctl", BEFORE):
         return setup_loopctl(n)
     assert H is not None
     return H.ADAPTERS[fw](n)
@@ -223,27 +230,36 @@ async def task_conc(fw: str, k: int, n: int) -> dict[str, Any]:
     return {"wall": wall, "rss_kb": (hwm - rss0) if reset else -1}
 
 
-def import_time() -> dict[str, Any]:
+def import_time(what: str = "import loopctl") -> dict[str, Any]:
+    """Median time of ``what`` in 5 fresh processes, bytecode cached as an installed package has it (one
+    warm-up run writes it to a temporary folder; the environment may forbid writing it next to the source)."""
     code = (
-        "import time, sys; t=time.perf_counter(); import loopctl; d=time.perf_counter()-t; "
+        f"import time, sys; t=time.perf_counter(); {what}; d=time.perf_counter()-t; "
         "import json; print(json.dumps({'s': d, 'sdks': sorted(m for m in ('openai','anthropic','google.genai') "
         "if m in sys.modules)}))"
     )
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     samples = []
     sdks: list[str] = []
-    for _ in range(5):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-        res = json.loads(out.stdout)
-        samples.append(res["s"])
-        sdks = res["sdks"]
+    with tempfile.TemporaryDirectory() as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(PYTHONPATH=str(ROOT / "src"), PYTHONPYCACHEPREFIX=cache)
+        for i in range(6):
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+            res = json.loads(out.stdout)
+            if i:
+                samples.append(res["s"])
+            sdks = res["sdks"]
     return {"median_ms": statistics.median(samples) * 1000, "sdks": sdks}
+
+
+BEFORE_SRC = ""
 
 
 def run_worker(args: list[str], timeout: float = 900) -> dict[str, Any] | None:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", *args]
+    env = dict(os.environ, LOOPCTL_SRC=BEFORE_SRC) if args[0] == BEFORE else None
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         print(f"  ! {args}: timed out", flush=True)
         return None
@@ -275,7 +291,14 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--peers", default="langgraph,pydantic_ai,openai_agents")
     ap.add_argument("--no-conc-peers", action="store_true", help="skip the peers' C(K) (slow: 35-90 s each)")
+    ap.add_argument("--before-src", default="", help="also measure loopctl from this src folder (loopctl@before)")
+    _smoke.add_flag(ap)
     a = ap.parse_args()
+    if a.smoke:
+        a.ns, a.peer_ns, a.k, a.reps = "3,10", "3", 5, 1
+    global BEFORE_SRC
+    BEFORE_SRC = a.before_src
+    mine = ["loopctl", *([BEFORE] if a.before_src else [])]
     ns = [int(x) for x in a.ns.split(",")]
     peer_ns = [int(x) for x in a.peer_ns.split(",")]
     peers = [p for p in a.peers.split(",") if p]
@@ -285,27 +308,33 @@ def main() -> None:
     else:
         ok = []
         for p in peers:
+            if _smoke.peer_missing(p, PEER_MODULES.get(p, p)):
+                continue
             if run_worker([p, "series", "2"], 300) is not None:
                 ok.append(p)
             else:
-                print(f"  ! {p} does not run here (not installed?); skipped")
+                _smoke.fail(f"{p}: the peer is installed but its W(2) warm-up failed")
         peers = ok
 
     imp = import_time()
     print(
         f"cold `import loopctl`: {imp['median_ms']:.1f} ms (median of 5); provider SDKs imported: "
-        f"{imp['sdks'] or 'none'}  [target < 150 ms, none]"
+        f"{imp['sdks'] or 'none'}  [target < 100 ms, none]"
     )
+    eng = import_time("from loopctl.engine import BareLoop")
+    print(f"cold `from loopctl.engine import BareLoop`: {eng['median_ms']:.1f} ms (median of 5)")
 
     series: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    for fw in ["loopctl", *peers]:
-        sizes = ns if fw == "loopctl" else peer_ns
+    for fw in [*mine, *peers]:
+        sizes = ns if fw in mine else peer_ns
         series[fw] = {n: [] for n in sizes}
         for _ in range(a.reps):
             r = run_worker([fw, "series", *map(str, sizes)])
             if r:
                 for row in r["rows"]:
                     series[fw][row["n"]].append(row)
+            else:
+                _smoke.fail(f"{fw}: W({','.join(map(str, sizes))})")
     med = statistics.median
 
     def per_turn(fw: str, n: int) -> float | None:
@@ -328,17 +357,19 @@ def main() -> None:
     if peers:
         print("\nloopctl per-turn overhead as a fraction of each peer's (target <= 0.10 of the best peer at every N)")
         for n in ns:
-            mine = per_turn("loopctl", n)
+            ours = per_turn("loopctl", n)
             cells = []
-            for p in peers:
+            for p in [*mine[1:], *peers]:
                 theirs = per_turn(p, n)
-                cells.append(f"{p} {mine / theirs:.3f}" if mine and theirs else f"{p} n/a")
+                cells.append(f"{p} {ours / theirs:.3f}" if ours and theirs else f"{p} n/a")
             print(f"  N={n:<5} " + "  ".join(cells))
 
     print(f"\nC({a.k}): {a.k} concurrent W(5) runs on one event loop")
     conc: dict[str, float] = {}
-    for fw in ["loopctl", *([] if a.no_conc_peers else peers)]:
+    for fw in [*mine, *([] if a.no_conc_peers else peers)]:
         r = run_worker([fw, "conc", str(a.k), "5"], 1800)
+        if not r:
+            _smoke.fail(f"{fw}: C({a.k})")
         if r:
             conc[fw] = r["wall"]
             print(
@@ -346,9 +377,10 @@ def main() -> None:
                 f"peak RSS {r['rss_kb'] / a.k:.0f} KB/run"
             )
     if "loopctl" in conc:
-        for p in peers:
+        for p in [*mine[1:], *peers]:
             if p in conc:
                 print(f"  loopctl / {p}: {conc['loopctl'] / conc[p]:.3f}")
+    _smoke.finish()
 
 
 if __name__ == "__main__":

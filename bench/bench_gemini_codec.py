@@ -4,7 +4,7 @@
 1. Stream decoding: every recorded Gemini SSE body (tests/fixtures/provider-traffic/gemini), repeated to
    about 4 MB and fed in 4 KiB network-sized chunks. loopctl: ``gemini.StreamDecoder`` (SSE framing, JSON,
    neutral events, and the accumulated ``ModelResponse``). google-genai: its own stream path over an
-   ``httpx.Response`` of the same bytes -- ``HttpResponse._iter_response_stream`` (SSE lines),
+   ``httpx2.Response`` of the same bytes -- ``HttpResponse._iter_response_stream`` (SSE lines),
    ``json.loads``, ``_GenerateContentResponse_from_mldev`` and ``GenerateContentResponse._from_response``
    for each event, as ``Models.generate_content_stream`` does (the SDK has no accumulator: its chat keeps
    each chunk's ``Content``).
@@ -31,7 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-import httpx  # noqa: E402
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
+import httpx2  # noqa: E402
 from google.genai import _api_client, models, types  # noqa: E402
 
 from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart, ToolResultPart  # noqa: E402
@@ -77,7 +78,7 @@ def sdk_decode(bodies: list[list[bytes]]) -> int:
     parsed = 0
     for pieces in bodies:
         # The same 4 KiB reads as loopctl gets.
-        response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunked(pieces))
+        response = httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunked(pieces))
         http = _api_client.HttpResponse({}, response_stream=response)
         for text in http._iter_response_stream():
             data = json.loads(text)
@@ -87,7 +88,7 @@ def sdk_decode(bodies: list[list[bytes]]) -> int:
     return parsed
 
 
-class _Chunked(httpx.SyncByteStream):
+class _Chunked(httpx2.SyncByteStream):
     def __init__(self, pieces: list[bytes]) -> None:
         self._pieces = pieces
 
@@ -149,10 +150,9 @@ def conversation(turns: int) -> list[Message]:
     return out
 
 
-def bench_requests(repeat: int) -> None:
-    messages = conversation(500)[:1000]
+def bench_requests(repeat: int, size: int = 1000, calls: int = 50) -> None:
+    messages = conversation(size // 2)[:size]
     model = "gemini-3-pro-preview"
-    calls = 50
 
     def plain() -> None:
         for _ in range(calls):
@@ -165,13 +165,13 @@ def bench_requests(repeat: int) -> None:
         for _ in range(calls):
             gemini.build_request(messages, model=model, system="You plan trips.", cache=cache)
 
-    longer = conversation(500 + calls)
+    longer = conversation(size // 2 + calls)
 
     def growing() -> None:
         grow_cache = ConversionCache()
-        gemini.build_request(longer[:1000], model=model, cache=grow_cache)
+        gemini.build_request(longer[:size], model=model, cache=grow_cache)
         for k in range(calls):
-            gemini.build_request(longer[: 1000 + 2 * (k + 1)], model=model, cache=grow_cache)
+            gemini.build_request(longer[: size + 2 * (k + 1)], model=model, cache=grow_cache)
 
     assert gemini.build_request(messages, model=model, system="You plan trips.", cache=cache) == gemini.build_request(
         messages, model=model, system="You plan trips."
@@ -190,10 +190,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=4.0, help="stream bytes to decode per measurement (MB)")
     parser.add_argument("--repeat", type=int, default=5, help="measurements per figure (the best is kept)")
+    _smoke.add_flag(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.mb, args.repeat = 0.05, 1
     print(f"Python {sys.version.split()[0]}, google-genai {__import__('google.genai').genai.__version__}")
     bench_streams(args.mb, args.repeat)
-    bench_requests(args.repeat)
+    bench_requests(args.repeat, *((20, 3) if args.smoke else ()))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 
 One local server in its own process speaks both: HTTP/1.1 (``bench/wire_server.py``) and HTTP/2 with prior
 knowledge (h2c, this file's ``--serve-h2``, on the ``h2`` library). The same streamed Chat Completions call
-(the body of a W(N) request, a streamed tool call back) is sent with httpx over each, sequentially and as K
+(the body of a W(N) request, a streamed tool call back) is sent with httpx2 over each, sequentially and as K
 concurrent calls on one client (where HTTP/2 multiplexes one connection and HTTP/1.1 opens a pool).
 Reported: the client process's CPU time and the wall time per call. HTTP/2 is worth turning on only if it
 costs the client less: the providers' servers answer either.
@@ -26,6 +26,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import _smoke  # noqa: E402
 import wire_server  # noqa: E402  (the same replies as the HTTP/1.1 server)
 
 # --- the HTTP/2 server -----------------------------------------------------------------------------------------
@@ -126,18 +127,18 @@ async def _measure(http: Any, url: str, body: bytes, calls: int, k: int) -> tupl
     return (time.process_time() - p0) / done * 1e3, (time.perf_counter() - w0) / done * 1e3
 
 
-async def _client(ports: dict[str, int], ns: list[int], k: int) -> None:
-    import httpx
+async def _client(ports: dict[str, int], ns: list[int], k: int, smoke: bool = False) -> None:
+    import httpx2
 
     clients = {
-        "HTTP/1.1": httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=1000)),
-        "HTTP/2": httpx.AsyncClient(timeout=60, http1=False, http2=True),
+        "HTTP/1.1": httpx2.AsyncClient(timeout=60, limits=httpx2.Limits(max_connections=1000)),
+        "HTTP/2": httpx2.AsyncClient(timeout=60, http1=False, http2=True),
     }
     rows: dict[tuple[str, int, int], list[tuple[float, float]]] = {}
     for n in ns:
         body = _body(n)
-        calls = max(k, 3000 // (n + 10))
-        for _ in range(3):  # alternate, the machine's load drifts
+        calls = k if smoke else max(k, 3000 // (n + 10))
+        for _ in range(1 if smoke else 3):  # alternate, the machine's load drifts
             for name, http in clients.items():
                 url = f"http://127.0.0.1:{ports[name]}/v1/chat/completions"
                 for conc in (1, k):
@@ -159,11 +160,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ns", default="10,300")
     ap.add_argument("--k", type=int, default=50)
+    _smoke.add_flag(ap)
     a = ap.parse_args()
-    try:
-        import h2  # noqa: F401
-    except ImportError:
-        print("bench_http2: the h2 package is not installed (bench/requirements.txt has it); skipped")
+    if a.smoke:
+        a.ns, a.k = "3", 2
+    if _smoke.peer_missing("HTTP/2 (both protocols)", "h2"):
         return
     servers = {
         "HTTP/1.1": subprocess.Popen([sys.executable, str(HERE / "wire_server.py")], stdout=subprocess.PIPE, text=True),
@@ -171,7 +172,7 @@ def main() -> None:
     }
     try:
         ports = {name: int(p.stdout.readline().split()[1]) for name, p in servers.items() if p.stdout}
-        asyncio.run(_client(ports, [int(x) for x in a.ns.split(",")], a.k))
+        asyncio.run(_client(ports, [int(x) for x in a.ns.split(",")], a.k, a.smoke))
     finally:
         for p in servers.values():
             p.kill()

@@ -32,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+import _smoke
 import orjson
 
 from loopctl.message import (
@@ -190,12 +191,12 @@ def to_pydantic_ai(msgs: list[Message]) -> list[Any]:
 # --- timing -------------------------------------------------------------------------------------------------
 
 
-def best(fn: Callable[[], Any], *, gc_on: bool, repeat: int = REPEAT) -> float:
+def best(fn: Callable[[], Any], *, gc_on: bool, repeat: int | None = None) -> float:
     """The fastest of ``repeat`` runs, in seconds. ``gc_on=False`` turns the cyclic garbage collector off while
     timing (timeit's convention); ``gc_on=True`` leaves it running, as it does in a real program, where
     building hundreds of thousands of objects triggers collections that walk everything alive."""
     times = []
-    for _ in range(repeat):
+    for _ in range(REPEAT if repeat is None else repeat):
         gc.collect()
         if not gc_on:
             gc.disable()
@@ -253,6 +254,9 @@ PEER_LOAD = "pydantic-ai validate_json"
 
 
 def main() -> None:
+    global N_MESSAGES, REPEAT
+    if _smoke.smoke_requested():
+        N_MESSAGES, REPEAT = 200, 1
     conv = build_conversation()
     data = dumps_conversation_bytes(conv)
     text = data.decode()
@@ -265,26 +269,26 @@ def main() -> None:
     texts = [p.text for m in conv for p in m.parts if isinstance(p, TextPart | ThinkingPart)]
     non_latin1 = sum(1 for t in texts if max(t, default="a") > "\xff")
 
-    from pydantic_ai.messages import ModelMessagesTypeAdapter as PA
-
-    pa_conv = to_pydantic_ai(conv)
-    pa_data = PA.dump_json(pa_conv)
-    assert len(PA.validate_json(pa_data)) == len(pa_conv)
-
     jobs: dict[str, tuple[Callable[[], Any], int]] = {
         OURS_DUMP: (lambda: dumps_conversation_bytes(conv), len(data)),
         STR_DUMP: (lambda: dumps_conversation(conv), len(data)),
         FLOOR_DUMP: (lambda: orjson.dumps(plain), len(data)),
-        PEER_DUMP: (lambda: PA.dump_json(pa_conv), len(pa_data)),
         OURS_LOAD: (lambda: loads_conversation(data), len(data)),
         STR_LOAD: (lambda: loads_conversation(text), len(data)),
         FLOOR_LOAD: (lambda: orjson.loads(data), len(data)),
-        PEER_LOAD: (lambda: PA.validate_json(pa_data), len(pa_data)),
     }
-
     print(f"conversation: {len(conv)} messages, {n_parts} parts, {mb:.1f} MB as loopctl JSON")
     print(f"  {len(texts)} text/thinking strings, {non_latin1} of them with characters outside Latin-1")
-    print(f"  pydantic-ai equivalent: {len(pa_data) / 1e6:.1f} MB as JSON (it adds timestamps and kinds)")
+    peer = not _smoke.peer_missing("pydantic-ai", "pydantic_ai")
+    if peer:
+        from pydantic_ai.messages import ModelMessagesTypeAdapter as PA
+
+        pa_conv = to_pydantic_ai(conv)
+        pa_data = PA.dump_json(pa_conv)
+        assert len(PA.validate_json(pa_data)) == len(pa_conv)
+        jobs[PEER_DUMP] = (lambda: PA.dump_json(pa_conv), len(pa_data))
+        jobs[PEER_LOAD] = (lambda: PA.validate_json(pa_data), len(pa_data))
+        print(f"  pydantic-ai equivalent: {len(pa_data) / 1e6:.1f} MB as JSON (it adds timestamps and kinds)")
     print(f"python {sys.version.split()[0]}, best of {REPEAT} runs; MB/s over each library's own JSON size\n")
 
     for gc_on in (True, False):
@@ -298,9 +302,11 @@ def main() -> None:
             return res[a] / res[b]
 
         print(f"serialize / orjson floor:  {ratio(OURS_DUMP, FLOOR_DUMP):5.2f}x  (target <= 3x)")
-        print(f"serialize / pydantic-ai:   {ratio(OURS_DUMP, PEER_DUMP):5.2f}x  (target < 1x)")
+        if peer:
+            print(f"serialize / pydantic-ai:   {ratio(OURS_DUMP, PEER_DUMP):5.2f}x  (target < 1x)")
         print(f"load / orjson floor:       {ratio(OURS_LOAD, FLOOR_LOAD):5.2f}x  (target <= 5x)")
-        print(f"load / pydantic-ai:        {ratio(OURS_LOAD, PEER_LOAD):5.2f}x")
+        if peer:
+            print(f"load / pydantic-ai:        {ratio(OURS_LOAD, PEER_LOAD):5.2f}x")
         print(
             f"str API: serialize / floor {ratio(STR_DUMP, FLOOR_DUMP):5.2f}x, load / floor {ratio(STR_LOAD, FLOOR_LOAD):5.2f}x"
         )
@@ -310,7 +316,7 @@ def main() -> None:
     decode = best(data.decode, gc_on=False)
     print(f"bytes -> str of the whole document (the str API's extra cost): {decode:.4f} s; one emoji anywhere")
     print("  makes CPython store the whole document at 4 bytes per character")
-    for name in (OURS_LOAD, FLOOR_LOAD, PEER_LOAD):
+    for name in (OURS_LOAD, FLOOR_LOAD, *([PEER_LOAD] if peer else [])):
         fn = jobs[name][0]
         total, in_gc, full = time_in_gc(fn)
         made = tracked_objects_made(fn)

@@ -26,6 +26,7 @@ try:
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT / "src"))
 
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
 import httpx2  # noqa: E402
 import openai  # noqa: E402
 from openai import Stream  # noqa: E402
@@ -170,7 +171,10 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=1024, help="bytes per fed chunk")
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--calls", type=int, default=50)
+    _smoke.add_flag(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.mb, args.messages, args.calls = 0.05, 20, 3
     bench_streams(args.mb, args.chunk)
     bench_requests(args.messages, args.calls)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
 import httpx2  # noqa: E402 - the SDK's own HTTP library (a fork of httpx)
 from openai import OpenAI, omit  # noqa: E402
 from openai._streaming import Stream  # noqa: E402
@@ -48,9 +49,11 @@ from loopctl.providers.base import ConversionCache  # noqa: E402
 from loopctl.tool import ToolSchema  # noqa: E402
 
 TRAFFIC = ROOT / "tests" / "fixtures" / "provider-traffic" / "openai"
-TARGET_BYTES = 4 * 1024 * 1024
+SMOKE = _smoke.smoke_requested()  # --smoke: tiny sizes (50 KB of streams, 20 messages, 3 calls, 1 round)
+TARGET_BYTES = 50 * 1024 if SMOKE else 4 * 1024 * 1024
 CHUNK = 8192
-ROUNDS = 5
+ROUNDS = 1 if SMOKE else 5
+MESSAGES = 20 if SMOKE else 1000
 
 
 def best(fn: Callable[[], object], rounds: int = ROUNDS) -> float:
@@ -196,8 +199,8 @@ TOOLS = [
 
 
 def bench_build() -> None:
-    history = conversation(1000)
-    n_calls = 50
+    history = conversation(MESSAGES)
+    n_calls = 3 if SMOKE else 50
     # Without a cache: every call converts all 1,000 messages.
     t_plain = best(
         lambda: [
@@ -209,8 +212,10 @@ def bench_build() -> None:
     # With a cache, as an agent loop uses it: the same history object grows by one message per call.
     def cached_loop() -> None:
         cache = ConversionCache()
-        codec.build_request(history[: 1000 - n_calls], model="gpt-5", system="Be careful.", tools=TOOLS, cache=cache)
-        for k in range(1000 - n_calls + 1, 1001):
+        codec.build_request(
+            history[: MESSAGES - n_calls], model="gpt-5", system="Be careful.", tools=TOOLS, cache=cache
+        )
+        for k in range(MESSAGES - n_calls + 1, MESSAGES + 1):
             codec.build_request(history[:k], model="gpt-5", system="Be careful.", tools=TOOLS, cache=cache)
 
     t_cached = best(cached_loop, rounds=3)
@@ -221,7 +226,7 @@ def bench_build() -> None:
     # The cached loop includes one cold build of 950 messages; report the warm per-call time without it.
     cold = best(
         lambda: codec.build_request(
-            history[: 1000 - n_calls], model="gpt-5", system="Be careful.", tools=TOOLS, cache=ConversionCache()
+            history[: MESSAGES - n_calls], model="gpt-5", system="Be careful.", tools=TOOLS, cache=ConversionCache()
         ),
         rounds=3,
     )
@@ -231,7 +236,9 @@ def bench_build() -> None:
         start = time.perf_counter()
         codec.build_request(history, model="gpt-5", system="Be careful.", tools=TOOLS, cache=cache)
         samples.append(time.perf_counter() - start)
-    print("Request building: 1,000-message conversation (reasoning, text, 2 calls per assistant turn, results, images)")
+    print(
+        f"Request building: {MESSAGES:,}-message conversation (reasoning, text, 2 calls per assistant turn, results, images)"
+    )
     print(f"  no cache                       {per_plain:8.3f} ms per call")
     print(f"  warm ConversionCache (+1 msg)  {per_cached:8.3f} ms per call")
     print(f"  warm ConversionCache (same)    {statistics.median(samples) * 1e3:8.3f} ms per call (median of 20)")

@@ -25,6 +25,7 @@ try:
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT / "src"))
 
+import _smoke  # noqa: E402
 from bench_openai_chat_codec import best_of, chunked  # noqa: E402  (bench/ is on the path when run)
 from openai._streaming import SSEDecoder as OpenAISSEDecoder  # noqa: E402
 
@@ -73,7 +74,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=4.0, help="megabytes per case (default 4)")
     parser.add_argument("--chunk", type=int, default=1024, help="chunk size in bytes (default 1024)")
+    _smoke.add_flag(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.mb = 0.05
 
     size = int(args.mb * 1_000_000)
     line = b"data: " + b"x" * size + b"\n\n"

@@ -57,6 +57,8 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
+
 from loopctl.engine import LoopMachine  # noqa: E402
 from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart, ToolResultPart  # noqa: E402
 from loopctl.session import Session  # noqa: E402
@@ -342,6 +344,31 @@ def near(turns: list[tuple[int, int, float]], size: int) -> tuple[float, float]:
     return statistics.mean(b for _, b, _ in part), statistics.mean(t for _, _, t in part) * 1000
 
 
+_LOAD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from loopctl.store import PostgresStore, SessionBinding, SQLiteStore
+store = SQLiteStore(sys.argv[3]) if sys.argv[2] == "sqlite" else PostgresStore(sys.argv[3])
+SessionBinding(store, "bench").load()
+best = (float("inf"), float("inf"))
+for _ in range(5):
+    w, c = time.perf_counter(), time.process_time()
+    SessionBinding(store, "bench").load()
+    best = min(best, ((time.perf_counter() - w) * 1e3, (time.process_time() - c) * 1e3))
+print(best[0], best[1])
+"""
+
+
+def load_with(src: str, kind: str, where: str) -> tuple[float, float]:
+    """Best of 5 loads (wall ms, CPU ms) of the benchmark's session by the loopctl of another src folder, in a
+    fresh process (the "before" of a change, on the same stored session)."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _LOAD, src, kind, where], capture_output=True, text=True, check=True)
+    wall, cpu = out.stdout.split()
+    return float(wall), float(cpu)
+
+
 def has_langgraph() -> bool:
     try:
         import langgraph.checkpoint.sqlite  # noqa: F401
@@ -361,7 +388,13 @@ def main() -> None:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--messages", type=int, default=N_MESSAGES, help="grow the session to this size")
+    _smoke.add_flag(parser)
+    parser.add_argument(
+        "--before-src", default="", help="also load the grown session with the loopctl of this src folder"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.messages = 300
     set_size(args.messages)
     print(f"Python {sys.version.split()[0]}; a session grown to {N_MESSAGES:,} messages, one save at a time\n")
     results: dict[str, dict[str, Any]] = {}
@@ -370,6 +403,9 @@ def main() -> None:
         store = SQLiteStore(path)
         results["sqlite"] = grow(store, wchar)
         store.close()
+        results["sqlite"]["fresh"] = load_with(str(ROOT / "src"), "sqlite", str(path))
+        if args.before_src:
+            results["sqlite"]["before"] = load_with(args.before_src, "sqlite", str(path))
         results["sqlite"]["file_bytes"] = sum(p.stat().st_size for p in Path(d).iterdir())
     if not args.no_postgres:
         from loopctl.store import PostgresStore
@@ -381,12 +417,15 @@ def main() -> None:
             results["postgres"] = grow(store, wal)
             results["postgres"]["file_bytes"] = wal.relation_bytes()
             store.close()
+            results["postgres"]["fresh"] = load_with(str(ROOT / "src"), "postgres", pg.dsn())
+            if args.before_src:
+                results["postgres"]["before"] = load_with(args.before_src, "postgres", pg.dsn())
             wal.conn.close()
     msgs = conversation(N_MESSAGES)
     content = sum(len(m.to_json().encode()) for m in msgs)
-    with_langgraph = not args.no_peers and has_langgraph()
-    if not with_langgraph:
-        print("(LangGraph's SqliteSaver is not measured: langgraph-checkpoint-sqlite is not installed)")
+    with_langgraph = not args.no_peers and not _smoke.peer_missing(
+        "LangGraph SqliteSaver", "langgraph", "langgraph.checkpoint.sqlite", "langchain_core"
+    )
     peer = peers(msgs, with_langgraph=with_langgraph)
 
     print(f"Session: {len(msgs):,} messages, {content / 1e6:.1f} MB of conversation-file JSON\n")
@@ -435,6 +474,11 @@ def main() -> None:
             f"  {name:9} {r['load_ms']:8.1f} ms wall, {r['load_cpu_ms']:.1f} ms CPU in this process  "
             f"(first load {r['first_load_ms']:.1f} ms)"
         )
+        wall, cpu = r["fresh"]
+        print(f"  {name:9} {wall:8.1f} ms wall, {cpu:.1f} ms CPU in a fresh process")
+        if "before" in r:
+            wall, cpu = r["before"]
+            print(f"  {name + '@before':9} {wall:8.1f} ms wall, {cpu:.1f} ms CPU: the same session, loaded by --before-src (fresh process)")
     datas = [m.to_json().encode() for m in msgs]
 
     def read_all() -> None:

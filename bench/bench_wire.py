@@ -8,7 +8,7 @@ returns), then a streamed final text. The history grows to about 2N messages. Ev
 
 Drivers (OpenAI Chat Completions format):
 
-- ``limit``: a hand-written loop on httpx + orjson, no SDK (the cost of the bytes: dump the history, send,
+- ``limit``: a hand-written loop on httpx2 + orjson, no SDK (the cost of the bytes: dump the history, send,
   read the SSE lines);
 - ``openai_sdk``: a hand-written loop on the raw ``openai`` SDK (``chat.completions.create(stream=True)``);
 - ``loopctl``: ``BareLoop`` + ``OpenAIChatClient``;
@@ -17,12 +17,12 @@ Drivers (OpenAI Chat Completions format):
 - ``openai_agents``: ``Runner.run_streamed`` + ``OpenAIChatCompletionsModel``;
 - ``langgraph``: ``create_react_agent`` + ``langchain_openai.ChatOpenAI(streaming=True)``.
 
-Anthropic Messages format: ``anthropic_limit`` (httpx + orjson), ``anthropic_sdk`` (raw ``anthropic``
+Anthropic Messages format: ``anthropic_limit`` (httpx2 + orjson), ``anthropic_sdk`` (raw ``anthropic``
 ``messages.create(stream=True)``), ``loopctl_anthropic`` (``AnthropicClient``) and ``pydantic_ai_anthropic``
 (``AnthropicModel``).
 
 OpenAI Responses format, with the stateful modes (``--stateful`` runs only these): ``responses_limit``
-(httpx + orjson, the whole input every call), ``responses_limit_ws`` (``websockets`` by hand, one connection,
+(httpx2 + orjson, the whole input every call), ``responses_limit_ws`` (``websockets`` by hand, one connection,
 each call only the new input and ``previous_response_id``), ``loopctl_responses`` (``OpenAIResponsesClient``),
 ``loopctl_responses_chain`` (``OpenAIResponsesClient(stateful=True)``: ``previous_response_id`` over HTTP),
 ``loopctl_responses_ws`` (``OpenAIResponsesWebSocketClient``), ``openai_agents_responses`` (the Agents SDK's
@@ -62,7 +62,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+# LOOPCTL_SRC: another checkout's src folder, for the "loopctl@before" driver (--before-src): measured in the
+# same run as this checkout, against the same server.
+sys.path.insert(0, os.environ.get("LOOPCTL_SRC") or str(HERE.parent / "src"))
+
+import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
 
 for _name, _value in {
     "LANGSMITH_TRACING": "false",
@@ -94,11 +98,21 @@ RESPONSES_DRIVERS = [
 ]
 STATEFUL = {"responses_limit_ws", "loopctl_responses_chain", "loopctl_responses_ws", "openai_agents_ws"}
 
+# The modules a driver imports beyond loopctl's dev install: without them it is skipped (said in the output).
+NEEDS = {
+    "pydantic_ai": ("pydantic_ai",),
+    "pydantic_ai_anthropic": ("pydantic_ai",),
+    "openai_agents": ("agents",),
+    "openai_agents_responses": ("agents",),
+    "openai_agents_ws": ("agents", "websockets"),
+    "langgraph": ("langgraph", "langchain_openai"),
+}
 LIMIT_OF = (
-    dict.fromkeys(OPENAI_DRIVERS, "limit")
+    dict.fromkeys([*OPENAI_DRIVERS, "loopctl@before"], "limit")
     | dict.fromkeys(ANTHROPIC_DRIVERS, "anthropic_limit")
     | {d: "responses_limit_ws" if d in STATEFUL else "responses_limit" for d in RESPONSES_DRIVERS}
 )
+BEFORE_SRC = ""
 
 
 def _echo_count() -> None:
@@ -113,11 +127,11 @@ ECHO_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "re
 
 
 def setup_limit(n: int, base: str) -> RunOnce:
-    """Chat Completions by hand: httpx and orjson, the history a list of dicts, SSE read line by line."""
-    import httpx
+    """Chat Completions by hand: httpx2 and orjson, the history a list of dicts, SSE read line by line."""
+    import httpx2
     import orjson
 
-    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
+    http = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
     url = f"{base}/v1/chat/completions"
     headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
     tools = [{"type": "function", "function": {"name": "echo", "description": "Echo the input text back.",
@@ -201,11 +215,11 @@ def setup_openai_sdk(n: int, base: str) -> RunOnce:
 
 
 def setup_anthropic_limit(n: int, base: str) -> RunOnce:
-    """Anthropic Messages by hand: httpx and orjson."""
-    import httpx
+    """Anthropic Messages by hand: httpx2 and orjson."""
+    import httpx2
     import orjson
 
-    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
+    http = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
     url = f"{base}/v1/messages"
     headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01", "content-type": "application/json"}
     tools = [{"name": "echo", "description": "Echo the input text back.", "input_schema": ECHO_SCHEMA}]
@@ -307,11 +321,11 @@ def _responses_turn(output: list[dict[str, Any]], items: list[dict[str, Any]]) -
 
 
 def setup_responses_limit(n: int, base: str) -> RunOnce:
-    """Responses by hand: httpx and orjson, the whole input every call, SSE read until response.completed."""
-    import httpx
+    """Responses by hand: httpx2 and orjson, the whole input every call, SSE read until response.completed."""
+    import httpx2
     import orjson
 
-    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
+    http = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
     url = f"{base}/v1/responses"
     headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
 
@@ -581,6 +595,7 @@ SETUP: dict[str, Callable[[int, str], RunOnce]] = {
     "limit": setup_limit,
     "openai_sdk": setup_openai_sdk,
     "loopctl": setup_loopctl,
+    "loopctl@before": setup_loopctl,  # another checkout's loopctl (LOOPCTL_SRC)
     "pydantic_ai": setup_pydantic_ai,
     "openai_agents": setup_openai_agents,
     "langgraph": setup_langgraph,
@@ -679,12 +694,13 @@ async def _conc(driver: str, k: int, n: int, base: str) -> dict[str, Any]:
 
 
 def worker(argv: list[str]) -> None:
-    """``--worker series DRIVER BASE N,N,... MAX_RUN_S`` or ``--worker conc DRIVER K N BASE``: print one JSON
-    result."""
+    """``--worker series DRIVER[,DRIVER...] BASE N,N,... MAX_RUN_S`` or ``--worker conc DRIVER K N BASE``: print
+    one JSON result (several drivers, one after the other in this process: the smoke run's shortcut)."""
     task, driver = argv[0], argv[1]
     res: Any
     if task == "series":
-        res = asyncio.run(_series(driver, argv[2], [int(x) for x in argv[3].split(",")], float(argv[4])))
+        ns, max_run_s = [int(x) for x in argv[3].split(",")], float(argv[4])
+        res = [row for d in driver.split(",") for row in asyncio.run(_series(d, argv[2], ns, max_run_s))]
     else:
         res = asyncio.run(_conc(driver, int(argv[2]), int(argv[3]), argv[4]))
     print(json.dumps(res))
@@ -692,8 +708,9 @@ def worker(argv: list[str]) -> None:
 
 def _run_worker(args: list[str], timeout: float) -> Any:
     cmd = [sys.executable, __file__, "--worker", *args]
+    env = dict(os.environ, LOOPCTL_SRC=BEFORE_SRC) if args[1] == "loopctl@before" else None
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     except subprocess.TimeoutExpired:
         print(f"  {' '.join(args[:3])}: over {timeout:.0f} s, stopped", flush=True)
         return None
@@ -720,7 +737,7 @@ def _versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     out = []
-    for dist in ("openai", "anthropic", "httpx", "httpx2", "pydantic-ai-slim", "openai-agents", "langgraph",
+    for dist in ("openai", "anthropic", "httpx2", "pydantic-ai-slim", "openai-agents", "langgraph",
                  "langchain-openai"):  # fmt: skip
         with contextlib.suppress(PackageNotFoundError):
             out.append(f"{dist} {version(dist)}")
@@ -742,17 +759,26 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="repetitions (fresh processes) of the small sizes")
     ap.add_argument("--rep-max-n", type=int, default=100, help="sizes up to this are repeated --reps times")
     ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("--before-src", default="", help="also run loopctl from this src folder (driver loopctl@before)")
     ap.add_argument("--stateful", action="store_true",
-                    help="the OpenAI Responses drivers only (stateless and stateful modes); no C(K)")
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one repetition, no C(K): does it run?")
+                    help="the OpenAI Responses drivers only (stateless and stateful modes); no C(K)")  # fmt: skip
+    _smoke.add_flag(ap)
     a = ap.parse_args()
     if a.stateful:
         a.drivers = ",".join(RESPONSES_DRIVERS) if a.drivers == ap.get_default("drivers") else a.drivers
         a.k = 0
     if a.smoke:
-        a.ns, a.reps, a.k, a.max_run_s = "2,5", 1, 0, 30.0
+        a.ns, a.k, a.reps = "3", 0 if a.stateful else 3, 1
+        if not a.stateful and a.drivers == ap.get_default("drivers"):  # the smoke run covers every driver
+            a.drivers += "," + ",".join(RESPONSES_DRIVERS)
+    global BEFORE_SRC
+    BEFORE_SRC = a.before_src
     ns = [int(x) for x in a.ns.split(",") if x]
-    drivers = [d for d in a.drivers.split(",") if d]
+    drivers = [d for d in a.drivers.split(",") if d and not _smoke.peer_missing(d, *NEEDS.get(d, ()))]
+    if a.before_src and "loopctl@before" not in drivers:
+        drivers.insert(drivers.index("loopctl") + 1 if "loopctl" in drivers else len(drivers), "loopctl@before")
+    # C(K) runs the drivers' W(N) set-ups, which the series run: a smoke run checks C(K) on loopctl's only.
+    conc_drivers = [d for d in a.conc_drivers.split(",") if d in drivers and (d == "loopctl" or not a.smoke)]
     t_start = time.perf_counter()
     server = subprocess.Popen([sys.executable, str(HERE / "wire_server.py")], stdout=subprocess.PIPE, text=True)
     try:
@@ -767,10 +793,14 @@ def main() -> None:
             sizes = ns if rep == 0 else [n for n in ns if n <= a.rep_max_n]
             if not sizes:  # --ns "": C(K) only
                 continue
-            for driver in drivers:
-                res = _run_worker(["series", driver, base, ",".join(map(str, sizes)), str(a.max_run_s)],
+            # A smoke run measures nothing: every driver in one process, which saves a process start each.
+            for batch in [",".join(drivers)] if a.smoke else drivers:
+                res = _run_worker(["series", batch, base, ",".join(map(str, sizes)), str(a.max_run_s)],
                                   timeout=a.max_run_s * 2 * len(sizes) + 120)  # fmt: skip
+                if res is None:
+                    _smoke.fail(f"{batch}: W({','.join(map(str, sizes))})")
                 for r in res or ():
+                    driver = r["driver"]
                     if "skipped" in r:
                         if rep == 0:
                             notes.append(f"{driver}: W({r['n']}) and larger not run: projected {r['skipped']:.0f} s "
@@ -784,9 +814,11 @@ def main() -> None:
         rows = {key: _median_row(rs) for key, rs in got.items()}
         conc: dict[str, dict[str, Any]] = {}
         if a.k:
-            for driver in [d for d in a.conc_drivers.split(",") if d]:
+            for driver in conc_drivers:
                 r = _run_worker(["conc", driver, str(a.k), "5", base], timeout=300)
-                if r is not None:
+                if r is None:
+                    _smoke.fail(f"{driver}: C({a.k})")
+                else:
                     conc[driver] = r
                     print(f"  {driver:22s} C({a.k}) {r['wall']:6.2f} s  [{time.perf_counter() - t_start:4.0f} s]",
                           flush=True)  # fmt: skip
@@ -797,6 +829,7 @@ def main() -> None:
     print("\n" + report)
     if a.json:
         Path(a.json).write_text(json.dumps({"rows": [rows[k] for k in rows], "conc": conc, "notes": notes}, indent=1))
+    _smoke.finish()
 
 
 def _median_row(rs: list[dict[str, Any]]) -> dict[str, Any]:

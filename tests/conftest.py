@@ -1,5 +1,40 @@
-"""Shared test helpers: the recorded provider traffic (copied from ../shared/fixtures, see its INDEX.md), and a
-real PostgreSQL server (:mod:`tests.postgres`)."""
+"""Shared test helpers: the recorded provider traffic (copied from ../shared/fixtures, see its INDEX.md), a real
+PostgreSQL server (:mod:`tests.postgres`), and the settings every property test runs with.
+
+The suite runs in parallel: ``python3 make.py test`` starts several pytest-xdist worker processes
+(``--dist loadgroup``), each running a share of the tests. Servers the tests start follow one pattern:
+
+* **A session-scoped fixture is one per worker.** Each worker process instantiates it on first use and tears
+  it down when that worker ends, so a server started there belongs to one worker and is never shared. Start it
+  lazily inside the fixture (never at import: a worker that runs none of its tests starts nothing). Put its
+  files under ``tmp_path_factory.mktemp(...)`` (a folder of the worker's own) and bind it to
+  ``127.0.0.1`` port 0, or to :func:`free_port`, retrying on a port taken meanwhile (``tests.servers``
+  shows how: :class:`tests.servers.ServerProcess`). The PostgreSQL server (:mod:`tests.postgres`: a Unix
+  socket in its own folder) and the Temporal dev server (``tests/durable/conftest.py``) are built that way;
+  a browser, a node-based protocol client or an MCP reference server from npm is added the same way::
+
+      @pytest.fixture(scope="session")
+      def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+          exe = require_program("chromium")  # fails in CI when missing; skips elsewhere (tests.servers)
+          server = ServerProcess(
+              lambda port: [exe, "--headless", f"--remote-debugging-port={port}", ...],
+              log=tmp_path_factory.mktemp("chromium") / "chromium.log",
+          )
+          yield server
+          server.stop()
+
+  The program comes from a Debian package: add a row to ``SYSTEM_TOOLS`` in ``make.py`` (the program and its
+  packages) and ``make.py test`` installs it with apt-get in CI, while the venv installs.
+* **Tests that must not run at the same time share a group**: ``@pytest.mark.xdist_group("name")`` puts them
+  on one worker, one after the other (for something that cannot be had per worker: a fixed port, a global
+  file). Prefer a resource per worker.
+* ``worker_id`` (pytest-xdist's fixture: ``"gw0"``, ``"gw1"``..., ``"master"`` without workers) names
+  per-worker things that must not collide across processes (a database, a queue).
+
+Property tests (hypothesis) run with no deadline and without the "too slow" health check: with several
+workers on two cores, one example can take ten times its usual time, which says nothing about the code (speed
+is measured in ``bench/``); each test's own ``@settings`` still choose its examples.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +43,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.postgres import postgres_database, postgres_dsn, postgres_server
 
 __all__ = ["postgres_database", "postgres_dsn", "postgres_server"]  # fixtures for every test module
+
+settings.register_profile("loopctl", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("loopctl")
 
 TRAFFIC = Path(__file__).parent / "fixtures" / "provider-traffic"
 

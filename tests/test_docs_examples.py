@@ -1,40 +1,118 @@
-"""The Python a newcomer copies works: every ``python`` block of ``README.md``, ``docs/fake-server.md`` and
-``docs/agent.md``
-runs as written (each in a fresh process, in a scratch folder holding a copy of ``examples/``), except blocks
-marked ``<!-- not run: ... -->`` (they need a key or a server); the examples run and leave nothing behind;
-and all of it passes ``mypy --strict`` with the project's settings."""
+"""Every code block of the documentation site (``README.md`` and ``docs/**/*.md``, the generated API pages
+aside) is either run here or marked as not run, naming what it needs:
+
+- a ``python`` block runs as written, each in a fresh process in a scratch folder holding a copy of
+  ``examples/``; when a block titled ``Output`` follows it (```` ```text title="Output" ````), what it prints
+  must be exactly that, else it must assert what it shows. All of them (the not-run ones too) pass
+  ``mypy --strict`` with the project's settings;
+- ``<!-- not run: needs ... -->`` before a block: complete code that needs what it names (a key, a server);
+  it is type-checked, not run;
+- ``<!-- fragment: needs ... -->`` before a block: a part of a program (it names the objects it assumes); it
+  is neither run nor type-checked;
+- a page's ``bash`` blocks run in order in one scratch folder with ``bash -e`` (``loopctl`` and ``python``
+  are the project's), each ``Output`` block compared the same way; ``json`` blocks parse; every block names its language.
+
+The examples in ``examples/`` run and leave nothing behind.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/fake-server.md", "docs/agent.md")
-_BLOCK = re.compile(r"(?:<!-- not run: (?P<why>[^>]*?) -->\n)?```python\n(?P<code>.*?)```", re.DOTALL)
+_FENCE = re.compile(
+    r"^(?P<indent> *)```(?P<info>[^\n]*)\n(?P<code>.*?)^(?P=indent)```[ \t]*$", re.MULTILINE | re.DOTALL
+)
+_MARK = re.compile(r"<!-- (?P<kind>not run|fragment): (?P<why>[^>]*?) -->\s*$")
+LANGUAGES = {"python", "bash", "json", "text", "toml", "yaml", "http", "sql"}
 
 
-def blocks() -> list[tuple[str, str, str | None]]:
-    """``(id, code, why-not-run)`` for every python block of the docs."""
+@dataclass(frozen=True)
+class Block:
+    """One fenced block of a page: where it starts, its language, its text, and how it is marked."""
+
+    where: str
+    lang: str
+    title: str
+    code: str
+    mark: str | None  # "not run", "fragment" or None
+    why: str
+    output: str | None  # the text of the Output block that follows it, if one does
+
+
+def pages() -> list[Path]:
+    docs = sorted(p for p in (ROOT / "docs").glob("**/*.md") if "reference/api" not in p.as_posix())
+    return [ROOT / "README.md", *docs]
+
+
+def parse(path: Path) -> list[Block]:
+    text = path.read_text()
+    found = list(_FENCE.finditer(text))
     out = []
-    for doc in DOCS:
-        text = (ROOT / doc).read_text()
-        for m in _BLOCK.finditer(text):
-            line = text[: m.start("code")].count("\n") + 1
-            out.append((f"{doc}:{line}", m.group("code"), m.group("why")))
+    for i, m in enumerate(found):
+        info = m.group("info").strip()
+        lang = info.split()[0] if info else ""
+        title_m = re.search(r'title="([^"]*)"', info)
+        before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        mark = _MARK.search(before)
+        output = None
+        if i + 1 < len(found):
+            nxt = found[i + 1]
+            between = text[m.end() : nxt.start()]
+            if not between.strip() and 'title="Output"' in nxt.group("info"):
+                output = nxt.group("code")
+        line = text[: m.start("code")].count("\n") + 1
+        out.append(
+            Block(
+                where=f"{path.relative_to(ROOT).as_posix()}:{line}",
+                lang=lang,
+                title=title_m.group(1) if title_m else "",
+                code=m.group("code"),
+                mark=mark.group("kind") if mark else None,
+                why=mark.group("why") if mark else "",
+                output=output,
+            )
+        )
     return out
 
 
-BLOCKS = blocks()
+ALL = [b for page in pages() for b in parse(page)]
+RUN_PYTHON = [b for b in ALL if b.lang == "python" and b.mark is None]
+RUN_BASH = [b for b in ALL if b.lang == "bash" and b.mark is None]
+TYPED_PYTHON = [b for b in ALL if b.lang == "python" and b.mark != "fragment"]
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py"))
+
+
+def test_every_block_names_its_language_and_every_mark_what_it_needs() -> None:
+    bad = [f"{b.where}: no language" for b in ALL if b.lang not in LANGUAGES]
+    bad += [f"{b.where}: a mark must say what it needs" for b in ALL if b.mark and not b.why.startswith("needs ")]
+    bad += [
+        f"{b.where}: a run python block shows an Output block or asserts"
+        for b in RUN_PYTHON
+        if b.output is None and "assert " not in b.code
+    ]
+    assert bad == []
+
+
+def test_the_docs_have_runnable_blocks() -> None:
+    assert len(RUN_PYTHON) >= 10
+    assert sum(b.where.startswith("docs/fake-server.md") for b in RUN_PYTHON) == 2
+
+
+@pytest.mark.parametrize("block", [b for b in ALL if b.lang == "json" and b.mark is None], ids=lambda b: b.where)
+def test_a_json_block_parses(block: Block) -> None:
+    json.loads(block.code)
 
 
 def _env() -> dict[str, str]:
@@ -49,21 +127,19 @@ def scratch(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_the_docs_have_runnable_blocks() -> None:
-    assert len([b for b in BLOCKS if b[2] is None]) >= 5
-    assert [b[0].split(":")[0] for b in BLOCKS].count("docs/fake-server.md") == 2
-
-
 def _run_block(code: str, scratch: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", code], cwd=scratch, env=_env(), capture_output=True, text=True, timeout=120, check=False
     )
 
 
-@pytest.mark.parametrize(("where", "code"), [pytest.param(b[0], b[1], id=b[0]) for b in BLOCKS if b[2] is None])
-def test_a_docs_block_runs_as_written(where: str, code: str, scratch: Path) -> None:
+@pytest.mark.parametrize("block", RUN_PYTHON, ids=lambda b: b.where)
+def test_a_docs_block_runs_as_written(block: Block, scratch: Path) -> None:
+    code, where = block.code, block.where
     done = _run_block(code, scratch)
     assert done.returncode == 0, f"{where}\n{done.stdout}\n{done.stderr}"
+    if block.output is not None:
+        assert done.stdout == block.output, f"{where}: the printed output is not the page's Output block"
     if "workflow_id=" in code:
         # A durable example keeps its records in the folder it runs from: run again, the workflow id has
         # already run and its recorded run comes back. The README's DBOS block waited forever for an approval
@@ -71,6 +147,25 @@ def test_a_docs_block_runs_as_written(where: str, code: str, scratch: Path) -> N
         assert (done.stdout, done.stderr) == ("Sent.\n", "")
         again = _run_block(code, scratch)
         assert (again.returncode, again.stdout, again.stderr) == (0, "Sent.\n", "")
+
+
+BASH_PAGES = sorted({b.where.split(":")[0] for b in RUN_BASH})
+
+
+@pytest.mark.parametrize("page", BASH_PAGES)
+def test_a_pages_bash_blocks_run_as_written(page: str, scratch: Path) -> None:
+    # A page's blocks run in order in one folder: a later block may use what an earlier one made.
+    env = _env()
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["LOOPCTL_DEMO_DELAY"] = "0"
+    for block in [b for b in RUN_BASH if b.where.startswith(page + ":")]:
+        done = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", block.code], cwd=scratch, env=env, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{block.where}\n{done.stdout}\n{done.stderr}"
+        if block.output is not None:
+            assert done.stdout == block.output, block.where
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
@@ -96,7 +191,8 @@ def _mypy(folder: str) -> dict[str, list[str]]:
     base = Path(folder)
     base.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
-    for where, code, _ in BLOCKS:
+    for block in TYPED_PYTHON:
+        where, code = block.where, block.code
         # mypy caches by module name: a name of its own for each text, never an earlier block's.
         p = base / f"docs_block_{hashlib.sha256(code.encode()).hexdigest()[:16]}.py"
         p.write_text(code)
@@ -121,7 +217,7 @@ def _mypy(folder: str) -> dict[str, list[str]]:
     return errors
 
 
-TYPED = [(b[0], b[1]) for b in BLOCKS] + [(f"examples/{p.name}", p.read_text()) for p in EXAMPLES]
+TYPED = [(b.where, b.code) for b in TYPED_PYTHON] + [(f"examples/{p.name}", p.read_text()) for p in EXAMPLES]
 
 
 @pytest.mark.parametrize("where", [pytest.param(where, id=where) for where, _ in TYPED])
@@ -147,3 +243,53 @@ def test_docs_cite_only_sources_a_user_can_open() -> None:
             if _PRIVATE.search(_PUBLIC_GUIDES.sub("", line)):
                 found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert found == []
+
+
+def _table_rows(page: str) -> dict[str, list[str]]:
+    """``| `Name` | `field`, `field` | ... |`` rows of a page: name -> fields."""
+    rows: dict[str, list[str]] = {}
+    for line in (ROOT / page).read_text().splitlines():
+        m = re.match(r"\| `(\w+)` \| ((?:`\w+`(?:, )?)*) \|", line)
+        if m:
+            rows[m.group(1)] = re.findall(r"`(\w+)`", m.group(2))
+    return rows
+
+
+def test_the_streaming_guide_lists_every_event_and_its_fields() -> None:
+    # The table of events is the guide's promise: a new event or field must appear in it.
+    import dataclasses
+    import typing
+
+    from loopctl.engine import LoopEvent, events
+    from loopctl.stream import StreamEvent
+
+    rows = _table_rows("docs/guides/streaming.md")
+    for union in (LoopEvent, StreamEvent):
+        for cls in typing.get_args(union):
+            if isinstance(cls, typing.ForwardRef):
+                cls = getattr(events, cls.__forward_arg__)
+            assert rows.get(cls.__name__) == [f.name for f in dataclasses.fields(cls)], cls.__name__
+
+
+def test_the_format_versions_the_docs_state_are_the_codes() -> None:
+    # docs/sessions.md showed a session state whose machine had format_version 1, three versions behind.
+    from loopctl import message, session, store
+    from loopctl.engine import machine
+
+    versions = {
+        "FORMAT_VERSION": message.FORMAT_VERSION,
+        "SESSION_FORMAT_VERSION": session.SESSION_FORMAT_VERSION,
+        "STATE_FORMAT_VERSION": store.STATE_FORMAT_VERSION,
+        "SCHEMA_VERSION": store.SCHEMA_VERSION,
+        "MACHINE_FORMAT_VERSION": machine.MACHINE_FORMAT_VERSION,
+    }
+    wrong = []
+    for path in [ROOT / "README.md", *ROOT.glob("docs/**/*.md"), *ROOT.glob("src/**/*.py")]:
+        text = path.read_text()
+        for m in re.finditer(r"(?<![A-Z_])([A-Z_]*VERSION)`? *= *(\d+)", text):
+            if m.group(1) in versions and path.suffix == ".md" and int(m.group(2)) != versions[m.group(1)]:
+                wrong.append(f"{path.relative_to(ROOT)}: {m.group(0)}")
+        for m in re.finditer(r'"machine": *\{"format_version": *(\d+)', text):
+            if int(m.group(1)) != versions["MACHINE_FORMAT_VERSION"]:
+                wrong.append(f"{path.relative_to(ROOT)}: {m.group(0)}")
+    assert wrong == []

@@ -139,3 +139,46 @@ def test_the_demo_ends_with_a_command_that_runs_as_printed(
     with SQLiteStore(root / ".loopctl" / "sessions.db") as store:
         assert [s.id for s in store.sessions()] == [session.id]
         assert store.load(session.id).messages[-2] == Message.user("Anything left?")
+
+
+def test_missing_system_tools_are_installed_with_one_apt_get_install() -> None:
+    m = make()
+    installed: set[str] = set()
+
+    def run(cmd: list[str], **kw: Any) -> Any:
+        if cmd[:2] == ["apt-get", "install"]:
+            installed.update(cmd[4:])
+        return SimpleNamespace(returncode=0)
+
+    tools = {
+        "browser": m.SystemTool(lambda: "chromium" in installed or None, ("chromium",)),
+        "postgresql": m.SystemTool(lambda: "postgresql" in installed or None, ("postgresql",)),
+        "node": m.SystemTool(lambda: "/usr/bin/node", ("nodejs",)),  # there already
+    }
+    calls: list[list[str]] = []
+    found = m.ensure_system(
+        tools, run=lambda cmd, **kw: (calls.append(cmd), run(cmd, **kw))[1], is_root=True, has_apt=True
+    )
+    assert found == {"browser": True, "postgresql": True, "node": True}
+    assert calls == [
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "postgresql"],
+    ]
+
+
+def test_a_tool_still_missing_after_the_install_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    m = make()
+    tools = {"browser": m.SystemTool(lambda: None, ("chromium",))}
+    found = m.ensure_system(tools, run=Recorder(), is_root=True, has_apt=True)
+    assert found == {"browser": False}
+    assert "chromium installed, but browser is still not found" in capsys.readouterr().out
+
+
+def test_pytest_runs_on_workers_unless_the_arguments_choose(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = make()
+    monkeypatch.delenv("LOOPCTL_TEST_WORKERS", raising=False)
+    assert m._pytest_args(["tests/store"]) == ["-n", str(m.DEFAULT_WORKERS), "tests/store"]
+    assert m._pytest_args(["-n", "0", "tests/store"]) == ["-n", "0", "tests/store"]
+    assert m._pytest_args(["-n2"]) == ["-n2"]
+    monkeypatch.setenv("LOOPCTL_TEST_WORKERS", "3")
+    assert m._pytest_args([]) == ["-n", "3"]

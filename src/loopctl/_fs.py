@@ -1,4 +1,4 @@
-"""File-system helpers: atomic writes.
+"""File-system helpers: atomic writes, private folders.
 
 A write goes to a temporary file in the target's folder, is flushed to disk (fsync), and replaces the
 target in one rename, so a crash mid-write leaves the old file intact and never a half-written one.
@@ -13,7 +13,7 @@ import secrets
 import stat
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes"]
+__all__ = ["atomic_write_bytes", "make_private_folders"]
 
 
 def atomic_write_bytes(
@@ -62,3 +62,23 @@ def _fsync_folder(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def make_private_folders(folder: str | os.PathLike[str]) -> None:
+    """Create ``folder`` and each missing folder above it private to their owner (0o700, whatever the umask:
+    they will hold whole conversations). Folders that exist are left as they are. Raises ``OSError``."""
+    target = Path(folder)
+    missing: list[Path] = []
+    while not target.is_dir():
+        missing.append(target)
+        if target.parent == target:
+            break
+        target = target.parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            if not path.is_dir():
+                raise
+            continue  # made by another process meanwhile: its owner chose its mode
+        os.chmod(path, 0o700)  # mkdir's mode is masked by the umask

@@ -14,6 +14,7 @@ This module is pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "CompactionOverflow",
     "ConcurrentUpdate",
     "ConnectionFailed",
+    "OVERFLOW_NUMBERS",
     "ContextOverflow",
     "ConversationFileError",
     "CostUnknown",
@@ -77,6 +79,8 @@ class LoopError(Exception):
 
     ``str(err)`` is a human sentence naming what went wrong and where. :attr:`retryable` says whether the
     same operation may succeed if tried again later.
+
+    ``message`` is that sentence, also kept as :attr:`message`.
     """
 
     retryable: bool = False
@@ -134,7 +138,8 @@ class InvalidConversation(LoopError, ValueError):
 class ConversationFileError(LoopError, ValueError):
     """A conversation file that cannot be read: not JSON, the wrong shape, or a newer ``format_version``.
 
-    :attr:`source` names the file (a path, or ``"<string>"``). Reading never changes the file.
+    :attr:`source` names the file (a path, or ``"<string>"``) and ``problem`` says what is wrong with it.
+    Reading never changes the file.
     """
 
     def __init__(self, source: str, problem: str) -> None:
@@ -242,7 +247,25 @@ class InvalidRequest(ProviderError):
 
 
 class ContextOverflow(InvalidRequest):
-    """The request is longer than the model's context window (a provider 400 that says so)."""
+    """The request is longer than the model's context window (a provider 400 that says so).
+
+    :attr:`prompt_tokens` is the size of the prompt the provider refused and :attr:`context_window` the most
+    it would have taken for that request (its window, less the output tokens asked for when it counts them
+    too), both in the provider's tokens; ``None`` when it did not say. When not given, they are read from the
+    provider's error: llama.cpp's ``n_prompt_tokens`` and ``n_ctx`` fields, else the numbers in the message
+    as each provider words it (see :data:`OVERFLOW_NUMBERS`).
+    """
+
+    def __init__(
+        self, message: str, *, prompt_tokens: int | None = None, context_window: int | None = None, **kw: Any
+    ) -> None:
+        super().__init__(message, **kw)
+        if prompt_tokens is None or context_window is None:
+            found = overflow_counts(self.provider_message or message, self.body)
+            if found is not None:
+                prompt_tokens, context_window = found
+        self.prompt_tokens = prompt_tokens
+        self.context_window = context_window
 
 
 class ModelNotFound(InvalidRequest):
@@ -303,7 +326,10 @@ class HookFailed(LoopError):
     this error. :attr:`hook` names the hook (its ``name`` attribute, else its class), :attr:`method` the
     method (``before_model``, ``after_model``, ``before_tool``, ``after_tool``), :attr:`call_id` the tool
     call whose ``before_tool`` or ``after_tool`` it was (``None`` for the model's hooks); the hook's own
-    exception is the ``__cause__``."""
+    exception is the ``__cause__``.
+
+    ``problem`` is a sentence on what went wrong (the exception, or what the method returned).
+    """
 
     def __init__(self, hook: str, method: str, problem: str, *, call_id: str | None = None) -> None:
         self.hook = hook
@@ -526,3 +552,77 @@ class OutputInvalid(RunError):
     def __init__(self, message: str, run: Run[Any], errors: list[str]) -> None:
         self.errors = errors
         super().__init__(message, run)
+
+
+# --- the numbers of a context overflow -------------------------------------------------------------------------
+
+_N = r"(\d[\d,]*)"
+
+OVERFLOW_NUMBERS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum", and "input length and `max_tokens` exceed
+    # context limit: 188240 + 21333 > 200000".
+    (re.compile(_N + r" tokens > " + _N), "n max"),
+    (re.compile(r"exceed context limit: " + _N + r" \+ " + _N + r" > " + _N), "n out window"),
+    # llama.cpp (tools/server/server-context.cpp, ERROR_TYPE_EXCEED_CONTEXT_SIZE): "request (12010 tokens)
+    # exceeds the available context size (8192 tokens), try increasing it".
+    (re.compile(r"\(" + _N + r" tokens\) exceeds the available context size \(" + _N + r" tokens\)"), "n max"),
+    # vLLM (vllm/renderers/params.py): "You passed 9000 input tokens and requested 1000 output tokens. However,
+    # the model's context length is only 8192 tokens, resulting in a maximum input length of 7192 tokens."
+    (re.compile(r"passed " + _N + r" input tokens.*?maximum input length of " + _N + r" tokens", re.S), "n max"),
+    # vLLM (vllm/entrypoints/openai/serving_engine.py, v0.10.2 on): "'max_tokens' or 'max_completion_tokens' is
+    # too large: 1000. This model's maximum context length is 8192 tokens and your request has 7500 input tokens
+    # (1000 > 8192 - 7500)."
+    (re.compile(r"too large: " + _N + r"\. This model's maximum context length is " + _N + r" tokens and your "
+                r"request has " + _N + r" input tokens"), "out window n"),
+    # vLLM's later wording: "This model's maximum context length is 32768 tokens. However, you requested 1000
+    # output tokens and your prompt contains at least 32000 input tokens, for a total of ...".
+    (re.compile(r"maximum context length is " + _N + r" tokens\. However, you requested " + _N + r" output "
+                r"tokens and your prompt contains (?:at least )?" + _N + r" input tokens"), "window out n"),
+    # vLLM (vllm/entrypoints/renderer.py): "This model's maximum context length is 8192 tokens. However, your
+    # request has 9000 input tokens. Please reduce the length of the input messages."
+    (re.compile(r"maximum context length is " + _N + r" tokens\. However, your request has " + _N + " input tokens"),
+     "max n"),
+    # OpenAI, and vLLM before 0.10.2: "This model's maximum context length is 8192 tokens. However, you requested
+    # 9224 tokens (1224 in the messages, 8000 in the completion)."
+    (re.compile(r"maximum context length is " + _N + r" tokens\. However, you requested " + _N + r" tokens \("
+                + _N + r" in the messages, " + _N + r" in the completion\)"), "window total n out"),
+    # OpenAI: "This model's maximum context length is 128000 tokens. However, your messages resulted in 130532
+    # tokens."
+    (re.compile(r"maximum context length is " + _N + r" tokens.*?resulted in " + _N + r" tokens", re.S), "max n"),
+    # Gemini: "The input token count (1572864) exceeds the maximum number of tokens allowed (1048576)".
+    (re.compile(r"input token count \(" + _N + r"\) exceeds the maximum number of tokens allowed \(" + _N + r"\)"),
+     "n max"),
+    # Ollama's MLX runner (x/mlxrunner/pipeline.go): "input length (9000 tokens) exceeds the model's maximum
+    # context length (8192 tokens)".
+    (re.compile(r"input length \(" + _N + r" tokens\) exceeds the model's maximum context length \(" + _N
+                + r" tokens\)"), "n max"),
+)  # fmt: skip
+"""How each provider states the size of a prompt it refused and the most it takes: a pattern, and the names of
+its groups in order (``n``: the prompt's tokens; ``max``: the most it takes; ``window``, ``out``: the window and
+the output tokens asked for, whose difference is the most it takes; ``total``: ignored)."""
+
+
+def overflow_counts(message: str | None, body: object = None) -> tuple[int, int] | None:
+    """``(prompt tokens, the most the provider takes)`` from a context-overflow error: llama.cpp's
+    ``n_prompt_tokens`` and ``n_ctx`` fields in ``body``'s ``error`` object, else the first of
+    :data:`OVERFLOW_NUMBERS` that matches ``message``; ``None`` when neither gives them."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        n, ctx = error.get("n_prompt_tokens"), error.get("n_ctx")
+        if isinstance(n, int) and isinstance(ctx, int) and _whole(n) and _whole(ctx):
+            return n, ctx
+    if not message:
+        return None
+    for pattern, names in OVERFLOW_NUMBERS:
+        found = pattern.search(message)
+        if found is None:
+            continue
+        got = dict(zip(names.split(), (int(g.replace(",", "")) for g in found.groups()), strict=True))
+        most = got["max"] if "max" in got else got["window"] - got["out"]
+        if most > 0:
+            return got["n"], most
+    return None
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -95,9 +95,7 @@ class OutputTool(Generic[T]):
         self: OutputTool[T], type: builtins.type[T], *, name: str = ..., description: str | None = ...
     ) -> None: ...
     @overload
-    def __init__(
-        self: OutputTool[Any], type: object, *, name: str = ..., description: str | None = ...
-    ) -> None: ...
+    def __init__(self: OutputTool[Any], type: object, *, name: str = ..., description: str | None = ...) -> None: ...
     def __init__(self, type: Any, *, name: str = DEFAULT_TOOL_NAME, description: str | None = None) -> None:  # noqa: A002
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
             raise ValueError(f"an output tool's name must be 1-64 letters, digits, '_' or '-', got {name!r}")
@@ -190,6 +188,9 @@ class OutputSchema(Generic[T]):
     reply's text; both return the ``T`` value or raise ``ValueError`` whose ``args[0]`` is the list of
     problems, one sentence each (``location: message``), the text the model is sent. Raises ``TypeError`` for
     a type pydantic cannot describe.
+
+    ``type_`` is the output type (a pydantic model, a dataclass, a ``TypedDict``, a union, a ``list[...]`` or a
+    scalar).
     """
 
     __slots__ = ("_adapter", "_wrapper", "json_schema", "type", "wrapped")

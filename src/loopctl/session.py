@@ -63,7 +63,10 @@ class Session:
 
     @classmethod
     def from_bytes(cls, data: bytes | str, *, source: str = "<session>") -> Session:
-        """Read a session; raises ``ConversationFileError`` naming ``source`` for anything unreadable."""
+        """Read a session; raises ``ConversationFileError`` naming ``source`` for anything unreadable.
+
+        ``data`` is the file's JSON (bytes or text).
+        """
         try:
             doc = loads_exact(data)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError as exc:

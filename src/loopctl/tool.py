@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -97,7 +96,10 @@ or :class:`ForceTool` (that tool)."""
 def check_tool_choice(choice: object) -> None:
     """Refuse a ``tool_choice`` that is not a :data:`ToolChoice` (``None`` is fine: the provider's default).
     Raises ``ValueError``; every request and run checks its own, so no codec meets one (they disagreed on
-    what to do with it)."""
+    what to do with it).
+
+    ``choice`` is the value to check.
+    """
     if choice is None or choice in ("auto", "none", "required"):
         return
     if isinstance(choice, ForceTool) and isinstance(choice.name, str) and choice.name:
@@ -186,7 +188,10 @@ class ToolSpend:
     tool_calls: int = 0
 
     def plus(self, other: ToolSpend) -> ToolSpend:
-        """Both spends together (a cost unknown in either is unknown)."""
+        """Both spends together (a cost unknown in either is unknown).
+
+        ``other`` is the spend to add.
+        """
         cost = None if self.cost is None or other.cost is None else self.cost + other.cost
         return ToolSpend(
             self.usage + other.usage, cost, self.requests + other.requests, self.tool_calls + other.tool_calls
@@ -215,6 +220,22 @@ class RunContext(Generic[DepsT]):
     turn: int = 0
 
 
+class _StopFlag:
+    """A flag set once, read from any thread: a bool attribute (a store and a load of one reference are atomic),
+    cheaper to make than a ``threading.Event`` on every call and enough, as nothing waits on it."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext(Generic[DepsT_co]):
     """What a running tool may know about its call: the provider's ``call_id``, the tool ``name``, the run's
@@ -234,7 +255,7 @@ class ToolContext(Generic[DepsT_co]):
     deps: DepsT_co = None  # type: ignore[assignment]
     usage: Usage = field(default_factory=Usage)
     turn: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    _stop: _StopFlag = field(default_factory=_StopFlag, repr=False, compare=False)
     _spend: list[ToolSpend] = field(default_factory=list, repr=False, compare=False)
 
     def record_usage(
@@ -302,7 +323,10 @@ class Tool(Protocol[ToolDepsT_contra]):
         ...
 
     def call(self, input: Any, context: ToolContext[ToolDepsT_contra]) -> Awaitable[Any]:  # noqa: A002 - the wire name
-        """Run the tool on the model's ``input``."""
+        """Run the tool on the model's ``input``.
+
+        ``context`` is the call's :class:`ToolContext` (deps, the run's usage, the call id, a way to stop the run).
+        """
         ...
 
 
@@ -321,6 +345,9 @@ class FunctionTool(Generic[ToolDepsT_contra]):
     receives the call's context, the run's ``deps`` included, and is not part of the schema.
     ``requires_approval=True`` defers every call of the tool until it is approved (``loop.run(approvals=...)``).
     ``repeatable=True`` exempts its calls from loop detection (a polling tool: the same call, new results).
+
+    ``fn`` is the function (sync or async); ``name`` and ``description`` override the function's name and its
+    docstring's first paragraph.
 
     ``FunctionTool[D]`` is the tool of a function whose first parameter is a ``ToolContext[D]`` (mypy infers
     ``D``); a function without one makes a ``FunctionTool[object]``, which runs with any deps. (Put the
@@ -405,7 +432,10 @@ class FunctionTool(Generic[ToolDepsT_contra]):
             raise ToolInputError(_describe_validation(exc)) from None
 
     async def call(self, input: Any, context: ToolContext[ToolDepsT_contra]) -> Any:  # noqa: A002 - the wire name
-        """Validate ``input`` and run the function. Raises :class:`ToolInputError` for bad input."""
+        """Validate ``input`` and run the function. Raises :class:`ToolInputError` for bad input.
+
+        ``context`` is the call's :class:`ToolContext`, handed to a function that takes one.
+        """
         parsed = self._parse(input)
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         if self._context_param is not None:
@@ -484,6 +514,9 @@ def tool(
     ``requires_approval=True`` defers every call until it is approved; ``repeatable=True`` exempts the tool's
     calls from loop detection, for a tool called the same way for new results (polling a job's status, a
     growing log): ``docs/guardrails.md``.
+
+    ``fn`` is the function, when used bare (``@tool``); ``inline=True`` runs a sync function on the event
+    loop rather than in a worker thread (for a quick function that must not leave the loop's thread).
     """
     if fn is not None:
         return FunctionTool(

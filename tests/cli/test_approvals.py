@@ -71,7 +71,9 @@ def test_approve_lists_the_pending_calls_inert(tmp_path: Path) -> None:
     assert code == 0, err
     assert "session s1 awaits 1 call(s):" in out
     assert "  w1  write_file  — it changes a file\n" in out
-    assert '        "content": "\\u001b[31mred\\u001b[0m"\n' in out  # the escape is shown, not sent
+    # A write is shown as `loopctl run` shows it before asking: the path, then the diff (issue 18, item 21).
+    assert "      wants to create notes.txt\n" in out
+    assert "      +\\x1b[31mred\\x1b[0m\n" in out  # the escape is shown, not sent
     assert "\x1b[31m" not in out
     assert not (root / "notes.txt").exists()
 
@@ -87,7 +89,7 @@ def test_approve_shows_the_whole_input_however_long_a_value_before_it(
     paused_session(db, root, call)
     code, out, err = loopctl("approve", "s1", "--store", str(db), "--list")
     assert code == 0, err
-    assert '        "path": ".ssh/config"\n' in out and long + "\\u202eevil" in out
+    assert "      wants to create .ssh/config\n" in out and long + "\\u202eevil" in out
     assert "\u202e" not in out and "…" not in out
     capsys.readouterr()
     decide_interactively([PendingApproval(call, "it changes a file")], lambda text, **kw: "s")
@@ -107,7 +109,7 @@ def test_approve_decides_and_continues_the_run_in_a_new_process(tmp_path: Path) 
     assert code == 0, err
     assert (root / "notes.txt").read_text() == "one\n" and not (root / "other.txt").exists()
     assert "● completed" in out and "w1 write_file: ran" in out and "w2 write_file: not run" in out
-    sent = server.requests[0].body["messages"]
+    sent = next(r for r in server.requests if r.api is not None).body["messages"]  # after the context probes
     tool_messages = [m for m in sent if m["role"] == "tool"]
     assert [(m["tool_call_id"], m["content"]) for m in tool_messages][1] == ("w2", "[tool error] not that one")
     store = SQLiteStore(db)

@@ -202,7 +202,7 @@ def test_a_run_killed_with_sigkill_resumes_and_never_forgets_the_write(mark: str
         seen.append(line)
         if line.startswith(mark):
             break
-        assert time.monotonic() - started < 30, seen
+        assert time.monotonic() - started < 120, seen  # a hang guard (process starts are slow on a loaded machine)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     assert proc.returncode == -signal.SIGKILL

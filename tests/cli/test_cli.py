@@ -337,7 +337,7 @@ def test_in_a_terminal_a_write_asks_first(answer: bytes, project: Path, tmp_path
 @pytest.mark.parametrize(
     ("spec", "variable", "url_variable"),
     [
-        ("anthropic:claude-x", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+        ("anthropic:claude-x", "ANTHROPIC_API_KEY", None),
         ("openai:gpt-4o", "OPENAI_API_KEY", None),
         ("openai-responses:gpt-5", "OPENAI_API_KEY", None),
         ("gemini:gemini-3-pro", "GOOGLE_API_KEY or GEMINI_API_KEY", "GEMINI_BASE_URL"),
@@ -346,8 +346,9 @@ def test_in_a_terminal_a_write_asks_first(answer: bytes, project: Path, tmp_path
 def test_a_missing_key_exits_2_naming_the_variable_without_touching_the_network(
     spec: str, variable: str, url_variable: str | None, project: Path, tmp_path: Path
 ) -> None:
-    # The provider's base URL points at a server that records any request (OPENAI_BASE_URL would lift the
-    # need for a key, so OpenAI goes to its real default, which no request reaches either).
+    # The provider's base URL points at a server that records any request (OPENAI_BASE_URL and
+    # ANTHROPIC_BASE_URL lift the need for a key, so OpenAI and Anthropic go to their real defaults, which no
+    # request reaches either).
     with FakeProviderServer([]) as server:
         extra = {url_variable: server.base_url} if url_variable else {}
         done = loopctl("run", "hello", "--model", spec, "--root", str(project), cwd=tmp_path, **extra)
@@ -399,7 +400,7 @@ def test_ctrl_c_cancels_with_exit_130_and_saves_a_coherent_session(project: Path
         seen.append(line.rstrip())
         if line.startswith("  ✓ list_files"):
             break
-        assert time.monotonic() - started < 30, seen
+        assert time.monotonic() - started < 120, seen  # a hang guard (process starts are slow on a loaded machine)
     proc.send_signal(signal.SIGINT)  # the second model call is streaming now
     rest, err = proc.communicate(timeout=30)
     out = seen + lines(rest)
@@ -609,7 +610,7 @@ def test_ctrl_c_stops_a_run_stuck_in_a_catastrophic_search(tmp_path: Path) -> No
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=30)
-    assert time.monotonic() - sent < 3
+    assert time.monotonic() - sent < 10  # not the 40 s of matching (a margin for a loaded CI machine)
     assert proc.returncode == 130
     assert "● cancelled" in rest
     saved = Session.load(session).machine

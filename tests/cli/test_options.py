@@ -12,7 +12,7 @@ import pytest
 from loopctl import __version__
 from loopctl.message import Message, MessagePart, Role
 from loopctl.session import Session
-from loopctl.testing import FakeProviderServer
+from loopctl.testing import FakeProviderServer, LocalServer
 from loopctl.testing.server import RecordedRequest
 from tests.cli.test_cli import SAMPLE, lines, loopctl
 
@@ -43,10 +43,59 @@ def test_base_url_reaches_an_openai_compatible_server_with_no_key_and_resume_kee
         again = loopctl("run", "And now?", "--resume", str(session), cwd=tmp_path)
         assert again.returncode == 0, again.stderr
         assert "Still a notes file." in again.stdout
-    assert [(r.api, r.body["model"], r.path) for r in server.requests] == [
+    calls = [r for r in server.requests if r.api is not None]
+    assert [(r.api, r.body["model"], r.path) for r in calls] == [
         ("openai-chat", "local-llama", "/v1/chat/completions")
     ] * 3
+    # Before each run the server was asked its context (it answers none of the questions: a plain server).
+    probes = [r.path for r in server.requests if r.api is None]
+    assert probes == ["/v1/models", "/props", "/api/ps"] * 2
+    assert [r.body["max_tokens"] for r in calls] == [4096] * 3  # a server that reports nothing: half of 8,192
     assert Session.load(session).metadata["cli"]["base_url"] == url
+
+
+@pytest.mark.parametrize(
+    ("local", "max_tokens"),
+    [
+        (LocalServer("llama.cpp", context_window=8192, model="local-llama"), 2048),
+        (LocalServer("vllm", context_window=16_384, model="local-llama"), 4096),
+        (LocalServer("ollama", context_window=131_072, model="local-llama"), 8192),
+    ],
+    ids=["llama.cpp", "vllm", "ollama"],
+)
+def test_run_asks_a_local_server_for_an_output_limit_that_fits_its_context(
+    local: LocalServer, max_tokens: int, project: Path, tmp_path: Path
+) -> None:
+    # Issue 18, items 23 and 24: `loopctl run` sent no output limit (a local server generated for 164 s until
+    # its context was full) and took every model's window to be 200,000 tokens. The window is learnt from the
+    # server, and the limit (a quarter of it, at most 8,192) fits; --max-tokens still decides.
+    with FakeProviderServer(["Hello.", "Hello again."], local=local) as server:
+        base = ["run", "Say hello.", "--model", "openai:local-llama", "--base-url", server.openai_base_url,
+                "--root", str(project), "--session"]  # fmt: skip
+        done = loopctl(*base, str(tmp_path / "a.json"), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        done = loopctl(*base, str(tmp_path / "b.json"), "--max-tokens", "100", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    calls = [r for r in server.requests if r.api is not None]
+    assert [r.body["max_tokens"] for r in calls] == [max_tokens, 100]
+    assert all("max_completion_tokens" not in r.body for r in calls)  # Ollama reads only max_tokens
+
+
+async def test_the_window_a_run_fills_is_the_models_less_a_replys_room() -> None:
+    from loopctl.cli.run import model_sizes
+    from loopctl.providers import from_string
+
+    with FakeProviderServer([], local=LocalServer("llama.cpp", context_window=8192, model="m")) as server:
+        client = from_string("openai:m", base_url=server.openai_base_url)
+        assert await model_sizes(client, "openai:m", None, None) == (8192 - 2048, 2048)
+        assert await model_sizes(client, "openai:m", 20_000, 1_000) == (19_000, 1_000)
+        await client.aclose()
+    client = from_string("openai:gpt-4o-mini", api_key="k")
+    assert await model_sizes(client, "openai:gpt-4o-mini", None, None) == (128_000 - 16_384, 16_384)
+    await client.aclose()
+    client = from_string("anthropic:some-future-model", api_key="k")
+    assert await model_sizes(client, "anthropic:some-future-model", None, None) == (200_000 - 8_192, 8_192)
+    await client.aclose()
 
 
 def test_base_url_does_not_apply_to_the_demo(project: Path, tmp_path: Path) -> None:
@@ -79,7 +128,6 @@ def test_a_provider_with_no_model_name_says_so(spec: str, project: Path, tmp_pat
             "loopctl run",
         ),
         (["run", "x", "--frobnicate"], "No such option '--frobnicate'.", "loopctl run"),
-        (["show", "missing.json"], "Invalid value for 'FILE': File 'missing.json' does not exist.", "loopctl show"),
         (["frob"], "No such command 'frob'.", "loopctl"),
     ],
 )

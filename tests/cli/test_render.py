@@ -4,6 +4,7 @@ shows all the text and thinking that streamed, and tool calls and results one li
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -146,3 +147,68 @@ async def test_a_tool_the_provider_ran_gets_one_inert_line(stream: bool) -> None
         "Here is the news.",
     ]
     assert "\x1b" not in out.getvalue()
+
+
+# --- tabs (issue 18, item 21) ---------------------------------------------------------------------------------
+
+
+def test_streamed_text_expands_its_tabs_the_same_however_the_stream_was_cut() -> None:
+    # Each streamed piece was printed on its own, so a tab expanded from wherever the piece began: the same
+    # table came out at different widths depending on where the deltas were cut.
+    from loopctl.engine import ModelStreamEvent
+    from loopctl.stream import TextDelta
+
+    text = "name\tsize\nfoo.py\t120\nbar_long_name.py\t7\n"
+    shown = set()
+    for cut in (1, 3, 5, 7, 11):
+        out = io.StringIO()
+        transcript = Transcript(Console(file=out, width=200, highlight=False))
+        for i in range(0, len(text), cut):
+            transcript(ModelStreamEvent(1, TextDelta(index=0, text=text[i : i + cut])))
+        transcript.close()
+        shown.add(out.getvalue())
+    assert shown == {"name    size\nfoo.py  120\nbar_long_name.py        7\n\n"}
+
+
+def test_a_tab_in_a_result_line_is_shown_as_a_mark_not_a_jump() -> None:
+    from loopctl.engine import ToolCallFinished
+
+    out = io.StringIO()
+    transcript = Transcript(Console(file=out, width=200, highlight=False))
+    for path in ("a.tsv", "a_much_longer_name.tsv"):
+        call = MessagePart.tool_call("c1", "read_file", {"path": path})
+        transcript(ToolCallFinished(1, call, MessagePart.tool_result("c1", "read_file", "x\ty", False), 0.0))
+    assert out.getvalue().splitlines() == [
+        "  ✓ read_file(a.tsv): x⇥y  [1 line]",
+        "  ✓ read_file(a_much_longer_name.tsv): x⇥y  [1 line]",
+    ]
+
+
+def test_a_read_file_result_keeps_its_columns_in_sessions_show_and_show(tmp_path: Path) -> None:
+    # The first line of a tool result followed "[Tool Result: ", so its tabs jumped to other columns than the
+    # next lines'. A result of several lines now starts on a line of its own, its tabs counted from there.
+    from click.testing import CliRunner
+
+    from loopctl.cli import main
+    from loopctl.engine import LoopMachine
+    from loopctl.session import Session
+    from loopctl.store import SQLiteStore
+
+    m = LoopMachine()
+    m.accept_input("list the sizes")
+    m.model_response(Message.new(Role.ASSISTANT, [MessagePart.tool_call("c1", "read_file", {"path": "s.tsv"})]),
+                     {"read_file"}, 5)  # fmt: skip
+    table = "name\tsize\nfoo.py\t120\nbar_long_name.py\t7"
+    m.tool_results([Message.new(Role.USER, [MessagePart.tool_result("c1", "read_file", table)])])
+    m.model_response(Message.assistant("a\tb"), set(), 9)
+    Session(m, model="demo", root="/w").save(tmp_path / "s.json")
+    with SQLiteStore(tmp_path / "s.db") as store:
+        store.import_file(tmp_path / "s.json", session_id="s")
+    expected = ["[Tool Result:", "name    size", "foo.py  120", "bar_long_name.py        7]"]
+    for args in (["sessions", "--store", str(tmp_path / "s.db"), "show", "s"], ["show", str(tmp_path / "s.json")]):
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        out = result.output.splitlines()
+        start = out.index("[Tool Result:")
+        assert out[start : start + 4] == expected
+        assert "a       b" in out

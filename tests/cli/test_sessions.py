@@ -17,7 +17,7 @@ from loopctl.cli import DEMO_DELAY_VAR, main
 from loopctl.engine import LoopMachine
 from loopctl.message import Message, check_conversation
 from loopctl.session import Session
-from loopctl.store import SQLiteStore
+from loopctl.store import SessionState, SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "examples" / "sample-project"
@@ -195,6 +195,48 @@ def test_the_sessions_commands_in_the_default_store(tmp_path: Path, monkeypatch:
     store.close()
 
 
+def test_fork_at_a_reply_that_called_tools_answers_them_and_verify_and_check_see_an_unanswered_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 18, item 11: `fork --at` the reply made a session every `--resume` of which failed, while `check`
+    # and `verify` called it sound.
+    from loopctl.message import MessagePart, Role, ToolResultPart
+    from loopctl.store.base import FORKED_HERE
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOOPCTL_STORE", raising=False)
+    reply = Message.new(Role.ASSISTANT, [MessagePart.tool_call("w1", "write_file", {"path": "a", "content": "x"})])
+    answered = Message.new(Role.USER, [MessagePart.tool_result("w1", "write_file", "wrote a")])
+    store = SQLiteStore(Path(tmp_path, ".loopctl", "sessions.db"))
+    done = store.append("s1", [Message.user("write a"), reply, answered, Message.assistant("ok")], expected_head=None)
+    code, out = invoke("fork", "s1", "--at", done.node_ids[1][:10], "--as", "redo")
+    assert code == 0
+    assert out.startswith(
+        "forked s1 as redo (3 messages; the tool calls of its last reply were answered as not run); continue with"
+    )
+    (answer,) = store.load("redo").messages[-1].parts
+    assert isinstance(answer, ToolResultPart) and str(answer.output) == FORKED_HERE
+    assert invoke("verify", "redo") == (0, "redo: 3 messages, every hash matches\n")
+    # a head that ends on the reply (made by hand, or by a fork of an older release) is reported
+    store.append("cut", [Message.user("write a"), reply], expected_head=None)
+    code, out = invoke("verify", "cut")
+    assert code == 1
+    node = store.load("cut").node_ids[1][:12]
+    assert out == (
+        f"session 'cut', node {node} (message 1, messages[1].parts[0]): tool call 'w1' has no result, and no run is "
+        "waiting for it: the conversation cannot be continued (no provider takes new input after it) "
+        "[tool_call_answered_before_next_assistant]\n"
+    )
+    code, _ = invoke("export", "cut", "cut.json")
+    assert code == 0
+    checked = CliRunner().invoke(main, ["check", "cut.json"])
+    assert checked.exit_code == 1
+    assert checked.output.splitlines()[0].startswith(
+        "messages[1].parts[0]: tool call 'w1' has no result, and no run is waiting for it"
+    )
+    store.close()
+
+
 def test_reading_commands_in_a_folder_without_a_store_create_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -248,6 +290,27 @@ def test_verify_exits_1_naming_the_changed_row(tmp_path: Path) -> None:
     code, out = invoke("--store", str(db), "verify", "s")
     assert code == 1
     assert out.startswith(f"session 's', node {done.node_ids[1][:12]} (message 1): its content does not match")
+
+
+def test_verify_exits_1_for_a_session_truncated_by_hand(tmp_path: Path) -> None:
+    # Issue 18, item 3: the row's head moved back (the last message dropped, length and state made to fit) was
+    # called sound, every hash matching; the head log says otherwise.
+    db = tmp_path / "s.db"
+    with SQLiteStore(db) as store:
+        done = store.append("s", [Message.user("hello"), Message.assistant("world")], expected_head=None)
+        state = SessionState.at_rest(1).to_bytes()
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE loopctl_sessions SET head = ?, length = 1, state = ?", (bytes.fromhex(done.node_ids[0]), state)
+        )
+    code, out = invoke("--store", str(db), "verify", "s")
+    assert (code, out) == (
+        1,
+        f"session 's', node {done.node_ids[0][:12]}: its head is not the one its head log last recorded "
+        f"(revision 1, node {done.node_ids[1][:12]}): the row was changed after it was written\n",
+    )
 
 
 def test_unknown_sessions_and_bad_files_exit_2(tmp_path: Path) -> None:

@@ -168,7 +168,10 @@ async def test_a_cancel_from_outside_ends_the_run_cancelled_with_salvage(dbos_sq
     client = ScriptedClient(
         [
             Message.new("assistant", [ToolCallPart(id="t1", name="tag", input={"text": "kept"})]),
-            Message.new("assistant", [ToolCallPart(id="w1", name="wait", input={})]),
+            Message.new(
+                "assistant",
+                [ToolCallPart(id="t2", name="tag", input={"text": "sent"}), ToolCallPart(id="w1", name="wait", input={})],
+            ),
             "unused",
         ]
     )
@@ -176,15 +179,27 @@ async def test_a_cancel_from_outside_ends_the_run_cancelled_with_salvage(dbos_sq
     dbos_sqlite.launch()
     task = asyncio.ensure_future(loop.run("go", workflow_id="long"))
     await asyncio.wait_for(started.wait(), 10)
+    for _ in range(500):  # the second tag call's step is recorded: it came back before the cancel
+        if sum(s["function_name"] == "wl.tool.tag" for s in await _steps(dbos_sqlite, "long")) == 2:
+            break
+        await asyncio.sleep(0.01)
     await loop.cancel("long")
     run = await asyncio.wait_for(task, 10)
     assert run.outcome.kind is OutcomeKind.CANCELLED
-    # the coherent prefix: the input, the first call with its result; the unanswered call is dropped
+    # the input, the first call with its result, and the cut-off batch: the call that finished keeps its
+    # result (issue 18: a cancel forgot the tools that had run), the one in flight is answered as such
     roles = [(m.role, [type(p).__name__ for p in m.parts]) for m in loop.history]
     assert roles == [
         (Role.USER, ["TextPart"]),
         (Role.ASSISTANT, ["ToolCallPart"]),
         (Role.USER, ["ToolResultPart"]),
+        (Role.ASSISTANT, ["ToolCallPart", "ToolCallPart"]),
+        (Role.USER, ["ToolResultPart", "ToolResultPart"]),
+    ]
+    answers = [(str(p.output), p.is_error) for p in loop.history[-1].parts]  # type: ignore[union-attr]
+    assert answers == [
+        ("sent", False),
+        ("Not known whether it ran: the run was cancelled before its result was recorded.", True),
     ]
     assert await dbos_sqlite.get_workflow_status_async(cancel_marker_id("long")) is not None
     assert client.calls == 2
@@ -278,7 +293,7 @@ async def test_parallel_tool_steps_are_numbered_in_call_order_whatever_order_the
         return "slow"
 
     @tool
-    async def fast() -> str:
+    async def fast(n: int = 0) -> str:
         """Finish first."""
         return "fast"
 
@@ -288,7 +303,11 @@ async def test_parallel_tool_steps_are_numbered_in_call_order_whatever_order_the
         await asyncio.sleep(0.1)
         return "medium"
 
-    calls = [ToolCallPart(id=f"c{i}", name=n, input={}) for i, n in enumerate(["slow", "fast", "medium", "fast"])]
+    # the two fast calls differ (identical calls of one reply would run once)
+    calls = [
+        ToolCallPart(id=f"c{i}", name=n, input={"n": 1} if i == 3 else {})
+        for i, n in enumerate(["slow", "fast", "medium", "fast"])
+    ]
     client = ScriptedClient(lambda r: Message.new("assistant", calls) if workload.replies_so_far(r) == 0 else "done")
     loop = DBOSLoop(client, [slow, fast, medium], name="par")
     dbos_sqlite.launch()
@@ -451,7 +470,9 @@ async def test_leaving_a_stream_early_cancels_the_run_with_salvage(dbos_sqlite: 
                 break
     run = await asyncio.wait_for(stream.result(), 10)
     assert run.outcome.kind is OutcomeKind.CANCELLED
-    assert [m.role for m in loop.history] == [Role.USER]  # the unanswered call is dropped
+    # the call cut off in flight is kept, answered: it may have acted
+    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT, Role.USER]
+    assert str(loop.history[-1].parts[0].output).startswith("Not known whether it ran")  # type: ignore[union-attr]
 
 
 def test_an_output_type_pickle_cannot_store_is_refused_when_the_loop_is_built(dbos_sqlite: Any) -> None:

@@ -176,7 +176,7 @@ async def test_a_tool_that_hangs_past_its_timeout_becomes_an_error_result(kind: 
     s = Session(kind, [calls(("c1", "hang", {"seconds": 30})), "ok"], [hang])
     started = time.perf_counter()
     run = await s.run(config=RunConfig(tool_timeout=0.05))
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < 10  # not the tool's 30 s (a margin for a loaded CI machine)
     assert run.ok
     error_result(s, "Tool 'hang' timed out after 0.05 s and was stopped.")
 
@@ -232,7 +232,7 @@ async def test_parallel_calls_finishing_out_of_order_are_answered_in_call_order(
 # --- cancellation -----------------------------------------------------------------------------------------------
 
 
-async def test_a_cancel_mid_tool_keeps_only_the_coherent_prefix(kind: str) -> None:
+async def test_a_cancel_mid_tool_keeps_the_turn_with_the_call_in_flight_answered(kind: str) -> None:
     cancel = asyncio.Event()
 
     @tool
@@ -246,12 +246,21 @@ async def test_a_cancel_mid_tool_keeps_only_the_coherent_prefix(kind: str) -> No
     s = Session(kind, script, [echo, block])
     started = time.perf_counter()
     run = await s.run(cancel=cancel)
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < 10  # not the tool's 30 s (a margin for a loaded CI machine)
     assert run.outcome.kind is OutcomeKind.CANCELLED
-    # The finished exchange stays; the turn whose call was cancelled is dropped whole.
+    # The finished exchange stays; so does the turn whose call was cancelled in flight, answered so.
     assert_coherent(s.history)
-    assert shape(s.history) == [("user", ["text"]), ("assistant", ["tool_call"]), ("user", ["tool_result"])]
-    assert str(s.results()[0].output) == "x"
+    assert shape(s.history) == [
+        ("user", ["text"]),
+        ("assistant", ["tool_call"]),
+        ("user", ["tool_result"]),
+        ("assistant", ["tool_call"]),
+        ("user", ["tool_result"]),
+    ]
+    assert [str(r.output) for r in s.results(2) + s.results(4)] == [
+        "x",
+        "Not known whether it ran: the run was cancelled before its result was recorded.",
+    ]
     assert len(s.server.requests) == 2
 
 
@@ -266,7 +275,7 @@ async def test_a_rate_limit_then_success_is_retried_after_the_providers_wait(kin
     assert (run.outcome.kind, run.output) == (OutcomeKind.COMPLETED, "fine")
     retries = [e for e in s.events if isinstance(e, ModelCallRetry)]
     assert [(e.turn, e.attempt, type(e.error), e.delay) for e in retries] == [(1, 1, RateLimited, 0.2)]
-    assert 0.2 <= elapsed < 2
+    assert 0.2 <= elapsed < 10  # it waited the provider's 0.2 s (the upper bound is a margin for a loaded machine)
     first, second = s.server.requests
     assert first.body == second.body  # the same request, sent again
     assert shape(s.history) == [("user", ["text"]), ("assistant", ["text"])]

@@ -184,7 +184,11 @@ async def test_when_one_parallel_call_raises_out_of_the_run_the_others_are_stopp
     await asyncio.sleep(0.3)
     assert finished == []
     assert loop.machine.outcome.kind is OutcomeKind.FAILED
-    assert list(loop.history) == [Message.user("go")]
+    # The turn is kept, each call answered: neither came back, and either may have acted.
+    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT, Role.USER]
+    assert [str(r.output) for r in results(loop)] == [
+        "Not known whether it ran: the run failed (Abort) before its result was recorded."
+    ] * 2
 
 
 async def test_a_run_whose_input_cannot_be_written_raises_and_the_loop_still_runs() -> None:
@@ -288,7 +292,7 @@ async def test_sequential_dispatch_runs_one_call_at_a_time() -> None:
     assert peak == 2
 
 
-async def test_cancel_mid_tool_keeps_only_the_coherent_prefix() -> None:
+async def test_cancel_mid_tool_keeps_the_turn_with_the_call_in_flight_answered() -> None:
     cancel = asyncio.Event()
 
     @tool
@@ -302,9 +306,13 @@ async def test_cancel_mid_tool_keeps_only_the_coherent_prefix() -> None:
     loop = BareLoop(client, [echo, block])
     run = await loop.run("go", cancel=cancel)
     assert run.outcome.kind is OutcomeKind.CANCELLED
-    # The first exchange completed and stays; the call that was cancelled is dropped with its turn.
-    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT, Role.USER]
+    # The first exchange completed and stays; so does the turn whose call was cancelled in flight (it may have
+    # acted before it was stopped), answered so.
+    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT, Role.USER, Role.ASSISTANT, Role.USER]
     assert check_conversation(list(loop.history)) == []
+    (answer,) = results(loop, 4)
+    assert answer.is_error
+    assert str(answer.output) == "Not known whether it ran: the run was cancelled before its result was recorded."
 
 
 async def test_cancel_while_waiting_for_the_model() -> None:
@@ -328,7 +336,8 @@ async def test_task_cancellation_salvages_and_propagates() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert loop.machine.outcome.kind is OutcomeKind.CANCELLED
-    assert list(loop.history) == [Message.user("go")]
+    assert [m.role for m in loop.history] == [Role.USER, Role.ASSISTANT, Role.USER]
+    assert str(results(loop)[0].output).startswith("Not known whether it ran: the run was cancelled")
 
 
 async def test_cancelling_the_task_while_a_cancel_event_is_given_leaves_no_unretrieved_error(
@@ -892,3 +901,67 @@ async def test_an_output_validator_checks_plain_text_answers_too() -> None:
     assert (run.outcome.kind, run.output) == (OutcomeKind.COMPLETED, "SHORT ONE")
     assert client.requests[1].messages[-1] == Message.user("Answer in ten characters or fewer.")
     assert client.requests[0].tools == () and client.requests[0].output_format is None
+
+
+@pytest.mark.parametrize("mode", ["prompted", "native", "tool", "text"])
+@pytest.mark.parametrize("message", [{"why": "too small"}, 42, None, ["a"]])
+async def test_a_reject_output_whose_message_is_not_text_ends_the_run_failed_in_every_mode(
+    mode: str, message: object
+) -> None:
+    # Issue 18, item 16: under PromptedOutput and NativeOutput run() raised InvalidMessage (the message became
+    # the text of the retry prompt); under OutputTool the run failed with a confusing error; RejectOutput(None)
+    # was read as acceptance and the run "completed" without output.
+    from pydantic import BaseModel
+
+    from loopctl.output import NativeOutput, OutputTool, PromptedOutput, RejectOutput
+
+    class Size(BaseModel):
+        n: int
+
+    def reject(value: object) -> None:
+        raise RejectOutput(message)  # type: ignore[arg-type]
+
+    modes = {"prompted": PromptedOutput(Size), "native": NativeOutput(Size), "tool": OutputTool(Size)}
+    output_type: object = modes.get(mode)
+    reply = calls(("f1", "final_result", {"n": 1})) if mode == "tool" else '{"n": 1}'
+    client = ScriptedClient([reply, reply])
+    loop = BareLoop(client)
+    run = await loop.run("go", output_type=output_type, output_validator=reject)
+    assert run.outcome.kind is OutcomeKind.FAILED
+    assert run.outcome.error_type == "TypeError"
+    assert run.outcome.error == (
+        "the output validator raised RejectOutput with a message of type "
+        f"{type(message).__name__}; its message is the text the model reads, a str"
+    )
+    assert isinstance(run.error, TypeError)
+    assert client.calls == 1
+    assert check_conversation(list(loop.history)) == []
+    assert loop.history[0] == Message.user("go")
+    assert (await loop.run("again", output_type=output_type)).outcome.kind is OutcomeKind.COMPLETED
+
+
+@pytest.mark.parametrize("mode", ["prompted", "tool", "text"])
+async def test_a_reject_output_message_with_a_lone_surrogate_reaches_the_model_with_u_fffd(mode: str) -> None:
+    # A message cut inside a surrogate pair could not be written: run() raised InvalidMessage (text modes).
+    from pydantic import BaseModel
+
+    from loopctl.output import OutputTool, PromptedOutput, RejectOutput
+
+    class Size(BaseModel):
+        n: int
+
+    rejected: list[object] = []
+
+    def once(value: object) -> object:
+        if not rejected:
+            rejected.append(value)
+            raise RejectOutput("too small \ud83d")
+        return value
+
+    output_type: object = {"prompted": PromptedOutput(Size), "tool": OutputTool(Size)}.get(mode)
+    reply = calls(("f1", "final_result", {"n": 1})) if mode == "tool" else '{"n": 1}'
+    client = ScriptedClient([reply, reply if mode != "tool" else calls(("f2", "final_result", {"n": 1}))])
+    run = await BareLoop(client).run("go", output_type=output_type, output_validator=once)
+    assert run.outcome.kind is OutcomeKind.COMPLETED
+    told = client.requests[1].messages[-1]
+    assert "too small \ufffd" in (told.text_content() or str(told.parts[0].output))  # type: ignore[union-attr]

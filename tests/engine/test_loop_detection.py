@@ -76,12 +76,88 @@ async def test_the_same_input_in_another_key_order_is_the_same_call() -> None:
     assert run.ok and ran == ["a.txt", "a.txt"]
 
 
-async def test_repeats_within_one_reply_count_in_order() -> None:
-    three = Message.new(Role.ASSISTANT, [MessagePart.tool_call(f"p{i}", "read", {"path": "x"}) for i in range(3)])
-    loop = BareLoop(ScriptedClient([three, "ok"]), [read])
-    run = await loop.run("read x three times")
-    assert run.ok and ran == ["x", "x"]
-    assert [r.is_error for r in results(list(loop.history))] == [False, False, True]
+def same_call_times(n: int, turn: int = 0, path: str = "x") -> Message:
+    """One reply making the same call ``n`` times (ids ``p<turn>_<i>``), as small models do."""
+    return Message.new(
+        Role.ASSISTANT, [MessagePart.tool_call(f"p{turn}_{i}", "read", {"path": path}) for i in range(n)]
+    )
+
+
+async def test_the_same_call_four_times_in_one_reply_runs_once_and_the_run_goes_on() -> None:
+    # Issue 18, item 26: the calls of one reply counted "in a row", so a small model that put the same call
+    # four times in its first reply got loop_detected at once, and no tool ever ran.
+    loop = BareLoop(ScriptedClient([same_call_times(4), "ok"]), [read])
+    run = await loop.run("read x")
+    assert (run.outcome.kind, run.output) == (OutcomeKind.COMPLETED, "ok")
+    assert ran == ["x"]  # run once
+    answers = results(list(loop.history))
+    assert [(str(r.output), r.is_error) for r in answers] == [("contents of x", False)] + [
+        (
+            "Not run: this reply already calls 'read' with the same input (call p0_0); a reply's identical calls "
+            "run once, and that call's result answers this one too.",
+            True,
+        )
+    ] * 3
+    assert [r.ran for r in run.turns[0].tool_calls] == [True, False, False, False]
+    assert check_conversation(list(loop.history)) == []
+
+
+async def test_a_reply_of_duplicates_counts_as_one_attempt_so_loops_are_caught_across_turns() -> None:
+    client = ScriptedClient([same_call_times(4, turn) for turn in range(6)])
+    loop = BareLoop(client, [read])
+    run = await loop.run("read x")
+    # turns 1 and 2 run the call once each, turn 3 gets the soft stop, turn 4 ends the run: as single calls do
+    assert ran == ["x", "x"]
+    assert client.calls == 4
+    assert run.outcome.kind is OutcomeKind.LOOP_DETECTED
+    assert run.outcome.error == (
+        "the model called 'read' with the same input 4 times in a row (loop detection allows 2, then answers the 3rd "
+        "with an error)"
+    )
+
+
+async def test_different_calls_in_one_reply_each_run_and_count_in_order() -> None:
+    mixed = Message.new(
+        Role.ASSISTANT,
+        [
+            MessagePart.tool_call("a", "read", {"path": "x"}),
+            MessagePart.tool_call("b", "read", {"path": "y"}),
+            MessagePart.tool_call("c", "read", {"path": "x"}),
+        ],
+    )
+    run = await BareLoop(ScriptedClient([mixed, "ok"]), [read]).run("read")
+    assert run.ok
+    assert ran == ["x", "y"]  # c repeats a within the reply: answered, not run
+    assert [r.ran for r in run.turns[0].tool_calls] == [True, True, False]
+
+
+async def test_a_repeatable_tools_identical_calls_in_one_reply_each_run() -> None:
+    rolled: list[int] = []
+
+    @tool(repeatable=True)
+    async def roll() -> int:
+        """Roll a die."""
+        rolled.append(len(rolled) + 1)
+        return len(rolled)
+
+    twice = Message.new(Role.ASSISTANT, [MessagePart.tool_call(f"r{i}", "roll", {}) for i in range(2)])
+    run = await BareLoop(ScriptedClient([twice, "ok"]), [roll]).run("roll two dice")
+    assert run.ok and rolled == [1, 2]
+
+
+async def test_with_loop_detection_off_every_call_of_a_reply_runs() -> None:
+    run = await BareLoop(ScriptedClient([same_call_times(3), "ok"]), [read]).run(
+        "read", RunConfig(loop_detection=None)
+    )
+    assert run.ok and ran == ["x", "x", "x"]
+
+
+async def test_duplicates_in_one_reply_do_not_count_against_the_tool_call_limit() -> None:
+    run = await BareLoop(ScriptedClient([same_call_times(4), "ok"]), [read]).run(
+        "read", RunConfig(limits=UsageLimits(tool_calls=1))
+    )
+    assert run.ok and ran == ["x"]
+    assert run.turns[-1].output.text_content() == "ok"
 
 
 async def test_k_is_configurable_and_none_turns_it_off() -> None:

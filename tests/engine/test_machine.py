@@ -27,7 +27,7 @@ from loopctl.engine import (
 )
 from loopctl.engine.machine import FINAL_RESULT_TEXT
 from loopctl.errors import ConversationFileError, MachineStateError, ProviderProtocolError
-from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolResultPart
+from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolResultPart, check_conversation
 from loopctl.response import StopReason, Usage
 
 POLICY = MachinePolicy(max_turns=5, context_window=1000, compact_threshold=0.8, auto_compact=True)
@@ -296,7 +296,7 @@ def test_a_call_answered_twice_is_refused() -> None:
 
 def test_a_call_left_unanswered_is_refused() -> None:
     m = started()
-    m.model_response(assistant(call("c1"), call("c2")), TOOLS, 40)
+    m.model_response(assistant(call("c1"), call("c2", path="b")), TOOLS, 40)  # two calls (identical ones run once)
     with pytest.raises(MachineStateError, match="without a result: c2"):
         m.tool_results([result("c1")])
 
@@ -795,3 +795,40 @@ def test_a_machine_file_whose_fields_disagree_is_refused_when_read_not_later(
         LoopMachine.from_json(_saved(name, **changes))
     assert info.value.source == "<machine>"
     assert problem in info.value.problem
+
+
+def test_new_input_after_a_reply_whose_calls_have_no_result_cuts_that_reply_off() -> None:
+    # Issue 18, item 11: a history at rest that ends with unanswered calls (a fork, an import, a hand-made
+    # session) is treated as a run cut mid-turn: the reply is dropped with what follows it, so the request
+    # the input makes can be sent.
+    history = [Message.user("mail ada"), assistant(call("e1", "send_email", to="ada")), Message.user("go on")]
+    m = LoopMachine(history)
+    view = m.full_history()
+    m.accept_input("hello again")
+    assert list(m.full_history()) == [Message.user("mail ada"), Message.user("hello again")]
+    assert list(m.history) == [Message.user("mail ada")] and len(view) == 3  # a view handed out stays as it was
+    assert check_conversation(list(m.full_history()), at_rest=True) == []
+
+
+def test_new_input_after_answered_calls_keeps_the_whole_history() -> None:
+    history = [Message.user("go"), assistant(call("c1")), result("c1"), Message.assistant("done")]
+    m = LoopMachine(history)
+    m.accept_input("more")
+    assert list(m.full_history()) == [*history, Message.user("more")]
+
+
+def test_input_answering_exactly_the_open_calls_completes_the_turn_instead_of_cutting_it() -> None:
+    # A handoff's next agent continues the reply that handed over with that reply's results as its input:
+    # cutting the reply off there (the rule above) left the results answering nothing, and every request of
+    # the next agent was refused on pairing.
+    history = [Message.user("refund A7"), assistant(call("t1", "transfer_to_billing"), call("t2", "lookup"))]
+    answers = Message(role=Role.USER, parts=(result("t1").parts[0], result("t2").parts[0]))
+    m = LoopMachine(history)
+    m.accept_input(answers)
+    assert list(m.full_history()) == [*history, answers]
+    assert check_conversation(list(m.full_history())) == []
+    # Results of only some of the open calls do not complete the turn: the reply is cut as before.
+    partial = LoopMachine(history)
+    partial.accept_input(Message(role=Role.USER, parts=(result("t1").parts[0],)))
+    assert list(partial.full_history())[:1] == [Message.user("refund A7")]
+    assert len(partial.full_history()) == 2

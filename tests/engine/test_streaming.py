@@ -23,7 +23,7 @@ from loopctl.engine import (
     TurnFinished,
     TurnStarted,
 )
-from loopctl.message import Message, MessagePart, Role, check_conversation
+from loopctl.message import Message, MessagePart, Role, ToolResultPart, check_conversation
 from loopctl.stream import TextDelta
 from loopctl.testing import FakeProviderServer, ScriptedClient
 from loopctl.tool import tool
@@ -145,9 +145,12 @@ async def test_leaving_the_block_early_cancels_the_run_and_leaves_a_resumable_hi
             run = await stream.result()
             assert run.outcome.kind is OutcomeKind.CANCELLED
             history = list(loop.history)
-            # The finished exchange is kept, the interrupted call dropped: every call has its result.
+            # The finished exchange is kept, and the interrupted call's turn, answered: every call has its result.
             assert check_conversation(history) == []
-            assert [m.role for m in history] == [Role.USER, Role.ASSISTANT, Role.USER]
+            assert [m.role for m in history] == [Role.USER, Role.ASSISTANT, Role.USER, Role.ASSISTANT, Role.USER]
+            interrupted = history[-1].parts[0]
+            assert isinstance(interrupted, ToolResultPart)
+            assert str(interrupted.output).startswith("Not known whether it ran: the run was cancelled")
             # Resumable: in this loop, and from the saved machine in another.
             restored = BareLoop.from_machine(LoopMachine.from_json(loop.into_machine().to_json()), client, [wait])
             again = await restored.run("go on")

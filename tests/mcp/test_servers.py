@@ -234,28 +234,28 @@ async def test_a_tool_called_from_several_tasks_at_once_opened_and_closed_in_oth
     await asyncio.create_task(server.connect())  # opened from a task that then ends
 
     async def one(i: int) -> Any:
-        return await server.call_tool("slow", {"ms": 1000, "tag": f"t{i}"})
+        return await server.call_tool("slow", {"ms": 2000, "tag": f"t{i}"})
 
     started = time.perf_counter()
     outs = await asyncio.gather(*(asyncio.create_task(one(i)) for i in range(6)))
     elapsed = time.perf_counter() - started
-    assert [(o.content, o.is_error) for o in outs] == [(f"t{i} after 1000 ms", False) for i in range(6)]
-    assert elapsed < 5.0  # concurrent: six one-second calls one after the other would take six
+    assert [(o.content, o.is_error) for o in outs] == [(f"t{i} after 2000 ms", False) for i in range(6)]
+    assert elapsed < 8.0  # concurrent: six two-second calls one after the other would take twelve
     await asyncio.create_task(server.aclose())  # closed from yet another task
     after = await server.call_tool("echo", {"text": "x"})
     assert after.is_error and "is not connected" in str(after.content)
 
 
 async def test_parallel_calls_of_one_turn_run_concurrently_on_one_session() -> None:
-    script = [calls(*((f"s{i}", "slow", {"ms": 800, "tag": f"s{i}"}) for i in range(4))), "ok"]
+    script = [calls(*((f"s{i}", "slow", {"ms": 1500, "tag": f"s{i}"}) for i in range(4))), "ok"]
     async with stdio_server() as server:
         with Model(script, [server]) as model:
             started = time.perf_counter()
             run = await model.run()
             elapsed = time.perf_counter() - started
     assert run.ok
-    assert [text_of(r) for r in results(model, 2)] == [f"s{i} after 800 ms" for i in range(4)]
-    assert elapsed < 3.0
+    assert [text_of(r) for r in results(model, 2)] == [f"s{i} after 1500 ms" for i in range(4)]
+    assert elapsed < 4.5  # one after the other: 6 s
 
 
 # --- connecting ------------------------------------------------------------------------------------------------

@@ -336,3 +336,26 @@ def test_strict_form_reports_lone_surrogates_without_crashing() -> None:
     with pytest.raises(InvalidConversation) as info:
         check_conversation([raw_user(text("\udfff"))], strict=True)
     assert [p.rule for p in info.value.problems] == [R.INVALID_UNICODE]  # type: ignore[attr-defined]
+
+
+def test_a_conversation_at_rest_must_answer_its_last_replys_calls_too() -> None:
+    # Issue 18, item 11: a session forked at a reply that called tools was called sound, and could never be
+    # continued (no provider takes new input after calls it got no results for).
+    waiting = [user(MessagePart.text("go")), assistant(call("a"), call("b")), user(result("a"))]
+    assert found(waiting) == []  # a run may be waiting for its tools
+    problems = check_conversation(waiting, at_rest=True)
+    assert [(p.path, p.rule) for p in problems] == [("messages[1].parts[1]", R.UNANSWERED_TOOL_CALL)]
+    assert problems[0].detail == (
+        "tool call 'b' has no result, and no run is waiting for it: the conversation cannot be continued (no provider "
+        "takes new input after it)"
+    )
+    assert check_conversation([*waiting, user(result("b"))], at_rest=True) == []
+
+
+def test_unanswered_calls_are_the_last_replys_calls_without_a_result() -> None:
+    from loopctl.message.check import unanswered_calls
+
+    conversation = [assistant(call("x")), user(result("x")), assistant(call("a"), call("b"), call("c"))]
+    assert [c.id for c in unanswered_calls(conversation)] == ["a", "b", "c"]
+    assert [c.id for c in unanswered_calls([*conversation, user(result("b"))])] == ["a", "c"]
+    assert unanswered_calls(conversation[:2]) == [] and unanswered_calls([user(MessagePart.text("hi"))]) == []

@@ -51,6 +51,16 @@ BROKEN = {
         r"^messages\[1\]\.parts\[1\]: tool call 'call_2' has no result before the next assistant message "
         r"\(messages\[3\]\); .* \[tool_call_answered_before_next_assistant\]$",
     ),
+    "call_left_unanswered_by_the_next_input": (
+        # a session forked (or cut) right after a reply that called tools, then given new input
+        [Message.user("go"), calls("call_1"), Message.user("go on")],
+        r"^messages\[1\]\.parts\[0\]: tool call 'call_1' has no result in the messages after it \(up to "
+        r"messages\[2\]\); .* \[tool_call_answered_before_next_assistant\]$",
+    ),
+    "call_left_half_answered_at_the_end": (
+        [Message.user("go"), calls("call_1", "call_2"), results("call_1")],
+        r"^messages\[1\]\.parts\[1\]: tool call 'call_2' has no result in the messages after it",
+    ),
     "one_id_twice_in_a_message": (
         [Message.user("go"), calls("call_1", "call_1"), results("call_1")],
         r"^messages\[1\]\.parts\[1\]: tool-call id 'call_1' is used twice in one message; .* "

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from loopctl.errors import StoreCorrupt
 from loopctl.message import Message, Role, TextPart, ToolResultPart
 from loopctl.store import SessionStore
+from loopctl.store import base as store_base
 from loopctl.store.base import _collector_paused
 from loopctl.store.chain import canonical_bytes
 from tests.store.test_store import raw, sid
@@ -111,13 +112,13 @@ def test_the_collector_is_paused_while_messages_are_built_and_enabled_after(
 ) -> None:
     store.append("s", [Message.user("a"), Message.assistant("b")], expected_head=None)
     seen: list[bool] = []
-    real = Message.from_json
+    real = store_base._decode  # the messages are built there, all at once
 
-    def spy(data: str | bytes) -> Message:
-        seen.append(gc.isenabled())
-        return real(data)
+    def spy(bodies: list[bytes]) -> list[Message]:
+        seen.extend(gc.isenabled() for _ in bodies)
+        return real(bodies)
 
-    monkeypatch.setattr(Message, "from_json", spy)
+    monkeypatch.setattr(store_base, "_decode", spy)
     gc.enable()
     assert [m.text_content() for m in store.load("s").messages] == ["a", "b"]
     assert seen == [False, False]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,7 @@ async def test_a_refused_final_save_is_raised(store: SessionStore) -> None:
     assert [m.text_content() for m in store.load("s").messages] == ["go", "sneaked in"]
 
 
-async def test_a_cancelled_run_saves_its_coherent_prefix(store: SessionStore) -> None:
+async def test_a_cancelled_run_saves_its_turns_with_the_call_in_flight_answered(store: SessionStore) -> None:
     cancel = asyncio.Event()
 
     @tool
@@ -122,12 +123,14 @@ async def test_a_cancelled_run_saves_its_coherent_prefix(store: SessionStore) ->
     assert run.outcome.kind is OutcomeKind.CANCELLED
     loaded = store.load("s")
     assert list(loaded.messages) == list(loop.history)
-    assert len(loaded.messages) == 3  # the input, the first call and its result; the cut-off turn is gone
+    # the input, the first call and its result, the cut-off call and its answer (it may have acted)
+    assert len(loaded.messages) == 5
+    assert str(loaded.messages[-1].parts[0].output).startswith("Not known whether it ran")  # type: ignore[union-attr]
     assert check_conversation(list(loaded.messages)) == []
     assert loaded.state.outcome == "cancelled"
-    # The cut-off reply was never saved (saves come between turns): the last save only changed the state.
+    # The cut-off turn was saved when the run ended (saves come between turns, and at the end).
     moves = store.heads("s")
-    assert [h.kind for h in moves] == ["append", "append", "append"] and moves[-1].head == moves[-2].head
+    assert [h.kind for h in moves] == ["append", "append", "append"] and moves[-1].head != moves[-2].head
 
 
 def test_a_crash_loses_at_most_the_turn_in_flight(store: SessionStore, location: str) -> None:
@@ -248,3 +251,84 @@ async def test_an_approval_is_recorded_before_its_call_runs_so_a_second_approver
     assert (await running).ok
     assert ran == ["ana"]
     assert store.load("s").state.outcome == "completed"
+
+
+async def test_a_run_cancelled_while_its_save_is_in_flight_leaves_the_loop_usable(store: SessionStore) -> None:
+    # Issue 18, item 13: the append committed on its worker thread after the run was cancelled, but the loop
+    # never adopted its own write: every later run() failed ConcurrentUpdate with no other writer.
+    committed, release = threading.Event(), threading.Event()
+    real_append = store.append
+    held: list[int] = []
+
+    def append(*args: Any, **kwargs: Any) -> Any:
+        done = real_append(*args, **kwargs)
+        if not held:  # the first save (the input, before the first model call) waits once it committed
+            held.append(done.revision)
+            committed.set()
+            release.wait(10)
+        return done
+
+    store.append = append  # type: ignore[method-assign]
+    client = ScriptedClient(["never asked", "second answer"])
+    loop = BareLoop(client, [echo], store=store, session_id="s")
+    task = asyncio.ensure_future(loop.run("first", FAST))
+    assert await asyncio.to_thread(committed.wait, 10)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.calls == 0
+    assert loop.machine.outcome.kind is OutcomeKind.CANCELLED
+    assert loop._binding is not None and loop._binding.stale is None
+    run = await loop.run("second", FAST)
+    assert (run.outcome.kind, run.output) == (OutcomeKind.COMPLETED, "never asked")
+    loaded = store.load("s")
+    assert [m.text_content() for m in loaded.messages] == ["first", "second", "never asked"]
+    assert loaded.state.outcome == "completed"
+    # the cancelled run's end was saved too: its state (cancelled) on top of its own write
+    assert [h.kind for h in store.heads("s")] == ["append"] * 4
+
+
+def test_a_save_cut_off_twice_is_settled_by_the_next_save_on_another_event_loop(store: SessionStore) -> None:
+    # Cancelled again while it waited for its write, the save leaves the write unadopted; the event loop then
+    # closes (run_sync). The next save reads the session back and finds its own write there.
+    from loopctl.store.binding import SessionBinding
+
+    committed, release = threading.Event(), threading.Event()
+    real_append = store.append
+    writes: list[int] = []
+
+    def append(*args: Any, **kwargs: Any) -> Any:
+        done = real_append(*args, **kwargs)
+        writes.append(done.revision)
+        if len(writes) == 1:
+            committed.set()
+            release.wait(10)
+        return done
+
+    store.append = append  # type: ignore[method-assign]
+    binding = SessionBinding(store, "s")
+    assert binding.load() is None
+    machine = LoopMachine()
+    machine.accept_input("first")
+
+    async def cut_off_twice() -> None:
+        task = asyncio.ensure_future(binding.asave(machine))
+        assert await asyncio.to_thread(committed.wait, 10)
+        task.cancel()
+        await asyncio.sleep(0.01)
+        task.cancel()  # while it waits for the write
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        threading.Timer(0.05, release.set).start()
+
+    asyncio.run(cut_off_twice())
+    assert binding.head is None  # not adopted yet
+    machine.cancel()
+    assert asyncio.run(binding.asave(machine)) is True
+    assert binding.stale is None
+    loaded = store.load("s")
+    assert [m.text_content() for m in loaded.messages] == ["first"]
+    assert loaded.state.outcome == "cancelled"
+    assert len(writes) == 2 and binding.revision == loaded.revision

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import json
+
 import orjson
 import pytest
 
@@ -63,3 +66,51 @@ def test_messages_that_do_not_fit_the_lengths_are_refused() -> None:
 def test_a_state_document_of_the_wrong_shape_is_refused(doc: bytes, problem: str) -> None:
     with pytest.raises(ConversationFileError, match=problem):
         SessionState.from_bytes(doc)
+
+
+def _leaves(doc: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    if isinstance(doc, dict):
+        return [p for k, v in doc.items() for p in _leaves(v, (*path, k))] or [path]
+    if isinstance(doc, list):
+        return [p for i, v in enumerate(doc) for p in _leaves(v, (*path, i))] or [path]
+    return [path]
+
+
+_JUNK = ["abc", "", "NaN", "-1", -1, 2**70, 1.5, True, None, [], {}, {"kind": "x"}]
+
+
+def _with_limits() -> LoopMachine:
+    from decimal import Decimal
+
+    from loopctl.engine import UsageLimits
+
+    m = LoopMachine()
+    m.accept_input("go", limits=UsageLimits(requests=3, cost=Decimal("0.5")))
+    m.model_response(Message.new(Role.ASSISTANT, [ToolCallPart(id="a", name="ls", input={})]), {"ls"}, 42)
+    return m
+
+
+def test_any_field_of_a_stored_state_changed_by_hand_is_refused_as_a_bad_file() -> None:
+    # Issue 18, item 20: a cost limit that was not a number escaped as decimal.InvalidOperation. Whatever junk
+    # any leaf of the machine holds, restoring either works or raises ConversationFileError naming the session.
+    from loopctl.store.state import restore_checked
+
+    tried = 0
+    for m in [*machines(), _with_limits()]:
+        original = orjson.loads(SessionState.of(m).to_bytes())
+        for path in _leaves(original["machine"]):
+            for junk in _JUNK:
+                doc = copy.deepcopy(original)
+                target = doc["machine"]
+                for key in path[:-1]:
+                    target = target[key]
+                target[path[-1]] = junk
+                source = None
+                try:
+                    state = SessionState.from_bytes(json.dumps(doc).encode(), source="s")
+                    restore_checked(state, list(m.full_history()), source="s")
+                except ConversationFileError as exc:
+                    source = exc.source
+                assert source in (None, "s"), (path, junk)
+                tried += 1
+    assert tried > 1000

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import itertools
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +278,73 @@ def test_a_fork_shares_the_prefix_and_diverges(store: SessionStore) -> None:
     assert {i.id for i in store.sessions()} == {"orig", "copy", "early"}
 
 
+def _sent_email() -> list[Message]:
+    """A finished run: the input, a reply calling ``send_email``, its result, the answer."""
+    return [
+        Message.user("mail ada"),
+        Message.new(Role.ASSISTANT, [ToolCallPart(id="e1", name="send_email", input={"to": "ada"})]),
+        Message.new(Role.USER, [ToolResultPart(call_id="e1", name="send_email", output="sent")]),
+        Message.assistant("Sent."),
+    ]
+
+
+def test_a_fork_at_a_reply_that_called_tools_answers_the_calls_so_it_can_be_continued(store: SessionStore) -> None:
+    # Issue 18, item 11: forked at the reply, the session ended with a call nobody answered, and every run
+    # that continued it was refused by the provider (while check and verify called it sound).
+    from loopctl.engine import BareLoop
+    from loopctl.store.base import FORKED_HERE
+    from loopctl.testing import ScriptedClient
+
+    done = store.append("orig", _sent_email(), expected_head=None)
+    info = store.fork("orig", at=done.node_ids[1], new_id="redo")
+    forked = store.load("redo")
+    assert [m.role for m in forked.messages] == [Role.USER, Role.ASSISTANT, Role.USER]
+    (answer,) = forked.messages[2].parts
+    assert answer == ToolResultPart(call_id="e1", name="send_email", output=FORKED_HERE, is_error=True)
+    assert FORKED_HERE == "Not run: the session was forked here."
+    assert forked.node_ids[:2] == done.node_ids[:2]  # the prefix is shared
+    assert [h.kind for h in store.heads("redo")] == ["fork", "fork"]
+    assert info.length == 3 and store.verify("redo") == []
+    # a run continues it (the scripted client refuses what providers refuse, as the codecs do)
+    client = ScriptedClient(["Not sending it again."])
+    run = await_run(BareLoop(client, store=store, session_id="redo"), "actually, don't")
+    assert run.ok
+    assert [m.role for m in client.requests[0].messages] == [Role.USER, Role.ASSISTANT, Role.USER, Role.USER]
+    assert list(store.load("orig").messages) == _sent_email()  # the original is untouched
+
+
+def test_a_fork_at_a_head_paused_for_approval_keeps_its_calls_pending(store: SessionStore) -> None:
+    m = LoopMachine()
+    m.accept_input("mail ada")
+    m.model_response(_sent_email()[1], {"send_email"}, 10)
+    m.tool_results([], deferred=["e1"])
+    assert m.state is MachineState.AWAITING_APPROVAL
+    store.append("paused", list(m.full_history()), expected_head=None, state=SessionState.of(m))
+    store.fork("paused", new_id="copy")
+    copy = store.load("copy")
+    assert len(copy.messages) == 2 and copy.state.outcome == "awaiting_approval"
+    assert [p.id for p in copy.machine().pending_approvals] == ["e1"]
+    assert store.verify("copy") == []
+
+
+def test_a_head_at_rest_with_unanswered_calls_is_continued_from_its_coherent_prefix(store: SessionStore) -> None:
+    from loopctl.engine import BareLoop
+    from loopctl.testing import ScriptedClient
+
+    store.append("cut", _sent_email()[:2], expected_head=None)
+    client = ScriptedClient(["What should I do?"])
+    run = await_run(BareLoop(client, store=store, session_id="cut"), "hello again")
+    assert run.ok
+    # like a run cut mid-turn: the reply whose calls have no result is dropped
+    assert [m.text_content() for m in client.requests[0].messages] == ["mail ada", "hello again"]
+    assert [m.text_content() for m in store.load("cut").messages] == ["mail ada", "hello again", "What should I do?"]
+    assert store.verify("cut") == []
+
+
+def await_run(loop: Any, task: str) -> Any:
+    return loop.run_sync(task)
+
+
 def test_a_node_is_found_by_a_prefix_of_its_id(store: SessionStore) -> None:
     done = store.append("s", [Message.user("a"), Message.user("b")], expected_head=None)
     assert done.head is not None
@@ -333,6 +401,36 @@ def test_verify_checks_every_chain_the_head_pointed_to(store: SessionStore) -> N
     assert [p.node for p in store.verify("s")] == [first.node_ids[0]]
 
 
+def test_verify_finds_a_head_moved_back_by_hand(store: SessionStore) -> None:
+    # Issue 18, item 3: the last two messages dropped by moving the row's head back (length and state made to
+    # fit, so every hash still matches); the head log still names the real head.
+    done = store.append("s", _conversation(2), expected_head=None)
+    assert done.head is not None
+    earlier = bytes.fromhex(done.node_ids[2])
+    raw(
+        store,
+        "UPDATE loopctl_sessions SET head = ?, length = ?, state = ? WHERE id = ?",
+        (earlier, 3, SessionState.at_rest(3).to_bytes(), "s"),
+    )
+    assert len(store.load("s").messages) == 3  # it loads: only the head log tells
+    problems = store.verify("s")
+    assert [(p.node, p.index) for p in problems] == [(done.node_ids[2], None)]
+    assert problems[0].problem == (
+        f"its head is not the one its head log last recorded (revision 1, node {done.head[:12]}): "
+        "the row was changed after it was written"
+    )
+
+
+def test_verify_finds_a_revision_the_head_log_never_recorded(store: SessionStore) -> None:
+    done = store.append("s", _conversation(1), expected_head=None)
+    store.append("s", [Message.assistant("done")], expected_head=done.head)
+    raw(store, "DELETE FROM loopctl_heads WHERE session_id = ? AND revision = 2", ("s",))
+    problems = store.verify("s")
+    assert [p.problem for p in problems] == [
+        "its row is at revision 2 but its head log ends at revision 1: the row was changed after it was written"
+    ]
+
+
 def test_a_state_of_a_newer_format_is_refused_loudly(store: SessionStore) -> None:
     store.append("s", [Message.user("x")], expected_head=None)
     state = orjson.loads(bytes(raw(store, "SELECT state FROM loopctl_sessions WHERE id = ?", ("s",))[0][0]))
@@ -341,6 +439,23 @@ def test_a_state_of_a_newer_format_is_refused_loudly(store: SessionStore) -> Non
     with pytest.raises(StoreCorrupt, match="format_version 2 is newer than this release of loopctl reads"):
         store.load("s")
     assert any("newer" in p.problem for p in store.verify("s"))
+
+
+@pytest.mark.parametrize("cost", ["abc", "", "NaN", "-1"])
+def test_a_corrupted_cost_limit_is_reported_as_a_corrupt_store(store: SessionStore, cost: str) -> None:
+    # Issue 18, item 20: a stored cost limit that is not a number raised decimal.InvalidOperation from load.
+    from loopctl.engine import UsageLimits
+
+    m = LoopMachine()
+    m.accept_input("hi", limits=UsageLimits(cost=Decimal("0.5")))
+    store.create("s")
+    store.append("s", list(m.full_history()), expected_head=None, state=SessionState.of(m))
+    state = orjson.loads(bytes(raw(store, "SELECT state FROM loopctl_sessions WHERE id = ?", ("s",))[0][0]))
+    assert state["machine"]["limits"]["cost"] == "0.5"
+    state["machine"]["limits"]["cost"] = cost
+    raw(store, "UPDATE loopctl_sessions SET state = ? WHERE id = ?", (orjson.dumps(state), "s"))
+    with pytest.raises(StoreCorrupt, match=r"session 's': machine: limits.cost must be a (finite )?number of USD"):
+        store.load("s").machine()
 
 
 def test_a_database_of_a_newer_schema_is_refused_loudly(

@@ -419,7 +419,7 @@ async def test_a_failed_model_call_ends_its_span_and_the_run_with_the_error_type
 
 async def test_a_cancelled_run_ends_every_open_span_as_cancelled(tel: Telemetry) -> None:
     cancel = asyncio.Event()
-    script = [calls(("h1", "hang", {"seconds": 30}), ("h2", "hang", {"seconds": 30})), "never"]
+    script = [calls(("h1", "hang", {"seconds": 30}), ("h2", "hang", {"seconds": 31})), "never"]  # two calls: identical ones run once
     events: list[LoopEvent] = []
     with FakeProviderServer(script) as server:
         client = make_client("anthropic", server)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
@@ -221,7 +221,7 @@ def test_the_demo_over_http_through_the_fake_server(project: Path) -> None:
     with FakeProviderServer(DemoScript()) as server:
 
         def ask(body: dict[str, Any]) -> Message:
-            r = httpx.post(server.base_url + "/v1/messages", json=body, timeout=10)
+            r = httpx2.post(server.base_url + "/v1/messages", json=body, timeout=10)
             parts = []
             for block in r.json()["content"]:
                 if block["type"] == "text":

@@ -1,4 +1,4 @@
-"""The fake provider server over real HTTP: each API's replies read by httpx and by the official SDKs,
+"""The fake provider server over real HTTP: each API's replies read by httpx2 and by the official SDKs,
 errors, cut streams, mid-stream errors, recorded replay, request recording, ports and shutdown."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import socket
 import threading
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from loopctl.errors import RateLimited
@@ -52,13 +52,13 @@ ENDPOINTS: dict[str, tuple[str, dict[str, Any], str]] = {
 }  # fmt: skip
 
 
-def post(server: FakeProviderServer, api: str, *, stream: bool) -> httpx.Response:
+def post(server: FakeProviderServer, api: str, *, stream: bool) -> httpx2.Response:
     path, body, _ = ENDPOINTS[api]
     if stream and api == "gemini":
         path = path.replace(":generateContent", ":streamGenerateContent?alt=sse")
     elif stream:
         body = {**body, "stream": True}
-    return httpx.post(server.base_url + path, json=body, timeout=10)
+    return httpx2.post(server.base_url + path, json=body, timeout=10)
 
 
 def events(body: bytes) -> list[tuple[str, str]]:
@@ -68,7 +68,7 @@ def events(body: bytes) -> list[tuple[str, str]]:
     return out
 
 
-# --- the four APIs, read by httpx and validated with the SDKs' types ----------------------------------------
+# --- the four APIs, read by httpx2 and validated with the SDKs' types ----------------------------------------
 
 
 @pytest.mark.parametrize("api", list(ENDPOINTS))
@@ -131,13 +131,13 @@ def test_each_api_answers_a_stream_request_with_server_sent_events(api: str) -> 
 
 
 def open_stream(server: FakeProviderServer, api: str) -> Any:
-    """``httpx.stream`` of a streamed request to ``api`` (a context manager giving the response)."""
+    """``httpx2.stream`` of a streamed request to ``api`` (a context manager giving the response)."""
     path, body, _ = ENDPOINTS[api]
     if api == "gemini":
         path = path.replace(":generateContent", ":streamGenerateContent?alt=sse")
     else:
         body = {**body, "stream": True}
-    return httpx.stream("POST", server.base_url + path, json=body, timeout=10)
+    return httpx2.stream("POST", server.base_url + path, json=body, timeout=10)
 
 
 def _text_deltas(api: str, objs: list[dict[str, Any]]) -> list[str]:
@@ -232,7 +232,7 @@ def test_the_google_genai_sdk_reads_generate_content_streamed_and_not() -> None:
 
 async def test_the_server_serves_async_clients_too() -> None:
     with FakeProviderServer(["one", "two"]) as server:
-        async with httpx.AsyncClient(base_url=server.base_url) as client:
+        async with httpx2.AsyncClient(base_url=server.base_url) as client:
             first = await client.post("/v1/messages", json=ENDPOINTS["anthropic"][1])
             second = await client.post("/v1/messages", json=ENDPOINTS["anthropic"][1])
     assert [r.json()["content"][0]["text"] for r in (first, second)] == ["one", "two"]
@@ -307,8 +307,8 @@ def test_steps_added_later_are_used_after_the_first_ones() -> None:
 
 def test_a_delay_step_waits_then_answers_with_its_then() -> None:
     with FakeProviderServer([Delay(0.2, "late")]) as server:
-        with pytest.raises(httpx.ReadTimeout):
-            httpx.post(server.base_url + "/v1/messages", json=ENDPOINTS["anthropic"][1], timeout=0.05)
+        with pytest.raises(httpx2.ReadTimeout):
+            httpx2.post(server.base_url + "/v1/messages", json=ENDPOINTS["anthropic"][1], timeout=0.05)
         server.add(Delay(0.01, "late"))
         r = post(server, "anthropic", stream=False)
     assert r.json()["content"][0]["text"] == "late"
@@ -361,7 +361,7 @@ def test_the_openai_sdk_retries_a_rate_limit_after_the_retry_after_wait_then_suc
 def test_a_cut_stream_drops_the_connection_mid_body(api: str) -> None:
     received = bytearray()
 
-    def read_all(r: httpx.Response) -> None:
+    def read_all(r: httpx2.Response) -> None:
         for chunk in r.iter_raw():
             received.extend(chunk)
 
@@ -370,7 +370,7 @@ def test_a_cut_stream_drops_the_connection_mid_body(api: str) -> None:
         open_stream(server, api) as r,
     ):
         assert r.status_code == 200
-        with pytest.raises(httpx.RemoteProtocolError):
+        with pytest.raises(httpx2.RemoteProtocolError):
             read_all(r)
     assert len(events(bytes(received))) == 3
 
@@ -391,13 +391,13 @@ def test_a_partial_cut_leaves_half_an_event_in_the_client() -> None:
 
 
 def test_a_cut_json_reply_sends_half_its_declared_length_then_drops() -> None:
-    with FakeProviderServer([CutStream("a complete answer")]) as server, pytest.raises(httpx.RemoteProtocolError):
+    with FakeProviderServer([CutStream("a complete answer")]) as server, pytest.raises(httpx2.RemoteProtocolError):
         post(server, "anthropic", stream=False)
 
 
 def test_a_cut_stream_then_a_retry_gets_the_next_step() -> None:
     with FakeProviderServer([CutStream("lost", after_events=1), "found"]) as server:
-        with pytest.raises(httpx.RemoteProtocolError):
+        with pytest.raises(httpx2.RemoteProtocolError):
             post(server, "anthropic", stream=True)
         r = post(server, "anthropic", stream=True)
     assert "".join(_text_deltas("anthropic", [json.loads(d) for _, d in events(r.content)])) == "found"
@@ -437,7 +437,7 @@ def test_a_replayed_recording_is_served_verbatim_with_its_status_and_content_typ
     recording = Recording(provider, name)
     meta = recording.meta
     with FakeProviderServer([Replay(TRAFFIC / provider / name)]) as server:
-        r = httpx.post(server.base_url + "/v1/messages", json={"model": "m"}, timeout=10)
+        r = httpx2.post(server.base_url + "/v1/messages", json={"model": "m"}, timeout=10)
     expected = (
         recording.response_sse
         if recording.has("response.sse") or recording.has("response.chunks.jsonl")
@@ -464,7 +464,7 @@ def test_a_replayed_stream_can_be_cut() -> None:
 
 def test_every_request_is_recorded_with_method_path_query_headers_and_body() -> None:
     with FakeProviderServer(["a", "b"]) as server:
-        httpx.post(
+        httpx2.post(
             server.base_url + "/v1/messages?beta=true", json=ENDPOINTS["anthropic"][1], headers={"X-Api-Key": "k1"}
         )
         post(server, "gemini", stream=True)
@@ -481,13 +481,13 @@ def test_every_request_is_recorded_with_method_path_query_headers_and_body() -> 
 
 def test_an_openai_compatible_base_path_is_accepted() -> None:
     with FakeProviderServer(["compatible"]) as server:
-        r = httpx.post(server.base_url + "/api/openai/v1/chat/completions", json=ENDPOINTS["openai-chat"][1])
+        r = httpx2.post(server.base_url + "/api/openai/v1/chat/completions", json=ENDPOINTS["openai-chat"][1])
     assert r.json()["choices"][0]["message"]["content"] == "compatible"
 
 
 def test_a_gemini_stream_without_alt_sse_is_one_json_array() -> None:
     with FakeProviderServer(["hello world"]) as server:
-        r = httpx.post(server.base_url + "/v1beta/models/g:streamGenerateContent", json=ENDPOINTS["gemini"][1])
+        r = httpx2.post(server.base_url + "/v1beta/models/g:streamGenerateContent", json=ENDPOINTS["gemini"][1])
     chunks = r.json()
     assert isinstance(chunks, list) and len(chunks) >= 2
     assert "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks) == "hello world"
@@ -495,14 +495,14 @@ def test_a_gemini_stream_without_alt_sse_is_one_json_array() -> None:
 
 def test_an_unknown_path_is_a_404_and_uses_no_step() -> None:
     with FakeProviderServer(["unused"]) as server:
-        r = httpx.post(server.base_url + "/v2/embeddings", json={})
+        r = httpx2.post(server.base_url + "/v2/embeddings", json={})
         assert server.remaining == 1
     assert r.status_code == 404 and server.requests[0].api is None
 
 
 def test_a_body_that_is_not_json_is_a_400_in_the_apis_shape() -> None:
     with FakeProviderServer(["unused"]) as server:
-        r = httpx.post(
+        r = httpx2.post(
             server.base_url + "/v1/messages", content=b"{not json", headers={"content-type": "application/json"}
         )
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
@@ -571,7 +571,7 @@ def test_closing_stops_listening_and_joins_every_thread() -> None:
     before = threading.active_count()
     server = FakeProviderServer(["a"]).start()
     port = server.port
-    with httpx.Client() as client:  # a keep-alive connection left open across close()
+    with httpx2.Client() as client:  # a keep-alive connection left open across close()
         client.post(f"http://127.0.0.1:{port}/v1/messages", json=ENDPOINTS["anthropic"][1])
         server.close()
         server.close()  # twice is fine
@@ -589,7 +589,7 @@ def test_closing_interrupts_a_pending_delay() -> None:
     def call() -> None:
         try:
             post(server, "anthropic", stream=False)
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             errors.append(exc)
 
     caller = threading.Thread(target=call)

@@ -373,6 +373,31 @@ def test_a_missing_key_names_the_environment_variable(kind: str) -> None:
     )
 
 
+@pytest.mark.parametrize("kind", ["openai", "openai-responses", "anthropic"])
+@pytest.mark.parametrize("where", ["argument", "environment"])
+async def test_a_client_given_a_base_url_needs_no_key(kind: str, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 18, item 25: anthropic: with a base_url (llama.cpp's Anthropic-compatible endpoint) still demanded
+    # ANTHROPIC_API_KEY, where the OpenAI clients need none for a server of one's own.
+    key_var, url_var = ENV[kind]
+    monkeypatch.delenv(key_var, raising=False)
+    with FakeProviderServer(["no key needed"]) as server:
+        url = server.base_url + ("/v1" if kind.startswith("openai") else "")
+        if where == "environment":
+            monkeypatch.setenv(url_var, url)
+            client = from_string(f"{kind}:{MODEL_OF[kind]}")
+        else:
+            monkeypatch.delenv(url_var, raising=False)
+            client = from_string(f"{kind}:{MODEL_OF[kind]}", base_url=url)
+        reply = await client.generate(request())
+        await client.aclose()
+    assert reply.message.text_content() == "no key needed"
+    headers = server.requests[0].headers
+    if kind == "anthropic":
+        assert "x-api-key" not in headers and "authorization" not in headers  # no key is made up
+    else:
+        assert headers["authorization"] == "Bearer not-needed"  # the openai SDK insists on a key
+
+
 ENV = {
     "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
     "openai-responses": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),

@@ -1,5 +1,5 @@
 """The layout keeps its promise: the codecs import nothing that does I/O, the clients are where the docs say,
-and importing loopctl or its codecs loads neither httpx nor an SDK."""
+and importing loopctl or its codecs loads no HTTP client and no SDK."""
 
 from __future__ import annotations
 

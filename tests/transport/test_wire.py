@@ -170,7 +170,7 @@ def _texts(error: BaseException) -> list[str]:
 async def test_an_api_key_never_appears_in_a_repr_a_log_line_or_an_error_message(
     kind: str, stream: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG)  # every logger, httpx's and the SDKs' included
+    caplog.set_level(logging.DEBUG)  # every logger, httpx2's and the SDKs' included
     quoting = f"Incorrect API key provided: {SECRET}. You can find your API key at the console."
     script = [
         "fine",
@@ -198,7 +198,7 @@ async def test_an_api_key_never_appears_in_a_repr_a_log_line_or_an_error_message
     assert key_was_sent(kind, server.requests[0].headers)
     assert "Incorrect API key provided: [redacted]" in str(refused.value)
     texts = shown + [t for e in errors for t in _texts(e)] + [r.getMessage() for r in caplog.records]
-    assert caplog.records  # the SDKs and httpx did log
+    assert caplog.records  # the SDKs and httpx2 did log
     assert [t for t in texts if SECRET in t] == []
 
 

@@ -163,7 +163,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         made.extend(HandoffTool(h) for h in targets)
         self._handoffs = {h.tool_name: h for h in targets}
         self._tools = tuple(made)
-        self._sub_agents = any(isinstance(t, AgentTool) for t in made)
+        # A tool marked ``runs_sub_agent`` (a remote agent: loopctl.a2a.A2AAgent) runs in the run's scope too.
+        self._sub_agents = any(isinstance(t, AgentTool) or getattr(t, "runs_sub_agent", False) for t in made)
         from loopctl.tool import ToolRegistry
 
         ToolRegistry(self._tools)  # two tools of one name: refused here, not at the first run
@@ -198,7 +199,11 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         run_config: RunConfig | None = None,
         limits: UsageLimits | None = None,
     ) -> Agent[AgentDepsT, AgentOutputT]:
-        """A copy with the given settings changed (the others, tools included, are this agent's)."""
+        """A copy with the given settings changed (the others, tools included, are this agent's).
+
+        ``model``, ``instructions``, ``name``, ``description``, ``run_config`` and ``limits`` are as for the
+        constructor; ``None`` keeps this agent's.
+        """
         return Agent(
             model if model is not None else self.model,
             tools=self.tools,
@@ -311,7 +316,10 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         """This agent as a tool of another (a sub-agent): the model calls ``name`` (default: the agent's
         name) with ``{"input": "<task>"}`` and reads the agent's answer. It runs with the calling run's deps
         (``None`` when this agent takes none; :class:`AgentTool` maps them otherwise). See :class:`AgentTool`
-        and ``docs/agent.md``, "Sub-agents"."""
+        and ``docs/agent.md``, "Sub-agents".
+
+        ``description`` is what the calling model reads about the tool (default: this agent's ``description``).
+        """
         return AgentTool(self, name=name or safe_tool_name(self.name), description=description)
 
     @contextlib.contextmanager

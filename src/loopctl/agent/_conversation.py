@@ -141,6 +141,9 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
 
     After a handoff the conversation goes on with the agent that answered (:attr:`agent`; kept in the
     session's metadata, so a later process goes on with it too).
+
+    ``history`` starts a conversation without a store from these messages; ``parent`` links a sub-agent's
+    conversation to its parent's (kept in the session's metadata; set by the engine).
     """
 
     def __init__(
@@ -235,7 +238,11 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
         keyed by :attr:`PendingApproval.id <loopctl.engine.PendingApproval.id>`: a sub-agent's call is
         ``"<parent call>/<call>"``). See :meth:`Agent.run <loopctl.agent.Agent.run>`. Raises
         :class:`~loopctl.errors.SessionBusy` while another run of this conversation runs, and
-        :class:`~loopctl.errors.ApprovalError` for approvals that do not fit, before anything runs."""
+        :class:`~loopctl.errors.ApprovalError` for approvals that do not fit, before anything runs.
+
+        ``deps`` go to tools and instructions; ``config`` replaces the agent's run settings for this run; ``cancel``
+        stops it when set.
+        """
         run, _ = await self._run(prompt, approvals, deps, config, cancel, None, None, None)
         return run
 
@@ -265,7 +272,10 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
         approvals: Mapping[str, Approval] | None = None,
         config: RunConfig | None = None,
     ) -> Run[Any]:
-        """:meth:`run` on a fresh event loop. Raises ``RuntimeError`` inside a running event loop."""
+        """:meth:`run` on a fresh event loop. Raises ``RuntimeError`` inside a running event loop.
+
+        ``deps`` and ``config`` are as for :meth:`run`.
+        """
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -309,7 +319,10 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
         approvals: Mapping[str, Approval] | None = None,
         config: RunConfig | None = None,
     ) -> RunStream[Any]:
-        """:meth:`run` as a stream of its events (:meth:`Agent.stream <loopctl.agent.Agent.stream>`)."""
+        """:meth:`run` as a stream of its events (:meth:`Agent.stream <loopctl.agent.Agent.stream>`).
+
+        ``deps`` and ``config`` are as for :meth:`run`.
+        """
 
         async def start(observer: Observer, cancel: asyncio.Event) -> Run[Any]:
             run, _ = await self._run(prompt, approvals, deps, config, cancel, observer, None, None)
@@ -503,6 +516,17 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
                 raise ApprovalError(f"call {head!r} is decided twice: for itself and for the sub-agent it runs")
             p = waiting.get(head)
             tool = _tool_named(agent, p.call.name) if p is not None else None
+            remote = getattr(tool, "nested_pending", None) if p is not None else None
+            if remote is not None:  # a remote sub-agent (loopctl.a2a.A2AAgent): its task waits on these
+                expected = {q.id for q in await remote(self, head)}
+                for rest in decisions:
+                    if rest not in expected:
+                        raise ApprovalError(
+                            f"call {head}/{rest} does not await approval (the remote agent awaits "
+                            f"{', '.join(f'{head}/{e}' for e in sorted(expected)) or 'none'})"
+                        )
+                own[head] = Approve()
+                continue
             if p is None or not isinstance(tool, AgentTool):
                 raise ApprovalError(f"call {head!r} runs no sub-agent that awaits approval")
             child = await self._child(tool, head, resume=True)
@@ -527,6 +551,13 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
         out: list[PendingApproval] = []
         for p in machine.pending_approvals:
             tool = _tool_named(agent, p.call.name)
+            remote = getattr(tool, "nested_pending", None)
+            if remote is not None:  # a remote sub-agent: the calls its task waits on, under its name
+                inner = await remote(self, p.call.id)
+                if inner:
+                    where = " > ".join((*path, tool.name))
+                    out.extend(replace(q, via=(p.call.id, *q.via), agent=where) for q in inner)
+                    continue
             child = await self._child(tool, p.call.id, resume=True) if isinstance(tool, AgentTool) else None
             if child is not None and isinstance(tool, AgentTool):
                 child_binding, child_machine = await child._load()

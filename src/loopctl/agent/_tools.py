@@ -98,7 +98,11 @@ class AgentTool(Generic[ToolDepsT_contra]):
 
     async def call(self, input: Any, context: ToolContext[ToolDepsT_contra]) -> Any:  # noqa: A002
         """Run the sub-agent (or continue its paused run) and give its answer. Raises
-        :class:`~loopctl.tool.ApprovalRequired` when the sub-agent's run paused for approval."""
+        :class:`~loopctl.tool.ApprovalRequired` when the sub-agent's run paused for approval.
+
+        ``input`` is the model's arguments (``{"input": "<task>"}``) and ``context`` the call's
+        :class:`~loopctl.tool.ToolContext` (the calling run's deps, mapped by ``deps``).
+        """
         from loopctl.agent._conversation import run_sub_agent
 
         prompt = _prompt(input)
@@ -178,7 +182,10 @@ class Handoff(Generic[_TargetDepsT_contra, _TargetOutputT_co]):
 class HandoffTool:
     """The ``transfer_to_...`` tool of a :class:`Handoff`. Its calls never run as tools: the tool requires
     approval, so the driver defers each call, and the agent's conversation hands over when it sees one
-    (``requires_approval`` keeps the engine unchanged: the pause is the handover point)."""
+    (``requires_approval`` keeps the engine unchanged: the pause is the handover point).
+
+    ``handoff`` is the :class:`Handoff` the tool stands for (its agent, tool name and description).
+    """
 
     __slots__ = ("description", "handoff", "input_schema", "name", "repeatable", "requires_approval")
 
@@ -191,7 +198,10 @@ class HandoffTool:
         self.repeatable = False
 
     async def call(self, input: Any, context: ToolContext[Any]) -> Any:  # noqa: A002
-        """Not called by an agent's run (the handover happens instead); anywhere else, it says so."""
+        """Not called by an agent's run (the handover happens instead); anywhere else, it says so.
+
+        ``input`` and ``context`` are the :class:`~loopctl.tool.Tool` protocol's; neither is used.
+        """
         return ToolOutput(
             f"The conversation cannot be handed to {self.handoff.agent.name} here (not inside an agent's run).",
             is_error=True,

@@ -19,20 +19,15 @@ Environment: ``LOOPCTL_DEMO_DELAY`` sets the seconds between the demo model's st
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import click
-from rich.console import Console
-from rich.text import Text
 
 from loopctl import __version__
-from loopctl.cli.approvals import approve
-from loopctl.cli.report import fail
-from loopctl.cli.run import DEMO_DELAY_VAR, run
-from loopctl.cli.sessions import sessions
-from loopctl.cli.show import check, show
+from loopctl.cli.options import store_option
 from loopctl.errors import ConversationFileError, LoopError, MissingAPIKey
 
 __all__ = ["DEMO_DELAY_VAR", "DISTRIBUTION", "main"]
@@ -42,9 +37,70 @@ DISTRIBUTION = "pyloopctl"
 ``loopctl`` (the ``loopctl`` on PyPI is an unrelated project)."""
 
 
+DEMO_DELAY_VAR = "LOOPCTL_DEMO_DELAY"
+"""Environment variable: seconds between the streamed events of ``--model demo`` (0 to 60; default 0.01)."""
+
+# The commands, imported when one is run or asked for its help (``loopctl --help`` imports none of them: they
+# bring in the message model, the engine, the store, rich...): name -> (module, attribute, short help). The
+# short help is the first sentence of the command's help, as click shows it (tests/cli/test_start.py checks
+# that it is).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "a2a": ("loopctl.cli.serve", "a2a", "Serve loopctl agents over the Agent2Agent (A2A) protocol."),
+    "mcp": ("loopctl.cli.serve", "mcp", "Serve loopctl's tools and agents over the Model Context Protocol."),
+    "approve": (
+        "loopctl.cli.approvals",
+        "approve",
+        "Decide the tool calls SESSION_ID's run awaits, then continue the run.",
+    ),
+    "check": (
+        "loopctl.cli.show",
+        "check",
+        "Check a saved session or conversation file, or a stored session (by its id), against the pairing and "
+        "placement rules.",
+    ),
+    "run": (
+        "loopctl.cli.run",
+        "run",
+        "Run TASK with an agent that can list, read, search, write and edit files under --root.",
+    ),
+    "sessions": ("loopctl.cli.sessions", "sessions", "List, show, fork, export and import stored sessions."),
+    "show": (
+        "loopctl.cli.show",
+        "show",
+        "Print a saved session (its model, root, outcome and usage, then the conversation) or a conversation file.",
+    ),
+}
+
+
 class _Group(click.Group):
     """The command group, reporting every error in one style: click's usage errors, the errors of loopctl
-    (:class:`~loopctl.errors.LoopError`), and a missing provider SDK."""
+    (:class:`~loopctl.errors.LoopError`), and a missing provider SDK. Its commands are loaded when used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, attribute, _ = COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The list of commands of ``--help``, from the short helps above (no command is imported)."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            loaded = self.commands.get(name)
+            if loaded is not None:
+                text = loaded.get_short_help_str(limit)
+            else:
+                text = click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit)
+            rows.append((name, text))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def main(  # type: ignore[override]
         self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
@@ -53,31 +109,38 @@ class _Group(click.Group):
         try:
             code = super().main(args, prog_name, standalone_mode=False, **extra)
         except click.UsageError as exc:
+            from loopctl.cli.report import fail
+
             # click's own (a bad option) carry their command; ours (a folder that cannot be used) need no help.
             hints = [f"(see {exc.ctx.command_path} --help)"] if exc.ctx is not None else []
             fail(exc.format_message(), *hints, code=exc.exit_code)
         except click.ClickException as exc:
+            from loopctl.cli.report import fail
+
             fail(exc.format_message(), code=exc.exit_code)
         except click.Abort:  # Ctrl-C at a prompt
+            from rich.console import Console
+            from rich.text import Text
+
             Console(stderr=True, highlight=False).print(Text("⏹ stopped", style="yellow"))
             sys.exit(130)
         except MissingAPIKey as exc:
+            from loopctl.cli.report import fail
+
             fail(str(exc), 'Or try the whole stack with no key: loopctl run "TASK" --model demo --root DIR')
         except (ConversationFileError, LoopError) as exc:
+            from loopctl.cli.report import fail
+
             fail(str(exc))
         except ImportError as exc:  # a provider SDK (an optional extra) is not installed
+            from loopctl.cli.report import fail
+
             fail(str(exc))
         sys.exit(code if isinstance(code, int) else 0)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, package_name=DISTRIBUTION, message="%(prog)s %(version)s (%(package)s)")
+@store_option
 def main() -> None:
     """loopctl: run LLM agents that call tools in a loop."""
-
-
-main.add_command(run)
-main.add_command(show)
-main.add_command(check)
-main.add_command(sessions)
-main.add_command(approve)

@@ -36,7 +36,7 @@ from rich.text import Text
 
 from loopctl.cli.inert import inert
 from loopctl.cli.report import CommandError
-from loopctl.cli.sessions import STORE_VAR, open_store
+from loopctl.cli.sessions import absent_store, check_id, open_store, store_option, store_spec
 
 __all__ = ["approve", "decide_interactively", "describe"]
 
@@ -47,9 +47,7 @@ def describe(pending: Any, indent: str = "") -> str:
     writes the input and its key order, and a long harmless value must not push another out of sight. Every
     line is inert (control and invisible characters written as escapes; JSON already escapes the C0
     controls inside strings)."""
-    head = f"{pending.id}  {pending.name}"
-    if pending.reason:
-        head += f"  — {pending.reason}"
+    head = _head(pending)
     try:
         body = orjson.dumps(pending.input, option=orjson.OPT_INDENT_2).decode()
     except orjson.JSONEncodeError:  # integers past 64 bits
@@ -58,15 +56,45 @@ def describe(pending: Any, indent: str = "") -> str:
     return "\n".join(lines)
 
 
-def decide_interactively(pending: Sequence[Any], prompt: Callable[..., Any] = click.prompt) -> dict[str, Any]:
-    """Ask about each pending call, showing its whole input (:func:`describe`): approve, deny (with a reason),
-    modify (new input as JSON), or skip (it stays pending). ``prompt`` is :func:`click.prompt`'s signature
-    (tests pass their own)."""
+def show_pending(console: Console, pending: Any, files: Any = None, indent: str = "") -> None:
+    """Print a pending call once, as it is decided on: the line ``id  tool  — reason``; then, for a call that
+    writes a file (and ``files``, the :class:`~loopctl.tools.files.FileTools` it would run with), what it would
+    change, as ``loopctl run`` shows it before asking (the path resolved, then a diff); for any other call, or a
+    write the tool will refuse (the reason is shown), its whole input as JSON (:func:`describe`)."""
+    from loopctl.cli.approve import show_diff
+
+    preview = files.preview(pending.name, pending.input) if files is not None else None
+    if preview is None or preview.problem is not None:
+        console.print(Text(indent + describe(pending, indent=indent)))
+        if preview is not None and preview.problem is not None:
+            problem = inert(preview.problem, one_line=True)
+            console.print(Text(f"{indent}    the tool will refuse it: {problem}", style="dim"))
+        return
+    console.print(Text(indent + inert(_head(pending), one_line=True)))
+    path = inert(preview.path, one_line=True)
+    console.print(Text(f"{indent}    wants to {preview.action} {path}", style="bold"))
+    show_diff(console, pending.input, preview, indent=indent + "    ")
+
+
+def _head(pending: Any) -> str:
+    head = f"{pending.id}  {pending.name}"
+    return head + (f"  — {pending.reason}" if pending.reason else "")
+
+
+def decide_interactively(
+    pending: Sequence[Any], prompt: Callable[..., Any] = click.prompt, show: Callable[[Any], None] | None = None
+) -> dict[str, Any]:
+    """Ask about each pending call, showing it once (``show``; default: its whole input, :func:`describe`):
+    approve, deny (with a reason), modify (new input as JSON), or skip (it stays pending). ``prompt`` is
+    :func:`click.prompt`'s signature (tests pass their own)."""
     from loopctl.engine import Approve, Deny, Modify
 
     decisions: dict[str, Any] = {}
     for p in pending:
-        click.echo(describe(p))
+        if show is not None:
+            show(p)
+        else:
+            click.echo(describe(p))
         choice = prompt("  [a]pprove, [d]eny, [m]odify, [s]kip", type=click.Choice(["a", "d", "m", "s"]), default="s")
         if choice == "a":
             decisions[p.id] = Approve()
@@ -86,7 +114,7 @@ def decide_interactively(pending: Sequence[Any], prompt: Callable[..., Any] = cl
 
 @click.command()
 @click.argument("session_id")
-@click.option("--store", "store_spec", envvar=STORE_VAR, help="The session store (default: .loopctl/sessions.db).")
+@store_option
 @click.option("--list", "only_list", is_flag=True, help="List the calls the run awaits, decide nothing.")
 @click.option("--all", "approve_all", is_flag=True, help="Approve every pending call.")
 @click.option("--approve", "approved", multiple=True, metavar="CALL_ID", help="Approve this call.")
@@ -100,11 +128,12 @@ def decide_interactively(pending: Sequence[Any], prompt: Callable[..., Any] = cl
     help="The folder the file tools may use (default: the session's).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Allow the continued run's file changes without asking.")
-@click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
+@click.option(
+    "--max-turns", type=click.IntRange(1), default=200, show_default=True, help="Model calls per run, as the library's."
+)
 @click.option("--no-stream", is_flag=True, help="Wait for whole replies instead of streaming them.")
 def approve(
     session_id: str,
-    store_spec: str | None,
     only_list: bool,
     approve_all: bool,
     approved: tuple[str, ...],
@@ -122,7 +151,7 @@ def approve(
         code = asyncio.run(
             _approve(
                 session_id,
-                store_spec,
+                store_spec(),
                 only_list=only_list,
                 approve_all=approve_all,
                 approved=approved,
@@ -146,12 +175,16 @@ async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
     from loopctl.cli.approve import Approval
     from loopctl.cli.autosave import cli_values
     from loopctl.cli.render import Transcript
-    from loopctl.cli.run import build_client
-    from loopctl.engine import Approve, BareLoop, Deny, MachineState, Modify, RunConfig
+    from loopctl.cli.run import build_client, model_sizes
+    from loopctl.engine import Approve, BareLoop, Deny, MachineState, Modify, RunConfig, SessionConfig
     from loopctl.errors import ApprovalError, ConcurrentUpdate, SessionNotFound
     from loopctl.tools.files import PROTECTED_NAMES, FileTools
 
     console = Console(highlight=False, soft_wrap=True)
+    check_id(session_id)
+    missing = absent_store(store_spec)
+    if missing is not None:  # nothing to approve, and no store to create
+        raise CommandError(f"no session {session_id!r} (no store at {inert(str(missing), one_line=True)})")
     store = open_store(store_spec)
     try:
         try:
@@ -167,16 +200,27 @@ async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
         if machine.state is not MachineState.AWAITING_APPROVAL:
             raise CommandError(f"session {session_id!r} awaits no approval (its last run: {state.outcome})")
         pending = machine.pending_approvals
+        files: FileTools | None = None
+        if root is not None:
+            try:
+                files = FileTools(root, protected=PROTECTED_NAMES)
+            except OSError as exc:
+                root_error = exc.strerror
         console.print(Text(f"session {inert(session_id, one_line=True)} awaits {len(pending)} call(s):", style="bold"))
-        for p in pending:
-            console.print(Text(f"  {describe(p, indent='  ')}"))
+
+        def show(p: Any) -> None:
+            show_pending(console, p, files, indent="  ")
+
+        decisions = _from_flags(pending, opts, Approve, Deny, Modify)
+        if opts["only_list"] or decisions or not sys.stdin.isatty():
+            for p in pending:  # each call shown once, as run shows a change: a write as its diff
+                show(p)
         if opts["only_list"]:
             return 0
-        decisions = _from_flags(pending, opts, Approve, Deny, Modify)
         if not decisions:
             if not sys.stdin.isatty():
                 raise CommandError("no decisions: pass --all, --approve ID, --deny ID or --modify ID JSON")
-            decisions = decide_interactively(pending)
+            decisions = decide_interactively(pending, show=show)
             if not decisions:
                 console.print("nothing decided; the calls stay pending")
                 return 0
@@ -184,20 +228,23 @@ async def _approve(session_id: str, store_spec: str | None, **opts: Any) -> int:
             raise CommandError("--model is required (the session names none)")
         if root is None:
             raise CommandError("--root is required (the session names none)")
-        try:
-            files = FileTools(root, protected=PROTECTED_NAMES)
-        except OSError as exc:
-            raise CommandError(
-                f"the root folder {inert(str(root))} cannot be used ({exc.strerror}); pass --root"
-            ) from None
+        if files is None:
+            raise CommandError(f"the root folder {inert(str(root))} cannot be used ({root_error}); pass --root")
         transcript = Transcript(console)
         approval = Approval(files, console, yes=opts["yes"], before_prompt=transcript.close)
         async with build_client(model, base_url) as client:
+            window, max_tokens = await model_sizes(client, model, None, None)
             loop = BareLoop(
-                client, list(files), observers=[transcript], permission=approval, store=store, session_id=session_id
+                client,
+                list(files),
+                SessionConfig(context_window=window),
+                observers=[transcript],
+                permission=approval,
+                store=store,
+                session_id=session_id,
             )
             try:
-                config = RunConfig(max_turns=opts["max_turns"], stream=opts["stream"])
+                config = RunConfig(max_turns=opts["max_turns"], stream=opts["stream"], max_tokens=max_tokens)
                 run = await loop.run(approvals=decisions, config=config)
             except (ApprovalError, ConcurrentUpdate) as exc:
                 # Another process decided these calls first (or the run changed since it was listed): the

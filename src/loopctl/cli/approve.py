@@ -23,7 +23,7 @@ from loopctl.engine import Deny
 from loopctl.message import ToolCallPart
 from loopctl.tools.files import WRITE_TOOLS, ChangePreview, FileTools
 
-__all__ = ["MAX_DIFF_LINES", "NO_TERMINAL", "Approval"]
+__all__ = ["MAX_DIFF_LINES", "NO_TERMINAL", "Approval", "show_diff"]
 
 MAX_DIFF_LINES = 80
 """The most lines of a change's diff the prompt shows (the rest is counted)."""
@@ -74,22 +74,35 @@ class Approval:
             return
         path = inert(preview.path, one_line=True)
         c.print(Text.assemble(("? ", "bold yellow"), (f"{name} wants to {preview.action} {path}", "bold")))
-        asked = call.input.get("path") if isinstance(call.input, dict) else None
-        if isinstance(asked, str) and asked not in (preview.path, f"./{preview.path}"):
-            c.print(Text(f"  (the model asked for {inert(asked, one_line=True)})", style="dim"))
-        lines = preview.diff.splitlines()
-        for line in lines[:MAX_DIFF_LINES]:
-            style = (
-                "bold"
-                if line.startswith(("---", "+++"))
-                else "green"
-                if line.startswith("+")
-                else "red"
-                if line.startswith("-")
-                else "cyan"
-                if line.startswith("@@")
-                else ""
-            )
-            c.print(Text("  " + inert(line, one_line=True), style=style))
-        if len(lines) > MAX_DIFF_LINES:
-            c.print(Text(f"  … {len(lines) - MAX_DIFF_LINES} more lines of diff", style="dim"))
+        show_diff(c, call.input, preview)
+
+
+def show_diff(console: Console, call_input: object, preview: ChangePreview, indent: str = "  ") -> None:
+    """Print what a change would do under its heading, each line starting with ``indent``: the path the model
+    wrote when it differs from the resolved one, then the diff (at most :data:`MAX_DIFF_LINES` lines, the rest
+    counted), coloured as a diff, every line inert. ``loopctl run``'s prompt and ``loopctl approve`` both show
+    a write this way.
+
+    ``console`` is where it prints; ``call_input`` is the model's input for the call (its ``path`` is compared with
+    the resolved one); ``preview`` is the change, from :meth:`FileTools.preview
+    <loopctl.tools.files.FileTools.preview>`.
+    """
+    asked = call_input.get("path") if isinstance(call_input, dict) else None
+    if isinstance(asked, str) and asked not in (preview.path, f"./{preview.path}"):
+        console.print(Text(f"{indent}(the model asked for {inert(asked, one_line=True)})", style="dim"))
+    lines = preview.diff.splitlines()
+    for line in lines[:MAX_DIFF_LINES]:
+        style = (
+            "bold"
+            if line.startswith(("---", "+++"))
+            else "green"
+            if line.startswith("+")
+            else "red"
+            if line.startswith("-")
+            else "cyan"
+            if line.startswith("@@")
+            else ""
+        )
+        console.print(Text(indent + inert(line, one_line=True), style=style))
+    if len(lines) > MAX_DIFF_LINES:
+        console.print(Text(f"{indent}… {len(lines) - MAX_DIFF_LINES} more lines of diff", style="dim"))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from loopctl._fs import make_private_folders
 from loopctl.engine import (
     CompactionFinished,
     LoopEvent,
@@ -179,11 +180,11 @@ def usage_of(session: Session) -> Usage | None:
 
 
 def create_session_file(path: Path, session: Session) -> Path:
-    """Create the session file ``path`` exclusively (``O_EXCL``; missing folders are made) and write
+    """Create the session file ``path`` exclusively (``O_EXCL``; 0o600, missing folders made 0o700) and write
     ``session`` into it. Raises ``FileExistsError`` when ``path`` exists, and ``OSError`` when it cannot be
     created."""
     data = session.to_bytes()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_folders(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)

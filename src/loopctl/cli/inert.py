@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["inert"]
+__all__ = ["TAB_SIZE", "expand_tabs", "inert"]
+
+TAB_SIZE = 8
+"""Columns between tab stops when the CLI expands tabs (a terminal's default)."""
 
 # C0 controls but tab and newline (newline is handled per mode), DEL and the C1 controls; lone surrogates
 # (undecodable bytes of a file name, a cut pair), which no terminal encoding can write; then the invisible
@@ -59,3 +62,29 @@ def inert(text: str, *, one_line: bool = False) -> str:
     if one_line and "\n" in out:
         out = _NEWLINE.sub(_escape, out)
     return out
+
+
+def expand_tabs(text: str, column: int = 0, size: int = TAB_SIZE) -> tuple[str, int]:
+    """``text`` with each tab replaced by spaces up to the next multiple of ``size`` columns, counted from the
+    start of ``text``'s own lines (its first line starts at ``column``: where a stream left off), and the column
+    the text ends at. Wide characters (CJK, emoji) take two columns, as a terminal shows them. A terminal, or
+    rich, counts from wherever the text happens to be printed: after a label, or after the previous piece of a
+    stream, so the same text came out at different widths."""
+    from rich.cells import cell_len
+
+    if "\t" not in text:
+        last = text.rfind("\n")
+        return text, (column + cell_len(text) if last < 0 else cell_len(text[last + 1 :]))
+    out: list[str] = []
+    for n, line in enumerate(text.split("\n")):
+        if n:
+            out.append("\n")
+            column = 0
+        for k, piece in enumerate(line.split("\t")):
+            if k:
+                pad = size - column % size
+                out.append(" " * pad)
+                column += pad
+            out.append(piece)
+            column += cell_len(piece)
+    return "".join(out), column

@@ -35,7 +35,11 @@ async def open_integrations(
     """Start what the options ask for, on ``stack`` (closed when the run ends: the servers stop, the last
     spans are exported). Returns ``(tool providers, observers)``. ``taken`` holds the tool names already in
     use. Raises ``click.UsageError`` for an option that cannot work, ``ImportError`` naming the missing
-    extra, and :class:`~loopctl.mcp.MCPConnectionError` for a server that does not start."""
+    extra, and :class:`~loopctl.mcp.MCPConnectionError` for a server that does not start.
+
+    ``otel`` starts the OTLP export (``--otel``); ``mcp_commands`` and ``mcp_urls`` are the ``--mcp`` and ``--mcp-
+    url`` servers; ``conversation_id`` names the session in the spans.
+    """
     observers: list[Any] = []
     if otel:
         from loopctl.telemetry import OTelObserver

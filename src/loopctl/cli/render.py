@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from loopctl.cli.inert import inert
+from loopctl.cli.inert import expand_tabs, inert
 from loopctl.engine.events import (
     CompactionFinished,
     LoopEvent,
@@ -34,10 +34,10 @@ from loopctl.engine.events import (
     TurnFinished,
     TurnStarted,
 )
-from loopctl.message import ServerToolCallPart, ServerToolResultPart, TextPart, ThinkingPart
+from loopctl.message import ServerToolCallPart, ServerToolResultPart, TextPart, ThinkingPart, ToolResultPart
 from loopctl.stream import PartStarted, PartUpdated, TextDelta, ThinkingDelta
 
-__all__ = ["Transcript", "dollars"]
+__all__ = ["Transcript", "dollars", "message_text"]
 
 
 def dollars(cost: Decimal) -> str:
@@ -56,10 +56,28 @@ def _json(value: Any) -> str:
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    """``value`` (text, or any JSON value) on one line, made inert, cut to ``limit`` characters."""
+    """``value`` (text, or any JSON value) on one line, made inert, cut to ``limit`` characters; a newline is
+    shown as ``⏎`` and a tab as ``⇥`` (a line that stands for many has no columns to align)."""
     text = value if isinstance(value, str) else _json(value)
-    text = inert(text.replace("\n", "⏎"), one_line=True)
+    text = inert(text.replace("\n", "⏎").replace("\t", "⇥"), one_line=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def message_text(message: Any) -> str:
+    """A message as ``loopctl show`` and ``loopctl sessions show`` print it: its display (one chunk per part,
+    ``docs/wire-format.md``), made inert, with each tab expanded from the start of its own line of content
+    (:func:`~loopctl.cli.inert.expand_tabs`); a tool result of several lines starts on a line of its own, so
+    its columns line up as in the file it read."""
+    chunks: list[str] = []
+    for part in message.parts:
+        if isinstance(part, ToolResultPart):
+            output, _ = expand_tabs(inert(str(part.output)))
+            chunks.append(f"[Tool Result:\n{output}]" if "\n" in output else f"[Tool Result: {output}]")
+            continue
+        chunk = part.display()
+        if chunk is not None:
+            chunks.append(expand_tabs(inert(chunk))[0])
+    return "\n".join(chunks)
 
 
 def _label(name: str, arguments: Any) -> str:
@@ -82,13 +100,18 @@ def _args(value: Any) -> str:
 
 
 class Transcript:
-    """Prints a run as it happens. Call it with each :data:`~loopctl.engine.LoopEvent`."""
+    """Prints a run as it happens. Call it with each :data:`~loopctl.engine.LoopEvent`.
+
+    ``console`` is where it prints (a new one on stdout when ``None``); ``show_thinking=False`` leaves the model's
+    reasoning out (``--hide-thinking``).
+    """
 
     def __init__(self, console: Console | None = None, *, show_thinking: bool = True) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)
         self.show_thinking = show_thinking
         self._status: Status | None = None
         self._mode: str | None = None  # "text" or "thinking" while a stream is being printed
+        self._column = 0  # where the streamed text stands on its line, so its tabs expand as one text
         self._streamed = False  # whether this turn's reply was shown as it streamed
         self._server_calls: dict[str, ServerToolCallPart] = {}  # this turn's provider-side calls, by id
 
@@ -209,7 +232,8 @@ class Transcript:
         if self._mode != "text":
             self._end_line()
             self._mode = "text"
-        self.console.print(Text(inert(text)), end="")
+        shown, self._column = expand_tabs(inert(text), self._column)
+        self.console.print(Text(shown), end="")
 
     def _thinking(self, text: str) -> None:
         self._streamed = True
@@ -219,7 +243,8 @@ class Transcript:
         if self._mode != "thinking":
             self._end_line()
             self._mode = "thinking"
-        self.console.print(Text(inert(text), style="dim italic"), end="")
+        shown, self._column = expand_tabs(inert(text), self._column)
+        self.console.print(Text(shown, style="dim italic"), end="")
 
     def _spin(self, label: str) -> None:
         if not self.console.is_terminal:
@@ -237,6 +262,7 @@ class Transcript:
         if self._mode is not None:
             self.console.print()
             self._mode = None
+        self._column = 0
 
     def close(self) -> None:
         """Stop any spinner and finish the current line."""

@@ -50,7 +50,10 @@ def stderr() -> Console:
 
 def fail(message: str, *hints: str, code: int = 2) -> NoReturn:
     """Print ``error: MESSAGE`` (made inert: it may quote a provider, a file or a model) and each hint on
-    stderr, and exit with ``code``."""
+    stderr, and exit with ``code``.
+
+    ``message`` is the sentence; ``hints`` are further lines (what to try).
+    """
     err = stderr()
     err.print(Text(f"error: {inert(message)}", style="bold red"))
     for hint in hints:
@@ -59,5 +62,8 @@ def fail(message: str, *hints: str, code: int = 2) -> NoReturn:
 
 
 def warn(message: str) -> None:
-    """Print ``warning: MESSAGE`` (made inert) on stderr."""
+    """Print ``warning: MESSAGE`` (made inert) on stderr.
+
+    ``message`` is the sentence.
+    """
     stderr().print(Text(f"warning: {inert(message)}", style="yellow"))

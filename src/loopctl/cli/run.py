@@ -24,9 +24,10 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from loopctl.cli import DEMO_DELAY_VAR  # the command group's module, which imports this one only when it runs
 from loopctl.cli.inert import inert
 from loopctl.cli.report import CommandError, stderr, warn
-from loopctl.cli.sessions import STORE_VAR
+from loopctl.cli.sessions import store_option, store_spec
 
 if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `loopctl --help` stays quick
     from loopctl.cli.autosave import Autosave
@@ -38,8 +39,6 @@ if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `lo
 
 __all__ = ["DEMO_DELAY_VAR", "RunOptions", "build_client", "build_observers", "build_tools", "file_tools", "run"]
 
-DEMO_DELAY_VAR = "LOOPCTL_DEMO_DELAY"
-"""Environment variable: seconds between the streamed events of ``--model demo`` (0 to 60; default 0.01)."""
 
 _EXIT = {"completed": 0, "cancelled": 130}
 
@@ -104,12 +103,28 @@ class RunOptions:
     help="Save to this session file (a new one) instead of the store.",
 )
 @click.option("--resume", help="Continue a stored session (its id) or a session file.")
-@click.option("--store", "store_spec", envvar=STORE_VAR, help="The session store (default: .loopctl/sessions.db).")
+@store_option
 @click.option("--system", "system_prompt", help="A system prompt for the session.")
-@click.option("--max-turns", type=click.IntRange(1), default=50, show_default=True)
-@click.option("--max-tokens", type=click.IntRange(1), help="Output token limit per model call.")
-@click.option("--reasoning-effort", type=click.Choice(["minimal", "low", "medium", "high"]))
-@click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens.")
+@click.option(
+    "--max-turns", type=click.IntRange(1), default=200, show_default=True, help="Model calls per run, as the library's."
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(1),
+    help="Output token limit per model call (default: the model's own, at most 32,000; for a local server a "
+    "quarter of its context, at most 8,192).",
+)
+@click.option(
+    "--reasoning-effort",
+    type=click.Choice(["minimal", "low", "medium", "high"]),
+    help="How much the model reasons before it answers (models that reason; default: the provider's).",
+)
+@click.option(
+    "--context-window",
+    type=click.IntRange(1000),
+    help="The model's context window in tokens (default: what a local server reports, else what the provider "
+    "publishes, else 200,000).",
+)
 @click.option("--no-stream", is_flag=True, help="Wait for whole replies instead of streaming them.")
 @click.option("--hide-thinking", is_flag=True, help="Do not print the model's reasoning.")
 @click.option("--otel", is_flag=True, help="Export traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT).")
@@ -117,6 +132,7 @@ class RunOptions:
 @click.option("--mcp-url", "mcp_urls", multiple=True, metavar="URL", help="Add a streamable-HTTP MCP server's tools.")
 def run(**opts: Any) -> None:
     """Run TASK with an agent that can list, read, search, write and edit files under --root."""
+    opts["store_spec"] = store_spec()
     options = RunOptions(**{f.name: opts[f.name] for f in fields(RunOptions)})
     console = Console(highlight=False, soft_wrap=True)
     saved: list[str] = []  # where the session was saved, once it was
@@ -140,7 +156,9 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
         if text is not None and not _is_text(text):  # a command line's bytes that are not UTF-8
             raise CommandError(f"{name} is not valid text (it holds bytes that are not UTF-8)")
     # The session lives in the store unless a file is named (--session, or --resume with a file that exists).
-    resume_file = Path(o.resume) if o.resume is not None and Path(o.resume).is_file() else None
+    resume_file = Path(o.resume) if o.resume and Path(o.resume).is_file() else None
+    if o.resume is not None and resume_file is None:
+        _check_resume(o.resume, o.store_spec)
     target = RunTarget(o.store_spec, o.resume) if o.session_path is None and resume_file is None else None
     with contextlib.ExitStack() as held:
         session: Session | None = None
@@ -195,17 +213,18 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
             transcript, autosave, observers = build_observers(console, session_obj, path, o)
             approval = Approval(files, console, yes=o.yes, before_prompt=transcript.close)
             where: dict[str, Any] = target.loop_args() if target is not None else {"machine": session_obj.machine}
+            window, max_tokens = await model_sizes(client, model, o.context_window, o.max_tokens)
             loop = BareLoop(
                 client,
                 build_tools(files, servers),
-                _session_config(model, files.root, session_obj.system_prompt, o),
+                _session_config(model, files.root, session_obj.system_prompt, window),
                 observers=[*observers, *extra_observers],
                 permission=approval,
                 **where,
             )
             run_config = RunConfig(
                 max_turns=o.max_turns,
-                max_tokens=o.max_tokens,
+                max_tokens=max_tokens,
                 reasoning_effort=o.reasoning_effort,  # type: ignore[arg-type]
                 stream=not o.no_stream,
             )
@@ -249,7 +268,10 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
 
 
 def file_tools(root: Path, o: RunOptions) -> FileTools:
-    """The file tools over ``root`` (``CommandError`` when it cannot be used)."""
+    """The file tools over ``root`` (``CommandError`` when it cannot be used).
+
+    ``o`` is the command's options (:class:`RunOptions`: ``--yes``, ``--allow-protected-writes``).
+    """
     from loopctl.tools.files import PROTECTED_NAMES, FileTools
 
     try:
@@ -259,7 +281,10 @@ def file_tools(root: Path, o: RunOptions) -> FileTools:
 
 
 def build_tools(files: FileTools, providers: Sequence[ToolProvider] = ()) -> list[Tool | ToolProvider]:
-    """The tools the agent gets: the file tools, then the tool providers (``--mcp`` servers)."""
+    """The tools the agent gets: the file tools, then the tool providers (``--mcp`` servers).
+
+    ``files`` are the file tools (:func:`file_tools`).
+    """
     return [*files, *providers]
 
 
@@ -298,7 +323,10 @@ def build_observers(
 ) -> tuple[Transcript, Autosave | None, list[Observer]]:
     """The transcript, the autosave of a session file at ``path`` (``None`` with the store, which the loop
     saves to itself), and the observers of the run in the order they are called (the autosave first, so what
-    the transcript shows as done is saved)."""
+    the transcript shows as done is saved).
+
+    ``console`` is where the transcript prints; ``o`` the command's options (:class:`RunOptions`).
+    """
     from loopctl.cli.autosave import Autosave
     from loopctl.cli.render import Transcript
 
@@ -339,16 +367,58 @@ def _session_for_run(session: Session | None, model: str, base_url: str | None, 
     return Session(machine, model=model, root=root_text, system_prompt=system_prompt, metadata=metadata)
 
 
-def _session_config(model: str, root: Path, system_prompt: str | None, o: RunOptions) -> SessionConfig:
+async def model_sizes(
+    client: Any, model: str, context_window: int | None, max_tokens: int | None
+) -> tuple[int, int | None]:
+    """The window the conversation may fill and the output limit of each reply, in tokens, for ``model`` (the
+    ``--model`` spec) served by ``client``: ``--context-window`` or the model's own (what a server of one's own
+    reports, else what its provider publishes, else 200,000: :mod:`loopctl.model_limits`), less the room of a
+    reply; and ``--max-tokens`` or the model's default (:func:`loopctl.model_limits.default_max_tokens`). The
+    demo model keeps the defaults and asks for no limit."""
+    from loopctl import model_limits
+
+    if model == "demo":
+        return context_window or model_limits.DEFAULT_CONTEXT_WINDOW, max_tokens
+    api_url = getattr(client, "api_url", None)
+    local = model_limits.is_local(api_url)
+    limits: model_limits.ModelLimits | None
+    if local:
+        key = os.environ.get("OPENAI_API_KEY") if client.provider.startswith("openai") else None
+        limits = await model_limits.probe(model_limits.server_root(api_url or ""), client.model, api_key=key)
+    else:
+        limits = model_limits.published(client.provider, client.model)
+    if max_tokens is None:
+        max_tokens = model_limits.default_max_tokens(limits, local=local)
+    window = context_window or (limits.context_window if limits is not None else None)
+    window = window or model_limits.DEFAULT_CONTEXT_WINDOW
+    return model_limits.input_window(window, max_tokens), max_tokens
+
+
+def _session_config(model: str, root: Path, system_prompt: str | None, window: int) -> SessionConfig:
     from loopctl.compact import PRESETS, ContextBudget
     from loopctl.engine import SessionConfig
 
     # The token counter's preset follows the provider (characters per token, image prices...).
     prefix = model.partition(":")[0]
-    budget = ContextBudget.for_provider(prefix if prefix in PRESETS else "default", window=o.context_window or 200_000)
+    budget = ContextBudget.for_provider(prefix if prefix in PRESETS else "default", window=window)
     return SessionConfig(
         system_prompt=system_prompt or _DEFAULT_SYSTEM.format(root=_readable(str(root))), budget=budget
     )
+
+
+def _check_resume(resume: str, spec: str | None) -> None:
+    """``CommandError`` (one line, exit 2) for a ``--resume`` that names no file and cannot name a stored
+    session: empty, not a session id, or in a store that does not exist (which is not created)."""
+    from loopctl.cli.sessions import absent_store, check_id
+
+    if not resume:
+        raise CommandError("--resume needs a session id or a session file")
+    check_id(resume)
+    missing = absent_store(spec)
+    if missing is not None:
+        raise CommandError(
+            f"no session {inert(repr(resume), one_line=True)} (no store at {_shown(missing)}) and no file of that name"
+        )
 
 
 def _model_spec(model: str | None) -> str:

@@ -9,8 +9,11 @@
 
 The store is ``--store`` (a SQLite file, or a ``postgresql://`` URL or libpq ``key=value`` string for
 PostgreSQL), else ``$LOOPCTL_STORE``, else ``.loopctl/sessions.db`` in the current folder: the store
-``loopctl run`` saves to. Node ids may be shortened to any unique prefix of 4 hex digits or more. Text the
-model or a tool wrote is printed inert: control characters are shown as escapes, never sent to the terminal.
+``loopctl run`` saves to. ``--store`` may be given anywhere on the command line: ``loopctl --store S sessions
+list``, ``loopctl sessions --store S list`` and ``loopctl sessions list --store S`` are the same (the one
+nearest the command wins); so for ``run``, ``approve`` and ``show``. Node ids may be shortened to any unique
+prefix of 4 hex digits or more. Text the model or a tool wrote is printed inert: control characters are
+shown as escapes, never sent to the terminal.
 """
 
 from __future__ import annotations
@@ -28,20 +31,52 @@ from rich.console import Console
 from rich.text import Text
 
 from loopctl.cli.inert import inert
+from loopctl.cli.options import STORE_VAR, store_option, store_spec
 from loopctl.cli.report import stderr, stdout
 from loopctl.errors import ConversationFileError, LoopError
 
 if TYPE_CHECKING:
     from loopctl.session import Session
     from loopctl.store import SessionStore
+    from loopctl.store.base import StoredSession
 
-__all__ = ["DEFAULT_STORE", "STORE_VAR", "RunTarget", "inert", "open_store", "sessions"]
+__all__ = [
+    "DEFAULT_STORE",
+    "STORE_VAR",
+    "RunTarget",
+    "absent_store",
+    "check_id",
+    "inert",
+    "open_store",
+    "sessions",
+    "store_option",
+    "store_spec",
+]
 
 DEFAULT_STORE = Path(".loopctl") / "sessions.db"
 """The CLI's store when neither ``--store`` nor ``$LOOPCTL_STORE`` names one (relative to the current folder)."""
 
-STORE_VAR = "LOOPCTL_STORE"
-"""Environment variable: the CLI's store (a SQLite file, or a PostgreSQL URL or connection string)."""
+
+def check_id(session_id: str) -> str:
+    """``session_id`` when it can name a session (:func:`loopctl.store.base.check_session_id`), else a one-line
+    ``CommandError``."""
+    from loopctl.cli.report import CommandError
+    from loopctl.store.base import check_session_id
+
+    try:
+        return check_session_id(session_id)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def absent_store(spec: str | None) -> Path | None:
+    """The SQLite file the store ``spec`` names when it does not exist yet: nothing is stored there, and a
+    command that only reads or continues a session creates none. ``None`` for a file that exists and for
+    PostgreSQL."""
+    if spec and is_postgres(spec):
+        return None
+    path = Path(spec) if spec else DEFAULT_STORE
+    return None if path.exists() else path
 
 
 def is_postgres(spec: str) -> bool:
@@ -75,7 +110,7 @@ class RunTarget:
 
         self.spec = spec
         self.resume = resume
-        self.session_id = resume or new_session_id()
+        self.session_id = resume if resume is not None else new_session_id()
         self.store: SessionStore | None = None
 
     def _open(self) -> SessionStore:
@@ -104,7 +139,11 @@ class RunTarget:
     def open(
         self, *, model: str, root: str, system_prompt: str | None, metadata: dict[str, object] | None = None
     ) -> None:
-        """Open the store and, for a new session, create it with these settings (before any model call)."""
+        """Open the store and, for a new session, create it with these settings (before any model call).
+
+        ``model`` (a model spec), ``root`` (the file tools' folder), ``system_prompt`` and ``metadata`` are the new
+        session's settings.
+        """
         from loopctl.store import SessionState
 
         store = self._open()
@@ -130,10 +169,10 @@ class RunTarget:
 
 @contextmanager
 def _store(ctx: click.Context) -> Iterator[SessionStore]:
-    """The group's store, closed after the command; store and file errors end the command with exit 2."""
+    """The command's store, closed after the command; store and file errors end the command with exit 2."""
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
-        store = open_store(ctx.obj)
+        store = open_store(store_spec())
         try:
             yield store
         finally:
@@ -144,18 +183,15 @@ def _store(ctx: click.Context) -> Iterator[SessionStore]:
 
 
 def _absent_store(ctx: click.Context) -> Path | None:
-    """The SQLite file the group's store names, when it does not exist yet: nothing is stored, and a command
-    that only reads creates no store (``sessions list`` in a new folder left a ``.loopctl/`` behind).
-    ``None`` for a file that exists and for PostgreSQL."""
-    spec = ctx.obj
-    if spec and is_postgres(spec):
-        return None
-    path = Path(spec) if spec else DEFAULT_STORE
-    return None if path.exists() else path
+    """:func:`absent_store` of the command's store (``sessions list`` in a new folder left a ``.loopctl/``
+    behind)."""
+    return absent_store(store_spec())
 
 
 def _require_store(ctx: click.Context, session_id: str) -> None:
-    """End a command that reads ``session_id`` with the store's usual error (exit 2) when there is no store."""
+    """End a command that reads ``session_id`` with a one-line error (exit 2) when the id cannot name a session
+    or there is no store."""
+    check_id(session_id)
     path = _absent_store(ctx)
     if path is not None:
         message = f"error: no session {inert(repr(session_id))} (no store at {inert(str(path))})"
@@ -172,14 +208,13 @@ def _when(t: float) -> str:
 
 
 @click.group()
-@click.option("--store", "store_spec", envvar=STORE_VAR, help="A SQLite file, or a PostgreSQL URL or DSN.")
-@click.pass_context
-def sessions(ctx: click.Context, store_spec: str | None) -> None:
-    """List, show, fork, export and import stored sessions."""
-    ctx.obj = store_spec
+@store_option
+def sessions() -> None:
+    """List, show, fork, export, import and verify stored sessions."""
 
 
 @sessions.command("list")
+@store_option
 @click.pass_context
 def list_sessions(ctx: click.Context) -> None:
     """Every session, the most recently changed first: id, messages, last outcome, model, last change."""
@@ -203,6 +238,7 @@ def list_sessions(ctx: click.Context) -> None:
 
 
 @sessions.command()
+@store_option
 @click.argument("session_id")
 @click.option("--thinking/--no-thinking", default=False, help="Show the model's reasoning too.")
 @click.pass_context
@@ -211,6 +247,9 @@ def show(ctx: click.Context, session_id: str, thinking: bool) -> None:
     _require_store(ctx, session_id)
     with _store(ctx) as store:
         loaded = store.load(session_id)
+    from loopctl.cli.inert import expand_tabs
+    from loopctl.cli.render import message_text
+
     console = _console()
     st = loaded.state
     console.print(
@@ -234,11 +273,12 @@ def show(ctx: click.Context, session_id: str, thinking: bool) -> None:
             for p in m.parts:
                 text = getattr(p, "text", None)
                 if p.is_thinking() and text:
-                    console.print(Text(inert(text), style="dim"))
-        console.print(Text(inert(str(m))))
+                    console.print(Text(expand_tabs(inert(text))[0], style="dim"))
+        console.print(Text(message_text(m)))
 
 
 @sessions.command()
+@store_option
 @click.argument("session_id")
 @click.option("--at", "node", help="The node to fork at (an id or a unique prefix; default: the head).")
 @click.option("--as", "new_id", help="The new session's id (default: a fresh one).")
@@ -249,20 +289,24 @@ def fork(ctx: click.Context, session_id: str, node: str | None, new_id: str | No
     with _store(ctx) as store:
         at = store.find_node(node) if node else None
         info = store.fork(session_id, at=at, new_id=new_id)
+        answered = len([h for h in store.heads(info.id) if h.kind == "fork"]) > 1
+    note = "; the tool calls of its last reply were answered as not run" if answered else ""
     _console().print(
         Text(
-            f"forked {inert(session_id)} as {inert(info.id)} ({info.length} messages); continue with: "
+            f"forked {inert(session_id)} as {inert(info.id)} ({info.length} messages{note}); continue with: "
             f'loopctl run "..." --resume {inert(info.id)}'
         )
     )
 
 
 @sessions.command("export")
+@store_option
 @click.argument("session_id")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_context
 def export_session(ctx: click.Context, session_id: str, file: Path) -> None:
-    """Write a session to FILE as a session file (readable by ``loopctl show`` and ``sessions import``)."""
+    """Write a session to FILE as a session file (readable by loopctl show, loopctl run --resume FILE and
+    loopctl sessions import)."""
     _require_store(ctx, session_id)
     with _store(ctx) as store:
         try:
@@ -273,11 +317,12 @@ def export_session(ctx: click.Context, session_id: str, file: Path) -> None:
 
 
 @sessions.command("import")
+@store_option
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--as", "new_id", help="The new session's id (default: the file's name).")
 @click.pass_context
 def import_session(ctx: click.Context, file: Path, new_id: str | None) -> None:
-    """Store a session file (as ``loopctl run`` wrote them before the store) or a conversation file."""
+    """Store a session file (as loopctl run wrote them before the store) or a conversation file."""
     with _store(ctx) as store:
         info = store.import_file(file, session_id=new_id)
     _console().print(
@@ -290,16 +335,40 @@ def import_session(ctx: click.Context, file: Path, new_id: str | None) -> None:
 
 @sessions.command()
 @click.argument("session_id")
+@store_option
 @click.pass_context
 def verify(ctx: click.Context, session_id: str) -> None:
-    """Re-derive every hash of a session's chains; list what does not match (exit 1), or say it is sound."""
+    """Re-derive every hash of a session's chains and compare its head with its head log; list what does not
+    match (exit 1), or say it is sound. A sound chain is checked against the conversation rules too: a session
+    at rest must have every tool call answered, its last reply's too (a run continuing it would cut that reply
+    off)."""
     _require_store(ctx, session_id)
     with _store(ctx) as store:
-        problems = store.verify(session_id)
+        problems: list[object] = list(store.verify(session_id))
         length = store.info(session_id).length
+        if not problems:
+            problems += _rule_problems(store.load(session_id))
     console = _console()
     for p in problems:
         console.print(Text(inert(str(p)), style="red"))
     if problems:
         sys.exit(1)
     console.print(Text(f"{inert(session_id)}: {length} messages, every hash matches"))
+
+
+def _rule_problems(loaded: StoredSession) -> list[str]:
+    """The conversation-rule problems of a loaded session (``check_conversation``; at rest unless a run is in
+    flight or paused), each naming the session, the node and the part."""
+    from loopctl.message import check_conversation
+
+    state = loaded.state
+    at_rest = not state.in_flight and state.outcome != "awaiting_approval"
+    out = []
+    for p in check_conversation(list(loaded.messages), at_rest=at_rest):
+        found = re.match(r"messages\[(\d+)\]", p.path)
+        where = f"session {loaded.id!r}"
+        if found is not None:
+            index = int(found.group(1))
+            where += f", node {loaded.node_ids[index][:12]} (message {index}, {p.path})"
+        out.append(f"{where}: {p.detail} [{p.rule.value}]")
+    return out

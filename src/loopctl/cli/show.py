@@ -1,8 +1,11 @@
-"""``loopctl show`` and ``loopctl check``: a saved session or conversation file, printed or checked.
+"""``loopctl show`` and ``loopctl check``: a saved session or conversation file, or a stored session, printed
+or checked.
 
-A file is a session when it is a JSON object whose ``kind`` is ``"loopctl-session"`` (``docs/wire-format.md``,
-"Session files"), else a conversation file; the whole document decides, never a look at its first bytes.
-Everything printed from the file passes through :func:`~loopctl.cli.inert.inert`.
+The argument is a file when one of that name exists (as ``loopctl run --resume`` reads it), else the id of a
+session in the store (``--store``, as ``loopctl sessions``). A file is a session when it is a JSON object whose
+``kind`` is ``"loopctl-session"`` (``docs/wire-format.md``, "Session files"), else a conversation file; the
+whole document decides, never a look at its first bytes. Everything printed passes through
+:func:`~loopctl.cli.inert.inert`.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from rich.text import Text
 
 from loopctl.cli.inert import inert
 from loopctl.cli.report import fail, stdout
+from loopctl.cli.sessions import store_option
 
-__all__ = ["check", "read_file", "show"]
+__all__ = ["check", "read_file", "read_source", "show"]
 
 
 def read_file(file: Path) -> tuple[Any, list[Any]]:
@@ -46,20 +50,53 @@ def read_file(file: Path) -> tuple[Any, list[Any]]:
         fail(str(exc))
 
 
+def read_source(source: str) -> tuple[Any, list[Any]]:
+    """The session (``None`` for a conversation file) and the messages of ``source``: the file of that name
+    when one exists, else the stored session of that id (in the store the command line names). Exits with a
+    one-line error when neither can be read."""
+    from loopctl.cli.sessions import absent_store, check_id, open_store, store_spec
+    from loopctl.errors import ConversationFileError, LoopError
+
+    path = Path(source)
+    if path.is_file():
+        return read_file(path)
+    if path.is_dir():
+        fail(f"{source}: is a folder, not a session file")
+    check_id(source)
+    spec = store_spec()
+    missing = absent_store(spec)
+    if missing is not None:
+        fail(f"no file {source!r}, and no stored session of that id (no store at {missing})")
+    try:
+        store = open_store(spec)
+        try:
+            session = store.load(source).to_session()
+        finally:
+            store.close()
+    except LookupError:  # SessionNotFound
+        fail(f"no file {source!r}, and no session of that id in {store!r}")
+    except (ConversationFileError, LoopError, ValueError) as exc:
+        fail(str(exc))
+    return session, list(session.machine.full_history())
+
+
 @click.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def show(file: Path) -> None:
-    """Print a saved session (its model, root, outcome and usage, then the conversation) or a conversation
-    file."""
-    session, messages = read_file(file)
+@click.argument("source", metavar="FILE_OR_ID")
+@store_option
+def show(source: str) -> None:
+    """Print a saved session (its model, root, outcome and usage, then the conversation), a conversation file,
+    or a stored session (by its id)."""
+    session, messages = read_source(source)
     console = stdout()
     if session is not None:
         for label, value in _facts(session):
             console.print(Text.assemble((f"{label:<8} ", "bold"), inert(value, one_line=True)))
         console.print()
+    from loopctl.cli.render import message_text
+
     for m in messages:
         console.print(Text(f"── {m.role.value}", style="bold"))
-        console.print(Text(inert(str(m))))
+        console.print(Text(message_text(m)))
 
 
 def _facts(session: Any) -> list[tuple[str, str]]:
@@ -91,13 +128,18 @@ def _facts(session: Any) -> list[tuple[str, str]]:
 
 
 @click.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def check(file: Path) -> None:
-    """Check a saved session or conversation file against the pairing and placement rules."""
+@click.argument("source", metavar="FILE_OR_ID")
+@store_option
+def check(source: str) -> None:
+    """Check a saved session or conversation file, or a stored session (by its id), against the pairing and
+    placement rules. A conversation file, or a session at rest, must have every tool call answered, the last
+    reply's too (it is continued from there); a session saved mid-run may end with calls its run was running."""
+    from loopctl.engine import MachineState
     from loopctl.message import check_conversation
 
-    _, messages = read_file(file)
-    problems = check_conversation(messages)
+    session, messages = read_source(source)
+    at_rest = session is None or session.machine.state in (MachineState.START, MachineState.TERMINAL)
+    problems = check_conversation(messages, at_rest=at_rest)
     for p in problems:
         click.echo(inert(str(p)))
     n, k = len(messages), len(problems)

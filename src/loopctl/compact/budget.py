@@ -181,6 +181,8 @@ class ContextBudget:
         (feed ``compaction_noop``). Raises :class:`~loopctl.errors.CompactionOverflow` when what must be kept
         exceeds the target. A :class:`~loopctl.compact.SummarizingCompactor` needs the driver to send its
         request, so it is refused here with ``TypeError`` (use ``start`` and ``SummaryPlan.finish``).
+
+        ``messages`` is the conversation to compact; ``compactor`` the pass to run.
         """
         from loopctl.compact.truncate import TruncatingCompactor
 

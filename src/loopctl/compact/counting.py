@@ -3,7 +3,8 @@
 The budget (``budget.py``) decides when to prune or compact, and whether a pass succeeded, with one counter.
 A counter only has to answer ``count(messages) -> int``; :class:`HeuristicTokenCounter` is the default. It
 estimates without a tokenizer (characters divided by a per-provider ratio, images at a fixed price) and
-then corrects itself from the input tokens the provider reports after each reply (:meth:`calibrate`).
+then corrects itself from the input tokens the provider reports after each reply
+(:meth:`HeuristicTokenCounter.calibrate`).
 
 Pure: no I/O, no clock. The counter holds state (its calibration and a per-message cache), so it is not a
 value object; one counter belongs to one session.
@@ -199,6 +200,10 @@ class HeuristicTokenCounter:
         # first) instead of one dictionary lookup per message.
         self._last: list[Message] = []
         self._last_tokens: list[int] = []
+        # The same for calibration: the last list calibrated on, with the sum of its estimated size (heuristic
+        # tokens, unscaled) and of its measured replies' sizes, so a calibration costs O(new messages).
+        self._calibrated: list[Message] = []
+        self._calibrated_sums: tuple[float, int] = (0.0, 0)
         self._system: str | None = None
         self._tools: tuple[ToolSchema, ...] = ()
         self._fixed_units = 0
@@ -216,7 +221,10 @@ class HeuristicTokenCounter:
 
     def set_request(self, *, system: str | None = None, tools: Sequence[ToolSchema] = ()) -> None:
         """Set the system prompt and tool schemas counted with every conversation (in tokens, like the
-        messages). The engine calls this once per session, and again if either changes."""
+        messages). The engine calls this once per session, and again if either changes.
+
+        ``system`` is the system prompt and ``tools`` the tool schemas offered.
+        """
         self._system = system
         self._tools = tuple(tools)
         units = _text_units(system) + self.preset.message_overhead if system else 0
@@ -378,14 +386,23 @@ class HeuristicTokenCounter:
         if input_tokens < 0:
             raise ValueError(f"input_tokens must be >= 0, got {input_tokens}")
         cpt = self.preset.chars_per_token
-        h = self._fixed_units / cpt
-        measured = 0
-        for m in messages:
+        image_tokens = self.preset.image_tokens
+        msgs = messages if isinstance(messages, list) else list(messages)
+        done = self._calibrated
+        k = len(done)
+        if k and len(msgs) >= k and msgs[:k] == done:
+            h, measured = self._calibrated_sums
+        else:
+            k, h, measured = 0, 0.0, 0
+        for m in msgs[k:]:
             u = self._units(m)
             if u.measured is None:
-                h += u.chars / cpt + u.images * self.preset.image_tokens
+                h += u.chars / cpt + u.images * image_tokens
             else:
                 measured += u.measured
+        self._calibrated = msgs[:]
+        self._calibrated_sums = (h, measured)
+        h += self._fixed_units / cpt
         # The scale is fitted on the estimated part only; replies measured earlier are exact.
         self._observations = [*self._observations[-(self.HISTORY - 1) :], (h, input_tokens - measured)]
         scale = self.scale
@@ -398,6 +415,8 @@ class HeuristicTokenCounter:
             self._cache[id(reply)] = (reply, _Units(u.chars, u.images, max(0, output_tokens)))
             if any(m is reply for m in self._last):
                 self._forget_last()
+            if any(m is reply for m in self._calibrated):
+                self._calibrated = []
 
     def _counts_reply_thinking(self, reply: Message) -> bool:
         has_thinking = any(isinstance(p, ThinkingPart) for p in reply.parts)

@@ -46,7 +46,10 @@ class KeepPlan:
     dropped: bool
 
     def assemble(self, messages: Sequence[Message], inserted: Sequence[Message] = ()) -> list[Message]:
-        """Head, then ``inserted``, then the copies, then the tail."""
+        """Head, then ``inserted``, then the copies, then the tail.
+
+        ``messages`` is the conversation the plan was made for.
+        """
         return [*messages[: self.head_end], *inserted, *self.copies, *messages[self.keep_from :]]
 
 
@@ -75,6 +78,9 @@ def plan_keep(
 
     Cost: one pass over the messages for the tokens (none when given), prefix sums at C speed, work in
     proportion to the messages holding ``Durable`` parts, and a binary search for the cut.
+
+    ``counter`` counts tokens; ``protected_tail`` is the number of tokens at the end that are kept whole (see
+    :func:`~loopctl.compact.structure.tail_start`).
     """
     layout = layout or scan(messages)
     n = len(messages)

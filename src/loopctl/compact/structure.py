@@ -149,7 +149,10 @@ def base_tokens(counter: TokenCounter) -> int:
 
 
 def per_message_tokens(counter: TokenCounter, messages: Sequence[Message]) -> list[int]:
-    """The tokens each message adds, in order (``count([m]) - count([])`` for a plain counter)."""
+    """The tokens each message adds, in order (``count([m]) - count([])`` for a plain counter).
+
+    ``messages`` is the conversation; ``counter`` counts its tokens.
+    """
     if isinstance(counter, HeuristicTokenCounter):
         return counter.tokens_each(messages)
     base = counter.count([])
@@ -161,7 +164,10 @@ def tail_start(token_of: Callable[[int], int], protected: int, layout: Layout) -
     always at least the last message; then back to an allowed cut, so the tail never starts between a call
     and its results (and so always holds the results the model has not seen yet). A big message just before
     the tail is not protected by being next to it. ``token_of(i)``: the tokens of message ``i``; only the
-    messages near the end are asked for."""
+    messages near the end are asked for.
+
+    ``layout`` is the conversation's :func:`scan`.
+    """
     n = layout.n
     if n == 0:
         return 0
@@ -193,7 +199,10 @@ def durable_copy(message: Message, index: int, layout: Layout, *, keep_thinking:
     openai_responses.md``). A kept part that is not a thinking part therefore keeps its ``item_id`` only when
     the part before it in the message is also the part before it in the copy; otherwise the copy drops the
     id with the pair (an item without an id is new input, always accepted), and the Responses codec then
-    leaves out a reasoning item whose following item has no id."""
+    leaves out a reasoning item whose following item has no id.
+
+    ``layout`` is the conversation's :func:`scan`.
+    """
     if message.role is Role.ASSISTANT:
         keep_ids = layout.durable_calls.get(index)
         if not keep_ids:
@@ -240,7 +249,10 @@ def durable_copy(message: Message, index: int, layout: Layout, *, keep_thinking:
 
 
 def describe_call(name: str, call_input: Any, limit: int = CALL_INPUT_CHARS) -> str:
-    """``name(<compact JSON input>)`` with the input cut safely to ``limit`` characters, for markers."""
+    """``name(<compact JSON input>)`` with the input cut safely to ``limit`` characters, for markers.
+
+    ``call_input`` is the call's input (a JSON value).
+    """
     try:
         # orjson writes the same compact, key-sorted, UTF-8 JSON as ``str(message)`` shows a call, ten times faster.
         text = orjson.dumps(call_input, option=orjson.OPT_SORT_KEYS).decode()

@@ -50,7 +50,11 @@ class Compactor(Protocol):
     """
 
     def compact(self, messages: Sequence[Message], budget: ContextBudget) -> list[Message]:
-        """The compacted conversation."""
+        """The compacted conversation.
+
+        ``messages`` is the conversation; ``budget`` the :class:`~loopctl.compact.ContextBudget` whose target it
+        must fit.
+        """
         ...
 
 

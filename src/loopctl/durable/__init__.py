@@ -18,3 +18,5 @@ determinism rules and the compatibility promise for step and activity names.
 
 Importing this package imports neither engine.
 """
+
+__all__: list[str] = []  # the modules are the API: import from them

@@ -69,7 +69,10 @@ class ApprovalKey:
 
     @classmethod
     def from_dict(cls, data: Any) -> ApprovalKey:
-        """The key of :meth:`to_dict`'s form; :class:`~loopctl.errors.ApprovalError` for another shape."""
+        """The key of :meth:`to_dict`'s form; :class:`~loopctl.errors.ApprovalError` for another shape.
+
+        ``data`` is the JSON value :meth:`to_dict` wrote.
+        """
         if not isinstance(data, dict):
             raise ApprovalError(f"an approval key must be a JSON object, got {type(data).__name__}")
         run, turn, call = data.get("run"), data.get("turn"), data.get("call")
@@ -106,7 +109,10 @@ def awaited_to_dict(awaited: AwaitedCall) -> dict[str, Any]:
 def awaited_from_dict(data: dict[str, Any]) -> AwaitedCall:
     """The :class:`AwaitedCall` of :func:`awaited_to_dict`'s form. A list written by an earlier release has no
     ``run`` and ``turn``: its key is ``("", 0, id)``, which no wait has (:func:`bind` refuses it with a
-    message saying so)."""
+    message saying so).
+
+    ``data`` is the JSON object :func:`awaited_to_dict` wrote.
+    """
     pending = pending_from_dict(data)
     run, turn = data.get("run"), data.get("turn")
     if not isinstance(run, str) or not _is_turn(turn):
@@ -117,7 +123,10 @@ def awaited_from_dict(data: dict[str, Any]) -> AwaitedCall:
 def bound_to_dict(decisions: Mapping[ApprovalKey, Approval]) -> dict[str, Any]:
     """Decisions bound to their waits as a message: ``{call_id: {"decision": ..., "run": ..., "turn": ...}}``
     (the keys of one message are of one wait, so their call ids differ). Raises
-    :class:`~loopctl.errors.ApprovalError` for two keys with one call id, or a decision of another type."""
+    :class:`~loopctl.errors.ApprovalError` for two keys with one call id, or a decision of another type.
+
+    ``decisions`` maps each wait's key to its decision.
+    """
     out: dict[str, Any] = {}
     for key, decision in decisions.items():
         if key.call in out:
@@ -130,7 +139,10 @@ def bound_to_dict(decisions: Mapping[ApprovalKey, Approval]) -> dict[str, Any]:
 def read_decisions(data: Any) -> tuple[list[Entry], list[str]]:
     """The entries of a message of decisions (``{call_id: {"decision": ..., ["run": ..., "turn": ...]}}``, from
     anyone who can send one): each call id, its decision and its key (``None`` without ``run`` and ``turn``);
-    and why each entry that is not a decision was left out."""
+    and why each entry that is not a decision was left out.
+
+    ``data`` is the message as received (any JSON value).
+    """
     if not isinstance(data, dict):
         return [], [f"approvals must be a JSON object of call ids, got {type(data).__name__}"]
     entries: list[Entry] = []
@@ -201,7 +213,10 @@ def admit(
     """Workflow side: the decisions among ``entries`` that answer the wait ``awaited`` (the run's calls now): the
     entry's key is that wait's key for an undecided call, and the decision fits (``check_decisions``: a
     ``Modify`` that does not fit the tool's schema does not). The first such decision of a call counts. Returns
-    them by call id, and why each other entry was dropped (to be logged: the run keeps waiting)."""
+    them by call id, and why each other entry was dropped (to be logged: the run keeps waiting).
+
+    ``tools`` are the loop's tools, which a ``Modify`` must fit.
+    """
     keys = {a.key: a for a in awaited}
     decisions: dict[str, Approval] = {}
     dropped: list[str] = []

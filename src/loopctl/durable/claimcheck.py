@@ -64,7 +64,10 @@ class BlobStore(Protocol):
     """Where the codec keeps blobs: bytes by their SHA-256 hex digest. ``put`` of a digest it has is a no-op."""
 
     async def put(self, blobs: Mapping[str, bytes]) -> None:
-        """Store each blob under its digest."""
+        """Store each blob under its digest.
+
+        ``blobs`` maps each digest (hex SHA-256) to its bytes.
+        """
 
     async def get(self, digests: Sequence[str]) -> Mapping[str, bytes]:
         """The blobs of ``digests`` it has (a missing one is left out)."""
@@ -72,7 +75,10 @@ class BlobStore(Protocol):
 
 class DirectoryBlobStore:
     """A :class:`BlobStore` in a folder shared by the workers (one file per blob, named by its digest,
-    written atomically)."""
+    written atomically).
+
+    ``path`` is the folder (created when missing).
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -92,7 +98,10 @@ class DirectoryBlobStore:
             tmp.replace(target)
 
     async def get(self, digests: Sequence[str]) -> Mapping[str, bytes]:
-        """Read the blobs there."""
+        """Read the blobs there.
+
+        ``digests`` are the hex digests wanted; a missing one is left out of the result.
+        """
         return await asyncio.to_thread(self._get, digests)
 
     def _get(self, digests: Sequence[str]) -> dict[str, bytes]:
@@ -119,7 +128,10 @@ class SessionStoreBlobs:
         await self.store.aput_blobs({bytes.fromhex(d): data for d, data in blobs.items()})
 
     async def get(self, digests: Sequence[str]) -> Mapping[str, bytes]:
-        """The blobs the store has (a digest that is not hex text is one it does not have)."""
+        """The blobs the store has (a digest that is not hex text is one it does not have).
+
+        ``digests`` are the hex digests wanted; a missing one is left out of the result.
+        """
         keys = []
         for digest in digests:
             try:
@@ -145,7 +157,10 @@ class ClaimCheckCodec(PayloadCodec):
         self.part_limit = part_limit
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        """Payloads with their long strings (or, when that is not enough, the whole payload) stored."""
+        """Payloads with their long strings (or, when that is not enough, the whole payload) stored.
+
+        ``payloads`` are the Temporal payloads to send.
+        """
         return [await self._encode(p) for p in payloads]
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:

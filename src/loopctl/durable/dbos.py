@@ -278,7 +278,10 @@ class DBOSLoop(DurableLoop[OutputT]):
         A run that defers a call waits for :meth:`approve` (this call returns when the run ends). With
         ``approvals`` instead of ``input``, the workflow continues a run that ended ``AWAITING_APPROVAL`` (it
         waited past ``approval_timeout``), as ``BareLoop.run(approvals=...)`` does; raises
-        :class:`~loopctl.errors.ApprovalError` when they do not fit the loop's machine."""
+        :class:`~loopctl.errors.ApprovalError` when they do not fit the loop's machine.
+
+        ``config`` is the run's :class:`~loopctl.engine.RunConfig` (recorded with the workflow).
+        """
         if approvals is not None:  # BareLoop's checks, before a workflow starts
             BareLoop(self.client, self.tools, machine=self._machine)._check_start(input, approvals)
         elif input is None:
@@ -302,7 +305,10 @@ class DBOSLoop(DurableLoop[OutputT]):
 
         The events are those of the steps that run in this process: a workflow id that already finished
         streams nothing but gives its recorded run, and a run recovered elsewhere streams there to the loop's
-        observers only. Leaving the block before the run finished cancels the run (:meth:`cancel`)."""
+        observers only. Leaving the block before the run finished cancels the run (:meth:`cancel`).
+
+        ``config`` is the run's :class:`~loopctl.engine.RunConfig`.
+        """
         wid = workflow_id or str(uuid.uuid4())
 
         async def start(observer: Observer, cancel: asyncio.Event) -> Run[OutputT]:

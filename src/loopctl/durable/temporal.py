@@ -151,7 +151,7 @@ PENDING_QUERY = "pending_approvals"
 ..., "turn": ...}]`` (``approvals.awaited_to_dict``), ``[]`` when it waits for none
 (:func:`pending_approvals`)."""
 
-PASSTHROUGH_MODULES = ("loopctl", "orjson", "pydantic", "pydantic_core", "httpx", "tenacity")
+PASSTHROUGH_MODULES = ("loopctl", "orjson", "pydantic", "pydantic_core", "httpx2", "tenacity")
 """Modules a sandboxed workflow of your own that calls :meth:`TemporalLoop.run` should pass through
 (``SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)``): loopctl's workflow code is
 deterministic by construction and keeps its module state (the loops a worker hosts)."""
@@ -293,7 +293,10 @@ class TemporalLoop(DurableLoop[OutputT]):
         handler of your workflow: :class:`ApprovalInbox`; one run at a time per inbox); without one a run that
         defers a call ends ``AWAITING_APPROVAL`` at once. ``approvals`` instead of ``input`` continues a
         paused machine, as ``BareLoop.run(approvals=...)`` (raises :class:`~loopctl.errors.ApprovalError`
-        when they do not fit)."""
+        when they do not fit).
+
+        ``config`` is the run's :class:`~loopctl.engine.RunConfig`.
+        """
         run_key = inbox._begin_run() if inbox is not None else ""
         driver = _WorkflowDriver(self, machine or LoopMachine(), inbox, run_key)
         cancel = cancel or asyncio.Event()
@@ -586,7 +589,10 @@ class ApprovalInbox:
         argument of :data:`DECIDE_UPDATE` and :data:`APPROVE_SIGNAL`). A decision that names its wait keeps
         it, and is taken or dropped when the run waits; one that does not is bound to the wait the run is in
         now, or dropped if it awaits no such call. Dropped decisions are logged (a signal cannot answer its
-        sender). Returns the keys of the decisions kept."""
+        sender). Returns the keys of the decisions kept.
+
+        ``approvals`` is the message as received (any JSON value).
+        """
         entries, problems = read_decisions(approvals)
         now = {a.key.call: a.key for a in self.pending}
         kept: list[tuple[ApprovalKey, Approval]] = []
@@ -606,7 +612,11 @@ class ApprovalInbox:
         """Refuse (:class:`~loopctl.errors.ApprovalError`, naming what the run awaits) a message of decisions
         the run would not take whole: of the wrong shape, while the run awaits no approval, for a call or
         wait it does not await, or a decision that does not fit (with ``tools``: a ``Modify`` that does not
-        fit the tool's schema). For an update handler, before :meth:`put`; reads only."""
+        fit the tool's schema). For an update handler, before :meth:`put`; reads only.
+
+        ``approvals`` is the message as received (any JSON value); ``tools`` the loop's tools, which a ``Modify``
+        must fit.
+        """
         entries, problems = read_decisions(approvals)
         if problems:
             raise ApprovalError("; ".join(problems))
@@ -781,7 +791,10 @@ class LoopSession(_Conversation):
 
     @workflow.run
     async def run(self, params: LoopSessionInput) -> str:
-        """Serve ``ask`` updates until ``close``; returns the machine."""
+        """Serve ``ask`` updates until ``close``; returns the machine.
+
+        ``params`` (a :class:`LoopSessionInput`) names the loop and carries the conversation to start from.
+        """
         loop = _hosted(params.loop)
         self._tools = loop.tools
         self._machine = LoopMachine.from_json(params.machine) if params.machine else LoopMachine()
@@ -812,7 +825,10 @@ class LoopSession(_Conversation):
 
     @workflow.update(name="ask")
     async def ask(self, input: str | dict[str, Any], config: dict[str, Any] | None = None) -> dict[str, Any]:  # noqa: A002
-        """Run ``input`` after the runs asked before it; the run as JSON."""
+        """Run ``input`` after the runs asked before it; the run as JSON.
+
+        ``config`` is a :class:`~loopctl.engine.RunConfig` as JSON (``RunConfig.to_dict``), or none.
+        """
         if self._closed:
             raise ApplicationError("the session is closed", non_retryable=True)
         self._asked += 1
@@ -856,7 +872,10 @@ async def execute(
     without either, ``run.output`` is the JSON value. With ``approvals`` (and ``input`` ``None``), the
     workflow continues the paused ``machine`` of a run that ended ``AWAITING_APPROVAL``.
 
-    The call waits while the run waits for approvals: send them with :func:`approve` from elsewhere."""
+    The call waits while the run waits for approvals: send them with :func:`approve` from elsewhere.
+
+    ``client`` is a connected ``temporalio.client.Client``; ``config`` the run's :class:`~loopctl.engine.RunConfig`.
+    """
     params = LoopWorkflowInput(
         loop=loop,
         input=input if isinstance(input, str) or input is None else input.to_dict(),
@@ -898,7 +917,10 @@ async def approve(
     ``awaiting_approval`` is continued with ``execute(..., approvals=...)``), when it awaits no approval now,
     for a call id or key it does not await, and for a decision that does not fit: of the wrong type, a
     ``Deny`` reason that is not a string, a ``Modify`` input that is not JSON or does not fit the tool's
-    schema."""
+    schema.
+
+    ``client`` is a connected ``temporalio.client.Client``.
+    """
     if not approvals:
         raise ApprovalError("approvals is empty")
     handle = client.get_workflow_handle(workflow_id)
@@ -936,7 +958,10 @@ async def approve(
 
 async def pending_approvals(client: Client, workflow_id: str) -> tuple[AwaitedCall, ...]:
     """The calls the run ``workflow_id`` waits on, each with the key of its wait (the query
-    :data:`PENDING_QUERY`; a worker must be running); empty when it waits for none."""
+    :data:`PENDING_QUERY`; a worker must be running); empty when it waits for none.
+
+    ``client`` is a connected ``temporalio.client.Client``.
+    """
     out = await client.get_workflow_handle(workflow_id).query(PENDING_QUERY, result_type=list)
     return tuple(awaited_from_dict(p) for p in out)
 

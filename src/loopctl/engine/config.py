@@ -33,7 +33,8 @@ class SessionConfig:
     the provider's prompt cache hits within the run. The text sent is ``system_prompt``, then the
     instructions, joined by a blank line. Instructions that differ between runs change the request's first
     bytes, so the next run starts with a cache miss (``docs/agent.md``, "Instructions").
-    ``context_window``: the model's window in tokens (default 200,000). ``compact_threshold``: compaction
+    ``context_window``: the model's window in tokens (default ``None``: the window its provider publishes for
+    the client's model, :func:`loopctl.model_limits.published`, else 200,000). ``compact_threshold``: compaction
     starts strictly above this fraction of the window (default 0.80) when ``auto_compact`` is on; emergency
     compaction at 95% is always on. ``budget`` optionally replaces these numbers with a full
     :class:`~loopctl.compact.ContextBudget` (lines, target, token counter); ``compactor`` is the compaction
@@ -44,7 +45,7 @@ class SessionConfig:
 
     system_prompt: str | None = None
     instructions: Instructions | None = None
-    context_window: int = 200_000
+    context_window: int | None = None
     compact_threshold: float = 0.80
     auto_compact: bool = True
     budget: ContextBudget | None = None
@@ -75,6 +76,13 @@ class RunConfig:
     ``None``: off). A run continued with approvals keeps the loop detection it started with; ``limits``,
     when given then, replace its limits.
 
+    ``raise_tool_errors``: a tool that raises is the model's to read by default (its error result says so;
+    the exception is on the :class:`~loopctl.engine.ToolCallRecord` and the
+    :class:`~loopctl.engine.ToolCallFinished` event, and logged by ``loopctl.engine.loop`` with its
+    traceback). With ``True`` it is raised out of ``run()`` instead, the run ending failed with it (its turn
+    kept, as a failure keeps it): for tests, where a tool's bug should fail the test. Input that does not fit
+    the tool's schema, a timeout and a denial stay the model's to read either way.
+
     Raises ``ValueError`` for a ``loop_detection`` that is not an ``int`` of at least 2 or ``None`` (``3.0``
     too), ``limits`` that are not a :class:`~loopctl.engine.UsageLimits`, a ``tool_choice`` that is not a
     :data:`~loopctl.tool.ToolChoice`, and a ``max_turns`` or
@@ -99,6 +107,7 @@ class RunConfig:
     output_retries: int = 1
     limits: UsageLimits | None = None
     loop_detection: int | None = DEFAULT_LOOP_DETECTION
+    raise_tool_errors: bool = False
 
     def __post_init__(self) -> None:
         # What the run saves with its machine is checked here, so that nothing a run accepts makes a file its

@@ -7,7 +7,7 @@ loop, in order, and must not block; an exception in an observer propagates (it i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias, Union
 
 from loopctl.engine.run import Run
@@ -178,12 +178,15 @@ class ToolCallStarted:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallFinished:
-    """A tool call finished with ``result`` after ``duration`` seconds."""
+    """A tool call finished with ``result`` after ``duration`` seconds. ``error`` is the exception the tool
+    raised (the result tells the model it failed), or the one that made its output unsendable; ``None``
+    otherwise."""
 
     turn: int
     call: ToolCallPart
     result: ToolResultPart
     duration: float
+    error: BaseException | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

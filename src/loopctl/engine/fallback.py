@@ -97,7 +97,12 @@ class FallbackClient:
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
     ) -> ModelResponse:
         """Send ``request`` to each client in turn (once each) until one answers; raises the error of a client
-        that does not move on, or :class:`~loopctl.errors.FallbackFailed` when the last one fails and would."""
+        that does not move on, or :class:`~loopctl.errors.FallbackFailed` when the last one fails and would.
+
+        ``stream`` and ``on_event`` are passed to each client as they are
+        (:meth:`~loopctl.providers.ModelClient.generate`); a client that fails after it streamed part of a reply is
+        moved past without its text reaching ``on_event`` twice.
+        """
         tried: list[tuple[str, LoopError]] = []
         for client in self.clients:
             events = 0

@@ -63,7 +63,10 @@ class Hook:
         return None
 
     def after_model(self, response: ModelResponse) -> Awaitable[None] | None:
-        """After each reply the conversation keeps."""
+        """After each reply the conversation keeps.
+
+        ``response`` is the reply (:class:`~loopctl.response.ModelResponse`); the hook may look, not change it.
+        """
         return None
 
     def before_tool(self, call: ToolCallPart) -> Block | Awaitable[Block | None] | None:
@@ -73,7 +76,10 @@ class Hook:
     def after_tool(
         self, call: ToolCallPart, result: ToolResultPart
     ) -> ToolResultPart | str | Awaitable[ToolResultPart | str | None] | None:
-        """After a tool ran: a result (or its text) to use instead, or ``None``."""
+        """After a tool ran: a result (or its text) to use instead, or ``None``.
+
+        ``call`` is the tool call and ``result`` the result it got.
+        """
         return None
 
 

@@ -76,7 +76,10 @@ class UsageLimits:
 
     @classmethod
     def from_dict(cls, doc: Any) -> UsageLimits:
-        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape."""
+        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape.
+
+        ``doc`` is the JSON value :meth:`to_dict` wrote.
+        """
         if not isinstance(doc, dict):
             raise ValueError("limits must be an object")
         unknown = set(doc) - set(_DIMENSIONS)
@@ -85,7 +88,10 @@ class UsageLimits:
         cost = doc.get("cost")
         if cost is not None and not isinstance(cost, str):
             raise ValueError(f"limits.cost must be a decimal string or null, got {cost!r}")
-        return cls(**{name: doc.get(name) for name in _DIMENSIONS[:-1]}, cost=None if cost is None else Decimal(cost))
+        return cls(
+            **{name: doc.get(name) for name in _DIMENSIONS[:-1]},
+            cost=None if cost is None else _decimal(cost, "limits.cost"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +157,10 @@ class RunUsage:
 
     @classmethod
     def from_dict(cls, doc: Any) -> RunUsage:
-        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape."""
+        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape.
+
+        ``doc`` is the JSON value :meth:`to_dict` wrote.
+        """
         if not isinstance(doc, dict):
             raise ValueError("usage must be an object")
         counts: dict[str, int] = {}
@@ -201,7 +210,10 @@ class LimitHit:
 
     @classmethod
     def from_dict(cls, doc: Any) -> LimitHit:
-        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape."""
+        """Read :meth:`to_dict`'s object. Raises ``ValueError`` for one of the wrong shape.
+
+        ``doc`` is the JSON value :meth:`to_dict` wrote.
+        """
         if not isinstance(doc, dict) or doc.get("dimension") not in _DIMENSIONS:
             raise ValueError(f"limit must name a dimension ({', '.join(_DIMENSIONS)})")
         dimension: LimitDimension = doc["dimension"]

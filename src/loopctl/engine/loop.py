@@ -36,14 +36,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-import re
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
-
-from tenacity import RetryCallState, wait_random_exponential
 
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor, clip_middle, message_tokens
 from loopctl.compact.provider import (
@@ -132,12 +130,14 @@ from loopctl.message import (
     CompactionPart,
     ImagePart,
     Message,
+    Retention,
     Role,
     TextPart,
     ToolCallPart,
     ToolContent,
     ToolResultPart,
 )
+from loopctl.message.model import assemble
 from loopctl.output import OutputPlan, OutputSpec, OutputValidator, RejectOutput, text_plan
 from loopctl.output import plan as plan_output
 from loopctl.output import resolve as resolve_output
@@ -160,12 +160,15 @@ from loopctl.tool import (
     ToolSchema,
     ToolSpend,
     to_tool_output,
+    valid_unicode,
 )
 
 if TYPE_CHECKING:
     from loopctl.store import SessionBinding, SessionStore
 
 __all__ = ["BareLoop"]
+
+logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -197,6 +200,10 @@ class BareLoop:
     so a crash loses at most the turn in flight. A save refused because another writer moved the session's
     head (:class:`~loopctl.errors.ConcurrentUpdate`) writes nothing and ends the run failed with it; a refusal
     of the save at the end of a run is raised by :meth:`run`.
+
+    ``config`` is the session's settings (:class:`~loopctl.engine.SessionConfig`: system prompt, instructions,
+    compaction, context window), the default when ``None``. ``machine`` continues a saved conversation
+    (:class:`~loopctl.engine.LoopMachine`; or use :meth:`from_machine`); a new one is started when ``None``.
     """
 
     def __init__(
@@ -229,7 +236,7 @@ class BareLoop:
 
             self._binding, machine = bind(store, session_id, machine, system_prompt=self.config.system_prompt)
         self._machine = machine or LoopMachine()
-        self._budget = _make_budget(self.config)
+        self._budget = _make_budget(self.config, client)
         self._counter = self._budget.counter
         self._compactor: Compactor | SummarizingCompactor | None = None
         # A provider-side strategy (loopctl.compact.provider): one that rides on each request makes the
@@ -252,6 +259,7 @@ class BareLoop:
         self._running = False
         self._batch: dict[str, ToolCallRecord | PendingApproval] = {}  # the batch in flight (_run_tools)
         self._prefix_watch = PrefixWatch()  # does each request extend the one before? (PromptCacheBust)
+        self._raised_at: str | None = None
 
     # --- sessions ------------------------------------------------------------------------------------------
 
@@ -286,7 +294,11 @@ class BareLoop:
         permission: PermissionCallback | None = None,
         hooks: Sequence[object] = (),
     ) -> BareLoop:
-        """A loop that continues ``machine``'s conversation (the other arguments are the constructor's)."""
+        """A loop that continues ``machine``'s conversation.
+
+        ``client``, ``tools`` and ``config`` are as for the constructor (``config`` defaults to the settings the
+        machine was saved with); ``observers``, ``permission`` and ``hooks`` are the constructor's too.
+        """
         return cls(client, tools, config, observers=observers, permission=permission, hooks=hooks, machine=machine)
 
     # --- running -------------------------------------------------------------------------------------------
@@ -417,6 +429,9 @@ class BareLoop:
         once the decided ones ran). Raises :class:`~loopctl.errors.ApprovalError`, before anything runs, for
         approvals that do not fit (no paused run, a call that awaits none) and for input given to a paused
         run.
+
+        ``config`` is the run's settings (:class:`~loopctl.engine.RunConfig`: turn limit, usage limits, streaming,
+        tool dispatch); the default when ``None``.
         """
         if self._running:
             raise SessionBusy(
@@ -645,6 +660,21 @@ class BareLoop:
         value: Any = NO_OUTPUT  # the typed output, once valid
         problems: list[str] = []  # what was wrong with the last invalid typed output
 
+        in_batch: tuple[CallTools, Message] | None = None  # the batch running, and the reply that asked for it
+
+        def keep_batch(why: str) -> None:
+            """The batch running was cut short (``why``: the run was cancelled, or failed): its turn is
+            committed with the results that came back and the other calls answered (``_salvage_batch``), so
+            the next run knows what ran and does not run it again."""
+            if in_batch is None or m.state is not MachineState.AWAITING_TOOLS:
+                return
+            batch_step, reply = in_batch
+            salvaged = self._salvage_batch(batch_step, cfg, why=why)
+            ran.update((r.call.id, r) for r in salvaged)
+            before = m.context_tokens
+            m.tool_results([Message(role=Role.USER, parts=tuple(r.result for r in salvaged))])
+            settle(reply, before)
+
         def settle(reply: Message, before: int | None) -> None:
             """After results or decisions for ``reply``'s calls were fed: the turn's records, and, once the
             machine committed them, the results message as the next turn's input (``before``: the context's
@@ -760,21 +790,24 @@ class BareLoop:
                         settle(msg, None)
                 elif isinstance(step, CallTools):
                     reply_message = m.full_history()[-1]  # O(1): pending would copy the run's messages
+                    in_batch = (step, reply_message)
                     try:
                         done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
                     except _Cancelled:
+                        keep_batch("the run was cancelled")
                         m.cancel()
                         continue
                     except HookFailed as exc:
                         # The tools that ran keep their results (the model must learn they ran); the run fails.
                         error = exc
-                        salvaged = self._salvage_batch(step, exc, cfg)
+                        salvaged = self._salvage_batch(step, cfg, exc)
                         ran.update((r.call.id, r) for r in salvaged)
                         before_results = m.context_tokens
                         m.tool_results([Message(role=Role.USER, parts=tuple(r.result for r in salvaged))])
                         settle(reply_message, before_results)
                         m.fail(exc)
                         continue
+                    in_batch = None  # it came back whole (an error escaping it leaves it set, for its salvage)
                     records = [r for r in done if isinstance(r, ToolCallRecord)]
                     deferred = {p.id: p.reason for p in done if isinstance(p, PendingApproval)}
                     ran.update((r.call.id, r) for r in records)
@@ -784,7 +817,7 @@ class BareLoop:
                         batch_spend = one_spend if batch_spend is None else batch_spend.plus(one_spend)
                     before_results = m.context_tokens
                     m.tool_results(
-                        [Message(role=Role.USER, parts=tuple(r.result for r in records))] if records else [],
+                        [_results_message(records)] if records else [],
                         deferred=deferred,
                         spent=_run_usage(batch_spend) if batch_spend is not None else None,
                     )
@@ -818,6 +851,7 @@ class BareLoop:
                     break
         except asyncio.CancelledError as exc:
             if _cancelling():  # our own cancel: the caller cancelled the task running the run
+                keep_batch("the run was cancelled")
                 m.cancel()
                 if emit:
                     emit(RunAborted(exc))
@@ -825,8 +859,10 @@ class BareLoop:
             # A cancellation from inside (a client or callback whose own task was cancelled) is a failure of
             # the run, not a cancel of it.
             error = LoopError("an operation of the run was cancelled from inside it (asyncio.CancelledError)")
+            keep_batch(f"the run failed ({error})")
             m.fail(error)
         except BaseException as exc:
+            keep_batch(f"the run failed ({type(exc).__name__})")
             if m.state not in (MachineState.TERMINAL, MachineState.START):
                 m.fail(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             if emit:
@@ -923,7 +959,7 @@ class BareLoop:
             rec = ran.get(call.id)
             result = results.get(call.id)
             if rec is not None:
-                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran, rec.spent))
+                out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran, rec.spent, rec.error))
             elif result is not None:
                 out.append(ToolCallRecord(call, result, 0.0, ran=False))
         return tuple(out)
@@ -1160,6 +1196,7 @@ class BareLoop:
         spent = usage or Usage()
         approved = step.approved
         batch = self._batch = {}  # what each call came to, as it comes: kept if a hook fails the batch
+        self._raised_at = None  # the call whose tool's error is raised (RunConfig.raise_tool_errors)
         if len(calls) == 1 or cfg.tool_dispatch == "sequential":
             out: list[ToolCallRecord | PendingApproval] = []
             for call in calls:
@@ -1259,17 +1296,25 @@ class BareLoop:
         t0 = self._clock()
         context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn)
         try:
-            result = await self._execute(tool, call, args, cfg.tool_timeout, cfg.max_tool_output_chars, context)
+            result, error = await self._execute(tool, call, args, cfg, context)
         except ApprovalRequired as exc:  # the tool deferred its own call (a sub-agent paused for approval)
             if emit:
                 emit(ToolCallDeferred(turn, call, exc.reason))
             return PendingApproval(call, exc.reason, spent=context.spent)
+        if error is not None:
+            _log_tool_error(tool, call, error, context)
+            if cfg.raise_tool_errors and isinstance(error, Exception):  # not a sub-task's CancelledError
+                # The run fails with it; the batch's salvage keeps what the model would have read.
+                duration = self._clock() - t0
+                self._batch[call.id] = ToolCallRecord(call, result, duration, spent=context.spent, error=error)
+                self._raised_at = call.id
+                raise error
         if self._hooks.has("after_tool"):
             result = await self._hooks.after_tool(call, result)
         duration = self._clock() - t0
         if emit:
-            emit(ToolCallFinished(turn, call, result, duration))
-        return ToolCallRecord(call, result, duration, spent=context.spent)
+            emit(ToolCallFinished(turn, call, result, duration, error))
+        return ToolCallRecord(call, result, duration, spent=context.spent, error=error)
 
     def _repeatable(self, reply: Message) -> frozenset[str]:
         """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
@@ -1277,37 +1322,52 @@ class BareLoop:
         names = {c.name for c in reply.tool_calls()}
         return frozenset(n for n in names if getattr(self.tools.get(n), "repeatable", False) is True)
 
-    def _salvage_batch(self, step: CallTools, error: HookFailed, cfg: RunConfig) -> list[ToolCallRecord]:
-        """A hook failed the batch of ``step``: a record for each of its calls, so that the turn can be kept
-        with a result for every call (the results of tools that ran are never lost). A call that came back
-        keeps its result; the call whose ``after_tool`` hook failed ran, and says so (its result is withheld:
-        the failed hook may have been the one to redact it); the call whose ``before_tool`` hook failed, a
-        deferred call, and the calls of a sequential batch after the failure did not run; a call of a parallel
-        batch that had not come back may have run ("Not known whether it ran")."""
+    def _salvage_batch(
+        self, step: CallTools, cfg: RunConfig, error: HookFailed | None = None, why: str = "the run was cancelled"
+    ) -> list[ToolCallRecord]:
+        """The batch of ``step`` was cut short: a record for each of its calls, so that the turn can be kept
+        with a result for every call (the results of tools that ran are never lost, and the next run does not
+        run them again). A call that came back keeps its result.
+
+        A hook failed the batch (``error``): the call whose ``after_tool`` hook failed ran, and says so (its
+        result is withheld: the failed hook may have been the one to redact it); the call whose
+        ``before_tool`` hook failed, a deferred call, and the calls of a sequential batch after the failure
+        did not run; a call of a parallel batch that had not come back may have run ("Not known whether it
+        ran").
+
+        Otherwise ``why`` says what cut it (the run was cancelled, or failed): the call of a sequential batch
+        in flight, and every call of a parallel batch that had not come back, may have run ("Not known whether
+        it ran"); the calls of a sequential batch after it, and deferred calls, did not. The texts depend only
+        on which calls came back, so a durable run replayed from its records writes the same ones."""
         done = self._batch
         sequential = len(step.calls) == 1 or cfg.tool_dispatch == "sequential"
-        failed_at = error.call_id
-        if failed_at is None and sequential:  # not named (a recorded error): the first call without a record
+        failed_at = error.call_id if error is not None else self._raised_at  # a tool's error raised (tests)
+        named = failed_at is not None
+        if failed_at is None and sequential:  # not named (a recorded error, a cancel): the call in flight
             failed_at = next((c.id for c in step.calls if c.id not in done), None)
-            named = False
-        else:
-            named = failed_at is not None
         out = []
         passed = False  # a sequential batch's calls after the failed one never started
         for call in step.calls:
             got = done.get(call.id)
             if isinstance(got, ToolCallRecord):
                 out.append(got)
+                passed = passed or call.id == failed_at
                 continue
             ran = False
-            if call.id == failed_at and named and error.method == "after_tool":
+            if error is not None and named and call.id == failed_at and error.method == "after_tool":
                 text, ran = f"The tool ran, but the run failed after it ({error}); its result is withheld.", True
-            elif call.id == failed_at and named:
+            elif error is not None and named and call.id == failed_at:
                 text = f"Not run: {error}."
-            elif isinstance(got, PendingApproval) or (sequential and passed):
+            elif error is not None and (isinstance(got, PendingApproval) or (sequential and passed)):
                 text = f"Not run: the run failed before the call ran ({error})."
-            else:
+            elif error is not None:
                 text = f"Not known whether it ran: the run failed ({error}) before its result was recorded."
+            elif isinstance(got, PendingApproval):
+                text = f"Not run: {why} while the call awaited approval."
+            elif sequential and passed:
+                text = f"Not run: {why} before the call started."
+            else:
+                text = f"Not known whether it ran: {why} before its result was recorded."
             passed = passed or call.id == failed_at
             out.append(ToolCallRecord(call, _error_result(call, text), 0.0, ran=ran))
         return out
@@ -1321,15 +1381,12 @@ class BareLoop:
         return ToolCallRecord(call, result, 0.0, ran=False)
 
     async def _execute(
-        self,
-        tool: Tool,
-        call: ToolCallPart,
-        args: Any,
-        timeout: float | None,
-        max_chars: int | None,
-        context: ToolContext[Any] | None = None,
-    ) -> ToolResultPart:
-        context = context if context is not None else ToolContext(call.id, call.name)
+        self, tool: Tool, call: ToolCallPart, args: Any, cfg: RunConfig, context: ToolContext[Any]
+    ) -> tuple[ToolResultPart, BaseException | None]:
+        """Run ``tool`` on ``args``: its result for the model, and the exception the tool raised (or that made
+        its output unsendable), ``None`` when it raised none. Input that does not fit the schema and a
+        timeout are results without an exception (the model's to fix, the engine's limit)."""
+        timeout, max_chars = cfg.tool_timeout, cfg.max_tool_output_chars
         try:
             if timeout is None:
                 value = await tool.call(args, context)
@@ -1337,22 +1394,23 @@ class BareLoop:
                 async with asyncio.timeout(timeout):
                     value = await tool.call(args, context)
         except ToolInputError as exc:
-            return _error_result(call, f"Invalid input for tool {call.name!r}: {exc}")
+            return _error_result(call, f"Invalid input for tool {call.name!r}: {exc}"), None
         except ModelRetry as exc:  # the tool's own words for the model, as they are
-            return _error_result(call, exc.message)
+            return _error_result(call, exc.message), None
         except ApprovalRequired:
             raise
         except TimeoutError:
             context.request_stop()
-            return _error_result(call, _timeout_text(tool, call.name, timeout))
-        except asyncio.CancelledError:
+            return _error_result(call, _timeout_text(tool, call.name, timeout)), None
+        except asyncio.CancelledError as exc:
             context.request_stop()
             if _cancelling():  # the run is being cancelled (by the caller, or its cancel event)
                 raise
             # The tool's own sub-task was cancelled: the tool failed; the run goes on.
-            return _error_result(call, f"Tool {call.name!r} failed: a task of its own was cancelled (CancelledError).")
+            text = f"Tool {call.name!r} failed: a task of its own was cancelled (CancelledError)."
+            return _error_result(call, text), exc
         except Exception as exc:  # a tool's failure is the model's to read, not the loop's to die of
-            return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}")
+            return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}"), exc
         try:
             out = to_tool_output(value)
             content = out.tool_content()  # text with a lone surrogate comes back with U+FFFD in its place
@@ -1361,22 +1419,36 @@ class BareLoop:
             for image in content.images():
                 problem = image_problem(image, self._image_rules)
                 if problem is not None:
-                    return _error_result(call, f"Tool {call.name!r} returned an image that cannot be sent: {problem}")
-            return ToolResultPart(
+                    text = f"Tool {call.name!r} returned an image that cannot be sent: {problem}"
+                    return _error_result(call, text), None
+            if type(out.is_error) is bool and (out.retention is None or type(out.retention) is Retention):
+                # Made of the call's own id and name and a content checked when it was made: no check again.
+                made = assemble(
+                    ToolResultPart,
+                    type="tool_result",
+                    call_id=call.id,
+                    name=call.name,
+                    output=content,
+                    is_error=out.is_error,
+                    retention=out.retention,
+                )
+                return made, None
+            part = ToolResultPart(
                 call_id=call.id,
                 name=call.name,
                 output=content,
                 is_error=out.is_error,
                 retention=out.retention,
             )
+            return part, None
         except LoopError as exc:
-            return _error_result(call, f"Tool {call.name!r} returned output that cannot be sent: {exc}")
-        except Exception:  # str() of a value that is not JSON raised
-            return _error_result(
-                call,
+            return _error_result(call, f"Tool {call.name!r} returned output that cannot be sent: {exc}"), exc
+        except Exception as exc:  # str() of a value that is not JSON raised
+            text = (
                 f"Tool {call.name!r} returned output that cannot be sent: a {type(value).__name__} value that is "
-                "neither JSON nor printable",
+                "neither JSON nor printable"
             )
+            return _error_result(call, text), exc
 
     # --- compaction ----------------------------------------------------------------------------------------
 
@@ -1581,6 +1653,15 @@ def check_decisions(
                 raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
 
 
+def _results_message(records: Sequence[ToolCallRecord]) -> Message:
+    """The user message of the records' results; results the loop made (or a hook handed back as
+    :class:`~loopctl.message.ToolResultPart`) were checked when they were made and are not checked again."""
+    parts = tuple(r.result for r in records)
+    if all(type(p) is ToolResultPart for p in parts):
+        return assemble(Message, role=Role.USER, parts=parts)
+    return Message(role=Role.USER, parts=parts)
+
+
 def _results_of(reply: Message, messages: Sequence[Message]) -> Message | None:
     """The message that answers ``reply``'s calls when the machine committed them (the message right after
     ``reply``, at the end of ``messages``), else ``None``."""
@@ -1595,7 +1676,8 @@ async def _check_output(
     """The verdict on ``response`` as the run's typed output: ``(check, value, problems)``. ``check`` is
     ``None`` for a reply that is not an answer yet (it calls other tools), or one that ended for another
     reason (cut off by the output limit, refused); ``value`` is the valid output; ``problems`` what was
-    wrong. Raises what the ``validator`` raises, but :class:`~loopctl.output.RejectOutput`."""
+    wrong. Raises what the ``validator`` raises, but :class:`~loopctl.output.RejectOutput`; ``TypeError`` for
+    a ``RejectOutput`` whose message is not a str."""
     msg = response.message
     calls = msg.tool_calls()
     if not calls and response.stop_reason in (StopReason.MAX_TOKENS, StopReason.REFUSAL):
@@ -1626,7 +1708,16 @@ async def _check_output(
             if inspect.isawaitable(checked):
                 checked = await checked
         except RejectOutput as rejected:
-            return OutputCheck(call_id, rejected.message), NO_OUTPUT, [rejected.message]
+            message: object = rejected.message
+            if not isinstance(message, str):
+                # The validator's bug: the model cannot read it, and a text mode would make it a message that
+                # cannot be written. The run fails with it, in every mode (the driver's output-validator failure).
+                raise TypeError(
+                    "the output validator raised RejectOutput with a message of type "
+                    f"{type(message).__name__}; its message is the text the model reads, a str"
+                ) from rejected
+            message = valid_unicode(message)  # a lone surrogate (text cut inside a pair) becomes U+FFFD, as in tools
+            return OutputCheck(call_id, message), NO_OUTPUT, [message]
         if checked is not None:
             value = checked
     return OutputCheck(call_id), value, []
@@ -1679,36 +1770,22 @@ def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:
     retry_after = getattr(exc, "retry_after", None)
     if isinstance(retry_after, (int, float)) and retry_after >= 0:
         return float(min(retry_after, cfg.retry_max_delay))
+    from tenacity import RetryCallState, wait_random_exponential  # only when a call is retried: a cold start skips it
+
     wait = wait_random_exponential(multiplier=cfg.retry_initial_delay, max=cfg.retry_max_delay)
     state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
     state.attempt_number = attempt
     return float(wait(state))
 
 
-# What the providers say when a prompt is longer than the window, with the numbers (tokens) they give:
-# Anthropic "prompt is too long: 208310 tokens > 200000 maximum"; OpenAI "This model's maximum context length
-# is 128000 tokens. However, your messages resulted in 130532 tokens"; Gemini "The input token count (1572864)
-# exceeds the maximum number of tokens allowed (1048576)".
-_OVERFLOW_NUMBERS = (
-    re.compile(r"(?P<n>\d[\d,]*) tokens > (?P<max>\d[\d,]*)"),
-    re.compile(r"maximum context length is (?P<max>\d[\d,]*) tokens.*?resulted in (?P<n>\d[\d,]*) tokens", re.S),
-    re.compile(
-        r"input token count \((?P<n>\d[\d,]*)\) exceeds the maximum number of tokens allowed \((?P<max>\d[\d,]*)\)"
-    ),
-)
-
-
 def _overflow_size(error: ContextOverflow, window: int) -> int:
     """The size, in tokens of our ``window``, of a prompt the provider refused as too long: its count scaled by
     ``window / maximum`` (a provider window smaller than ours makes the prompt count for more), or
-    ``window + 1`` when the error gives no numbers."""
-    text = error.provider_message or exception_text(error)
-    for pattern in _OVERFLOW_NUMBERS:
-        found = pattern.search(text)
-        if found is not None:
-            n, most = (int(found.group(g).replace(",", "")) for g in ("n", "max"))
-            if most > 0:
-                return max(window + 1, n * window // most + 1)
+    ``window + 1`` when the error gives no numbers (``ContextOverflow.prompt_tokens`` and ``context_window``,
+    read from each provider's wording by :func:`loopctl.errors.overflow_counts`)."""
+    n, most = error.prompt_tokens, error.context_window
+    if n is not None and most is not None and most > 0:
+        return max(window + 1, n * window // most + 1)
     return window + 1
 
 
@@ -1738,6 +1815,32 @@ def _timeout_text(tool: Tool, name: str, timeout: float | None) -> str:
             "still be running, and what it does may still take effect."
         )
     return f"Tool {name!r} timed out after {seconds} and was stopped."
+
+
+def _log_tool_error(tool: Tool, call: ToolCallPart, error: BaseException, context: ToolContext[Any]) -> None:
+    """Log a tool's exception with its traceback (the model reads it as the call's error result; the
+    developer reads it here). An ``AttributeError`` on ``None`` in a tool that takes a :class:`ToolContext`,
+    in a run given no ``deps=``, gets a note saying so (it shows in the traceback, and on the exception)."""
+    if (
+        isinstance(error, AttributeError)
+        and getattr(error, "obj", False) is None
+        and context.deps is None
+        and getattr(tool, "_context_param", None) is not None
+    ):
+        note = (
+            f"the run was given no deps= (loop.run(..., deps=...)), so ToolContext.deps is None in tool {call.name!r}"
+        )
+        if note not in getattr(error, "__notes__", ()):
+            error.add_note(note)
+    logger.warning(
+        "tool %r raised %s: %s (call %s, turn %d); the model is told",
+        call.name,
+        type(error).__name__,
+        exception_text(error),
+        call.id,
+        context.turn,
+        exc_info=error,
+    )
 
 
 def _error_result(call: ToolCallPart, text: str) -> ToolResultPart:
@@ -1804,8 +1907,16 @@ def _check_provider_compaction(strategy: ProviderCompaction, client: ModelClient
     return strategy
 
 
-def _make_budget(config: SessionConfig) -> ContextBudget:
+def _make_budget(config: SessionConfig, client: ModelClient) -> ContextBudget:
+    """The session's budget: ``config.budget``, else one of ``config.context_window`` tokens, else of the window
+    the client's model is published with (:func:`loopctl.model_limits.published`), else of 200,000."""
     if config.budget is not None:
         budget: ContextBudget = config.budget
         return budget
-    return ContextBudget(window=config.context_window, threshold=config.compact_threshold)
+    window = config.context_window
+    if window is None:
+        from loopctl.model_limits import DEFAULT_CONTEXT_WINDOW, published
+
+        limits = published(str(getattr(client, "provider", "")), str(getattr(client, "model", "")))
+        window = limits.context_window if limits is not None and limits.context_window else DEFAULT_CONTEXT_WINDOW
+    return ContextBudget(window=window, threshold=config.compact_threshold)

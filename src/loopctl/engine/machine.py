@@ -37,7 +37,8 @@ and loop-detection setting are given with its input (:meth:`LoopMachine.accept_i
 run has spent (:attr:`LoopMachine.usage`), in the machine's state, so a restored run keeps counting: request and
 tool-call limits are checked before the step that would pass them, token and cost limits after each reply
 (outcome ``LIMIT_REACHED``). The same tool call (name and input) ``k`` times in a row gets an error result
-instead of running, and once more ends the run (``LOOP_DETECTED``). Calls the driver defers (a permission
+instead of running, and once more ends the run (``LOOP_DETECTED``); the same call made again within one reply is
+one attempt, answered as a duplicate instead of running. Calls the driver defers (a permission
 check answered ``Defer``) pause the run in ``AWAITING_APPROVAL`` until :meth:`LoopMachine.approve` decides them.
 
 Run exit (``pending`` is this run's messages, ``history`` the committed runs): success commits pending into
@@ -59,6 +60,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import islice
 from typing import Any, TypeAlias, Union, overload
 
 import orjson
@@ -74,7 +76,7 @@ from loopctl.errors import (
     ProviderProtocolError,
 )
 from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
-from loopctl.message.model import _dumps_bytes, _invalid
+from loopctl.message.model import _dumps_bytes, _invalid, assemble
 from loopctl.response import StopReason, Usage
 from loopctl.stream import loads_exact
 
@@ -296,6 +298,9 @@ class _View(Sequence[Message]):
     def __getitem__(self, index: slice) -> list[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
+            if index.step is None or index.step == 1:  # one copy, of the range asked for only
+                start, stop, _ = index.indices(self._n)
+                return self._items[start:stop]
             return self._items[: self._n][index]
         if index < 0:
             index += self._n
@@ -304,9 +309,7 @@ class _View(Sequence[Message]):
         return self._items[index]
 
     def __iter__(self) -> Iterator[Message]:
-        items = self._items
-        for i in range(self._n):
-            yield items[i]
+        return islice(self._items, self._n)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):
@@ -529,7 +532,13 @@ class LoopMachine:
 
         Raises ``InvalidMessage`` (path ``input.…``) for input that cannot be written (a lone surrogate, as
         undecodable bytes of a command line become), leaving the machine as it was: such a message would make
-        every request and every save of the conversation fail."""
+        every request and every save of the conversation fail.
+
+        A history that ends with tool calls without results (a session forked, imported or cut right after a
+        reply that called tools) is treated as a run cut mid-turn: it is cut back to its coherent prefix
+        before the input joins it, since no provider takes new input after calls it never got results for.
+        Input made only of the results of exactly those calls (a handoff's next agent continuing the reply
+        that handed over) completes the turn instead, and nothing is cut."""
         self._expect(MachineState.START, MachineState.TERMINAL, feed="accept_input")
         check_loop_detection(loop_detection)
         if limits is not None and not isinstance(limits, UsageLimits):
@@ -540,6 +549,10 @@ class LoopMachine:
             message.to_json()
         except InvalidMessage as exc:
             raise InvalidMessage(f"input.{exc.path}", exc.expected) from None
+        keep = coherent_tail(self._messages)
+        if keep < len(self._messages) and not _answers_open_calls(self._messages, keep, message):
+            self._messages = self._messages[:keep]
+            self._n_history = keep
         self._messages.append(message)
         self.turn = 0
         self._outcome = Outcome(OutcomeKind.IDLE)
@@ -589,8 +602,9 @@ class LoopMachine:
         run would go on (the reply calls tools, or its output goes back to be fixed), a token or cost limit
         the run is now past ends it with ``LIMIT_REACHED``, and a cost limit the run cannot check (a reply of
         unknown cost) fails it; then the loop check (a call repeated ``loop_detection`` times in a row gets an
-        error result, once more ends the run with ``LOOP_DETECTED``), then the tool-call limit (a batch that
-        would pass it ends the run before it starts). A reply that finishes the run finishes it whatever it
+        error result, once more ends the run with ``LOOP_DETECTED``; a call the reply already made, same name
+        and input, is one attempt: answered as a duplicate, not run, not counted), then the tool-call limit (a
+        batch that would pass it ends the run before it starts). A reply that finishes the run finishes it whatever it
         spent. An ending keeps the coherent prefix, as the turn limit does. ``repeatable`` names tools whose
         calls loop detection leaves out (polling tools); such a call between two others breaks their run.
 
@@ -733,10 +747,13 @@ class LoopMachine:
     ) -> bool:
         """Count the reply's calls (the output tool's aside) against the last one in a row: the ``k``-th repeat
         of one call gets an error result (taken out of ``to_run``), the one after ends the run. A call of a
-        ``repeatable`` tool is not counted, and starts the count again. True when the run ended."""
+        ``repeatable`` tool is not counted, and starts the count again. The same call made again in the same
+        reply is one attempt: it is answered as a duplicate of the first (taken out of ``to_run``: it does not
+        run) and not counted. True when the run ended."""
         k = self._loop_k
         assert k is not None
         output_tool = self._output_tool
+        first_of: dict[str, ToolCallPart] = {}  # signature -> the reply's first call with it
         for call in calls:
             if output_tool is not None and call.name == output_tool:
                 continue
@@ -744,6 +761,16 @@ class LoopMachine:
                 self._loop_call, self._loop_repeats = None, 0
                 continue
             signature = _signature(call)
+            first = first_of.setdefault(signature, call)
+            if first is not call:
+                if call.id not in machine_results:
+                    machine_results[call.id] = _error(
+                        call,
+                        f"Not run: this reply already calls {call.name!r} with the same input (call {first.id}); a "
+                        "reply's identical calls run once, and that call's result answers this one too.",
+                    )
+                    to_run.remove(call)
+                continue
             if signature == self._loop_call:
                 self._loop_repeats += 1
             else:
@@ -919,7 +946,9 @@ class LoopMachine:
         for c in self._calls:
             r = by_id[c.id]
             ordered.append(r if r.name else r.model_copy(update={"name": c.name}))
-        self._messages.append(Message(role=Role.USER, parts=(*ordered, *other)))
+        # The results are parts that were validated when they were made: the message of them needs no check.
+        results_message = Message(role=Role.USER, parts=(*ordered, *other)) if other else None
+        self._messages.append(results_message or assemble(Message, role=Role.USER, parts=tuple(ordered)))
         self._calls = ()
         self._machine_results = {}
         self._approved = {}
@@ -929,7 +958,11 @@ class LoopMachine:
     def prune_result(self, messages: Sequence[Message], tokens_before: int, tokens_after: int) -> None:
         """Feed the prune pass's output: the full history with old tool results replaced by markers (same
         number of messages, same order). A pass that freed nothing is fine: the machine does not ask again
-        until the context grows."""
+        until the context grows.
+
+        ``tokens_before`` and ``tokens_after`` are the pass's estimates of the conversation's size, in tokens,
+        reported in its :class:`~loopctl.engine.CompactionFinished` event.
+        """
         self._expect(MachineState.AWAITING_COMPACTION, feed="prune_result")
         if not isinstance(self._step, Prune):
             raise MachineStateError("prune_result answers a Prune step; the machine asked for a Compact")
@@ -964,7 +997,10 @@ class LoopMachine:
 
     def compaction_noop(self, tokens_before: int, tokens_after: int) -> None:
         """The compaction pass changed nothing: both buffers stay as they are and the run ends with the
-        no-progress failure (it would otherwise ask for the same pass forever)."""
+        no-progress failure (it would otherwise ask for the same pass forever).
+
+        ``tokens_before`` and ``tokens_after`` are the pass's estimates, in tokens (the same number, or close).
+        """
         self._expect(MachineState.AWAITING_COMPACTION, feed="compaction_noop")
         self._step = None
         self._end(self._no_progress(tokens_before, tokens_after), salvage=True)
@@ -1130,7 +1166,10 @@ class LoopMachine:
         message inside. A machine that loads takes its next step without error.
 
         ``messages`` (history then pending) reads a document written with ``to_json(messages=False)``: its
-        ``history`` and ``pending`` lengths must add up to ``len(messages)``."""
+        ``history`` and ``pending`` lengths must add up to ``len(messages)``.
+
+        ``data`` is the JSON text (or UTF-8 bytes) :meth:`to_json` wrote.
+        """
         try:
             doc = loads_exact(data)  # a tool input's integers past 64 bits stay exact
         except orjson.JSONDecodeError as exc:
@@ -1432,6 +1471,34 @@ def exception_text(error: BaseException) -> str:
         return str(error)
     except Exception:
         return "<its text cannot be read>"
+
+
+def _answers_open_calls(messages: Sequence[Message], keep: int, message: Message) -> bool:
+    """Whether ``message`` is only tool results answering exactly the calls left open in ``messages[keep:]``
+    (the trailing reply that :func:`coherent_tail` would cut), each once."""
+    if not message.parts or not all(isinstance(p, ToolResultPart) for p in message.parts):
+        return False
+    open_calls: set[str] = set()
+    for m in messages[keep:]:
+        for p in m.parts:
+            if isinstance(p, ToolCallPart):
+                open_calls.add(p.id)
+            elif isinstance(p, ToolResultPart):
+                open_calls.discard(p.call_id)
+    answered = [p.call_id for p in message.parts if isinstance(p, ToolResultPart)]
+    return len(answered) == len(set(answered)) and set(answered) == open_calls
+
+
+def coherent_tail(messages: Sequence[Message]) -> int:
+    """The length of ``messages`` once a trailing reply whose tool calls are not all answered is cut off, with
+    what follows it (:func:`coherent_prefix` from the last assistant message; the messages before it are
+    taken as answered). O(the messages from the last assistant message on)."""
+    i = len(messages) - 1
+    while i >= 0 and messages[i].role is not Role.ASSISTANT:
+        i -= 1
+    if i < 0:
+        return len(messages)
+    return coherent_prefix(messages, i)
 
 
 def coherent_prefix(messages: Sequence[Message], start: int = 0) -> int:

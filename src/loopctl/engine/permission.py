@@ -124,7 +124,10 @@ def input_problem(value: Any) -> str | None:
 
 def json_problem(value: Any, path: str, depth: int = 0) -> str | None:
     """Why ``value`` (found at ``path``, for the message) is not plain JSON, or ``None`` (see
-    :func:`input_problem`; a ``tuple`` counts as an array)."""
+    :func:`input_problem`; a ``tuple`` counts as an array).
+
+    ``depth`` is the nesting depth of ``value`` (0 at the top); past 200 levels a value is refused.
+    """
     if depth > 200:
         return f"{path} is nested too deeply"
     if value is None or isinstance(value, (bool, int)):

@@ -39,7 +39,10 @@ __all__ = ["NO_OUTPUT", "ModelReply", "OutputT", "Run", "ToolCallRecord", "Turn"
 @dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """One tool call of a turn: the ``call``, its ``result``, and how long it ran (``duration``, seconds).
-    ``ran`` is False when the machine or the permission callback answered it without running the tool."""
+    ``ran`` is False when the machine or the permission callback answered it without running the tool.
+    ``error`` is the exception the tool raised (its traceback attached; the model read it as the error
+    result), or the one that made its output unsendable; ``None`` otherwise, and for a call recorded by a
+    durable engine (the record crosses a step or activity boundary as JSON)."""
 
     call: ToolCallPart
     result: ToolResultPart
@@ -48,6 +51,7 @@ class ToolCallRecord:
     spent: ToolSpend | None = None
     """What the call spent on model calls of its own (a sub-agent's run: ``ToolContext.record_usage``);
     ``None`` for a tool that made none. Counted in :attr:`Run.usage`, :attr:`Run.cost` and the run's limits."""
+    error: BaseException | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

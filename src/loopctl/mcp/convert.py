@@ -95,7 +95,10 @@ def _joined(parts: Iterable[TextPart | ImagePart]) -> str | list[TextPart | Imag
 
 def to_tool_output(result: Any, retention: Retention | None = None) -> ToolOutput:
     """A ``CallToolResult`` (anything with ``content``, ``structured_content`` and ``is_error``) as a
-    :class:`~loopctl.tool.ToolOutput` tagged ``retention``."""
+    :class:`~loopctl.tool.ToolOutput` tagged ``retention``.
+
+    ``result`` is the server's reply to ``tools/call``.
+    """
     blocks = list(getattr(result, "content", None) or ())
     structured = getattr(result, "structured_content", None)
     content: str | list[TextPart | ImagePart]

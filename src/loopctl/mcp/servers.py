@@ -288,7 +288,11 @@ class _Connection:
 class MCPTool:
     """One tool of an MCP server, as a :class:`~loopctl.tool.Tool`: ``name`` is what the model calls it
     (prefixed, provider-safe), ``mcp_name`` what the server calls it. ``annotations`` are the server's hints
-    (``read_only_hint``, ``idempotent_hint``...)."""
+    (``read_only_hint``, ``idempotent_hint``...).
+
+    ``definition`` is the server's ``Tool`` (schema, description, annotations); ``retention`` the
+    :class:`~loopctl.message.Retention` its results get (``None``: untagged).
+    """
 
     __slots__ = ("annotations", "description", "input_schema", "mcp_name", "name", "retention", "server")
 
@@ -314,7 +318,11 @@ class MCPTool:
         return hints is not None and bool(hints.read_only_hint or hints.idempotent_hint)
 
     async def call(self, input: Any, context: ToolContext) -> ToolOutput:  # noqa: A002 - the Tool protocol's name
-        """Call the tool on the server; every failure is an error result (see the module docstring)."""
+        """Call the tool on the server; every failure is an error result (see the module docstring).
+
+        ``input`` is the model's arguments (a JSON object) and ``context`` the call's
+        :class:`~loopctl.tool.ToolContext` (its timeout and cancellation apply).
+        """
         arguments = input if isinstance(input, dict) else {}
         if not isinstance(input, dict):
             return ToolOutput(f"expected a JSON object as input, got {type(input).__name__}", is_error=True)
@@ -464,7 +472,10 @@ class BaseMCPServer:
         return self._tools
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
-        """Call the server's tool ``name`` (its MCP name) directly, as the engine would."""
+        """Call the server's tool ``name`` (its MCP name) directly, as the engine would.
+
+        ``arguments`` is the tool's input (a JSON object; none: ``{}``).
+        """
         for t in self._tools:
             if t.mcp_name == name:
                 return await self._call(t, dict(arguments or {}))

@@ -30,7 +30,13 @@ from loopctl.message.model import (
     lone_surrogate_at,
 )
 
-__all__ = ["ConversationProblem", "ConversationRule", "check_conversation", "first_invalid_string"]
+__all__ = [
+    "ConversationProblem",
+    "ConversationRule",
+    "check_conversation",
+    "first_invalid_string",
+    "unanswered_calls",
+]
 
 
 class ConversationRule(enum.StrEnum):
@@ -73,11 +79,16 @@ class ConversationProblem:
         return f"{self.path}: {self.detail} [{self.rule.value}]"
 
 
-def check_conversation(messages: Sequence[Message], *, strict: bool = False) -> list[ConversationProblem]:
+def check_conversation(
+    messages: Sequence[Message], *, strict: bool = False, at_rest: bool = False
+) -> list[ConversationProblem]:
     """Every problem in ``messages``, in the order found (an empty list for a sound conversation).
 
     With ``strict=True`` a non-empty result is raised instead, as
-    :class:`~loopctl.errors.InvalidConversation` listing every problem.
+    :class:`~loopctl.errors.InvalidConversation` listing every problem. With ``at_rest=True`` the
+    conversation is one no run is in the middle of (a stored session at rest, a conversation file to
+    continue): the last assistant message's calls must be answered too (a problem of rule
+    ``UNANSWERED_TOOL_CALL`` each), since no provider takes new input after calls it got no results for.
     """
     problems: list[ConversationProblem] = []
     add = problems.append
@@ -183,9 +194,32 @@ def check_conversation(messages: Sequence[Message], *, strict: bool = False) -> 
                         ppath, ConversationRule.THINKING_OUTSIDE_ASSISTANT, f"thinking in {_a(role)} message"
                     )
                 )
+    if at_rest:
+        for call_id, (cpath, answered) in open_calls.items():
+            if not answered:
+                add(
+                    ConversationProblem(
+                        cpath,
+                        ConversationRule.UNANSWERED_TOOL_CALL,
+                        f"tool call {call_id!r} has no result, and no run is waiting for it: the conversation "
+                        "cannot be continued (no provider takes new input after it)",
+                    )
+                )
     if strict and problems:
         raise InvalidConversation(list(problems))
     return problems
+
+
+def unanswered_calls(messages: Sequence[Message]) -> list[ToolCallPart]:
+    """The calls of the last assistant message of ``messages`` that no message after it answers, in call
+    order (empty when there are none). Looks only at the messages from that assistant message on."""
+    i = len(messages) - 1
+    while i >= 0 and messages[i].role is not Role.ASSISTANT:
+        i -= 1
+    if i < 0:
+        return []
+    answered = {p.call_id for m in messages[i + 1 :] for p in m.parts if isinstance(p, ToolResultPart)}
+    return [p for p in messages[i].parts if isinstance(p, ToolCallPart) and p.id not in answered]
 
 
 def first_invalid_string(message: Message, path: str = "") -> str | None:

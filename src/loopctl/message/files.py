@@ -49,13 +49,13 @@ still written as version 1, byte for byte as before."""
 
 
 class _ConversationFile(BaseModel):
-    model_config = ConfigDict(extra="ignore", hide_input_in_errors=True)
+    model_config = ConfigDict(extra="ignore", hide_input_in_errors=True, defer_build=True)
     format_version: StrictInt
     messages: tuple[Message, ...]
 
 
 _FILE = TypeAdapter(_ConversationFile)
-_BARE = TypeAdapter(tuple[Message, ...])
+_BARE = TypeAdapter(tuple[Message, ...], config=ConfigDict(defer_build=True))
 
 
 def dumps_conversation(messages: Iterable[Message]) -> str:
@@ -68,7 +68,11 @@ def dumps_conversation(messages: Iterable[Message]) -> str:
 
 def dumps_conversation_bytes(messages: Iterable[Message]) -> bytes:
     """:func:`dumps_conversation` as UTF-8 bytes, without the cost of building a ``str`` (which for text
-    outside Latin-1 is most of the cost)."""
+    outside Latin-1 is most of the cost).
+
+    ``messages`` is the conversation. A conversation holding a provider-native part is written as format
+    version 2 (:data:`NATIVE_FORMAT_VERSION`), any other as version 1.
+    """
     dicts = [m.to_dict() for m in messages]
     version = FORMAT_VERSION
     for d in dicts:
@@ -150,13 +154,19 @@ def save_conversation(path: str | os.PathLike[str], messages: Iterable[Message])
     The text is built before the file system is touched, so a message that cannot be written raises
     ``InvalidMessage`` and leaves any existing file as it was; any failure while writing removes the
     temporary file and leaves the old file intact. A new file gets the permissions ``open()`` would give it
-    (0o666 less the umask); a replaced file keeps its own."""
+    (0o666 less the umask); a replaced file keeps its own.
+
+    ``messages`` is the conversation to write.
+    """
     atomic_write_bytes(path, dumps_conversation_bytes(messages), make_parents=False)
 
 
 def load_conversation(path: str | os.PathLike[str]) -> list[Message]:
     """Read a conversation file; every failure (unreadable, not JSON, wrong shape, newer version, bad
-    message) raises ``ConversationFileError`` naming the file, as :func:`loads_conversation` does."""
+    message) raises ``ConversationFileError`` naming the file, as :func:`loads_conversation` does.
+
+    ``path`` is the file to read.
+    """
     p = Path(path)
     try:
         raw = p.read_bytes()

@@ -25,17 +25,19 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     JsonValue,
     RootModel,
     StrictBool,
-    StrictStr,
     Tag,
     ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
     field_validator,
-    model_validator,
 )
-from pydantic_core import PydanticCustomError, PydanticUndefined
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, PydanticUndefined, core_schema
 
 from loopctl.errors import InvalidMessage
 
@@ -109,7 +111,30 @@ def _retention_arg(value: object) -> Retention | None:
 _SURROGATE_ERROR = "expected a string that is valid Unicode (found a lone surrogate)"
 
 
-_CONFIG = ConfigDict(frozen=True, extra="ignore", validate_default=False, hide_input_in_errors=True)
+class _Writable:
+    """The core schema of :data:`Str`: a strict ``str`` that pydantic-core reads as UTF-8 (a pattern that
+    matches any text makes it do so), so a string with a lone surrogate, which no JSON writer can write, is
+    refused in C as it is validated (error ``string_unicode``), in every way a value is built: a
+    constructor, ``from_dict``, ``model_validate``, ``model_copy``, a part inside a message. JSON text holds
+    none (pydantic's JSON parser refuses an unpaired escape), so it costs a pattern match there."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.str_schema(strict=True, pattern="")
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {"type": "string"}
+
+
+Str: TypeAlias = Annotated[str, _Writable]
+"""A strict string (never coerced) that can be written as UTF-8: a lone surrogate is refused where it enters."""
+
+
+# ``defer_build``: pydantic builds a model's validator when it is first used, not at import (the build of the
+# whole model took about 45 ms of every ``import loopctl``, and a process that never builds a message, such as
+# ``loopctl --help``, paid it too).
+_CONFIG = ConfigDict(frozen=True, extra="ignore", validate_default=False, hide_input_in_errors=True, defer_build=True)
 
 
 def _refuse_assignment(self: object, name: str, value: object = None) -> NoReturn:
@@ -129,7 +154,6 @@ class _Value(BaseModel):
             super().__init__(**data)
         except ValidationError as exc:
             raise _invalid(exc, "") from None
-        _refuse_lone_surrogates(self)
 
     # Tells pydantic this __init__ only wraps the base one, so nested validation (from_json, from_dict) goes
     # straight through pydantic-core instead of calling back into Python for every part.
@@ -153,9 +177,7 @@ class _Value(BaseModel):
             raise TypeError(f"{type(self).__name__} has no field {unknown[0]!r}")
         data = {name: getattr(self, name) for name in fields}
         data.update(update)
-        copy = _validate(type(self), data, "")
-        _refuse_lone_surrogates(copy)
-        return copy
+        return _validate(type(self), data, "")
 
 
 class ImageSource(_Value):
@@ -168,9 +190,9 @@ class ImageSource(_Value):
 
     encoding: Literal["base64"] = "base64"
     """Always ``"base64"``; any other value is refused."""
-    media_type: StrictStr
+    media_type: Str
     """MIME type of the image, e.g. ``"image/png"``."""
-    data: StrictStr
+    data: Str
     """The image bytes, base64-encoded."""
 
     @field_validator("data")
@@ -185,7 +207,10 @@ class ImageSource(_Value):
     @classmethod
     def new_base64(cls, media_type: str, data: str) -> ImageSource:
         """Build a source from a media type and base64 text; raises ``InvalidMessage`` if ``data`` is not
-        base64."""
+        base64.
+
+        ``media_type`` is the image's type (``image/png``, ``image/jpeg``, ``image/gif``, ``image/webp``).
+        """
         return cls(media_type=media_type, data=data)
 
     def to_dict(self) -> dict[str, Any]:
@@ -209,7 +234,9 @@ class MessagePart(_Value):
         # ``text`` on the base would otherwise become the default of TextPart's ``text`` field, and a
         # missing ``text`` on input would silently read as the constructor.
         @classmethod
-        def text(cls, text: str) -> TextPart: ...
+        def text(cls, text: str) -> TextPart:
+            """A text part holding ``text``."""
+            ...
 
     @staticmethod
     def tool_call(id: str, name: str, input: Any) -> ToolCallPart:  # noqa: A002 - the documented names
@@ -225,6 +252,9 @@ class MessagePart(_Value):
         ``is_error`` is always stored as a bool (``docs/wire-format.md``, "tool_result"): anything but
         ``True``/``False`` (``None`` included) raises ``InvalidMessage``, as nothing is coerced; build
         ``ToolResultPart(is_error=None)`` for an unset flag. ``retention`` starts untagged (``None``).
+
+        ``output`` is the result: text, a :class:`ToolContent`, or a list of text and image parts; ``is_error``
+        marks a failure the model should read as one.
         """
         if not isinstance(is_error, bool):
             raise InvalidMessage("is_error", f"expected true or false, got {type(is_error).__name__}")
@@ -232,12 +262,14 @@ class MessagePart(_Value):
 
     @staticmethod
     def from_dict(data: object) -> Part:
-        """Read one part from its wire object; raises ``InvalidMessage`` naming the bad path."""
+        """Read one part from its wire object; raises ``InvalidMessage`` naming the bad path.
+
+        ``data`` is the part's wire object (a parsed JSON object).
+        """
         try:
             part = _PART_ADAPTER.validate_python(data)
         except ValidationError as exc:
             raise _invalid(exc, "", tagged_root=True) from None
-        _refuse_lone_surrogates(part)
         return part
 
     # --- readers ---------------------------------------------------------------------------------------
@@ -308,9 +340,9 @@ class TextPart(MessagePart):
     """Plain text. Wire: ``{"type": "text", "text": "hello"}``."""
 
     type: Literal["text"] = Field(default="text", repr=False)
-    text: StrictStr  # type: ignore[assignment]
+    text: Str  # type: ignore[assignment]
     """The text, fully assembled (streamed deltas concatenated)."""
-    item_id: StrictStr | None = None
+    item_id: Str | None = None
     """Extension (``docs/wire-format.md``): the provider's id of the output item this text came in (OpenAI
     Responses ``msg_…``), sent back so a preceding reasoning item keeps its following item. Omitted when
     unset."""
@@ -318,7 +350,7 @@ class TextPart(MessagePart):
     """Extension (``docs/wire-format.md``, "Provider-native parts"): the sources the provider attached to this
     text, each exactly as received (Anthropic ``citations`` of a text block, OpenAI Responses
     ``annotations`` of an ``output_text``), replayed only to ``provider``. Omitted when unset."""
-    provider: StrictStr | None = None
+    provider: Str | None = None
     """Extension: who attached ``citations`` (``"anthropic"``, ``"openai"``). Omitted when unset."""
 
     def is_text(self) -> bool:
@@ -371,43 +403,43 @@ class ToolCallPart(MessagePart):
     """
 
     type: Literal["tool_call"] = Field(default="tool_call", repr=False)
-    id: StrictStr
+    id: Str
     """The provider's call id; the :class:`ToolResultPart` that answers it carries the same ``call_id``."""
-    name: StrictStr
+    name: Str
     """The tool's name, as offered in the request's tools."""
     input: JsonValue
     """The arguments, a JSON value (a streamed ``""`` reads as ``{}``)."""
-    item_id: StrictStr | None = None
+    item_id: Str | None = None
     """Extension (``docs/wire-format.md``): the provider's item id of this call when it differs from the call
     id (OpenAI Responses ``fc_…``). Omitted when unset."""
-    provider: StrictStr | None = None
+    provider: Str | None = None
     """Extension (``docs/wire-format.md``): the provider that minted ``id``, set when a codec must know it to
     send the id back (``"gemini"``: Gemini's ``functionCall.id`` is echoed only to Gemini, while the ids the
     Gemini codec derives for calls that came without one are never sent). Omitted when unset."""
 
-    @field_validator("input", mode="before")
+    @field_validator("input", mode="wrap")
     @classmethod
-    def _input_is_shallow(cls, value: Any) -> Any:
-        # Checked before pydantic walks the value: its own limit (about 255 levels) gives an error with no
-        # path, and the JSON readers of conversation and machine files stop sooner (about 195 levels inside a
-        # file), so a deeper input could be saved but never read back.
-        if json_depth(value) > MAX_INPUT_DEPTH:
-            raise PydanticCustomError(
-                "too_deep", f"expected JSON nested at most {MAX_INPUT_DEPTH} levels deep (arrays and objects)"
-            )
-        return value
-
-    @field_validator("input")
-    @classmethod
-    def _input_is_finite(cls, value: JsonValue) -> JsonValue:
-        # pydantic's JsonValue takes NaN and Infinity (from Python, and as JSON extensions); JSON has neither
-        # and orjson would write them as null, so they are refused here.
-        found = _unwritable_at(value, "", numbers=True)
-        if found is not None:
-            raise PydanticCustomError(
-                "non_finite_number", "expected a finite number (JSON has no NaN or Infinity)", {"subpath": found}
-            )
-        return value
+    def _input_is_json(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        # The common case costs a few calls into C: orjson writes the value (refusing a lone surrogate in a
+        # string or key, a key that is not a string, an integer past 64 bits and every type but the exact
+        # JSON ones: subclasses, dataclasses and dates go to ``default``, which refuses them), reads it back
+        # (the copy the part keeps: a caller's later change to its dict never reaches the part), and the
+        # copy must equal the value (a tuple, an enum member, a UUID or a NaN is written as something else:
+        # not equal). The depth is measured only when the text could be deep. Anything else takes the full
+        # check (:func:`_checked_input`), which says what is wrong and where.
+        try:
+            text = orjson.dumps(value, default=_not_plain, option=_PLAIN)
+        except (orjson.JSONEncodeError, RecursionError):
+            return _checked_input(value, handler)
+        shallow = text.count(b"[") + text.count(b"{") <= MAX_INPUT_DEPTH or json_depth(value) <= MAX_INPUT_DEPTH
+        if info.mode == "json":  # read from JSON text: a fresh value of the JSON types, its strings valid
+            if shallow and _finite(value, text):
+                return value
+        elif shallow:
+            copy = orjson.loads(text)
+            if copy == value:
+                return copy
+        return _checked_input(value, handler)
 
     def is_tool_call(self) -> bool:
         return True
@@ -433,16 +465,16 @@ class ThinkingPart(MessagePart):
     """
 
     type: Literal["thinking"] = Field(default="thinking", repr=False)
-    text: StrictStr  # type: ignore[assignment]
+    text: Str  # type: ignore[assignment]
     """The visible reasoning (or summary); ``""`` for a redacted block."""
-    signature: StrictStr | None = None
+    signature: Str | None = None
     """The provider's signature over this block (Anthropic ``signature``, Gemini ``thoughtSignature``, OpenAI
     Responses ``encrypted_content``), exactly as received."""
-    redacted: StrictStr | None = None
+    redacted: Str | None = None
     """The opaque payload of a block the provider withheld (Anthropic ``redacted_thinking.data``)."""
-    provider: StrictStr | None = None
+    provider: Str | None = None
     """Extension: who minted ``signature``/``redacted`` (``"anthropic"``, ``"gemini"``, ``"openai"``)."""
-    item_id: StrictStr | None = None
+    item_id: Str | None = None
     """Extension: the provider's id of the reasoning item (OpenAI Responses ``rs_…``)."""
 
     def is_thinking(self) -> bool:
@@ -590,14 +622,40 @@ def lone_surrogate_at(value: object) -> str | None:
     return None
 
 
-def _refuse_lone_surrogates(value: object) -> None:
-    """Raise ``InvalidMessage`` for a value built from Python that holds a lone surrogate (see
-    :func:`lone_surrogate_at`). A message is checked by its own validator, however it was built."""
-    if isinstance(value, Message):
-        return
-    found = lone_surrogate_at(value)
+_PLAIN = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def _not_plain(value: object) -> NoReturn:
+    raise TypeError(type(value).__name__)
+
+
+def _finite(value: object, text: bytes) -> bool:
+    """Whether a JSON value holds no NaN or infinity, given the bytes orjson wrote for it (it writes those as
+    ``null``: without a ``null`` there is none)."""
+    return b"null" not in text or _unwritable_at(value, "", numbers=True) is None
+
+
+def _checked_input(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A tool call's ``input`` checked in full, naming what is wrong and where: nested at most
+    :data:`MAX_INPUT_DEPTH` levels (measured before pydantic walks the value: its own limit, about 255 levels,
+    gives an error with no path, and the JSON readers of conversation and machine files stop sooner, about
+    195 levels inside a file, so a deeper input could be saved but never read back), a JSON value (pydantic's
+    ``JsonValue``), no NaN or infinity (``JsonValue`` takes them; orjson would write them as ``null``), no
+    lone surrogate in a string or key."""
+    if json_depth(value) > MAX_INPUT_DEPTH:
+        raise PydanticCustomError(
+            "too_deep", f"expected JSON nested at most {MAX_INPUT_DEPTH} levels deep (arrays and objects)"
+        )
+    value = handler(value)
+    found = _unwritable_at(value, "", numbers=True)
     if found is not None:
-        raise InvalidMessage(found, _SURROGATE_ERROR)
+        raise PydanticCustomError(
+            "non_finite_number", "expected a finite number (JSON has no NaN or Infinity)", {"subpath": found}
+        )
+    found = _unwritable_at(value, "", strings=True)
+    if found is not None:
+        raise PydanticCustomError("string_surrogate", _SURROGATE_ERROR, {"subpath": found})
+    return value
 
 
 ToolContentPart: TypeAlias = Annotated[Union[TextPart, ImagePart], Field(discriminator="type")]
@@ -613,7 +671,7 @@ def _tool_content_tag(value: object) -> str | None:
 
 
 _ToolContentRoot: TypeAlias = Annotated[
-    Union[Annotated[StrictStr, Tag("string")], Annotated[tuple[ToolContentPart, ...], Tag("multipart")]],
+    Union[Annotated[Str, Tag("string")], Annotated[tuple[ToolContentPart, ...], Tag("multipart")]],
     Discriminator(
         _tool_content_tag,
         custom_error_type="tool_content_type",
@@ -622,7 +680,7 @@ _ToolContentRoot: TypeAlias = Annotated[
 ]
 
 
-class ToolContent(RootModel[_ToolContentRoot]):
+class ToolContent(RootModel):  # type: ignore[type-arg]
     """A tool's output (``docs/wire-format.md``, "ToolContent"): plain text or a list of text and image parts.
 
     Untagged on the wire: a bare JSON string, or a bare array of ``text``/``image`` parts. A plain ``str`` is
@@ -630,14 +688,22 @@ class ToolContent(RootModel[_ToolContentRoot]):
     images.
     """
 
-    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
+    # The root type is declared as a field, not as ``RootModel[...]``: a parametrized RootModel is a class
+    # pydantic builds at once, at import, where this one is built when first used.
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True, defer_build=True)
+    root: _ToolContentRoot
 
     def __init__(self, /, root: Any = PydanticUndefined, **data: Any) -> None:
         try:
             super().__init__(root, **data)
         except ValidationError as exc:
             raise _invalid(exc, "", tagged_root=True) from None
-        _refuse_lone_surrogates(self)
+        if not isinstance(self.root, str):
+            # Parts handed in as objects are kept as they are (pydantic does not validate an instance again):
+            # one made without validation (``model_construct``) is checked here, where a tool's output enters.
+            found = lone_surrogate_at(self)
+            if found is not None:
+                raise InvalidMessage(found, _SURROGATE_ERROR)
 
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
     __setattr__ = _refuse_assignment
@@ -650,7 +716,10 @@ class ToolContent(RootModel[_ToolContentRoot]):
 
     @classmethod
     def from_multipart(cls, parts: Iterable[TextPart | ImagePart]) -> ToolContent:
-        """The multipart form (text and images, in order)."""
+        """The multipart form (text and images, in order).
+
+        ``parts`` are the text and image parts, in order.
+        """
         return cls(tuple(parts))
 
     def is_string(self) -> bool:
@@ -700,9 +769,9 @@ class ToolResultPart(MessagePart):
     """
 
     type: Literal["tool_result"] = Field(default="tool_result", repr=False)
-    call_id: StrictStr
+    call_id: Str
     """The ``id`` of the :class:`ToolCallPart` this answers."""
-    name: StrictStr = ""
+    name: Str = ""
     """The called tool's name; Gemini matches results by name. ``""`` in old data."""
     output: ToolContent
     """What the tool returned."""
@@ -770,16 +839,16 @@ class ServerToolCallPart(MessagePart):
     """
 
     type: Literal["server_tool_call"] = Field(default="server_tool_call", repr=False)
-    id: StrictStr
+    id: Str
     """The provider's id of the call; a :class:`ServerToolResultPart` of the same message answers it by
     ``call_id``."""
-    name: StrictStr
+    name: Str
     """The tool's name as the provider reports it."""
     input: JsonValue
     """What the call was given (a query, code, arguments), as a JSON value."""
-    provider: StrictStr
+    provider: Str
     """Who ran the call (``"anthropic"``, ``"openai"``, ``"gemini"``)."""
-    server: StrictStr | None = None
+    server: Str | None = None
     """For a remote MCP call: the server's label. Omitted when unset."""
     raw: dict[str, JsonValue] | None = None
     """The provider's block or item exactly as received (ids, encrypted content, signatures kept); replayed
@@ -821,13 +890,13 @@ class ServerToolResultPart(MessagePart):
     """
 
     type: Literal["server_tool_result"] = Field(default="server_tool_result", repr=False)
-    call_id: StrictStr
+    call_id: Str
     """The ``id`` of the :class:`ServerToolCallPart` this answers."""
-    name: StrictStr
+    name: Str
     """The tool's name, as on the call."""
-    output: StrictStr
+    output: Str
     """The result as readable text."""
-    provider: StrictStr
+    provider: Str
     """Who ran the call."""
     is_error: StrictBool | None = None
     """``True`` when the provider reports the call failed. Omitted when unset."""
@@ -879,9 +948,9 @@ class CompactionPart(MessagePart):
     """
 
     type: Literal["compaction"] = Field(default="compaction", repr=False)
-    provider: StrictStr
+    provider: Str
     """Who compacted (``"openai"``, ``"anthropic"``)."""
-    summary: StrictStr = ""
+    summary: Str = ""
     """The readable summary, ``""`` when the provider keeps it opaque."""
     raw: dict[str, JsonValue]
     """The provider's item or block exactly as received."""
@@ -945,19 +1014,6 @@ class Message(_Value):
 
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
-    @model_validator(mode="after")
-    def _strings_are_writable(self, info: ValidationInfo) -> Self:
-        # A lone surrogate (text cut inside a pair, bytes decoded with surrogateescape) cannot be written as
-        # UTF-8: a message holding one could be neither sent to a provider nor saved. Checked once per
-        # message, however it was built from Python values (a validator on every string doubled the cost of
-        # reading one); JSON text cannot hold one (pydantic's JSON parser refuses an unpaired \ud83d escape).
-        if info.mode == "json":
-            return self
-        found = lone_surrogate_at(self)
-        if found is not None:
-            raise PydanticCustomError("string_surrogate", _SURROGATE_ERROR, {"subpath": f".{found}"})
-        return self
-
     @classmethod
     def user(cls, text: str) -> Message:
         """A user message with one text part; raises ``InvalidMessage`` (``parts[0].text``) for text that is
@@ -982,7 +1038,10 @@ class Message(_Value):
 
     @classmethod
     def from_json(cls, data: str | bytes) -> Message:
-        """Read a message from JSON text; raises ``InvalidMessage`` for bad JSON or a bad shape."""
+        """Read a message from JSON text; raises ``InvalidMessage`` for bad JSON or a bad shape.
+
+        ``data`` is the JSON text or its UTF-8 bytes.
+        """
         try:
             return cls.model_validate_json(data)
         except ValidationError as exc:
@@ -1036,7 +1095,7 @@ MessagePart.text = classmethod(_text_constructor)  # type: ignore[assignment,met
 
 from pydantic import TypeAdapter  # noqa: E402 - kept next to its only uses
 
-_PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
+_PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part, config=ConfigDict(defer_build=True))
 
 
 def _display_json(value: Any) -> str:
@@ -1166,7 +1225,9 @@ def _invalid(exc: ValidationError, prefix: str, *, tagged_root: bool = False) ->
     kind = err["type"]
     ctx = err.get("ctx") or {}
     expected = _EXPECTED.get(kind)
-    if kind == "union_tag_invalid":
+    if kind == "string_unicode" and err["loc"]:  # a field's string, built from Python values
+        expected = _SURROGATE_ERROR
+    elif kind == "union_tag_invalid":
         expected = f"unknown part type {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
     elif kind == "json_invalid":
         expected = f"invalid JSON ({err['msg']})"
@@ -1182,6 +1243,22 @@ def _invalid(exc: ValidationError, prefix: str, *, tagged_root: bool = False) ->
 
 
 _T = TypeVar("_T", bound=BaseModel)
+
+
+def assemble(cls: type[_T], **fields: Any) -> _T:
+    """A value of ``cls`` made of ``fields`` without validating them again: for the engine's own values built
+    from values that were validated where they entered (a message of the tool results it was given, a result
+    of the call's own id and name and a checked content). ``fields`` must name every field, each holding what
+    validation would have made of it (a ``tuple`` of parts, a :class:`ToolContent`...)."""
+    value = cls.__new__(cls)
+    _set(value, "__dict__", fields)
+    _set(value, "__pydantic_fields_set__", set(fields))
+    _set(value, "__pydantic_extra__", None)
+    _set(value, "__pydantic_private__", None)
+    return value
+
+
+_set = object.__setattr__
 
 
 def _validate(target: type[_T], data: object, prefix: str) -> _T:

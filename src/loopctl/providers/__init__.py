@@ -6,7 +6,7 @@ no clock. The shared types are in :mod:`loopctl.providers.base`.
 
 The clients (:func:`from_string`, :class:`OpenAIChatClient`, :class:`OpenAIResponsesClient`,
 :class:`AnthropicClient`, :class:`GeminiClient`) live in :mod:`loopctl.transport` and are importable from
-here too; they are loaded on first use, so importing this package stays cheap (no httpx, no SDK).
+here too; they are loaded on first use, so importing this package stays cheap (no HTTP client, no SDK).
 :class:`FallbackClient` (a client made of several, tried in order: ``docs/guardrails.md``) lives in
 :mod:`loopctl.engine.fallback`, whose retry policy it follows, and is importable from here the same way.
 """
@@ -51,7 +51,7 @@ _CLIENTS = frozenset({"AnthropicClient", "GeminiClient", "OpenAIChatClient", "Op
 
 
 def __getattr__(name: str) -> object:
-    # The clients pull in httpx (and, when used, an SDK); import them only when asked for.
+    # The clients pull in httpx2 (and, when used, an SDK); import them only when asked for.
     if name == "FallbackClient":
         from loopctl.engine.fallback import FallbackClient
 

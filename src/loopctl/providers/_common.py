@@ -53,10 +53,17 @@ an output. Anthropic sends ``is_error: true``; Gemini puts a failure under the `
 
 # Phrases providers use for "the prompt is longer than the window" (OpenAI ``context_length_exceeded``,
 # Anthropic "prompt is too long", Gemini "exceeds the maximum number of tokens", OpenRouter's mid-stream
-# "Token limit reached").
+# "Token limit reached"), and the local servers': llama.cpp's error type ``exceed_context_size_error`` and
+# "request (N tokens) exceeds the available context size (M tokens)" (tools/server/server-common.cpp,
+# server-context.cpp), vLLM's "This model's maximum context length is ..." and "the model's context length is
+# only ..." (vllm/entrypoints/renderer.py, vllm/renderers/params.py), Ollama's "the prompt is longer than the
+# context length currently available to the model" (llm/llama_server.go) and "the input length exceeds the
+# context length" (server/routes.go).
 _OVERFLOW = re.compile(
     r"context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|context window|"
-    r"exceeds the maximum number of tokens|input token count.*exceeds|too many tokens|token limit reached",
+    r"exceeds the maximum number of tokens|input token count.*exceeds|too many tokens|token limit reached|"
+    r"exceed_context_size_error|exceeds the available context size|context length is only|"
+    r"longer than the context length|input length exceeds the context length",
     re.IGNORECASE,
 )
 
@@ -226,8 +233,9 @@ def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> None
 
     The rules are :func:`~loopctl.message.check_conversation`'s pairing rules (``docs/wire-format.md``): a result
     answers a call of the assistant message before it, once; a call's id is unique in its message; every
-    call is answered before the next assistant message (calls of the last assistant message may still be
-    waiting for their results, as check_conversation allows). Each provider refuses each break with a 400:
+    call is answered before the next assistant message, and the last assistant message's calls before the
+    request ends when any message follows it (they may still be waiting only when that message is the
+    request's last, as check_conversation allows). Each provider refuses each break with a 400:
     Anthropic "unexpected `tool_use_id` found in `tool_result` blocks" and "`tool_use` ids were found without
     `tool_result` blocks immediately after" (anthropics/claude-code#13460, #5060); Chat Completions "messages
     with role 'tool' must be a response to a preceeding message with 'tool_calls'" and "An assistant message
@@ -292,6 +300,16 @@ def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> None
                             api,
                         )
                     answered.add(call_id)
+    if len(answered) < len(calls) and turn < len(messages) - 1:
+        # A message follows the last reply without answering all of its calls (a session cut or forked after
+        # a reply that called tools, then given new input): refused as the rule above is.
+        call_id = next(c for c in calls if c not in answered)
+        raise _pairing_error(
+            _part_path(messages, turn, call_id, ToolCallPart),
+            f"tool call {call_id!r} has no result in the messages after it (up to messages[{len(messages) - 1}])",
+            ConversationRule.UNANSWERED_TOOL_CALL,
+            api,
+        )
 
 
 def _part_path(messages: Sequence[Message], mi: int, call_id: str, kind: type, nth: int = 0) -> str:

@@ -277,6 +277,10 @@ def build_request(
     a part in a role that cannot hold it, an image media type outside :data:`IMAGE_MEDIA_TYPES`, a tool
     call whose ``input`` is not a JSON object, a tool call or result that breaks the pairing rules
     (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing left to send.
+
+    ``model`` is the model id (``claude-sonnet-4-5``); ``system`` the system prompt, sent as the top-level
+    ``system``; ``output_format`` (an :class:`~loopctl.providers.base.OutputFormat`) asks for schema-constrained output
+    (``docs/output.md`` says what each API gets).
     """
     body, _, _ = _build(
         messages,
@@ -334,7 +338,13 @@ def encode_request_from(
     cache: RequestCache | None = None,
     **provider_specific: Any,
 ) -> bytes:
-    """:func:`encode_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the client sends)."""
+    """:func:`encode_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the client sends).
+
+    ``request`` is the provider-neutral request; ``model`` the model to name; ``stream`` asks for a streamed reply;
+    ``cache`` (a :class:`~loopctl.providers.base.RequestCache` the client keeps) reuses the bytes already written
+    for the start of the conversation; ``provider_specific`` takes the provider options of :func:`build_request`.
+    Returns the body's JSON bytes, byte-identical to a fresh build.
+    """
     return encode_request(
         request.messages, model=model, stream=stream, cache=cache, **request.options(), **provider_specific
     )
@@ -589,7 +599,12 @@ def build_request_from(
     **provider_specific: Any,
 ) -> dict[str, Any]:
     """:func:`build_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the clients call);
-    ``provider_specific`` takes :func:`build_request`'s Anthropic options (``prompt_cache``, on by default)."""
+    ``provider_specific`` takes :func:`build_request`'s Anthropic options (``prompt_cache``, on by default).
+
+    ``request`` is the provider-neutral request; ``model`` the model to name; ``stream`` asks for a streamed reply;
+    ``cache`` (optional, kept by the client across calls) reuses the conversion of the messages the previous request
+    already had.
+    """
     return build_request(
         request.messages, model=model, stream=stream, cache=cache, **request.options(), **provider_specific
     )
@@ -1529,6 +1544,9 @@ def error_from_http(
     section 10.2.3, ``Wed, 21 Oct 2015 07:28:00 GMT``) becomes the seconds from ``now`` to that date (0 for a
     date past); the codec reads no clock, so without ``now`` only a number of seconds is read. The clients
     pass ``time.time()``.
+
+    ``status`` is the HTTP status and ``headers`` the reply's headers (``retry-after``); ``now`` (seconds since the
+    epoch) reads an HTTP-date ``retry-after``.
     """
     parsed: Any = body
     if isinstance(body, (bytes, str)):

@@ -138,7 +138,12 @@ class ModelClient(Protocol):
     async def generate(
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
     ) -> ModelResponse:
-        """Send ``request`` and return the reply."""
+        """Send ``request`` and return the reply.
+
+        ``stream=True`` asks the provider for a streamed reply and calls ``on_event`` with each
+        :mod:`loopctl.stream` event as it arrives; the reply comes back whole either way. Raises the
+        :class:`~loopctl.errors.ProviderError` subclasses for what the provider said.
+        """
         ...
 
     async def aclose(self) -> None:
@@ -160,7 +165,10 @@ _SHAPE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError)
 
 def malformed_reply(provider: str, exc: BaseException, data: str | bytes) -> ProviderProtocolError:
     """The error for a reply (or stream event) whose shape a codec could not read: names the provider, what
-    failed and the start of the data."""
+    failed and the start of the data.
+
+    ``exc`` is what the codec raised while reading ``data``; it becomes the error's cause.
+    """
     shown = f": {data[:200]!r}" if data else ""
     return ProviderProtocolError(
         f"a reply of an unexpected shape ({type(exc).__name__}: {exc}){shown}", provider=provider
@@ -270,7 +278,10 @@ class SSEStreamDecoder:
 
     @classmethod
     def parse(cls, chunks: Iterable[bytes]) -> ModelResponse:
-        """Decode a whole stream: feed every chunk, then :meth:`finish`."""
+        """Decode a whole stream: feed every chunk, then :meth:`finish`.
+
+        ``chunks`` are the stream's bytes, split anywhere.
+        """
         decoder = cls()
         for chunk in chunks:
             decoder.feed(chunk)

@@ -214,6 +214,10 @@ def build_request(
     this release does not know, a part in a role Gemini cannot carry it in, a tool result with no name
     whose call is not in the conversation, a tool call or result that breaks the pairing rules
     (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing to send.
+
+    ``system`` is the system prompt (``systemInstruction``); ``output_format`` (an
+    :class:`~loopctl.providers.base.OutputFormat`) asks for schema-constrained output (``docs/output.md`` says
+    what each API gets).
     """
     generation = model_generation(model)
     modern = generation is not None and generation >= 3
@@ -315,7 +319,12 @@ def build_request_from(
     **provider_specific: Any,
 ) -> dict[str, Any]:
     """:func:`build_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the clients call);
-    ``provider_specific`` takes :func:`build_request`'s Gemini options (``include_thoughts``...)."""
+    ``provider_specific`` takes :func:`build_request`'s Gemini options (``include_thoughts``...).
+
+    ``request`` is the provider-neutral request; ``model`` the model to name; ``stream`` asks for a streamed reply;
+    ``cache`` (optional, kept by the client across calls) reuses the conversion of the messages the previous request
+    already had.
+    """
     return build_request(
         request.messages, model=model, stream=stream, cache=cache, **request.options(), **provider_specific
     )
@@ -1273,6 +1282,9 @@ def error_from_http(
     section 10.2.3, ``Wed, 21 Oct 2015 07:28:00 GMT``) becomes the seconds from ``now`` to that date (0 for a
     date past); the codec reads no clock, so without ``now`` only a number of seconds is read. The clients
     pass ``time.time()``.
+
+    ``body`` is the error body as received (bytes, text or parsed JSON); ``headers`` the reply's headers; ``now``
+    (seconds since the epoch) reads an HTTP-date ``Retry-After``.
     """
     data: Any = body
     text: str | None = None

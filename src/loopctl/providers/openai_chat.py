@@ -232,6 +232,8 @@ def build_request(
     not JSON, a tool schema strict mode cannot express, a tool call or result that breaks the pairing rules
     (:func:`~loopctl.providers._common.check_pairing`), or a conversation with nothing to send. Raises
     ``ValueError`` for a bad option value.
+
+    ``tools`` are the tool schemas offered, sent as ``tools`` of type ``function``.
     """
     body, _, _ = _build(
         messages,
@@ -423,7 +425,13 @@ def encode_request_from(
     cache: RequestCache | None = None,
     **provider_specific: Any,
 ) -> bytes:
-    """:func:`encode_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the client sends)."""
+    """:func:`encode_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the client sends).
+
+    ``request`` is the provider-neutral request; ``model`` the model to name; ``stream`` asks for a streamed reply;
+    ``cache`` (a :class:`~loopctl.providers.base.RequestCache` the client keeps) reuses the bytes already written
+    for the start of the conversation; ``provider_specific`` takes the provider options of :func:`build_request`.
+    Returns the body's JSON bytes, byte-identical to a fresh build.
+    """
     return encode_request(
         request.messages, model=model, stream=stream, cache=cache, **request.options(), **provider_specific
     )
@@ -438,7 +446,12 @@ def build_request_from(
     **provider_specific: Any,
 ) -> dict[str, Any]:
     """:func:`build_request` for a :class:`~loopctl.providers.base.ModelRequest` (what the clients use);
-    ``provider_specific`` takes :func:`build_request`'s provider-specific options."""
+    ``provider_specific`` takes :func:`build_request`'s provider-specific options.
+
+    ``request`` is the provider-neutral request; ``model`` the model to name; ``stream`` asks for a streamed reply;
+    ``cache`` (optional, kept by the client across calls) reuses the conversion of the messages the previous request
+    already had.
+    """
     return build_request(
         request.messages, model=model, stream=stream, cache=cache, **request.options(), **provider_specific
     )
@@ -998,7 +1011,10 @@ class StreamDecoder(SSEStreamDecoder):
 
 def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:
     """Decode a whole stream (bytes split anywhere) into a :class:`~loopctl.response.ModelResponse`; raises as
-    :meth:`StreamDecoder.finish` does."""
+    :meth:`StreamDecoder.finish` does.
+
+    ``chunks`` are the stream's bytes.
+    """
     return StreamDecoder.parse(chunks)
 
 
@@ -1040,6 +1056,8 @@ def error_from_http(
     section 10.2.3, ``Wed, 21 Oct 2015 07:28:00 GMT``) becomes the seconds from ``now`` to that date (0 for a
     date past); the codec reads no clock, so without ``now`` only a number of seconds is read. The clients
     pass ``time.time()``.
+
+    ``status`` is the HTTP status and ``body`` the error body as received (bytes, text or parsed JSON).
     """
     parsed = _parse_body(body)
     message, kind, code = _error_fields(parsed)

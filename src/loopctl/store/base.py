@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import orjson
+from pydantic import ValidationError
 
+from loopctl.engine.machine import MachineState
 from loopctl.errors import (
     ConcurrentUpdate,
     ConversationFileError,
@@ -46,7 +48,8 @@ from loopctl.errors import (
     StoreCorrupt,
     StoreError,
 )
-from loopctl.message import Message
+from loopctl.message import Message, Role, ToolResultPart
+from loopctl.message.check import unanswered_calls
 from loopctl.session import Session
 from loopctl.store.chain import (
     BLOB_THRESHOLD,
@@ -74,6 +77,9 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 """The database schema this release creates and the newest it opens (policy: ``docs/sessions.md``)."""
+
+FORKED_HERE = "Not run: the session was forked here."
+"""The result :meth:`SessionStore.fork` gives a call of the fork's last reply that has none."""
 
 HeadKind = Literal["create", "append", "rewrite", "fork", "import"]
 """Why a head moved: a new empty session, messages added on top of the head, a head moved to another
@@ -210,6 +216,22 @@ def _b(value: Any) -> bytes:
 
 def _ob(value: Any) -> bytes | None:
     return None if value is None else _b(value)
+
+
+def _decode(bodies: list[bytes]) -> list[Message]:
+    """The messages of stored JSON ``bodies``, each validated once, straight by pydantic-core (what
+    ``Message.from_json`` does, without its wrapper per message). Raises pydantic's ``ValidationError``."""
+    validate = Message.__pydantic_validator__.validate_json
+    return [validate(body) for body in bodies]
+
+
+def _bytes_column(rows: list[Any], index: int) -> list[bytes]:
+    """Column ``index`` of ``rows`` as ``bytes`` (as :func:`_b` reads each value), at C speed when every value
+    is ``bytes`` already (always, but for a row edited by hand)."""
+    column = [r[index] for r in rows]
+    if set(map(type, column)) <= {bytes}:
+        return column
+    return [_b(v) for v in column]
 
 
 def _hex(value: bytes | None) -> str | None:
@@ -372,7 +394,10 @@ class SessionStore(abc.ABC):
 
     def create(self, session_id: str | None = None, *, state: SessionState | None = None) -> SessionInfo:
         """Create an empty session (no messages yet) named ``session_id`` (default: :func:`new_session_id`).
-        Raises ``SessionExists`` when the id is taken."""
+        Raises ``SessionExists`` when the id is taken.
+
+        ``state`` is the session's first state (:class:`SessionState`: settings, machine at rest), or none.
+        """
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         st = state or SessionState.at_rest(0)
         if st.message_count != 0:
@@ -410,7 +435,10 @@ class SessionStore(abc.ABC):
         one expected (nothing is written),
         ``SessionNotFound`` when ``expected_head`` is given but the session does not exist or ``parent``
         names no node, ``ValueError`` for a state that does not fit, ``InvalidMessage`` for a message that
-        cannot be written (before anything is)."""
+        cannot be written (before anything is).
+
+        ``session_id`` names the session.
+        """
         return self._append(
             check_session_id(session_id),
             list(messages),
@@ -510,7 +538,15 @@ class SessionStore(abc.ABC):
         node, by default the session's head). It shares every node with the original: nothing is copied.
         Forked at the head, it takes the session's state; at another node, a machine at rest holding that
         node's chain, with the session's settings. Raises ``SessionExists`` for a taken ``new_id``,
-        ``SessionNotFound`` for an unknown session or node."""
+        ``SessionNotFound`` for an unknown session or node.
+
+        A fork at rest whose last reply called tools that have no results (forked at that reply: no provider
+        takes new input after it) gets them answered, as a second head move on top of the fork: each such
+        call reads :data:`FORKED_HERE` (an error result), so the new session can be continued and the model
+        learns its calls did not run.
+
+        ``session_id`` names the session to fork.
+        """
         sid = check_session_id(session_id)
         nid = check_session_id(new_id) if new_id is not None else new_session_id()
         target = _unhex(at)
@@ -533,7 +569,14 @@ class SessionStore(abc.ABC):
                 raise SessionExists(f"session {nid!r} already exists", session_id=nid)
             tx.run(d.update_session, (head, 1, length, state.to_bytes(), now, nid))
             tx.run(d.insert_head, (nid, 1, head, now, "fork"))
-        return SessionInfo(nid, _hex(head), 1, length, state, now, now)
+        info = SessionInfo(nid, _hex(head), 1, length, state, now, now)
+        if head is None or state.in_flight or state.machine["state"] == MachineState.AWAITING_APPROVAL.value:
+            return info  # a run in flight is cut back when loaded; a paused one is continued with its decisions
+        answers = _answers_for_fork([n.message for n in self.chain(head.hex())])
+        if answers is None:
+            return info
+        self._append(nid, [answers], info.head, "head", None, new_only=False, kind="fork", expected_revision=1)
+        return self.info(nid)
 
     def import_session(self, session: Session, *, session_id: str | None = None) -> SessionInfo:
         """Store a :class:`~loopctl.session.Session` (a session file's contents) as a new session
@@ -547,7 +590,10 @@ class SessionStore(abc.ABC):
         """Import a session file (``loopctl-session``) or a conversation file (its messages become the
         history of a session at rest). The id defaults to the file's name without its suffix, with a random
         suffix when that is taken. Raises ``ConversationFileError`` naming the file for one that cannot be
-        read (the file is never changed) and ``SessionExists`` for a taken ``session_id``."""
+        read (the file is never changed) and ``SessionExists`` for a taken ``session_id``.
+
+        ``path`` is the file to read.
+        """
         p = Path(path)
         try:
             data = p.read_bytes()
@@ -568,13 +614,19 @@ class SessionStore(abc.ABC):
 
     def export_file(self, session_id: str, path: str | os.PathLike[str]) -> None:
         """Write the session to ``path`` as a session file (``docs/wire-format.md``), atomically; a new file
-        is private to its owner (0o600). ``loopctl run --resume FILE`` and :meth:`import_file` read it."""
+        is private to its owner (0o600). ``loopctl run --resume FILE`` and :meth:`import_file` read it.
+
+        ``session_id`` names the session to write.
+        """
         self.load(session_id).to_session().save(path)
 
     # --- reading -------------------------------------------------------------------------------------------
 
     def info(self, session_id: str) -> SessionInfo:
-        """The session's head and state, without its messages; raises ``SessionNotFound``."""
+        """The session's head and state, without its messages; raises ``SessionNotFound``.
+
+        ``session_id`` names the session.
+        """
         sid = check_session_id(session_id)
         with self._read() as tx:
             row = tx.query(self.dialect.get_session, (sid,))
@@ -591,7 +643,10 @@ class SessionStore(abc.ABC):
     def load(self, session_id: str) -> StoredSession:
         """The session with its messages up to the head. Raises ``SessionNotFound``, and ``StoreCorrupt``
         for a chain with a missing link, a message that does not parse, a payload that is missing or a state
-        that cannot be read, naming the node (the hashes are not re-derived: that is :meth:`verify`)."""
+        that cannot be read, naming the node (the hashes are not re-derived: that is :meth:`verify`).
+
+        ``session_id`` names the session.
+        """
         sid = check_session_id(session_id)
         with self._read() as tx:
             row = tx.query(self.dialect.get_session, (sid,))
@@ -607,7 +662,7 @@ class SessionStore(abc.ABC):
                 session_id=sid,
             )
         return StoredSession(
-            sid, _hex(head), revision, state, tuple(messages), tuple(i.hex() for i in ids), created, updated
+            sid, _hex(head), revision, state, tuple(messages), tuple(map(bytes.hex, ids)), created, updated
         )
 
     def chain(self, node: str) -> list[Node]:
@@ -623,7 +678,10 @@ class SessionStore(abc.ABC):
 
     def heads(self, session_id: str) -> list[HeadMove]:
         """Every move of the session's head, oldest first: the chains it pointed to before (the one before a
-        compaction, before a salvage...) stay readable with :meth:`chain`."""
+        compaction, before a salvage...) stay readable with :meth:`chain`.
+
+        ``session_id`` names the session.
+        """
         sid = check_session_id(session_id)
         with self._read() as tx:
             rows = tx.query(self.dialect.heads, (sid,))
@@ -670,39 +728,45 @@ class SessionStore(abc.ABC):
                 session_id=sid,
                 node=head.hex(),
             )
-        ids: list[bytes] = []
-        parents: list[bytes | None] = []
-        bodies: list[bytes] = []
-        cuts: list[list[tuple[int, bytes]] | None] = []  # each node's payload references, None for none
+        # The links checked a column at a time (list comparisons run in C), the loop per node kept for the
+        # nodes with payload references and for naming where a bad chain breaks.
+        ids = _bytes_column(rows, 0)
+        parents: list[bytes | None] = [None, *ids[:-1]]
+        stored_parents = [r[1] for r in rows]
+        if [r[2] for r in rows] != list(range(len(rows))) or (
+            stored_parents != parents and [_ob(p) for p in stored_parents] != parents
+        ):
+            for i, (nid, parent, depth, _, _) in enumerate(rows):
+                if depth != i or _ob(parent) != parents[i]:
+                    raise StoreCorrupt(
+                        f"{where}: the chain is broken at message {i}", session_id=sid, node=_b(nid).hex()
+                    )
+        bodies = _bytes_column(rows, 3)
+        cuts: dict[int, list[tuple[int, bytes]]] = {}  # the payload references of the nodes that have any
         wanted: set[bytes] = set()
-        prev: bytes | None = None
-        for i, (nid, parent, depth, body, refs) in enumerate(rows):
-            nid, parent, body = _b(nid), _ob(parent), _b(body)
-            if depth != i or parent != prev:
-                raise StoreCorrupt(f"{where}: the chain is broken at message {i}", session_id=sid, node=nid.hex())
-            ref_list = None
-            if refs:
-                try:
-                    ref_list = read_refs(_b(refs), len(body))
-                except ValueError as exc:
-                    raise _unreadable(where, i, nid, sid, str(exc)) from None
-                wanted.update(key for _, key in ref_list)
-            ids.append(nid)
-            parents.append(parent)
-            bodies.append(body)
-            cuts.append(ref_list)
-            prev = nid
-        blobs = self._fetch_blobs(tx, wanted)
-        messages: list[Message] = []
-        from_json = Message.from_json
-        for i, (body, ref_list) in enumerate(zip(bodies, cuts, strict=True)):
+        for i in [i for i, r in enumerate(rows) if r[4]]:
             try:
-                messages.append(from_json(body if ref_list is None else join_payloads(body, ref_list, blobs)))
+                ref_list = read_refs(_b(rows[i][4]), len(bodies[i]))
+            except ValueError as exc:
+                raise _unreadable(where, i, ids[i], sid, str(exc)) from None
+            wanted.update(key for _, key in ref_list)
+            cuts[i] = ref_list
+        blobs = self._fetch_blobs(tx, wanted)
+        for i, ref_list in cuts.items():
+            try:
+                bodies[i] = join_payloads(bodies[i], ref_list, blobs)
             except KeyError as exc:
                 what = f"a payload is missing ({_b(exc.args[0]).hex()[:12]})"
                 raise _unreadable(where, i, ids[i], sid, what) from None
-            except ValueError as exc:  # InvalidMessage
-                raise _unreadable(where, i, ids[i], sid, str(exc)) from None
+        try:
+            messages = _decode(bodies)
+        except ValidationError:  # find the first bad one, for its node and a message that names the path
+            for i, body in enumerate(bodies):
+                try:
+                    Message.from_json(body)
+                except ValueError as exc:  # InvalidMessage
+                    raise _unreadable(where, i, ids[i], sid, str(exc)) from None
+            raise
         return ids, parents, messages
 
     def _blobs(self, tx: Tx, rows: Iterable[tuple[Any, ...]]) -> dict[bytes, bytes]:
@@ -753,17 +817,23 @@ class SessionStore(abc.ABC):
 
     def verify(self, session_id: str) -> list[StoreProblem]:
         """Re-derive every hash of the session: each node of its current chain and of every chain its head
-        pointed to before (from :meth:`heads`), and each blob they use. Returns the problems found, each
-        naming its node: empty when the session is sound. Raises ``SessionNotFound``."""
+        pointed to before (from :meth:`heads`), and each blob they use, and compare the session's row with its
+        head log (a head moved by hand disagrees with the log's last entry). Returns the problems found, each
+        naming its node: empty when the session is sound. Raises ``SessionNotFound``.
+
+        ``session_id`` names the session.
+        """
         sid = check_session_id(session_id)
         problems: list[StoreProblem] = []
         with self._read() as tx:
             row = tx.query(self.dialect.get_session, (sid,))
             if not row:
                 raise SessionNotFound(f"no session {sid!r}", session_id=sid)
-            _, head, _, length, state_bytes, _, _ = row[0]
+            _, head, revision, length, state_bytes, _, _ = row[0]
             head = _ob(head)
-            heads = [head] + [_ob(r[1]) for r in tx.query(self.dialect.heads, (sid,))]
+            log = tx.query(self.dialect.heads, (sid,))
+            problems += _check_head_log(sid, head, revision, log)
+            heads = [head] + [_ob(r[1]) for r in log]
             seen: set[bytes] = set()
             for h in dict.fromkeys(heads):
                 if h is not None:
@@ -918,6 +988,55 @@ class SessionStore(abc.ABC):
     async def aclose(self) -> None:
         """:meth:`close`, off the event loop."""
         await asyncio.to_thread(self.close)
+
+
+def _check_head_log(sid: str, head: bytes | None, revision: int, log: Sequence[tuple[Any, ...]]) -> list[StoreProblem]:
+    """Problems of the session row against its head log (``log``: rows ``(revision, head, at, kind)``, oldest
+    first): every write moves both in one transaction, so the row's revision is the log's last and its head
+    that entry's head. A row moved by hand (a head set back to drop the last messages) disagrees."""
+    changed = "the row was changed after it was written"
+    if not log:
+        return [StoreProblem(sid, _hex(head), None, f"its head log is empty: {changed}")]
+    last_revision, last_head = log[-1][0], _ob(log[-1][1])
+    if revision != last_revision:
+        return [
+            StoreProblem(
+                sid,
+                None,
+                None,
+                f"its row is at revision {revision} but its head log ends at revision {last_revision}: {changed}",
+            )
+        ]
+    if head != last_head:
+        logged = "no node" if last_head is None else f"node {last_head.hex()[:12]}"
+        return [
+            StoreProblem(
+                sid,
+                _hex(head),
+                None,
+                f"its head is not the one its head log last recorded (revision {last_revision}, {logged}): {changed}",
+            )
+        ]
+    return []
+
+
+def _answers_for_fork(messages: Sequence[Message]) -> Message | None:
+    """The message answering the calls of the last reply of ``messages`` that have no result, each with
+    :data:`FORKED_HERE`; ``None`` when there are none, or when a message other than tool results follows that
+    reply (results after new input are refused by some providers: such a head is cut back to its coherent
+    prefix when a run continues it)."""
+    calls = unanswered_calls(messages)
+    if not calls:
+        return None
+    for m in reversed(messages):
+        if m.role is Role.ASSISTANT:
+            break
+        if not all(isinstance(p, ToolResultPart) for p in m.parts):
+            return None
+    return Message(
+        role=Role.USER,
+        parts=tuple(ToolResultPart(call_id=c.id, name=c.name, output=FORKED_HERE, is_error=True) for c in calls),
+    )
 
 
 def _unreadable(where: str, index: int, nid: bytes, sid: str | None, what: str) -> StoreCorrupt:

@@ -8,16 +8,23 @@ head and the session's revision (a state saved at the same head by another write
 binding whose head another writer moved gets :class:`~loopctl.errors.ConcurrentUpdate`, writes
 nothing, and stays *stale* (every later save refuses the same way) until :meth:`SessionBinding.load` is
 called again.
+
+A save cancelled while its write runs (:meth:`SessionBinding.asave` writes on a worker thread, which a cancel
+cannot stop) is not lost track of: the write is awaited and adopted before the cancel goes on, and when even
+that wait is cut short, the next save (or load) first settles it, reading the session back if it must, so
+the binding's own write never counts as another writer's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loopctl.engine.machine import LoopMachine, MachineState
-from loopctl.errors import ConcurrentUpdate, SessionNotFound
+from loopctl.errors import ConcurrentUpdate, SessionNotFound, StoreError
 from loopctl.message import Message
 from loopctl.store.state import SessionState
 
@@ -58,6 +65,8 @@ class SessionBinding:
         self._messages: list[Message] = []
         self._ids: list[str] = []
         self._state: bytes | None = None
+        # A write whose caller was cancelled before it was adopted: the write, and what it writes.
+        self._inflight: tuple[asyncio.Future[Appended], list[Message], int, SessionState] | None = None
 
     # --- loading -------------------------------------------------------------------------------------------
 
@@ -74,7 +83,9 @@ class SessionBinding:
         return self._adopt(stored)
 
     async def aload(self) -> LoopMachine | None:
-        """:meth:`load`, off the event loop."""
+        """:meth:`load`, off the event loop (after a write still in flight ended: it is part of what loads)."""
+        with contextlib.suppress(StoreError):
+            await self._settle()
         try:
             stored = await self.store.aload(self.session_id)
         except SessionNotFound:
@@ -84,6 +95,7 @@ class SessionBinding:
 
     def _reset(self, stored: StoredSession | None) -> None:
         self.stale = None
+        self._inflight = None
         if stored is None:
             self.head, self.revision, self._messages, self._ids, self._state = None, None, [], [], None
             return
@@ -144,6 +156,7 @@ class SessionBinding:
         """Write what changed in ``machine`` since the last load or save; ``False`` when nothing had. Raises
         :class:`~loopctl.errors.ConcurrentUpdate` (nothing written; the binding becomes stale) when another
         writer moved the head (or saved a state at it), and ``StoreError`` when the database fails."""
+        self._settle_lost()
         self._refuse_if_stale()
         plan = self._plan(machine)
         if plan is None:
@@ -166,15 +179,20 @@ class SessionBinding:
         return True
 
     async def asave(self, machine: LoopMachine) -> bool:
-        """:meth:`save`, off the event loop (the machine must not change until it returns)."""
+        """:meth:`save`, off the event loop (the machine must not change until it returns).
+
+        The write runs on a worker thread, which a cancel of the caller cannot stop: cancelled, this waits for
+        the write to end and adopts it before the cancel goes on (cancelled again meanwhile, the next save or
+        load settles it), so the binding never takes its own write for another writer's."""
+        await self._settle()
         self._refuse_if_stale()
         plan = self._plan(machine)
         if plan is None:
             return False
         current, shared, state = plan
         parent = self._ids[shared - 1] if shared else None
-        try:
-            done = await self.store.aappend(
+        write = asyncio.ensure_future(
+            self.store.aappend(
                 self.session_id,
                 current[shared:],
                 expected_head=self.head,
@@ -182,11 +200,68 @@ class SessionBinding:
                 state=state,
                 expected_revision=self.revision,
             )
-        except ConcurrentUpdate as exc:
-            self.stale = exc
+        )
+        self._inflight = (write, current, shared, state)
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            with contextlib.suppress(StoreError):  # the cancel is what goes on; a refusal still marks us stale
+                await self._settle()
             raise
-        self._adopt_append(current, shared, state, done)
+        except Exception:  # the write's error: _settle reads it and raises it
+            pass
+        await self._settle()
         return True
+
+    async def _settle(self) -> None:
+        """Adopt the write in flight (:attr:`_inflight`), waiting for it when it runs on this event loop.
+        Raises what it raised (``ConcurrentUpdate`` makes the binding stale)."""
+        inflight = self._inflight
+        if inflight is None:
+            return
+        write, current, shared, state = inflight
+        if not write.done() and write.get_loop() is asyncio.get_running_loop():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(write)  # its outcome is read below
+        if not write.done() or write.cancelled():
+            await asyncio.to_thread(self._settle_lost)
+            return
+        self._inflight = None
+        error = write.exception()
+        if isinstance(error, ConcurrentUpdate):
+            self.stale = error
+        if error is not None:
+            raise error
+        self._adopt_append(current, shared, state, write.result())
+
+    def _settle_lost(self) -> None:
+        """Settle a write whose outcome was lost (its event loop closed before it was adopted; the thread that
+        ran it has ended): read the session back. Holding exactly what the write wrote, it is adopted; at
+        the revision this binding knows, nothing was written; anything else is another writer's (stale)."""
+        inflight = self._inflight
+        if inflight is None:
+            return
+        write, current, shared, state = inflight
+        if write.done() and not write.cancelled():  # it ended after all: read its outcome
+            self._inflight = None
+            error = write.exception()
+            if isinstance(error, ConcurrentUpdate):
+                self.stale = error
+            if error is None:
+                self._adopt_append(current, shared, state, write.result())
+            return
+        self._inflight = None
+        try:
+            stored = self.store.load(self.session_id)
+        except SessionNotFound:
+            return  # nothing was written
+        if stored.revision == self.revision and stored.head == self.head:
+            return  # nothing was written
+        if stored.state.to_bytes() == state.to_bytes() and list(stored.messages) == current:
+            self.head, self.revision, self._messages = stored.head, stored.revision, current
+            self._ids, self._state = list(stored.node_ids), state.to_bytes()
+            return
+        self.stale = ConcurrentUpdate(self.session_id, self.head, stored.head)
 
     @property
     def node_ids(self) -> Sequence[str]:
@@ -211,7 +286,10 @@ class SessionBinding:
     async def save_end(self, machine: LoopMachine, *, failing: bool) -> None:
         """Save when a run is over (completed, failed, cancelled, salvaged). Raises ``ConcurrentUpdate`` or
         ``StoreError`` when the save fails, unless the run is already ``failing`` (an exception is on its way
-        out, and stays the one raised) or the binding is stale (the run's refusal is its outcome)."""
+        out, and stays the one raised) or the binding is stale (the run's refusal is its outcome).
+
+        ``machine`` is the run's machine, saved with its new messages and state.
+        """
         from loopctl.errors import StoreError
 
         if self.stale is not None:
@@ -228,7 +306,10 @@ def bind(
 ) -> tuple[SessionBinding, LoopMachine | None]:
     """A binding to ``session_id`` (a new id when ``None``) and the machine to run: the stored one when the
     session exists, else ``machine``. Raises ``ValueError`` when both a stored session and ``machine`` are
-    there (which one should win is the caller's decision)."""
+    there (which one should win is the caller's decision).
+
+    ``store`` is the session store; ``system_prompt`` is kept in a new session's settings.
+    """
     from loopctl.store.base import new_session_id
 
     binding = SessionBinding(store, session_id or new_session_id(), system_prompt=system_prompt)

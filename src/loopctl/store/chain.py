@@ -72,7 +72,10 @@ def node_id(parent: bytes | None, message_bytes: bytes) -> bytes:
 
 
 def blob_hash(data: bytes) -> bytes:
-    """The 32-byte key of a blob: the SHA-256 of its bytes."""
+    """The 32-byte key of a blob: the SHA-256 of its bytes.
+
+    ``data`` is the blob's bytes.
+    """
     return hashlib.sha256(data).digest()
 
 
@@ -113,6 +116,8 @@ def split_payloads(message_bytes: bytes, wire: Mapping[str, Any], threshold: int
     it only says which strings to look for. Each is found in the bytes by its JSON literal, searching
     forward from the previous cut; one that is not found (written differently) simply stays in the body,
     so the split is always exact: ``join_payloads`` of the result gives ``message_bytes`` back.
+
+    ``threshold`` is the size in bytes from which a string is cut out into a blob.
     """
     refs: list[tuple[int, bytes]] = []
     blobs: dict[bytes, bytes] = {}
@@ -140,7 +145,11 @@ def split_payloads(message_bytes: bytes, wire: Mapping[str, Any], threshold: int
 
 def read_refs(packed: bytes | None, body_length: int) -> list[tuple[int, bytes]]:
     """Unpack a node's stored ``refs``; raises ``ValueError`` for a length that is not a whole number of
-    references or offsets that go backwards or past the body."""
+    references or offsets that go backwards or past the body.
+
+    ``packed`` is the stored column (``None``: no references); ``body_length`` the length of the node's body in
+    bytes, which every offset must fit. Returns ``(offset, hash)`` pairs in order.
+    """
     if not packed:
         return []
     if len(packed) % _REF.size:
@@ -156,7 +165,10 @@ def read_refs(packed: bytes | None, body_length: int) -> list[tuple[int, bytes]]
 
 def join_payloads(body: bytes, refs: list[tuple[int, bytes]], blobs: Mapping[bytes, bytes]) -> bytes:
     """The canonical bytes of a stored node: ``body`` with each referenced blob put back at its offset.
-    Raises ``KeyError`` (the hash) for a blob that is missing from ``blobs``."""
+    Raises ``KeyError`` (the hash) for a blob that is missing from ``blobs``.
+
+    ``refs`` are ``(offset, hash)`` pairs in body order, as :func:`read_refs` gives them.
+    """
     if not refs:
         return body
     view = memoryview(body)

@@ -100,6 +100,9 @@ class PostgresStore(SessionStore):
     the store waits for a first connection before raising ``StoreError``. Tables are named ``loopctl_*``, so
     the store can share a database with an application. Opening a database whose schema is newer than this
     release reads raises ``StoreError``.
+
+    ``blob_threshold`` is the size in bytes from which a big string of a message (an image's data, a long tool
+    result) is stored once as a blob, shared by every node that holds it.
     """
 
     dialect = DIALECT

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from loopctl._fs import make_private_folders
 from loopctl.errors import StoreError
 from loopctl.store.base import Dialect, SessionStore, Tx, translate_errors
 from loopctl.store.chain import BLOB_THRESHOLD
@@ -108,9 +109,19 @@ class _Tx:
         self._conn.executemany(sql, rows)
 
 
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """End the transaction a failure interrupted, keeping the failure as the error reported. SQLite may have
+    rolled it back itself (a full disk, an I/O error: https://www.sqlite.org/lang_transaction.html, "Response
+    To Errors Within A Transaction"), and a failed ``COMMIT`` leaves it open: roll back only what is still
+    open, and never let the rollback's own error replace the first."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
 class SQLiteStore(SessionStore):
-    """Sessions in the SQLite file at ``path`` (created with its folder when missing, private to its owner:
-    0o600, as it holds whole conversations).
+    """Sessions in the SQLite file at ``path`` (created with its missing folders when missing, private to its
+    owner, as it holds whole conversations: the file 0o600, the folders 0o700).
 
     ``busy_timeout``: seconds a write waits for another process's write to finish before failing with
     ``StoreError``. ``blob_threshold``: strings of at least this many bytes (as JSON) are stored once by
@@ -136,7 +147,7 @@ class SQLiteStore(SessionStore):
         self._connections: list[sqlite3.Connection] = []
         self._closed = False
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_folders(self.path.parent)
             if not self.path.exists():
                 with contextlib.suppress(FileExistsError):
                     os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
@@ -170,10 +181,10 @@ class SQLiteStore(SessionStore):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield _Tx(conn)
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                _roll_back(conn)
                 raise
-            conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[Tx]:
@@ -182,8 +193,10 @@ class SQLiteStore(SessionStore):
             conn.execute("BEGIN")  # one snapshot for all the reads of the block
             try:
                 yield _Tx(conn)
-            finally:
-                conn.execute("COMMIT")
+            except BaseException:
+                _roll_back(conn)
+                raise
+            conn.execute("COMMIT")
 
     def close(self) -> None:
         """Close every connection the store opened (in any thread)."""

@@ -5,7 +5,7 @@ gives the *lengths* of ``history`` and ``pending`` instead of the messages, whic
 head (``LoopMachine.to_json(messages=False)``)::
 
     {"format_version": 1, "kind": "loopctl-session-state", "model": ..., "root": ..., "system_prompt": ...,
-     "metadata": {...}, "machine": {"format_version": 1, "state": "terminal", "turn": 3, ...,
+     "metadata": {...}, "machine": {"format_version": 3, "state": "terminal", "turn": 3, ...,
                                     "history": 12, "pending": 0, ...}}
 
 It is rewritten with every move of the head, so it stays small: O(1) in the conversation's length (the tool
@@ -63,7 +63,11 @@ class SessionState:
         system_prompt: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionState:
-        """The state of ``machine`` (its messages left out) with these settings."""
+        """The state of ``machine`` (its messages left out) with these settings.
+
+        ``model``, ``root``, ``system_prompt`` and ``metadata`` are the session's settings (a model spec, the file
+        tools' folder, the system prompt, any JSON object of the application's).
+        """
         return cls(orjson.loads(machine.to_json(messages=False)), model, root, system_prompt, dict(metadata or {}))
 
     @classmethod
@@ -119,7 +123,10 @@ class SessionState:
         system_prompt: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionState:
-        """A copy with the given settings replaced (``None`` keeps the current one)."""
+        """A copy with the given settings replaced (``None`` keeps the current one).
+
+        ``model``, ``root``, ``system_prompt`` and ``metadata`` as in :meth:`of`.
+        """
         return SessionState(
             self.machine,
             self.model if model is None else model,
@@ -134,7 +141,10 @@ class SessionState:
         return LoopMachine.from_json(_dumps_bytes(dict(self.machine)), messages=messages)
 
     def to_session(self, messages: Sequence[Message]) -> Session:
-        """The session file's contents: the restored machine and the settings."""
+        """The session file's contents: the restored machine and the settings.
+
+        ``messages`` is the session's history (the state holds none).
+        """
         return Session(self.restore(messages), self.model, self.root, self.system_prompt, dict(self.metadata))
 
     def to_bytes(self) -> bytes:
@@ -155,7 +165,10 @@ class SessionState:
     def from_bytes(cls, data: bytes | str, *, source: str = "<state>") -> SessionState:
         """Read a state document. Raises ``ConversationFileError`` naming ``source`` for one that is not JSON,
         of the wrong kind or shape, or of a newer ``format_version`` (refused before anything else is read).
-        The machine's own fields are checked by :meth:`restore`."""
+        The machine's own fields are checked by :meth:`restore`.
+
+        ``data`` is the document's JSON (bytes or text).
+        """
         try:
             doc = loads_exact(data)
         except orjson.JSONDecodeError as exc:

@@ -58,7 +58,10 @@ def _image(part: ImagePart) -> dict[str, Any]:
 
 
 def tool_result(output: ToolContent) -> Any:
-    """A tool result's content: its text, or a list of ``text`` / ``blob`` parts for a multipart result."""
+    """A tool result's content: its text, or a list of ``text`` / ``blob`` parts for a multipart result.
+
+    ``output`` is the tool result's content.
+    """
     root = output.root
     if isinstance(root, str):
         return root
@@ -114,7 +117,10 @@ def input_message(message: Message) -> dict[str, Any]:
 
 def input_messages(messages: Sequence[Message], memo: dict[int, tuple[Message, Any]] | None = None) -> list[Any]:
     """The conversation sent to the model, in order. ``memo`` (kept by the caller across calls, keyed by
-    ``id``) saves converting the same immutable message again on every call of a run."""
+    ``id``) saves converting the same immutable message again on every call of a run.
+
+    ``messages`` is the conversation sent.
+    """
     if memo is None:
         return [input_message(m) for m in messages]
     out = []
@@ -127,7 +133,10 @@ def input_messages(messages: Sequence[Message], memo: dict[int, tuple[Message, A
 
 
 def output_message(message: Message, stop_reason: StopReason) -> dict[str, Any]:
-    """The model's reply as one output message (loopctl asks for one candidate)."""
+    """The model's reply as one output message (loopctl asks for one candidate).
+
+    ``stop_reason`` is why the reply ended, written as the conventions' ``finish_reason``.
+    """
     return {"role": "assistant", "parts": _parts(message.parts), "finish_reason": FINISH_REASONS[stop_reason]}
 
 

@@ -183,8 +183,7 @@ class OTelObserver:
         self.enabled = _OTEL
         if not _OTEL:
             warnings.warn(
-                "opentelemetry-api is not installed, so OTelObserver records nothing "
-                "(pip install 'pyloopctl[otel]')",
+                "opentelemetry-api is not installed, so OTelObserver records nothing (pip install 'pyloopctl[otel]')",
                 RuntimeWarning,
                 stacklevel=2,
             )

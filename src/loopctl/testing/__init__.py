@@ -15,6 +15,7 @@ from loopctl.testing.server import (
     StreamError,
 )
 from loopctl.testing.wire import ErrorReply
+from loopctl.testing.wire.local import LocalServer
 
 __all__ = [
     "CutStream",
@@ -22,6 +23,7 @@ __all__ = [
     "ErrorReply",
     "FakeProviderServer",
     "FakeServerError",
+    "LocalServer",
     "RecordedRequest",
     "Replay",
     "Responder",

@@ -152,7 +152,10 @@ def tool_exchanges(api: API, body: Mapping[str, Any]) -> list[ToolExchange]:
 
 
 def offered_tools(api: API, body: Mapping[str, Any]) -> list[str]:
-    """The names of the tools the request offers (each API nests them its own way)."""
+    """The names of the tools the request offers (each API nests them its own way).
+
+    ``api`` is one of :data:`~loopctl.testing.wire.APIS` and ``body`` the request body as JSON (a mapping).
+    """
     names: list[str] = []
     for tool in body.get("tools") or []:
         if api == "openai-chat":

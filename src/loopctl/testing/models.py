@@ -38,6 +38,8 @@ class TestModel:
     ``usage`` is reported with each reply; ``price`` (USD per million input and output tokens) makes each
     reply priced, for cost limits offline. Every request is kept in :attr:`requests`. Refuses a conversation
     whose tool calls and results do not pair (``UnsupportedContent``), as the providers' APIs do.
+
+    ``model`` is the name the model reports in each reply.
     """
 
     __test__ = False  # not a pytest test class, whatever its name
@@ -61,7 +63,10 @@ class TestModel:
         self._ids = itertools.count(1)
 
     def price_usage(self, usage: Usage, model: str | None) -> Decimal | None:
-        """The price of ``usage`` at :attr:`price` (``None`` without one): the engine prices replies with it."""
+        """The price of ``usage`` at :attr:`price` (``None`` without one): the engine prices replies with it.
+
+        ``model`` is the reply's model (not used: one price for all).
+        """
         if self.price is None:
             return None
         per_in, per_out = self.price
@@ -70,7 +75,10 @@ class TestModel:
     async def generate(
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
     ) -> ModelResponse:
-        """Answer ``request`` (see the class docstring)."""
+        """Answer ``request`` (see the class docstring).
+
+        ``stream=True`` with an ``on_event`` callback replays the reply as stream events before returning it.
+        """
         check_pairing(request.messages, "test")
         self.requests.append(request)
         message = self._reply(request)

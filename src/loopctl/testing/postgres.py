@@ -69,6 +69,8 @@ class PostgresServer:
     of the server may lose recent commits (a crash of a client never does). Benchmarks pass ``durable=True``
     for the server's default settings. ``user`` is the superuser's name (trust authentication over the
     socket only).
+
+    ``bindir`` is the folder holding ``initdb`` and ``pg_ctl`` (default: :func:`find_bindir`).
     """
 
     def __init__(self, *, bindir: Path | None = None, durable: bool = False, user: str = "loopctl") -> None:

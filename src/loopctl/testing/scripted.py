@@ -6,13 +6,15 @@ Pure apart from ``asyncio``: it never sleeps unless a step asks it to (``Delay``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeAlias, Union
 
 from loopctl.errors import LoopError
 from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart
+from loopctl.providers._common import check_pairing
 from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -55,6 +57,15 @@ class ScriptedClient:
     ``ModelResponse`` of its own. With ``stream=True`` and an ``on_event`` callback, the reply is replayed as
     stream events (one delta per text or thinking part). ``price`` (USD per million input and output tokens)
     makes each reply priced (``Turn.cost``, ``Run.cost``), so cost limits can be tried offline.
+
+    ``model`` is the name the client reports (:attr:`model`, and each reply's model); ``keep_requests=False`` keeps
+    no request (for long benchmark runs).
+
+    A request is checked first against the tool-call pairing rules every codec applies before it sends one
+    (:func:`~loopctl.providers._common.check_pairing`: a result answers a call of the reply before it, once;
+    every call is answered before the next reply or new input), so a conversation no provider would take
+    fails here as it would with a real client: :class:`~loopctl.errors.UnsupportedContent`, naming the part,
+    before the request is kept or a step is used.
     """
 
     provider = "scripted"
@@ -77,11 +88,21 @@ class ScriptedClient:
         self._keep = keep_requests
         self.requests: list[ModelRequest] = []
         self.calls = 0
+        # The last request checked, as far as it is known sound: its messages up to its last reply (or the
+        # machine's list it viewed), and how many that is.
+        self._sound: object = None
+        self._sound_len = 0
 
     async def generate(
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
     ) -> ModelResponse:
-        """Answer ``request`` with the next scripted step."""
+        """Answer ``request`` with the next scripted step. Raises ``UnsupportedContent`` for a request that
+        breaks the pairing rules (see the class docstring).
+
+        ``stream=True`` with an ``on_event`` callback replays the reply as stream events (one delta per text or
+        thinking part) before returning it; otherwise the reply comes whole.
+        """
+        self._check(request.messages)
         self.calls += 1
         if self._keep:
             self.requests.append(request)
@@ -97,6 +118,34 @@ class ScriptedClient:
             for event in stream_events(response):
                 on_event(event)
         return response
+
+    def _check(self, messages: Sequence[Message]) -> None:
+        """The codecs' pairing check, incremental as theirs is: the messages up to the last reply of a request
+        that passed are not checked again while the next request continues them. A request made from a
+        :class:`~loopctl.engine.LoopMachine` (a view of its message list, which only ever grows: any other
+        change makes a new list) continues the last one when it views the same list, an O(1) test; any other
+        sequence when it starts with the same message objects (one identity comparison per message)."""
+        n = self._sound_len
+        items = getattr(messages, "_items", None)  # a machine's view: the list it views
+        sound = self._sound
+        start = 0
+        if n and len(messages) >= n:
+            if items is not None:
+                continues = items is sound
+            else:
+                continues = isinstance(sound, list) and all(map(operator.is_, messages[:n], sound))
+            start = n - 1 if continues else 0
+        check_pairing(messages, "ScriptedClient, as every provider,", start)
+        seq = items if items is not None else messages  # a view's first len(messages) items are its messages
+        last = len(messages) - 1
+        while last >= 0 and seq[last].role is not Role.ASSISTANT:
+            last -= 1
+        if items is not None:
+            self._sound = items
+        else:
+            kept = messages[: last + 1] if last >= 0 else []
+            self._sound = kept if isinstance(kept, list) else list(kept)
+        self._sound_len = last + 1
 
     async def _resolve(self, step: Any, request: ModelRequest) -> ModelResponse:
         while True:
@@ -119,7 +168,10 @@ class ScriptedClient:
         return ModelResponse(message=step, usage=self._usage, stop_reason=stop, model=self.model)
 
     def price_usage(self, usage: Usage, model: str | None) -> Decimal | None:
-        """The price of ``usage`` at :attr:`price` (``None`` without one): the engine prices replies with it."""
+        """The price of ``usage`` at :attr:`price` (``None`` without one): the engine prices replies with it.
+
+        ``model`` is the reply's model (not used: one price for all).
+        """
         if self.price is None:
             return None
         per_in, per_out = self.price

@@ -13,7 +13,8 @@ Responses), ``POST /v1/messages`` (Anthropic Messages), ``POST /v1beta/models/{m
 Any path prefix is accepted before these (an OpenAI-compatible base URL such as ``/openai/v1``).
 
 Every request takes the next step of the script, whatever the endpoint (see :data:`Step`). Every request is
-recorded in :attr:`FakeProviderServer.requests`. Replies are encoded by :mod:`loopctl.testing.wire`.
+recorded in :attr:`FakeProviderServer.requests`. Replies are encoded by :mod:`loopctl.testing.wire`. With
+``local=LocalServer(...)`` the server plays llama.cpp, vLLM or Ollama (:mod:`loopctl.testing.wire.local`).
 
 Built on the standard library's ``ThreadingHTTPServer`` (no dependency, starts in milliseconds): HTTP/1.1
 with keep-alive, ``Content-Length`` for JSON bodies and chunked transfer for event streams, so a cut stream
@@ -50,6 +51,7 @@ from loopctl.testing.wire import (
     encode_reply,
     stream_error_frame,
 )
+from loopctl.testing.wire.local import LocalServer
 
 __all__ = [
     "CutStream",
@@ -110,7 +112,7 @@ class CutStream:
 
     ``partial=True`` also sends the first half of the next event, so the client holds an incomplete event.
     ``clean=False`` (the default) drops the connection without ending the chunked body, as a network failure
-    does (``httpx.RemoteProtocolError`` in the client); ``clean=True`` ends the body properly, so the client
+    does (``httpx2.RemoteProtocolError`` in the client); ``clean=True`` ends the body properly, so the client
     sees a well-formed HTTP reply whose event stream lacks its final events.
     """
 
@@ -227,6 +229,13 @@ class FakeProviderServer:
     pauses between streamed events (to watch a stream, or to cancel mid-stream); ``chunk_size`` (bytes)
     re-cuts a streamed body into fixed-size writes that split events and UTF-8 characters. When the ``with``
     block ends, a failed step (see :class:`FakeServerError`) is raised unless ``raise_failures=False``.
+
+    ``local`` makes the server play a local model server (:class:`~loopctl.testing.wire.local.LocalServer`:
+    llama.cpp, vLLM or Ollama): it answers that server's own endpoints (``/props``, ``/v1/models``,
+    ``/api/ps``, ``/api/show``) and refuses a request too big for its context with that server's own error
+    body, without taking a step of the script.
+    ``host`` is the address to listen on (loopback by default); ``default_model`` is the model named in replies
+    when the request names none.
     """
 
     def __init__(
@@ -239,6 +248,7 @@ class FakeProviderServer:
         chunk_size: int | None = None,
         default_model: str = "fake-model",
         raise_failures: bool = True,
+        local: LocalServer | None = None,
     ) -> None:
         self._fn: Any = script if callable(script) or isinstance(script, Responder) else None
         self._steps: list[Any] = [] if self._fn is not None else list(script)  # type: ignore[arg-type]
@@ -253,6 +263,7 @@ class FakeProviderServer:
         self.chunk_size = chunk_size
         self.default_model = default_model
         self.raise_failures = raise_failures
+        self.local = local
         self.requests: list[RecordedRequest] = []
         """Every request received, in order."""
         self.failures: list[BaseException] = []
@@ -370,12 +381,21 @@ class FakeProviderServer:
         if state is not None:
             return state
         api = request.api
+        local = self.local
+        if local is not None:
+            found = local.info(request.method, request.path, request.body)
+            if found is not None:
+                return _json_reply(*found)
         if api is None:
             body = {"error": {"message": f"fake server: no endpoint at {request.path}", "type": "not_found"}}
             return _Outgoing(Encoded(404, "application/json", (json.dumps(body).encode(),)))
         if request.body is None or not isinstance(request.body, dict):
             error = ErrorReply(status=400, message="fake server: the request body is not a JSON object")
             return _Outgoing(encode_error(api, error, stream=request.stream))
+        if local is not None:
+            refused = local.refusal(max(1, len(request.raw) // 4), _max_tokens(request.body))
+            if refused is not None:  # the server refuses it before the model runs: no step is taken
+                return _json_reply(*refused)
         try:
             out = self._resolve(self._take(request), request, api, token)
             if api == "openai-responses" and out.encoded.status < 400 and request.body.get("store") is not False:
@@ -835,6 +855,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
+
+
+def _json_reply(status: int, body: Any) -> _Outgoing:
+    return _Outgoing(Encoded(status, "application/json; charset=utf-8", (json.dumps(body).encode(),)))
+
+
+def _max_tokens(body: Mapping[str, Any]) -> int | None:
+    """The output token limit a request asks for (Chat ``max_completion_tokens`` or ``max_tokens``, Anthropic
+    ``max_tokens``), or ``None``."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def _as_json_array(out: _Outgoing) -> _Outgoing:

@@ -12,7 +12,7 @@ check against recorded traffic. ``docs/transport.md`` says how, what a call cost
   retries are skipped: the engine retries, with one policy for every provider.
 - :class:`OpenAIResponsesWebSocketClient` speaks the Responses API's WebSocket mode (``websockets``, the
   library the SDK's own WebSocket mode uses): one connection, each turn only its new input.
-- :class:`GeminiClient` speaks REST over httpx.
+- :class:`GeminiClient` speaks REST over httpx2 (the HTTP client of the official SDKs).
 - :func:`from_string` makes one from ``"provider:model"``.
 
 Keys come from each provider's usual environment variables unless given (a missing key raises
@@ -60,7 +60,10 @@ def from_string(spec: str, **options: Any) -> Client:
     ``anthropic:`` and ``gemini:``; the model keeps any
     colons of its own (``openai:org/model:tag``). ``options`` go to the client (``api_key``, ``base_url``,
     ``timeout``, ``codec_options``, ``default_headers``...). Raises ``ValueError`` for an unknown prefix or
-    no model name, and :class:`~loopctl.errors.MissingAPIKey` when no key is found."""
+    no model name, and :class:`~loopctl.errors.MissingAPIKey` when no key is found.
+
+    ``spec`` is ``"provider:model"``.
+    """
     prefix, sep, model = spec.partition(":")
     if not sep or not model or prefix not in _PREFIXES:
         known = ", ".join(f"{p}:MODEL" for p in _PREFIXES)

@@ -12,12 +12,12 @@ retries) is on this path.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-import httpx
 import orjson
 
 from loopctl.errors import ConnectionFailed, ProviderError, ProviderProtocolError, ProviderTimeout, StreamTruncated
@@ -30,28 +30,29 @@ __all__ = ["DEFAULT_TIMEOUT", "HTTPClient"]
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds the client waits for a connection, or for the next bytes of a reply, before
-:class:`~loopctl.errors.ProviderTimeout` (httpx timeouts are per operation: a stream that keeps sending is
-never cut by this)."""
+:class:`~loopctl.errors.ProviderTimeout` (the HTTP client's timeouts are per operation: a stream that keeps
+sending is never cut by this)."""
 
 REDACTED = "[redacted]"
 """What stands in for the client's API key wherever a reply quoted it (an error body, a malformed event)."""
 
 
-def _httpx2_errors(name: str) -> tuple[type[BaseException], ...]:
-    """The error class ``name`` of httpx2 (the HTTP client of the newest official SDKs) when it is installed."""
+def _errors_of(http: Any) -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """``(timeout errors, transport errors)`` of the HTTP library the pool ``http`` comes from: httpx2 (the
+    client the official SDKs use, and loopctl's), or httpx (an older SDK's pool, or one a caller passed), read
+    from the pool's own package so that no HTTP library is imported that the process does not use."""
+    package = type(http).__module__.partition(".")[0]
     try:
+        library = importlib.import_module(package)
+        return (library.TimeoutException,), (library.TransportError,)
+    except (ImportError, AttributeError):
         import httpx2
-    except ImportError:
-        return ()
-    return (getattr(httpx2, name),)
 
-
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.TransportError, *_httpx2_errors("TransportError"))
-TIMEOUT_ERRORS: tuple[type[BaseException], ...] = (httpx.TimeoutException, *_httpx2_errors("TimeoutException"))
+        return (httpx2.TimeoutException,), (httpx2.TransportError,)
 
 
 def _describe(exc: BaseException) -> str:
-    # httpx's ReadTimeout and kin often carry no text.
+    # The HTTP client's ReadTimeout and kin often carry no text.
     return str(exc) or type(exc).__name__
 
 
@@ -72,7 +73,7 @@ class HTTPClient:
     """Base of the four clients: a codec, its conversion cache, one pooled HTTP client and prebuilt headers.
 
     A subclass sets :attr:`provider` and :attr:`codec` and calls :meth:`_connect` with the pool (an
-    ``httpx.AsyncClient``, or the ``httpx2.AsyncClient`` of the newest SDKs: the two share this API), the
+    ``httpx2.AsyncClient``, the HTTP client of the official SDKs; an ``httpx.AsyncClient`` shares its API), the
     headers of every request, the URL of each mode, and the API key (kept out of every error message).
     """
 
@@ -92,6 +93,8 @@ class HTTPClient:
         self._headers: dict[str, str] = {}
         self._urls: tuple[str, str] = ("", "")  # (whole reply, streamed reply)
         self._secret = b""
+        self._timeout_errors: tuple[type[BaseException], ...] = ()
+        self._transport_errors: tuple[type[BaseException], ...] = ()
 
     def _connect(
         self, http: Any, *, own: bool, headers: Mapping[str, str], url: str, stream_url: str, secret: str
@@ -101,6 +104,7 @@ class HTTPClient:
         self._headers = dict(headers)
         self._urls = (url, stream_url)
         self._secret = secret.encode()
+        self._timeout_errors, self._transport_errors = _errors_of(http)
 
     @property
     def api_url(self) -> str:
@@ -168,9 +172,9 @@ class HTTPClient:
                 http.build_request("POST", self._urls[stream], content=content, headers=self.request_headers(request)),
                 stream=True,
             )
-        except TIMEOUT_ERRORS as exc:
+        except self._timeout_errors as exc:
             raise ProviderTimeout(f"no reply in time ({_describe(exc)})", provider=self.provider) from None
-        except TRANSPORT_ERRORS as exc:
+        except self._transport_errors as exc:
             raise ConnectionFailed(f"cannot reach the provider ({_describe(exc)})", provider=self.provider) from None
         try:
             # Past the headers: reading errors are typed as a stall or a cut, never as ConnectionFailed.
@@ -198,9 +202,9 @@ class HTTPClient:
                 if on_event is not None:
                     for event in events:
                         on_event(event)
-        except TIMEOUT_ERRORS as exc:
+        except self._timeout_errors as exc:
             raise ProviderTimeout(f"the stream stalled: {_describe(exc)}", provider=self.provider) from exc
-        except TRANSPORT_ERRORS as exc:
+        except self._transport_errors as exc:
             raise StreamTruncated(f"the stream broke off: {_describe(exc)}", provider=self.provider) from exc
         response: ModelResponse = decoder.finish()
         return response
@@ -211,9 +215,9 @@ class HTTPClient:
         :class:`~loopctl.errors.StreamTruncated` (the reply began, so this is no ``ConnectionFailed``)."""
         try:
             return await body
-        except TIMEOUT_ERRORS as exc:
+        except self._timeout_errors as exc:
             raise ProviderTimeout(f"the reply stalled: {_describe(exc)}", provider=self.provider) from exc
-        except TRANSPORT_ERRORS as exc:
+        except self._transport_errors as exc:
             raise StreamTruncated(f"the reply broke off: {_describe(exc)}", provider=self.provider) from exc
 
     def _parse(self, content: bytes) -> ModelResponse:

@@ -1,4 +1,5 @@
-"""The Gemini client: ``generateContent`` / ``streamGenerateContent?alt=sse`` over httpx (no SDK: google-genai
+"""The Gemini client: ``generateContent`` / ``streamGenerateContent?alt=sse`` over httpx2, the HTTP client
+the official SDKs use (no SDK: google-genai
 builds its requests from its own types and has no public way to send a prepared REST body and return the
 raw event stream).
 
@@ -15,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 
 from loopctl.errors import InvalidRequest, MissingAPIKey, ModelNotFound, UnsupportedContent
@@ -26,7 +27,7 @@ from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.providers.native import NativeTool
 from loopctl.response import ModelResponse
 from loopctl.stream import loads_exact
-from loopctl.transport._http import DEFAULT_TIMEOUT, TRANSPORT_ERRORS, HTTPClient
+from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
 
 __all__ = ["ExplicitCache", "GeminiClient"]
 
@@ -66,9 +67,12 @@ class GeminiClient(HTTPClient):
     ``https://generativelanguage.googleapis.com``; ``api_version`` the path prefix (``v1beta``). ``timeout``:
     seconds (connect, and between bytes of a reply). ``codec_options`` go to
     :func:`loopctl.providers.gemini.build_request`. ``default_headers`` are sent with every request.
-    ``http_client``: an ``httpx.AsyncClient`` to send through (proxies, transports); the client then leaves
-    closing it to the caller. ``explicit_cache``: cache long stable prefixes explicitly (:class:`ExplicitCache`;
-    off by default). :meth:`~loopctl.transport._http.HTTPClient.generate` gives the errors.
+    ``http_client``: an ``httpx2.AsyncClient`` to send through (proxies, transports; an ``httpx.AsyncClient``,
+    of the same API, works too, its errors typed the same way); the client then leaves closing it to the
+    caller. ``explicit_cache``: cache long stable prefixes explicitly (:class:`ExplicitCache`; off by
+    default). :meth:`~loopctl.transport._http.HTTPClient.generate` gives the errors.
+
+    ``model`` is the model id (``gemini-2.5-flash``).
     """
 
     provider = "gemini"
@@ -85,7 +89,7 @@ class GeminiClient(HTTPClient):
         codec_options: Mapping[str, Any] | None = None,
         default_headers: Mapping[str, str] | None = None,
         native_tools: Sequence[NativeTool] = (),
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx2.AsyncClient | None = None,
         explicit_cache: ExplicitCache | None = None,
     ) -> None:
         super().__init__(model, codec_options, native_tools)
@@ -102,7 +106,7 @@ class GeminiClient(HTTPClient):
         self._caches_url = f"{base}/{api_version}/cachedContents"
         headers = {**(default_headers or {}), "x-goog-api-key": key, "content-type": "application/json"}
         self._connect(
-            http_client or httpx.AsyncClient(timeout=timeout),
+            http_client or httpx2.AsyncClient(timeout=timeout),
             own=http_client is None,
             headers=headers,
             url=f"{root}:generateContent",
@@ -197,7 +201,7 @@ class GeminiClient(HTTPClient):
         the model, a model without explicit caching): the request is then sent whole."""
         try:
             raw = await self._http.post(self._caches_url, content=_dumps_bytes(body), headers=self._headers)
-        except TRANSPORT_ERRORS:
+        except self._transport_errors:
             return None
         if raw.status_code >= 400:
             return None

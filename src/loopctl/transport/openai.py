@@ -28,7 +28,7 @@ from loopctl.providers.native import NativeTool
 from loopctl.response import ModelResponse, Usage
 from loopctl.stream import loads_exact
 from loopctl.transport._chain import Chains, Link, lost_state
-from loopctl.transport._http import DEFAULT_TIMEOUT, TIMEOUT_ERRORS, TRANSPORT_ERRORS, HTTPClient
+from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
 from loopctl.transport._sdk import import_sdk, sdk_headers
 
 __all__ = ["OpenAIChatClient", "OpenAIResponsesClient"]
@@ -74,6 +74,17 @@ class _OpenAIClient(HTTPClient):
         )
         url = f"{str(self._sdk_client.base_url).rstrip('/')}/{self.endpoint}"
         self._connect(http, own=True, headers=sdk_headers(self._sdk_client), url=url, stream_url=url, secret=key)
+        if self.codec is openai_chat and "max_tokens_param" not in self.codec_options and not _openai_host(url):
+            # OpenAI-compatible servers read the output limit from `max_tokens`: Ollama knows no other
+            # (openai/openai.go, ChatCompletionRequest.MaxTokens), llama.cpp reads it as `n_predict`;
+            # `max_completion_tokens` is OpenAI's own name, which they may ignore and generate on.
+            self.codec_options["max_tokens_param"] = "max_tokens"
+
+
+def _openai_host(url: str) -> bool:
+    """Whether ``url`` is OpenAI's own API (or Azure OpenAI's), whose reasoning models refuse ``max_tokens``."""
+    host = urlsplit(url).hostname or ""
+    return host == "api.openai.com" or host.endswith(".openai.azure.com")
 
 
 class OpenAIChatClient(_OpenAIClient):
@@ -83,7 +94,9 @@ class OpenAIChatClient(_OpenAIClient):
     (with a ``base_url`` and no key, none is needed); a missing key raises
     :class:`~loopctl.errors.MissingAPIKey`. ``timeout``: seconds (connect, and between bytes of a reply).
     ``codec_options``: extra keyword arguments for :func:`loopctl.providers.openai_chat.build_request`
-    (``strict_tools``, ``max_tokens_param``...). ``default_headers`` are sent with every request.
+    (``strict_tools``, ``max_tokens_param``...; at a server other than OpenAI's own API the output limit is
+    sent as ``max_tokens``, the name compatible servers read, unless ``max_tokens_param`` says otherwise).
+    ``default_headers`` are sent with every request.
     :meth:`~loopctl.transport._http.HTTPClient.generate` gives the errors.
     """
 
@@ -191,9 +204,9 @@ class OpenAIResponsesClient(_OpenAIClient):
         empty conversation; its id. Errors are typed as a model call's."""
         try:
             raw = await self._http.post(self._conversations_url, content=b"{}", headers=self._headers)
-        except TIMEOUT_ERRORS as exc:
+        except self._timeout_errors as exc:
             raise ProviderTimeout(f"no reply in time ({exc})", provider=self.provider) from None
-        except TRANSPORT_ERRORS as exc:
+        except self._transport_errors as exc:
             raise ConnectionFailed(f"cannot reach the provider ({exc})", provider=self.provider) from None
         if raw.status_code >= 400:
             raise self.codec.error_from_http(raw.status_code, self._redact(raw.content), dict(raw.headers))
@@ -217,9 +230,9 @@ class OpenAIResponsesClient(_OpenAIClient):
         )
         try:
             raw = await self._http.post(self._compact_url, content=_dumps_bytes(body), headers=self._headers)
-        except TIMEOUT_ERRORS as exc:
+        except self._timeout_errors as exc:
             raise ProviderTimeout(f"no reply in time ({exc})", provider=self.provider) from None
-        except TRANSPORT_ERRORS as exc:
+        except self._transport_errors as exc:
             raise ConnectionFailed(f"cannot reach the provider ({exc})", provider=self.provider) from None
         content = raw.content
         if raw.status_code >= 400:

@@ -182,7 +182,10 @@ async def cancel(client: Client, workdir: Path, native: bool) -> dict[str, Any]:
     script = ScriptedClient(
         [
             Message.new("assistant", [ToolCallPart(id="t1", name="tag", input={"text": "kept"})]),
-            Message.new("assistant", [ToolCallPart(id="w1", name="wait", input={})]),
+            Message.new(
+                "assistant",
+                [ToolCallPart(id="t2", name="tag", input={"text": "sent"}), ToolCallPart(id="w1", name="wait", input={})],
+            ),
             "unused",
         ]
     )
@@ -194,6 +197,13 @@ async def cancel(client: Client, workdir: Path, native: bool) -> dict[str, Any]:
         )
         while not started.exists():
             await asyncio.sleep(0.02)
+        while True:  # the second batch's tag call came back (only the wait call is left in flight)
+            events = (await handle.fetch_history()).events
+            scheduled = sum(e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED for e in events)
+            completed = sum(e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED for e in events)
+            if scheduled == 5 and completed == 4:
+                break
+            await asyncio.sleep(0.05)
         if native:
             await handle.cancel()
         else:

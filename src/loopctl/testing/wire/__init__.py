@@ -67,7 +67,10 @@ _MODULES = {
 def frame(api: API, events: Sequence[Mapping[str, Any]]) -> tuple[bytes, ...]:
     """The SSE bytes of ``events``, one piece per event: Chat ``data:`` lines closed by ``data: [DONE]``
     (recording openai/chat-text-stream); Gemini ``data:`` lines separated by CRLF CRLF with no sentinel
-    (gemini/text-stream); Responses and Anthropic an ``event:`` line naming the ``type``, then ``data:``."""
+    (gemini/text-stream); Responses and Anthropic an ``event:`` line naming the ``type``, then ``data:``.
+
+    ``api`` is one of :data:`APIS`; the result has one ``bytes`` piece per event.
+    """
     if api == "openai-chat":
         return (*(b"data: " + dumps(e) + b"\n\n" for e in events), b"data: [DONE]\n\n")
     if api == "gemini":
@@ -80,7 +83,10 @@ def encode_reply(api: API, response: ModelResponse, ctx: ReplyContext, *, stream
 
     The JSON layout follows the recordings (OpenAI and Gemini indent theirs, Anthropic's is compact). Raises
     :class:`~loopctl.errors.UnsupportedContent` for a reply part no model sends (an image, a tool result)
-    and ``ValueError`` for an unknown ``api``."""
+    and ``ValueError`` for an unknown ``api``.
+
+    ``ctx`` (a :class:`ReplyContext`) is the request being answered: its model, ids and options.
+    """
     module = _MODULES.get(api)
     if module is None:
         raise ValueError(f"unknown API {api!r}; expected one of {APIS}")

@@ -49,6 +49,7 @@ API: TypeAlias = Literal["openai-chat", "openai-responses", "anthropic", "gemini
 """The four wire formats the fake server speaks."""
 
 APIS: tuple[API, ...] = ("openai-chat", "openai-responses", "anthropic", "gemini")
+"""Every :data:`API`, in the order the fake server's routes list them."""
 
 THINKING_PROVIDER: Mapping[str, str] = {
     "openai-chat": "openai-compatible",

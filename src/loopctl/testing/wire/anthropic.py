@@ -73,7 +73,11 @@ def _stop(response: ModelResponse, ctx: ReplyContext) -> tuple[str, str | None]:
 def body(response: ModelResponse, ctx: ReplyContext) -> dict[str, Any]:
     """The non-streamed ``message``: content blocks ``thinking`` (with its signature, minted when unscripted
     since the API always signs), ``redacted_thinking``, ``text`` and ``tool_use``; ``stop_reason``; ``usage``
-    with the cached tokens split out of ``input_tokens``."""
+    with the cached tokens split out of ``input_tokens``.
+
+    ``response`` is the scripted reply; ``ctx`` (a :class:`~loopctl.testing.wire.ReplyContext`) the request it
+    answers (model, ids, what it asked for).
+    """
     reason, sequence = _stop(response, ctx)
     return {
         "id": f"msg_{ctx.token}",
@@ -96,6 +100,9 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
     one ``signature_delta`` before its stop; ``redacted_thinking`` arrives whole in its start event; a
     ``tool_use`` block starts with ``"input": {}`` and gets ``input_json_delta`` fragments, the first one
     ``""`` (an empty input gets only that one, as in ``anthropic/thinking-tool-use-stream``).
+
+    ``response`` is the scripted reply; ``ctx`` (a :class:`~loopctl.testing.wire.ReplyContext`) the request it
+    answers (model, ids, what it asked for).
     """
     reason, sequence = _stop(response, ctx)
     start = {**body(response, ctx), "content": [], "stop_reason": None, "stop_sequence": None}

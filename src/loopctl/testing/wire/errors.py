@@ -49,17 +49,26 @@ class ErrorReply:
 
     @classmethod
     def rate_limited(cls, retry_after: float | None = 1.0, **kw: Any) -> ErrorReply:
-        """HTTP 429 with the provider's rate-limit body; ``retry_after`` in seconds (``None``: no hint)."""
+        """HTTP 429 with the provider's rate-limit body; ``retry_after`` in seconds (``None``: no hint).
+
+        Other keywords (``kw``) set the remaining fields (``message``, ``headers``...).
+        """
         return cls(kind="rate_limited", retry_after=retry_after, **kw)
 
     @classmethod
     def overloaded(cls, retry_after: float | None = None, **kw: Any) -> ErrorReply:
-        """Anthropic's 529 ``overloaded_error``; a 503 with the provider's overload body elsewhere."""
+        """Anthropic's 529 ``overloaded_error``; a 503 with the provider's overload body elsewhere.
+
+        ``retry_after`` in seconds (``None``: no hint); other keywords (``kw``) set the remaining fields.
+        """
         return cls(kind="overloaded", retry_after=retry_after, **kw)
 
     @classmethod
     def context_overflow(cls, **kw: Any) -> ErrorReply:
-        """HTTP 400 saying the prompt is longer than the context window, in the provider's words."""
+        """HTTP 400 saying the prompt is longer than the context window, in the provider's words.
+
+        Other keywords (``kw``) set the remaining fields.
+        """
         return cls(kind="context_overflow", **kw)
 
     def resolved_kind(self) -> ErrorKind:
@@ -109,7 +118,10 @@ def _family(api: str) -> str:
 
 
 def error_body(api: API, error: ErrorReply, *, model: str = "") -> tuple[int, Any]:
-    """``(HTTP status, body)`` of ``error`` as ``api`` sends it."""
+    """``(HTTP status, body)`` of ``error`` as ``api`` sends it.
+
+    ``model`` fills the default message's model name ("the model" when empty).
+    """
     kind = error.resolved_kind()
     status, (oa_type, oa_code), an_type, gm_status, text = _KINDS[kind]
     family = _family(api)
@@ -138,7 +150,10 @@ def error_body(api: API, error: ErrorReply, *, model: str = "") -> tuple[int, An
 def encode_error(api: API, error: ErrorReply, *, stream: bool = False, model: str = "") -> Encoded:
     """``error`` as a whole HTTP reply. An error comes before any event even when a stream was asked for, as
     plain JSON; Gemini labels that JSON ``text/event-stream`` (recording gemini/error-404-on-stream-request),
-    the others ``application/json`` (openai/responses-error-400-on-stream-request)."""
+    the others ``application/json`` (openai/responses-error-400-on-stream-request).
+
+    ``api`` is one of :data:`~loopctl.testing.wire.APIS`; ``model`` fills the default message's model name.
+    """
     status, body = error_body(api, error, model=model)
     raw = body if isinstance(body, bytes) else json.dumps(body, indent=2).encode()
     headers = dict(error.headers)
@@ -153,7 +168,11 @@ def stream_error_frame(api: API, error: ErrorReply, *, sequence_number: int = 0,
     ``{"type": "error", "error": {...}}`` (docs, "Error events", e.g. ``overloaded_error``); Responses
     ``event: error`` with ``code``, ``message``, ``param`` and ``sequence_number`` (the SDK's
     ``ResponseErrorEvent``); Chat and Gemini a ``data:`` line holding the error object (what the openai SDK
-    looks for in a Chat stream)."""
+    looks for in a Chat stream).
+
+    ``api`` is one of :data:`~loopctl.testing.wire.APIS`; ``model`` is named in the frame where the provider names
+    it.
+    """
     _, body = error_body(api, error, model=model)
     if api == "anthropic":
         return b"event: error\ndata: " + dumps({"type": "error", "error": body["error"]}) + b"\n\n"

@@ -31,7 +31,10 @@ _FINISH = {
 
 
 def dumps(value: Any) -> bytes:
-    """Gemini's JSON style: a space after each colon, none after commas (as in its recorded streams)."""
+    """Gemini's JSON style: a space after each colon, none after commas (as in its recorded streams).
+
+    ``value`` is any JSON value; the result is UTF-8 bytes.
+    """
     return json.dumps(value, separators=(",", ": "), ensure_ascii=False).encode()
 
 
@@ -124,7 +127,11 @@ def _finish(response: ModelResponse) -> str:
 def body(response: ModelResponse, ctx: ReplyContext) -> dict[str, Any]:
     """The non-streamed ``GenerateContentResponse``: one candidate with its parts (``thought`` parts,
     ``text``, ``functionCall`` with ``thoughtSignature`` where scripted), ``finishReason`` and
-    ``usageMetadata``."""
+    ``usageMetadata``.
+
+    ``response`` is the scripted reply; ``ctx`` (a :class:`~loopctl.testing.wire.ReplyContext`) the request it
+    answers (model, ids, what it asked for).
+    """
     out = _chunk([p for _, p in _parts(response, stream=False)], response, ctx)
     out["candidates"][0]["finishReason"] = _finish(response)
     out["candidates"][0].update(_metadata(response))
@@ -137,7 +144,11 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
     thought's signature with its last piece); consecutive ``functionCall`` parts whole in one chunk (Gemini
     does not stream arguments, as recorded); every chunk carries the ``usageMetadata`` so far (cumulative,
     grown in proportion to the characters sent, so a decoder must keep the last one rather than add them
-    up); the last chunk the final usage and the ``finishReason``."""
+    up); the last chunk the final usage and the ``finishReason``.
+
+    ``response`` is the scripted reply; ``ctx`` (a :class:`~loopctl.testing.wire.ReplyContext`) the request it
+    answers (model, ids, what it asked for).
+    """
     chunks: list[list[dict[str, Any]]] = []
     sizes: list[tuple[int, int]] = []  # (thought characters, other characters) per chunk
     calls: list[dict[str, Any]] = []

@@ -53,7 +53,11 @@ def _head(response: ModelResponse, ctx: ReplyContext, kind: str) -> dict[str, An
 def body(response: ModelResponse, ctx: ReplyContext) -> dict[str, Any]:
     """The non-streamed ``chat.completion``. Text parts are joined into ``content`` (Chat has one content
     string); a ``REFUSAL`` puts the text in ``refusal`` instead; compatible-server reasoning goes in
-    ``reasoning_content``; tool calls in ``tool_calls`` with their arguments as JSON text."""
+    ``reasoning_content``; tool calls in ``tool_calls`` with their arguments as JSON text.
+
+    ``response`` is the scripted reply; ``ctx`` (a :class:`~loopctl.testing.wire.ReplyContext`) the request it
+    answers (model, ids, what it asked for).
+    """
     parts = reply_parts("openai-chat", response.message)
     text = "".join(p.text for p in parts if isinstance(p, TextPart))
     refused = response.stop_reason is StopReason.REFUSAL
@@ -89,6 +93,9 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
     ``finish_reason``; then, only when the request set ``stream_options.include_usage``, a usage chunk with
     ``"choices": []``, every earlier chunk then carrying ``"usage": null`` (API reference,
     ``ChatCompletionStreamOptions.include_usage``).
+
+    ``response`` is the scripted reply; ``ctx`` (a :class:`~loopctl.testing.wire.ReplyContext`) the request it
+    answers (model, ids, what it asked for).
     """
     parts = reply_parts("openai-chat", response.message)
     refused = response.stop_reason is StopReason.REFUSAL

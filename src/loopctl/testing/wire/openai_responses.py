@@ -112,7 +112,12 @@ def body(
 ) -> dict[str, Any]:
     """The ``response`` object, echoing the request's settings as the API does. A ``MAX_TOKENS`` stop gives
     ``status: "incomplete"`` and ``incomplete_details.reason = "max_output_tokens"``. ``final=False`` gives
-    the ``in_progress`` shell that ``response.created`` carries (no output, no usage)."""
+    the ``in_progress`` shell that ``response.created`` carries (no output, no usage).
+
+    ``response`` is the scripted reply; ``ctx`` (a :class:`~loopctl.testing.wire.ReplyContext`) the request it
+    answers (model, ids, what it asked for).  output replaces the output items built from response (the stream
+    builds them as it goes).
+    """
     req = ctx.request
     incomplete = final and response.stop_reason is StopReason.MAX_TOKENS
     reasoning = req.get("reasoning")
@@ -156,7 +161,11 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
     ``response.created``, ``response.in_progress``; per item ``response.output_item.added``, its part and
     delta events (``reasoning_summary_part.*`` and ``reasoning_summary_text.*``; ``content_part.*`` and
     ``output_text.*`` or ``refusal.*``; ``function_call_arguments.*``) and ``response.output_item.done``;
-    then ``response.completed`` (``response.incomplete`` for a ``MAX_TOKENS`` stop) with the usage."""
+    then ``response.completed`` (``response.incomplete`` for a ``MAX_TOKENS`` stop) with the usage.
+
+    ``response`` is the scripted reply; ``ctx`` (a :class:`~loopctl.testing.wire.ReplyContext`) the request it
+    answers (model, ids, what it asked for).
+    """
     items = _items(response, ctx)
     out: list[dict[str, Any]] = []
 

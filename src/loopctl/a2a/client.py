@@ -1,0 +1,459 @@
+"""A remote A2A agent as a tool (a sub-agent) of a loopctl agent, on the official ``a2a-sdk`` (1.x).
+
+:class:`A2AAgent` is a :class:`~loopctl.tool.Tool`: the model calls it with ``{"input": "<task>"}``, the task
+goes to the remote agent as an A2A message (streamed), and the model reads its answer (the text of the task's
+artifacts, or of its reply message). Inside an agent's run it behaves as a local sub-agent does
+(``docs/agent.md``, "Sub-agents"; ``docs/a2a.md``):
+
+- **usage and cost**: what the remote run reports (``metadata["loopctl/usage"]``, as loopctl's A2A server
+  sends it) counts in the calling run's usage, cost and usage limits;
+- **approvals**: a remote task that stops in ``input-required`` with loopctl's approval data pauses the
+  calling run; ``run.pending_approvals`` lists each remote call as ``"<call id>/<remote call id>"`` with the
+  agent path ``"boss > remote"``, and ``conv.run(approvals={...})`` sends the decisions to the same remote
+  task, which goes on where it stopped;
+- **cancellation**: a cancelled call (the run cancelled, a tool timeout) cancels the remote task
+  (``tasks/cancel``);
+- **spans**: the request carries the current trace context (W3C ``traceparent``, with ``opentelemetry-api``),
+  so the remote run's spans join the caller's trace under its ``execute_tool`` span.
+
+A remote task that fails, is rejected or cancelled is an error result the model reads. Each call is a task in
+a context of its own (``<session id>/<call id>`` under a stored conversation), so a continued call finds its
+task again, in this process or another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, create_client
+from a2a.client.client import Client
+from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
+from google.protobuf import json_format, struct_pb2
+
+from loopctl.agent._tools import safe_tool_name
+from loopctl.engine.permission import Approval, Approve, Deny, PendingApproval, deny_reason
+from loopctl.errors import LoopError
+from loopctl.message import ToolCallPart
+from loopctl.response import Usage
+from loopctl.tool import ApprovalRequired, ToolContext, ToolInputError, ToolOutput
+
+__all__ = ["A2AAgent", "A2AError"]
+
+USAGE_KEY = "loopctl/usage"
+
+_INPUT_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {"input": {"type": "string", "description": "The task or question for the agent, in full."}},
+    "required": ["input"],
+    "additionalProperties": False,
+}
+
+_FINAL = {
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+    TaskState.TASK_STATE_INPUT_REQUIRED,
+    TaskState.TASK_STATE_AUTH_REQUIRED,
+}
+
+
+class A2AError(LoopError):
+    """A remote A2A agent could not be reached, or its card could not be read. The text names the URL."""
+
+    retryable = True
+
+
+@dataclass(slots=True)
+class _Paused:
+    """A remote task waiting on approvals."""
+
+    task_id: str
+    context_id: str
+    pending: tuple[PendingApproval, ...]
+
+
+@dataclass(slots=True)
+class _Outcome:
+    state: int = TaskState.TASK_STATE_UNSPECIFIED
+    task_id: str = ""
+    context_id: str = ""
+    texts: list[str] = field(default_factory=list)
+    data: list[Any] = field(default_factory=list)
+    said: str = ""
+    status_data: list[Any] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+
+
+class A2AAgent:
+    """A remote A2A agent at ``url`` (its base URL: the card is read from
+    ``/.well-known/agent-card.json``) as a tool named ``name`` (default: the card's name, made a tool name).
+
+    Make one with :meth:`connect` (reads the card: name and description from it), or with ``A2AAgent(url,
+    name=..., description=...)`` (the card is read at the first call). ``headers`` go with every request
+    (an ``Authorization`` header...; never shown in ``repr``). ``timeout``: seconds one HTTP read may take.
+    Close it with :meth:`aclose` (or ``async with``).
+    """
+
+    runs_sub_agent = True
+    """Marks a tool whose calls run another agent (its approvals are listed as a sub-agent's)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        description: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 300.0,
+        card: AgentCard | None = None,
+    ) -> None:
+        self.url = url
+        self.name = safe_tool_name(name)
+        self.description = description or f"Ask the remote agent {name} to do a task and give its answer."
+        self.input_schema = _INPUT_SCHEMA
+        self.requires_approval = False
+        self.repeatable = False
+        self.card = card
+        self._headers = dict(headers or {})
+        self._timeout = timeout
+        self._http: httpx.AsyncClient | None = None
+        self._client: Client | None = None
+        self._paused: dict[tuple[object, str], _Paused] = {}
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 300.0,
+    ) -> A2AAgent:
+        """Read the agent card at ``url`` (the remote agent's base URL) and make the tool: named ``name`` and
+        described by ``description`` when given, else by the card; ``headers`` are sent with every request
+        (authorization), and ``timeout`` is the seconds one call may wait for the remote task. Raises
+        :class:`A2AError` when the card cannot be read."""
+        made = cls(url, name=name or "remote", description=description, headers=headers, timeout=timeout)
+        card = await made._card()
+        made.name = safe_tool_name(name or card.name)
+        made.description = description or card.description or made.description
+        return made
+
+    def __repr__(self) -> str:
+        return f"A2AAgent({self.url!r}, name={self.name!r})"
+
+    async def __aenter__(self) -> A2AAgent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
+
+    # --- the connection -------------------------------------------------------------------------------------
+
+    def _http_client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                headers=self._headers,
+                timeout=httpx.Timeout(30.0, read=self._timeout),
+                event_hooks={"request": [_inject_trace]},
+            )
+        return self._http
+
+    async def _card(self) -> AgentCard:
+        if self.card is None:
+            try:
+                self.card = await A2ACardResolver(self._http_client(), self.url).get_agent_card()
+            except Exception as exc:
+                raise A2AError(f"the A2A agent at {self.url} could not be reached: {_describe(exc)}") from exc
+        return self.card
+
+    async def _sdk(self) -> Client:
+        if self._client is None:
+            card = await self._card()
+            self._client = await create_client(card, client_config=ClientConfig(httpx_client=self._http_client()))
+        return self._client
+
+    # --- the tool -------------------------------------------------------------------------------------------
+
+    def check_input(self, input: Any) -> None:  # noqa: A002 - the Tool protocol's name
+        """Refuse input that is not ``{"input": "<text>"}`` (:class:`~loopctl.tool.ToolInputError`)."""
+        _prompt(input)
+
+    async def call(self, input: Any, context: ToolContext[Any]) -> Any:  # noqa: A002
+        """Send the task ``input`` (``{"input": "<task>"}``) for the call ``context`` describes (or the decisions
+        on its paused remote task) and give the answer: the remote agent's text or JSON, or an error output.
+        Raises :class:`~loopctl.tool.ApprovalRequired` when the remote task waits on approvals inside an
+        agent's run."""
+        from loopctl.agent._conversation import _SCOPE
+
+        prompt = _prompt(input)
+        scope = _SCOPE.get()
+        owner: object = scope.conversation if scope is not None else None
+        decisions = scope.nested.get(context.call_id) if scope is not None else None
+        key = (_owner_key(owner), context.call_id)
+        try:
+            client = await self._sdk()
+        except A2AError as exc:
+            return ToolOutput(str(exc), is_error=True)
+        if decisions is not None:
+            paused = self._paused.get(key) or await self._find_paused(client, owner, context.call_id)
+            if paused is None:
+                return ToolOutput(f"The remote agent {self.name} has no paused task to continue.", is_error=True)
+            message = _decisions_message(paused, decisions)
+        else:
+            context_id = _context_id(owner, context.call_id)
+            message = Message(
+                message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=prompt)], context_id=context_id
+            )
+        outcome = _Outcome()
+        try:
+            async for event in client.send_message(SendMessageRequest(message=message)):
+                _absorb(outcome, event)
+        except asyncio.CancelledError:
+            if outcome.task_id and outcome.state not in _FINAL:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(client.cancel_task(CancelTaskRequest(id=outcome.task_id)))
+            raise
+        except Exception as exc:
+            return ToolOutput(f"The remote agent {self.name} failed: {_describe(exc)}", is_error=True)
+        finally:
+            self._paused.pop(key, None)
+        _record(context, outcome.usage)
+        state = outcome.state
+        if state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            pending = _pending_of(outcome.status_data, call=context.call_id)
+            if scope is None or not pending:
+                said = outcome.said or "the remote agent asks for input"
+                return ToolOutput(f"The remote agent {self.name} needs input that cannot be given here: {said}", True)
+            self._paused[key] = _Paused(outcome.task_id, outcome.context_id, pending)
+            names = ", ".join(f"{p.name} ({context.call_id}/{p.id})" for p in pending)
+            raise ApprovalRequired(f"the remote agent {self.name} awaits approval of {names}")
+        if state == TaskState.TASK_STATE_COMPLETED or (state == TaskState.TASK_STATE_UNSPECIFIED and outcome.said):
+            texts = outcome.texts or ([outcome.said] if outcome.said else [])
+            if not texts and outcome.data:
+                return outcome.data[0] if len(outcome.data) == 1 else outcome.data
+            return "\n".join(texts)
+        what = TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
+        why = f": {outcome.said}" if outcome.said else ""
+        return ToolOutput(f"The remote agent {self.name} did not finish its task ({what}){why}", is_error=True)
+
+    async def nested_pending(self, owner: object, call_id: str) -> tuple[PendingApproval, ...]:
+        """The remote calls the paused call ``call_id`` of the conversation ``owner`` waits on (for
+        ``run.pending_approvals``); empty when none, or when the remote agent cannot be reached."""
+        paused = self._paused.get((_owner_key(owner), call_id))
+        if paused is None:
+            try:
+                paused = await self._find_paused(await self._sdk(), owner, call_id)
+            except Exception:
+                return ()
+        return paused.pending if paused is not None else ()
+
+    async def _find_paused(self, client: Client, owner: object, call_id: str) -> _Paused | None:
+        """The remote task of call ``call_id`` still waiting on input (after a restart: by its context id)."""
+        context_id = _context_id(owner, call_id, new=False)
+        if context_id is None:
+            return None
+        found = await client.list_tasks(
+            ListTasksRequest(context_id=context_id, status=TaskState.TASK_STATE_INPUT_REQUIRED)
+        )
+        for task in found.tasks:
+            pending = _pending_of(_status_data(task), call=call_id)
+            if pending:
+                paused = _Paused(task.id, task.context_id, pending)
+                self._paused[(_owner_key(owner), call_id)] = paused
+                return paused
+        return None
+
+
+# --- helpers ------------------------------------------------------------------------------------------------------
+
+
+def _prompt(input: Any) -> str:  # noqa: A002
+    if not isinstance(input, dict) or not isinstance(input.get("input"), str) or set(input) - {"input"}:
+        raise ToolInputError('invalid input: expected {"input": "<the task, as text>"}')
+    text: str = input["input"]
+    return text
+
+
+def _owner_key(owner: object) -> object:
+    session = getattr(owner, "session_id", None)
+    store = getattr(owner, "store", None)
+    return (id(store), session) if store is not None and session else id(owner)
+
+
+_CONTEXTS: dict[tuple[object, str], str] = {}
+
+
+def _context_id(owner: object, call_id: str, *, new: bool = True) -> str | None:
+    """The A2A context of a call: ``<session id>/<call id>`` under a stored conversation (found again by
+    another process), else a fresh id remembered in this process."""
+    session = getattr(owner, "session_id", None)
+    if getattr(owner, "store", None) is not None and session:
+        return f"{session}/{call_id}"
+    key = (_owner_key(owner), call_id)
+    if key not in _CONTEXTS:
+        if not new:
+            return None
+        _CONTEXTS[key] = uuid.uuid4().hex
+    return _CONTEXTS[key]
+
+
+def _absorb(outcome: _Outcome, event: Any) -> None:
+    kind = event.WhichOneof("payload")
+    if kind == "message":
+        outcome.said = "\n".join(get_text_parts(list(event.message.parts)))
+        return
+    if kind == "task":
+        _take_task(outcome, event.task)
+        return
+    if kind == "status_update":
+        update = event.status_update
+        outcome.task_id, outcome.context_id = update.task_id, update.context_id
+        outcome.state = update.status.state
+        if update.status.HasField("message"):
+            outcome.said = "\n".join(get_text_parts(list(update.status.message.parts)))
+            outcome.status_data = get_data_parts(list(update.status.message.parts))
+        _take_usage(outcome, update.metadata)
+    elif kind == "artifact_update":
+        artifact = event.artifact_update.artifact
+        outcome.texts.extend(get_text_parts(list(artifact.parts)))
+        outcome.data.extend(get_data_parts(list(artifact.parts)))
+        _take_usage(outcome, artifact.metadata)
+
+
+def _take_task(outcome: _Outcome, task: Task) -> None:
+    outcome.task_id, outcome.context_id = task.id, task.context_id
+    outcome.state = task.status.state
+    if task.status.HasField("message"):
+        outcome.said = "\n".join(get_text_parts(list(task.status.message.parts)))
+        outcome.status_data = _status_data(task)
+    texts: list[str] = []
+    data: list[Any] = []
+    for artifact in task.artifacts:
+        texts.extend(get_text_parts(list(artifact.parts)))
+        data.extend(get_data_parts(list(artifact.parts)))
+        _take_usage(outcome, artifact.metadata)
+    if texts or data:
+        outcome.texts, outcome.data = texts, data
+    _take_usage(outcome, task.metadata)
+
+
+def _status_data(task: Task) -> list[Any]:
+    return get_data_parts(list(task.status.message.parts)) if task.status.HasField("message") else []
+
+
+def _take_usage(outcome: _Outcome, metadata: struct_pb2.Struct) -> None:
+    if metadata is None or USAGE_KEY not in metadata:
+        return
+    value = json_format.MessageToDict(metadata).get(USAGE_KEY)
+    if isinstance(value, dict):
+        outcome.usage = value
+
+
+def _record(context: ToolContext[Any], usage: Mapping[str, Any] | None) -> None:
+    if not usage:
+        return
+    cost = usage.get("cost")
+    context.record_usage(
+        Usage(input_tokens=int(usage.get("input_tokens", 0)), output_tokens=int(usage.get("output_tokens", 0))),
+        cost=Decimal(cost) if isinstance(cost, str) else None,
+        requests=int(usage.get("requests", 0)),
+        tool_calls=int(usage.get("tool_calls", 0)),
+    )
+
+
+def _pending_of(status_data: list[Any], *, call: str) -> tuple[PendingApproval, ...]:
+    out: list[PendingApproval] = []
+    for data in status_data:
+        items = data.get("approvals") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+                continue
+            tool = item.get("tool") if isinstance(item.get("tool"), str) else "?"
+            reason = item.get("reason") if isinstance(item.get("reason"), str) else None
+            agent = str(item.get("agent") or "")
+            part = ToolCallPart(id=item["id"].rsplit("/", 1)[-1], name=tool, input=_ints(item.get("input")))
+            via = tuple(item["id"].split("/")[:-1])
+            out.append(PendingApproval(part, reason, agent=agent, via=via))
+    return tuple(out)
+
+
+def _ints(value: Any) -> Any:
+    """JSON numbers that came back as floats through ``google.protobuf.Value``, whole ones as ints again."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
+def _decisions_message(paused: _Paused, decisions: Mapping[str, Approval]) -> Message:
+    given: dict[str, Any] = {}
+    for p in paused.pending:
+        decision = decisions.get(p.id)
+        if isinstance(decision, Approve):
+            given[p.id] = "approve"
+        elif isinstance(decision, Deny):
+            given[p.id] = {"deny": deny_reason(decision)}
+        else:  # Modify cannot be sent over A2A: refused with a reason the remote model reads
+            given[p.id] = {"deny": "The call was modified by the user, which a remote agent cannot run."}
+    data = struct_pb2.Value()
+    json_format.ParseDict({"approvals": given}, data)
+    return Message(
+        message_id=uuid.uuid4().hex,
+        role=Role.ROLE_USER,
+        parts=[Part(data=data)],
+        task_id=paused.task_id,
+        context_id=paused.context_id,
+    )
+
+
+async def _inject_trace(request: httpx.Request) -> None:
+    """Add the current trace context to a request (W3C ``traceparent``), when OpenTelemetry is there."""
+    try:
+        from opentelemetry import propagate
+    except ImportError:
+        return
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    for k, v in carrier.items():
+        request.headers.setdefault(k, v)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
