@@ -217,8 +217,9 @@ def resolve(
     strategy: RequestCompaction, *, threshold_tokens: int, durable_tools: Sequence[str] = ()
 ) -> RequestCompaction:
     """``strategy`` as the engine sends it: an unset trigger set to ``threshold_tokens`` (the session's
-    threshold line; for Anthropic's compaction at least :data:`ANTHROPIC_MIN_TRIGGER`), and the tools of
-    ``Durable`` results added to a context edit's ``exclude_tools``."""
+    threshold line; for Anthropic's compaction at least :data:`ANTHROPIC_MIN_TRIGGER`), and
+    ``durable_tools`` (the names of the tools whose results are ``Durable``) added to a context edit's
+    ``exclude_tools``."""
     if isinstance(strategy, OpenAICompaction):
         if strategy.threshold_tokens is None:
             return replace(strategy, threshold_tokens=max(1, threshold_tokens))
@@ -362,10 +363,14 @@ class WindowCounter:
     provider: str
 
     def count(self, messages: Sequence[Message]) -> int:
+        """Tokens of what the provider reads of ``messages`` (the conversation): from its last compaction on."""
         count: int = self.inner.count(provider_window(messages, self.provider))
         return count
 
     def calibrate(self, sent: Sequence[Message], reported: int, **kwargs: Any) -> None:
+        """Calibrate ``inner`` (when it can be) on what the provider read of ``sent`` (the conversation a
+        request carried) against ``reported``, the input tokens the provider counted; ``kwargs`` go to
+        ``inner.calibrate`` unchanged."""
         calibrate = getattr(self.inner, "calibrate", None)
         if calibrate is not None:
             calibrate(provider_window(sent, self.provider), reported, **kwargs)

@@ -281,6 +281,9 @@ def build_request(
     ``model`` is the model id (``claude-sonnet-4-5``); ``system`` the system prompt, sent as the top-level
     ``system``; ``output_format`` (an :class:`~loopctl.providers.base.OutputFormat`) asks for schema-constrained output
     (``docs/output.md`` says what each API gets).
+
+    ``native_tools``: built-in tool objects (:mod:`loopctl.providers.native`) sent in ``tools`` as Anthropic's
+    server tools; one Anthropic has no such tool for raises :class:`~loopctl.errors.UnsupportedContent`.
     """
     body, _, _ = _build(
         messages,
@@ -1125,7 +1128,11 @@ def beta_flags(
     ``anthropic-beta`` header): :data:`MCP_BETA` for a :class:`~loopctl.providers.native.RemoteMCP`,
     ``compact-2026-01-12`` for :class:`~loopctl.compact.provider.AnthropicCompaction` and
     ``context-management-2025-06-27`` for :class:`~loopctl.compact.provider.AnthropicClearToolUses` (on its
-    own or inside the compaction). Other options of :func:`build_request` are accepted and ignored."""
+    own or inside the compaction). Other options of :func:`build_request` are accepted and ignored.
+
+    ``native_tools`` are the request's built-in tool objects; ``context_management`` its provider-side compaction
+    strategy (or ``None``).
+    """
     flags: list[str] = []
     if any(isinstance(t, RemoteMCP) for t in native_tools):
         flags.append(MCP_BETA)

@@ -227,7 +227,10 @@ class SSEStreamDecoder:
 
     def feed_event(self, data: str | bytes) -> list[StreamEvent]:
         """Decode one event that arrived whole, without SSE framing (a WebSocket message: the Responses API's
-        WebSocket mode sends each stream event as one JSON text message) and return its neutral events."""
+        WebSocket mode sends each stream event as one JSON text message) and return its neutral events.
+
+        ``data`` is the event's JSON text (or its UTF-8 bytes).
+        """
         text = data.decode() if isinstance(data, (bytes, bytearray)) else data
         try:
             events = self.on_event(ServerSentEvent("message", text))

@@ -33,7 +33,10 @@ def prompt_cache_key(messages: Sequence[Message], system: str | None) -> str:
     """A key stable for one conversation: ``loopctl-`` and 32 hex digits of the SHA-256 of the system prompt
     and the first message. Every request of a session shares them (a compaction keeps the first message), so
     OpenAI routes them to the machines that hold their prefix; two sessions that open alike share it too,
-    which is what the key is for (requests with long common prefixes)."""
+    which is what the key is for (requests with long common prefixes).
+
+    ``messages`` is the conversation; ``system`` its system prompt.
+    """
     digest = hashlib.sha256()
     digest.update((system or "").encode("utf-8", "surrogatepass"))
     digest.update(b"\x00")
@@ -53,7 +56,11 @@ def openai_cache_fields(
     """The cache fields of an OpenAI request (Chat Completions and Responses take the same ones):
     ``prompt_cache_key`` (``key``; ``"auto"``: :func:`prompt_cache_key`), ``prompt_cache_retention``
     (``"in_memory"`` or ``"24h"``) and ``prompt_cache_options`` (sent as given: ``mode``, ``ttl``...). Raises
-    :class:`~loopctl.errors.UnsupportedContent` for a retention the API does not take."""
+    :class:`~loopctl.errors.UnsupportedContent` for a retention the API does not take.
+
+    ``messages`` and ``system`` are the request's conversation and system prompt (what ``"auto"`` derives the key
+    from); ``options`` the value of the ``prompt_cache_options`` codec option, or ``None``.
+    """
     out: dict[str, Any] = {}
     if key is not None:
         out["prompt_cache_key"] = prompt_cache_key(messages, system) if key == "auto" else key

@@ -218,6 +218,11 @@ def build_request(
     ``system`` is the system prompt (``systemInstruction``); ``output_format`` (an
     :class:`~loopctl.providers.base.OutputFormat`) asks for schema-constrained output (``docs/output.md`` says
     what each API gets).
+
+    ``native_tools``: built-in tool objects (:mod:`loopctl.providers.native`) sent as Gemini's tools
+    (``googleSearch``, ``codeExecution``, ``urlContext``); one Gemini has no such tool for raises
+    :class:`~loopctl.errors.UnsupportedContent`. ``context_management``: Gemini has no provider-side compaction, so
+    any strategy raises :class:`~loopctl.errors.UnsupportedContent`.
     """
     generation = model_generation(model)
     modern = generation is not None and generation >= 3
@@ -276,7 +281,10 @@ def cached_content_body(messages: Sequence[Message], *, model: str, ttl_seconds:
     """The body of ``POST /v1beta/cachedContents`` caching ``messages`` with the system prompt, tools and tool
     config of :func:`build_request` given the same ``options``: ``{"model": "models/<model>", "contents",
     "systemInstruction"?, "tools"?, "toolConfig"?, "ttl": "<seconds>s"}`` (ai.google.dev/gemini-api/docs/caching;
-    ai.google.dev/api/caching#CachedContent)."""
+    ai.google.dev/api/caching#CachedContent).
+
+    ``ttl_seconds`` is how long the cache lives, in seconds; ``model`` the model id.
+    """
     body = build_request(messages, model=model, **options)
     out: dict[str, Any] = {"model": model if model.startswith("models/") else f"models/{model}"}
     out["contents"] = body["contents"]
@@ -296,7 +304,10 @@ def build_cached_request(
     cached parts left out (the API refuses ``systemInstruction``, ``tools`` or ``toolConfig`` beside a cached
     content: ai.google.dev/gemini-api/docs/caching). Raises :class:`~loopctl.errors.UnsupportedContent` when the
     request does not continue the cached content exactly (a system message or tool added since, a turn merged
-    across the boundary) or adds nothing to it: the caller then sends the request whole."""
+    across the boundary) or adds nothing to it: the caller then sends the request whole.
+
+    ``messages`` is the whole conversation; ``model`` the model id; ``options`` those of :func:`build_request`.
+    """
     body = build_request(messages, model=model, **options)
     cached = cached_content_body(messages[:cached_messages], model=model, ttl_seconds=0, **options)
     n = len(cached["contents"])

@@ -190,7 +190,11 @@ NATIVE_TOOLS: tuple[type, ...] = (
 
 
 def unsupported_tool(tool: object, path: str, api: str, why: str = "") -> UnsupportedContent:
-    """The error for a built-in tool (or one of its options) ``api`` cannot carry."""
+    """The error for a built-in tool (or one of its options) ``api`` cannot carry.
+
+    ``path`` is where ``tool`` sits in the request (``native_tools[0]``); ``why`` is added to the message when
+    given.
+    """
     if not isinstance(tool, NATIVE_TOOLS):
         return UnsupportedContent(
             f"{path}: {type(tool).__name__} is not a built-in tool (expected WebSearch, WebFetch, CodeExecution, "
@@ -202,7 +206,10 @@ def unsupported_tool(tool: object, path: str, api: str, why: str = "") -> Unsupp
 
 def refuse_options(tool: object, path: str, api: str, names: Sequence[str]) -> None:
     """Raise :class:`~loopctl.errors.UnsupportedContent` when one of the options ``names`` of ``tool`` is set:
-    ``api`` cannot honour it, and dropping it silently would do something else than asked."""
+    ``api`` cannot honour it, and dropping it silently would do something else than asked.
+
+    ``path`` is where ``tool`` sits in the request (``native_tools[0]``), named in the error.
+    """
     for name in names:
         value = getattr(tool, name)
         if value is not None and value not in ((), {}):
@@ -212,7 +219,11 @@ def refuse_options(tool: object, path: str, api: str, names: Sequence[str]) -> N
 
 
 def check_native_tools(tools: Sequence[object], api: str) -> None:
-    """Refuse anything in ``tools`` that is not a built-in tool object."""
+    """Refuse anything in ``tools`` that is not a built-in tool object.
+
+    ``api`` names the API in the error (``"OpenAI Chat Completions"``); raises
+    :class:`~loopctl.errors.UnsupportedContent`.
+    """
     for i, tool in enumerate(tools):
         if not isinstance(tool, NATIVE_TOOLS):
             raise unsupported_tool(tool, f"native_tools[{i}]", api)
@@ -223,14 +234,20 @@ def check_native_tools(tools: Sequence[object], api: str) -> None:
 
 def call_note(part: ServerToolCallPart) -> str:
     """The text another provider reads for a provider-side call: ``[web_search ran at anthropic with input:
-    {"query":"…"}]`` (the input as compact JSON, keys sorted)."""
+    {"query":"…"}]`` (the input as compact JSON, keys sorted).
+
+    ``part`` is the provider-side call.
+    """
     where = f" on {part.server}" if part.server else ""
     return f"[{part.name}{where} ran at {part.provider} with input: {_display_json(part.input)}]"
 
 
 def result_note(part: ServerToolResultPart) -> str:
     """The text another provider reads for a provider-side result: ``[web_search result: …]`` (``error`` for a
-    failed call)."""
+    failed call).
+
+    ``part`` is the provider-side result.
+    """
     kind = "error" if part.failed() else "result"
     return f"[{part.name} {kind}: {part.output}]"
 
@@ -242,7 +259,10 @@ def native_parts(message: Message) -> bool:
 
 
 def result_text(value: Any, limit: int | None = None) -> str:
-    """A JSON value as readable text: a string as it is, anything else as compact JSON."""
+    """A JSON value as readable text: a string as it is, anything else as compact JSON.
+
+    ``value`` is the JSON value; ``limit``: at most this many characters, then ``…`` (``None``: no limit).
+    """
     text = value if isinstance(value, str) else _display_json(value)
     if limit is not None and len(text) > limit:
         return text[:limit] + "…"

@@ -234,6 +234,9 @@ def build_request(
     ``ValueError`` for a bad option value.
 
     ``tools`` are the tool schemas offered, sent as ``tools`` of type ``function``.
+
+    ``context_management``: Chat Completions has no provider-side compaction, so any strategy raises
+    :class:`~loopctl.errors.UnsupportedContent`.
     """
     body, _, _ = _build(
         messages,

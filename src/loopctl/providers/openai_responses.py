@@ -247,6 +247,9 @@ def build_request(
 
     ``output_format`` (an :class:`~loopctl.providers.base.OutputFormat`) asks for schema-constrained output
     (``docs/output.md`` says what each API gets).
+
+    ``native_tools``: built-in tool objects (:mod:`loopctl.providers.native`) sent in ``tools`` as the Responses
+    API's built-in tools; one it has no such tool for raises :class:`~loopctl.errors.UnsupportedContent`.
     """
     body, _, _ = _build(
         messages,
@@ -1042,7 +1045,10 @@ def build_compact_request(
     (the items :func:`build_request` sends, system messages inline), ``instructions`` (default ``system``)
     and the prompt-cache fields (openai-python ``ResponseCompactParams``; developers.openai.com/api/docs/
     guides/compaction, "Standalone compact endpoint"). Other options of :func:`build_request` are accepted
-    and ignored. Raises what :func:`build_request` raises."""
+    and ignored. Raises what :func:`build_request` raises.
+
+    ``prompt_cache_key`` and ``prompt_cache_retention`` are sent as given (``None``: left out).
+    """
     full = build_request(
         messages,
         model=model,

@@ -73,6 +73,8 @@ class GeminiClient(HTTPClient):
     default). :meth:`~loopctl.transport._http.HTTPClient.generate` gives the errors.
 
     ``model`` is the model id (``gemini-2.5-flash``).
+
+    ``native_tools``: built-in tools (:mod:`loopctl.providers.native`) on every request.
     """
 
     provider = "gemini"
@@ -118,7 +120,10 @@ class GeminiClient(HTTPClient):
 
     def encode(self, request: ModelRequest, stream: bool) -> bytes:
         """The body's bytes; with a cached content in use, the request that reads from it
-        (:func:`loopctl.providers.gemini.build_cached_request`)."""
+        (:func:`loopctl.providers.gemini.build_cached_request`).
+
+        ``stream`` asks for the streamed form of the request.
+        """
         cached = self._use
         if cached is None:
             return super().encode(request, stream)
@@ -141,7 +146,10 @@ class GeminiClient(HTTPClient):
     ) -> ModelResponse:
         """:meth:`HTTPClient.generate`, reading from an explicit cache where one pays (:class:`ExplicitCache`).
         A cache the server no longer has (expired, deleted: a 4xx naming it) is forgotten and the request sent
-        whole, once."""
+        whole, once.
+
+        ``request``, ``stream`` and ``on_event`` as for :meth:`HTTPClient.generate`.
+        """
         self._use = await self._plan(request) if self.explicit_cache is not None else None
         try:
             return await super().generate(request, stream=stream, on_event=on_event)

@@ -120,6 +120,8 @@ class OpenAIResponsesClient(_OpenAIClient):
     and starts again. When the server no longer has the response or the conversation
     (``previous_response_not_found``: expired, deleted, another project) the request is sent again whole,
     once, and the chain starts again from it.
+
+    ``model`` is the model id (``gpt-5``).
     """
 
     codec = openai_responses
@@ -146,7 +148,10 @@ class OpenAIResponsesClient(_OpenAIClient):
         self._compact_url = f"{str(self._sdk_client.base_url).rstrip('/')}/responses/compact"
 
     def encode(self, request: ModelRequest, stream: bool) -> bytes:
-        """:meth:`HTTPClient.encode`; for a request that continues server-held state, only what follows it."""
+        """:meth:`HTTPClient.encode`; for a request that continues server-held state, only what follows it.
+
+        ``request`` is the model request; ``stream`` asks for the streamed form.
+        """
         if self._continue is None:
             return super().encode(request, stream)
         body = self.codec.build_request_from(
@@ -158,7 +163,11 @@ class OpenAIResponsesClient(_OpenAIClient):
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
     ) -> ModelResponse:
         """:meth:`HTTPClient.generate`, continuing the conversation's server-held state when it can (see the
-        class docstring); the same errors."""
+        class docstring); the same errors.
+
+        ``request``, ``stream`` (streamed reply) and ``on_event`` (called with each decoded event) as for
+        :meth:`HTTPClient.generate`.
+        """
         if not self.stateful and self.conversation is None:
             return await super().generate(request, stream=stream, on_event=on_event)
         messages = request.messages

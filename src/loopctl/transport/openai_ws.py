@@ -66,6 +66,10 @@ class OpenAIResponsesWebSocketClient(OpenAIResponsesClient):
     :class:`~loopctl.errors.ConnectionFailed` when no connection opens, :class:`~loopctl.errors.ProviderTimeout`
     when no event comes within ``timeout``, :class:`~loopctl.errors.StreamTruncated` (retryable: the engine's
     next attempt opens a new connection) when the connection drops mid-turn.
+
+    ``model`` is the model id (``gpt-5``); ``api_key``, ``base_url`` and ``default_headers`` as for
+    :class:`~loopctl.transport.OpenAIChatClient` (the key is sent in the upgrade request's ``Authorization``
+    header).
     """
 
     def __init__(
