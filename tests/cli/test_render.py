@@ -212,3 +212,39 @@ def test_a_read_file_result_keeps_its_columns_in_sessions_show_and_show(tmp_path
         start = out.index("[Tool Result:")
         assert out[start : start + 4] == expected
         assert "a       b" in out
+
+
+def test_show_prints_a_tool_the_provider_ran_inert(tmp_path: Path) -> None:
+    """``loopctl show`` of a session that used Anthropic's web search: the call and its result are shown (not
+    dropped, not refused), a hostile title's escapes made inert."""
+    from click.testing import CliRunner
+
+    from loopctl.cli import main
+    from loopctl.engine import LoopMachine
+    from loopctl.message import ServerToolCallPart, ServerToolResultPart
+    from loopctl.session import Session
+
+    hostile = "Evil \x1b]52;c;cHduZWQ=\x07title"
+    call = ServerToolCallPart(
+        id="srvtoolu_1",
+        name="web_search",
+        input={"query": "news"},
+        provider="anthropic",
+        raw={"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "news"}},
+    )
+    result = ServerToolResultPart(
+        call_id="srvtoolu_1",
+        name="web_search",
+        output=hostile,
+        provider="anthropic",
+        raw={"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+    )
+    m = LoopMachine()
+    m.accept_input("news?")
+    m.model_response(Message.new(Role.ASSISTANT, [call, result, TextPart(text="Here is the news.")]), set(), 5)
+    Session(m, model="demo", root="/w").save(tmp_path / "s.json")
+    out = CliRunner().invoke(main, ["show", str(tmp_path / "s.json")], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    assert "web_search" in out.output and "news" in out.output
+    assert "Evil \\x1b]52;c;cHduZWQ=\\x07title" in out.output
+    assert "\x1b" not in out.output and "Here is the news." in out.output
