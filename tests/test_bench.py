@@ -31,6 +31,7 @@ TABLES = {
     "bench_openai_chat_codec.py": "request building: ",
     "bench_openai_responses_codec.py": "Request building: ",
     "bench_sse.py": "recorded streams x",
+    "bench_start.py": "HTTP libraries loaded",
     "bench_store.py": "Totals over the whole growth:",
     "bench_telemetry.py": "OTelObserver, SDK + content",
     "bench_wire.py": "# bench_wire: ms per model call over HTTP",

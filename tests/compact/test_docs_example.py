@@ -65,7 +65,7 @@ def test_summarize_step() -> None:
     assert list(plan.summarized) == convo[:7]
     text = plan.request.messages[0].text_content()
     transcript = text[text.index("<transcript>") :]
-    assert f"```\n{transcript}\n```" in DOC
+    assert f"```text\n{transcript}\n```" in DOC
     assert f"{len(SUMMARY)} characters" in DOC
     out = plan.finish(SUMMARY)
     assert out[0] == Message.user(SUMMARY_HEADER + SUMMARY)

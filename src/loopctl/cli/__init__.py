@@ -63,11 +63,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "run",
         "Run TASK with an agent that can list, read, search, write and edit files under --root.",
     ),
-    "sessions": ("loopctl.cli.sessions", "sessions", "List, show, fork, export and import stored sessions."),
+    "sessions": ("loopctl.cli.sessions", "sessions", "List, show, fork, export, import and verify stored sessions."),
     "show": (
         "loopctl.cli.show",
         "show",
-        "Print a saved session (its model, root, outcome and usage, then the conversation) or a conversation file.",
+        "Print a saved session (its model, root, outcome and usage, then the conversation), a conversation file, "
+        "or a stored session (by its id).",
     ),
 }
 
