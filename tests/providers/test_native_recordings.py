@@ -23,6 +23,7 @@ from loopctl.message import (
     ServerToolResultPart,
     TextPart,
     ThinkingPart,
+    ToolCallPart,
     check_conversation,
 )
 from loopctl.providers import anthropic, gemini, openai_chat, openai_responses
@@ -252,16 +253,23 @@ class TestFieldsKept:
 # --- replay to the same provider: byte for byte -------------------------------------------------------------
 
 
+def _next(message: Message) -> Message:
+    """The user's next message after ``message``: the results of the calls of our own tools it made (a
+    reply's function calls must be answered before anything follows: the pairing rules), then text."""
+    results = [MessagePart.tool_result(p.id, p.name, "ok") for p in message.parts if isinstance(p, ToolCallPart)]
+    return Message.new(Role.USER, [*results, TextPart(text="next")])
+
+
 def _replayed(provider: str, message: Message) -> list[Any]:
     """What the codec sends for ``message`` as the middle of a three-message conversation (a reply holding a
     compaction is sent from its compaction on: what came before is what the provider no longer reads)."""
-    conversation = [Message.user("first"), message, Message.user("next")]
+    conversation = [Message.user("first"), message, _next(message)]
     if provider == "anthropic":
         body = anthropic.build_request(conversation, model="m", prompt_cache=False)
         return [b for m in body["messages"] if m["role"] == "assistant" for b in m["content"]]
     if provider == "openai":
         body = openai_responses.build_request(conversation, model="m")
-        return [i for i in body["input"] if i.get("role") != "user"]
+        return [i for i in body["input"] if i.get("role") != "user" and i.get("type") != "function_call_output"]
     body = gemini.build_request(conversation, model="gemini-3-flash-preview")
     return list(body["contents"][1]["parts"])
 
@@ -356,7 +364,7 @@ VALIDATORS: dict[str, Callable[[dict[str, Any]], None]] = {
 )
 def test_a_reply_crosses_to_another_provider_as_notes(provider: str, name: str, target: str) -> None:
     message = reply(provider, name).message
-    body = _build_for(target, [Message.user("q"), message, Message.user("next")])
+    body = _build_for(target, [Message.user("q"), message, _next(message)])
     text = json.dumps(body, ensure_ascii=False)
     for part in native(message):
         if isinstance(part, CompactionPart):

@@ -353,6 +353,11 @@ class TextPart(MessagePart):
     provider: Str | None = None
     """Extension: who attached ``citations`` (``"anthropic"``, ``"openai"``). Omitted when unset."""
 
+    @field_validator("citations")
+    @classmethod
+    def _citations_are_writable(cls, value: Any) -> Any:
+        return None if value is None else tuple(_raw_is_writable(list(value)))
+
     def is_text(self) -> bool:
         return True
 
@@ -815,12 +820,18 @@ class ToolResultPart(MessagePart):
 
 
 def _raw_is_writable(value: Any) -> Any:
-    # The provider's own block is replayed verbatim, so it must be JSON that JSON can carry (no NaN).
+    # The provider's own block is replayed verbatim, so it must be JSON that JSON can carry (no NaN, no lone
+    # surrogate): refused where it enters, as a tool call's input is, not when the conversation is written.
+    if value is None:
+        return value
     found = _unwritable_at(value, "", numbers=True)
     if found is not None:
         raise PydanticCustomError(
             "non_finite_number", "expected a finite number (JSON has no NaN or Infinity)", {"subpath": found}
         )
+    found = _unwritable_at(value, "", strings=True)
+    if found is not None:
+        raise PydanticCustomError("string_surrogate", _SURROGATE_ERROR, {"subpath": found})
     return value
 
 
