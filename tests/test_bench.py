@@ -34,6 +34,7 @@ TABLES = {
     "bench_start.py": "HTTP libraries loaded",
     "bench_store.py": "Totals over the whole growth:",
     "bench_telemetry.py": "OTelObserver, SDK + content",
+    "bench_web.py": "| app | events/stream | events/s |",
     "bench_wire.py": "# bench_wire: ms per model call over HTTP",
 }
 # The peers without which a script prints no table at all (it says so and exits 0).

@@ -53,7 +53,15 @@ def test_a_fresh_root_machine_installs_postgresql_with_apt_get() -> None:
     assert ok
     assert [cmd for cmd, _ in run.calls] == [
         ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"],
+        [
+            "apt-get",
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "-o",
+            "Dpkg::Options::=--force-unsafe-io",
+            "postgresql",
+        ],
     ]
     assert all(kw["env"]["DEBIAN_FRONTEND"] == "noninteractive" for _, kw in run.calls)
 
@@ -162,7 +170,16 @@ def test_missing_system_tools_are_installed_with_one_apt_get_install() -> None:
     assert found == {"browser": True, "postgresql": True, "node": True}
     assert calls == [
         ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "postgresql"],
+        [
+            "apt-get",
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "-o",
+            "Dpkg::Options::=--force-unsafe-io",
+            "chromium",
+            "postgresql",
+        ],
     ]
 
 
@@ -182,3 +199,44 @@ def test_pytest_runs_on_workers_unless_the_arguments_choose(monkeypatch: pytest.
     assert m._pytest_args(["-n2"]) == ["-n2"]
     monkeypatch.setenv("LOOPCTL_TEST_WORKERS", "3")
     assert m._pytest_args([]) == ["-n", "3"]
+
+
+def test_chromium_is_a_system_tool_for_the_browser_tests() -> None:
+    """The browser tests' chromium (tests/ui/test_browser.py) comes from Debian's package, installed by the one
+    apt-get install of make.py test when it is missing; LOOPCTL_SKIP_BROWSER=1 leaves it out."""
+    m = make()
+    row = m.SYSTEM_TOOLS["chromium"]
+    assert row.packages == ("chromium",) and row.skip_var == "LOOPCTL_SKIP_BROWSER"
+    calls: list[list[str]] = []
+
+    def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    tools = {"chromium": row._replace(find=lambda: None)}
+    m.ensure_system(tools, run=run, is_root=True, has_apt=True, log=lambda line: None)
+    assert calls[-1] == [
+        "apt-get",
+        "install",
+        "-y",
+        "--no-install-recommends",
+        "-o",
+        "Dpkg::Options::=--force-unsafe-io",
+        "chromium",
+    ]
+
+
+def test_the_page_is_built_when_its_sources_change(tmp_path: Path) -> None:
+    """make.py test rebuilds the page when web/ changed: the digest covers the sources, not node_modules or
+    hidden files."""
+    m = make()
+    web = tmp_path / "web"
+    (web / "src").mkdir(parents=True)
+    (web / "src" / "main.js").write_text("a")
+    (web / "node_modules").mkdir()
+    before = m.web_sources_digest(web)
+    (web / "node_modules" / "x.js").write_text("ignored")
+    (web / ".npm-install.lock").write_text("")
+    assert m.web_sources_digest(web) == before
+    (web / "src" / "main.js").write_text("b")
+    assert m.web_sources_digest(web) != before

@@ -55,6 +55,17 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        # A sum with nothing is the other value itself (immutable): the common case of a call with no failed
+        # attempts costs no new value (a frozen dataclass's constructor sets each field through
+        # ``object.__setattr__``).
+        if not (
+            other.input_tokens
+            or other.output_tokens
+            or other.cache_read_tokens
+            or other.cache_write_tokens
+            or other.reasoning_tokens
+        ):
+            return self
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,

@@ -17,6 +17,7 @@ from loopctl.durable.approvals import (
     admit,
     awaited_from_dict,
     awaited_to_dict,
+    awaiting,
     bind,
     bound_to_dict,
     read_decisions,
@@ -138,3 +139,56 @@ def test_the_wait_takes_only_its_own_undecided_calls_that_fit() -> None:
     assert "run 'wf-0'" in dropped[1]
     assert "does not fit the schema of 'send'" in dropped[2]
     assert "a second decision" in dropped[3]
+
+
+# --- a sub-agent's calls (issue 19, item 4): the key carries the path of the calls that run the sub-agent ---
+
+paths = st.lists(st.tuples(st.integers(0, 2**40), call_id), min_size=1, max_size=3).map(tuple)
+
+
+@given(key=keys, path=paths)
+def test_a_sub_agents_key_round_trips_through_json(key: ApprovalKey, path: tuple[tuple[int, str], ...]) -> None:
+    nested = ApprovalKey(key.run, key.turn, key.call, path)
+    assert ApprovalKey.from_dict(loads(dumps(nested.to_dict()))) == nested
+    assert nested != key  # the same call id and turn in another wait
+
+
+@given(key=keys, path=paths, agents=st.lists(short_text, min_size=2, max_size=4))
+def test_a_sub_agents_awaited_call_round_trips_with_its_agent_path(
+    key: ApprovalKey, path: tuple[tuple[int, str], ...], agents: list[str]
+) -> None:
+    call = ToolCallPart(id=key.call, name="delete", input={"path": "/tmp/x"})
+    [awaited] = awaiting([PendingApproval(call)], key.run, key.turn, path, agents)
+    assert awaited.id == "/".join([c for _, c in path] + [key.call]) == awaited.key.call
+    assert awaited.agent == " > ".join(agents) and awaited.key.path == path
+    back = awaited_from_dict(loads(dumps(awaited_to_dict(awaited))))
+    assert back == awaited and back.key == awaited.key and back.agent == awaited.agent
+    entries, problems = read_decisions(loads(dumps(bound_to_dict({awaited.key: Approve()}))))
+    assert problems == [] and [k for _, _, k in entries] == [awaited.key]
+
+
+def test_a_decision_for_a_sub_agents_call_answers_only_the_wait_it_names() -> None:
+    call = ToolCallPart(id="k1", name="delete", input={"path": "/tmp/x"})
+    [awaited] = awaiting([PendingApproval(call)], "job-1", 1, ((1, "p1"),), ("boss", "researcher"))
+    other_waits = [
+        ApprovalKey("job-1", 1, "p1/k1"),  # the parent's own wait of turn 1
+        ApprovalKey("job-1", 1, "p1/k1", ((2, "p1"),)),  # the sub-agent run by the parent's call in turn 2
+        ApprovalKey("job-1", 1, "k1", ((1, "p1"),)),  # the sub-agent's bare call id
+    ]
+    for key in other_waits:
+        with pytest.raises(ApprovalError, match="does not await"):
+            bind({key: Approve()}, [awaited], None, "job-1")
+    decisions, dropped = admit([(k, Approve()) for k in other_waits], [awaited], ToolRegistry())
+    assert decisions == {} and len(dropped) == 3
+    assert bind({"p1/k1": Approve()}, [awaited], None, "job-1") == {awaited.key: Approve()}
+    decisions, dropped = admit([(awaited.key, Approve())], [awaited], ToolRegistry())
+    assert decisions == {"p1/k1": Approve()} and dropped == []
+
+
+def test_a_turns_wait_comes_after_its_sub_agents_waits_and_before_the_next_turn() -> None:
+    parent_turn_1 = ApprovalKey("r", 1, "c2").position
+    child_of_turn_1 = ApprovalKey("r", 3, "p1/k1", ((1, "p1"),)).position
+    grandchild = ApprovalKey("r", 1, "p1/g1/x", ((1, "p1"), (2, "g1"))).position
+    parent_turn_2 = ApprovalKey("r", 2, "c2").position
+    assert (1,) < child_of_turn_1 < parent_turn_1 < (2,) < parent_turn_2  # (n,): the model call of turn n
+    assert (1, 2) < grandchild < (1, 3) < child_of_turn_1

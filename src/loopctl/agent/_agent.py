@@ -28,6 +28,8 @@ from loopctl.tool import Tool, ToolProvider
 if TYPE_CHECKING:
     from loopctl.agent._conversation import Conversation
     from loopctl.store import SessionStore
+    from loopctl.ui.ag_ui import AGUIApp
+    from loopctl.ui.ai_sdk import AISDKApp
 
 __all__ = ["Agent", "AgentDepsT", "AgentOutputT"]
 
@@ -198,15 +200,17 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         description: str | None = None,
         run_config: RunConfig | None = None,
         limits: UsageLimits | None = None,
+        tools: Sequence[Tool[Any] | ToolProvider | Agent[Any, Any]] | None = None,
     ) -> Agent[AgentDepsT, AgentOutputT]:
-        """A copy with the given settings changed (the others, tools included, are this agent's).
+        """A copy with the given settings changed (the others are this agent's).
 
         ``model``, ``instructions``, ``name``, ``description``, ``run_config`` and ``limits`` are as for the
-        constructor; ``None`` keeps this agent's.
+        constructor; ``None`` keeps this agent's. ``tools`` replaces its tools (``[*agent.tools, extra]`` adds
+        one).
         """
         return Agent(
             model if model is not None else self.model,
-            tools=self.tools,
+            tools=list(tools) if tools is not None else self.tools,
             instructions=instructions if instructions is not None else self.instructions,
             system_prompt=self.system_prompt,
             output_type=self.output_type,
@@ -321,6 +325,39 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         ``description`` is what the calling model reads about the tool (default: this agent's ``description``).
         """
         return AgentTool(self, name=name or safe_tool_name(self.name), description=description)
+
+    def to_ag_ui(
+        self,
+        *,
+        store: SessionStore | None = None,
+        deps: Any = None,
+        config: RunConfig | None = None,
+    ) -> AGUIApp:
+        """This agent as an ASGI app speaking AG-UI (``docs/web.md``): a POST of a ``RunAgentInput`` at its
+        root path answers with the run's AG-UI events over SSE; the thread id is the session id of ``store``
+        (conversations kept in memory without one); approvals are interrupts, answered by ``resume``.
+        ``deps``: the runs' deps, or a callable of the Starlette ``Request`` (and the parsed input) that returns
+        them; ``config``: the runs' :class:`~loopctl.engine.RunConfig` (default: the agent's). Needs the
+        ``[web]`` extra."""
+        from loopctl.ui.ag_ui import AGUIApp
+
+        return AGUIApp(self, store=store, deps=deps, config=config)
+
+    def to_ai_sdk(
+        self,
+        *,
+        store: SessionStore | None = None,
+        deps: Any = None,
+        config: RunConfig | None = None,
+    ) -> AISDKApp:
+        """This agent as an ASGI app speaking the Vercel AI SDK's UI message stream protocol, for ``useChat``
+        (``docs/web.md``): a POST of a chat request (``{"id", "messages", "trigger"}``) at its root path answers
+        with the run as a UI message stream; the chat id is the session id of ``store`` (conversations kept in
+        memory without one); approvals are the protocol's tool approvals. ``deps`` and ``config`` as for
+        :meth:`to_ag_ui`. Needs the ``[web]`` extra."""
+        from loopctl.ui.ai_sdk import AISDKApp
+
+        return AISDKApp(self, store=store, deps=deps, config=config)
 
     @contextlib.contextmanager
     def override(self, *, model: ModelClient | str | None = None, deps: Any = ...) -> Iterator[None]:

@@ -70,6 +70,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Print a saved session (its model, root, outcome and usage, then the conversation), a conversation file, "
         "or a stored session (by its id).",
     ),
+    "web": (
+        "loopctl.cli.web",
+        "web",
+        "Serve a local chat with the agent, and a browser of the sessions, on http://127.0.0.1:8700/.",
+    ),
 }
 
 

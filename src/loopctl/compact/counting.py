@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import repeat
+from operator import is_
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
@@ -294,7 +296,8 @@ class HeuristicTokenCounter:
     def _tokens(self, u: _Units) -> int:
         if u.measured is not None:
             return u.measured
-        return int((u.chars / self.preset.chars_per_token + u.images * self.preset.image_tokens) * self.scale + 0.5)
+        p = self._preset
+        return int((u.chars / p.chars_per_token + u.images * p.image_tokens) * self.scale + 0.5)
 
     def message_tokens(self, message: Message) -> int:
         """The tokens ``message`` adds to a conversation (calibrated scale applied, no fixed part); for a
@@ -413,9 +416,9 @@ class HeuristicTokenCounter:
         if reply is not None and output_tokens is not None and self._counts_reply_thinking(reply):
             u = self._units(reply)
             self._cache[id(reply)] = (reply, _Units(u.chars, u.images, max(0, output_tokens)))
-            if any(m is reply for m in self._last):
+            if _holds(self._last, reply):
                 self._forget_last()
-            if any(m is reply for m in self._calibrated):
+            if _holds(self._calibrated, reply):
                 self._calibrated = []
 
     def _counts_reply_thinking(self, reply: Message) -> bool:
@@ -458,6 +461,12 @@ class HeuristicTokenCounter:
         if key not in PRESETS:
             raise ValueError(f"unknown counter preset {provider!r}; expected one of {sorted(PRESETS)}")
         return replace(PRESETS[key], **changes) if changes else PRESETS[key]
+
+
+def _holds(messages: list[Message], message: Message) -> bool:
+    """Whether ``message`` itself (not an equal message) is in ``messages``: one identity test per item, at C
+    speed (calibration asks it of the whole history)."""
+    return any(map(is_, messages, repeat(message)))
 
 
 def message_tokens(counter: TokenCounter, message: Message) -> int:

@@ -10,23 +10,50 @@ import copy
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
-from loopctl.durable._payloads import OutputValues, check_from_dict, error_from_dict, reply_from_dict
-from loopctl.engine.config import SessionConfig
+from loopctl.agent._conversation import _tighter as tighter
+from loopctl.agent._tools import AgentTool, answer_of
+from loopctl.durable._payloads import (
+    OutputValues,
+    check_from_dict,
+    error_from_dict,
+    error_to_dict,
+    pending_to_dict,
+    record_to_dict,
+    reply_from_dict,
+)
+from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import LoopEvent, Observer
+from loopctl.engine.limits import RunUsage
 from loopctl.engine.loop import BareLoop
-from loopctl.engine.machine import OutputCheck
-from loopctl.engine.permission import PermissionCallback
-from loopctl.engine.run import ModelReply, OutputT
+from loopctl.engine.machine import OutcomeKind, OutputCheck
+from loopctl.engine.permission import Approve, Modify, PendingApproval, PermissionCallback
+from loopctl.engine.run import ModelReply, OutputT, Run, ToolCallRecord
+from loopctl.errors import HookFailed
+from loopctl.message import ToolCallPart, ToolResultPart
 from loopctl.output import OutputPlan, OutputValidator
 from loopctl.output import plan as plan_output
 from loopctl.output import resolve as resolve_output
 from loopctl.providers.base import ModelClient
-from loopctl.response import ModelResponse
-from loopctl.tool import Tool, ToolProvider, ToolRegistry
+from loopctl.response import ModelResponse, Usage
+from loopctl.tool import Tool, ToolOutput, ToolProvider, ToolRegistry, ToolSpend, to_tool_output
 
-__all__ = ["NAME_RULE", "DurableLoop", "EffectNames", "LiveObserver", "RecordedVerdicts", "with_own_budget"]
+if TYPE_CHECKING:
+    from loopctl.agent import Agent
+
+__all__ = [
+    "NAME_RULE",
+    "DurableLoop",
+    "EffectNames",
+    "LiveObserver",
+    "RecordedVerdicts",
+    "gate_sub_agent_call",
+    "sub_agent_result",
+    "sub_agent_tools",
+    "tighter",
+    "with_own_budget",
+]
 
 NAME_RULE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 """A durable loop's name: 1-200 letters, digits, ``_`` or ``-`` (no ``.``: it separates the parts of the
@@ -37,12 +64,13 @@ class EffectNames:
     """The stable names of a loop's effects (compatibility data: ``docs/durable.md``): ``model``
     (``<name>.model``), ``summarize`` (``<name>.summarize``), ``instructions`` (``<name>.instructions``)
     and :meth:`tool` (``<name>.tool.<tool>``). Raises ``ValueError`` for a name that breaks
-    :data:`NAME_RULE`."""
+    :data:`NAME_RULE` (unless ``check`` is false: a sub-agent's names, ``<loop name>.<tool name>``, are made
+    of two checked names)."""
 
     __slots__ = ("instructions", "model", "name", "summarize")
 
-    def __init__(self, name: str) -> None:
-        if not NAME_RULE.fullmatch(name):
+    def __init__(self, name: str, *, check: bool = True) -> None:
+        if check and not NAME_RULE.fullmatch(name):
             raise ValueError(
                 "a durable loop's name must be 1-200 letters, digits, '_' or '-' (it prefixes the stable names "
                 f"of its steps and activities), got {name!r}"
@@ -81,7 +109,8 @@ class DurableLoop(Generic[OutputT]):
         deps: Any = None,
         hooks: Sequence[object] = (),
     ) -> None:
-        self.client = client
+        self._client = client
+        self._agent: Agent[Any, Any] | None = None  # a loop made from an agent takes its client from it
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.config = config or SessionConfig()
         self.observers = list(observers)
@@ -96,6 +125,101 @@ class DurableLoop(Generic[OutputT]):
             if made.tool is not None and made.tool.name in self.tools:
                 raise ValueError(f"the output tool {made.tool.name!r} has the name of one of the loop's tools")
         self.output_values = OutputValues(output_type)
+
+    @property
+    def client(self) -> ModelClient:
+        """The model client its effects call (a loop made from an :class:`~loopctl.agent.Agent`: the agent's,
+        made from its model string on first use)."""
+        return self._agent.client() if self._agent is not None else self._client
+
+    def run_config(self, config: RunConfig | None) -> RunConfig:
+        """The :class:`~loopctl.engine.RunConfig` of a run given ``config``: the agent's run settings for a loop
+        made from an agent (``config`` with the agent's limits when it sets none), else ``config`` or the
+        default."""
+        if self._agent is not None:
+            return self._agent.run_settings(config)
+        return config or RunConfig()
+
+
+class _Proceed(BaseException):
+    """What a :class:`_Gate`'s call raises: the checks before the call let it run, with ``input``. A
+    ``BaseException``, so the tool runner's handling of a tool's failure lets it through."""
+
+    def __init__(self, input: Any) -> None:  # noqa: A002 - the tool's name for it
+        super().__init__("proceed")
+        self.input = input
+
+
+class _Gate:
+    """Stands in for an :class:`~loopctl.agent.AgentTool` while the checks before its call run (the
+    ``before_tool`` hooks, its ``requires_approval``, the permission callback): its call raises
+    :class:`_Proceed`, as the sub-agent itself runs in workflow code."""
+
+    __slots__ = ("description", "input_schema", "name", "repeatable", "requires_approval")
+
+    def __init__(self, tool: AgentTool[Any]) -> None:
+        self.name = tool.name
+        self.description = tool.description
+        self.input_schema = tool.input_schema
+        self.requires_approval = tool.requires_approval
+        self.repeatable = tool.repeatable
+
+    async def call(self, input: Any, context: Any) -> Any:  # noqa: A002
+        raise _Proceed(input)
+
+
+async def gate_sub_agent_call(
+    driver: BareLoop,
+    turn: int,
+    call: ToolCallPart,
+    tool: AgentTool[Any],
+    cfg: RunConfig,
+    emit: Any,
+    deps: Any,
+    usage: Usage | None,
+    approval: Approve | Modify | None,
+) -> dict[str, Any]:
+    """The checks before a call that runs a sub-agent, as for any tool call (``BareLoop._run_checked``: the
+    ``before_tool`` hooks, the permission callback, or a later ``approval``), run by ``driver`` inside the
+    step or activity named after the call's tool. Its JSON record: ``{"proceed": <input>}`` (run the sub-agent
+    on it, a ``Modify``'s when one was given), ``{"pending": ...}`` (deferred), ``{"error": ...}`` (a hook
+    failed), or the record of a call answered without running (blocked, denied)."""
+    try:
+        done = await BareLoop._run_checked(driver, turn, call, _Gate(tool), cfg, emit, deps, usage, approval)
+    except _Proceed as go:
+        return {"proceed": go.input}
+    except HookFailed as exc:
+        exc.call_id = call.id
+        return {"error": error_to_dict(exc)}
+    if isinstance(done, PendingApproval):
+        return {"pending": pending_to_dict(done)}
+    return record_to_dict(done)
+
+
+def sub_agent_tools(tools: ToolRegistry) -> list[AgentTool[Any]]:
+    """The tools of ``tools`` that run a sub-agent, which a durable loop runs inside its own run."""
+    return [t for t in tools if isinstance(t, AgentTool)]
+
+
+def sub_agent_result(
+    tool: AgentTool[Any], turn: int, call: ToolCallPart, run: Run[Any], spent: RunUsage
+) -> ToolCallRecord:
+    """The record of the call ``call`` (of turn ``turn``) that ran ``tool``'s sub-agent inside a durable run: its
+    answer (:func:`~loopctl.agent._tools.answer_of`; a run that waited past its approval timeout says so), what
+    its run ``spent`` (counted by the calling run), and the run's duration."""
+    if run.outcome.kind is OutcomeKind.AWAITING_APPROVAL:
+        names = ", ".join(p.name for p in run.pending_approvals)
+        value: Any = ToolOutput(
+            f"The agent {tool.agent.name} waited for approval of {names} past its approval timeout; it did not "
+            "finish its task.",
+            is_error=True,
+        )
+    else:
+        value = answer_of(tool.agent.name, run, None)
+    out = to_tool_output(value)
+    result = ToolResultPart(call_id=call.id, name=call.name, output=out.tool_content(), is_error=out.is_error)
+    spend = ToolSpend(run.usage, run.cost, spent.requests, spent.tool_calls)
+    return ToolCallRecord(call, result, run.duration, spent=spend)
 
 
 class LiveObserver:

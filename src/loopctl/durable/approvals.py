@@ -24,7 +24,8 @@ than taken by the next wait (``docs/durable.md``, "Approval binding").
 The JSON forms (compatibility data): a key is ``{"run": ..., "turn": ..., "call": ...}``; an awaited call is
 ``{"call": <tool call>, "reason": ..., "run": ..., "turn": ...}``; a message of decisions is ``{call_id:
 {"decision": ..., "run": ..., "turn": ...}}`` (the decision's own fields as ``_payloads.approvals_to_dict``
-writes them, plus its wait).
+writes them, plus its wait). A sub-agent's call adds ``"path": [[turn, call id], ...]`` to each form (and
+``"agent"`` to an awaited call); its call id is ``"<parent call>/<call>"``.
 
 Pure: no I/O.
 """
@@ -42,12 +43,14 @@ from loopctl.errors import ApprovalError
 from loopctl.tool import ToolRegistry
 
 __all__ = [
+    "AFTER_TOOLS",
     "ApprovalKey",
     "AwaitedCall",
     "Entry",
     "admit",
     "awaited_from_dict",
     "awaited_to_dict",
+    "awaiting",
     "bind",
     "bound_to_dict",
     "read_decisions",
@@ -57,15 +60,32 @@ __all__ = [
 @dataclasses.dataclass(frozen=True, slots=True)
 class ApprovalKey:
     """The wait a decision answers: the durable ``run``, its ``turn`` (the model call, from 1, whose reply holds
-    the call) and the ``call`` id (see the module docstring for what ``run`` is on each engine)."""
+    the call) and the ``call`` id (see the module docstring for what ``run`` is on each engine).
+
+    A sub-agent's call (a sub-agent run inside the durable run, ``docs/durable.md``, "Sub-agents") has the
+    ``path`` of the calls that run its agent, outermost first, each ``(turn, call id)`` in the run one level
+    up; its ``turn`` is the sub-agent's own model call, and ``call`` the id a decision is keyed by,
+    ``"<parent call>/<call>"`` (:attr:`PendingApproval.id <loopctl.engine.PendingApproval.id>`). ``()`` for
+    the run's own calls."""
 
     run: str
     turn: int
     call: str
+    path: tuple[tuple[int, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"run": ..., "turn": ..., "call": ...}``."""
-        return {"run": self.run, "turn": self.turn, "call": self.call}
+        """``{"run": ..., "turn": ..., "call": ...}``, with ``"path": [[turn, call id], ...]`` for a sub-agent's
+        call."""
+        out: dict[str, Any] = {"run": self.run, "turn": self.turn, "call": self.call}
+        if self.path:
+            out["path"] = [[t, c] for t, c in self.path]
+        return out
+
+    @property
+    def position(self) -> tuple[int, ...]:
+        """Where the wait comes in its run, as a sortable tuple: the turns of :attr:`path`, the turn, then
+        :data:`AFTER_TOOLS` (a turn's wait comes after its calls, a sub-agent's waits included)."""
+        return (*(t for t, _ in self.path), self.turn, AFTER_TOOLS)
 
     @classmethod
     def from_dict(cls, data: Any) -> ApprovalKey:
@@ -76,12 +96,37 @@ class ApprovalKey:
         if not isinstance(data, dict):
             raise ApprovalError(f"an approval key must be a JSON object, got {type(data).__name__}")
         run, turn, call = data.get("run"), data.get("turn"), data.get("call")
-        if not isinstance(run, str) or not _is_turn(turn) or not isinstance(call, str):
-            raise ApprovalError(f"an approval key must be {{'run': str, 'turn': int, 'call': str}}, got {data!r}")
-        return cls(run, turn, call)
+        path = _path(data.get("path"))
+        if not isinstance(run, str) or not _is_turn(turn) or not isinstance(call, str) or path is None:
+            raise ApprovalError(
+                f"an approval key must be {{'run': str, 'turn': int, 'call': str[, 'path': [[int, str], ...]]}}, "
+                f"got {data!r}"
+            )
+        return cls(run, turn, call, path)
 
     def __str__(self) -> str:
-        return f"call {self.call!r} of turn {self.turn} of run {self.run!r}"
+        if not self.path:
+            return f"call {self.call!r} of turn {self.turn} of run {self.run!r}"
+        via = " > ".join(f"call {c!r} (turn {t})" for t, c in self.path)
+        return f"call {self.call!r} of turn {self.turn} of the sub-agent run by {via} of run {self.run!r}"
+
+
+AFTER_TOOLS = 1 << 62
+"""The last element of :attr:`ApprovalKey.position`: after any turn number."""
+
+
+def _path(data: Any) -> tuple[tuple[int, str], ...] | None:
+    """A key's ``path`` from its JSON form (absent: ``()``); ``None`` for another shape."""
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        return None
+    out: list[tuple[int, str]] = []
+    for item in data:
+        if not (isinstance(item, list) and len(item) == 2 and _is_turn(item[0]) and isinstance(item[1], str)):
+            return None
+        out.append((item[0], item[1]))
+    return tuple(out)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -102,8 +147,13 @@ def _is_turn(value: Any) -> TypeGuard[int]:
 
 
 def awaited_to_dict(awaited: AwaitedCall) -> dict[str, Any]:
-    """An awaited call as ``{"call": ..., "reason": ..., "run": ..., "turn": ...}``."""
-    return {**pending_to_dict(awaited), "run": awaited.key.run, "turn": awaited.key.turn}
+    """An awaited call as ``{"call": ..., "reason": ..., "run": ..., "turn": ...}``; a sub-agent's call adds
+    ``"path"`` (its key's) and ``"agent"`` (the agent path, ``"support > researcher"``)."""
+    out = {**pending_to_dict(awaited), "run": awaited.key.run, "turn": awaited.key.turn}
+    if awaited.key.path:
+        out["path"] = [[t, c] for t, c in awaited.key.path]
+        out["agent"] = awaited.agent
+    return out
 
 
 def awaited_from_dict(data: dict[str, Any]) -> AwaitedCall:
@@ -117,7 +167,38 @@ def awaited_from_dict(data: dict[str, Any]) -> AwaitedCall:
     run, turn = data.get("run"), data.get("turn")
     if not isinstance(run, str) or not _is_turn(turn):
         run, turn = "", 0
-    return AwaitedCall(pending.call, pending.reason, key=ApprovalKey(run, turn, pending.id))
+    path = _path(data.get("path")) or ()
+    agent = data.get("agent")
+    via = tuple(c for _, c in path)
+    call_id = "/".join((*via, pending.call.id))
+    return AwaitedCall(
+        pending.call,
+        pending.reason,
+        agent=agent if isinstance(agent, str) else "",
+        via=via,
+        key=ApprovalKey(run, turn, call_id, path),
+    )
+
+
+def awaiting(
+    pending: Iterable[PendingApproval],
+    run: str,
+    turn: int,
+    path: tuple[tuple[int, str], ...] = (),
+    agents: Sequence[str] = (),
+) -> tuple[AwaitedCall, ...]:
+    """The calls ``pending`` of one wait, each with its key: the wait of turn ``turn`` of the durable run ``run``;
+    for a sub-agent's wait, ``path`` is the calls that run the sub-agent (``(turn, call id)``, outermost first)
+    and ``agents`` the agent path (``("support", "researcher")``), and each call is named
+    ``"<parent call>/<call>"``."""
+    via = tuple(c for _, c in path)
+    agent = " > ".join(agents) if path else ""
+    return tuple(
+        AwaitedCall(
+            p.call, p.reason, agent=agent, via=via, key=ApprovalKey(run, turn, "/".join((*via, p.call.id)), path)
+        )
+        for p in pending
+    )
 
 
 def bound_to_dict(decisions: Mapping[ApprovalKey, Approval]) -> dict[str, Any]:
@@ -133,6 +214,8 @@ def bound_to_dict(decisions: Mapping[ApprovalKey, Approval]) -> dict[str, Any]:
             raise ApprovalError(f"two decisions for call {key.call!r} in one message")
         [item] = approvals_to_dict({key.call: decision}).values()
         out[key.call] = {**item, "run": key.run, "turn": key.turn}
+        if key.path:
+            out[key.call]["path"] = [[t, c] for t, c in key.path]
     return out
 
 
@@ -153,11 +236,11 @@ def read_decisions(data: Any) -> tuple[list[Entry], list[str]]:
         except ApprovalError as exc:
             problems.append(str(exc))
             continue
-        run, turn = item.get("run"), item.get("turn")
-        if run is None and turn is None:
+        run, turn, path = item.get("run"), item.get("turn"), _path(item.get("path"))
+        if run is None and turn is None and item.get("path") is None:
             entries.append((cid, decision, None))
-        elif isinstance(run, str) and _is_turn(turn):
-            entries.append((cid, decision, ApprovalKey(run, turn, cid)))
+        elif isinstance(run, str) and _is_turn(turn) and path is not None:
+            entries.append((cid, decision, ApprovalKey(run, turn, cid, path)))
         else:
             problems.append(f"the decision for call {cid!r} names no wait it can answer (run {run!r}, turn {turn!r})")
     return entries, problems

@@ -40,20 +40,32 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
 import pickle
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 try:
     from dbos import DBOS, SetWorkflowID
 except ImportError as exc:  # the extra is not installed
     raise ImportError(f"loopctl.durable.dbos needs DBOS: pip install 'pyloopctl[dbos]' ({exc})") from exc
 
+from loopctl.agent._tools import AgentTool, _prompt
 from loopctl.compact import SummarizingCompactor
-from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, RecordedVerdicts, with_own_budget
+from loopctl.durable._common import (
+    DurableLoop,
+    EffectNames,
+    LiveObserver,
+    RecordedVerdicts,
+    gate_sub_agent_call,
+    sub_agent_result,
+    sub_agent_tools,
+    tighter,
+    with_own_budget,
+)
 from loopctl.durable._payloads import (
     approvals_from_dict,
     approvals_to_dict,
@@ -74,12 +86,14 @@ from loopctl.durable.approvals import (
     admit,
     awaited_from_dict,
     awaited_to_dict,
+    awaiting,
     bind,
     bound_to_dict,
     read_decisions,
 )
 from loopctl.engine.config import RunConfig, SessionConfig
-from loopctl.engine.events import Observer
+from loopctl.engine.events import LoopEvent, Observer, SubAgentEvent, ToolCallFinished
+from loopctl.engine.limits import remaining
 from loopctl.engine.loop import BareLoop, _Cancelled, _race
 from loopctl.engine.machine import CallTools, LoopMachine
 from loopctl.engine.permission import Approval, Approve, Modify, PendingApproval, PermissionCallback
@@ -91,7 +105,10 @@ from loopctl.output import OutputPlan, OutputSpec, OutputValidator
 from loopctl.output import resolve as resolve_output
 from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import Usage
-from loopctl.tool import Tool, ToolProvider, ToolRegistry
+from loopctl.tool import Tool, ToolInputError, ToolProvider, ToolRegistry
+
+if TYPE_CHECKING:
+    from loopctl.agent import Agent
 
 __all__ = [
     "APPROVALS_TOPIC",
@@ -146,8 +163,8 @@ class StepNames(EffectNames):
 
     __slots__ = ("cancel", "start", "workflow")
 
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
+    def __init__(self, name: str, *, check: bool = True) -> None:
+        super().__init__(name, check=check)
         self.workflow = f"{name}.run"
         self.start = f"{name}.start"
         self.cancel = f"{name}.cancel"
@@ -240,8 +257,77 @@ class DBOSLoop(DurableLoop[OutputT]):
         self._machine = machine or LoopMachine()
         self._streams: dict[str, Observer] = {}  # workflow id -> the observer of a stream() started here
         self._running = False
+        self.sub_agents: dict[str, DBOSLoop[Any]] = {t.name: self._sub_agent(t) for t in sub_agent_tools(self.tools)}
         self._workflow = DBOS.workflow(name=self.names.workflow)(self._make_workflow())
         self._cancel_workflow = DBOS.workflow(name=self.names.cancel)(_cancel_request)
+
+    @classmethod
+    def from_agent(
+        cls,
+        agent: Agent[Any, _T],
+        *,
+        name: str | None = None,
+        deps: Any = None,
+        approval_timeout: float | None = None,
+    ) -> DBOSLoop[_T]:
+        """A durable loop running ``agent``: its model, tools, instructions, output type and validator, hooks,
+        observers, permission callback and run settings (``run_config``, ``limits``: the defaults of
+        :meth:`run`'s ``config``). Each sub-agent among its tools runs inside the loop's runs, its model and
+        tool calls steps of the same workflow (``<name>.<tool name>.model``...), so a call of its tools that
+        needs approval makes the whole run wait (``docs/durable.md``, "Sub-agents").
+
+        ``name`` prefixes the workflow and step names (default: the agent's name); ``deps`` are handed to the
+        tools and instructions in this process (a sub-agent's mapped by its :class:`~loopctl.agent.AgentTool`);
+        ``approval_timeout`` is as for the constructor. Raises ``ValueError`` for an agent with handoffs (not
+        supported on a durable loop) and for a name that cannot prefix step names."""
+        if agent.handoffs:
+            raise ValueError(f"agent {agent.name!r} has handoffs, which a durable loop does not run")
+        client: Any = agent.model if isinstance(agent.model, ModelClient) else None
+        loop: DBOSLoop[Any] = cls.__new__(cls)
+        DBOSLoop.__init__(
+            loop,
+            client,
+            agent.tool_list,
+            agent.session_settings(),
+            name=name or agent.name,
+            observers=agent.observers,
+            permission=agent.permission,
+            output_type=agent.output_type,
+            output_validator=agent.output_validator,
+            deps=deps,
+            hooks=agent.hooks,
+            approval_timeout=approval_timeout,
+        )
+        loop._agent = agent
+        return loop
+
+    def _sub_agent(self, tool: AgentTool[Any]) -> DBOSLoop[Any]:
+        """The settings of ``tool``'s sub-agent run inside this loop's runs: its agent's model, tools,
+        instructions, output type, hooks and permission, the steps named ``<name>.<tool name>.*``. Registers
+        no workflow."""
+        agent = tool.agent
+        if agent.handoffs:
+            raise ValueError(f"the sub-agent {agent.name!r} has handoffs, which a durable loop does not run")
+        sub: DBOSLoop[Any] = DBOSLoop.__new__(DBOSLoop)
+        client: Any = agent.model if isinstance(agent.model, ModelClient) else None
+        DurableLoop.__init__(
+            sub,
+            client,
+            agent.tool_list,
+            agent.session_settings(),
+            agent.observers,
+            agent.permission,
+            agent.output_type,
+            agent.output_validator,
+            tool.sub_deps(self.deps),
+            agent.hooks,
+        )
+        sub._agent = agent
+        sub.approval_timeout = self.approval_timeout
+        sub.names = StepNames(f"{self.name}.{tool.name}", check=False)
+        sub.name = sub.names.name
+        sub.sub_agents = {t.name: sub._sub_agent(t) for t in sub_agent_tools(sub.tools)}
+        return sub
 
     # --- sessions ------------------------------------------------------------------------------------------
 
@@ -348,6 +434,8 @@ class DBOSLoop(DurableLoop[OutputT]):
                 return recorded
             doc = input if isinstance(input, str) or input is None else input.to_dict()
             decided = None if approvals is None else approvals_to_dict(approvals)
+            if self._agent is not None:  # the agent's run settings, recorded with the workflow
+                config = self.run_config(config)
             with SetWorkflowID(wid):
                 handle = await DBOS.start_workflow_async(self._workflow, self._machine.to_json(), doc, config, decided)
             run: Run[OutputT] = await handle.get_result()
@@ -407,10 +495,24 @@ class DBOSLoop(DurableLoop[OutputT]):
                 f"the run {workflow_id!r} has ended (DBOS status {status.status}): it awaits no approval (a run "
                 "that ended awaiting_approval is continued with run(approvals=...))"
             )
-        bound = bind(approvals, await self._awaited(workflow_id), self.tools, workflow_id)
+        awaited = await self._awaited(workflow_id)
+        # The calls of one wait are one agent's: a sub-agent's are checked against its own tools.
+        tools = self._tools_of(awaited[0].agent) if awaited and awaited[0].key.path else self.tools
+        bound = bind(approvals, awaited, tools, workflow_id)
         message = dumps({"approvals": bound_to_dict(bound)})
         await DBOS.send_async(workflow_id, message, APPROVALS_TOPIC, idempotency_key=idempotency_key)
         return tuple(bound)
+
+    def _tools_of(self, agent_path: str) -> ToolRegistry | None:
+        """The tools of the sub-agent at ``agent_path`` (``"boss > researcher"``), or ``None`` when no
+        sub-agent of this loop has that path (the workflow still checks a decision against them)."""
+        loop: DBOSLoop[Any] | None = self
+        for name in agent_path.split(" > ")[1:]:
+            assert loop is not None
+            loop = next((s for s in loop.sub_agents.values() if s._agent is not None and s._agent.name == name), None)
+            if loop is None:
+                return None
+        return None if loop is None else loop.tools
 
     async def pending(self, workflow_id: str, *, timeout: float = 0.0) -> tuple[AwaitedCall, ...]:
         """The calls the run ``workflow_id`` waits on, each with the key of its wait (empty when it waits for
@@ -478,7 +580,17 @@ class DBOSLoop(DurableLoop[OutputT]):
 class _Driver(RecordedVerdicts):
     """BareLoop's driver with each effect a DBOS step; one per workflow execution."""
 
-    def __init__(self, owner: DBOSLoop[Any], machine: LoopMachine, *, live: bool) -> None:
+    def __init__(
+        self,
+        owner: DBOSLoop[Any],
+        machine: LoopMachine,
+        *,
+        live: bool,
+        parent: _Driver | None = None,
+        path: tuple[tuple[int, str], ...] = (),
+        agents: tuple[str, ...] = (),
+    ) -> None:
+        self._root: _Driver = self if parent is None else parent._root
         super().__init__(
             owner.client,
             owner.tools,
@@ -490,7 +602,10 @@ class _Driver(RecordedVerdicts):
         )
         self._owner = owner
         self._names = owner.names
-        self._live = live  # False while the steps so far were replayed from their records
+        self._live = live  # False while the steps so far were replayed from their records (the root's counts)
+        self._path = path  # a sub-agent's: the calls that run it, each (turn, call id), outermost first
+        self._agents = agents  # a sub-agent's: the agent path ("support", "researcher")
+        self._sub_lock = asyncio.Lock()  # sub-agents run one at a time: their steps are numbered as they start
         self._reserved: dict[str, Any] = {}
         self._setup_plan: OutputPlan | None = None  # the run's typed output, for the model steps
         self._setup_validator: OutputValidator[Any] | None = None
@@ -499,7 +614,7 @@ class _Driver(RecordedVerdicts):
 
     def is_live(self) -> bool:
         """Whether an event emitted now happens in this execution (not a replay of a record)."""
-        return self._live or _LIVE_STEP.get()
+        return self._root._live or _LIVE_STEP.get()
 
     def _clock(self) -> float:
         # Inside a step's body: real time (the step records what it measured). In workflow code: the sum of
@@ -511,7 +626,7 @@ class _Driver(RecordedVerdicts):
         Once a step's body runs here, the rest of the run is live."""
 
         async def step() -> str:
-            self._live = True
+            self._root._live = True
             token = _LIVE_STEP.set(True)
             try:
                 out: str = await body()
@@ -628,11 +743,17 @@ class _Driver(RecordedVerdicts):
         approval: Approve | Modify | None = None,
     ) -> ToolCallRecord | PendingApproval:
         # The step runs BareLoop's call whole: the before_tool hooks, the permission check (or a later
-        # approval), the tool and the after_tool hooks. A deferred call's step records the deferral.
+        # approval), the tool and the after_tool hooks. A deferred call's step records the deferral. A call that
+        # runs a sub-agent: the step runs the checks before it, and the sub-agent runs in workflow code after it.
         reservation = self._reserved.pop(call.id)
+        sub = self._owner.sub_agents.get(call.name)
+        tool = self.tools.get(call.name)
 
         async def tool_step() -> str:
             try:
+                if sub is not None and isinstance(tool, AgentTool):
+                    gate = gate_sub_agent_call(self, turn, call, tool, cfg, emit, deps, usage, approval)
+                    return dumps(await self._cancellable(gate))
                 done = await self._cancellable(BareLoop._run_one(self, turn, call, cfg, emit, deps, usage, approval))
             except _Cancelled:
                 return dumps({"cancelled": True})
@@ -649,7 +770,54 @@ class _Driver(RecordedVerdicts):
             raise loop_error_from_dict(out["error"])
         if "pending" in out:
             return pending_from_dict(out["pending"])
+        if "proceed" in out and sub is not None:
+            return await self._run_sub_agent(sub, turn, call, out["proceed"], cfg, emit)
         return record_from_dict(out)
+
+    async def _run_sub_agent(
+        self, sub: DBOSLoop[Any], turn: int, call: ToolCallPart, given: Any, cfg: RunConfig, emit: Any
+    ) -> ToolCallRecord:
+        """The call ``call`` runs ``sub``'s agent inside this workflow: a driver of its own over a new
+        conversation, its effects steps named ``<name>.<tool name>.*``, its waits for approval this workflow's
+        (keyed with the call's path). Workflow code: a recovered run replays its steps, so no completed model or
+        tool call of the sub-agent runs again. ``given`` is the input the checks before the call let it run
+        with."""
+        tool = self.tools.get(call.name)
+        assert isinstance(tool, AgentTool)
+        try:
+            prompt = _prompt(given)
+        except ToolInputError as exc:
+            return self._not_run(turn, call, f"Invalid input for tool {call.name!r}: {exc}", emit)
+        agents = self._agents or (self._agent_name(),)
+        agents = (*agents, tool.agent.name)
+        async with self._sub_lock:
+            child = _Driver(
+                sub,
+                LoopMachine(),
+                live=self._root._live,
+                parent=self,
+                path=(*self._path, (turn, call.id)),
+                agents=agents,
+            )
+            if emit:
+
+                def forward(event: LoopEvent) -> None:
+                    emit(event if isinstance(event, SubAgentEvent) else SubAgentEvent(agents, call.id, event))
+
+                child._run_observers = (forward,)
+            settings = sub.run_config(None)
+            limits = tighter(settings.limits, remaining(cfg.limits, self._machine.usage))
+            if limits is not settings.limits:
+                settings = dataclasses.replace(settings, limits=limits)
+            run = await child._run(prompt, None, settings, None, sub.output_type, sub.output_validator, sub.deps)
+        record = sub_agent_result(tool, turn, call, run, child._machine.usage)
+        if emit:
+            emit(ToolCallFinished(turn, call, record.result, record.duration))
+        return record
+
+    def _agent_name(self) -> str:
+        agent = self._owner._agent
+        return agent.name if agent is not None else self._owner.name
 
     async def _await_approvals(self, pending: tuple[PendingApproval, ...]) -> Mapping[str, Approval] | None:
         # The workflow waits (DBOS.recv: durable, so a recovered run waits again, or reads the decisions
@@ -659,7 +827,7 @@ class _Driver(RecordedVerdicts):
         # run keeps waiting: nothing a sender puts in the topic can fail the run.
         run = DBOS.workflow_id or ""
         turn = self._machine.turn
-        awaited = tuple(AwaitedCall(p.call, p.reason, key=ApprovalKey(run, turn, p.id)) for p in pending)
+        awaited = awaiting(pending, run, turn, self._path, self._agents)
         await DBOS.set_event_async(PENDING_EVENT, dumps([awaited_to_dict(a) for a in awaited]))
         timeout = self._owner.approval_timeout
         while True:
@@ -687,9 +855,9 @@ class _Driver(RecordedVerdicts):
             for reason in [*dropped, *refused]:  # a recovered run logs again what it replays (it cannot tell)
                 _log.warning("run %s, turn %d: %s", run, turn, reason)
             if decisions:
-                remaining = [awaited_to_dict(a) for a in awaited if a.id not in decisions]
-                await DBOS.set_event_async(PENDING_EVENT, dumps(remaining))
-                return decisions
+                left = [awaited_to_dict(a) for a in awaited if a.id not in decisions]
+                await DBOS.set_event_async(PENDING_EVENT, dumps(left))
+                return {a.call.id: decisions[a.id] for a in awaited if a.id in decisions}  # by the run's own ids
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
         async def summarize_step() -> str:

@@ -48,7 +48,7 @@ import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 try:
     from temporalio import activity, workflow
@@ -61,8 +61,19 @@ except ImportError as exc:  # the extra is not installed
         f"loopctl.durable.temporal needs the Temporal SDK: pip install 'pyloopctl[temporal]' ({exc})"
     ) from exc
 
+from loopctl.agent._tools import AgentTool, _prompt
 from loopctl.compact import SummarizingCompactor
-from loopctl.durable._common import DurableLoop, EffectNames, LiveObserver, RecordedVerdicts, with_own_budget
+from loopctl.durable._common import (
+    DurableLoop,
+    EffectNames,
+    LiveObserver,
+    RecordedVerdicts,
+    gate_sub_agent_call,
+    sub_agent_result,
+    sub_agent_tools,
+    tighter,
+    with_own_budget,
+)
 from loopctl.durable._payloads import (
     OutputValues,
     approvals_from_dict,
@@ -89,12 +100,14 @@ from loopctl.durable.approvals import (
     admit,
     awaited_from_dict,
     awaited_to_dict,
+    awaiting,
     bind,
     bound_to_dict,
     read_decisions,
 )
 from loopctl.engine.config import RunConfig, SessionConfig
-from loopctl.engine.events import Observer
+from loopctl.engine.events import LoopEvent, Observer, SubAgentEvent, ToolCallFinished
+from loopctl.engine.limits import remaining
 from loopctl.engine.loop import BareLoop, _race
 from loopctl.engine.machine import LoopMachine
 from loopctl.engine.permission import Approval, Approve, Modify, PendingApproval, PermissionCallback, input_problem
@@ -104,7 +117,10 @@ from loopctl.message import Message, ToolCallPart
 from loopctl.output import OutputSpec, OutputValidator
 from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import Usage
-from loopctl.tool import Tool, ToolProvider, ToolRegistry
+from loopctl.tool import Tool, ToolInputError, ToolProvider, ToolRegistry
+
+if TYPE_CHECKING:
+    from loopctl.agent import Agent
 
 __all__ = [
     "APPROVE_SIGNAL",
@@ -270,8 +286,105 @@ class TemporalLoop(DurableLoop[OutputT]):
         self.tool_grace = tool_grace
         self.heartbeat_timeout = heartbeat_timeout
         self.activity_retry = activity_retry or RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+        self._parent: TemporalLoop[Any] | None = None  # a sub-agent's: the loop whose runs run it
+        self.sub_agents: dict[str, TemporalLoop[Any]] = {
+            t.name: self._sub_agent(t) for t in sub_agent_tools(self.tools)
+        }
         self.activities: list[Callable[..., Any]] = self._make_activities()
         _LOOPS[name] = self
+
+    def _lineage(self) -> tuple[TemporalLoop[Any], tuple[str, ...]]:
+        """The outermost loop, and the agent path down to this one (``("support", "researcher")``)."""
+        names: list[str] = []
+        loop: TemporalLoop[Any] = self
+        while True:
+            agent = loop._agent
+            names.append(agent.name if agent is not None else loop.name)
+            if loop._parent is None:
+                return loop, tuple(reversed(names))
+            loop = loop._parent
+
+    @classmethod
+    def from_agent(
+        cls,
+        agent: Agent[Any, _T],
+        *,
+        name: str | None = None,
+        deps: Any = None,
+        approval_timeout: timedelta | None = None,
+        model_timeout: timedelta = timedelta(minutes=10),
+        tool_timeout: timedelta = timedelta(hours=1),
+        heartbeat_timeout: timedelta = timedelta(seconds=30),
+        activity_retry: RetryPolicy | None = None,
+    ) -> TemporalLoop[_T]:
+        """A durable loop running ``agent``: its model, tools, instructions, output type and validator, hooks,
+        observers, permission callback and run settings (``run_config``, ``limits``: the defaults of a run's
+        config). Each sub-agent among its tools runs inside the loop's runs, its model and tool calls
+        activities of the same workflow (``<name>.<tool name>.model``...; :attr:`activities` has them), so a
+        call of its tools that needs approval makes the whole run wait (``docs/durable.md``, "Sub-agents").
+
+        ``name`` is the loop's name (default: the agent's name); ``deps`` are handed to the tools and
+        instructions in the activities (a sub-agent's mapped by its :class:`~loopctl.agent.AgentTool`);
+        ``approval_timeout``, ``model_timeout``, ``tool_timeout``, ``heartbeat_timeout`` and ``activity_retry``
+        are as for the constructor. Raises ``ValueError`` for an agent with handoffs (not supported on a
+        durable loop) and for a name that cannot prefix activity names."""
+        if agent.handoffs:
+            raise ValueError(f"agent {agent.name!r} has handoffs, which a durable loop does not run")
+        client: Any = agent.model if isinstance(agent.model, ModelClient) else None
+        loop: TemporalLoop[Any] = cls(
+            client,
+            agent.tool_list,
+            agent.session_settings(),
+            name=name or agent.name,
+            observers=agent.observers,
+            permission=agent.permission,
+            output_type=agent.output_type,
+            output_validator=agent.output_validator,
+            deps=deps,
+            hooks=agent.hooks,
+            approval_timeout=approval_timeout,
+            model_timeout=model_timeout,
+            tool_timeout=tool_timeout,
+            heartbeat_timeout=heartbeat_timeout,
+            activity_retry=activity_retry,
+        )
+        loop._agent = agent
+        return loop
+
+    def _sub_agent(self, tool: AgentTool[Any]) -> TemporalLoop[Any]:
+        """The settings of ``tool``'s sub-agent run inside this loop's runs: its agent's model, tools,
+        instructions, output type, hooks and permission, its activities named ``<name>.<tool name>.*`` (in
+        :attr:`activities`), this loop's timeouts. Not a loop a workflow can name."""
+        agent = tool.agent
+        if agent.handoffs:
+            raise ValueError(f"the sub-agent {agent.name!r} has handoffs, which a durable loop does not run")
+        sub: TemporalLoop[Any] = TemporalLoop.__new__(TemporalLoop)
+        client: Any = agent.model if isinstance(agent.model, ModelClient) else None
+        DurableLoop.__init__(
+            sub,
+            client,
+            agent.tool_list,
+            agent.session_settings(),
+            agent.observers,
+            agent.permission,
+            agent.output_type,
+            agent.output_validator,
+            tool.sub_deps(self.deps),
+            agent.hooks,
+        )
+        sub._agent = agent
+        sub._parent = self
+        sub.approval_timeout = self.approval_timeout
+        sub.names = ActivityNames(f"{self.name}.{tool.name}", check=False)
+        sub.name = sub.names.name
+        sub.model_timeout = self.model_timeout
+        sub.tool_timeout = self.tool_timeout
+        sub.tool_grace = self.tool_grace
+        sub.heartbeat_timeout = self.heartbeat_timeout
+        sub.activity_retry = self.activity_retry
+        sub.sub_agents = {t.name: sub._sub_agent(t) for t in sub_agent_tools(sub.tools)}
+        sub.activities = sub._make_activities()
+        return sub
 
     # --- workflow side -------------------------------------------------------------------------------------
 
@@ -302,7 +415,9 @@ class TemporalLoop(DurableLoop[OutputT]):
         cancel = cancel or asyncio.Event()
         # deps stay on the worker: the activities take them from this loop, workflow code never sees them
         task = asyncio.ensure_future(
-            driver._run(input, approvals, config or RunConfig(), cancel, self.output_type, self.output_validator, None)
+            driver._run(
+                input, approvals, self.run_config(config), cancel, self.output_type, self.output_validator, None
+            )
         )
         try:
             while True:
@@ -319,13 +434,26 @@ class TemporalLoop(DurableLoop[OutputT]):
 
     # --- worker side ---------------------------------------------------------------------------------------
 
-    def _host(self, messages: Sequence[Message] = (), instructions: Any = _NOT_SENT) -> _ActivityHost:
-        """A driver on the worker, to run one effect with the loop's client, tools and observers."""
+    def _host(self, messages: Sequence[Message] = (), instructions: Any = _NOT_SENT, via: Any = None) -> _ActivityHost:
+        """A driver on the worker, to run one effect with the loop's client, tools and observers; for a
+        sub-agent's effect (``via``: the ids of the calls that run it, sent with the activity's input), the
+        outermost loop's observers get its events too, as :class:`~loopctl.engine.SubAgentEvent` s."""
+        observers = list(self.observers)
+        if self._parent is not None and isinstance(via, list) and via:
+            root, agents = self._lineage()
+            call_id = str(via[-1])
+
+            def forward(event: LoopEvent) -> None:
+                wrapped = SubAgentEvent(agents, call_id, event)
+                for observer in root.observers:
+                    observer(wrapped)
+
+            observers.append(forward)
         return _ActivityHost(
             self.client,
             self.tools,
             self.config,
-            observers=self.observers,
+            observers=observers,
             permission=self.permission,
             machine=LoopMachine(messages),
             hooks=self.hooks,
@@ -338,7 +466,8 @@ class TemporalLoop(DurableLoop[OutputT]):
         @activity.defn(name=self.names.model)
         async def model(payload: str) -> str:
             data = loads(payload)
-            host = loop._host([Message.from_dict(m) for m in data["messages"]], data.get("instructions", _NOT_SENT))
+            messages = [Message.from_dict(m) for m in data["messages"]]
+            host = loop._host(messages, data.get("instructions", _NOT_SENT), data.get("via"))
             emit = host._emit if host.observers else None
             cfg = config_from_dict(data["config"])
             setup = await host._prepare(loop.output_type, loop.output_validator, cfg, loop.deps)
@@ -376,7 +505,10 @@ class TemporalLoop(DurableLoop[OutputT]):
 
         made: list[Callable[..., Any]] = [model, summarize, instructions]
         for t in self.tools:
-            made.append(self._tool_activity(t.name))
+            sub = self.sub_agents.get(t.name)
+            made.append(self._tool_activity(t.name))  # a sub-agent's: the checks before its call
+            if sub is not None:
+                made.extend(sub.activities)
         return made
 
     def _tool_activity(self, tool_name: str) -> Callable[..., Any]:
@@ -385,12 +517,16 @@ class TemporalLoop(DurableLoop[OutputT]):
         @activity.defn(name=self.names.tool(tool_name))
         async def run_tool(payload: str) -> str:
             data = loads(payload)
-            host = loop._host()
+            host = loop._host(via=data.get("via"))
             emit = host._emit if host.observers else None
             call = ToolCallPart.model_validate(data["call"])
             cfg = config_from_dict(data["config"])
             usage = usage_from_dict(data["usage"]) if "usage" in data else Usage()
             approval = _approval(data.get("approval"), call.id)
+            tool = loop.tools.get(call.name)
+            if call.name in loop.sub_agents and isinstance(tool, AgentTool):  # the sub-agent runs in the workflow
+                gate = gate_sub_agent_call(host, data["turn"], call, tool, cfg, emit, loop.deps, usage, approval)
+                return dumps(await _heartbeating(gate))
             try:
                 done = await _heartbeating(host._run_one(data["turn"], call, cfg, emit, loop.deps, usage, approval))
             except HookFailed as exc:  # the run fails as a plain run does; Temporal does not retry
@@ -421,7 +557,13 @@ class _WorkflowDriver(RecordedVerdicts):
     """BareLoop's driver in workflow code, each effect an activity; one per run."""
 
     def __init__(
-        self, owner: TemporalLoop[Any], machine: LoopMachine, inbox: ApprovalInbox | None, run_key: str
+        self,
+        owner: TemporalLoop[Any],
+        machine: LoopMachine,
+        inbox: ApprovalInbox | None,
+        run_key: str,
+        path: tuple[tuple[int, str], ...] = (),
+        agents: tuple[str, ...] = (),
     ) -> None:
         super().__init__(
             owner.client,
@@ -434,6 +576,9 @@ class _WorkflowDriver(RecordedVerdicts):
         self._inbox = inbox
         self._run_key = run_key  # the ``run`` of this run's approval keys
         self._instructions_text: str | None = None
+        self._path = path  # a sub-agent's: the calls that run it, each (turn, call id), outermost first
+        self._agents = agents  # a sub-agent's: the agent path ("support", "researcher")
+        self._sub_lock = asyncio.Lock()  # sub-agents run one at a time: one wait at a time on the inbox
 
     def _clock(self) -> float:
         # Temporal's workflow time: the same readings when the workflow is replayed.
@@ -469,8 +614,8 @@ class _WorkflowDriver(RecordedVerdicts):
         cancel: asyncio.Event | None,
         emit: Any,
     ) -> ModelReply:
-        if self._inbox is not None:
-            self._inbox._turn = turn  # how far the run is: a decision for an earlier turn is stale
+        if self._inbox is not None:  # how far the run is: a decision for an earlier wait is stale
+            self._inbox._at = (*(t for t, _ in self._path), turn)
         # The activity builds the same request from the conversation, the config and the instructions sent.
         payload = dumps(
             {
@@ -478,6 +623,7 @@ class _WorkflowDriver(RecordedVerdicts):
                 "messages": [m.to_dict() for m in self._machine.full_history()],
                 "config": config_to_dict(cfg),
                 "instructions": self._instructions_text,
+                **self._via(),
             }
         )
         names = self._owner.names
@@ -507,6 +653,7 @@ class _WorkflowDriver(RecordedVerdicts):
             "call": call.to_dict(),
             "config": config_to_dict(cfg),
             "usage": (usage or Usage()).to_dict(),
+            **self._via(),
         }
         if approval is not None:  # a call approved later: the activity skips the hooks before it and the check
             doc["approval"] = approvals_to_dict({call.id: approval})[call.id]
@@ -515,14 +662,60 @@ class _WorkflowDriver(RecordedVerdicts):
             raise loop_error_from_dict(out["error"])
         if "pending" in out:
             return pending_from_dict(out["pending"])
+        sub = owner.sub_agents.get(call.name)
+        if "proceed" in out and sub is not None:  # the checks before the call let it run: the sub-agent runs here
+            return await self._run_sub_agent(sub, turn, call, out["proceed"], cfg, emit)
         return record_from_dict(out)
+
+    def _via(self) -> dict[str, Any]:
+        """What a sub-agent's activity input adds: ``{"via": [<the ids of the calls that run it>]}`` (its events
+        reach the outermost loop's observers with them); nothing for the loop's own."""
+        return {"via": [c for _, c in self._path]} if self._path else {}
+
+    async def _run_sub_agent(
+        self, sub: TemporalLoop[Any], turn: int, call: ToolCallPart, given: Any, cfg: RunConfig, emit: Any
+    ) -> ToolCallRecord:
+        """The call ``call`` runs ``sub``'s agent inside this workflow: a driver of its own over a new
+        conversation, its effects activities named ``<name>.<tool name>.*``, its waits for approval this
+        workflow's inbox (keyed with the call's path). Replay reads its activities' results from the history,
+        so no completed model or tool call of the sub-agent runs again. ``given`` is the input the checks before
+        the call (its tool activity) let it run with."""
+        tool = self.tools.get(call.name)
+        assert isinstance(tool, AgentTool)
+        try:
+            prompt = _prompt(given)
+        except ToolInputError as exc:
+            return self._not_run(turn, call, f"Invalid input for tool {call.name!r}: {exc}", emit)
+        agent = self._owner._agent
+        agents = self._agents or (agent.name if agent is not None else self._owner.name,)
+        agents = (*agents, tool.agent.name)
+        async with self._sub_lock:
+            path = (*self._path, (turn, call.id))
+            child = _WorkflowDriver(sub, LoopMachine(), self._inbox, self._run_key, path, agents)
+            if emit:
+
+                def forward(event: LoopEvent) -> None:
+                    emit(event if isinstance(event, SubAgentEvent) else SubAgentEvent(agents, call.id, event))
+
+                child._run_observers = (forward,)
+            settings = sub.run_config(None)
+            limits = tighter(settings.limits, remaining(cfg.limits, self._machine.usage))
+            if limits is not settings.limits:
+                settings = dataclasses.replace(settings, limits=limits)
+            run = await child._run(prompt, None, settings, None, sub.output_type, sub.output_validator, None)
+        record = sub_agent_result(tool, turn, call, run, child._machine.usage)
+        if emit:
+            emit(ToolCallFinished(turn, call, record.result, record.duration))
+        return record
 
     async def _await_approvals(self, pending: tuple[PendingApproval, ...]) -> Mapping[str, Approval] | None:
         if self._inbox is None:
             return None
-        turn = self._machine.turn
-        awaited = tuple(AwaitedCall(p.call, p.reason, key=ApprovalKey(self._run_key, turn, p.id)) for p in pending)
-        return await self._inbox.wait(awaited, self._owner.approval_timeout, self.tools)
+        awaited = awaiting(pending, self._run_key, self._machine.turn, self._path, self._agents)
+        decisions = await self._inbox.wait(awaited, self._owner.approval_timeout, self.tools)
+        if decisions is None:
+            return None
+        return {a.call.id: decisions[a.id] for a in awaited if a.id in decisions}  # by the run's own ids
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
         payload = dumps({"messages": [m.to_dict() for m in messages]})
@@ -548,8 +741,9 @@ class ApprovalInbox:
         self._runs = 0
         self._run = ""  # the run part of the current (or last) loop run's keys: "<Temporal run id>/<n>"
         self._running = False
-        self._turn = 0  # the current run's model calls so far
-        self._waited = 0  # the turn of the current run's latest wait
+        self._at: tuple[int, ...] = ()  # where the current run is: its latest model call (ApprovalKey.position)
+        self._waited: tuple[int, ...] = ()  # the position of the current run's latest wait
+        self._wait_tools: ToolRegistry | None = None  # the tools of the calls waited on (a sub-agent's)
         self.pending: tuple[AwaitedCall, ...] = ()
 
     def _begin_run(self) -> str:
@@ -559,7 +753,7 @@ class ApprovalInbox:
         self._runs += 1
         self._run = f"{workflow.info().run_id}/{self._runs}"
         self._running = True
-        self._turn = self._waited = 0
+        self._at = self._waited = ()
         return self._run
 
     def _end_run(self) -> None:
@@ -571,12 +765,13 @@ class ApprovalInbox:
         """Whether the run has reached the wait ``key`` names, or gone past it (so a decision for it can be
         taken or refused now). Not yet: its turn has not come, or its calls are still running.
         A worker replaying the history applies an update before the other events of its workflow task, so
-        an update may come before the run has caught up with the wait its sender saw."""
-        if key.run != self._run or not self._running or key.turn < self._turn:
+        an update may come before the run has caught up with the wait its sender saw. Waits are ordered by
+        :attr:`ApprovalKey.position <loopctl.durable.approvals.ApprovalKey.position>`: a turn's wait comes after
+        its model call and after the waits of the sub-agents its calls run."""
+        if key.run != self._run or not self._running:
             return True  # another loop run (an earlier one, another execution's, one never shown), or over
-        if key.turn > self._turn:
-            return False
-        return bool(self.pending) or self._waited == key.turn
+        at = key.position
+        return at < self._at or at <= self._waited
 
     def settled(self, approvals: Any) -> bool:
         """Whether the run has reached (or gone past) the waits the decisions of ``approvals`` name: an update
@@ -625,7 +820,7 @@ class ApprovalInbox:
         given: dict[str | ApprovalKey, Approval] = {}
         for call_id, decision, key in entries:
             given[call_id if key is None else key] = decision
-        bind(given, self.pending, tools, workflow.info().workflow_id)
+        bind(given, self.pending, self._wait_tools or tools, workflow.info().workflow_id)
 
     async def wait(
         self, pending: tuple[AwaitedCall, ...], timeout: timedelta | None = None, tools: ToolRegistry | None = None
@@ -635,7 +830,8 @@ class ApprovalInbox:
         and fits (with ``tools``: a ``Modify`` fits the tool's schema); the others are dropped and logged, and
         the run waits on. The calls left undecided stay in :attr:`pending`."""
         self.pending = pending
-        self._waited = max((a.key.turn for a in pending), default=self._waited)
+        self._waited = max((a.key.position for a in pending), default=self._waited)
+        self._wait_tools = tools
         taken = False
         try:
             while True:

@@ -687,7 +687,7 @@ class BareLoop:
                 results = dict(m.held_results) if m.state is MachineState.AWAITING_APPROVAL else {}
             records = self._records(reply, ran, results)
             if turns and turns[-1].output is reply:
-                turns[-1] = dataclasses.replace(turns[-1], tool_calls=records)
+                turns[-1] = _with_calls(turns[-1], records)
             else:  # the turn of a paused run that this run continues
                 have = {r.call.id for r in resumed}
                 resumed.extend(r for r in records if r.call.id in decided and r.call.id not in have)
@@ -959,6 +959,9 @@ class BareLoop:
             rec = ran.get(call.id)
             result = results.get(call.id)
             if rec is not None:
+                if rec.call is call and (result is None or result is rec.result):
+                    out.append(rec)  # the record as it ran: the same values (records are immutable)
+                    continue
                 out.append(ToolCallRecord(call, result or rec.result, rec.duration, rec.ran, rec.spent, rec.error))
             elif result is not None:
                 out.append(ToolCallRecord(call, result, 0.0, ran=False))
@@ -1088,7 +1091,8 @@ class BareLoop:
         streamed: list[str] = []  # the text the attempt in flight streamed
         events = 0
         reported: Usage | None = None  # the usage the attempt in flight reported last (a running total)
-        failed_usage = Usage()  # what the attempts that failed had reported: billed, and counted for limits
+        no_usage = Usage()
+        failed_usage = no_usage  # what the attempts that failed had reported: billed, and counted for limits
         failed_cost: Decimal | None = Decimal(0)
 
         def on_event(event: StreamEvent) -> None:
@@ -1168,7 +1172,7 @@ class BareLoop:
             await _race(hooks.after_model(response), cancel)
         model = response.model or answered.model
         cost = _price(answered, response.usage, model)
-        if failed_usage != Usage():
+        if failed_usage is not no_usage and failed_usage != no_usage:
             cost = None if cost is None or failed_cost is None else cost + failed_cost
         return ModelReply(response, answered.provider, model, cost, failed_usage)
 
@@ -1600,6 +1604,23 @@ class BareLoop:
             provider=reply.provider,
             cost=reply.cost,
         )
+
+
+def _with_calls(turn: Turn, records: tuple[ToolCallRecord, ...]) -> Turn:
+    """``turn`` with its ``tool_calls`` set to ``records`` (what ``dataclasses.replace`` makes, without its
+    generic walk over the fields)."""
+    return Turn(
+        turn.index,
+        turn.input,
+        turn.output,
+        records,
+        turn.usage,
+        turn.stop_reason,
+        turn.duration,
+        turn.model,
+        turn.provider,
+        turn.cost,
+    )
 
 
 @dataclass(frozen=True, slots=True)

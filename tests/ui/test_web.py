@@ -1,0 +1,280 @@
+"""``loopctl web`` over HTTP: the first line is the URL, the page's security (Host check, the token and Origin
+check on every POST, the CSP, no inline script), a non-local bind refused without a token, the chat as a UI
+message stream, fork / export / search, and a run paused by another process approved from the page's API."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.ui.conftest import WebServer, sample_project
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
+    base = tmp_path_factory.mktemp("web")
+    s = WebServer(sample_project(base / "project"), base / "sessions.db", "--model", "demo")
+    yield s
+    s.stop()
+
+
+def page_token(server: WebServer) -> str:
+    html = httpx.get(server.url).text
+    found = re.search(r'<meta name="loopctl-token" content="([^"]+)">', html)
+    assert found is not None, html
+    return found.group(1)
+
+
+def chat(server: WebServer, session: str, text: str, **headers: str) -> httpx.Response:
+    body = {"id": session, "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}]}
+    return httpx.post(server.url + "api/chat", json=body, headers=headers, timeout=120)
+
+
+def chunks(response: httpx.Response) -> list[Any]:
+    out = []
+    for line in response.text.splitlines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            out.append(orjson.loads(line[6:]))
+    return out
+
+
+def test_the_page_and_its_headers(server: WebServer) -> None:
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", server.url)
+    r = httpx.get(server.url)
+    assert r.status_code == 200
+    csp = r.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "default-src 'none'" in csp and "unsafe-inline" not in csp
+    assert r.headers["x-frame-options"] == "DENY" and r.headers["x-content-type-options"] == "nosniff"
+    # Every script is a file of the page's own (no inline script for the CSP to allow), and so is every style.
+    scripts = re.findall(r"<script([^>]*)>(.*?)</script>", r.text, re.S)
+    assert scripts and all('src="/assets/' in attrs and not body.strip() for attrs, body in scripts)
+    assert "<style" not in r.text and " style=" not in r.text
+    for asset in re.findall(r'(?:src|href)="(/assets/[^"]+)"', r.text):
+        got = httpx.get(server.url.rstrip("/") + asset)
+        assert got.status_code == 200 and got.headers["content-security-policy"] == csp
+
+
+def test_dns_rebinding_host_is_refused(server: WebServer) -> None:
+    port = server.url.rsplit(":", 1)[1].strip("/")
+    r = httpx.get(server.url + "api/sessions", headers={"Host": f"attacker.example:{port}"})
+    assert r.status_code == 421 and "attacker.example" in r.text
+    assert httpx.get(server.url + "api/sessions", headers={"Host": f"localhost:{port}"}).status_code == 200
+
+
+def test_cross_site_post_is_refused(server: WebServer) -> None:
+    token = page_token(server)
+    before = httpx.get(server.url + "api/sessions").json()
+    no_token = chat(server, "csrf-1", "hello")
+    assert no_token.status_code == 403 and "X-Loopctl-Token" in no_token.text
+    wrong_origin = chat(server, "csrf-2", "hello", **{"X-Loopctl-Token": token, "Origin": "http://attacker.example"})
+    assert wrong_origin.status_code == 403 and "cross-origin" in wrong_origin.text
+    cross_site = chat(server, "csrf-3", "hello", **{"X-Loopctl-Token": token, "Sec-Fetch-Site": "cross-site"})
+    assert cross_site.status_code == 403
+    fork = httpx.post(server.url + f"api/sessions/{before[0]['id'] if before else 'x'}/fork", json={})
+    assert fork.status_code == 403
+    assert httpx.get(server.url + "api/sessions").json() == before  # nothing was created or forked
+
+
+def test_chat_fork_export_and_search(server: WebServer, tmp_path: Path) -> None:
+    token = page_token(server)
+    r = chat(server, "web-api-1", "Summarize the TODOs.", **{"X-Loopctl-Token": token, "Origin": server.url[:-1]})
+    assert r.status_code == 200 and r.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    seen = chunks(r)
+    kinds = [c["type"] for c in seen]
+    assert kinds[0] == "start" and kinds[-1] == "finish" and "tool-approval-request" in kinds
+    # The demo writes TODO.md: the page is asked, and shown the diff of the change.
+    [ask] = [c for c in seen if c["type"] == "tool-approval-request"]
+    detail = httpx.get(server.url + "api/sessions/web-api-1").json()
+    assert detail["outcome"] == "awaiting_approval"
+    [pending] = detail["pending"]
+    assert pending["id"] == ask["approvalId"] and pending["name"] == "write_file"
+    assert pending["preview"]["path"] == "TODO.md" and "+## wordcount.py" in pending["preview"]["diff"]
+    assert [t["turn"] for t in detail["runs"][0]["turns"]] == [1, 2, 3, 4]
+    assert detail["traces"] and detail["traces"][0]["spans"][0]["name"].startswith("invoke_agent")
+    # Search finds it by the text of its messages, and not by text it does not hold.
+    hits = httpx.get(server.url + "api/sessions", params={"q": "summarize the todo"}).json()
+    assert [h["id"] for h in hits] == ["web-api-1"]
+    assert httpx.get(server.url + "api/sessions", params={"q": "no such words anywhere"}).json() == []
+    # Fork at the first reply: a new session holding the first two messages, in the first one's fork tree.
+    node = detail["messages"][1]["node"]
+    forked = httpx.post(
+        server.url + "api/sessions/web-api-1/fork", json={"at": node}, headers={"X-Loopctl-Token": token}
+    ).json()
+    child = httpx.get(server.url + f"api/sessions/{forked['id']}").json()
+    # (The reply's call has no result there: the fork answers it, saying the session was forked.)
+    assert len(child["messages"]) == 3 and child["metadata"]["loopctl.fork"]["index"] == 1
+    assert child["messages"][2]["parts"][0]["output"] == "Not run: the session was forked here."
+    assert child["tree"]["id"] == "web-api-1" and [c["id"] for c in child["tree"]["children"]] == [forked["id"]]
+    # Export: a session file the CLI reads.
+    exported = httpx.get(server.url + "api/sessions/web-api-1/export")
+    assert "attachment" in exported.headers["content-disposition"]
+    path = tmp_path / "s.json"
+    path.write_bytes(exported.content)
+    shown = subprocess.run(
+        [sys.executable, "-m", "loopctl", "show", str(path)], capture_output=True, text=True, check=False
+    )
+    assert shown.returncode == 0 and "Summarize the TODOs." in shown.stdout
+
+
+def test_a_run_paused_by_another_process_is_approved_here(server: WebServer) -> None:
+    """A run paused on a write in this (test) process, stored in the server's store, is decided from the page's
+    API: the server runs the approved call and goes on."""
+    from loopctl import Agent
+    from loopctl.cli.web import WebPermission
+    from loopctl.message import Message, MessagePart, Role
+    from loopctl.store import SQLiteStore
+    from loopctl.testing import ScriptedClient
+    from loopctl.tools.files import FileTools
+
+    files = FileTools(server.root)
+    write = Message.new(
+        Role.ASSISTANT, [MessagePart.tool_call("w1", "write_file", {"path": "NOTE.md", "content": "hi\n"})]
+    )
+    agent = Agent(ScriptedClient([write]), tools=list(files), permission=WebPermission(files))
+    with SQLiteStore(server.store) as store:
+        run = agent.session("elsewhere-1", store=store).run_sync("Write a note.")
+    assert run.outcome.kind.value == "awaiting_approval" and not (server.root / "NOTE.md").exists()
+    detail = httpx.get(server.url + "api/sessions/elsewhere-1").json()
+    assert [p["id"] for p in detail["pending"]] == ["w1"] and detail["pending"][0]["preview"]["action"] == "create"
+    token = page_token(server)
+    r = httpx.post(
+        server.url + "api/sessions/elsewhere-1/approve",
+        json={"decisions": {"w1": {"decision": "approve"}}},
+        headers={"X-Loopctl-Token": token},
+        timeout=120,
+    )
+    assert r.status_code == 200
+    outputs = [c for c in chunks(r) if c["type"] == "tool-output-available" and c["toolCallId"] == "w1"]
+    assert outputs and "created NOTE.md" in outputs[0]["output"]
+    assert (server.root / "NOTE.md").read_text() == "hi\n"
+    # A decision for a call that is not pending any more is refused before anything runs.
+    again = httpx.post(
+        server.url + "api/sessions/elsewhere-1/approve",
+        json={"decisions": {"w1": {"decision": "approve"}}},
+        headers={"X-Loopctl-Token": token},
+    )
+    assert again.status_code in (400, 409)
+
+
+def run_web(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "loopctl", "web", "--model", "demo", *args],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_a_non_local_bind_needs_a_flag_and_a_token(tmp_path: Path) -> None:
+    refused = run_web("--host", "0.0.0.0", "--port", "0")
+    assert refused.returncode == 2 and "--allow-remote" in refused.stderr and refused.stdout == ""
+    no_token = run_web("--host", "0.0.0.0", "--port", "0", "--allow-remote", env={"LOOPCTL_WEB_TOKEN": ""})
+    assert no_token.returncode == 2 and "token" in no_token.stderr
+    short = run_web("--host", "0.0.0.0", "--port", "0", "--allow-remote", "--token", "short")
+    assert short.returncode == 2
+
+
+def test_a_remote_bind_with_a_token_asks_for_it(tmp_path: Path) -> None:
+    s = WebServer(
+        sample_project(tmp_path / "p"),
+        tmp_path / "s.db",
+        "--model",
+        "demo",
+        "--host",
+        "0.0.0.0",
+        "--allow-remote",
+        "--token",
+        "a-long-enough-secret-token",
+    )
+    try:
+        assert s.url.endswith("/#token=a-long-enough-secret-token")
+        base = s.url.split("#")[0].replace("0.0.0.0", "127.0.0.1")
+        assert httpx.get(base + "api/info").status_code == 401
+        auth = {"Authorization": "Bearer a-long-enough-secret-token"}
+        ok = httpx.get(base + "api/info", headers=auth)
+        assert ok.status_code == 200 and ok.json()["model"] == "demo"
+        # Reached by any name (the machine's address on the network), the token is what guards the API.
+        port = base.rsplit(":", 1)[1].strip("/")
+        assert httpx.get(base + "api/info", headers={**auth, "Host": f"my-machine.lan:{port}"}).status_code == 200
+        assert httpx.get(base + "api/info", headers={"Host": f"my-machine.lan:{port}"}).status_code == 401
+    finally:
+        s.stop()
+
+
+def test_deny_and_modify_from_the_page(server: WebServer) -> None:
+    """The page's other decisions: a write modified (it runs with the page's input) and one denied (it does not
+    run; the model reads the reason)."""
+    from loopctl import Agent
+    from loopctl.cli.web import WebPermission
+    from loopctl.message import Message, MessagePart, Role
+    from loopctl.store import SQLiteStore
+    from loopctl.testing import ScriptedClient
+    from loopctl.tools.files import FileTools
+
+    files = FileTools(server.root)
+    calls = [
+        MessagePart.tool_call("m1", "write_file", {"path": "A.md", "content": "model's\n"}),
+        MessagePart.tool_call("m2", "write_file", {"path": "B.md", "content": "model's\n"}),
+    ]
+    agent = Agent(
+        ScriptedClient([Message.new(Role.ASSISTANT, calls)]), tools=list(files), permission=WebPermission(files)
+    )
+    with SQLiteStore(server.store) as store:
+        agent.session("elsewhere-2", store=store).run_sync("Write two notes.")
+    token = page_token(server)
+    decisions = {
+        "m1": {"decision": "modify", "input": {"path": "A.md", "content": "the page's\n"}},
+        "m2": {"decision": "deny", "reason": "not B"},
+    }
+    r = httpx.post(
+        server.url + "api/sessions/elsewhere-2/approve",
+        json={"decisions": decisions},
+        headers={"X-Loopctl-Token": token},
+        timeout=120,
+    )
+    assert r.status_code == 200
+    assert (server.root / "A.md").read_text() == "the page's\n" and not (server.root / "B.md").exists()
+    stored = httpx.get(server.url + "api/sessions/elsewhere-2").json()["messages"]
+    results = {p["callId"]: p for m in stored for p in m["parts"] if p["type"] == "tool-result"}
+    assert results["m2"]["isError"] and results["m2"]["output"] == "not B"
+    assert not results["m1"]["isError"]
+    bad = httpx.post(
+        server.url + "api/sessions/elsewhere-2/approve",
+        json={"decisions": {"m1": {"decision": "maybe"}}},
+        headers={"X-Loopctl-Token": token},
+    )
+    assert bad.status_code == 400 and "approved" in bad.json()["error"]
+
+
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+
+
+def test_an_image_in_a_prompt_is_stored_and_shown(server: WebServer) -> None:
+    token = page_token(server)
+    parts = [
+        {"type": "text", "text": "What is in this picture?"},
+        {"type": "file", "mediaType": "image/png", "url": f"data:image/png;base64,{PIXEL}"},
+    ]
+    body = {"id": "web-image-1", "messages": [{"id": "u1", "role": "user", "parts": parts}]}
+    r = httpx.post(server.url + "api/chat", json=body, headers={"X-Loopctl-Token": token}, timeout=120)
+    assert r.status_code == 200
+    first = httpx.get(server.url + "api/sessions/web-image-1").json()["messages"][0]
+    assert [p["type"] for p in first["parts"]] == ["text", "image"]
+    assert first["parts"][1]["url"] == f"data:image/png;base64,{PIXEL}"
+    # A URL the server would have to fetch is refused, before anything runs.
+    parts[1]["url"] = "http://127.0.0.1:9/cat.png"
+    body = {"id": "web-image-2", "messages": [{"id": "u1", "role": "user", "parts": parts}]}
+    refused = httpx.post(server.url + "api/chat", json=body, headers={"X-Loopctl-Token": token})
+    assert refused.status_code == 400 and "data: URLs" in refused.json()["error"]
