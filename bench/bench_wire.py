@@ -21,7 +21,17 @@ Anthropic Messages format: ``anthropic_limit`` (httpx2 + orjson), ``anthropic_sd
 ``messages.create(stream=True)``), ``loopctl_anthropic`` (``AnthropicClient``) and ``pydantic_ai_anthropic``
 (``AnthropicModel``).
 
-Reported: ms per model call (wall / calls) at each N, each driver's ratio to the limit, loopctl's ratio to
+OpenAI Responses format, with the stateful modes (``--stateful`` runs only these): ``responses_limit``
+(httpx2 + orjson, the whole input every call), ``responses_limit_ws`` (``websockets`` by hand, one connection,
+each call only the new input and ``previous_response_id``), ``loopctl_responses`` (``OpenAIResponsesClient``),
+``loopctl_responses_chain`` (``OpenAIResponsesClient(stateful=True)``: ``previous_response_id`` over HTTP),
+``loopctl_responses_ws`` (``OpenAIResponsesWebSocketClient``), ``openai_agents_responses`` (the Agents SDK's
+``OpenAIResponsesModel`` over HTTP) and ``openai_agents_ws`` (its WebSocket transport with
+``auto_previous_response_id=True``, the SDK's stateful mode). For these the bytes each call sends matter as
+much as the time: the server counts them (an HTTP request's head and body, a WebSocket message's frames).
+
+Reported: ms per model call (wall / calls) at each N, bytes sent per model call, each driver's ratio to the
+limit, loopctl's ratio to
 each peer, the mean time of a call over the first and the last 10% of the calls of the run (from the
 server's arrival times: is a call at the end as cheap as one at the start?), and C(K): K concurrent W(5)
 runs on one event loop, one client shared, wall time. Each measurement is a fresh process after a W(2)
@@ -30,6 +40,7 @@ output). Telemetry is off everywhere.
 
     python3 make.py bench bench/bench_wire.py
     .venv-bench/bin/python bench/bench_wire.py [--ns 10,100,300,1000] [--k 200] [--drivers loopctl,limit]
+    .venv-bench/bin/python bench/bench_wire.py --stateful [--smoke]   # the Responses modes; --smoke: tiny sizes
 """
 
 from __future__ import annotations
@@ -76,15 +87,30 @@ RunOnce = Callable[[], Awaitable[str]]
 OPENAI_DRIVERS = ["limit", "openai_sdk", "loopctl", "pydantic_ai", "openai_agents", "langgraph"]
 ANTHROPIC_DRIVERS = ["anthropic_limit", "anthropic_sdk", "loopctl_anthropic", "pydantic_ai_anthropic"]
 
+RESPONSES_DRIVERS = [
+    "responses_limit",
+    "responses_limit_ws",
+    "loopctl_responses",
+    "loopctl_responses_chain",
+    "loopctl_responses_ws",
+    "openai_agents_responses",
+    "openai_agents_ws",
+]
+STATEFUL = {"responses_limit_ws", "loopctl_responses_chain", "loopctl_responses_ws", "openai_agents_ws"}
+
 # The modules a driver imports beyond loopctl's dev install: without them it is skipped (said in the output).
 NEEDS = {
     "pydantic_ai": ("pydantic_ai",),
     "pydantic_ai_anthropic": ("pydantic_ai",),
     "openai_agents": ("agents",),
+    "openai_agents_responses": ("agents",),
+    "openai_agents_ws": ("agents", "websockets"),
     "langgraph": ("langgraph", "langchain_openai"),
 }
-LIMIT_OF = dict.fromkeys([*OPENAI_DRIVERS, "loopctl@before"], "limit") | dict.fromkeys(
-    ANTHROPIC_DRIVERS, "anthropic_limit"
+LIMIT_OF = (
+    dict.fromkeys([*OPENAI_DRIVERS, "loopctl@before"], "limit")
+    | dict.fromkeys(ANTHROPIC_DRIVERS, "anthropic_limit")
+    | {d: "responses_limit_ws" if d in STATEFUL else "responses_limit" for d in RESPONSES_DRIVERS}
 )
 BEFORE_SRC = ""
 
@@ -277,6 +303,88 @@ def setup_anthropic_sdk(n: int, base: str) -> RunOnce:
     return run_once
 
 
+RESPONSES_TOOLS = [{"type": "function", "name": "echo", "description": "Echo the input text back.",
+                    "parameters": ECHO_SCHEMA, "strict": False}]  # fmt: skip
+
+
+def _responses_turn(output: list[dict[str, Any]], items: list[dict[str, Any]]) -> str | None:
+    """After a Responses reply's ``output``: its text when it is the last one, else ``None`` with the tool
+    results appended to ``items``."""
+    calls = [o for o in output if o["type"] == "function_call"]
+    if not calls:
+        return "".join(c["text"] for o in output if o["type"] == "message" for c in o["content"])
+    for c in calls:
+        _echo_count()
+        items.append({"type": "function_call_output", "call_id": c["call_id"],
+                      "output": json.loads(c["arguments"])["text"]})  # fmt: skip
+    return None
+
+
+def setup_responses_limit(n: int, base: str) -> RunOnce:
+    """Responses by hand: httpx2 and orjson, the whole input every call, SSE read until response.completed."""
+    import httpx2
+    import orjson
+
+    http = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100), timeout=600)
+    url = f"{base}/v1/responses"
+    headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
+
+    async def run_once() -> str:
+        items: list[dict[str, Any]] = [{"role": "developer", "content": SYSTEM}, {"role": "user", "content": "go"}]
+        while True:
+            body = {"model": f"w{n}", "input": items, "tools": RESPONSES_TOOLS, "stream": True}
+            done: dict[str, Any] = {}
+            async with http.stream("POST", url, content=orjson.dumps(body), headers=headers) as r:
+                buf = b""
+                async for chunk in r.aiter_bytes():
+                    buf += chunk
+                    *events, buf = buf.split(b"\n\n")
+                    for event in events:
+                        data = orjson.loads(event.split(b"data: ", 1)[1])
+                        if data["type"] == "response.completed":
+                            done = data["response"]
+            items.extend(done["output"])
+            text = _responses_turn(done["output"], items)
+            if text is not None:
+                return text
+
+    return run_once
+
+
+def setup_responses_limit_ws(n: int, base: str) -> RunOnce:
+    """The Responses WebSocket mode by hand on ``websockets``: one connection, each call a ``response.create``
+    with only the new input and ``previous_response_id``."""
+    import orjson
+    from websockets.asyncio.client import connect
+
+    url = base.replace("http://", "ws://") + "/v1/responses"
+    sockets: list[Any] = []
+
+    async def run_once() -> str:
+        if not sockets:
+            sockets.append(await connect(url, additional_headers={"authorization": f"Bearer {KEY}"}, max_size=None))
+        ws = sockets[0]
+        new: list[dict[str, Any]] = [{"role": "developer", "content": SYSTEM}, {"role": "user", "content": "go"}]
+        previous: str | None = None
+        while True:
+            frame: dict[str, Any] = {"type": "response.create", "model": f"w{n}", "input": new,
+                                     "tools": RESPONSES_TOOLS}  # fmt: skip
+            if previous is not None:
+                frame["previous_response_id"] = previous
+            await ws.send(orjson.dumps(frame).decode())
+            while True:
+                data = orjson.loads(await ws.recv())
+                if data["type"] == "response.completed":
+                    done = data["response"]
+                    break
+            previous, new = done["id"], []
+            text = _responses_turn(done["output"], new)
+            if text is not None:
+                return text
+
+    return run_once
+
+
 # --- loopctl ------------------------------------------------------------------------------------------------------
 
 
@@ -319,6 +427,27 @@ def setup_loopctl_anthropic(n: int, base: str) -> RunOnce:
     from loopctl.transport import AnthropicClient
 
     return _loopctl(AnthropicClient(f"w{n}", api_key=KEY, base_url=base))
+
+
+def setup_loopctl_responses(n: int, base: str) -> RunOnce:
+    """loopctl's BareLoop through OpenAIResponsesClient: the whole conversation every call."""
+    from loopctl.transport import OpenAIResponsesClient
+
+    return _loopctl(OpenAIResponsesClient(f"w{n}", api_key=KEY, base_url=f"{base}/v1"))
+
+
+def setup_loopctl_responses_chain(n: int, base: str) -> RunOnce:
+    """loopctl's BareLoop through OpenAIResponsesClient(stateful=True): previous_response_id over HTTP."""
+    from loopctl.transport import OpenAIResponsesClient
+
+    return _loopctl(OpenAIResponsesClient(f"w{n}", api_key=KEY, base_url=f"{base}/v1", stateful=True))
+
+
+def setup_loopctl_responses_ws(n: int, base: str) -> RunOnce:
+    """loopctl's BareLoop through OpenAIResponsesWebSocketClient (one connection, previous_response_id)."""
+    from loopctl.transport import OpenAIResponsesWebSocketClient
+
+    return _loopctl(OpenAIResponsesWebSocketClient(f"w{n}", api_key=KEY, base_url=f"{base}/v1"))
 
 
 # --- the peers ------------------------------------------------------------------------------------------------------
@@ -397,6 +526,43 @@ def setup_openai_agents(n: int, base: str) -> RunOnce:
     return run_once
 
 
+def _openai_agents_responses(n: int, base: str, *, websocket: bool) -> RunOnce:
+    from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
+    from agents.models.multi_provider import MultiProvider
+
+    set_tracing_disabled(True)
+    # The SDK's own wiring of the WebSocket transport (what responses_websocket_session() builds): one provider,
+    # so one connection, shared by the runs.
+    provider = MultiProvider(openai_api_key=KEY, openai_base_url=f"{base}/v1", openai_use_responses=True,
+                             openai_use_responses_websocket=websocket)  # fmt: skip
+    cfg = RunConfig(model_provider=provider, tracing_disabled=True)
+
+    @function_tool
+    async def echo(text: str) -> str:
+        """Echo the input text back."""
+        _echo_count()
+        return text
+
+    async def run_once() -> str:
+        agent = Agent(name="bench", instructions=SYSTEM, model=f"w{n}", tools=[echo])
+        result = Runner.run_streamed(agent, "go", max_turns=n + 5, run_config=cfg, auto_previous_response_id=websocket)
+        async for _ in result.stream_events():
+            pass
+        return str(result.final_output)
+
+    return run_once
+
+
+def setup_openai_agents_responses(n: int, base: str) -> RunOnce:
+    """The OpenAI Agents SDK: Runner.run_streamed + OpenAIResponsesModel over HTTP (the whole input)."""
+    return _openai_agents_responses(n, base, websocket=False)
+
+
+def setup_openai_agents_ws(n: int, base: str) -> RunOnce:
+    """The OpenAI Agents SDK's WebSocket transport with auto_previous_response_id=True."""
+    return _openai_agents_responses(n, base, websocket=True)
+
+
 def setup_langgraph(n: int, base: str) -> RunOnce:
     """LangGraph: create_react_agent + langchain_openai.ChatOpenAI(streaming=True)."""
     import warnings
@@ -437,6 +603,13 @@ SETUP: dict[str, Callable[[int, str], RunOnce]] = {
     "anthropic_sdk": setup_anthropic_sdk,
     "loopctl_anthropic": setup_loopctl_anthropic,
     "pydantic_ai_anthropic": setup_pydantic_ai_anthropic,
+    "responses_limit": setup_responses_limit,
+    "responses_limit_ws": setup_responses_limit_ws,
+    "loopctl_responses": setup_loopctl_responses,
+    "loopctl_responses_chain": setup_loopctl_responses_chain,
+    "loopctl_responses_ws": setup_loopctl_responses_ws,
+    "openai_agents_responses": setup_openai_agents_responses,
+    "openai_agents_ws": setup_openai_agents_ws,
 }
 
 
@@ -447,6 +620,13 @@ def _marks(base: str) -> list[float]:
     with urllib.request.urlopen(f"{base}/_marks", data=b"{}") as r:  # a POST: the server reads one body per request
         marks: list[float] = json.loads(r.read())
         return marks
+
+
+def _sizes(base: str) -> list[int]:
+    """The bytes each model request took on the wire since the last call (and forget them)."""
+    with urllib.request.urlopen(f"{base}/_bytes", data=b"{}") as r:
+        sizes: list[int] = json.loads(r.read())
+        return sizes
 
 
 async def _series(driver: str, base: str, ns: list[int], max_run_s: float) -> list[dict[str, Any]]:
@@ -468,8 +648,9 @@ async def _series(driver: str, base: str, ns: list[int], max_run_s: float) -> li
         if n <= 100:  # a fresh client's first run opens its connection and fills its caches: not timed
             assert await run_once() == FINAL
         _marks(base)
+        _sizes(base)
         c0 = TOOL_CALLS
-        walls, cpus, first, last = [], [], [], []
+        walls, cpus, first, last, sent, sent_last = [], [], [], [], [], []
         for _ in range(batch):
             gc.collect()  # as ../shared/bench/anchors_overhead.py does: no run pays for the garbage of another
             w0, p0 = time.perf_counter(), time.process_time()
@@ -478,6 +659,9 @@ async def _series(driver: str, base: str, ns: list[int], max_run_s: float) -> li
             assert out == FINAL, out
             marks = _marks(base)
             assert len(marks) == n + 1, (len(marks), n + 1)
+            sizes = _sizes(base)
+            sent.append(statistics.fmean(sizes))
+            sent_last.append(sizes[-1])
             gaps = [b - a for a, b in zip(marks, marks[1:], strict=False)]
             k = max(1, len(gaps) // 10)
             walls.append(w1 - w0)
@@ -487,7 +671,8 @@ async def _series(driver: str, base: str, ns: list[int], max_run_s: float) -> li
         assert TOOL_CALLS - c0 == batch * n
         rows.append({"driver": driver, "n": n, "calls": n + 1, "batch": batch, "wall": statistics.median(walls),
                      "cpu": statistics.median(cpus), "first": statistics.median(first),
-                     "last": statistics.median(last)})  # fmt: skip
+                     "last": statistics.median(last), "bytes": statistics.median(sent),
+                     "bytes_last": statistics.median(sent_last)})  # fmt: skip
     return rows
 
 
@@ -575,10 +760,17 @@ def main() -> None:
     ap.add_argument("--rep-max-n", type=int, default=100, help="sizes up to this are repeated --reps times")
     ap.add_argument("--json", default="", help="also write the results here")
     ap.add_argument("--before-src", default="", help="also run loopctl from this src folder (driver loopctl@before)")
+    ap.add_argument("--stateful", action="store_true",
+                    help="the OpenAI Responses drivers only (stateless and stateful modes); no C(K)")  # fmt: skip
     _smoke.add_flag(ap)
     a = ap.parse_args()
+    if a.stateful:
+        a.drivers = ",".join(RESPONSES_DRIVERS) if a.drivers == ap.get_default("drivers") else a.drivers
+        a.k = 0
     if a.smoke:
-        a.ns, a.k, a.reps = "3", 3, 1
+        a.ns, a.k, a.reps = "3", 0 if a.stateful else 3, 1
+        if not a.stateful and a.drivers == ap.get_default("drivers"):  # the smoke run covers every driver
+            a.drivers += "," + ",".join(RESPONSES_DRIVERS)
     global BEFORE_SRC
     BEFORE_SRC = a.before_src
     ns = [int(x) for x in a.ns.split(",") if x]
@@ -615,9 +807,10 @@ def main() -> None:
                                          f"for one run (over --max-run-s {a.max_run_s:.0f})")  # fmt: skip
                         continue
                     got.setdefault((driver, r["n"]), []).append(r)
-                    print(f"  rep {rep + 1} {driver:22s} W({r['n']:4d}) {r['wall'] / r['calls'] * 1e3:8.2f} ms/call "
+                    print(f"  rep {rep + 1} {driver:24s} W({r['n']:4d}) {r['wall'] / r['calls'] * 1e3:8.2f} ms/call "
                           f"(CPU {r['cpu'] / r['calls'] * 1e3:7.2f})  first {r['first'] * 1e3:6.2f} last "
-                          f"{r['last'] * 1e3:6.2f}  [{time.perf_counter() - t_start:4.0f} s]", flush=True)  # fmt: skip
+                          f"{r['last'] * 1e3:6.2f}  {r['bytes']:9.0f} B/call  "
+                          f"[{time.perf_counter() - t_start:4.0f} s]", flush=True)  # fmt: skip
         rows = {key: _median_row(rs) for key, rs in got.items()}
         conc: dict[str, dict[str, Any]] = {}
         if a.k:
@@ -641,7 +834,7 @@ def main() -> None:
 
 def _median_row(rs: list[dict[str, Any]]) -> dict[str, Any]:
     row = dict(rs[0])
-    for key in ("wall", "cpu", "first", "last"):
+    for key in ("wall", "cpu", "first", "last", "bytes", "bytes_last"):
         row[key] = statistics.median(r[key] for r in rs)
     row["reps"] = len(rs)
     return row
@@ -683,8 +876,17 @@ def _report(
                 line += f" {ends} |"
             out.append(line)
         out.append("")
+    out += ["bytes sent per model call (mean over the run / the last call; the server's count):", ""]
+    out.append("| driver | " + " | ".join(f"N={n}" for n in ns) + " |")
+    out.append("|---|" + "---:|" * len(ns))
+    for d in drivers:
+        cells = [f"{rows[d, n]['bytes']:,.0f} / {rows[d, n]['bytes_last']:,.0f}" if (d, n) in rows else "–" for n in ns]
+        out.append(f"| {d} | " + " | ".join(cells) + " |")
+    out.append("")
     for ours, peers in (("loopctl", ["openai_sdk", "pydantic_ai", "openai_agents", "langgraph"]),
-                        ("loopctl_anthropic", ["anthropic_sdk", "pydantic_ai_anthropic"])):  # fmt: skip
+                        ("loopctl_anthropic", ["anthropic_sdk", "pydantic_ai_anthropic"]),
+                        ("loopctl_responses", ["openai_agents_responses"]),
+                        ("loopctl_responses_ws", ["openai_agents_ws"])):  # fmt: skip
         if ours not in drivers:
             continue
         line = []

@@ -15,11 +15,14 @@ from typing import Any
 from hypothesis import strategies as st
 
 from loopctl.message import (
+    CompactionPart,
     ImagePart,
     ImageSource,
     Message,
     Retention,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -176,4 +179,97 @@ def conversations(draw: st.DrawFn, max_turns: int = 6, images: bool = True) -> l
             if images and draw(st.booleans()):
                 user.append(draw(image_part))  # type: ignore[arg-type]
             out.append(Message.new(Role.USER, user))
+    return out
+
+
+# --- provider-native parts (docs/wire-format.md, "Provider-native parts") -------------------------------------
+
+
+@st.composite
+def native_pair(draw: st.DrawFn, n: int = 0) -> list[Any]:
+    """A provider-side tool call and its result (or a compaction), in the shapes a provider sends them: an
+    Anthropic ``server_tool_use`` and its result block, an OpenAI Responses item holding both (the result part
+    without a block of its own), a Gemini ``executableCode`` and ``codeExecutionResult`` part; sometimes
+    without their blocks (pruned), sometimes with a retention class. ``n`` keeps ids apart."""
+    provider = draw(st.sampled_from(["anthropic", "openai", "gemini"]))
+    if draw(st.integers(0, 5)) == 0 and provider != "gemini":
+        raw = (
+            {"type": "compaction", "content": draw(text)}
+            if provider == "anthropic"
+            else {"id": f"cmp_{n}", "type": "compaction", "encrypted_content": draw(nonempty_text)}
+        )
+        return [CompactionPart(provider=provider, summary=raw.get("content", ""), raw=raw)]
+    # Names and inputs the providers' own request types accept back (the SDKs type them).
+    name = (
+        draw(st.sampled_from(["web_search", "web_fetch", "code_execution", "bash_code_execution"]))
+        if provider == "anthropic"
+        else draw(identifier)
+    )
+    call_input = draw(json_object) if provider != "openai" else {"type": "search", "query": draw(short_text)}
+    output = draw(text)
+    keep = draw(st.integers(0, 4)) > 0  # the blocks kept, as received (else: pruned)
+    failed = draw(st.sampled_from([None, True]))
+    if provider == "anthropic":
+        cid = f"srvtoolu_{n}{draw(identifier)}"
+        call_raw: dict[str, Any] | None = {"type": "server_tool_use", "id": cid, "name": name, "input": call_input}
+        result_raw: dict[str, Any] | None = {
+            "type": "web_search_tool_result",
+            "tool_use_id": cid,
+            "content": [{"type": "web_search_result", "title": output, "url": "https://x", "encrypted_content": "E0"}],
+        }
+    elif provider == "openai":
+        cid = f"ws_{n}{draw(identifier)}"
+        call_raw = {"id": cid, "type": "web_search_call", "status": "completed", "action": call_input}
+        result_raw = None
+    else:
+        cid = f"code{n}"
+        call_raw = {"executableCode": {"code": output, "language": "PYTHON", "id": cid}, "thoughtSignature": "c2ln"}
+        result_raw = {"codeExecutionResult": {"id": cid, "outcome": "OUTCOME_OK", "output": output}}
+    call = ServerToolCallPart(id=cid, name=name, input=call_input, provider=provider, raw=call_raw if keep else None)
+    result = ServerToolResultPart(
+        call_id=cid,
+        name=name,
+        output=output,
+        provider=provider,
+        is_error=failed,
+        retention=draw(retention),
+        raw=result_raw if keep else None,
+    )
+    title = draw(short_text)
+    citation = (  # each provider's own shape (SDK CitationWebSearchResultLocationParam, AnnotationURLCitation)
+        {
+            "type": "web_search_result_location",
+            "url": "https://x",
+            "title": title,
+            "encrypted_index": "E0",
+            "cited_text": "c",
+        }
+        if provider == "anthropic"
+        else {"type": "url_citation", "url": "https://x", "title": title, "start_index": 0, "end_index": 1}
+    )
+    cited = TextPart(text=draw(nonempty_text), citations=(citation,), provider=provider)
+    return [call, result, *([cited] if draw(st.booleans()) and provider != "gemini" else [])]
+
+
+def native_messages() -> st.SearchStrategy[Message]:
+    """Any message holding provider-native parts among the others (for wire round-trips)."""
+    return st.builds(
+        lambda parts, natives: Message.new(Role.ASSISTANT, [*parts, *natives]),
+        st.lists(wire_part, max_size=3),
+        native_pair(),
+    )
+
+
+@st.composite
+def native_conversations(draw: st.DrawFn, max_turns: int = 5) -> list[Message]:
+    """A valid conversation (``conversations()``) whose assistant messages sometimes hold provider-native
+    parts, placed after the message's thinking and before its text and calls, as the providers send them."""
+    out: list[Message] = []
+    for n, message in enumerate(draw(conversations(max_turns=max_turns, images=False))):
+        if message.role is Role.ASSISTANT and draw(st.booleans()):
+            natives = draw(native_pair(n))
+            lead = [p for p in message.parts if isinstance(p, ThinkingPart)]
+            rest = [p for p in message.parts if not isinstance(p, ThinkingPart)]
+            message = Message.new(Role.ASSISTANT, [*lead, *natives, *rest])
+        out.append(message)
     return out

@@ -87,6 +87,13 @@ def price(
         "cache_read_tokens": usage.cache_read_tokens or 0,  # not reported: no cache was used
         "cache_write_tokens": usage.cache_write_tokens or 0,
     }
+    if usage.cache_write_1h_tokens:
+        # Writes kept for an hour have their own rate (Anthropic: 2x the input price, against 1.25x for five
+        # minutes); genai-prices takes the split as cache_write_5m_tokens / cache_write_1h_tokens.
+        written = usage.cache_write_tokens or 0
+        hour = min(usage.cache_write_1h_tokens, written)
+        counts["cache_write_1h_tokens"] = hour
+        counts["cache_write_5m_tokens"] = written - hour
     if usage.reasoning_tokens:
         counts["output_reasoning_tokens"] = usage.reasoning_tokens
     try:

@@ -59,6 +59,9 @@ class Usage:
     sum is ``None`` only when no part reported that count. So ``Usage()`` (nothing reported) is the start of a
     sum, and a total is what the provider reported, never a guess for what it did not; :meth:`__add__`.
     Usage limits (``loopctl.engine.UsageLimits``) likewise count the reported tokens.
+
+    ``cache_write_1h_tokens`` is the part of ``cache_write_tokens`` written for an hour (Anthropic's
+    ``cache_creation.ephemeral_1h_input_tokens``), which costs more than a five-minute write.
     """
 
     input_tokens: int | None = None
@@ -66,6 +69,7 @@ class Usage:
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int | None:
@@ -90,6 +94,7 @@ class Usage:
             and other.cache_read_tokens is None
             and other.cache_write_tokens is None
             and other.reasoning_tokens is None
+            and other.cache_write_1h_tokens is None
         ):
             return self
         return Usage(
@@ -98,11 +103,17 @@ class Usage:
             _plus(self.cache_read_tokens, other.cache_read_tokens),
             _plus(self.cache_write_tokens, other.cache_write_tokens),
             _plus(self.reasoning_tokens, other.reasoning_tokens),
+            _plus(self.cache_write_1h_tokens, other.cache_write_1h_tokens),
         )
 
     def to_dict(self) -> dict[str, int | None]:
-        """The five counts as a JSON object (``null`` for a count not reported)."""
-        return {name: getattr(self, name) for name in _COUNTS}
+        """The five counts as a JSON object (``null`` for a count not reported), and ``cache_write_1h_tokens``
+        when it is not 0 (:meth:`from_dict` reads it back; files of conversations that used no hour-long cache
+        keep their form)."""
+        out: dict[str, int | None] = {name: getattr(self, name) for name in _COUNTS}
+        if self.cache_write_1h_tokens:
+            out["cache_write_1h_tokens"] = self.cache_write_1h_tokens
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Usage:
@@ -110,7 +121,7 @@ class Usage:
         is the JSON object. A missing count is ``None``; other keys are ignored. Raises ``ValueError`` naming a
         count that is not a whole number >= 0 or ``null``."""
         counts: dict[str, int | None] = {}
-        for name in _COUNTS:
+        for name in (*_COUNTS, "cache_write_1h_tokens"):
             value = data.get(name)
             if value is not None and (type(value) is not int or value < 0):
                 raise ValueError(f"usage.{name} must be a whole number >= 0 or null, got {value!r}")

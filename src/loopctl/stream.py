@@ -39,6 +39,7 @@ from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 __all__ = [
     "PartFinished",
     "PartStarted",
+    "PartUpdated",
     "ResponseFinished",
     "ResponseStarted",
     "StreamAccumulator",
@@ -68,6 +69,17 @@ class PartStarted:
     A :class:`~loopctl.message.ToolCallPart` starts with its id and name; its ``input`` stands unless
     :class:`ToolCallDelta` fragments follow. A redacted thinking block arrives whole here.
     """
+
+    index: int
+    part: MessagePart
+
+
+@dataclass(frozen=True, slots=True)
+class PartUpdated:
+    """The part at ``index`` is now ``part``: a block that arrived in pieces is complete (a provider-side tool
+    call whose input streamed in, a compaction summary, the citations of a text). Deltas already received for
+    that index still apply on top of it (a text part's deltas extend ``part.text``); the part keeps its kind's
+    place, so an update may not change what kind of part stands at ``index``."""
 
     index: int
     part: MessagePart
@@ -130,6 +142,7 @@ class ResponseFinished:
 StreamEvent: TypeAlias = Union[
     ResponseStarted,
     PartStarted,
+    PartUpdated,
     TextDelta,
     ThinkingDelta,
     ThinkingSignature,
@@ -182,6 +195,12 @@ class StreamAccumulator:
                 raise self._error(f"part {event.index} started, but the next part is {len(self._parts)}")
             self._parts.append(event.part)
             self._chunks.append(None)
+        elif isinstance(event, PartUpdated):
+            current = self._part(event.index, MessagePart)
+            if type(event.part) is not type(current):
+                kinds = f"a {type(current).__name__}, into a {type(event.part).__name__}"
+                raise self._error(f"an update turns part {event.index}, {kinds}")
+            self._parts[event.index] = event.part
         elif isinstance(event, ThinkingSignature):
             part = self._part(event.index, ThinkingPart)
             self._parts[event.index] = part.model_copy(update={"signature": event.signature})

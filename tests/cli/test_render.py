@@ -108,6 +108,47 @@ def test_each_result_line_names_its_call_when_parallel_calls_finish_out_of_order
     ]
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "no-stream"])
+async def test_a_tool_the_provider_ran_gets_one_inert_line(stream: bool) -> None:
+    """A web search Anthropic ran itself, its result's title carrying terminal escapes: one line per call,
+    shown when its result arrives, the escapes made inert."""
+    from loopctl.message import ServerToolCallPart, ServerToolResultPart
+
+    hostile = "Evil \x1b]52;c;cHduZWQ=\x07title\x1b[2J"
+    call = ServerToolCallPart(
+        id="srvtoolu_1",
+        name="web_search",
+        input={"query": "news"},
+        provider="anthropic",
+        raw={"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "news"}},
+    )
+    result = ServerToolResultPart(
+        call_id="srvtoolu_1",
+        name="web_search",
+        output="",
+        provider="anthropic",
+        raw={
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_1",
+            "content": [{"type": "web_search_result", "title": hostile, "url": "https://x", "encrypted_content": "E"}],
+        },
+    )
+    reply = Message.new(Role.ASSISTANT, [call, result, TextPart(text="Here is the news.")])
+    out = io.StringIO()
+    transcript = Transcript(Console(file=out, width=300, highlight=False))
+    with FakeProviderServer([reply]) as server:
+        client = make_client("anthropic", server)
+        run = await BareLoop(client, [], observers=[transcript]).run("news?", RunConfig(stream=stream))
+        await client.aclose()
+    assert run.ok
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "⌁ web_search(news) at anthropic: Evil \\x1b]52;c;cHduZWQ=\\x07title\\x1b[2J <https://x>",
+        "Here is the news.",
+    ]
+    assert "\x1b" not in out.getvalue()
+
+
 # --- tabs (issue 18, item 21) ---------------------------------------------------------------------------------
 
 
@@ -171,3 +212,39 @@ def test_a_read_file_result_keeps_its_columns_in_sessions_show_and_show(tmp_path
         start = out.index("[Tool Result:")
         assert out[start : start + 4] == expected
         assert "a       b" in out
+
+
+def test_show_prints_a_tool_the_provider_ran_inert(tmp_path: Path) -> None:
+    """``loopctl show`` of a session that used Anthropic's web search: the call and its result are shown (not
+    dropped, not refused), a hostile title's escapes made inert."""
+    from click.testing import CliRunner
+
+    from loopctl.cli import main
+    from loopctl.engine import LoopMachine
+    from loopctl.message import ServerToolCallPart, ServerToolResultPart
+    from loopctl.session import Session
+
+    hostile = "Evil \x1b]52;c;cHduZWQ=\x07title"
+    call = ServerToolCallPart(
+        id="srvtoolu_1",
+        name="web_search",
+        input={"query": "news"},
+        provider="anthropic",
+        raw={"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "news"}},
+    )
+    result = ServerToolResultPart(
+        call_id="srvtoolu_1",
+        name="web_search",
+        output=hostile,
+        provider="anthropic",
+        raw={"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+    )
+    m = LoopMachine()
+    m.accept_input("news?")
+    m.model_response(Message.new(Role.ASSISTANT, [call, result, TextPart(text="Here is the news.")]), set(), 5)
+    Session(m, model="demo", root="/w").save(tmp_path / "s.json")
+    out = CliRunner().invoke(main, ["show", str(tmp_path / "s.json")], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    assert "web_search" in out.output and "news" in out.output
+    assert "Evil \\x1b]52;c;cHduZWQ=\\x07title" in out.output
+    assert "\x1b" not in out.output and "Here is the news." in out.output

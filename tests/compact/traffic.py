@@ -94,6 +94,10 @@ def exchange(provider: str, name: str) -> Exchange | None:
     rec = Recording(provider, name)
     if not rec.has("request.json") or rec.meta.get("status") not in (200, None):
         return None
+    if name.startswith("native-"):
+        # Built-in tools: the usage counts what the provider's own tool runs added (search results, fetched
+        # pages) inside the call, which the request never carried; no measure of the request alone.
+        return None
     api = api_of(provider, name)
     usage = _usage(api, rec)
     if usage is None:

@@ -308,6 +308,7 @@ def test_rule_values_name_the_rules() -> None:
         "tool_calls_only_in_assistant_messages",
         "images_only_in_user_messages",
         "thinking_only_in_assistant_messages",
+        "provider_native_parts_only_in_assistant_messages",
         "strings_are_valid_unicode",
     }
 

@@ -74,7 +74,8 @@ def test_an_encoding_other_than_base64_names_the_encoding_path() -> None:
 def test_an_unknown_part_type_names_the_part_and_the_known_types() -> None:
     err = raises(lambda: Message.from_dict(two_texts_then({"type": "video", "url": "x"})))
     assert str(err) == (
-        "parts[2]: unknown part type 'video'; expected one of 'text', 'image', 'tool_call', 'thinking', 'tool_result'"
+        "parts[2]: unknown part type 'video'; expected one of 'text', 'image', 'tool_call', 'thinking', 'tool_result', "
+        "'server_tool_call', 'server_tool_result', 'compaction'"
     )
 
 

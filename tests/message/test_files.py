@@ -97,10 +97,10 @@ def test_loads_ignores_unknown_top_level_keys() -> None:
 
 
 def test_a_newer_format_version_is_refused_with_an_error_that_says_so() -> None:
-    err = file_error(loads_conversation, '{"format_version":2,"messages":[]}')
+    err = file_error(loads_conversation, '{"format_version":3,"messages":[]}')
     assert (
         str(err)
-        == "<string>: format_version 2 is newer than this release of loopctl reads (1); upgrade loopctl to read it"
+        == "<string>: format_version 3 is newer than this release of loopctl reads (2); upgrade loopctl to read it"
     )
 
 
@@ -205,7 +205,7 @@ def test_a_newer_file_gives_an_error_naming_the_file(tmp_path: Path) -> None:
     path = tmp_path / "future.json"
     path.write_text('{"format_version":99,"messages":[]}')
     assert str(file_error(load_conversation, str(path))) == (
-        f"{path}: format_version 99 is newer than this release of loopctl reads (1); upgrade loopctl to read it"
+        f"{path}: format_version 99 is newer than this release of loopctl reads (2); upgrade loopctl to read it"
     )
 
 

@@ -2,7 +2,9 @@
 
 The inverse of ``loopctl.providers.anthropic.build_request`` for what the recordings hold, so that a
 follow-up request can be rebuilt from the messages alone. Thinking blocks read back as Anthropic's
-(``provider="anthropic"``); a ``tool_result`` gets the ``name`` of the ``tool_use`` it answers.
+(``provider="anthropic"``); a ``tool_result`` gets the ``name`` of the ``tool_use`` it answers. Server tool
+blocks and compaction blocks read back as the codec reads them in a reply (their provider-native parts, the
+block kept whole), and text with citations keeps them.
 Also the normalizations used when comparing a built body with a recorded one.
 """
 
@@ -22,6 +24,7 @@ from loopctl.message import (
     ToolContent,
     ToolResultPart,
 )
+from loopctl.providers.anthropic import _native_part
 
 
 def read_system(body: dict[str, Any]) -> str | None:
@@ -44,7 +47,10 @@ def read_messages(body: dict[str, Any]) -> list[Message]:
         for block in content:
             kind = block["type"]
             if kind == "text":
-                parts.append(TextPart(text=block["text"]))
+                if block.get("citations"):
+                    parts.append(TextPart(text=block["text"], citations=tuple(block["citations"]), provider="anthropic"))
+                else:
+                    parts.append(TextPart(text=block["text"]))
             elif kind == "image":
                 source = block["source"]
                 parts.append(ImagePart(source=ImageSource(media_type=source["media_type"], data=source["data"])))
@@ -64,6 +70,8 @@ def read_messages(body: dict[str, Any]) -> list[Message]:
                         is_error=block.get("is_error"),
                     )
                 )
+            elif (native := _native_part(block, kind)) is not None:
+                parts.append(native)
             else:
                 raise AssertionError(f"the reader does not know block type {kind!r}")
         out.append(Message.new(Role(message["role"]), parts))

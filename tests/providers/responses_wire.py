@@ -3,7 +3,8 @@ validate a built body against the official SDK's request type.
 
 The reader is the inverse of the builder for the shapes the recordings use: easy messages (string or content
 list), ``developer``/``system`` messages, output ``message`` items, ``reasoning``, ``function_call`` and
-``function_call_output`` items. Consecutive items of one side (assistant: reasoning, output messages, easy
+``function_call_output`` items, and the items of built-in tools and compaction (read as the codec reads them
+in a reply). Consecutive items of one side (assistant: reasoning, output messages, easy
 assistant messages, function calls; user: user messages and function outputs) form one message, as one
 reply or one user turn does.
 """
@@ -29,13 +30,14 @@ from loopctl.message import (
     ToolContent,
     ToolResultPart,
 )
+from loopctl.providers.openai_responses import NATIVE_ITEMS, _native_parts
 
 _ASSISTANT_ITEMS = {"reasoning", "function_call"}
 
 
 def _side(item: dict[str, Any]) -> Role:
     kind = item.get("type")
-    if kind in _ASSISTANT_ITEMS:
+    if kind in _ASSISTANT_ITEMS or kind in NATIVE_ITEMS:
         return Role.ASSISTANT
     if kind == "function_call_output":
         return Role.USER
@@ -87,13 +89,20 @@ def _parts(item: dict[str, Any]) -> list[MessagePart]:
                 item_id=item.get("id"),
             )
         ]
+    if kind in NATIVE_ITEMS:
+        return _native_parts(item, "input", ())
     if kind == "function_call_output":
         output = item["output"]
         content = ToolContent(output) if isinstance(output, str) else ToolContent(tuple(_user_content(output)))
         return [ToolResultPart(call_id=item["call_id"], output=content)]
     if item.get("role") == "assistant":
         if "id" in item:
-            return [TextPart(text=c["text"], item_id=item["id"]) for c in item["content"]]
+            return [
+                TextPart(text=c["text"], item_id=item["id"], citations=tuple(c["annotations"]), provider="openai")
+                if c.get("annotations")
+                else TextPart(text=c["text"], item_id=item["id"])
+                for c in item["content"]
+            ]
         return [TextPart(text=item["content"])]
     return _user_content(item["content"])
 

@@ -619,11 +619,14 @@ def test_unknown_content_block_type_in_a_reply_is_a_protocol_error() -> None:
     block = {
         "type": "content_block_start",
         "index": 0,
-        "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+        "content_block": {"type": "hologram_use", "id": "x_1", "name": "project", "input": {}},
     }
-    with pytest.raises(ProviderProtocolError, match="'server_tool_use'"):
+    with pytest.raises(ProviderProtocolError, match="'hologram_use'"):
         StreamDecoder().feed(_sse(START, block))
-    with pytest.raises(ProviderProtocolError, match=r"content\[0\]: content block type 'web_search_tool_result'"):
+    with pytest.raises(ProviderProtocolError, match=r"content\[0\]: content block type 'hologram'"):
+        parse_response({"content": [{"type": "hologram"}], "stop_reason": "end_turn"})
+    # A server tool block of the wrong shape is the provider's protocol error too, never a half-read part.
+    with pytest.raises(ProviderProtocolError, match="web_search_tool_result block whose tool_use_id"):
         parse_response({"content": [{"type": "web_search_tool_result"}], "stop_reason": "end_turn"})
 
 

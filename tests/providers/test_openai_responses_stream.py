@@ -373,10 +373,10 @@ class TestEvents:
         data = sse(
             [
                 created(),
-                event("response.output_item.added", output_index=0, item={"id": "ws_1", "type": "web_search_call"}),
+                event("response.output_item.added", output_index=0, item={"id": "hg_1", "type": "hologram_call"}),
             ]
         )
-        with pytest.raises(ProviderProtocolError, match="web_search_call"):
+        with pytest.raises(ProviderProtocolError, match="hologram_call"):
             codec.parse_stream([data])
 
     def test_unknown_message_content_type_raises_naming_it(self) -> None:

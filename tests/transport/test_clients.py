@@ -469,7 +469,8 @@ async def test_from_string_picks_the_client_by_prefix(spec: str, cls: type, mode
 @pytest.mark.parametrize("spec", ["gpt-4o", "openai:", "mistral:large", ":gpt-4o", "Anthropic:claude", ""])
 def test_from_string_refuses_a_bad_spec_naming_the_prefixes(spec: str) -> None:
     with pytest.raises(
-        ValueError, match="expected one of openai:MODEL, openai-responses:MODEL, anthropic:MODEL, gemini:MODEL"
+        ValueError,
+        match="expected one of openai:MODEL, openai-responses:MODEL, openai-responses-ws:MODEL, anthropic:MODEL, gemini:MODEL",
     ) as caught:
         from_string(spec, api_key="k")
     assert repr(spec) in str(caught.value)

@@ -3,7 +3,8 @@
 Text streams as it comes (a reply that was not streamed is shown whole when it arrives); thinking is dimmed;
 tool calls and results are shown on one line each, a result labelled with its call's tool and main argument
 (``✓ read_file(wordcount.py): ...``; the main argument is the call's first, so parallel calls that finish out
-of order stay told apart); a spinner runs while the model is working. Every string
+of order stay told apart); a tool the provider ran itself (web search, code execution...) gets one line when
+its result arrives (``⌁ web_search(…) at anthropic: …``); a spinner runs while the model is working. Every string
 that came from the model, a tool or a provider goes through :func:`~loopctl.cli.inert.inert` first, so none
 of it can move the cursor, hide text or reach the clipboard.
 """
@@ -33,8 +34,8 @@ from loopctl.engine.events import (
     TurnFinished,
     TurnStarted,
 )
-from loopctl.message import TextPart, ThinkingPart, ToolResultPart
-from loopctl.stream import PartStarted, TextDelta, ThinkingDelta
+from loopctl.message import ServerToolCallPart, ServerToolResultPart, TextPart, ThinkingPart, ToolResultPart
+from loopctl.stream import PartStarted, PartUpdated, TextDelta, ThinkingDelta
 
 __all__ = ["Transcript", "dollars", "message_text"]
 
@@ -112,6 +113,7 @@ class Transcript:
         self._mode: str | None = None  # "text" or "thinking" while a stream is being printed
         self._column = 0  # where the streamed text stands on its line, so its tabs expand as one text
         self._streamed = False  # whether this turn's reply was shown as it streamed
+        self._server_calls: dict[str, ServerToolCallPart] = {}  # this turn's provider-side calls, by id
 
     def __call__(self, event: LoopEvent) -> None:
         c = self.console
@@ -121,7 +123,12 @@ class Transcript:
         elif isinstance(event, ModelStreamEvent):
             e = event.event
             # A part may start with text of its own (Gemini's first piece), then deltas follow.
-            if isinstance(e, PartStarted):
+            if isinstance(e, (PartStarted, PartUpdated)) and isinstance(e.part, ServerToolCallPart):
+                self._server_calls[e.part.id] = e.part
+            elif isinstance(e, PartStarted) and isinstance(e.part, ServerToolResultPart):
+                self._streamed = True
+                self._server_result(e.part)
+            elif isinstance(e, PartStarted):
                 if isinstance(e.part, TextPart):
                     self._text(e.part.text)
                 elif isinstance(e.part, ThinkingPart):
@@ -169,6 +176,11 @@ class Transcript:
                         self._text(part.text)
                     elif isinstance(part, ThinkingPart):
                         self._thinking(part.text)
+                    elif isinstance(part, ServerToolCallPart):
+                        self._server_calls[part.id] = part
+                    elif isinstance(part, ServerToolResultPart):
+                        self._server_result(part)
+            self._server_calls = {}
             self._end_line()
         elif isinstance(event, ToolCallStarted):
             self._stop_spin()
@@ -200,6 +212,17 @@ class Transcript:
         elif isinstance(event, RunFinished):
             self._stop_spin()
             self._end_line()
+
+    def _server_result(self, result: ServerToolResultPart) -> None:
+        """One line for a tool the provider ran: its call (when seen) and the start of what it returned."""
+        self._stop_spin()
+        self._end_line()
+        call = self._server_calls.get(result.call_id)
+        label = _label(call.name, call.input) if call is not None else f"{_short(result.name, 80)}()"
+        where = f" on {_short(call.server, 60)}" if call is not None and call.server else ""
+        mark, style = ("✗", "red") if result.failed() else ("⌁", "blue")
+        text = f"{mark} {label}{where} at {_short(result.provider, 30)}: {_short(result.output, 100)}"
+        self.console.print(Text(text, style=style))
 
     def _text(self, text: str) -> None:
         self._streamed = True

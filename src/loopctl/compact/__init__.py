@@ -7,7 +7,8 @@ result: untagged results go first, ``Requery`` results next and only with a mark
 ``Durable`` results are never pruned and are kept verbatim through truncation and summaries.
 
 Modules, one per concept: ``counting`` (the counter protocol, the heuristic and its calibration),
-``budget`` (the policy numbers and the verdict on a pass), ``prune``, ``truncate``, ``summarize``; with
+``budget`` (the policy numbers and the verdict on a pass), ``prune``, ``truncate``, ``summarize``, ``provider``
+(provider-side strategies); with
 ``structure`` (where a conversation may be cut), ``keep`` (what a compaction keeps) and ``textcut`` (cutting
 text without breaking a character). See ``docs/compaction.md``.
 
@@ -16,6 +17,13 @@ Pure: no I/O, no clock.
 
 from loopctl.compact.budget import ContextBudget, PassOutcome, PassReport, Pressure
 from loopctl.compact.counting import PRESETS, CounterPreset, HeuristicTokenCounter, TokenCounter, message_tokens
+from loopctl.compact.provider import (
+    AnthropicClearToolUses,
+    AnthropicCompaction,
+    OpenAICompactEndpoint,
+    OpenAICompaction,
+    ProviderCompaction,
+)
 from loopctl.compact.prune import PRUNE_MARKER, prune, prune_marker
 from loopctl.compact.summarize import (
     REQUERY_OMITTED,
@@ -37,12 +45,17 @@ __all__ = [
     "SUMMARY_INSTRUCTIONS",
     "SUMMARY_SYSTEM_PROMPT",
     "TRUNCATION_NOTICE",
+    "AnthropicClearToolUses",
+    "AnthropicCompaction",
     "Compactor",
     "ContextBudget",
     "CounterPreset",
     "HeuristicTokenCounter",
+    "OpenAICompactEndpoint",
+    "OpenAICompaction",
     "PassOutcome",
     "PassReport",
+    "ProviderCompaction",
     "Pressure",
     "SummarizingCompactor",
     "SummaryPlan",

@@ -21,9 +21,12 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 from loopctl.message import (
+    CompactionPart,
     ImagePart,
     Message,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -243,6 +246,8 @@ class HeuristicTokenCounter:
         Thinking signatures are opaque and not counted (calibration absorbs what the provider charges for
         them). Thinking in an assistant message without tool calls is skipped when the preset says final
         thinking is stripped. Images (user images and images inside tool results) are counted separately.
+        A provider-side tool call counts as a call (name, input), its result by its readable text, a
+        compaction by its summary; their opaque ``raw`` blocks are not counted (as signatures are not).
         """
         u = self._units(message)
         return u.chars, u.images
@@ -278,6 +283,12 @@ class HeuristicTokenCounter:
                 thinking += _text_units(part.text) + (len(part.redacted) if part.redacted else 0)
             elif isinstance(part, ImagePart):
                 images += 1
+            elif isinstance(part, ServerToolCallPart):
+                chars += _text_units(part.name) + _json_units(part.input) + p.part_overhead
+            elif isinstance(part, ServerToolResultPart):
+                chars += _text_units(part.output) + p.part_overhead
+            elif isinstance(part, CompactionPart):
+                chars += _text_units(part.summary) + p.part_overhead
         if thinking and (has_calls or p.count_final_thinking or message.role is not Role.ASSISTANT):
             chars += thinking
         return _Units(chars, images)

@@ -7,7 +7,10 @@ first, ``Requery`` only while still short of the needed room; a recent tail (2,0
 never touched.
 
 A pruned result keeps its ``call_id``, ``name``, ``is_error`` and ``retention``; only ``output`` changes,
-so pairing is untouched and no message loses a part. Messages the pass does not change are returned as the
+so pairing is untouched and no message loses a part. A result the provider produced itself (a
+:class:`~loopctl.message.ServerToolResultPart`, in the assistant message of its call) is pruned the same way,
+and it and its call also lose their ``raw`` blocks, which carry the result verbatim: the pair then travels
+as notes to every provider, its own included. Messages the pass does not change are returned as the
 same objects (a counter's per-message cache keeps hitting).
 
 Pure: no I/O, no clock.
@@ -19,7 +22,7 @@ from collections.abc import Sequence
 
 from loopctl.compact.counting import HeuristicTokenCounter, TokenCounter, message_tokens
 from loopctl.compact.structure import Layout, describe_call, scan, tail_start
-from loopctl.message import Message, MessagePart, ToolCallPart, ToolResultPart
+from loopctl.message import Message, MessagePart, ServerToolCallPart, ServerToolResultPart, ToolCallPart, ToolResultPart
 
 __all__ = ["PRUNE_MARKER", "prune", "prune_marker"]
 
@@ -87,17 +90,22 @@ def _prune_one(
     j, k = where
     msg = current.get(j, messages[j])
     part = msg.parts[k]
-    if not isinstance(part, ToolResultPart):  # pragma: no cover - the caller passes result positions only
-        return 0
-    call = _call_for(messages, layout.answered_by.get(j, -1), part.call_id)
-    marker = prune_marker(call.name if call else part.name, call.input if call else "…")
-    if part.output.root == marker:
-        return 0
-    # The constructors are faster than model_copy (pydantic passes the untouched parts through); every
-    # field but the output is carried over, extension keys included.
-    pruned = ToolResultPart(**{**part.__dict__, "output": marker})
     parts: tuple[MessagePart, ...] = msg.parts
-    new = Message(role=msg.role, parts=(*parts[:k], pruned, *parts[k + 1 :]))
+    if isinstance(part, ServerToolResultPart):
+        new = _prune_server(msg, k, part)
+        if new is None:
+            return 0
+    elif isinstance(part, ToolResultPart):
+        call = _call_for(messages, layout.answered_by.get(j, -1), part.call_id)
+        marker = prune_marker(call.name if call else part.name, call.input if call else "…")
+        if part.output.root == marker:
+            return 0
+        # The constructors are faster than model_copy (pydantic passes the untouched parts through); every
+        # field but the output is carried over, extension keys included.
+        pruned = ToolResultPart(**{**part.__dict__, "output": marker})
+        new = Message(role=msg.role, parts=(*parts[:k], pruned, *parts[k + 1 :]))
+    else:  # pragma: no cover - the caller passes result positions only
+        return 0
     if isinstance(counter, HeuristicTokenCounter):
         # Measured afresh: cache lookups in a million-message history cost more than measuring one message.
         saved = counter.measure(msg) - counter.measure(new)
@@ -107,6 +115,24 @@ def _prune_one(
         return 0
     current[j] = new
     return saved
+
+
+def _prune_server(msg: Message, k: int, part: ServerToolResultPart) -> Message | None:
+    """``msg`` with the provider-side result at ``k`` pruned: its output becomes the marker, and it and its
+    call (in the same message) lose their ``raw`` blocks, which hold the result too (an OpenAI Responses item
+    carries call and result together; an Anthropic ``server_tool_use`` may not be sent without its result
+    block). Every codec then sends the pair as notes. ``None`` when it is pruned already."""
+    parts = list(msg.parts)
+    call_at = next((i for i, p in enumerate(parts) if isinstance(p, ServerToolCallPart) and p.id == part.call_id), None)
+    call = parts[call_at] if call_at is not None else None
+    assert call is None or isinstance(call, ServerToolCallPart)
+    marker = prune_marker(call.name if call else part.name, call.input if call else "…")
+    if part.output == marker and part.raw is None and (call is None or call.raw is None):
+        return None
+    parts[k] = ServerToolResultPart(**{**part.__dict__, "output": marker, "raw": None})
+    if call is not None and call_at is not None:
+        parts[call_at] = ServerToolCallPart(**{**call.__dict__, "raw": None})
+    return Message(role=msg.role, parts=tuple(parts))
 
 
 def _call_for(messages: Sequence[Message], assistant: int, call_id: str) -> ToolCallPart | None:

@@ -28,7 +28,17 @@ import orjson
 
 from loopctl.compact.counting import HeuristicTokenCounter, TokenCounter
 from loopctl.compact.textcut import clip
-from loopctl.message import Message, MessagePart, Retention, Role, ThinkingPart, ToolCallPart, ToolResultPart
+from loopctl.message import (
+    Message,
+    MessagePart,
+    Retention,
+    Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 __all__ = [
     "CALL_INPUT_CHARS",
@@ -95,6 +105,17 @@ def scan(messages: Sequence[Message]) -> Layout:
     for j, m in enumerate(messages):
         if m.role is assistant:
             last_a = j
+            # What the provider ran itself rides in the assistant message with its call: its results are
+            # pooled like tool results, a Durable one keeps its call (same message) through a compaction.
+            for k, part in enumerate(m.parts):
+                if isinstance(part, ServerToolResultPart):
+                    retention = part.retention
+                    if retention is None:
+                        untagged.append((j, k))
+                    elif retention is requery_class:
+                        requery.append((j, k))
+                    elif retention is durable:
+                        durable_calls.setdefault(j, set()).add(part.call_id)
             continue
         if last_a < 0:
             continue
@@ -160,7 +181,8 @@ def tail_start(token_of: Callable[[int], int], protected: int, layout: Layout) -
 
 def durable_copy(message: Message, index: int, layout: Layout, *, keep_thinking: bool) -> Message | None:
     """What of ``message`` (at ``index``) survives when its stretch of the conversation is dropped: only the
-    ``Durable`` results, or in an assistant message only the calls answered by ``Durable`` results, each
+    ``Durable`` results, or in an assistant message only the calls answered by ``Durable`` results (and the
+    provider-side calls with their ``Durable`` results, which ride in the same message), each
     with the thinking that belongs to it (unless ``keep_thinking`` is false: thinking ages out). Text,
     images, other results and system messages go. Returns ``None`` when nothing survives, so a pass never
     creates an empty message. A message that survives whole is returned as is (same object).
@@ -197,7 +219,9 @@ def durable_copy(message: Message, index: int, layout: Layout, *, keep_thinking:
                 after_thinking = True
                 continue
             after_thinking = False
-            if isinstance(part, ToolCallPart) and part.id in keep_ids:
+            if (isinstance(part, (ToolCallPart, ServerToolCallPart)) and part.id in keep_ids) or (
+                isinstance(part, ServerToolResultPart) and part.call_id in keep_ids
+            ):
                 if keep_thinking and not emitted:
                     picked.extend(group)
                 emitted = True

@@ -16,6 +16,7 @@ from loopctl.engine.events import (
     ModelStreamEvent,
     Observer,
     OutputRetry,
+    PromptCacheBust,
     ReplyDiscarded,
     RunAborted,
     RunFinished,
@@ -123,6 +124,7 @@ __all__ = [
     "Turn",
     "TurnFinished",
     "TurnStarted",
+    "PromptCacheBust",
     "UsageLimits",
     "coherent_prefix",
 ]

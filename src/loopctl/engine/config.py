@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, Union
 
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor
+from loopctl.compact.provider import ProviderCompaction
 from loopctl.engine.limits import UsageLimits
 from loopctl.engine.machine import DEFAULT_LOOP_DETECTION, check_loop_detection
 from loopctl.providers.base import ReasoningEffort
@@ -37,7 +38,9 @@ class SessionConfig:
     starts strictly above this fraction of the window (default 0.80) when ``auto_compact`` is on; emergency
     compaction at 95% is always on. ``budget`` optionally replaces these numbers with a full
     :class:`~loopctl.compact.ContextBudget` (lines, target, token counter); ``compactor`` is the compaction
-    pass to run (default: the truncating compactor).
+    pass to run (default: the truncating compactor), or a provider-side strategy
+    (:mod:`loopctl.compact.provider`: ``AnthropicCompaction()``, ``AnthropicClearToolUses()``,
+    ``OpenAICompaction()``, ``OpenAICompactEndpoint()``; ``docs/compaction.md``, "Provider-side compaction").
     """
 
     system_prompt: str | None = None
@@ -46,7 +49,7 @@ class SessionConfig:
     compact_threshold: float = 0.80
     auto_compact: bool = True
     budget: ContextBudget | None = None
-    compactor: Compactor | SummarizingCompactor | None = None
+    compactor: Compactor | SummarizingCompactor | ProviderCompaction | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ __all__ = [
     "ModelStreamEvent",
     "Observer",
     "OutputRetry",
+    "PromptCacheBust",
     "ReplyDiscarded",
     "RunAborted",
     "RunFinished",
@@ -71,6 +72,21 @@ class TurnStarted:
     model: str = ""
     stream: bool = False
     api_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromptCacheBust:
+    """Model call ``turn`` does not extend the request before it, so the provider's prompt cache cannot serve
+    what came after the change (``docs/providers.md``, "Prompt caching"): ``what`` changed (``"tools"``,
+    ``"system"`` or ``"messages"``), from message ``index`` on (``None`` for tools and system), and a readable
+    ``reason`` (``"messages[2] (user) changed"``). Emitted after :class:`TurnStarted`, with the request the
+    ``before_model`` hooks gave (a hook that edits an early message busts the cache); a compaction busts it
+    too, by design."""
+
+    turn: int
+    what: str
+    index: int | None
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +300,7 @@ class RunAborted:
 LoopEvent: TypeAlias = Union[
     RunStarted,
     TurnStarted,
+    PromptCacheBust,
     ModelStreamEvent,
     ModelCallRetry,
     ReplyDiscarded,

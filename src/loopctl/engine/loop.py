@@ -41,9 +41,22 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
-from loopctl.compact import ContextBudget, SummarizingCompactor, clip_middle, message_tokens
+from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor, clip_middle, message_tokens
+from loopctl.compact.provider import (
+    AnthropicClearToolUses,
+    AnthropicCompaction,
+    OpenAICompactEndpoint,
+    ProviderCompaction,
+    RequestCompaction,
+    WindowCounter,
+    durable_after,
+    durable_tool_names,
+    is_request_side,
+    provider_window,
+    resolve,
+)
 from loopctl.engine.config import RunConfig, SessionConfig
 from loopctl.engine.events import (
     CompactionFinished,
@@ -55,6 +68,7 @@ from loopctl.engine.events import (
     ModelStreamEvent,
     Observer,
     OutputRetry,
+    PromptCacheBust,
     ReplyDiscarded,
     RunAborted,
     RunFinished,
@@ -113,13 +127,24 @@ from loopctl.errors import (
     StoreError,
     UnsupportedContent,
 )
-from loopctl.message import ImagePart, Message, Retention, Role, TextPart, ToolCallPart, ToolContent, ToolResultPart
+from loopctl.message import (
+    CompactionPart,
+    ImagePart,
+    Message,
+    Retention,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolContent,
+    ToolResultPart,
+)
 from loopctl.message.model import assemble
 from loopctl.output import OutputPlan, OutputSpec, OutputValidator, RejectOutput, text_plan
 from loopctl.output import plan as plan_output
 from loopctl.output import resolve as resolve_output
 from loopctl.pricing import price
 from loopctl.providers.base import ModelClient, ModelRequest, OutputFormat
+from loopctl.providers.cache import PrefixWatch
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import StreamEvent, UsageReported
 from loopctl.tool import (
@@ -214,7 +239,18 @@ class BareLoop:
         self._machine = machine or LoopMachine()
         self._budget = _make_budget(self.config, client)
         self._counter = self._budget.counter
-        self._compactor = self.config.compactor
+        self._compactor: Compactor | SummarizingCompactor | None = None
+        # A provider-side strategy (loopctl.compact.provider): one that rides on each request makes the
+        # counter count what the provider reads (from its last compaction on); local passes truncate.
+        self._provider_compaction: ProviderCompaction | None = None
+        self._durable_memo: tuple[Message, int, Message, dict[str, None]] | None = None
+        compactor = self.config.compactor
+        if isinstance(compactor, PROVIDER_COMPACTIONS):
+            self._provider_compaction = _check_provider_compaction(cast(ProviderCompaction, compactor), client)
+            if is_request_side(self._provider_compaction):
+                self._counter = WindowCounter(self._counter, self._provider_compaction.provider)
+        else:
+            self._compactor = cast("Compactor | SummarizingCompactor | None", compactor)
         self._calibrated_at = -1  # history length at the last calibration (-1: never)
         # The system text and tool schemas are sent with every request: the counter counts them once per change.
         self._request_key: tuple[str | None, tuple[ToolSchema, ...]] | None = None
@@ -223,6 +259,7 @@ class BareLoop:
         self._overflow_scale: float | None = None  # how low the estimate was when the provider overflowed
         self._running = False
         self._batch: dict[str, ToolCallRecord | PendingApproval] = {}  # the batch in flight (_run_tools)
+        self._prefix_watch = PrefixWatch()  # does each request extend the one before? (PromptCacheBust)
         self._raised_at: str | None = None
 
     # --- sessions ------------------------------------------------------------------------------------------
@@ -578,7 +615,8 @@ class BareLoop:
             max_turns=cfg.max_turns,
             context_window=self._budget.window,
             compact_threshold=self._budget.threshold,
-            auto_compact=self.config.auto_compact,
+            # A strategy riding on each request compacts at the provider's trigger: no local threshold pass.
+            auto_compact=self.config.auto_compact and not is_request_side(self._provider_compaction),
             emergency=self._budget.emergency,
             prune_threshold=self._budget.prune_line,
             prune_target=self._budget.target_tokens / self._budget.window,
@@ -981,7 +1019,37 @@ class BareLoop:
             reasoning_effort=cfg.reasoning_effort,
             extra=cfg.extra,
             output_format=setup.output_format,
+            context_management=self._context_management(),
         )
+
+    def _context_management(self) -> RequestCompaction | None:
+        """The session's request-side compaction strategy as sent: an unset trigger at the threshold line,
+        the tools of ``Durable`` results kept from clearing (:func:`loopctl.compact.provider.resolve`)."""
+        strategy = self._provider_compaction
+        if strategy is None or not is_request_side(strategy):
+            return None
+        clears = isinstance(strategy, AnthropicClearToolUses) or (
+            isinstance(strategy, AnthropicCompaction) and strategy.clear_tool_uses is not None
+        )
+        return resolve(
+            cast(RequestCompaction, strategy),
+            threshold_tokens=int(self._budget.threshold * self._budget.window),
+            durable_tools=self._durable_tools() if clears else (),
+        )
+
+    def _durable_tools(self) -> list[str]:
+        """The tools whose results in the conversation are ``Durable``; a conversation that grew by appending
+        is read only from where the last call stopped (this runs before every request)."""
+        history = self._machine.full_history()
+        if not history:
+            return []
+        start, names = 0, {}
+        memo = self._durable_memo
+        if memo is not None and memo[1] <= len(history) and history[0] is memo[0] and history[memo[1] - 1] is memo[2]:
+            start, names = memo[1], dict(memo[3])
+        names.update(dict.fromkeys(durable_tool_names(history[start:])))
+        self._durable_memo = (history[0], len(history), history[-1], names)
+        return list(names)
 
     # --- the effects: the protected seam of the module docstring -------------------------------------------
 
@@ -1066,6 +1134,9 @@ class BareLoop:
                     api_url=getattr(clients[0], "api_url", None),
                 )
             )
+        bust = self._prefix_watch.check(request.messages, request.system, (*request.tools, *request.native_tools))
+        if bust is not None and emit is not None:
+            emit(PromptCacheBust(turn, bust.what, bust.index, bust.reason))
         tracking = on_event  # always: a failed attempt's usage is known only from its events
         tried: list[tuple[str, LoopError]] = []
         response: ModelResponse | None = None
@@ -1440,8 +1511,17 @@ class BareLoop:
             budget = dataclasses.replace(budget, window=max(1, int(budget.window / scale)))
         try:
             compactor = self._compactor
+            strategy = self._provider_compaction
+            if strategy is not None and is_request_side(strategy):
+                # The provider reads nothing before its last compaction (and the counter counts only what it
+                # reads): what it dropped goes locally too, before the pass cuts what is left.
+                messages = list(provider_window(messages, strategy.provider, lead=True))
+            elif isinstance(strategy, OpenAICompactEndpoint) and step.reason is CompactReason.THRESHOLD:
+                compacted = await self._compact_at_provider(strategy, messages)
+                if compacted is not None:
+                    kind = "provider"
             if isinstance(compactor, SummarizingCompactor):
-                if step.reason is CompactReason.THRESHOLD:
+                if compacted is None and step.reason is CompactReason.THRESHOLD:
                     compacted = await self._summarize(compactor, messages)
                     kind = "summarize"
                 compactor = None  # the fallback: truncation, which needs no model call
@@ -1462,6 +1542,23 @@ class BareLoop:
         if emit:
             emit(CompactionFinished(kind, step.reason.value, before, after))
         return None
+
+    async def _compact_at_provider(
+        self, strategy: OpenAICompactEndpoint, messages: list[Message]
+    ) -> list[Message] | None:
+        """A compaction by the provider's endpoint (``POST /v1/responses/compact``): the window it returns,
+        then the ``Durable`` results with their calls. ``None`` (the fallback: truncation) when the call
+        failed or saved nothing."""
+        compact = getattr(self.client, "compact_conversation", None)
+        if compact is None:
+            return None
+        request = ModelRequest(messages=messages, system=self._request_key[0] if self._request_key else None)
+        try:
+            window, _usage = await compact(request, instructions=strategy.instructions)
+        except LoopError:
+            return None
+        out = [*window, *durable_after(messages)]
+        return out if self._counter.count(out) < self._counter.count(messages) else None
 
     async def _summarize(self, compactor: SummarizingCompactor, messages: list[Message]) -> list[Message] | None:
         """A summary pass: the compactor plans the request, the client sends it, the compactor builds the new
@@ -1497,6 +1594,8 @@ class BareLoop:
         geometrically keeps the cost amortized O(1) per turn). Otherwise the reply's tokens are added.
         """
         counter = self._counter
+        if isinstance(counter, WindowCounter) and any(isinstance(p, CompactionPart) for p in reply.parts):
+            return counter.count([*sent, reply])  # the provider compacted: it reads from the reply on
         reported = usage.input_tokens  # None when the provider did not report it: nothing to calibrate on
         calibrate = getattr(counter, "calibrate", None)
         if reported is not None and reported > 0 and calibrate is not None:
@@ -1562,9 +1661,7 @@ class _Setup:
     deps: Any = None
 
 
-def check_decisions(
-    approvals: Mapping[str, Approval], pending: Sequence[PendingApproval], tools: ToolRegistry
-) -> None:
+def check_decisions(approvals: Mapping[str, Approval], pending: Sequence[PendingApproval], tools: ToolRegistry) -> None:
     """Refuse decisions that do not fit the calls ``pending`` (:class:`ApprovalError`, before anything runs): a
     call that awaits none, a decision of another type, a ``Deny`` whose reason is not a string, a
     ``Modify`` whose input is not JSON or does not fit the tool's schema (checked by the tool's
@@ -1578,8 +1675,7 @@ def check_decisions(
             raise ApprovalError(f"call {call_id!r} does not await approval (the run awaits {awaited})")
         if not isinstance(decision, (Approve, Deny, Modify)):
             raise ApprovalError(
-                f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or "
-                "Modify(input)"
+                f"the decision for call {call_id!r} is {decision!r}; expected Approve(), Deny(reason) or Modify(input)"
             )
         if isinstance(decision, Deny) and not isinstance(decision.reason, str):
             raise ApprovalError(
@@ -1834,6 +1930,24 @@ def _run_error(outcome: Outcome, error: BaseException | None) -> BaseException |
     if outcome.error_type == CostUnknown.__name__:
         return CostUnknown(text)
     return LoopError(text)
+
+
+PROVIDER_COMPACTIONS = tuple(getattr(ProviderCompaction, "__args__", ()))
+"""The provider-side strategy classes (:data:`loopctl.compact.provider.ProviderCompaction`)."""
+
+
+def _check_provider_compaction(strategy: ProviderCompaction, client: ModelClient) -> ProviderCompaction:
+    """``strategy``, once the client is known to be its provider's; raises ``ValueError`` otherwise (a
+    strategy the provider has none of, or the compact endpoint without a client that can call it)."""
+    provider = getattr(client, "provider", "")
+    if provider != strategy.provider:
+        raise ValueError(
+            f"{type(strategy).__name__} is compaction by {strategy.provider}; this loop's client is {provider!r} "
+            "(use a local compactor, or that provider's client)"
+        )
+    if isinstance(strategy, OpenAICompactEndpoint) and getattr(client, "compact_conversation", None) is None:
+        raise ValueError("OpenAICompactEndpoint needs an OpenAIResponsesClient (POST /v1/responses/compact)")
+    return strategy
 
 
 def _make_budget(config: SessionConfig, client: ModelClient) -> ContextBudget:

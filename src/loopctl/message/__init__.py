@@ -1,6 +1,7 @@
 """The conversation model (``docs/wire-format.md``).
 
-``Message{role, parts}`` with text, image, tool-call, thinking and tool-result parts; the JSON wire form;
+``Message{role, parts}`` with text, image, tool-call, thinking and tool-result parts, and the provider-native
+parts (a tool the provider ran, its result, a provider's compaction); the JSON wire form;
 conversation files; and the conversation checks. Pure: only :func:`save_conversation` and
 :func:`load_conversation` touch the file system.
 """
@@ -8,6 +9,7 @@ conversation files; and the conversation checks. Pure: only :func:`save_conversa
 from loopctl.message.check import ConversationProblem, ConversationRule, check_conversation
 from loopctl.message.files import (
     FORMAT_VERSION,
+    NATIVE_FORMAT_VERSION,
     dumps_conversation,
     dumps_conversation_bytes,
     load_conversation,
@@ -15,7 +17,9 @@ from loopctl.message.files import (
     save_conversation,
 )
 from loopctl.message.model import (
+    NATIVE_PART_TYPES,
     PART_TYPES,
+    CompactionPart,
     ImagePart,
     ImageSource,
     Message,
@@ -23,6 +27,8 @@ from loopctl.message.model import (
     Part,
     Retention,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -33,7 +39,10 @@ from loopctl.message.model import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "NATIVE_FORMAT_VERSION",
+    "NATIVE_PART_TYPES",
     "PART_TYPES",
+    "CompactionPart",
     "ConversationProblem",
     "ConversationRule",
     "ImagePart",
@@ -43,6 +52,8 @@ __all__ = [
     "Part",
     "Retention",
     "Role",
+    "ServerToolCallPart",
+    "ServerToolResultPart",
     "TextPart",
     "ThinkingPart",
     "ToolCallPart",

@@ -17,9 +17,12 @@ from typing import Any
 
 from loopctl.errors import InvalidConversation
 from loopctl.message.model import (
+    CompactionPart,
     ImagePart,
     Message,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -56,6 +59,9 @@ class ConversationRule(enum.StrEnum):
     """Images ride only in user messages, including inside tool results."""
     THINKING_OUTSIDE_ASSISTANT = "thinking_only_in_assistant_messages"
     """Thinking rides only in assistant messages."""
+    NATIVE_OUTSIDE_ASSISTANT = "provider_native_parts_only_in_assistant_messages"
+    """What a provider ran or compacted on its own side (server tool calls and results, compaction) rides only in
+    assistant messages (``docs/wire-format.md``, "Provider-native parts")."""
     INVALID_UNICODE = "strings_are_valid_unicode"
     """Every string is valid Unicode: no lone surrogate (as a careless truncation leaves)."""
 
@@ -173,6 +179,15 @@ def check_conversation(
                     entry[1] = True
             elif isinstance(part, ImagePart) and role is not Role.USER:
                 add(ConversationProblem(ppath, ConversationRule.IMAGE_OUTSIDE_USER, f"an image in {_a(role)} message"))
+            elif isinstance(part, (ServerToolCallPart, ServerToolResultPart, CompactionPart)):
+                if role is not Role.ASSISTANT:
+                    add(
+                        ConversationProblem(
+                            ppath,
+                            ConversationRule.NATIVE_OUTSIDE_ASSISTANT,
+                            f"a {part.type} part in {_a(role)} message",
+                        )
+                    )
             elif isinstance(part, ThinkingPart) and role is not Role.ASSISTANT:
                 add(
                     ConversationProblem(
@@ -236,6 +251,10 @@ def _strings_of(part: object, path: str) -> Iterable[tuple[str, str]]:
         yield f"{path}.text", part.text
         if part.item_id is not None:
             yield f"{path}.item_id", part.item_id
+        if part.provider is not None:
+            yield f"{path}.provider", part.provider
+        if part.citations is not None:
+            yield from _json_strings(list(part.citations), f"{path}.citations")
     elif isinstance(part, ThinkingPart):
         for name in ("text", "signature", "redacted", "provider", "item_id"):
             value = getattr(part, name)
@@ -260,6 +279,15 @@ def _strings_of(part: object, path: str) -> Iterable[tuple[str, str]]:
                 yield from _strings_of(sub, f"{path}.output[{i}]")
     elif isinstance(part, ImagePart):
         yield f"{path}.source.media_type", part.source.media_type
+    elif isinstance(part, (ServerToolCallPart, ServerToolResultPart, CompactionPart)):
+        for name in ("id", "call_id", "name", "output", "provider", "server", "summary"):
+            value = getattr(part, name, None)
+            if isinstance(value, str):
+                yield f"{path}.{name}", value
+        if isinstance(part, ServerToolCallPart):
+            yield from _json_strings(part.input, f"{path}.input")
+        if part.raw is not None:
+            yield from _json_strings(part.raw, f"{path}.raw")
 
 
 def _json_strings(value: Any, path: str) -> Iterable[tuple[str, str]]:

@@ -21,10 +21,11 @@ from pydantic import BaseModel, ConfigDict, StrictInt, TypeAdapter, ValidationEr
 
 from loopctl._fs import atomic_write_bytes
 from loopctl.errors import ConversationFileError
-from loopctl.message.model import Message, _dumps_bytes, _invalid
+from loopctl.message.model import NATIVE_PART_TYPES, Message, _dumps_bytes, _invalid
 
 __all__ = [
     "FORMAT_VERSION",
+    "NATIVE_FORMAT_VERSION",
     "dumps_conversation",
     "dumps_conversation_bytes",
     "load_conversation",
@@ -33,11 +34,18 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-"""The conversation file format this release writes, and the newest it reads.
+"""The conversation file format this release writes for a conversation of the five core part kinds.
 
 Policy (``docs/wire-format.md``): the version is bumped only when a file written by the new release could be
-misread by an older one (a key changes meaning, a required key appears). Adding an optional key that is
-omitted when unset is not a bump. Every older version stays readable; a newer one is refused."""
+misread by an older one (a key changes meaning, a required key appears, a part kind older releases cannot
+skip). Adding an optional key that is omitted when unset is not a bump. Every older version stays readable;
+a newer one is refused."""
+
+NATIVE_FORMAT_VERSION = 2
+"""The version written for a conversation that holds a provider-native part (``server_tool_call``,
+``server_tool_result``, ``compaction``: ``docs/wire-format.md``, "Provider-native parts"), which a release
+reading only version 1 cannot read; the newest version this release reads. A conversation without one is
+still written as version 1, byte for byte as before."""
 
 
 class _ConversationFile(BaseModel):
@@ -51,7 +59,8 @@ _BARE = TypeAdapter(tuple[Message, ...], config=ConfigDict(defer_build=True))
 
 
 def dumps_conversation(messages: Iterable[Message]) -> str:
-    """The conversation as compact JSON text: ``{"format_version": 1, "messages": [...]}``.
+    """The conversation as compact JSON text: ``{"format_version": 1, "messages": [...]}`` (version 2 when
+    a message holds a provider-native part: :data:`NATIVE_FORMAT_VERSION`).
 
     Raises ``InvalidMessage`` (path ``messages[i]...``) for a string that cannot be written as UTF-8."""
     return dumps_conversation_bytes(messages).decode()
@@ -61,17 +70,23 @@ def dumps_conversation_bytes(messages: Iterable[Message]) -> bytes:
     """:func:`dumps_conversation` as UTF-8 bytes, without the cost of building a ``str`` (which for text
     outside Latin-1 is most of the cost).
 
-    ``messages`` is the conversation.
+    ``messages`` is the conversation. A conversation holding a provider-native part is written as format
+    version 2 (:data:`NATIVE_FORMAT_VERSION`), any other as version 1.
     """
-    body = {"format_version": FORMAT_VERSION, "messages": [m.to_dict() for m in messages]}
-    return _dumps_bytes(body)
+    dicts = [m.to_dict() for m in messages]
+    version = FORMAT_VERSION
+    for d in dicts:
+        if any(p["type"] in NATIVE_PART_TYPES for p in d["parts"]):
+            version = NATIVE_FORMAT_VERSION
+            break
+    return _dumps_bytes({"format_version": version, "messages": dicts})
 
 
 def loads_conversation(data: str | bytes, *, source: str = "<string>") -> list[Message]:
     """Read a conversation from JSON text: the versioned object, or a bare array of messages.
 
     Every failure raises ``ConversationFileError`` naming ``source``: text that is not JSON (or not valid
-    Unicode), a document of the wrong shape, a ``format_version`` newer than :data:`FORMAT_VERSION` (the
+    Unicode), a document of the wrong shape, a ``format_version`` newer than :data:`NATIVE_FORMAT_VERSION` (the
     error says so), or a bad message inside (the text gives its path, ``messages[3].parts[1].source.data``,
     and what was expected; the ``InvalidMessage`` is chained as ``__cause__``)."""
     head = data.lstrip()[:1]
@@ -93,10 +108,10 @@ def loads_conversation(data: str | bytes, *, source: str = "<string>") -> list[M
 
 
 def _check_version(version: int, source: str) -> None:
-    if version > FORMAT_VERSION:
+    if version > NATIVE_FORMAT_VERSION:
         raise ConversationFileError(
             source,
-            f"format_version {version} is newer than this release of loopctl reads ({FORMAT_VERSION}); "
+            f"format_version {version} is newer than this release of loopctl reads ({NATIVE_FORMAT_VERSION}); "
             "upgrade loopctl to read it",
         )
     if version < 1:

@@ -42,6 +42,7 @@ from pydantic_core import CoreSchema, PydanticCustomError, PydanticUndefined, co
 from loopctl.errors import InvalidMessage
 
 __all__ = [
+    "CompactionPart",
     "ImagePart",
     "ImageSource",
     "Message",
@@ -49,6 +50,8 @@ __all__ = [
     "Part",
     "Retention",
     "Role",
+    "ServerToolCallPart",
+    "ServerToolResultPart",
     "TextPart",
     "ThinkingPart",
     "ToolCallPart",
@@ -328,7 +331,9 @@ class MessagePart(_Value):
             yield name, value
 
 
-_OPTIONAL_KEYS = frozenset({"item_id", "signature", "redacted", "provider", "retention"})
+_OPTIONAL_KEYS = frozenset(
+    {"item_id", "signature", "redacted", "provider", "retention", "citations", "server", "raw", "is_error"}
+)
 
 
 class TextPart(MessagePart):
@@ -341,6 +346,17 @@ class TextPart(MessagePart):
     """Extension (``docs/wire-format.md``): the provider's id of the output item this text came in (OpenAI
     Responses ``msg_…``), sent back so a preceding reasoning item keeps its following item. Omitted when
     unset."""
+    citations: tuple[dict[str, JsonValue], ...] | None = None
+    """Extension (``docs/wire-format.md``, "Provider-native parts"): the sources the provider attached to this
+    text, each exactly as received (Anthropic ``citations`` of a text block, OpenAI Responses
+    ``annotations`` of an ``output_text``), replayed only to ``provider``. Omitted when unset."""
+    provider: Str | None = None
+    """Extension: who attached ``citations`` (``"anthropic"``, ``"openai"``). Omitted when unset."""
+
+    @field_validator("citations")
+    @classmethod
+    def _citations_are_writable(cls, value: Any) -> Any:
+        return None if value is None else tuple(_raw_is_writable(list(value)))
 
     def is_text(self) -> bool:
         return True
@@ -352,9 +368,16 @@ class TextPart(MessagePart):
         return self.text
 
     def to_dict(self) -> dict[str, Any]:
-        if self.item_id is None:
+        if self.item_id is None and self.citations is None and self.provider is None:
             return {"type": "text", "text": self.text}
-        return {"type": "text", "text": self.text, "item_id": self.item_id}
+        d: dict[str, Any] = {"type": "text", "text": self.text}
+        if self.item_id is not None:
+            d["item_id"] = self.item_id
+        if self.citations is not None:
+            d["citations"] = list(self.citations)
+        if self.provider is not None:
+            d["provider"] = self.provider
+        return d
 
 
 class ImagePart(MessagePart):
@@ -547,10 +570,13 @@ def has_lone_surrogate(value: str) -> bool:
 # output, which are walked).
 _STRING_FIELDS: dict[str, tuple[str, ...]] = {
     "ImageSource": ("media_type",),
-    "TextPart": ("text", "item_id"),
+    "TextPart": ("text", "item_id", "provider"),
     "ThinkingPart": ("text", "signature", "redacted", "provider", "item_id"),
     "ToolCallPart": ("id", "name", "item_id", "provider"),
     "ToolResultPart": ("call_id", "name"),
+    "ServerToolCallPart": ("id", "name", "provider", "server"),
+    "ServerToolResultPart": ("call_id", "name", "output", "provider"),
+    "CompactionPart": ("provider", "summary"),
 }
 
 
@@ -584,8 +610,14 @@ def lone_surrogate_at(value: object) -> str | None:
         field_value = getattr(value, name)
         if field_value is not None and has_lone_surrogate(field_value):
             return name
-    if isinstance(value, ToolCallPart):
-        return _unwritable_at(value.input, "input", strings=True)
+    if isinstance(value, (ToolCallPart, ServerToolCallPart)):
+        found = _unwritable_at(value.input, "input", strings=True)
+        if found is not None or not isinstance(value, ServerToolCallPart):
+            return found
+    if isinstance(value, (ServerToolCallPart, ServerToolResultPart, CompactionPart)) and value.raw is not None:
+        return _unwritable_at(value.raw, "raw", strings=True)
+    if isinstance(value, TextPart) and value.citations is not None:
+        return _unwritable_at(list(value.citations), "citations", strings=True)
     if isinstance(value, ToolResultPart):
         found = lone_surrogate_at(value.output)
         return None if found is None else f"output{found}"
@@ -784,12 +816,192 @@ class ToolResultPart(MessagePart):
         return d
 
 
-Part: TypeAlias = Annotated[
-    Union[TextPart, ImagePart, ToolCallPart, ThinkingPart, ToolResultPart], Field(discriminator="type")
-]
-"""Any of the five part kinds, discriminated by ``type``."""
+# --- provider-native parts (docs/wire-format.md, "Provider-native parts") -------------------------------------
 
-PART_TYPES: tuple[str, ...] = ("text", "image", "tool_call", "thinking", "tool_result")
+
+def _raw_is_writable(value: Any) -> Any:
+    # The provider's own block is replayed verbatim, so it must be JSON that JSON can carry (no NaN, no lone
+    # surrogate): refused where it enters, as a tool call's input is, not when the conversation is written.
+    if value is None:
+        return value
+    found = _unwritable_at(value, "", numbers=True)
+    if found is not None:
+        raise PydanticCustomError(
+            "non_finite_number", "expected a finite number (JSON has no NaN or Infinity)", {"subpath": found}
+        )
+    found = _unwritable_at(value, "", strings=True)
+    if found is not None:
+        raise PydanticCustomError("string_surrogate", _SURROGATE_ERROR, {"subpath": found})
+    return value
+
+
+class ServerToolCallPart(MessagePart):
+    """A tool the provider ran on its own side (web search, code execution, file search, remote MCP...): the
+    call. Rides in assistant messages; the engine never runs it (``docs/wire-format.md``, "Provider-native
+    parts").
+
+    Wire: ``{"type": "server_tool_call", "id", "name", "input", "provider"[, "server"][, "raw"]}``. ``id`` is
+    the provider's id of the call (Anthropic ``srvtoolu_…``, OpenAI Responses ``ws_…``/``ci_…``...), ``name``
+    the tool's name as the provider reports it (``web_search``, ``code_execution``, ``code_interpreter``,
+    ``file_search``, ``google_search``...; for a remote MCP call the MCP tool's name, with the server's label in
+    ``server``), ``input`` what the call was given, ``provider`` who ran it. ``raw`` is the provider's block or
+    item exactly as received, sent back verbatim to that provider only; without it (pruned, or built by hand)
+    every codec sends the call as a note in text.
+    """
+
+    type: Literal["server_tool_call"] = Field(default="server_tool_call", repr=False)
+    id: Str
+    """The provider's id of the call; a :class:`ServerToolResultPart` of the same message answers it by
+    ``call_id``."""
+    name: Str
+    """The tool's name as the provider reports it."""
+    input: JsonValue
+    """What the call was given (a query, code, arguments), as a JSON value."""
+    provider: Str
+    """Who ran the call (``"anthropic"``, ``"openai"``, ``"gemini"``)."""
+    server: Str | None = None
+    """For a remote MCP call: the server's label. Omitted when unset."""
+    raw: dict[str, JsonValue] | None = None
+    """The provider's block or item exactly as received (ids, encrypted content, signatures kept); replayed
+    only to ``provider``. Omitted when unset."""
+
+    _input_is_writable = field_validator("input")(_raw_is_writable)
+    _raw_is_writable = field_validator("raw")(_raw_is_writable)
+
+    def display(self) -> str:
+        where = f" on {self.server}" if self.server else ""
+        return f"[Server Tool: {self.name}{where} with input: {_display_json(self.input)}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "type": "server_tool_call",
+            "id": self.id,
+            "name": self.name,
+            "input": self.input,
+            "provider": self.provider,
+        }
+        if self.server is not None:
+            d["server"] = self.server
+        if self.raw is not None:
+            d["raw"] = self.raw
+        return d
+
+
+class ServerToolResultPart(MessagePart):
+    """What a provider-side tool call returned (``docs/wire-format.md``, "Provider-native parts"). Rides in
+    the assistant message of its call, after it.
+
+    Wire: ``{"type": "server_tool_result", "call_id", "name", "output", "provider"[, "is_error"][,
+    "retention"][, "raw"]}``. ``output`` is the result as readable text (search hits as titles and URLs, a
+    program's output, a fetched page), what compaction measures and other providers read; ``raw`` is the
+    provider's block exactly as received (Anthropic ``web_search_tool_result`` with its encrypted content...),
+    replayed only to ``provider``. An OpenAI Responses item holds call and result in one item, kept as the
+    call's ``raw``; its result part then has no ``raw``. ``is_error`` and ``retention`` mean what they mean on
+    a :class:`ToolResultPart` and are written only when set.
+    """
+
+    type: Literal["server_tool_result"] = Field(default="server_tool_result", repr=False)
+    call_id: Str
+    """The ``id`` of the :class:`ServerToolCallPart` this answers."""
+    name: Str
+    """The tool's name, as on the call."""
+    output: Str
+    """The result as readable text."""
+    provider: Str
+    """Who ran the call."""
+    is_error: StrictBool | None = None
+    """``True`` when the provider reports the call failed. Omitted when unset."""
+    retention: Retention | None = None
+    """How compaction may treat this result (as for a :class:`ToolResultPart`); omitted when unset."""
+    raw: dict[str, JsonValue] | None = None
+    """The provider's result block exactly as received; replayed only to ``provider``. Omitted when unset."""
+
+    _read_retention = field_validator("retention", mode="before")(_read_retention)
+    _raw_is_writable = field_validator("raw")(_raw_is_writable)
+
+    def failed(self) -> bool:
+        """True when ``is_error`` is ``True``."""
+        return self.is_error is True
+
+    def with_retention(self, retention: Retention | str | None) -> ServerToolResultPart:
+        """A new result tagged with ``retention`` (``None`` removes the tag); this one is unchanged."""
+        return self.model_copy(update={"retention": _retention_arg(retention)})
+
+    def display(self) -> str:
+        return f"[Server Tool Result: {self.output}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "type": "server_tool_result",
+            "call_id": self.call_id,
+            "name": self.name,
+            "output": self.output,
+            "provider": self.provider,
+        }
+        if self.is_error is not None:
+            d["is_error"] = self.is_error
+        if self.retention is not None:
+            d["retention"] = {"type": self.retention.value}
+        if self.raw is not None:
+            d["raw"] = self.raw
+        return d
+
+
+class CompactionPart(MessagePart):
+    """A provider's own compaction of the conversation before it (``docs/wire-format.md``, "Provider-native
+    parts"): OpenAI's opaque ``compaction`` item, Anthropic's ``compaction`` block. Rides in assistant
+    messages; sent back verbatim to ``provider`` only, and to no other provider (it stands for the context it
+    replaced, which only its provider can read).
+
+    Wire: ``{"type": "compaction", "provider", "summary", "raw"}``. ``summary`` is the readable summary when
+    the provider gives one (Anthropic's block ``content``), ``""`` for an opaque one; ``raw`` is the item or
+    block exactly as received.
+    """
+
+    type: Literal["compaction"] = Field(default="compaction", repr=False)
+    provider: Str
+    """Who compacted (``"openai"``, ``"anthropic"``)."""
+    summary: Str = ""
+    """The readable summary, ``""`` when the provider keeps it opaque."""
+    raw: dict[str, JsonValue]
+    """The provider's item or block exactly as received."""
+
+    _raw_is_writable = field_validator("raw")(_raw_is_writable)
+
+    def display(self) -> str:
+        return (
+            f"[Compaction by {self.provider}: {self.summary}]" if self.summary else f"[Compaction by {self.provider}]"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "compaction", "provider": self.provider, "summary": self.summary, "raw": self.raw}
+
+
+NATIVE_PART_TYPES: tuple[str, ...] = ("server_tool_call", "server_tool_result", "compaction")
+"""The ``type`` values of the provider-native parts (``docs/wire-format.md``, "Provider-native parts"); a
+conversation file holding one is written as ``format_version`` 2."""
+
+NativePart: TypeAlias = Union[ServerToolCallPart, ServerToolResultPart, CompactionPart]
+"""Any provider-native part."""
+
+
+Part: TypeAlias = Annotated[
+    Union[
+        TextPart,
+        ImagePart,
+        ToolCallPart,
+        ThinkingPart,
+        ToolResultPart,
+        ServerToolCallPart,
+        ServerToolResultPart,
+        CompactionPart,
+    ],
+    Field(discriminator="type"),
+]
+"""Any part kind, discriminated by ``type``: the five core kinds (text, image, thinking, tool call, tool
+result), and the provider-native ones."""
+
+PART_TYPES: tuple[str, ...] = ("text", "image", "tool_call", "thinking", "tool_result", *NATIVE_PART_TYPES)
 """The ``type`` values this release knows."""
 
 

@@ -43,19 +43,32 @@ raises its typed error from :meth:`StreamDecoder.feed`.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import orjson
 
+from loopctl.compact.provider import (
+    ANTHROPIC_COMPACTION_BETA,
+    ANTHROPIC_CONTEXT_EDITING_BETA,
+    COMPACTED_PLACEHOLDER,
+    AnthropicClearToolUses,
+    AnthropicCompaction,
+    provider_window,
+    window_start,
+)
 from loopctl.errors import ContextOverflow, InvalidRequest, ProviderError, ProviderProtocolError, UnsupportedContent
 from loopctl.message import (
+    CompactionPart,
     ImagePart,
     Message,
     MessagePart,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -86,11 +99,28 @@ from loopctl.providers.base import (
 from loopctl.providers.base import (
     held_messages as _held,
 )
+from loopctl.providers.native import (
+    CodeExecution,
+    FileSearch,
+    ImageGeneration,
+    NativeTool,
+    RemoteMCP,
+    ToolSearch,
+    WebFetch,
+    WebSearch,
+    call_note,
+    check_native_tools,
+    refuse_options,
+    result_note,
+    result_text,
+    unsupported_tool,
+)
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
     PartFinished,
     PartStarted,
+    PartUpdated,
     ResponseFinished,
     ResponseStarted,
     StreamEvent,
@@ -106,6 +136,8 @@ from loopctl.stream import (
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
 __all__ = [
+    "MCP_BETA",
+    "beta_flags",
     "json_output_format",
     "DEFAULT_MAX_TOKENS",
     "MAX_CACHE_BREAKPOINTS",
@@ -206,6 +238,11 @@ def build_request(
     cache: ConversionCache | None = None,
     prompt_cache: bool = True,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
+    cache_ttl: CacheTTL | None = None,
+    prefix_cache_ttl: CacheTTL | None = None,
+    cache_breakpoints: Sequence[int | Literal["tools", "system"]] | None = None,
+    context_management: object = None,
 ) -> dict[str, Any]:
     """The JSON body of a Messages API request for ``messages``.
 
@@ -217,7 +254,20 @@ def build_request(
     (thinking is incompatible with temperature changes: extended-thinking docs, "Feature compatibility").
     ``stop`` becomes ``stop_sequences``; ``tool_choice`` maps ``"auto"``/``"required"``/``"none"``/
     :class:`~loopctl.tool.ForceTool` to ``auto``/``any``/``none``/``tool`` and is sent only with tools.
-    ``prompt_cache`` places the cache breakpoints described in the module docstring. ``stream=True`` sets
+    ``prompt_cache`` places the cache breakpoints described in the module docstring; ``cache_ttl`` (``"5m"``
+    or ``"1h"``) sets their time to live (``None``: the API's default, five minutes), ``prefix_cache_ttl``
+    that of the tools' and the system prompt's (default: ``cache_ttl``); a one-hour breakpoint may not come
+    after a five-minute one (prompt-caching docs, "Mixing different TTLs"), so a longer conversation TTL than
+    prefix TTL raises :class:`~loopctl.errors.UnsupportedContent`. ``cache_breakpoints`` replaces the
+    automatic placement: ``"tools"``, ``"system"`` and message indexes (the last block of the turn that
+    message is sent in gets one), at most four. ``context_management``: a provider-side compaction strategy
+    (:class:`~loopctl.compact.provider.AnthropicCompaction` or
+    :class:`~loopctl.compact.provider.AnthropicClearToolUses`), sent as ``context_management.edits`` (its
+    beta flag: :func:`beta_flags`); another provider's strategy raises
+    :class:`~loopctl.errors.UnsupportedContent`. A conversation holding an Anthropic compaction block is sent
+    from its last one on (the API "drops all message blocks prior to the compaction block": compaction docs),
+    after :data:`~loopctl.compact.provider.COMPACTED_PLACEHOLDER` and with the system messages before it kept;
+    ``cache_breakpoints`` indexes still count in ``messages``. ``stream=True`` sets
     ``"stream": true``. ``extra`` is merged into the body last (shallow). ``cache`` reuses each message's
     conversion between calls; the body is the same with or without it.
 
@@ -231,6 +281,9 @@ def build_request(
     ``model`` is the model id (``claude-sonnet-4-5``); ``system`` the system prompt, sent as the top-level
     ``system``; ``output_format`` (an :class:`~loopctl.providers.base.OutputFormat`) asks for schema-constrained output
     (``docs/output.md`` says what each API gets).
+
+    ``native_tools``: built-in tool objects (:mod:`loopctl.providers.native`) sent in ``tools`` as Anthropic's
+    server tools; one Anthropic has no such tool for raises :class:`~loopctl.errors.UnsupportedContent`.
     """
     body, _, _ = _build(
         messages,
@@ -248,6 +301,11 @@ def build_request(
         requests=None,
         prompt_cache=prompt_cache,
         output_format=output_format,
+        native_tools=native_tools,
+        cache_ttl=cache_ttl,
+        prefix_cache_ttl=prefix_cache_ttl,
+        cache_breakpoints=cache_breakpoints,
+        context_management=context_management,
     )
     return body
 
@@ -327,16 +385,29 @@ def _build(
     requests: RequestCache | None = None,
     prompt_cache: bool = True,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
+    cache_ttl: CacheTTL | None = None,
+    prefix_cache_ttl: CacheTTL | None = None,
+    cache_breakpoints: Sequence[int | Literal["tools", "system"]] | None = None,
+    context_management: object = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body and, with ``requests``, the prefix to keep for the next call and the parts of the messages
     array (``body["messages"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`; see
     :func:`encode_request`)."""
+    edits = _context_edits(context_management)
+    window = provider_window(messages, PROVIDER, lead=True)
+    if window is not messages:
+        if cache_breakpoints is not None:
+            cache_breakpoints = _shift_breakpoints(cache_breakpoints, messages, window)
+        messages = window
     if requests is None:
         refuse_unwritable_options(system, tools, "Anthropic")
     else:  # the tools' strings are checked once while the same tools come back
         refuse_unwritable_options(system, (), "Anthropic")
         requests.tools(("writable", "Anthropic"), tools, lambda: refuse_unwritable_options(None, tools, "Anthropic"))
-    key = (_CACHE_KEY, prompt_cache)
+    manual = cache_breakpoints is not None
+    ttls = _cache_ttls(cache_ttl, prefix_cache_ttl)
+    key = (_CACHE_KEY, prompt_cache, ttls, manual)
     prefix = requests.prefix(messages, key) if requests is not None else None
     start = prefix.start if prefix is not None else 0
     carry: _Carry = prefix.state if prefix is not None else _Carry()
@@ -379,9 +450,15 @@ def _build(
         tool_list = list(requests.tools(key, tools, lambda: _tool_list(tools)))
     else:
         tool_list = _tool_list(tools)
+    mcp_servers: list[dict[str, Any]] = []
+    if native_tools:
+        builtin, mcp_servers = _native_tools(native_tools)
+        tool_list.extend(builtin)
     system_blocks = [{"type": "text", "text": "\n".join(system_texts)}] if system_texts else []
-    if prompt_cache:
-        _place_cache_breakpoints(tool_list, system_blocks, turns)
+    if cache_breakpoints is not None:
+        _place_manual_breakpoints(cache_breakpoints, tool_list, system_blocks, turns, firsts, pieces, start, ttls)
+    elif prompt_cache:
+        _place_cache_breakpoints(tool_list, system_blocks, turns, ttls)
 
     body: dict[str, Any] = {"model": model, "max_tokens": max_out}
     if system_blocks:
@@ -391,7 +468,8 @@ def _build(
     if requests is None:
         body["messages"] = [{"role": role, "content": content} for role, content in turns]
     else:
-        cut = _cut(laid_out, prompt_cache)
+        # Manual breakpoints may fall anywhere: such a request is laid out whole, never kept as a prefix.
+        cut = 0 if manual else _cut(laid_out, prompt_cache)
         done = [{"role": role, "content": content} for role, content in laid_out[:cut]]
         rest = [{"role": role, "content": content} for role, content in turns[cut:]]
         chunks = prefix.chunks if prefix is not None else ()
@@ -405,6 +483,8 @@ def _build(
             count = (prefix.count if prefix is not None else 0) + cut
             state = _carry(carry, count - cut, laid_out, cut, [t for off, t in tail_system if off < upto])
             keep = LaidOutPrefix(key, _held(messages), start + upto, chunks, count, state)
+    if mcp_servers:
+        body["mcp_servers"] = mcp_servers
     if tool_list:
         body["tools"] = tool_list
         if tool_choice is not None:
@@ -419,9 +499,51 @@ def _build(
         body["stream"] = True
     if output_format is not None:
         body["output_config"] = {"format": json_output_format(output_format)}
+    if edits:
+        body["context_management"] = {"edits": edits}
     if extra:
         body.update(extra)
     return body, keep, parts
+
+
+def _context_edits(strategy: object) -> list[dict[str, Any]]:
+    """The ``context_management.edits`` of a provider-side compaction strategy (none for ``None``)."""
+    if strategy is None:
+        return []
+    if isinstance(strategy, AnthropicCompaction):
+        return strategy.edits()
+    if isinstance(strategy, AnthropicClearToolUses):
+        return [strategy.edit()]
+    raise UnsupportedContent(
+        f"context_management: {type(strategy).__name__} is not an Anthropic strategy "
+        "(AnthropicCompaction or AnthropicClearToolUses)"
+    )
+
+
+def _shift_breakpoints(
+    wanted: Sequence[int | Literal["tools", "system"]], messages: Sequence[Message], window: Sequence[Message]
+) -> list[int | Literal["tools", "system"]]:
+    """Manual breakpoint indexes of ``messages`` as indexes of ``window`` (what is sent of them once the
+    conversation holds a compaction block); an index before the window names a message the API drops."""
+    at = {id(m): k for k, m in enumerate(window)}
+    shifted: list[int | Literal["tools", "system"]] = []
+    for where in wanted:
+        if isinstance(where, int) and not isinstance(where, bool) and 0 <= where < len(messages):
+            k = at.get(id(messages[where]))
+            if k is None:
+                i, _ = window_start(messages, PROVIDER)
+                if where != i:
+                    raise UnsupportedContent(
+                        f"cache_breakpoints: messages[{where}] comes before the compaction block, which the "
+                        "API reads nothing before"
+                    )
+                k = next(
+                    n for n, m in enumerate(window) if m.role is not Role.SYSTEM and m is not COMPACTED_PLACEHOLDER
+                )
+            shifted.append(k)
+        else:
+            shifted.append(where)
+    return shifted
 
 
 def _tool_list(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
@@ -535,6 +657,7 @@ def _convert_message(message: Message, mi: int) -> _Converted:
         return _Converted("user", results + others if results else others)
     blocks: list[dict[str, Any]] = []
     opened = False  # a non-thinking block was emitted: later thinking cannot be replayed in this message
+    native = _NativeReplay(message.parts)
     for pi, part in enumerate(message.parts):
         path = f"{where}.parts[{pi}]"
         if isinstance(part, ThinkingPart):
@@ -543,7 +666,15 @@ def _convert_message(message: Message, mi: int) -> _Converted:
                 blocks.append(block)
         elif isinstance(part, TextPart):
             if part.text.strip():
-                blocks.append({"type": "text", "text": part.text})
+                if part.citations is not None and part.provider == PROVIDER:
+                    blocks.append({"type": "text", "text": part.text, "citations": list(part.citations)})
+                else:
+                    blocks.append({"type": "text", "text": part.text})
+                opened = True
+        elif isinstance(part, (ServerToolCallPart, ServerToolResultPart, CompactionPart)):
+            block = native.block(part)
+            if block is not None:
+                blocks.append(block)
                 opened = True
         elif isinstance(part, ToolCallPart):
             if not isinstance(part.input, dict):
@@ -558,8 +689,58 @@ def _convert_message(message: Message, mi: int) -> _Converted:
     return _Converted("assistant", blocks)
 
 
+class _NativeReplay:
+    """How one assistant message's provider-native parts go out (``docs/providers.md``, "Provider-native
+    parts"): Anthropic's own blocks verbatim, everything else as a note in a text block, compaction blocks of
+    other providers not at all.
+
+    A ``server_tool_use`` must be followed by its result block (the API's pairing of server tools), so a call
+    is replayed whole only while every Anthropic result answering it in the message still has its block; a
+    result is replayed whole only after its replayed call (or when its call is in an earlier message: a
+    ``pause_turn`` continuation). Pruning takes the blocks of both, so a pruned pair becomes two notes."""
+
+    __slots__ = ("_calls", "_replayed", "_unreplayable")
+
+    def __init__(self, parts: Sequence[MessagePart]) -> None:
+        self._calls = {p.id for p in parts if isinstance(p, ServerToolCallPart)}
+        self._unreplayable = {
+            p.call_id
+            for p in parts
+            if isinstance(p, ServerToolResultPart) and (p.provider != PROVIDER or p.raw is None)
+        }
+        self._replayed: set[str] = set()
+
+    def block(self, part: ServerToolCallPart | ServerToolResultPart | CompactionPart) -> dict[str, Any] | None:
+        if isinstance(part, CompactionPart):
+            return part.raw if part.provider == PROVIDER else None
+        if isinstance(part, ServerToolCallPart):
+            if part.provider == PROVIDER and part.raw is not None and part.id not in self._unreplayable:
+                self._replayed.add(part.id)
+                return part.raw
+            return {"type": "text", "text": call_note(part)}
+        if (
+            part.provider == PROVIDER
+            and part.raw is not None
+            and (part.call_id in self._replayed or part.call_id not in self._calls)
+        ):
+            return part.raw
+        return {"type": "text", "text": result_note(part)}
+
+
 def _unsupported(part: object, path: str, place: str) -> UnsupportedContent:
-    if isinstance(part, (TextPart, ImagePart, ToolCallPart, ThinkingPart, ToolResultPart)):
+    if isinstance(
+        part,
+        (
+            TextPart,
+            ImagePart,
+            ToolCallPart,
+            ThinkingPart,
+            ToolResultPart,
+            ServerToolCallPart,
+            ServerToolResultPart,
+            CompactionPart,
+        ),
+    ):
         return UnsupportedContent(f"{path}: a {part.type!r} part cannot be sent to Anthropic in {place}")
     kind = getattr(part, "type", None) or type(part).__name__
     return UnsupportedContent(
@@ -739,18 +920,102 @@ def _fix_prefill(turns: list[tuple[str, list[dict[str, Any]]]], *, thinking_on: 
         turns.pop()
 
 
+CacheTTL = Literal["5m", "1h"]
+"""A cache breakpoint's time to live (SDK ``CacheControlEphemeralParam.ttl``)."""
+
+_TTL_ORDER = {None: 0, "5m": 0, "1h": 1}
+
+
+def _cache_ttls(ttl: CacheTTL | None, prefix_ttl: CacheTTL | None) -> tuple[str | None, str | None]:
+    """``(prefix ttl, conversation ttl)``; raises for a value the API does not take, or a one-hour breakpoint
+    after a five-minute one ("Cache entries with longer TTL must appear before shorter TTLs": prompt-caching
+    docs, "Mixing different TTLs")."""
+    for name, value in (("cache_ttl", ttl), ("prefix_cache_ttl", prefix_ttl)):
+        if value not in (None, "5m", "1h"):
+            raise UnsupportedContent(f"{name} must be '5m' or '1h', not {value!r}")
+    prefix = prefix_ttl if prefix_ttl is not None else ttl
+    if _TTL_ORDER[ttl] > _TTL_ORDER[prefix]:
+        raise UnsupportedContent(
+            f"cache_ttl {ttl!r} is longer than prefix_cache_ttl {prefix!r}: a one-hour cache breakpoint may not come "
+            "after a five-minute one"
+        )
+    return prefix, ttl
+
+
+def _mark(block: dict[str, Any], ttl: str | None) -> dict[str, Any]:
+    control: dict[str, Any] = {"type": "ephemeral"} if ttl is None else {"type": "ephemeral", "ttl": ttl}
+    return {**block, "cache_control": control}
+
+
+def _place_manual_breakpoints(
+    wanted: Sequence[int | str],
+    tools: list[dict[str, Any]],
+    system_blocks: list[dict[str, Any]],
+    turns: list[tuple[str, list[dict[str, Any]]]],
+    firsts: list[int],
+    pieces: list[_Converted],
+    start: int,
+    ttls: tuple[str | None, str | None],
+) -> None:
+    """Breakpoints exactly where the caller said: ``"tools"`` (the last tool), ``"system"``, and message
+    indexes (the last block that can carry one, of the turn the message went into). Raises
+    :class:`~loopctl.errors.UnsupportedContent` for more than four, a place with nothing to mark, or an index
+    outside the conversation."""
+    if len(wanted) > MAX_CACHE_BREAKPOINTS:
+        raise UnsupportedContent(f"cache_breakpoints: at most {MAX_CACHE_BREAKPOINTS} breakpoints, got {len(wanted)}")
+    prefix_ttl, ttl = ttls
+    for where in wanted:
+        if where == "tools":
+            if not tools:
+                raise UnsupportedContent("cache_breakpoints: 'tools' given, but the request has no tools")
+            tools[-1] = _mark(tools[-1], prefix_ttl)
+        elif where == "system":
+            if not system_blocks:
+                raise UnsupportedContent("cache_breakpoints: 'system' given, but the request has no system prompt")
+            system_blocks[-1] = _mark(system_blocks[-1], prefix_ttl)
+        elif isinstance(where, int) and not isinstance(where, bool) and start <= where < start + len(pieces):
+            ti = bisect.bisect_right(firsts, where - start) - 1
+            role, content = turns[ti] if ti >= 0 and pieces[where - start].content else ("", [])
+            bi = next(
+                (
+                    i
+                    for i in range(len(content) - 1, -1, -1)
+                    if content[i]["type"] not in _UNMARKABLE and _has_content(content[i])
+                ),
+                None,
+            )
+            if bi is None:
+                raise UnsupportedContent(
+                    f"cache_breakpoints: messages[{where}] sends no block that can carry a breakpoint"
+                )
+            marked = list(content)
+            marked[bi] = _mark(content[bi], ttl)
+            turns[ti] = (role, marked)
+        else:
+            raise UnsupportedContent(f"cache_breakpoints: {where!r} is not 'tools', 'system' or a message index")
+
+
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def _has_content(block: dict[str, Any]) -> bool:
+    return block["type"] != "tool_result" or "content" in block
+
+
 def _place_cache_breakpoints(
     tools: list[dict[str, Any]],
     system_blocks: list[dict[str, Any]],
     turns: list[tuple[str, list[dict[str, Any]]]],
+    ttls: tuple[str | None, str | None] = (None, None),
 ) -> None:
     """Mark the last tool, the system prompt and the last two user turns (at most four breakpoints)."""
+    prefix_ttl, ttl = ttls
     used = 0
     if tools:
-        tools[-1] = {**tools[-1], "cache_control": {"type": "ephemeral"}}
+        tools[-1] = _mark(tools[-1], prefix_ttl)
         used += 1
     if system_blocks:
-        system_blocks[-1] = {**system_blocks[-1], "cache_control": {"type": "ephemeral"}}
+        system_blocks[-1] = _mark(system_blocks[-1], prefix_ttl)
         used += 1
     user_marks = 0
     for ti in range(len(turns) - 1, -1, -1):
@@ -764,7 +1029,7 @@ def _place_cache_breakpoints(
             if block["type"] == "tool_result" and "content" not in block:
                 continue  # an empty block may not carry a breakpoint
             marked = list(content)  # the cached list stays as it was
-            marked[bi] = {**block, "cache_control": {"type": "ephemeral"}}
+            marked[bi] = _mark(block, ttl)
             turns[ti] = (role, marked)
             used += 1
             user_marks += 1
@@ -785,6 +1050,99 @@ def _tool(tool: ToolSchema, path: str) -> dict[str, Any]:
         out["description"] = tool.description
     out["input_schema"] = dict(tool.input_schema)
     return out
+
+
+# The built-in tools (platform.claude.com/docs/en/agents-and-tools/tool-use/overview, "Server tools"; the SDK's
+# ``WebSearchTool20250305Param``, ``WebFetchTool20250910Param``, ``CodeExecutionTool20250825Param``,
+# ``ToolSearchToolRegex20251119Param``), and the MCP connector's server definitions
+# (platform.claude.com/docs/en/agents-and-tools/mcp-connector; SDK ``BetaRequestMCPServerURLDefinitionParam``).
+MCP_BETA: Final = "mcp-client-2025-04-04"
+"""The ``anthropic-beta`` flag the MCP connector (``mcp_servers``) needs."""
+
+
+def _native_tools(tools: Sequence[NativeTool]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(tool entries, mcp_servers entries)`` for the built-in tools; raises
+    :class:`~loopctl.errors.UnsupportedContent` for a tool or an option Anthropic does not have."""
+    check_native_tools(tools, "Anthropic")
+    out: list[dict[str, Any]] = []
+    servers: list[dict[str, Any]] = []
+    for i, tool in enumerate(tools):
+        path = f"native_tools[{i}]"
+        if isinstance(tool, WebSearch):
+            refuse_options(tool, path, "Anthropic", ("search_context_size",))
+            entry: dict[str, Any] = {"type": "web_search_20250305", "name": "web_search"}
+            _put_domains(entry, tool.allowed_domains, tool.blocked_domains, path)
+            if tool.max_uses is not None:
+                entry["max_uses"] = tool.max_uses
+            if tool.user_location is not None:
+                entry["user_location"] = tool.user_location.to_dict()
+            out.append(entry)
+        elif isinstance(tool, WebFetch):
+            entry = {"type": "web_fetch_20250910", "name": "web_fetch"}
+            _put_domains(entry, tool.allowed_domains, tool.blocked_domains, path)
+            if tool.max_uses is not None:
+                entry["max_uses"] = tool.max_uses
+            if tool.citations is not None:
+                entry["citations"] = {"enabled": tool.citations}
+            if tool.max_content_tokens is not None:
+                entry["max_content_tokens"] = tool.max_content_tokens
+            out.append(entry)
+        elif isinstance(tool, CodeExecution):
+            refuse_options(tool, path, "Anthropic", ("container", "file_ids"))
+            out.append({"type": "code_execution_20250825", "name": "code_execution"})
+        elif isinstance(tool, ToolSearch):
+            mode = tool.mode or "regex"
+            out.append({"type": f"tool_search_tool_{mode}_20251119", "name": f"tool_search_tool_{mode}"})
+        elif isinstance(tool, RemoteMCP):
+            refuse_options(tool, path, "Anthropic", ("headers",))
+            if tool.require_approval != "never":
+                raise UnsupportedContent(
+                    f"{path}.require_approval: Anthropic's MCP connector runs the server's tools without approval"
+                )
+            server: dict[str, Any] = {"type": "url", "url": tool.url, "name": tool.name}
+            if tool.authorization is not None:
+                server["authorization_token"] = tool.authorization
+            if tool.allowed_tools is not None:
+                server["tool_configuration"] = {"enabled": True, "allowed_tools": list(tool.allowed_tools)}
+            servers.append(server)
+        elif isinstance(tool, (FileSearch, ImageGeneration)):
+            raise unsupported_tool(tool, path, "Anthropic")
+    return out, servers
+
+
+def _put_domains(
+    entry: dict[str, Any], allowed: Sequence[str] | None, blocked: Sequence[str] | None, path: str
+) -> None:
+    if allowed is not None and blocked is not None:
+        raise UnsupportedContent(f"{path}: Anthropic takes allowed_domains or blocked_domains, not both")
+    if allowed is not None:
+        entry["allowed_domains"] = list(allowed)
+    if blocked is not None:
+        entry["blocked_domains"] = list(blocked)
+
+
+def beta_flags(
+    *, native_tools: Sequence[NativeTool] = (), context_management: object = None, **_: Any
+) -> tuple[str, ...]:
+    """The ``anthropic-beta`` flags a request built with these options needs (the client sends them as the
+    ``anthropic-beta`` header): :data:`MCP_BETA` for a :class:`~loopctl.providers.native.RemoteMCP`,
+    ``compact-2026-01-12`` for :class:`~loopctl.compact.provider.AnthropicCompaction` and
+    ``context-management-2025-06-27`` for :class:`~loopctl.compact.provider.AnthropicClearToolUses` (on its
+    own or inside the compaction). Other options of :func:`build_request` are accepted and ignored.
+
+    ``native_tools`` are the request's built-in tool objects; ``context_management`` its provider-side compaction
+    strategy (or ``None``).
+    """
+    flags: list[str] = []
+    if any(isinstance(t, RemoteMCP) for t in native_tools):
+        flags.append(MCP_BETA)
+    clear = context_management
+    if isinstance(context_management, AnthropicCompaction):
+        flags.append(ANTHROPIC_COMPACTION_BETA)
+        clear = context_management.clear_tool_uses
+    if isinstance(clear, AnthropicClearToolUses):
+        flags.append(ANTHROPIC_CONTEXT_EDITING_BETA)
+    return tuple(flags)
 
 
 def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
@@ -849,7 +1207,7 @@ def _decode_block(block: Any, where: str) -> MessagePart:
     if part is None:
         raise ProviderProtocolError(
             f"{where}: content block type {block.get('type')!r} is not one the Anthropic codec reads "
-            "(text, thinking, redacted_thinking, tool_use)",
+            "(text, thinking, redacted_thinking, tool_use, server_tool_use, mcp_tool_use, *_tool_result, compaction)",
             provider=PROVIDER,
         )
     return part
@@ -864,6 +1222,9 @@ def _block_part(block: Mapping[str, Any]) -> MessagePart | None:
     """
     kind = block.get("type")
     if kind == "text":
+        citations = block.get("citations")
+        if isinstance(citations, list) and citations:
+            return TextPart(text=block.get("text") or "", citations=tuple(citations), provider=PROVIDER)
         return TextPart(text=block.get("text") or "")
     if kind == "thinking":
         signature = block.get("signature") or None
@@ -874,6 +1235,40 @@ def _block_part(block: Mapping[str, Any]) -> MessagePart | None:
         raw = block.get("input")
         name = block.get("name") or ""
         return ToolCallPart(id=block.get("id") or "", name=name, input=raw if isinstance(raw, dict) else {})
+    return _native_part(block, kind)
+
+
+def _native_part(block: Mapping[str, Any], kind: Any) -> MessagePart | None:
+    """A server tool block (``server_tool_use``, ``mcp_tool_use``, a ``*_tool_result``) or a ``compaction``
+    block as its provider-native part, the block kept whole as ``raw``; ``None`` for any other type.
+
+    Blocks: platform.claude.com/docs/en/agents-and-tools/tool-use/server-tools (web search, web fetch, code
+    execution, tool search), .../mcp-connector (``mcp_tool_use``, ``mcp_tool_result``) and
+    .../build-with-claude/compaction (``compaction``); their shapes are the SDK's ``ContentBlock`` types."""
+    if kind in ("server_tool_use", "mcp_tool_use"):
+        raw = block.get("input")
+        server = block.get("server_name") if kind == "mcp_tool_use" else None
+        return ServerToolCallPart(
+            id=_string(block, "id"),
+            name=_string(block, "name"),
+            input=raw if raw is not None else {},
+            provider=PROVIDER,
+            server=server if isinstance(server, str) and server else None,
+            raw=dict(block),
+        )
+    if isinstance(kind, str) and kind.endswith("_tool_result") and kind != "tool_result":
+        output, failed = _result_text(kind, block)
+        return ServerToolResultPart(
+            call_id=_string(block, "tool_use_id"),
+            name=kind.removesuffix("_tool_result"),
+            output=output,
+            provider=PROVIDER,
+            is_error=True if failed else None,
+            raw=dict(block),
+        )
+    if kind == "compaction":
+        summary = block.get("content")
+        return CompactionPart(provider=PROVIDER, summary=summary if isinstance(summary, str) else "", raw=dict(block))
     return None
 
 
@@ -887,6 +1282,56 @@ def _count(value: Any) -> int | None:
     return value
 
 
+def _string(block: Mapping[str, Any], key: str) -> str:
+    value = block.get(key)
+    if not isinstance(value, str):
+        raise ProviderProtocolError(f"a {block.get('type')} block whose {key} is not a string", provider=PROVIDER)
+    return value
+
+
+def _result_text(kind: str, block: Mapping[str, Any]) -> tuple[str, bool]:
+    """A server tool result block as readable text, and whether it reports a failure (a content object of a
+    ``*_error`` type, or ``is_error: true`` on an MCP result)."""
+    content = block.get("content")
+    if isinstance(content, Mapping) and str(content.get("type", "")).endswith("_error"):
+        return f"error {result_text(content.get('error_code') or content.get('type'))}", True
+    failed = block.get("is_error") is True
+    if kind == "web_search_tool_result" and isinstance(content, list):
+        lines = []
+        for hit in content:
+            if isinstance(hit, Mapping):
+                age = f" ({hit['page_age']})" if isinstance(hit.get("page_age"), str) else ""
+                lines.append(f"{result_text(hit.get('title') or '')} <{result_text(hit.get('url') or '')}>{age}")
+        return "\n".join(lines), failed
+    if isinstance(content, Mapping):
+        ctype = content.get("type")
+        if ctype == "web_fetch_result":
+            document = content.get("content")
+            source = document.get("source") if isinstance(document, Mapping) else None
+            text = ""
+            if isinstance(source, Mapping):
+                data = source.get("data")
+                text = (
+                    data if source.get("type") == "text" and isinstance(data, str) else f"[{source.get('media_type')}]"
+                )
+            return f"{result_text(content.get('url') or '')}\n{text}", failed
+        if "stdout" in content or "stderr" in content:  # (bash_)code_execution_result
+            out = [result_text(content.get("stdout") or "")]
+            if content.get("stderr"):
+                out.append(f"[stderr] {result_text(content['stderr'])}")
+            if content.get("return_code") not in (None, 0):
+                out.append(f"[return code {content['return_code']}]")
+            return "\n".join(o for o in out if o), failed
+        if ctype == "tool_search_tool_search_result":
+            names = [r.get("tool_name") for r in content.get("tool_references") or () if isinstance(r, Mapping)]
+            return "tools found: " + ", ".join(str(n) for n in names), failed
+    if isinstance(content, list):  # an MCP result: text blocks
+        texts = [c.get("text") for c in content if isinstance(c, Mapping) and isinstance(c.get("text"), str)]
+        if len(texts) == len(content):
+            return "\n".join(t for t in texts if t is not None), failed
+    return result_text(content if content is not None else ""), failed
+
+
 def _usage(raw: Mapping[str, Any]) -> Usage:
     """Anthropic usage -> :class:`Usage`: input counts cached tokens too (input + cache read + creation); a
     count the reply does not carry is ``None`` (not reported; an Anthropic-compatible server may leave the
@@ -897,12 +1342,17 @@ def _usage(raw: Mapping[str, Any]) -> Usage:
     details = raw.get("output_tokens_details")
     reasoning = _count(details.get("thinking_tokens")) if isinstance(details, Mapping) else None
     parts = [n for n in (fresh, read, written) if n is not None]
+    # The split of the writes by TTL (prompt-caching docs, "Tracking cache performance": cache_creation
+    # .ephemeral_5m_input_tokens / .ephemeral_1h_input_tokens): an hour's write is priced higher.
+    creation = raw.get("cache_creation")
+    hour = _count(creation.get("ephemeral_1h_input_tokens")) if isinstance(creation, Mapping) else None
     return Usage(
         input_tokens=sum(parts) if fresh is not None else None,
         output_tokens=_count(raw.get("output_tokens")),
         cache_read_tokens=read,
         cache_write_tokens=written,
         reasoning_tokens=reasoning,
+        cache_write_1h_tokens=hour if hour is None or written is None else min(hour, written),
     )
 
 
@@ -930,6 +1380,9 @@ class StreamDecoder(SSEStreamDecoder):
     def __init__(self) -> None:
         super().__init__()
         self._index: dict[int, int] = {}
+        # Blocks that arrive in pieces and are completed at content_block_stop: a server tool call's input,
+        # a compaction's summary, a text's citations (part index -> what is gathered so far).
+        self._pieces: dict[int, _Pieces] = {}
         self._usage_raw: dict[str, Any] = {}
         self._raw_stop: str | None = None
         self._has_calls = False
@@ -956,7 +1409,15 @@ class StreamDecoder(SSEStreamDecoder):
             return self._start(obj)
         if kind == "content_block_stop":
             index = self._index.get(obj.get("index", -1))
-            return [] if index is None else [PartFinished(index)]
+            if index is None:
+                return []
+            pieces = self._pieces.pop(index, None)
+            if pieces is None:
+                return [PartFinished(index)]
+            done = pieces.finish()
+            if done is pieces.part:
+                return [PartFinished(index)]
+            return [PartUpdated(index, done), PartFinished(index)]
         if kind == "message_start":
             message = obj.get("message") or {}
             self._usage_raw = dict(message.get("usage") or {})
@@ -984,13 +1445,16 @@ class StreamDecoder(SSEStreamDecoder):
         if part is None:
             raise ProviderProtocolError(
                 f"content block type {block.get('type')!r} at index {obj.get('index')} is not one the Anthropic "
-                "codec reads (text, thinking, redacted_thinking, tool_use)",
+                "codec reads (text, thinking, redacted_thinking, tool_use, server_tool_use, mcp_tool_use, "
+                "*_tool_result, compaction)",
                 provider=PROVIDER,
             )
         if isinstance(part, ToolCallPart):
             self._has_calls = True
         index = len(self._index)
         self._index[obj.get("index", index)] = index
+        if isinstance(part, (ServerToolCallPart, CompactionPart, TextPart)):
+            self._pieces[index] = _Pieces(part, block)
         return [PartStarted(index, part)]
 
     def _delta(self, obj: dict[str, Any]) -> list[StreamEvent]:
@@ -1004,12 +1468,27 @@ class StreamDecoder(SSEStreamDecoder):
         if kind == "text_delta":
             return [TextDelta(index, delta.get("text") or "")]
         if kind == "input_json_delta":
+            pieces = self._pieces.get(index)
+            if pieces is not None:  # a server tool call's input: assembled here, the part updated at its stop
+                pieces.chunks.append(delta.get("partial_json") or "")
+                return []
             return [ToolCallDelta(index, delta.get("partial_json") or "")]
+        if kind == "citations_delta":
+            pieces = self._pieces.get(index)
+            citation = delta.get("citation")
+            if pieces is not None and isinstance(citation, dict):
+                pieces.citations.append(citation)
+            return []
+        if kind == "compaction_delta":
+            pieces = self._pieces.get(index)
+            if pieces is not None and isinstance(delta.get("content"), str):
+                pieces.chunks.append(delta["content"])
+            return []
         if kind == "thinking_delta":
             return [ThinkingDelta(index, delta.get("thinking") or "")]
         if kind == "signature_delta":
             return [ThinkingSignature(index, delta.get("signature") or "")]
-        return []  # citations_delta, and delta types added after this release
+        return []  # delta types added after this release
 
     def error_body(self, body: Any) -> ProviderError:
         """The typed error for a JSON error body sent in place of the stream; JSON that is no error object
@@ -1019,6 +1498,42 @@ class StreamDecoder(SSEStreamDecoder):
                 "the stream body is JSON but not an error object", provider=PROVIDER, body=body
             )
         return _error_from_body(body, None)
+
+
+class _Pieces:
+    """A block gathered from its stream events: its part as started, its ``content_block_start`` block, and the
+    pieces that followed (a server tool call's ``input_json_delta`` text, a compaction's ``compaction_delta``
+    content, a text's ``citations_delta`` citations)."""
+
+    __slots__ = ("block", "chunks", "citations", "part")
+
+    def __init__(self, part: MessagePart, block: Mapping[str, Any]) -> None:
+        self.part = part
+        self.block = block
+        self.chunks: list[str] = []
+        self.citations: list[dict[str, Any]] = []
+
+    def finish(self) -> MessagePart:
+        """The complete part, its ``raw`` the block as the non-streamed reply would hold it."""
+        part = self.part
+        if isinstance(part, ServerToolCallPart):
+            text = "".join(self.chunks)
+            value, problem = parse_arguments(text)
+            if problem is not None:
+                raise ProviderProtocolError(f"server tool call {part.id!r}: {problem}", provider=PROVIDER)
+            if not text.strip():
+                value = self.block.get("input") if self.block.get("input") is not None else {}
+            return part.model_copy(update={"input": value, "raw": {**self.block, "input": value}})
+        if isinstance(part, CompactionPart):
+            if not self.chunks:
+                return part
+            summary = "".join(self.chunks)
+            return part.model_copy(update={"summary": summary, "raw": {**self.block, "content": summary}})
+        if isinstance(part, TextPart) and self.citations:
+            return part.model_copy(
+                update={"citations": (*(part.citations or ()), *self.citations), "provider": PROVIDER}
+            )
+        return part
 
 
 def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:

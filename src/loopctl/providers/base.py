@@ -78,8 +78,10 @@ class ModelRequest:
     """One model call, provider-neutral: the conversation, the system prompt, the tools and the generation
     settings. ``max_tokens`` is in tokens; ``temperature`` as the provider takes it; ``extra`` is merged into
     the provider's body last (anything the provider accepts that has no option here). ``output_format``
-    constrains the reply's text to a schema (typed output in ``NativeOutput`` mode). Raises ``ValueError``
-    for a ``tool_choice`` that is not a :data:`~loopctl.tool.ToolChoice`."""
+    constrains the reply's text to a schema (typed output in ``NativeOutput`` mode). ``native_tools`` are
+    built-in tools the provider runs itself (:mod:`loopctl.providers.native`), refused by a codec whose
+    provider has no such tool (:class:`~loopctl.errors.UnsupportedContent`). Raises ``ValueError`` for a
+    ``tool_choice`` that is not a :data:`~loopctl.tool.ToolChoice`."""
 
     messages: Sequence[Message]
     system: str | None = None
@@ -91,6 +93,11 @@ class ModelRequest:
     reasoning_effort: ReasoningEffort | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     output_format: OutputFormat | None = None
+    native_tools: Sequence[Any] = ()
+    """Built-in tools the provider runs itself (:mod:`loopctl.providers.native`: ``WebSearch()``...)."""
+    context_management: Any = None
+    """A provider-side compaction strategy that rides on the request (:mod:`loopctl.compact.provider`:
+    ``AnthropicCompaction()``...), refused by a codec whose provider it is not for."""
 
     def __post_init__(self) -> None:
         check_tool_choice(self.tool_choice)
@@ -110,6 +117,10 @@ class ModelRequest:
         }
         if self.output_format is not None:
             options["output_format"] = self.output_format
+        if self.native_tools:
+            options["native_tools"] = self.native_tools
+        if self.context_management is not None:
+            options["context_management"] = self.context_management
         return options
 
 
@@ -213,6 +224,23 @@ class SSEStreamDecoder:
                 raise malformed_reply(self.provider, exc, sse.data) from exc
             out.extend(events)
         return out
+
+    def feed_event(self, data: str | bytes) -> list[StreamEvent]:
+        """Decode one event that arrived whole, without SSE framing (a WebSocket message: the Responses API's
+        WebSocket mode sends each stream event as one JSON text message) and return its neutral events.
+
+        ``data`` is the event's JSON text (or its UTF-8 bytes).
+        """
+        text = data.decode() if isinstance(data, (bytes, bytearray)) else data
+        try:
+            events = self.on_event(ServerSentEvent("message", text))
+            for event in events:
+                self.accumulator.add(event)
+        except ProviderError:
+            raise
+        except _SHAPE_ERRORS as exc:
+            raise malformed_reply(self.provider, exc, text) from exc
+        return events
 
     def finish(self) -> ModelResponse:
         """The complete reply; raises the provider's typed error for an error body or event,

@@ -37,11 +37,14 @@ import orjson
 
 from loopctl.errors import ProviderError, ProviderProtocolError, UnsupportedContent
 from loopctl.message import (
+    CompactionPart,
     ImagePart,
     ImageSource,
     Message,
     MessagePart,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -59,6 +62,19 @@ from loopctl.providers._common import (
 )
 from loopctl.providers._gemini_schema import json_schema_parameters, openapi_parameters
 from loopctl.providers.base import ConversionCache, ModelRequest, OutputFormat, ReasoningEffort, SSEStreamDecoder
+from loopctl.providers.native import (
+    CodeExecution,
+    FileSearch,
+    NativeTool,
+    WebFetch,
+    WebSearch,
+    call_note,
+    check_native_tools,
+    refuse_options,
+    result_note,
+    result_text,
+    unsupported_tool,
+)
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -79,6 +95,8 @@ from loopctl.stream import (
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
 __all__ = [
+    "build_cached_request",
+    "cached_content_body",
     "response_schema",
     "PROVIDER",
     "SKIP_SIGNATURE",
@@ -170,6 +188,8 @@ def build_request(
     signature_fallback: bool | None = None,
     schema_dialect: SchemaDialect = "json_schema",
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
+    context_management: object = None,
 ) -> dict[str, Any]:
     """The JSON body of a ``generateContent`` / ``streamGenerateContent`` request.
 
@@ -198,6 +218,11 @@ def build_request(
     ``system`` is the system prompt (``systemInstruction``); ``output_format`` (an
     :class:`~loopctl.providers.base.OutputFormat`) asks for schema-constrained output (``docs/output.md`` says
     what each API gets).
+
+    ``native_tools``: built-in tool objects (:mod:`loopctl.providers.native`) sent as Gemini's tools
+    (``googleSearch``, ``codeExecution``, ``urlContext``); one Gemini has no such tool for raises
+    :class:`~loopctl.errors.UnsupportedContent`. ``context_management``: Gemini has no provider-side compaction, so
+    any strategy raises :class:`~loopctl.errors.UnsupportedContent`.
     """
     generation = model_generation(model)
     modern = generation is not None and generation >= 3
@@ -206,6 +231,11 @@ def build_request(
         fallback=modern if signature_fallback is None else signature_fallback,
     )
     refuse_unwritable_options(system, tools, "Gemini")
+    if context_management is not None:
+        raise UnsupportedContent(
+            f"context_management: Gemini has no provider-side compaction ({type(context_management).__name__}); "
+            "use a local compactor"
+        )
     check_pairing(messages, "Gemini")
     contents, system_texts = _contents(messages, options, cache)
     if cache is not None:
@@ -217,12 +247,16 @@ def build_request(
     instruction = "\n".join(t for t in [system or "", *system_texts] if t)
     if instruction:
         body["systemInstruction"] = {"parts": [{"text": instruction}]}
+    builtin = _native_tools(native_tools) if native_tools else []
     if tools:
         body["tools"] = [
-            {"functionDeclarations": [_declaration(t, f"tools[{i}]", schema_dialect) for i, t in enumerate(tools)]}
+            {"functionDeclarations": [_declaration(t, f"tools[{i}]", schema_dialect) for i, t in enumerate(tools)]},
+            *builtin,
         ]
         if tool_choice is not None:
             body["toolConfig"] = {"functionCallingConfig": _function_calling(tool_choice)}
+    elif builtin:
+        body["tools"] = builtin
     config = _generation_config(
         max_tokens=max_tokens,
         temperature=temperature,
@@ -238,6 +272,53 @@ def build_request(
     if extra:
         _merge_into(body, extra)
     return body
+
+
+_CACHED_KEYS = ("systemInstruction", "tools", "toolConfig")  # what a cached content holds besides contents
+
+
+def cached_content_body(messages: Sequence[Message], *, model: str, ttl_seconds: int, **options: Any) -> dict[str, Any]:
+    """The body of ``POST /v1beta/cachedContents`` caching ``messages`` with the system prompt, tools and tool
+    config of :func:`build_request` given the same ``options``: ``{"model": "models/<model>", "contents",
+    "systemInstruction"?, "tools"?, "toolConfig"?, "ttl": "<seconds>s"}`` (ai.google.dev/gemini-api/docs/caching;
+    ai.google.dev/api/caching#CachedContent).
+
+    ``ttl_seconds`` is how long the cache lives, in seconds; ``model`` the model id.
+    """
+    body = build_request(messages, model=model, **options)
+    out: dict[str, Any] = {"model": model if model.startswith("models/") else f"models/{model}"}
+    out["contents"] = body["contents"]
+    for key in _CACHED_KEYS:
+        if key in body:
+            out[key] = body[key]
+    out["ttl"] = f"{int(ttl_seconds)}s"
+    return out
+
+
+def build_cached_request(
+    messages: Sequence[Message], *, model: str, cached_content: str, cached_messages: int, **options: Any
+) -> dict[str, Any]:
+    """:func:`build_request`'s body for a request whose first ``cached_messages`` messages, system prompt, tools
+    and tool config are held in the cached content named ``cached_content`` (made by
+    :func:`cached_content_body` from those messages and the same ``options``): ``"cachedContent"`` set, the
+    cached parts left out (the API refuses ``systemInstruction``, ``tools`` or ``toolConfig`` beside a cached
+    content: ai.google.dev/gemini-api/docs/caching). Raises :class:`~loopctl.errors.UnsupportedContent` when the
+    request does not continue the cached content exactly (a system message or tool added since, a turn merged
+    across the boundary) or adds nothing to it: the caller then sends the request whole.
+
+    ``messages`` is the whole conversation; ``model`` the model id; ``options`` those of :func:`build_request`.
+    """
+    body = build_request(messages, model=model, **options)
+    cached = cached_content_body(messages[:cached_messages], model=model, ttl_seconds=0, **options)
+    n = len(cached["contents"])
+    if body["contents"][:n] != cached["contents"] or any(body.get(k) != cached.get(k) for k in _CACHED_KEYS):
+        raise UnsupportedContent(f"the request does not continue the cached content {cached_content!r}")
+    if len(body["contents"]) <= n:
+        raise UnsupportedContent(f"the request adds nothing to the cached content {cached_content!r}")
+    for key in _CACHED_KEYS:
+        body.pop(key, None)
+    body["contents"] = body["contents"][n:]
+    return {"cachedContent": cached_content, **body}
 
 
 def build_request_from(
@@ -342,6 +423,52 @@ def _contents(
     return contents, system_texts
 
 
+# Candidate metadata of the built-in tools: google_search and file_search grounding, url_context retrieval
+# (ai.google.dev/gemini-api/docs/google-search, .../url-context, .../file-search; google-genai
+# ``types.GroundingMetadata``, ``types.UrlContextMetadata``).
+_METADATA_KEYS = frozenset({"groundingMetadata", "urlContextMetadata"})
+
+
+def _native_tools(tools: Sequence[NativeTool]) -> list[dict[str, Any]]:
+    """The ``tools`` entries of the built-in tools (ai.google.dev/api/caching#Tool: ``googleSearch``,
+    ``codeExecution``, ``urlContext``, ``fileSearch``); raises :class:`~loopctl.errors.UnsupportedContent` for a
+    tool or an option Gemini does not have."""
+    check_native_tools(tools, "Gemini")
+    out: list[dict[str, Any]] = []
+    for i, tool in enumerate(tools):
+        path = f"native_tools[{i}]"
+        if isinstance(tool, WebSearch):
+            refuse_options(
+                tool,
+                path,
+                "Gemini",
+                ("max_uses", "allowed_domains", "blocked_domains", "user_location", "search_context_size"),
+            )
+            out.append({"googleSearch": {}})
+        elif isinstance(tool, WebFetch):
+            refuse_options(
+                tool,
+                path,
+                "Gemini",
+                ("max_uses", "allowed_domains", "blocked_domains", "citations", "max_content_tokens"),
+            )
+            out.append({"urlContext": {}})
+        elif isinstance(tool, CodeExecution):
+            refuse_options(tool, path, "Gemini", ("container", "file_ids"))
+            out.append({"codeExecution": {}})
+        elif isinstance(tool, FileSearch):
+            refuse_options(tool, path, "Gemini", ("vector_store_ids",))
+            if not tool.store_names:
+                raise UnsupportedContent(f"{path}.store_names: Gemini's file search needs a file search store")
+            entry: dict[str, Any] = {"fileSearchStoreNames": list(tool.store_names)}
+            if tool.max_num_results is not None:
+                entry["topK"] = tool.max_num_results
+            out.append({"fileSearch": entry})
+        else:
+            raise unsupported_tool(tool, path, "Gemini")
+    return out
+
+
 def _system_text(message: Message, i: int) -> str:
     refuse_unwritable_message(message, f"messages[{i}]", "Gemini")
     for j, part in enumerate(message.parts):
@@ -376,6 +503,7 @@ def _model_piece(message: Message, i: int, options: _Options) -> _Piece:
     calls: list[tuple[str, str, bool]] = []
     pending: str | None = None  # a signature for the next part
     first_call = True
+    replayed: set[str] = set()  # the ids of the provider-side calls sent (or carried) verbatim
     for j, part in enumerate(parts):
         if isinstance(part, ThinkingPart):
             if part.provider != PROVIDER:
@@ -409,6 +537,25 @@ def _model_piece(message: Message, i: int, options: _Options) -> _Piece:
             first_call = False
             out.append(entry)
             calls.append((part.id, part.name, minted))
+        elif isinstance(part, ServerToolCallPart):
+            raw = part.raw if part.provider == PROVIDER else None
+            if raw is not None and "executableCode" in raw:
+                out.append(raw)  # verbatim, its thoughtSignature included
+                replayed.add(part.id)
+            elif raw is not None and _METADATA_KEYS.intersection(raw):
+                replayed.add(part.id)  # grounding metadata: Gemini's own history carries none (content only)
+            else:
+                out.append({"text": call_note(part)})
+        elif isinstance(part, ServerToolResultPart):
+            raw = part.raw if part.provider == PROVIDER else None
+            if raw is not None and "codeExecutionResult" in raw and part.call_id in replayed:
+                out.append(raw)
+            elif raw is None and part.provider == PROVIDER and part.call_id in replayed:
+                pass  # carried by its call (grounding metadata)
+            else:
+                out.append({"text": result_note(part)})
+        elif isinstance(part, CompactionPart):
+            continue  # Gemini has no compaction of its own; another provider's is never sent
         elif isinstance(part, (ImagePart, ToolResultPart)):
             raise _misplaced(part, i, j, "an assistant message")
         else:
@@ -442,7 +589,7 @@ def _user_piece(message: Message, i: int, resolved: tuple[tuple[str, bool], ...]
             if nested:
                 response["parts"] = nested
             responses.append((part.call_id, {"functionResponse": response}))
-        elif isinstance(part, (ThinkingPart, ToolCallPart)):
+        elif isinstance(part, (ThinkingPart, ToolCallPart, ServerToolCallPart, ServerToolResultPart, CompactionPart)):
             raise _misplaced(part, i, j, "a user message")
         else:
             raise _unknown(part, i, j)
@@ -768,9 +915,24 @@ class _ReplyReader:
     run before it (the signature latched on it). Empty unsigned text is dropped.
     """
 
-    __slots__ = ("_call", "_calls", "_finished", "_id", "_next", "_open", "_open_kind", "_started")
+    __slots__ = (
+        "_call",
+        "_calls",
+        "_code",
+        "_finished",
+        "_id",
+        "_metadata",
+        "_native",
+        "_next",
+        "_open",
+        "_open_kind",
+        "_started",
+    )
 
     def __init__(self) -> None:
+        self._native = 0  # provider-side parts so far, for their derived ids
+        self._code: list[str] = []  # executableCode ids not answered yet, oldest first
+        self._metadata: dict[str, Any] = {}  # the latest non-empty grounding / url-context metadata
         self._next = 0
         self._open = -1  # index of the part that takes more pieces, or -1
         self._open_kind = ""  # "text" or "thought"
@@ -801,6 +963,11 @@ class _ReplyReader:
                 raise _protocol("candidates[0].content.parts is not a list")
             for k, part in enumerate(parts):
                 self._part(part, f"candidates[0].content.parts[{k}]", events)
+        if candidate is not None:
+            for key in _METADATA_KEYS:
+                value = candidate.get(key)
+                if isinstance(value, dict) and value:
+                    self._metadata[key] = value
         usage = body.get("usageMetadata")
         if isinstance(usage, dict):
             events.append(UsageReported(_usage(usage)))
@@ -825,6 +992,10 @@ class _ReplyReader:
         # A call still streaming at STOP is taken as complete; at the output limit it was cut off.
         self._end_call(events, cut=reason in _MAX_TOKENS)
         self._close(events)
+        for key in ("groundingMetadata", "urlContextMetadata"):
+            if key in self._metadata:
+                for native in _metadata_parts(key, self._metadata.pop(key), self._native_id(key)):
+                    self._start(native, events, "")
         self._finished = True
         stop = StopReason.REFUSAL if refused else _stop_reason(reason, self._calls > 0)
         events.append(ResponseFinished(stop, reason))
@@ -840,6 +1011,9 @@ class _ReplyReader:
         signature = signature or None
         if "functionCall" in part:
             self._function_call(part["functionCall"], signature, f"{where}.functionCall", events)
+            return
+        if "executableCode" in part or "codeExecutionResult" in part:
+            self._code_part(part, where, events)
             return
         data = [k for k in part if k not in _PART_METADATA]
         if data and data != ["text"]:
@@ -924,6 +1098,54 @@ class _ReplyReader:
         else:
             events.append(PartFinished(index))
 
+    def _native_id(self, kind: str) -> str:
+        """A deterministic id for a provider-side part that came without one: ``<responseId>_<kind>_<n>``."""
+        self._native += 1
+        return f"{self._id or PROVIDER}_{kind}_{self._native}"
+
+    def _code_part(self, part: dict[str, Any], where: str, events: list[StreamEvent]) -> None:
+        """An ``executableCode`` or ``codeExecutionResult`` part (ai.google.dev/gemini-api/docs/code-execution):
+        a server tool call or result, the part kept whole (its ``thoughtSignature`` too) as ``raw``. Gemini 3
+        gives both an ``id``; older models pair a result with the code before it."""
+        code = part.get("executableCode")
+        if code is not None:
+            if not isinstance(code, dict):
+                raise _protocol(f"{where}.executableCode is not an object")
+            code_id = code.get("id")
+            call_id = code_id if isinstance(code_id, str) and code_id else self._native_id("code")
+            self._code.append(call_id)
+            call_input = {k: v for k, v in code.items() if k in ("language", "code")}
+            self._start(
+                ServerToolCallPart(id=call_id, name="code_execution", input=call_input, provider=PROVIDER, raw=part),
+                events,
+                "",
+            )
+            return
+        result = part["codeExecutionResult"]
+        if not isinstance(result, dict):
+            raise _protocol(f"{where}.codeExecutionResult is not an object")
+        result_id = result.get("id")
+        if isinstance(result_id, str) and result_id:
+            call_id = result_id
+            if result_id in self._code:
+                self._code.remove(result_id)
+        else:
+            call_id = self._code.pop(0) if self._code else self._native_id("code")
+        outcome = result.get("outcome")
+        output = result.get("output")
+        self._start(
+            ServerToolResultPart(
+                call_id=call_id,
+                name="code_execution",
+                output=output if isinstance(output, str) else result_text(outcome or ""),
+                provider=PROVIDER,
+                is_error=True if isinstance(outcome, str) and outcome != "OUTCOME_OK" else None,
+                raw=part,
+            ),
+            events,
+            "",
+        )
+
     def _end_call(self, events: list[StreamEvent], *, cut: bool = False) -> None:
         """Close the call whose arguments stream in. ``cut``: the output limit (``MAX_TOKENS``) ended the
         reply while they were still coming (``willContinue``); they are sent unterminated, so the accumulator
@@ -952,6 +1174,54 @@ class _ReplyReader:
         if self._open_kind:
             events.append(PartFinished(self._open))
             self._open, self._open_kind = -1, ""
+
+
+def _metadata_parts(key: str, metadata: dict[str, Any], call_id: str) -> list[MessagePart]:
+    """A candidate's grounding or url-context metadata as a server tool call and its result: the call holds
+    the metadata as ``raw`` (which the Gemini codec never sends back: a model ``Content`` has no place for it),
+    the result the sources as text. ``google_search`` (``webSearchQueries``, web chunks), ``file_search``
+    (chunks from ``retrievedContext``), ``url_context`` (``urlMetadata``)."""
+    raw = {key: metadata}
+    if key == "urlContextMetadata":
+        urls = [u for u in metadata.get("urlMetadata") or () if isinstance(u, dict)]
+        call_input: dict[str, Any] = {"urls": [u.get("retrievedUrl") for u in urls]}
+        output = "\n".join(
+            f"{result_text(u.get('retrievedUrl') or '')}: {result_text(u.get('urlRetrievalStatus') or '')}"
+            for u in urls
+        )
+        name = "url_context"
+    else:
+        chunks = [c for c in metadata.get("groundingChunks") or () if isinstance(c, dict)]
+        lines = []
+        for chunk in chunks:
+            source = chunk.get("web") or chunk.get("retrievedContext") or {}
+            if isinstance(source, dict):
+                label = " ".join(
+                    piece
+                    for piece in (
+                        result_text(source.get("title") or ""),
+                        f"<{result_text(source['uri'])}>" if source.get("uri") else "",
+                    )
+                    if piece
+                )
+                text = source.get("text")
+                lines.append(
+                    f"{label}: {result_text(text)}" if text and label else result_text(text) if text else label
+                )
+        queries = metadata.get("webSearchQueries")
+        queries = queries if isinstance(queries, list) else []
+        if any("retrievedContext" in c for c in chunks):
+            name = "file_search"
+        elif queries:
+            name = "google_search"
+        else:
+            name = "grounding"
+        call_input = {"queries": queries}
+        output = "\n".join(lines)
+    return [
+        ServerToolCallPart(id=call_id, name=name, input=call_input, provider=PROVIDER, raw=raw),
+        ServerToolResultPart(call_id=call_id, name=name, output=output, provider=PROVIDER),
+    ]
 
 
 # Keys of a Part that describe it rather than carry its data (google-genai types.Part).

@@ -42,10 +42,13 @@ from loopctl.errors import (
     UnsupportedContent,
 )
 from loopctl.message import (
+    CompactionPart,
     ImagePart,
     Message,
     MessagePart,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -83,6 +86,8 @@ from loopctl.providers.base import (
 from loopctl.providers.base import (
     held_messages as _held,
 )
+from loopctl.providers.cache import PromptCacheRetention, openai_cache_fields
+from loopctl.providers.native import NativeTool, call_note, check_native_tools, result_note, unsupported_tool
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -192,6 +197,11 @@ def build_request(
     replay_reasoning_content: bool = False,
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
+    prompt_cache_key: str | None = None,
+    prompt_cache_retention: PromptCacheRetention | None = None,
+    prompt_cache_options: Mapping[str, Any] | None = None,
+    context_management: object = None,
 ) -> dict[str, Any]:
     """The JSON body of a Chat Completions request for ``messages``.
 
@@ -210,7 +220,11 @@ def build_request(
     the assistant message's ``reasoning_content``, as DeepSeek's thinking mode requires after tool calls; not
     a field of OpenAI's own API); ``tool_call_id_max_length`` (ids longer than this, or outside
     ``[A-Za-z0-9_-]``, are rewritten by :func:`~loopctl.providers._common.rewrite_tool_id`).
-    ``output_format`` becomes ``response_format`` (:func:`response_format`).
+    ``output_format`` becomes ``response_format`` (:func:`response_format`). ``prompt_cache_key`` (``"auto"``:
+    a key stable per conversation, :func:`loopctl.providers.cache.prompt_cache_key`), ``prompt_cache_retention``
+    and ``prompt_cache_options`` are OpenAI's cache fields (platform.openai.com/docs/guides/prompt-caching),
+    sent only when given (a compatible server may refuse them); ``native_tools`` are refused: Chat Completions
+    runs no tools itself.
 
     Raises :class:`~loopctl.errors.UnsupportedContent` naming the path (``messages[3].parts[1]``) of a part the
     API cannot carry: a part type this release does not know, an image outside user messages and tool results,
@@ -220,6 +234,9 @@ def build_request(
     ``ValueError`` for a bad option value.
 
     ``tools`` are the tool schemas offered, sent as ``tools`` of type ``function``.
+
+    ``context_management``: Chat Completions has no provider-side compaction, so any strategy raises
+    :class:`~loopctl.errors.UnsupportedContent`.
     """
     body, _, _ = _build(
         messages,
@@ -242,6 +259,11 @@ def build_request(
         replay_reasoning_content=replay_reasoning_content,
         tool_call_id_max_length=tool_call_id_max_length,
         output_format=output_format,
+        native_tools=native_tools,
+        prompt_cache_key=prompt_cache_key,
+        prompt_cache_retention=prompt_cache_retention,
+        prompt_cache_options=prompt_cache_options,
+        context_management=context_management,
     )
     return body
 
@@ -288,6 +310,11 @@ def _build(
     replay_reasoning_content: bool = False,
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
+    prompt_cache_key: str | None = None,
+    prompt_cache_retention: PromptCacheRetention | None = None,
+    prompt_cache_options: Mapping[str, Any] | None = None,
+    context_management: object = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body, and (with ``requests``) the prefix to keep for the next call and the parts of the messages
     array. Without ``requests`` the messages are laid out whole (``body["messages"]`` a list); with it, from
@@ -297,6 +324,16 @@ def _build(
         raise ValueError(f"max_tokens_param must be 'max_completion_tokens' or 'max_tokens', not {max_tokens_param!r}")
     if system_role not in ("system", "developer"):
         raise ValueError(f"system_role must be 'system' or 'developer', not {system_role!r}")
+    if native_tools:
+        check_native_tools(native_tools, _API)
+        raise unsupported_tool(
+            native_tools[0], "native_tools[0]", _API, "Chat Completions runs no tools itself; use openai-responses"
+        )
+    if context_management is not None:
+        raise UnsupportedContent(
+            "context_management: Chat Completions has no provider-side compaction "
+            f"({type(context_management).__name__}); use openai-responses with OpenAICompaction, or a local compactor"
+        )
     opts = _Options(system_role, image_detail, replay_reasoning_content, tool_call_id_max_length)
     if requests is None:
         refuse_unwritable_options(system, tools, _API)
@@ -364,6 +401,16 @@ def _build(
         body["stream_options"] = {"include_usage": True}
     if output_format is not None:
         body["response_format"] = response_format(output_format)
+    if prompt_cache_key is not None or prompt_cache_retention is not None or prompt_cache_options:
+        body.update(
+            openai_cache_fields(
+                messages,
+                system,
+                key=prompt_cache_key,
+                retention=prompt_cache_retention,
+                options=prompt_cache_options,
+            )
+        )
     if extra:
         body.update(extra)
     return body, keep, parts
@@ -531,7 +578,11 @@ def _convert_assistant(message: Message, path: str, opts: _Options) -> _Piece:
             # The replay policy: only reasoning a compatible server minted, and only when asked for.
             if opts.replay_reasoning_content and part.provider == COMPATIBLE_REASONING:
                 reasoning.append(part.text)
-        else:
+        elif isinstance(part, ServerToolCallPart):
+            texts.append(call_note(part))  # Chat Completions runs no tools itself: what another API ran, as text
+        elif isinstance(part, ServerToolResultPart):
+            texts.append(result_note(part))
+        elif not isinstance(part, CompactionPart):  # another API's compaction is never sent
             raise _unsupported(part, ppath, "an assistant message")
     # Consecutive text parts are one logical stream (``Message.text_content``); one string suits every
     # compatible server. A turn that only calls tools has content null, not "".

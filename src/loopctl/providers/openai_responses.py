@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 import orjson
 
+from loopctl.compact.provider import OpenAICompaction, provider_window
 from loopctl.errors import (
     Overloaded,
     ProviderError,
@@ -48,10 +49,13 @@ from loopctl.errors import (
     UnsupportedContent,
 )
 from loopctl.message import (
+    CompactionPart,
     ImagePart,
     Message,
     MessagePart,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -86,11 +90,28 @@ from loopctl.providers.base import (
     write_items,
 )
 from loopctl.providers.base import held_messages as _held
+from loopctl.providers.cache import PromptCacheRetention, openai_cache_fields
+from loopctl.providers.native import (
+    CodeExecution,
+    FileSearch,
+    ImageGeneration,
+    NativeTool,
+    RemoteMCP,
+    ToolSearch,
+    WebSearch,
+    call_note,
+    check_native_tools,
+    refuse_options,
+    result_note,
+    result_text,
+    unsupported_tool,
+)
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
     PartFinished,
     PartStarted,
+    PartUpdated,
     ResponseFinished,
     ResponseStarted,
     StreamEvent,
@@ -109,11 +130,13 @@ __all__ = [
     "PROVIDER",
     "TOOL_ERROR_MARKER",
     "StreamDecoder",
+    "build_compact_request",
     "build_request",
     "build_request_from",
     "encode_request",
     "encode_request_from",
     "error_from_http",
+    "parse_compacted",
     "parse_response",
     "parse_stream",
     "strict_schema",
@@ -160,6 +183,14 @@ def build_request(
     store: bool | None = None,
     strict_tools: bool = False,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
+    prompt_cache_key: str | None = None,
+    prompt_cache_retention: PromptCacheRetention | None = None,
+    prompt_cache_options: Mapping[str, Any] | None = None,
+    previous_response_id: str | None = None,
+    conversation: str | None = None,
+    continue_from: int = 0,
+    context_management: object = None,
 ) -> dict[str, Any]:
     """The JSON body of a ``POST /v1/responses`` request for ``messages``.
 
@@ -185,6 +216,24 @@ def build_request(
       pydantic/pydantic-ai#2865);
     - ``store``: sent as ``store`` when set. With ``store=False`` nothing is kept server-side, so a reasoning
       part without encrypted content cannot be resolved by its id and is left out;
+    - ``prompt_cache_key``: sent as is, or ``"auto"`` for a key stable per conversation
+      (:func:`loopctl.providers.cache.prompt_cache_key`); ``prompt_cache_retention`` (``"in_memory"`` or
+      ``"24h"``) and ``prompt_cache_options`` as given (platform.openai.com/docs/guides/prompt-caching). The
+      :class:`~loopctl.transport.OpenAIResponsesClient` sends ``"auto"`` to OpenAI's own API by default;
+    - ``previous_response_id`` (a stored response, or one of this WebSocket connection) or ``conversation``
+      (a Conversations API id) with ``continue_from``: the server already holds ``messages[:continue_from]``
+      (the response chain's input and output), so only the input items of ``messages[continue_from:]`` are
+      sent, with that field; the inline system message goes with the first request only (``instructions``,
+      which a chain does not carry over, are sent every time). The two ids cannot be sent together
+      (platform.openai.com/docs/api-reference/responses/create);
+    - ``context_management``: an :class:`~loopctl.compact.provider.OpenAICompaction`, sent as
+      ``context_management: [{"type": "compaction", "compact_threshold": N}]`` (another provider's strategy
+      raises :class:`~loopctl.errors.UnsupportedContent`). A conversation holding an OpenAI compaction item
+      is sent from the latest one on, system messages before it kept: "you can drop items that came before the
+      most recent compaction item" (developers.openai.com/api/docs/guides/compaction), except the user
+      messages that open a window the compact endpoint returned ("Do not prune the compact response"); a request that
+      continues server-held state is never pruned ("If you use previous_response_id chaining, do not manually
+      prune");
     - ``strict_tools``: send tools with ``strict: true`` in OpenAI's strict schema dialect
       (:func:`strict_schema`); tools are sent with ``strict: false`` otherwise, because Responses treats an
       absent ``strict`` as strict.
@@ -198,6 +247,9 @@ def build_request(
 
     ``output_format`` (an :class:`~loopctl.providers.base.OutputFormat`) asks for schema-constrained output
     (``docs/output.md`` says what each API gets).
+
+    ``native_tools``: built-in tool objects (:mod:`loopctl.providers.native`) sent in ``tools`` as the Responses
+    API's built-in tools; one it has no such tool for raises :class:`~loopctl.errors.UnsupportedContent`.
     """
     body, _, _ = _build(
         messages,
@@ -219,6 +271,14 @@ def build_request(
         store=store,
         strict_tools=strict_tools,
         output_format=output_format,
+        native_tools=native_tools,
+        prompt_cache_key=prompt_cache_key,
+        prompt_cache_retention=prompt_cache_retention,
+        prompt_cache_options=prompt_cache_options,
+        previous_response_id=previous_response_id,
+        conversation=conversation,
+        continue_from=continue_from,
+        context_management=context_management,
         requests=None,
     )
     return body
@@ -287,9 +347,25 @@ def _build(
     store: bool | None = None,
     strict_tools: bool = False,
     output_format: OutputFormat | None = None,
+    native_tools: Sequence[NativeTool] = (),
+    prompt_cache_key: str | None = None,
+    prompt_cache_retention: PromptCacheRetention | None = None,
+    prompt_cache_options: Mapping[str, Any] | None = None,
+    previous_response_id: str | None = None,
+    conversation: str | None = None,
+    continue_from: int = 0,
+    context_management: object = None,
 ) -> tuple[dict[str, Any], LaidOutPrefix | None, tuple[tuple[bytes, ...], list[dict[str, Any]]] | None]:
     """The body and, with ``requests``, the prefix to keep and the parts of the ``input`` array (see
     :func:`encode_request`; ``body["input"]`` is then :data:`~loopctl.providers.base.ITEMS_MARK`)."""
+    if context_management is not None and not isinstance(context_management, OpenAICompaction):
+        raise UnsupportedContent(
+            f"context_management: {type(context_management).__name__} is not an OpenAI Responses strategy "
+            "(OpenAICompaction; OpenAICompactEndpoint is a pass of the engine's, not a request option)"
+        )
+    whole = messages  # the prompt cache key stays the conversation's across a compaction
+    if not continue_from:
+        messages = provider_window(messages, PROVIDER, user_run=True)
     if stop:
         raise UnsupportedContent(
             f"{PROVIDER}: the Responses API has no stop sequences; `stop` ({list(stop)!r}) cannot be sent "
@@ -303,16 +379,26 @@ def _build(
     options = _Options(system_role=system_role, store_off=store is False)
     # Namespaced, so one cache can serve several codecs.
     key = ("openai_responses", system_role, options.store_off)
-    conversions = requests.conversions if requests is not None else cache
+    continued = _continuation(messages, previous_response_id, conversation, continue_from)
+    if continued:
+        # The server holds messages[:continue_from] (a stored response chain, or a conversation): only what
+        # follows is sent, laid out on its own (the short tail needs no kept prefix).
+        conversions = requests.conversions if requests is not None else cache
+        requests = None
+    else:
+        conversions = requests.conversions if requests is not None else cache
     prefix = requests.prefix(messages, key) if requests is not None else None
-    start = prefix.start if prefix is not None else 0
-    check_pairing(messages, _API, start)
+    start = continue_from if continued else prefix.start if prefix is not None else 0
+    held_turn = _latest_assistant(messages, continue_from) if continued else -1
+    check_pairing(messages, _API, max(held_turn, 0) if continued else start)
     tail = messages[start:] if start else messages
     head: list[dict[str, Any]] = []
-    if system and not system_as_instructions:
+    if system and not system_as_instructions and not continued:
         head.append({"role": system_role, "content": system})
     items: list[dict[str, Any]] = head if requests is None else []
     calls: tuple[dict[str, Any], ...] = ()  # the items of the latest assistant message
+    if held_turn >= 0:  # its results are among the new input: sent in the order of its calls
+        calls = _convert_message(messages[held_turn], held_turn, options)
     outputs: list[int] = []  # where the function_call_output items answering it stand in ``items``
     starts: list[tuple[int, int]] = []  # (index in tail, position in items) of each assistant message
     for index, message in enumerate(tail, start):
@@ -340,6 +426,10 @@ def _build(
         items.append({"role": "user", "content": ""})
     if not items and not head and (prefix is None or not prefix.count) and not (system and system_as_instructions):
         raise nothing_to_send(_API, len(messages))
+    if continued and not items:
+        raise UnsupportedContent(
+            f"messages[{continue_from}:]: nothing new to send after the {continue_from} messages the server holds"
+        )
 
     body: dict[str, Any] = {"model": model}
     if system and system_as_instructions:
@@ -363,17 +453,18 @@ def _build(
             count = (prefix.count if prefix is not None else 0) + len(done)
             last_user = _is_user_item(done[-1]) if done else bool(prefix is not None and prefix.state)
             keep = LaidOutPrefix(key, _held(messages), start + cut[0], chunks, count, last_user)
-    if tools:
+    builtin, include = _native_tools(native_tools) if native_tools else ([], [])
+    if tools or builtin:
         if requests is not None:
             body["tools"] = requests.tools(
                 (_API, strict_tools),
-                tools,
+                (*tools, *native_tools),
                 lambda: orjson.Fragment(
-                    _dumps_bytes([_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)])
+                    _dumps_bytes([*(_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)), *builtin])
                 ),
             )
         else:
-            body["tools"] = [_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)]
+            body["tools"] = [*(_tool(t, f"tools[{i}]", strict_tools) for i, t in enumerate(tools)), *builtin]
     if tool_choice is not None:
         body["tool_choice"] = (
             {"type": "function", "name": tool_choice.name} if isinstance(tool_choice, ForceTool) else tool_choice
@@ -390,16 +481,56 @@ def _build(
     if reasoning:
         body["reasoning"] = reasoning
     if encrypted_reasoning if encrypted_reasoning is not None else reasoning_effort is not None:
-        body["include"] = [_ENCRYPTED_REASONING]
+        include.insert(0, _ENCRYPTED_REASONING)
+    if include:
+        body["include"] = include
     if store is not None:
         body["store"] = store
     if stream:
         body["stream"] = True
     if output_format is not None:
         body["text"] = {"format": text_format(output_format)}
+    if previous_response_id is not None:
+        body["previous_response_id"] = previous_response_id
+    if conversation is not None:
+        body["conversation"] = conversation
+    if context_management is not None:
+        body["context_management"] = context_management.entries()
+    if prompt_cache_key is not None or prompt_cache_retention is not None or prompt_cache_options:
+        body.update(
+            openai_cache_fields(
+                whole,
+                system,
+                key=prompt_cache_key,
+                retention=prompt_cache_retention,
+                options=prompt_cache_options,
+            )
+        )
     if extra:
         body.update(extra)
     return body, keep, parts
+
+
+def _continuation(
+    messages: Sequence[Message], previous_response_id: str | None, conversation: str | None, continue_from: int
+) -> bool:
+    """Whether the request continues server-held state; raises for options that contradict each other."""
+    if previous_response_id is not None and conversation is not None:
+        # "previous_response_id cannot be combined with the conversation parameter" (Responses API reference).
+        raise UnsupportedContent("previous_response_id and conversation cannot be sent together")
+    if continue_from and previous_response_id is None and conversation is None:
+        raise UnsupportedContent("continue_from needs previous_response_id or conversation: who holds the start?")
+    if not 0 <= continue_from <= len(messages):
+        raise UnsupportedContent(f"continue_from {continue_from} is outside the {len(messages)} messages")
+    return continue_from > 0
+
+
+def _latest_assistant(messages: Sequence[Message], before: int) -> int:
+    """The index of the last assistant message before ``before``, or -1."""
+    for i in range(before - 1, -1, -1):
+        if messages[i].role is Role.ASSISTANT:
+            return i
+    return -1
 
 
 def build_request_from(
@@ -469,8 +600,20 @@ def _unsupported(part: MessagePart, path: str, why: str) -> UnsupportedContent:
     return UnsupportedContent(f"{path}: {PROVIDER} Responses cannot carry {why} (part type {kind!r})")
 
 
+_KNOWN = (
+    TextPart,
+    ImagePart,
+    ToolCallPart,
+    ThinkingPart,
+    ToolResultPart,
+    ServerToolCallPart,
+    ServerToolResultPart,
+    CompactionPart,
+)
+
+
 def _check_known(part: MessagePart, path: str) -> None:
-    if not isinstance(part, (TextPart, ImagePart, ToolCallPart, ThinkingPart, ToolResultPart)):
+    if not isinstance(part, _KNOWN):
         raise _unsupported(part, path, "a part type this release does not know")
 
 
@@ -535,8 +678,10 @@ def _user_items(parts: Sequence[MessagePart], path: str) -> list[dict[str, Any]]
             items.append(_function_call_output(part, ppath))
         elif isinstance(part, ThinkingPart):
             continue
-        else:
+        elif isinstance(part, ToolCallPart):
             raise _unsupported(part, ppath, "a tool call in a user message")
+        else:
+            raise _unsupported(part, ppath, "this part in a user message")
     flush()
     return items
 
@@ -571,6 +716,8 @@ def _function_call_output(part: ToolResultPart, path: str) -> dict[str, Any]:
 def _assistant_items(parts: Sequence[MessagePart], path: str, options: _Options) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     n = len(parts)
+    calls_here: set[str] = set()  # the server tool calls of this message
+    replayed: set[str] = set()  # ... and those sent as their own items
     # True after a reasoning item of this provider was left out: the items that followed it lose their ids.
     orphaned = False
     seen_reasoning: set[str] = set()
@@ -614,12 +761,42 @@ def _assistant_items(parts: Sequence[MessagePart], path: str, options: _Options)
                         "role": "assistant",
                         "id": item_id,
                         "status": "completed",
-                        "content": [{"type": "output_text", "text": t, "annotations": []} for t in texts],
+                        "content": [
+                            {"type": "output_text", "text": p.text, "annotations": _annotations(p)}
+                            for p in parts[i:j]
+                            if isinstance(p, TextPart)
+                        ],
                     }
                 )
             elif joined := "".join(texts):
                 items.append({"role": "assistant", "content": joined})
             i = j
+        elif isinstance(part, ServerToolCallPart):
+            calls_here.add(part.id)
+            if part.provider == PROVIDER and part.raw is not None and not orphaned:
+                items.append(part.raw)
+                replayed.add(part.id)
+            else:
+                items.append({"role": "assistant", "content": call_note(part)})
+            i += 1
+        elif isinstance(part, ServerToolResultPart):
+            ours = part.provider == PROVIDER
+            if ours and part.raw is None and part.call_id in replayed:
+                pass  # carried inside its call's item
+            elif (
+                ours
+                and part.raw is not None
+                and not orphaned
+                and (part.call_id in replayed or part.call_id not in calls_here)
+            ):
+                items.append(part.raw)
+            else:
+                items.append({"role": "assistant", "content": result_note(part)})
+            i += 1
+        elif isinstance(part, CompactionPart):
+            if part.provider == PROVIDER:  # another provider's compaction is never sent
+                items.append(part.raw)
+            i += 1
         elif isinstance(part, ToolCallPart):
             item: dict[str, Any] = {
                 "type": "function_call",
@@ -638,6 +815,11 @@ def _assistant_items(parts: Sequence[MessagePart], path: str, options: _Options)
     return items
 
 
+def _annotations(part: TextPart) -> list[Any]:
+    """An ``output_text``'s ``annotations``: the part's citations when OpenAI made them, else none."""
+    return list(part.citations) if part.citations is not None and part.provider == PROVIDER else []
+
+
 def _same_reasoning(part: MessagePart, item_id: str | None) -> bool:
     return isinstance(part, ThinkingPart) and part.provider == PROVIDER and part.item_id == item_id
 
@@ -653,6 +835,8 @@ def _is_following_item(parts: Sequence[MessagePart], j: int) -> bool:
     if j >= len(parts):
         return False
     nxt = parts[j]
+    if isinstance(nxt, ServerToolCallPart):
+        return nxt.provider == PROVIDER and nxt.raw is not None
     return isinstance(nxt, (TextPart, ToolCallPart)) and nxt.item_id is not None
 
 
@@ -700,6 +884,74 @@ def _tool(tool: ToolSchema, path: str, strict: bool) -> dict[str, Any]:
     return out
 
 
+# The built-in tools (platform.openai.com/docs/guides/tools; openai-python ``types/responses/tool_param.py``:
+# ``WebSearchToolParam``, ``CodeInterpreter``, ``FileSearchToolParam``, ``Mcp``, ``ToolSearch``...,
+# ``ImageGeneration``), each with the ``include`` that makes its item carry its results.
+_INCLUDES = {
+    CodeExecution: "code_interpreter_call.outputs",
+    FileSearch: "file_search_call.results",
+}
+
+
+def _native_tools(tools: Sequence[NativeTool]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``(tool entries, include values)`` for the built-in tools; raises
+    :class:`~loopctl.errors.UnsupportedContent` for a tool or an option Responses does not have."""
+    check_native_tools(tools, _API)
+    out: list[dict[str, Any]] = []
+    include: list[str] = []
+    for i, tool in enumerate(tools):
+        path = f"native_tools[{i}]"
+        entry: dict[str, Any]
+        if isinstance(tool, WebSearch):
+            refuse_options(tool, path, _API, ("max_uses", "blocked_domains"))
+            entry = {"type": "web_search"}
+            if tool.allowed_domains is not None:
+                entry["filters"] = {"allowed_domains": list(tool.allowed_domains)}
+            if tool.user_location is not None:
+                entry["user_location"] = tool.user_location.to_dict()
+            if tool.search_context_size is not None:
+                entry["search_context_size"] = tool.search_context_size
+        elif isinstance(tool, CodeExecution):
+            container: Any = tool.container
+            if container is None:
+                container = {"type": "auto", "file_ids": list(tool.file_ids)} if tool.file_ids else {"type": "auto"}
+            elif tool.file_ids:
+                raise UnsupportedContent(f"{path}.file_ids: files go with a new container, not an existing one")
+            entry = {"type": "code_interpreter", "container": container}
+        elif isinstance(tool, FileSearch):
+            refuse_options(tool, path, _API, ("store_names",))
+            if not tool.vector_store_ids:
+                raise UnsupportedContent(
+                    f"{path}.vector_store_ids: OpenAI's file search needs at least one vector store"
+                )
+            entry = {"type": "file_search", "vector_store_ids": list(tool.vector_store_ids)}
+            if tool.max_num_results is not None:
+                entry["max_num_results"] = tool.max_num_results
+        elif isinstance(tool, RemoteMCP):
+            entry = {"type": "mcp", "server_label": tool.name, "server_url": tool.url}
+            if tool.description is not None:
+                entry["server_description"] = tool.description
+            if tool.allowed_tools is not None:
+                entry["allowed_tools"] = list(tool.allowed_tools)
+            if tool.headers is not None:
+                entry["headers"] = dict(tool.headers)
+            if tool.authorization is not None:
+                entry["authorization"] = tool.authorization
+            entry["require_approval"] = tool.require_approval
+        elif isinstance(tool, ToolSearch):
+            refuse_options(tool, path, _API, ("mode",))
+            entry = {"type": "tool_search"}
+        elif isinstance(tool, ImageGeneration):
+            entry = {"type": "image_generation", **tool.options}
+        else:  # WebFetch
+            raise unsupported_tool(tool, path, _API, "use WebSearch")
+        out.append(entry)
+        extra = _INCLUDES.get(type(tool))
+        if extra is not None and extra not in include:
+            include.append(extra)
+    return out, include
+
+
 # --- reply -----------------------------------------------------------------------------------------------------
 
 
@@ -745,7 +997,7 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
             for c, content in enumerate(_list(item.get("content"))):
                 text, is_refusal = _message_text(content, f"{where}.content[{c}]")
                 refusal = refusal or is_refusal
-                parts.append(TextPart(text=text, item_id=_field(item, "id", where)))
+                parts.append(_text_part(text, _field(item, "id", where), content))
         elif kind == "function_call":
             arguments = _field(item, "arguments", where) or ""
             value, problem = parse_arguments(arguments)
@@ -758,6 +1010,8 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
             if problem is not None:
                 invalid.append(InvalidToolCall(call.id, call.name, arguments, problem))
             parts.append(call)
+        elif kind in NATIVE_ITEMS:
+            parts.extend(_native_parts(item, where, parts))
         else:
             raise ProviderProtocolError(f"{where}: unknown output item type {kind!r}", provider=PROVIDER)
     details = body.get("incomplete_details")
@@ -774,8 +1028,225 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
     )
 
 
+# --- the standalone compact endpoint ---------------------------------------------------------------------------
+
+
+def build_compact_request(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    system: str | None = None,
+    instructions: str | None = None,
+    prompt_cache_key: str | None = None,
+    prompt_cache_retention: PromptCacheRetention | None = None,
+    **_: Any,
+) -> dict[str, Any]:
+    """The JSON body of a ``POST /v1/responses/compact`` request: ``model``, the conversation as ``input``
+    (the items :func:`build_request` sends, system messages inline), ``instructions`` (default ``system``)
+    and the prompt-cache fields (openai-python ``ResponseCompactParams``; developers.openai.com/api/docs/
+    guides/compaction, "Standalone compact endpoint"). Other options of :func:`build_request` are accepted
+    and ignored. Raises what :func:`build_request` raises.
+
+    ``prompt_cache_key`` and ``prompt_cache_retention`` are sent as given (``None``: left out).
+    """
+    full = build_request(
+        messages,
+        model=model,
+        system=instructions if instructions is not None else system,
+        system_as_instructions=True,
+        prompt_cache_key=prompt_cache_key,
+        prompt_cache_retention=prompt_cache_retention,
+    )
+    body: dict[str, Any] = {"model": model, "input": full["input"]}
+    for key in ("instructions", "prompt_cache_key", "prompt_cache_retention"):
+        if key in full:
+            body[key] = full[key]
+    return body
+
+
+def parse_compacted(body: Mapping[str, Any]) -> tuple[list[Message], Usage]:
+    """A ``response.compaction`` object (openai-python ``CompactedResponse``: "a list of all user messages,
+    followed by a single compaction item") as the conversation that replaces the compacted one: each
+    message item as a message of its role (its text parts), the ``compaction`` item as a
+    :class:`~loopctl.message.CompactionPart` in an assistant message of its own; and the pass's usage. An
+    error body raises the typed error; any other item raises :class:`~loopctl.errors.ProviderProtocolError`."""
+    if not isinstance(body, Mapping):
+        raise ProviderProtocolError(f"a reply must be a JSON object, not {type(body).__name__}", provider=PROVIDER)
+    error = body.get("error")
+    if isinstance(error, Mapping) and not is_zero_valued(error):
+        raise _error_from_object(error, body=dict(body))
+    output = body.get("output")
+    if not isinstance(output, list):
+        raise ProviderProtocolError("the compacted reply has no `output` list", provider=PROVIDER)
+    messages: list[Message] = []
+    for n, item in enumerate(output):
+        where = f"output[{n}]"
+        kind = item.get("type", "message") if isinstance(item, Mapping) else None
+        if kind == "compaction":
+            messages.append(Message(role=Role.ASSISTANT, parts=(CompactionPart(provider=PROVIDER, raw=dict(item)),)))
+        elif kind == "message" and item.get("role") in ("user", "assistant", "developer", "system"):
+            role = {"user": Role.USER, "assistant": Role.ASSISTANT}.get(item["role"], Role.SYSTEM)
+            content = item.get("content")
+            texts = (
+                [content]
+                if isinstance(content, str)
+                else [_compacted_text(c, f"{where}.content[{k}]") for k, c in enumerate(_list(content))]
+            )
+            if role is Role.ASSISTANT:
+                parts: tuple[MessagePart, ...] = tuple(
+                    TextPart(text=t, item_id=_field(item, "id", where)) for t in texts
+                )
+            else:
+                parts = tuple(TextPart(text=t) for t in texts)
+            if parts:
+                messages.append(Message(role=role, parts=parts))
+        else:
+            raise ProviderProtocolError(f"{where}: unexpected item {kind!r} in a compacted window", provider=PROVIDER)
+    return messages, _usage(body.get("usage"))
+
+
+def _compacted_text(content: Any, where: str) -> str:
+    kind = content.get("type") if isinstance(content, Mapping) else None
+    if kind in ("input_text", "output_text", "text"):
+        return _field(content, "text", where) or ""
+    raise ProviderProtocolError(f"{where}: unexpected content {kind!r} in a compacted window", provider=PROVIDER)
+
+
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _text_part(text: str, item_id: str | None, content: Any) -> TextPart:
+    """An ``output_text`` as a text part; its ``annotations`` (``url_citation``, ``file_citation``,
+    ``container_file_citation``...) kept as the part's citations."""
+    annotations = content.get("annotations") if isinstance(content, Mapping) else None
+    if isinstance(annotations, list) and annotations:
+        return TextPart(text=text, item_id=item_id, citations=tuple(annotations), provider=PROVIDER)
+    return TextPart(text=text, item_id=item_id)
+
+
+# Output items of tools the API runs itself (platform.openai.com/docs/guides/tools; openai-python
+# ``types/responses/response_output_item.py``), and the opaque ``compaction`` item
+# (platform.openai.com/docs/guides/compaction). A call item holds its result too.
+NATIVE_ITEMS = frozenset(
+    {
+        "web_search_call",
+        "code_interpreter_call",
+        "file_search_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "tool_search_call",
+        "tool_search_output",
+        "image_generation_call",
+        "compaction",
+    }
+)
+
+_NATIVE_NAMES = {
+    "web_search_call": "web_search",
+    "code_interpreter_call": "code_interpreter",
+    "file_search_call": "file_search",
+    "mcp_list_tools": "mcp_list_tools",
+    "tool_search_call": "tool_search",
+    "tool_search_output": "tool_search",
+    "image_generation_call": "image_generation",
+}
+
+
+def _native_parts(item: Mapping[str, Any], where: str, before: Sequence[MessagePart]) -> list[MessagePart]:
+    """A provider-run tool's item as a :class:`~loopctl.message.ServerToolCallPart` (the item whole as its
+    ``raw``) and a :class:`~loopctl.message.ServerToolResultPart` with what the item reports (no ``raw``: the
+    call's item carries it); a ``tool_search_output`` as a result of its own (``raw``) answering the last
+    ``tool_search_call`` before it; a ``compaction`` item as a :class:`~loopctl.message.CompactionPart`."""
+    kind = item["type"]
+    raw = dict(item)
+    if kind == "compaction":
+        return [CompactionPart(provider=PROVIDER, raw=raw)]
+    item_id = _field(item, "id", where, required=True)
+    if kind == "tool_search_output":
+        call = next(
+            (p for p in reversed(before) if isinstance(p, ServerToolCallPart) and p.name == "tool_search"), None
+        )
+        tools = [t.get("name") for t in _list(item.get("tools")) if isinstance(t, Mapping)]
+        return [
+            ServerToolResultPart(
+                call_id=call.id if call is not None else item_id,
+                name="tool_search",
+                output="tools found: " + ", ".join(str(t) for t in tools),
+                provider=PROVIDER,
+                raw=raw,
+            )
+        ]
+    server: str | None = None
+    output: str | None = None
+    failed = False
+    if kind == "web_search_call":
+        action = item.get("action")
+        call_input: Any = action if isinstance(action, Mapping) else {}
+        sources = call_input.get("sources") if isinstance(call_input, Mapping) else None
+        if isinstance(sources, list) and sources:
+            output = "\n".join(
+                result_text((s.get("url") or s.get("name") or "") if isinstance(s, Mapping) else s) for s in sources
+            )
+        else:
+            output = f"search {result_text(item.get('status') or 'done')}"
+        failed = item.get("status") == "failed"
+    elif kind == "code_interpreter_call":
+        call_input = {"code": item.get("code") or "", "container_id": item.get("container_id")}
+        pieces = []
+        for out in _list(item.get("outputs")):
+            if isinstance(out, Mapping) and out.get("type") == "logs":
+                pieces.append(result_text(out.get("logs") or ""))
+            elif isinstance(out, Mapping) and out.get("type") == "image":
+                url = out.get("url")
+                pieces.append(f"[image: {len(url)} characters]" if isinstance(url, str) else "[image]")
+        output = "\n".join(pieces) if pieces else f"code run {result_text(item.get('status') or 'done')}"
+        failed = item.get("status") == "failed"
+    elif kind == "file_search_call":
+        call_input = {"queries": _list(item.get("queries"))}
+        hits = [
+            f"{result_text(r.get('filename') or r.get('file_id') or '')}: {result_text(r.get('text') or '')}"
+            for r in _list(item.get("results"))
+            if isinstance(r, Mapping)
+        ]
+        output = "\n".join(hits) if hits else f"search {result_text(item.get('status') or 'done')}"
+        failed = item.get("status") == "failed"
+    elif kind in ("mcp_call", "mcp_approval_request"):
+        server = _field(item, "server_label", where)
+        arguments = item.get("arguments")
+        value, _ = parse_arguments(arguments) if isinstance(arguments, str) else (arguments or {}, None)
+        call_input = value
+        if kind == "mcp_call":
+            error = item.get("error")
+            failed = not is_zero_valued(error)
+            output = result_text(error if failed else (item.get("output") or ""))
+    elif kind == "mcp_list_tools":
+        server = _field(item, "server_label", where)
+        call_input = {}
+        tools = [t.get("name") for t in _list(item.get("tools")) if isinstance(t, Mapping)]
+        output = "tools: " + ", ".join(str(t) for t in tools)
+        failed = not is_zero_valued(item.get("error"))
+    elif kind == "tool_search_call":
+        arguments = item.get("arguments")
+        call_input = arguments if arguments is not None else {}
+        output = None  # its tool_search_output item answers it
+    else:  # image_generation_call
+        result = item.get("result")
+        call_input = {"revised_prompt": item["revised_prompt"]} if isinstance(item.get("revised_prompt"), str) else {}
+        output = f"[image generated: {len(result)} base64 characters]" if isinstance(result, str) else "[no image]"
+        failed = item.get("status") == "failed"
+    name = _NATIVE_NAMES.get(kind) or _field(item, "name", where, required=True)
+    parts: list[MessagePart] = [
+        ServerToolCallPart(id=item_id, name=name, input=call_input, provider=PROVIDER, server=server, raw=raw)
+    ]
+    if output is not None:
+        parts.append(
+            ServerToolResultPart(
+                call_id=item_id, name=name, output=output, provider=PROVIDER, is_error=True if failed else None
+            )
+        )
+    return parts
 
 
 def _field(item: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> Any:
@@ -896,6 +1367,7 @@ class StreamDecoder(SSEStreamDecoder):
         super().__init__()
         self._items: dict[int, _Item] = {}
         self._next = 0
+        self._native: list[MessagePart] = []  # the provider-native parts completed so far (a search output's call)
         self._has_tool_call = False
         self._refusal = False
 
@@ -967,6 +1439,15 @@ class StreamDecoder(SSEStreamDecoder):
             if item.get("arguments"):
                 state.filled.add(0)
                 out.append(ToolCallDelta(index, item["arguments"]))
+            return out
+        if kind in NATIVE_ITEMS:
+            # The item as added may be partial (no results yet): its parts start now, and are completed from
+            # response.output_item.done, which carries the whole item.
+            out = []
+            for k, part in enumerate(_native_parts(item, "output", self._native)[:1]):
+                index, started = self._start(part)
+                state.parts[k] = index
+                out.append(started)
             return out
         raise ProviderProtocolError(f"unknown output item type {kind!r} in the stream", provider=PROVIDER)
 
@@ -1101,6 +1582,19 @@ class StreamDecoder(SSEStreamDecoder):
                 if sub not in state.parts:
                     out += self._open_text(state, sub)
                 out += self._fill_text(state, sub, text)
+                cited = _text_part("", state.id, content)
+                if cited.citations is not None:
+                    out.append(PartUpdated(state.parts[sub], cited))
+        elif state.kind in NATIVE_ITEMS:
+            parts = _native_parts(item, f"output[{data.get('output_index')}]", self._native)
+            self._native.extend(parts)
+            for k, part in enumerate(parts):
+                if k in state.parts:
+                    out.append(PartUpdated(state.parts[k], part))
+                else:
+                    index, started = self._start(part)
+                    state.parts[k] = index
+                    out.append(started)
         out.extend(PartFinished(index) for index in sorted(state.parts.values()))
         return out
 
@@ -1130,6 +1624,11 @@ class StreamDecoder(SSEStreamDecoder):
         # the event's own); some servers nest them under "error".
         nested = data.get("error")
         error = nested if isinstance(nested, Mapping) else {k: v for k, v in data.items() if k != "type"}
+        # The WebSocket mode's error event names the HTTP status it stands for ({"type": "error", "status": 400,
+        # "error": {...}}: platform.openai.com/docs/guides/websocket-mode): the same typed error as over HTTP.
+        status = data.get("status")
+        if isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 600:
+            raise error_from_http(status, {"error": dict(error)})
         raise _error_from_object(error, body=data, default_status=500)
 
 

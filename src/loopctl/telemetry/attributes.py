@@ -197,6 +197,11 @@ LOOPCTL_COMPACTION_REASON: Final = "loopctl.compaction.reason"
 """``prune_line``, ``threshold`` or ``emergency``."""
 LOOPCTL_COMPACTION_TOKENS_BEFORE: Final = "loopctl.compaction.tokens_before"
 LOOPCTL_COMPACTION_TOKENS_AFTER: Final = "loopctl.compaction.tokens_after"
+LOOPCTL_PROMPT_CACHE_BUST: Final = "loopctl.prompt_cache.bust"
+"""On a chat span whose request does not extend the previous one's: what changed
+(:class:`~loopctl.engine.PromptCacheBust`'s ``reason``, ``"messages[2] (user) changed"``)."""
+LOOPCTL_PROMPT_CACHE_BUST_INDEX: Final = "loopctl.prompt_cache.bust_index"
+"""The index of the first message that changed (absent when the tools or the system prompt did)."""
 
 PROVIDER_NAMES: Final = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
 """``ModelClient.provider`` to ``gen_ai.provider.name`` (Gemini's AI Studio endpoint is ``gcp.gemini``); any

@@ -4,9 +4,10 @@
 Shapes from ``docs/gen-ai/gen-ai-input-messages.json`` and ``gen-ai-output-messages.json`` of
 ``open-telemetry/semantic-conventions-genai``: a message is ``{"role", "parts"}`` (an output message adds
 ``finish_reason``); parts are ``text`` (``content``), ``tool_call`` (``id``, ``name``, ``arguments``),
-``tool_call_response`` (``id``, ``response``), ``reasoning`` (``content``) and ``blob`` (``modality``,
-``mime_type``, base64 ``content``). A user message that holds only tool results has the role ``tool``, as in
-the conventions' examples. Pure: no I/O.
+``tool_call_response`` (``id``, ``response``), ``reasoning`` (``content``), ``blob`` (``modality``,
+``mime_type``, base64 ``content``), ``server_tool_call`` (``id``, ``name``, ``server_tool_call``),
+``server_tool_call_response`` (``id``, ``server_tool_call_response``) and ``compaction`` (``content``). A user
+message that holds only tool results has the role ``tool``, as in the conventions' examples. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from typing import Any
 import orjson
 
 from loopctl.message import (
+    CompactionPart,
     ImagePart,
     Message,
     Role,
+    ServerToolCallPart,
+    ServerToolResultPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -76,6 +80,23 @@ def _part(part: Any) -> dict[str, Any] | None:
     if isinstance(part, ThinkingPart):
         # Redacted thinking has no readable text; its opaque payload is not content anyone can read.
         return {"type": "reasoning", "content": part.text} if part.text else None
+    if isinstance(part, ServerToolCallPart):
+        # The conventions' ServerToolCallPart / ServerToolCallResponsePart (a tool the provider ran itself);
+        # the provider's opaque block (encrypted search results...) is not content anyone can read.
+        return {
+            "type": "server_tool_call",
+            "id": part.id,
+            "name": part.name,
+            "server_tool_call": {"type": part.name, "input": part.input},
+        }
+    if isinstance(part, ServerToolResultPart):
+        return {
+            "type": "server_tool_call_response",
+            "id": part.call_id,
+            "server_tool_call_response": {"type": part.name, "output": part.output},
+        }
+    if isinstance(part, CompactionPart):
+        return {"type": "compaction", "content": part.summary} if part.summary else None
     return None
 
 

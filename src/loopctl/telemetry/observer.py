@@ -48,6 +48,7 @@ from loopctl.engine.events import (
     ModelCallRetry,
     ModelFallback,
     ModelStreamEvent,
+    PromptCacheBust,
     RunAborted,
     RunFinished,
     RunStarted,
@@ -446,6 +447,15 @@ class OTelObserver:
                 op.span.set_attribute(a.GEN_AI_TOOL_DEFINITIONS, _dumps(tool_definitions(request.tools)))
         state.chat = op
 
+    def _prompt_cache_bust(self, e: PromptCacheBust) -> None:
+        state = self._runs.get()
+        op = state.chat if state is not None else None
+        if op is None:
+            return
+        op.span.set_attribute(a.LOOPCTL_PROMPT_CACHE_BUST, e.reason)
+        if e.index is not None:
+            op.span.set_attribute(a.LOOPCTL_PROMPT_CACHE_BUST_INDEX, e.index)
+
     def _model_stream_event(self, e: ModelStreamEvent) -> None:
         state = self._runs.get()
         op = state.chat if state is not None else None
@@ -658,6 +668,7 @@ _RUN_ENDS = (RunFinished, RunAborted)
 _HANDLERS: dict[type, Any] = {
     RunStarted: OTelObserver._run_started,
     TurnStarted: OTelObserver._turn_started,
+    PromptCacheBust: OTelObserver._prompt_cache_bust,
     ModelStreamEvent: OTelObserver._model_stream_event,
     ModelCallRetry: OTelObserver._model_retry,
     ModelFallback: OTelObserver._model_fallback,

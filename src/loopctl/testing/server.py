@@ -23,8 +23,10 @@ is a connection closed before the final zero-length chunk, as a dropped connecti
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import queue
 import socket
 import threading
 import time
@@ -91,6 +93,8 @@ class RecordedRequest:
     api: API | None
     model: str | None
     stream: bool
+    websocket: bool = False
+    """True for a ``response.create`` message of the Responses API's WebSocket mode (``method`` is ``"WS"``)."""
 
 
 @runtime_checkable
@@ -264,6 +268,22 @@ class FakeProviderServer:
         """Every request received, in order."""
         self.failures: list[BaseException] = []
         """Errors raised while answering (each also answered with an HTTP 500 or 400)."""
+        self.stored_responses: set[str] = set()
+        """The Responses ids the server holds (each reply of a request without ``store: false``); a request
+        whose ``previous_response_id`` is not here is answered 400 ``previous_response_not_found``, as the API
+        does for an expired or unknown one. Clear it to expire them."""
+        self.websocket_connections = 0
+        """How many WebSocket connections were opened (the Responses API's WebSocket mode)."""
+        self.conversations: dict[str, list[Any]] = {}
+        """Conversations made with ``POST …/conversations`` (id -> the input items sent to it)."""
+        self.compactions: dict[str, list[Any]] = {}
+        """Compactions made by ``POST …/responses/compact`` (the compaction item's id -> the input items it
+        stands for). Such requests take no script step: the reply is the input's user messages, then one
+        ``compaction`` item, as OpenAI's endpoint answers."""
+        self.cached_contents: dict[str, Any] = {}
+        """Gemini cached contents made with ``POST …/cachedContents`` (name -> the request body); a
+        ``generateContent`` naming one that is not here is answered 404, as an expired cache is. Such requests
+        take no script step."""
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -357,6 +377,9 @@ class FakeProviderServer:
         with self._lock:
             self.requests.append(request)
             token = f"fake{len(self.requests):06d}"
+        state = self._provider_state(request, token)
+        if state is not None:
+            return state
         api = request.api
         local = self.local
         if local is not None:
@@ -374,7 +397,11 @@ class FakeProviderServer:
             if refused is not None:  # the server refuses it before the model runs: no step is taken
                 return _json_reply(*refused)
         try:
-            return self._resolve(self._take(request), request, api, token)
+            out = self._resolve(self._take(request), request, api, token)
+            if api == "openai-responses" and out.encoded.status < 400 and request.body.get("store") is not False:
+                with self._lock:
+                    self.stored_responses.add(f"resp_{token}")
+            return out
         except _Closing:
             return None
         except Exception as exc:  # a script bug: answer, and raise it in the test at the end
@@ -383,6 +410,93 @@ class FakeProviderServer:
             exhausted = isinstance(exc, ScriptExhausted)
             error = ErrorReply(status=400 if exhausted else 500, message=f"fake server: {exc}")
             return _Outgoing(encode_error(api, error, stream=request.stream))
+
+    def _compact(self, body: dict[str, Any], token: str, size: int) -> _Outgoing:
+        """``POST /v1/responses/compact``: the user messages of ``input``, then one opaque ``compaction``
+        item (openai-python ``CompactedResponse``; developers.openai.com/api/docs/guides/compaction)."""
+        items = body.get("input")
+        items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
+        kept: list[Any] = []
+        for item in items:
+            if not isinstance(item, dict) or item.get("role") != "user" or item.get("type", "message") != "message":
+                continue
+            content = item.get("content")
+            if isinstance(content, str):
+                content = [{"type": "input_text", "text": content}]
+            kept.append({"type": "message", "role": "user", "content": content})
+        item_id = f"cmp_{token}"
+        sealed = base64.b64encode(json.dumps({"items": len(items)}).encode()).decode()
+        compaction = {"type": "compaction", "id": item_id, "encrypted_content": f"gAAAA{sealed}"}
+        with self._lock:
+            self.compactions[item_id] = items
+        reply = {
+            "id": f"resp_{token}",
+            "object": "response.compaction",
+            "created_at": int(time.time()),
+            "output": [*kept, compaction],
+            "usage": {
+                "input_tokens": max(1, size // 4),
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 64,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": max(1, size // 4) + 64,
+            },
+        }
+        return _Outgoing(Encoded(200, "application/json", (json.dumps(reply).encode(),)))
+
+    def _provider_state(self, request: RecordedRequest, token: str) -> _Outgoing | None:
+        """The endpoints that keep provider-side state rather than take a script step: Gemini's
+        ``cachedContents`` (and a ``generateContent`` naming a cache it does not have: 404); OpenAI's
+        ``conversations``, and a Responses request continuing a response or a conversation the server does not
+        hold (``previous_response_not_found``, 400 as the API answers; a conversation: 404)."""
+        body = request.body if isinstance(request.body, dict) else {}
+        if request.method == "POST" and request.path.endswith("/responses/compact"):
+            return self._compact(body, token, len(request.raw))
+        if request.method == "POST" and request.path.endswith("/conversations"):
+            made = f"conv_{token}"
+            with self._lock:
+                self.conversations[made] = list(body.get("items") or [])
+            reply = {"id": made, "object": "conversation", "created_at": int(time.time()), "metadata": {}}
+            return _Outgoing(Encoded(200, "application/json", (json.dumps(reply).encode(),)))
+        if request.api == "openai-responses":
+            previous = body.get("previous_response_id")
+            conversation = body.get("conversation")
+            with self._lock:
+                lost_previous = (
+                    isinstance(previous, str) and previous not in self.stored_responses and not request.websocket
+                )
+                lost_conversation = isinstance(conversation, str) and conversation not in self.conversations
+                if isinstance(conversation, str) and not lost_conversation:
+                    self.conversations[conversation].extend(body.get("input") or [])
+            if lost_previous:
+                error = ErrorReply(
+                    status=400,
+                    message=f"Previous response with id '{previous}' not found.",
+                    error_type="invalid_request_error",
+                    code="previous_response_not_found",
+                )
+                return _Outgoing(encode_error("openai-responses", error, stream=request.stream))
+            if lost_conversation:
+                error = ErrorReply(status=404, message=f"Conversation with id '{conversation}' not found.")
+                return _Outgoing(encode_error("openai-responses", error, stream=request.stream))
+        if request.method == "POST" and request.path.endswith("/cachedContents"):
+            name = f"cachedContents/{token}"
+            with self._lock:
+                self.cached_contents[name] = body
+            reply = {
+                "name": name,
+                "model": body.get("model"),
+                "usageMetadata": {"totalTokenCount": len(request.raw) // 4},
+            }
+            return _Outgoing(Encoded(200, "application/json", (json.dumps(reply).encode(),)))
+        cached = body.get("cachedContent")
+        if request.api == "gemini" and isinstance(cached, str):
+            with self._lock:
+                known = cached in self.cached_contents
+            if not known:
+                error = ErrorReply(status=404, message=f"CachedContent not found (or permission denied): {cached}")
+                return _Outgoing(encode_error("gemini", error, stream=request.stream))
+        return None
 
     def _resolve(self, step: Any, request: RecordedRequest, api: API, token: str) -> _Outgoing:
         while True:
@@ -469,7 +583,175 @@ class _Handler(BaseHTTPRequestHandler):
         """Silent: tests read :attr:`FakeProviderServer.requests` instead."""
 
     def do_GET(self) -> None:
+        if self.headers.get("upgrade", "").lower() == "websocket":
+            self._websocket()
+            return
         self._handle()
+
+    # --- the Responses API's WebSocket mode ------------------------------------------------------------------
+
+    def _websocket(self) -> None:
+        """Speak the Responses WebSocket mode on this connection (platform.openai.com/docs/guides/websocket-mode):
+        each ``response.create`` text message takes the next script step, and the reply's stream events go back
+        one JSON text message each; an error reply is an ``error`` event (``{"type": "error", "status", "error"}``).
+        The connection holds the responses it made in memory (``previous_response_id`` works here even with
+        ``store: false``, as the API's does); an unknown one is the ``previous_response_not_found`` error event.
+        A :class:`CutStream` closes the TCP connection after its events, as a dropped network does. Built on
+        the ``websockets`` library's sans-I/O protocol, over the socket this handler already holds."""
+        from websockets.http11 import Request
+        from websockets.server import ServerProtocol
+
+        owner = self.server.owner
+        protocol = ServerProtocol(max_size=None)
+        # The protocol parses the upgrade request itself: hand it the request line and headers already read.
+        head = f"GET {self.path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in self.headers.items()) + "\r\n"
+        protocol.receive_data(head.encode("latin-1"))
+        parsed = [e for e in protocol.events_received() if isinstance(e, Request)]
+        if not parsed:
+            return
+        handshake = protocol.accept(parsed[0])
+        protocol.send_response(handshake)
+        self._ws_flush(protocol)
+        self.close_connection = True
+        if handshake.status_code != 101:
+            return
+        with owner._lock:
+            owner.websocket_connections += 1
+        held: set[str] = set()  # the responses this connection holds
+        url = urlsplit(self.path)
+        # A reader thread answers pings (the protocol does) and queues the client's messages, so keep-alive
+        # works while a turn is being answered, as on the real API; this thread answers the messages in order.
+        self._ws_lock = threading.Lock()
+        inbox: queue.Queue[bytes | None] = queue.Queue()
+        reader = threading.Thread(target=self._ws_read, args=(protocol, inbox), name="fake-ws-reader", daemon=True)
+        reader.start()
+        try:
+            while True:
+                raw = inbox.get()
+                if raw is None or not self._ws_turn(protocol, raw, held, url):
+                    return
+        finally:
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            reader.join(timeout=5)
+
+    def _ws_read(self, protocol: Any, inbox: queue.Queue[bytes | None]) -> None:
+        from websockets.frames import Frame, Opcode
+        from websockets.protocol import State
+
+        try:
+            while protocol.state is not State.CLOSED:
+                try:
+                    data = self.rfile.read1(65536)
+                except (OSError, ValueError):
+                    return
+                with self._ws_lock:
+                    if not data:
+                        protocol.receive_eof()
+                    else:
+                        protocol.receive_data(data)
+                    for frame in protocol.events_received():
+                        if isinstance(frame, Frame) and frame.opcode is Opcode.TEXT:
+                            inbox.put(bytes(frame.data))
+                    self._ws_flush(protocol)
+                if not data:
+                    return
+        finally:
+            inbox.put(None)
+
+    def _ws_turn(self, protocol: Any, raw: bytes, held: set[str], url: Any) -> bool:
+        """Answer one client message; ``False`` when the connection was dropped."""
+        owner = self.server.owner
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict) or message.get("type") != "response.create":
+            self._ws_error(protocol, 400, "invalid_request_error", "expected a response.create message", None)
+            return True
+        body = {k: v for k, v in message.items() if k != "type"}
+        previous = body.get("previous_response_id")
+        if isinstance(previous, str) and previous not in held:
+            with owner._lock:
+                known = previous in owner.stored_responses
+            if not known:
+                with owner._lock:
+                    owner.requests.append(self._ws_request(body, raw, url))
+                self._ws_error(
+                    protocol,
+                    400,
+                    "invalid_request_error",
+                    f"Previous response with id '{previous}' not found.",
+                    "previous_response_not_found",
+                )
+                return True
+        out = owner._answer(self._ws_request({**body, "stream": True}, raw, url))
+        if out is None:
+            self._drop()
+            return False
+        enc = out.encoded
+        if not enc.stream:  # an error reply (or a JSON body): one error event
+            try:
+                error = json.loads(enc.body).get("error") or {}
+            except (ValueError, AttributeError):
+                error = {}
+            self._ws_send(protocol, json.dumps({"type": "error", "status": enc.status, "error": error}))
+            return True
+        pieces = list(enc.pieces if out.keep is None else enc.pieces[: out.keep])
+        if out.trailer:
+            pieces.append(out.trailer)
+        for n, piece in enumerate(pieces):
+            if n and owner.event_delay and owner._stop.wait(owner.event_delay):
+                self._drop()
+                return False
+            for line in piece.decode().splitlines():
+                if line.startswith("data:"):
+                    data = line[5:].strip()
+                    if data and data != "[DONE]":
+                        event = json.loads(data)
+                        response = event.get("response") if isinstance(event, dict) else None
+                        if isinstance(response, dict) and isinstance(response.get("id"), str):
+                            held.add(response["id"])
+                        if isinstance(event, dict) and event.get("type") == "error" and "error" not in event:
+                            # The HTTP stream's error event carries its fields flat; the WebSocket one nests them.
+                            inner = {k: v for k, v in event.items() if k not in ("type", "sequence_number")}
+                            data = json.dumps({"type": "error", "status": 500, "error": inner})
+                        self._ws_send(protocol, data)
+        if out.keep is not None and not out.trailer:
+            self._drop()  # a cut: the connection goes away mid-reply
+            return False
+        return True
+
+    def _ws_request(self, body: dict[str, Any], raw: bytes, url: Any) -> RecordedRequest:
+        return RecordedRequest(
+            method="WS",
+            path=url.path,
+            query=dict(parse_qsl(url.query)),
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            raw=raw,
+            api="openai-responses",
+            model=body.get("model") if isinstance(body.get("model"), str) else None,
+            stream=True,
+            websocket=True,
+        )
+
+    def _ws_error(self, protocol: Any, status: int, kind: str, message: str, code: str | None) -> None:
+        error = {"type": kind, "code": code, "message": message, "param": "previous_response_id" if code else None}
+        self._ws_send(protocol, json.dumps({"type": "error", "status": status, "error": error}))
+
+    def _ws_send(self, protocol: Any, text: str) -> None:
+        with self._ws_lock:
+            protocol.send_text(text.encode())
+            self._ws_flush(protocol)
+
+    def _ws_flush(self, protocol: Any) -> None:
+        for chunk in protocol.data_to_send():
+            if chunk:
+                self.wfile.write(chunk)
+            else:  # the protocol asks for the TCP connection to be closed
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_WR)
 
     def do_POST(self) -> None:
         self._handle()

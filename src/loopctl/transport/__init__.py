@@ -10,6 +10,8 @@ check against recorded traffic. ``docs/transport.md`` says how, what a call cost
   :class:`OpenAIResponsesClient` and :class:`AnthropicClient` are configured by the official SDKs (key, base
   URL and their environment variables, headers, timeouts, HTTP client), whose per-call request transform and
   retries are skipped: the engine retries, with one policy for every provider.
+- :class:`OpenAIResponsesWebSocketClient` speaks the Responses API's WebSocket mode (``websockets``, the
+  library the SDK's own WebSocket mode uses): one connection, each turn only its new input.
 - :class:`GeminiClient` speaks REST over httpx2 (the HTTP client of the official SDKs).
 - :func:`from_string` makes one from ``"provider:model"``.
 
@@ -27,6 +29,7 @@ from loopctl.transport._http import DEFAULT_TIMEOUT
 from loopctl.transport.anthropic import AnthropicClient
 from loopctl.transport.gemini import GeminiClient
 from loopctl.transport.openai import OpenAIChatClient, OpenAIResponsesClient
+from loopctl.transport.openai_ws import OpenAIResponsesWebSocketClient
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -35,15 +38,17 @@ __all__ = [
     "GeminiClient",
     "OpenAIChatClient",
     "OpenAIResponsesClient",
+    "OpenAIResponsesWebSocketClient",
     "from_string",
 ]
 
-Client = OpenAIChatClient | OpenAIResponsesClient | AnthropicClient | GeminiClient
+Client = OpenAIChatClient | OpenAIResponsesClient | OpenAIResponsesWebSocketClient | AnthropicClient | GeminiClient
 """Any of the four clients (what :func:`from_string` returns)."""
 
 _PREFIXES: dict[str, type[Client]] = {
     "openai": OpenAIChatClient,
     "openai-responses": OpenAIResponsesClient,
+    "openai-responses-ws": OpenAIResponsesWebSocketClient,
     "anthropic": AnthropicClient,
     "gemini": GeminiClient,
 }
@@ -51,7 +56,8 @@ _PREFIXES: dict[str, type[Client]] = {
 
 def from_string(spec: str, **options: Any) -> Client:
     """A client from ``"provider:model"``: prefixes ``openai:`` (Chat Completions, or any OpenAI-compatible
-    server with ``base_url=``), ``openai-responses:``, ``anthropic:`` and ``gemini:``; the model keeps any
+    server with ``base_url=``), ``openai-responses:``, ``openai-responses-ws:`` (the Responses WebSocket mode),
+    ``anthropic:`` and ``gemini:``; the model keeps any
     colons of its own (``openai:org/model:tag``). ``options`` go to the client (``api_key``, ``base_url``,
     ``timeout``, ``codec_options``, ``default_headers``...). Raises ``ValueError`` for an unknown prefix or
     no model name, and :class:`~loopctl.errors.MissingAPIKey` when no key is found.

@@ -11,9 +11,10 @@ retries) is on this path.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -79,9 +80,13 @@ class HTTPClient:
     provider: str = ""
     codec: ModuleType
 
-    def __init__(self, model: str, codec_options: Mapping[str, Any] | None) -> None:
+    def __init__(
+        self, model: str, codec_options: Mapping[str, Any] | None, native_tools: Sequence[Any] = ()
+    ) -> None:
         self.model = model
         self.codec_options = dict(codec_options or {})
+        self.native_tools: tuple[Any, ...] = tuple(native_tools)
+        """Built-in tools (:mod:`loopctl.providers.native`) added to every request this client sends."""
         self._cache = RequestCache()
         self._http: Any = None
         self._own_http = True
@@ -113,9 +118,19 @@ class HTTPClient:
         """The request body for ``request`` as a JSON value: the codec's ``build_request_from`` (cached per
         message). What is sent is :meth:`encode`'s bytes, the same body written."""
         body: dict[str, Any] = self.codec.build_request_from(
-            request, model=self.model, stream=stream, cache=self._cache.conversions, **self.codec_options
+            self._with_native(request),
+            model=self.model,
+            stream=stream,
+            cache=self._cache.conversions,
+            **self.codec_options,
         )
         return body
+
+    def _with_native(self, request: ModelRequest) -> ModelRequest:
+        """``request`` with this client's built-in tools added to its own."""
+        if not self.native_tools:
+            return request
+        return dataclasses.replace(request, native_tools=(*request.native_tools, *self.native_tools))
 
     def encode(self, request: ModelRequest, stream: bool) -> bytes:
         """The bytes this client sends for ``request``: :meth:`build`'s body as compact UTF-8 JSON, exactly as
@@ -126,8 +141,15 @@ class HTTPClient:
         encode = getattr(self.codec, "encode_request_from", None)
         if encode is None:
             return _dumps_bytes(self.build(request, stream))
-        content: bytes = encode(request, model=self.model, stream=stream, cache=self._cache, **self.codec_options)
+        content: bytes = encode(
+            self._with_native(request), model=self.model, stream=stream, cache=self._cache, **self.codec_options
+        )
         return content
+
+    def request_headers(self, request: ModelRequest) -> Mapping[str, str]:
+        """The headers of the request for ``request``: those built when the client was made (a subclass adds
+        what a request's options need, such as Anthropic's ``anthropic-beta`` flags)."""
+        return self._headers
 
     # --- one call ----------------------------------------------------------------------------------------
 
@@ -147,7 +169,8 @@ class HTTPClient:
         http = self._http
         try:
             raw = await http.send(
-                http.build_request("POST", self._urls[stream], content=content, headers=self._headers), stream=True
+                http.build_request("POST", self._urls[stream], content=content, headers=self.request_headers(request)),
+                stream=True,
             )
         except self._timeout_errors as exc:
             raise ProviderTimeout(f"no reply in time ({_describe(exc)})", provider=self.provider) from None

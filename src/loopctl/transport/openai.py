@@ -9,12 +9,25 @@ server-sent events.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from loopctl.errors import MissingAPIKey
+from loopctl.errors import (
+    ConnectionFailed,
+    MissingAPIKey,
+    ProviderError,
+    ProviderProtocolError,
+    ProviderTimeout,
+)
+from loopctl.message import Message
+from loopctl.message.model import _dumps_bytes
 from loopctl.providers import openai_chat, openai_responses
+from loopctl.providers.base import EventCallback, ModelRequest
+from loopctl.providers.native import NativeTool
+from loopctl.response import ModelResponse, Usage
+from loopctl.stream import loads_exact
+from loopctl.transport._chain import Chains, Link, lost_state
 from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
 from loopctl.transport._sdk import import_sdk, sdk_headers
 
@@ -36,10 +49,16 @@ class _OpenAIClient(HTTPClient):
         timeout: float = DEFAULT_TIMEOUT,
         codec_options: Mapping[str, Any] | None = None,
         default_headers: Mapping[str, str] | None = None,
+        native_tools: Sequence[NativeTool] = (),
     ) -> None:
-        super().__init__(model, codec_options)
+        super().__init__(model, codec_options, native_tools)
         sdk = import_sdk("openai", "openai")
         base = base_url or os.environ.get("OPENAI_BASE_URL")
+        if not base or urlsplit(base).hostname == "api.openai.com":
+            # OpenAI's own API: requests of one conversation share a prompt_cache_key, so they reach the
+            # machines holding their prefix (platform.openai.com/docs/guides/prompt-caching); a compatible
+            # server may not know the field, so it is sent there only when asked for.
+            self.codec_options.setdefault("prompt_cache_key", "auto")
         # A local OpenAI-compatible server usually needs no key; the SDK still wants a non-empty one.
         key = api_key or os.environ.get("OPENAI_API_KEY") or ("not-needed" if base else None)
         if not key:
@@ -87,7 +106,153 @@ class OpenAIChatClient(_OpenAIClient):
 
 class OpenAIResponsesClient(_OpenAIClient):
     """OpenAI Responses. Arguments as :class:`OpenAIChatClient`; ``codec_options`` go to
-    :func:`loopctl.providers.openai_responses.build_request`."""
+    :func:`loopctl.providers.openai_responses.build_request` (``store=False``: the API keeps nothing).
+
+    Stateful modes (``docs/transport.md``, "Stateful Responses"), each sending only what the server does not
+    hold yet:
+
+    - ``stateful=True``: each call continues the conversation's previous reply with ``previous_response_id``
+      and sends only the messages after it (the API keeps the chain: ``store`` must not be ``False``);
+    - ``conversation="auto"`` (a Conversations API conversation made for each conversation on its first call)
+      or a conversation id of your own: the requests carry ``conversation`` and only the new messages.
+
+    A request that does not continue what the server holds (an edited history, a compaction) is sent whole
+    and starts again. When the server no longer has the response or the conversation
+    (``previous_response_not_found``: expired, deleted, another project) the request is sent again whole,
+    once, and the chain starts again from it.
+
+    ``model`` is the model id (``gpt-5``).
+    """
 
     codec = openai_responses
     endpoint = "responses"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        stateful: bool = False,
+        conversation: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, **kwargs)
+        if stateful and conversation is not None:
+            raise ValueError("stateful (previous_response_id) and conversation cannot be used together")
+        if (stateful or conversation is not None) and self.codec_options.get("store") is False:
+            raise ValueError("a stateful client needs the API to store its responses: store=False keeps nothing")
+        self.stateful = stateful
+        self.conversation = conversation
+        self._chains = Chains()
+        self._continue: dict[str, Any] | None = None  # the codec options of the request being sent
+        self._conversations_url = f"{str(self._sdk_client.base_url).rstrip('/')}/conversations"
+        self._compact_url = f"{str(self._sdk_client.base_url).rstrip('/')}/responses/compact"
+
+    def encode(self, request: ModelRequest, stream: bool) -> bytes:
+        """:meth:`HTTPClient.encode`; for a request that continues server-held state, only what follows it.
+
+        ``request`` is the model request; ``stream`` asks for the streamed form.
+        """
+        if self._continue is None:
+            return super().encode(request, stream)
+        body = self.codec.build_request_from(
+            self._with_native(request), model=self.model, stream=stream, **{**self.codec_options, **self._continue}
+        )
+        return _dumps_bytes(body)
+
+    async def generate(
+        self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
+    ) -> ModelResponse:
+        """:meth:`HTTPClient.generate`, continuing the conversation's server-held state when it can (see the
+        class docstring); the same errors.
+
+        ``request``, ``stream`` (streamed reply) and ``on_event`` (called with each decoded event) as for
+        :meth:`HTTPClient.generate`.
+        """
+        if not self.stateful and self.conversation is None:
+            return await super().generate(request, stream=stream, on_event=on_event)
+        messages = request.messages
+        link = self._chains.find(messages)
+        conversation = await self._conversation_for(messages, link)
+        self._continue = self._plan(link, conversation)
+        try:
+            try:
+                response = await super().generate(request, stream=stream, on_event=on_event)
+            except ProviderError as exc:
+                if self._continue is None or not lost_state(exc):
+                    raise
+                # The server no longer holds the chain (or the conversation): everything, once more.
+                self._chains.forget(messages)
+                conversation = await self._conversation_for(messages, None, fresh=True)
+                self._continue = self._plan(None, conversation)
+                response = await super().generate(request, stream=stream, on_event=on_event)
+        finally:
+            self._continue = None
+        self._chains.record(messages, response.message, response_id=response.id, conversation=conversation)
+        return response
+
+    def _plan(self, link: Link | None, conversation: str | None) -> dict[str, Any] | None:
+        if conversation is not None:
+            return {"conversation": conversation, "continue_from": len(link.messages) if link is not None else 0}
+        if link is not None and link.response_id is not None:
+            return {"previous_response_id": link.response_id, "continue_from": len(link.messages)}
+        return None
+
+    async def _conversation_for(self, messages: Any, link: Link | None, *, fresh: bool = False) -> str | None:
+        """The conversation this request goes to: the given id, the one made for this conversation while it
+        continues it, or a new one (``POST /v1/conversations``)."""
+        if self.conversation is None:
+            return None
+        if self.conversation != "auto":
+            return self.conversation
+        if link is not None and link.conversation is not None and not fresh:
+            return link.conversation
+        return await self._create_conversation()
+
+    async def _create_conversation(self) -> str:
+        """``POST /v1/conversations`` (platform.openai.com/docs/api-reference/conversations/create): a new,
+        empty conversation; its id. Errors are typed as a model call's."""
+        try:
+            raw = await self._http.post(self._conversations_url, content=b"{}", headers=self._headers)
+        except self._timeout_errors as exc:
+            raise ProviderTimeout(f"no reply in time ({exc})", provider=self.provider) from None
+        except self._transport_errors as exc:
+            raise ConnectionFailed(f"cannot reach the provider ({exc})", provider=self.provider) from None
+        if raw.status_code >= 400:
+            raise self.codec.error_from_http(raw.status_code, self._redact(raw.content), dict(raw.headers))
+        conversation = loads_exact(raw.content).get("id")
+        if not isinstance(conversation, str) or not conversation:
+            raise ProviderProtocolError("the new conversation has no id", provider=self.provider)
+        return conversation
+
+    async def compact_conversation(
+        self, request: ModelRequest, *, instructions: str | None = None
+    ) -> tuple[list[Message], Usage]:
+        """``POST /v1/responses/compact`` (developers.openai.com/api/docs/guides/compaction, "Standalone
+        compact endpoint"): ``request``'s conversation compacted by the API. Returns the window that replaces
+        it (the user's messages, then an assistant message holding the opaque
+        :class:`~loopctl.message.CompactionPart`: :func:`loopctl.providers.openai_responses.parse_compacted`)
+        and the pass's usage. ``instructions`` default to ``request.system``. Errors are typed as a model
+        call's (:meth:`HTTPClient.generate`)."""
+        options = {k: v for k, v in self.codec_options.items() if k in ("prompt_cache_key", "prompt_cache_retention")}
+        body = self.codec.build_compact_request(
+            request.messages, model=self.model, system=request.system, instructions=instructions, **options
+        )
+        try:
+            raw = await self._http.post(self._compact_url, content=_dumps_bytes(body), headers=self._headers)
+        except self._timeout_errors as exc:
+            raise ProviderTimeout(f"no reply in time ({exc})", provider=self.provider) from None
+        except self._transport_errors as exc:
+            raise ConnectionFailed(f"cannot reach the provider ({exc})", provider=self.provider) from None
+        content = raw.content
+        if raw.status_code >= 400:
+            quoted = self._redact(content)  # a provider's error may quote the key it refused
+            error: ProviderError = self.codec.error_from_http(raw.status_code, quoted, dict(raw.headers))
+            self._scrub(error)
+            raise error
+        try:
+            parsed: tuple[list[Message], Usage] = self.codec.parse_compacted(loads_exact(content))
+        except ProviderError:
+            raise
+        except ValueError as exc:  # not JSON
+            raise ProviderProtocolError(f"the compacted reply is not JSON: {exc}", provider=self.provider) from None
+        return parsed

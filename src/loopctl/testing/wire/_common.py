@@ -10,12 +10,20 @@ import base64
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, Union
 
 import orjson
 
 from loopctl.errors import UnsupportedContent
-from loopctl.message import Message, TextPart, ThinkingPart, ToolCallPart
+from loopctl.message import (
+    CompactionPart,
+    Message,
+    ServerToolCallPart,
+    ServerToolResultPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+)
 from loopctl.response import ModelResponse, Usage
 
 __all__ = [
@@ -24,12 +32,18 @@ __all__ = [
     "THINKING_PROVIDER",
     "Encoded",
     "ReplyContext",
+    "ReplyPart",
     "dumps",
     "fake_signature",
     "reply_parts",
     "split",
     "tool_arguments",
 ]
+
+ReplyPart: TypeAlias = Union[
+    TextPart, ThinkingPart, ToolCallPart, ServerToolCallPart, ServerToolResultPart, CompactionPart
+]
+"""A part a model reply carries."""
 
 API: TypeAlias = Literal["openai-chat", "openai-responses", "anthropic", "gemini"]
 """The four wire formats the fake server speaks."""
@@ -102,16 +116,25 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value)
 
 
-def reply_parts(api: str, message: Message) -> list[TextPart | ThinkingPart | ToolCallPart]:
+def reply_parts(api: str, message: Message) -> list[ReplyPart]:
     """The parts ``api`` would send: thinking only when its ``provider`` is that API's
     :data:`THINKING_PROVIDER` (like a real provider, which mints only its own); text and tool calls as they
-    are. An image or a tool result is no model output: :class:`~loopctl.errors.UnsupportedContent`."""
-    out: list[TextPart | ThinkingPart | ToolCallPart] = []
+    are; the provider-native parts of that API's provider with their ``raw`` blocks, sent as those blocks
+    (what the provider ran itself, as it reported it). An image or a tool result is no model output, nor is a
+    native part of another provider or one without its block:
+    :class:`~loopctl.errors.UnsupportedContent`."""
+    out: list[ReplyPart] = []
     for i, part in enumerate(message.parts):
         if isinstance(part, ThinkingPart):
             if part.provider == THINKING_PROVIDER[api]:
                 out.append(part)
         elif isinstance(part, (TextPart, ToolCallPart)):
+            out.append(part)
+        elif isinstance(part, (ServerToolCallPart, ServerToolResultPart, CompactionPart)):
+            if part.provider != THINKING_PROVIDER[api]:
+                raise UnsupportedContent(f"parts[{i}]: {api} does not reply with a part {part.provider} ran")
+            if part.raw is None and not (isinstance(part, ServerToolResultPart) and api != "anthropic"):
+                raise UnsupportedContent(f"parts[{i}]: a {part.type!r} part without its raw block cannot be sent")
             out.append(part)
         else:
             raise UnsupportedContent(f"parts[{i}]: a model reply cannot carry a {part.type!r} part")

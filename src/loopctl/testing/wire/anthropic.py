@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopctl.message import TextPart, ThinkingPart
+from loopctl.message import CompactionPart, ServerToolCallPart, ServerToolResultPart, TextPart, ThinkingPart
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.testing.wire._common import (
     Counts,
     ReplyContext,
     counted,
+    dumps,
     fake_signature,
     reply_parts,
     split,
@@ -56,7 +57,16 @@ def _blocks(response: ModelResponse) -> list[tuple[dict[str, Any], str]]:
                 signature = part.signature or fake_signature(part.text)
                 blocks.append(({"type": "thinking", "thinking": part.text, "signature": signature}, ""))
         elif isinstance(part, TextPart):
-            blocks.append(({"type": "text", "text": part.text}, ""))
+            text: dict[str, Any] = {"type": "text", "text": part.text}
+            if part.citations is not None:
+                text["citations"] = list(part.citations)
+            blocks.append((text, ""))
+        elif isinstance(part, ServerToolCallPart):
+            assert part.raw is not None
+            blocks.append((part.raw, dumps(part.input).decode()))
+        elif isinstance(part, (ServerToolResultPart, CompactionPart)):
+            assert part.raw is not None
+            blocks.append((part.raw, ""))
         else:
             arguments, cut = tool_arguments(response, part)
             tool_use = {"type": "tool_use", "id": part.id, "name": part.name, "input": {} if cut else part.input}
@@ -123,9 +133,27 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
         elif kind == "redacted_thinking":
             out.append({"type": "content_block_start", "index": i, "content_block": block})
         elif kind == "text":
-            out.append({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})
+            opening: dict[str, Any] = {"type": "text", "text": ""}
+            if "citations" in block:
+                opening["citations"] = []
+            out.append({"type": "content_block_start", "index": i, "content_block": opening})
+            for citation in block.get("citations") or ():
+                delta({"type": "citations_delta", "citation": citation})
             for piece in split(block["text"]):
                 delta({"type": "text_delta", "text": piece})
+        elif kind in ("server_tool_use", "mcp_tool_use"):
+            # As recorded (anthropic/native-web-search-stream): the input streams as JSON text.
+            out.append({"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}})
+            delta({"type": "input_json_delta", "partial_json": ""})
+            for piece in split(arguments, 8):
+                delta({"type": "input_json_delta", "partial_json": piece})
+        elif kind == "compaction":
+            # As recorded (anthropic/native-compaction-stream): the summary in one compaction_delta.
+            out.append({"type": "content_block_start", "index": i, "content_block": {**block, "content": None}})
+            if isinstance(block.get("content"), str):
+                delta({"type": "compaction_delta", "content": block["content"]})
+        elif kind != "tool_use":  # a server tool result block arrives whole
+            out.append({"type": "content_block_start", "index": i, "content_block": block})
         else:
             out.append({"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}})
             delta({"type": "input_json_delta", "partial_json": ""})

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from loopctl.message import TextPart, ThinkingPart
+from loopctl.message import CompactionPart, ServerToolCallPart, ServerToolResultPart, TextPart, ThinkingPart
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.testing.wire._common import Counts, ReplyContext, counted, reply_parts, split, tool_arguments
 
@@ -79,6 +79,12 @@ def _parts(response: ModelResponse, *, stream: bool) -> Iterator[tuple[str, dict
                 pending = part.signature
             continue
         out: dict[str, Any]
+        if isinstance(part, (ServerToolCallPart, ServerToolResultPart, CompactionPart)):
+            # Code execution parts go out as they came (their signature on them); grounding metadata rides on
+            # the candidate (see _metadata), its result with it.
+            if part.raw is not None and ("executableCode" in part.raw or "codeExecutionResult" in part.raw):
+                yield "native", dict(part.raw)
+            continue
         if isinstance(part, TextPart):
             kind, out = "text", {"text": part.text}
         else:
@@ -106,6 +112,15 @@ def _chunk(parts: list[dict[str, Any]], response: ModelResponse, ctx: ReplyConte
     }
 
 
+def _metadata(response: ModelResponse) -> dict[str, Any]:
+    """The candidate metadata the reply's native parts carry (``groundingMetadata``, ``urlContextMetadata``)."""
+    out: dict[str, Any] = {}
+    for part in response.message.parts:
+        if isinstance(part, ServerToolCallPart) and part.provider == "gemini" and part.raw is not None:
+            out.update({k: v for k, v in part.raw.items() if k in ("groundingMetadata", "urlContextMetadata")})
+    return out
+
+
 def _finish(response: ModelResponse) -> str:
     return response.raw_stop_reason or _FINISH[response.stop_reason]
 
@@ -120,6 +135,7 @@ def body(response: ModelResponse, ctx: ReplyContext) -> dict[str, Any]:
     """
     out = _chunk([p for _, p in _parts(response, stream=False)], response, ctx)
     out["candidates"][0]["finishReason"] = _finish(response)
+    out["candidates"][0].update(_metadata(response))
     out["usageMetadata"] = _usage(response.usage)
     return out
 
@@ -149,6 +165,10 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
             calls.append(part)
             continue
         flush_calls()
+        if kind == "native":  # whole, in a chunk of its own (gemini/native-code-execution-stream)
+            chunks.append([part])
+            sizes.append((0, len(str(part))))
+            continue
         pieces = split(part["text"])
         for n, piece in enumerate(pieces):
             out = {**part, "text": piece}
@@ -172,6 +192,7 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
         other_so_far += other_chars
         if n == len(chunks) - 1:
             chunk["candidates"][0]["finishReason"] = _finish(response)
+            chunk["candidates"][0].update(_metadata(response))
             chunk["usageMetadata"] = final
         else:
             # Unsent thoughts (no includeThoughts) were all spent before the first chunk (gemini/text-stream).

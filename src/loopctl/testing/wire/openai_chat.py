@@ -122,7 +122,7 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
         elif isinstance(part, TextPart):
             key = "refusal" if refused else "content"
             chunks += [chunk({key: piece}) for piece in split(part.text) if piece]
-        else:
+        elif isinstance(part, ToolCallPart):
             arguments = tool_arguments(response, part)[0]
             function = {"name": part.name, "arguments": ""}
             chunks.append(

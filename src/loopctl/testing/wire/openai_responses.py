@@ -10,11 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loopctl.message import TextPart, ThinkingPart, ToolCallPart
+from loopctl.message import (
+    CompactionPart,
+    ServerToolCallPart,
+    ServerToolResultPart,
+    TextPart,
+    ThinkingPart,
+)
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.testing.wire._common import (
     Counts,
     ReplyContext,
+    ReplyPart,
     counted,
     fake_signature,
     reply_parts,
@@ -52,9 +59,20 @@ def _items(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
     encrypted = "reasoning.encrypted_content" in include
     refused = response.stop_reason is StopReason.REFUSAL
     items: list[dict[str, Any]] = []
-    last: TextPart | ThinkingPart | ToolCallPart | None = None
+    last: ReplyPart | None = None
     for n, part in enumerate(reply_parts("openai-responses", response.message)):
-        joins = last is not None and type(last) is type(part) and last.item_id == part.item_id
+        joins = (
+            isinstance(last, (TextPart, ThinkingPart))
+            and type(last) is type(part)
+            and last.item_id == getattr(part, "item_id", None)
+        )
+        if isinstance(part, (ServerToolCallPart, ServerToolResultPart, CompactionPart)):
+            # A provider-run tool's item holds its result: the call's raw item is the item; a result with no
+            # item of its own (raw None) is carried by it.
+            if part.raw is not None:
+                items.append(dict(part.raw))
+            last = part
+            continue
         if isinstance(part, ThinkingPart):
             if not joins:
                 items.append({"id": part.item_id or f"rs_{ctx.token}_{n}", "type": "reasoning", "summary": []})
@@ -68,10 +86,11 @@ def _items(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
                 items.append(
                     {"id": message_id, "type": "message", "status": "completed", "role": "assistant", "content": []}
                 )
+            annotations = list(part.citations) if part.citations is not None else []
             content = (
                 {"type": "refusal", "refusal": part.text}
                 if refused
-                else {"type": "output_text", "text": part.text, "annotations": [], "logprobs": []}
+                else {"type": "output_text", "text": part.text, "annotations": annotations, "logprobs": []}
             )
             items[-1]["content"].append(content)
         else:
@@ -188,7 +207,7 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
                     emit(f"{prefix}.delta", **at, content_index=c, delta=piece, **extra)
                 emit(f"{prefix}.done", **at, content_index=c, **{key: content[key]}, **extra)
                 emit("response.content_part.done", **at, content_index=c, part=content)
-        else:
+        elif item["type"] == "function_call":
             emit(
                 "response.output_item.added",
                 output_index=index,
@@ -197,6 +216,9 @@ def events(response: ModelResponse, ctx: ReplyContext) -> list[dict[str, Any]]:
             for piece in split(item["arguments"], 8):
                 emit("response.function_call_arguments.delta", **at, delta=piece)
             emit("response.function_call_arguments.done", **at, arguments=item["arguments"])
+        else:  # a provider-run tool's item (or a compaction): added in progress, its results at done
+            added = {k: v for k, v in item.items() if k in ("id", "type", "server_label", "name")}
+            emit("response.output_item.added", output_index=index, item={**added, "status": "in_progress"})
         emit("response.output_item.done", output_index=index, item=item)
     final = body(response, ctx, output=items)
     emit("response.incomplete" if final["status"] == "incomplete" else "response.completed", response=final)
