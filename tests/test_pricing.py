@@ -72,7 +72,7 @@ def test_the_recorded_anthropic_reply_in_dollars() -> None:
     # 3 uncached input tokens at $3/MTok, 4597 cache reads at $0.30, 598 cache writes at $3.75, 350 output at $15.
     body = json.loads((TRAFFIC / "anthropic/cache-creation-and-read.response.json").read_text())
     reply = anthropic.parse_response(body)
-    assert reply.usage == Usage(5198, 350, 4597, 598, cache_write_1h_tokens=0)  # reported: no hour-long writes
+    assert reply.usage == Usage(5198, 350, 4597, 598)
     expected = (3 * Decimal(3) + 4597 * Decimal("0.3") + 598 * Decimal("3.75") + 350 * Decimal(15)) / MILLION
     assert price(reply.usage, reply.model, provider="anthropic") == expected == Decimal("0.0088806")
 

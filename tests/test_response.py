@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from loopctl.response import Usage
 
 counts = st.one_of(st.none(), st.integers(min_value=0, max_value=10**12))
-usages = st.builds(Usage, counts, counts, counts, counts, counts)
+usages = st.builds(Usage, counts, counts, counts, counts, counts, counts)  # the sixth: cache_write_1h_tokens
 
 
 def test_nothing_reported_is_not_zero() -> None:
@@ -53,3 +53,20 @@ def test_earlier_payloads_and_missing_counts_load() -> None:
 def test_a_count_that_is_not_a_whole_number_is_refused_by_name(bad: Any) -> None:
     with pytest.raises(ValueError, match=r"^usage\.output_tokens must be a whole number >= 0 or null, got "):
         Usage.from_dict({"output_tokens": bad})
+
+
+def test_the_hour_long_cache_writes_are_kept_only_when_there_were_some() -> None:
+    # Merged from two branches: a reported 0 of hour-long writes made every Anthropic reply's usage differ from
+    # the same usage built by hand, and wrote a new key into every stored usage.
+    from loopctl.providers import anthropic
+
+    def usage(creation: dict[str, int]) -> Usage:
+        raw = {"input_tokens": 3, "output_tokens": 1, "cache_creation_input_tokens": 10, "cache_creation": creation}
+        return anthropic._usage(raw)
+
+    none, some = usage({"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 0}), usage(
+        {"ephemeral_5m_input_tokens": 4, "ephemeral_1h_input_tokens": 6}
+    )
+    assert none == Usage(13, 1, None, 10) and "cache_write_1h_tokens" not in none.to_dict()
+    assert some == Usage(13, 1, None, 10, cache_write_1h_tokens=6)
+    assert Usage.from_dict(some.to_dict()) == some

@@ -61,7 +61,9 @@ class Usage:
     Usage limits (``loopctl.engine.UsageLimits``) likewise count the reported tokens.
 
     ``cache_write_1h_tokens`` is the part of ``cache_write_tokens`` written for an hour (Anthropic's
-    ``cache_creation.ephemeral_1h_input_tokens``), which costs more than a five-minute write.
+    ``cache_creation.ephemeral_1h_input_tokens``), which costs more than a five-minute write; ``None`` when
+    there were none (the codecs leave a reported 0 out, so conversations without hour-long writes keep their
+    stored form).
     """
 
     input_tokens: int | None = None
@@ -108,10 +110,9 @@ class Usage:
 
     def to_dict(self) -> dict[str, int | None]:
         """The five counts as a JSON object (``null`` for a count not reported), and ``cache_write_1h_tokens``
-        when it is not 0 (:meth:`from_dict` reads it back; files of conversations that used no hour-long cache
-        keep their form)."""
+        when it is not ``None`` (:meth:`from_dict` reads it back)."""
         out: dict[str, int | None] = {name: getattr(self, name) for name in _COUNTS}
-        if self.cache_write_1h_tokens:
+        if self.cache_write_1h_tokens is not None:
             out["cache_write_1h_tokens"] = self.cache_write_1h_tokens
         return out
 

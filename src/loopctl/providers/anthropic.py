@@ -1346,6 +1346,7 @@ def _usage(raw: Mapping[str, Any]) -> Usage:
     # .ephemeral_5m_input_tokens / .ephemeral_1h_input_tokens): an hour's write is priced higher.
     creation = raw.get("cache_creation")
     hour = _count(creation.get("ephemeral_1h_input_tokens")) if isinstance(creation, Mapping) else None
+    hour = hour or None  # no hour-long writes: the count stays out (Usage.cache_write_1h_tokens)
     return Usage(
         input_tokens=sum(parts) if fresh is not None else None,
         output_tokens=_count(raw.get("output_tokens")),
