@@ -298,14 +298,16 @@ def build_tools(files: FileTools, providers: Sequence[ToolProvider] = ()) -> lis
 async def build_client(model: str, base_url: str | None = None) -> AsyncIterator[Any]:
     """The model client for ``model`` (``base_url`` passed on when given); ``demo`` starts the fake provider
     server for the scripted demo. ``CommandError`` for a spec that names no known provider."""
+    from loopctl.errors import InvalidModelSpec
     from loopctl.providers import from_string
 
     if model != "demo":
         options = {"base_url": base_url} if base_url else {}
         try:
             client = from_string(model, **options)
-        except ValueError as exc:  # an unknown prefix: the user's typo, not a crash
-            raise CommandError(f'{exc}, or "demo"') from None
+        except InvalidModelSpec as exc:  # an unknown prefix: the user's typo, not a crash
+            hint = f"; did you mean {exc.suggestion!r}?" if exc.suggestion is not None else ""
+            raise CommandError(f'{exc.problem}; expected one of {", ".join(exc.known)}, or "demo"{hint}') from None
         try:
             yield client
         finally:
