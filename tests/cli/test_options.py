@@ -201,3 +201,20 @@ def test_writes_under_git_need_allow_protected_writes_even_with_yes(
         assert "  ✗ write_file(.git/hooks/pre-commit): Refused: '.git/hooks/pre-commit' is under .git, where a file can make tools run" in (
             done.output
         )
+
+
+@pytest.mark.parametrize("command", [["mcp", "serve"], ["a2a", "serve"]])
+def test_the_servers_store_help_says_no_store_means_memory(command: list[str]) -> None:
+    # Their --store help said "(default: $LOOPCTL_STORE, else .loopctl/sessions.db)", as run's does, while
+    # they keep the conversations in memory when no store is named (their own description says so).
+    from click.testing import CliRunner
+
+    from loopctl.cli import main
+
+    done = CliRunner().invoke(main, [*command, "--help"], env={"COLUMNS": "400"})
+    assert done.exit_code == 0
+    text = " ".join(done.output.split())  # unwrapped
+    assert text.split("--store STORE ", 1)[1].split(" -h, --help")[0] == (
+        "The session store of the served agents' conversations: a SQLite file, or a PostgreSQL URL or DSN "
+        "(default: $LOOPCTL_STORE, else none: kept in memory)."
+    )

@@ -7,7 +7,7 @@ import os
 
 import click
 
-__all__ = ["STORE_HELP", "STORE_VAR", "store_option", "store_spec"]
+__all__ = ["SERVE_STORE_HELP", "STORE_HELP", "STORE_VAR", "serve_store_option", "store_option", "store_spec"]
 
 STORE_VAR = "LOOPCTL_STORE"
 """Environment variable: the CLI's store (a SQLite file, or a PostgreSQL URL or connection string)."""
@@ -17,6 +17,10 @@ _STORE_KEY = "loopctl.store"
 STORE_HELP = (
     "The session store: a SQLite file, or a PostgreSQL URL or DSN (default: $LOOPCTL_STORE, else "
     ".loopctl/sessions.db)."
+)
+SERVE_STORE_HELP = (
+    "The session store of the served agents' conversations: a SQLite file, or a PostgreSQL URL or DSN "
+    "(default: $LOOPCTL_STORE, else none: kept in memory)."
 )
 
 
@@ -31,6 +35,12 @@ store_option = click.option(
 )
 """The ``--store`` option, accepted by ``loopctl`` itself, ``sessions`` and each of its commands, ``run``,
 ``approve`` and ``show``: see :func:`store_spec`."""
+
+serve_store_option = click.option(
+    "--store", metavar="STORE", expose_value=False, callback=_remember_store, help=SERVE_STORE_HELP
+)
+"""``mcp serve`` and ``a2a serve``'s ``--store``: read the same way, but with no store named the conversations
+are kept in memory (not in ``.loopctl/sessions.db``)."""
 
 
 def store_spec() -> str | None:

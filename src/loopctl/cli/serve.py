@@ -19,8 +19,9 @@ from typing import Any
 
 import click
 
+from loopctl.cli.options import serve_store_option
 from loopctl.cli.report import CommandError
-from loopctl.cli.sessions import open_store, store_option, store_spec
+from loopctl.cli.sessions import open_store, store_spec
 
 __all__ = ["a2a", "load_object", "mcp"]
 
@@ -81,7 +82,7 @@ def mcp() -> None:
 @click.option("--port", type=int, default=8000, show_default=True, help="The port to listen on (with --http).")
 @click.option("--path", "http_path", default="/mcp", show_default=True, help="The endpoint's path (with --http).")
 @click.option("--name", default="loopctl", show_default=True, help="The server's name, as clients show it.")
-@store_option
+@serve_store_option
 def mcp_serve(
     tool_specs: tuple[str, ...],
     agent_specs: tuple[str, ...],
@@ -154,7 +155,7 @@ def a2a() -> None:
     metavar="URL",
     help="The URL clients reach the agent at, for its card (default: http://HOST:PORT/).",
 )
-@store_option
+@serve_store_option
 def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, **_: Any) -> None:
     """Serve an agent over A2A: its card at /.well-known/agent-card.json and JSON-RPC at /.
 
