@@ -112,9 +112,11 @@ def test_a_provider_with_no_model_name_says_so(spec: str, project: Path, tmp_pat
     # It said "unknown model spec 'anthropic:'": the prefix is known, the model name is missing.
     done = loopctl("run", "x", "--model", spec, "--root", str(project), cwd=tmp_path)
     prefix = spec.split(":", maxsplit=1)[0]
+    # The example is the provider's own (it was anthropic's for every provider).
+    example = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-5", "gemini": "gemini:gemini-2.5-flash"}
     assert (done.returncode, lines(done.stderr)) == (
         2,
-        [f"error: --model {spec} has no model name: write {prefix}:MODEL (for example anthropic:claude-sonnet-4-5)"],
+        [f"error: --model {spec} has no model name: write {prefix}:MODEL (for example {example[prefix]})"],
     )
 
 

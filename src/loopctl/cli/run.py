@@ -433,11 +433,12 @@ def _model_spec(model: str | None) -> str:
     """The model spec, checked for what the user can fix: missing, or a provider with no model name."""
     if not model:
         raise CommandError("--model is required (or --resume a session that names one)")
+    from loopctl.providers._spec import EXAMPLES
+
     prefix, sep, name = model.partition(":")
     if sep and not name.strip():
-        raise CommandError(
-            f"--model {model} has no model name: write {prefix}:MODEL (for example anthropic:claude-sonnet-4-5)"
-        )
+        example = EXAMPLES.get(prefix, EXAMPLES["anthropic"])
+        raise CommandError(f"--model {model} has no model name: write {prefix}:MODEL (for example {example})")
     return model
 
 

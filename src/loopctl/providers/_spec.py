@@ -7,6 +7,15 @@ from loopctl.errors import InvalidModelSpec
 PREFIXES = ("openai", "openai-responses", "openai-responses-ws", "anthropic", "gemini")
 """The providers a model string may name, in the order errors list them."""
 
+EXAMPLES = {
+    "openai": "openai:gpt-5",
+    "openai-responses": "openai-responses:gpt-5",
+    "openai-responses-ws": "openai-responses-ws:gpt-5",
+    "anthropic": "anthropic:claude-sonnet-4-5",
+    "gemini": "gemini:gemini-2.5-flash",
+}
+"""A model string of each provider, for messages."""
+
 # Other frameworks' provider prefixes (pydantic-ai's ``google-gla:``, ``openai-chat:``...) that mean one of ours.
 _ALIASES = {
     "openai-chat": "openai",
@@ -42,7 +51,8 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
     prefix, sep, model = spec.partition(":")
     if sep and prefix in PREFIXES:
         if not model.strip():
-            raise InvalidModelSpec(spec, f"model spec {spec!r} has no model name", known=known)
+            problem = f"model spec {spec!r} has no model name (for example {EXAMPLES[prefix]})"
+            raise InvalidModelSpec(spec, problem, known=known)
         return prefix, model
     raise InvalidModelSpec(spec, f"unknown model spec {spec!r}", known=known, suggestion=_suggest(spec))
 
