@@ -26,6 +26,7 @@ from rich.text import Text
 
 from loopctl.cli import DEMO_DELAY_VAR  # the command group's module, which imports this one only when it runs
 from loopctl.cli.inert import inert
+from loopctl.cli.options import resume_command
 from loopctl.cli.report import CommandError, stderr, tokens, warn
 from loopctl.cli.sessions import store_option, store_spec
 
@@ -250,9 +251,8 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
                 if target is not None:
                     _summary(console, result, None, approval.refused)
                     sid = inert(target.session_id, one_line=True)
-                    console.print(
-                        Text(f'  session {sid}; continue with: loopctl run "..." --resume {sid}', style="dim")
-                    )
+                    again = inert(resume_command(target.session_id), one_line=True)
+                    console.print(Text(f"  session {sid}; continue with: {again}", style="dim"))
                     if result.outcome.error_type == "ConcurrentUpdate":
                         # Refused at a later save than the first: the same error, and exit code, as a refusal
                         # of the first save (which raises before the run starts).
