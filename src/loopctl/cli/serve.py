@@ -26,13 +26,13 @@ from loopctl.cli.sessions import open_store, store_spec
 __all__ = ["a2a", "load_object", "mcp"]
 
 
-def load_object(spec: str, what: str) -> Any:
+def load_object(spec: str, what: str, *, form: str = "MODULE:ATTR (for example myapp.agents:support)") -> Any:
     """The object ``spec`` (``MODULE:ATTR``; ``ATTR`` may be dotted) names, imported with the current folder on
-    the path, as ``uvicorn`` does. ``what`` names the option in errors (``--agent``). Raises a one-line
-    :class:`~loopctl.cli.report.CommandError`."""
+    the path, as ``uvicorn`` does. ``what`` names the option in errors (``--agent``), ``form`` what it takes.
+    Raises a one-line :class:`~loopctl.cli.report.CommandError`."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise CommandError(f"{what} {spec!r} must be MODULE:ATTR (for example myapp.agents:support)")
+        raise CommandError(f"{what} {spec!r} must be {form}")
     here = os.getcwd()
     if here not in sys.path:
         sys.path.insert(0, here)
@@ -122,7 +122,7 @@ def mcp_serve(
                 if not yes:
                     asks |= WRITE_TOOLS
         else:
-            served.append(load_object(spec, "--tools"))
+            served.append(load_object(spec, "--tools", form="'files' or MODULE:ATTR (for example myapp.tools:search)"))
     for spec in agent_specs:
         agent = load_object(spec, "--agent")
         if not isinstance(agent, Agent):
