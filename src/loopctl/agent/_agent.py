@@ -206,12 +206,13 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         run_config: RunConfig | None = None,
         limits: UsageLimits | None = None,
         tools: Sequence[Tool[Any] | ToolProvider | Agent[Any, Any]] | None = None,
+        observers: Sequence[Observer] | None = None,
     ) -> Agent[AgentDepsT, AgentOutputT]:
         """A copy with the given settings changed (the others are this agent's).
 
         ``model``, ``instructions``, ``name``, ``description``, ``run_config`` and ``limits`` are as for the
         constructor; ``None`` keeps this agent's. ``tools`` replaces its tools (``[*agent.tools, extra]`` adds
-        one).
+        one); ``observers`` its observers (``[*agent.observers, extra]`` adds one).
         """
         return Agent(
             model if model is not None else self.model,
@@ -228,7 +229,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             limits=limits if limits is not None else self.limits,
             session_config=self.session_config,
             hooks=self.hooks,
-            observers=self.observers,
+            observers=self.observers if observers is None else observers,
             permission=self.permission,
         )
 
