@@ -71,7 +71,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     ``limits`` (its :class:`~loopctl.engine.UsageLimits`, over the whole run, sub-agents included),
     ``session_config`` (context window and compaction), ``hooks``, ``observers``, ``permission``.
 
-    Raises ``ValueError`` for two tools of one name, a name that is no tool name, a handoff to the agent
+    Raises :class:`~loopctl.errors.InvalidModelSpec` for a model string that names no known provider or no
+    model, ``ValueError`` for two tools of one name, a name that is no tool name, a handoff to the agent
     itself, and ``TypeError`` for a tool that is none.
     """
 
@@ -129,6 +130,10 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     ) -> None:
         if not isinstance(model, (str, ModelClient)):
             raise TypeError(f"model must be a ModelClient or a model string, got {type(model).__name__}")
+        if isinstance(model, str):
+            from loopctl.providers._spec import parse_model_spec
+
+            parse_model_spec(model)  # a typo is refused here, not at the first run
         set_ = object.__setattr__
         set_(self, "_frozen", False)
         self.model = model

@@ -20,19 +20,20 @@ from typing import Any
 
 import click
 
+from loopctl.cli.options import serve_store_option
 from loopctl.cli.report import CommandError
-from loopctl.cli.sessions import open_store, store_option, store_spec
+from loopctl.cli.sessions import open_store, store_spec
 
 __all__ = ["a2a", "load_object", "mcp"]
 
 
-def load_object(spec: str, what: str) -> Any:
+def load_object(spec: str, what: str, *, form: str = "MODULE:ATTR (for example myapp.agents:support)") -> Any:
     """The object ``spec`` (``MODULE:ATTR``; ``ATTR`` may be dotted) names, imported with the current folder on
-    the path, as ``uvicorn`` does. ``what`` names the option in errors (``--agent``). Raises a one-line
-    :class:`~loopctl.cli.report.CommandError`."""
+    the path, as ``uvicorn`` does. ``what`` names the option in errors (``--agent``), ``form`` what it takes.
+    Raises a one-line :class:`~loopctl.cli.report.CommandError`."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise CommandError(f"{what} {spec!r} must be MODULE:ATTR (for example myapp.agents:support)")
+        raise CommandError(f"{what} {spec!r} must be {form}")
     here = os.getcwd()
     if here not in sys.path:
         sys.path.insert(0, here)
@@ -88,7 +89,7 @@ def mcp() -> None:
     help="Export the served agents' traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT); a caller's "
     "traceparent makes its spans their parent.",
 )
-@store_option
+@serve_store_option
 def mcp_serve(
     tool_specs: tuple[str, ...],
     agent_specs: tuple[str, ...],
@@ -129,7 +130,7 @@ def mcp_serve(
                 if not yes:
                     asks |= WRITE_TOOLS
         else:
-            served.append(load_object(spec, "--tools"))
+            served.append(load_object(spec, "--tools", form="'files' or MODULE:ATTR (for example myapp.tools:search)"))
     for spec in agent_specs:
         agent = load_object(spec, "--agent")
         if not isinstance(agent, Agent):
@@ -190,7 +191,7 @@ def a2a() -> None:
     help="Export the served agents' traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT); a caller's "
     "traceparent makes its spans their parent.",
 )
-@store_option
+@serve_store_option
 def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, otel: bool, **_: Any) -> None:
     """Serve an agent over A2A: its card at /.well-known/agent-card.json and JSON-RPC at /.
 

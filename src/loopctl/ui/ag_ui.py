@@ -79,6 +79,7 @@ from loopctl.ui._common import (
     decision_from_payload,
     image_from_data_url,
     json_safe,
+    require_web_extra,
     tool_output_text,
     user_message,
     whole_parts,
@@ -620,6 +621,7 @@ class AGUIApp:
         config: RunConfig | None = None,
         keep: int = 1000,
     ) -> None:
+        require_web_extra("an AG-UI app (agent.to_ag_ui())", "starlette", "ag_ui")
         from ag_ui.encoder import EventEncoder
 
         self.agent = agent

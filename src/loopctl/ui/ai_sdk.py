@@ -72,6 +72,7 @@ from loopctl.ui._common import (
     data_url,
     image_from_data_url,
     json_safe,
+    require_web_extra,
     sse,
     tool_output_text,
     user_message,
@@ -531,6 +532,7 @@ class AISDKApp:
         config: RunConfig | None = None,
         keep: int = 1000,
     ) -> None:
+        require_web_extra("an AI SDK app (agent.to_ai_sdk())", "starlette")
         self.agent = agent
         self.conversations = Conversations(agent, store, keep)
         self.deps = deps
