@@ -97,7 +97,9 @@ class PostgresStore(SessionStore):
     ``postgresql://user@host/db``, ``host=/run/postgresql dbname=app``).
 
     ``min_size`` and ``max_size`` bound the connection pool; ``connect_timeout`` is how long (seconds) opening
-    the store waits for a first connection before raising ``StoreError``. Tables are named ``loopctl_*``, so
+    the store waits for a first connection before raising ``StoreError`` (a server still starting is waited
+    for; an unknown host, a wrong password or a database that does not exist raise at once, with libpq's
+    reason). Tables are named ``loopctl_*``, so
     the store can share a database with an application. Opening a database whose schema is newer than this
     release reads raises ``StoreError``.
 
@@ -118,6 +120,7 @@ class PostgresStore(SessionStore):
     ) -> None:
         self.blob_threshold = blob_threshold
         self._dsn = dsn
+        _refuse_what_waiting_cannot_fix(dsn, connect_timeout)
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = psycopg_pool.ConnectionPool(
             dsn, min_size=min_size, max_size=max_size, open=False, name="loopctl-store"
         )
@@ -167,6 +170,46 @@ class PostgresStore(SessionStore):
             tx.query("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             found = tx.query("SELECT to_regclass('loopctl_meta') IS NOT NULL")[0][0]
             self._ensure_schema(tx, bool(found), _SCHEMA, f"PostgreSQL at {_safe(self._dsn)}")
+
+
+# libpq's words for a connection that no wait can make work: a host name that does not resolve, a role or
+# database that does not exist, a password or pg_hba.conf refusal (a refused or timed-out connection may be a
+# server still starting: the pool waits for it).
+_PERMANENT = (
+    "could not translate host name",
+    "name or service not known",
+    "nodename nor servname",
+    "password authentication failed",
+    "no pg_hba.conf entry",
+    "does not exist",
+    "invalid connection option",
+)
+
+
+def _refuse_what_waiting_cannot_fix(dsn: str, timeout: float) -> None:
+    """One direct connection first: ``StoreError`` at once, with libpq's reason, when it fails in a way the
+    pool's retries would only repeat for ``timeout`` seconds (an unknown host, a wrong password)."""
+    try:
+        psycopg.connect(dsn, connect_timeout=max(1, int(timeout))).close()
+    except psycopg.OperationalError as exc:
+        reason = (str(exc).strip().splitlines() or [""])[-1].strip()
+        if any(word in reason.lower() for word in _PERMANENT):
+            password = _password(dsn)
+            if password:
+                reason = reason.replace(password, "***")
+            raise StoreError(f"cannot connect to PostgreSQL at {_safe(dsn)}: {reason}") from None
+    except psycopg.ProgrammingError as exc:  # a malformed connection string
+        raise StoreError(f"not a PostgreSQL connection string or URL: {_safe(dsn)} ({exc})") from None
+
+
+def _password(dsn: str) -> str | None:
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        value = conninfo_to_dict(dsn).get("password")
+    except psycopg.Error:
+        return None
+    return str(value) if value else None
 
 
 def _safe(dsn: str) -> str:
