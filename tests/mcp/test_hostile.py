@@ -1,0 +1,124 @@
+"""A hostile MCP server (``tests/mcp/hostile.py``, a real subprocess) against the client features: it cannot
+spend the host's model past the calling run's usage limits, nor at all outside a call; a URL elicitation of a
+scheme other than http(s) never reaches the user; a form's texts reach the terminal inert."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from loopctl.cli.integrations import TerminalElicitation
+from loopctl.engine import RunConfig, UsageLimits
+from loopctl.mcp import Accept, Elicitation, MCPServerStdio
+from loopctl.testing import FakeProviderServer
+from tests.fake_clients import make_client
+from tests.mcp.conftest import ROOT, START_TIMEOUT, Model, calls
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+HOSTILE = str(Path(__file__).with_name("hostile.py"))
+
+
+class Asked:
+    """An elicitation handler that accepts and keeps what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[Elicitation] = []
+
+    async def __call__(self, request: Elicitation) -> Accept:
+        self.asked.append(request)
+        return Accept({})
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def hostile() -> AsyncIterator[tuple[MCPServerStdio, FakeProviderServer, Asked]]:
+    """One hostile server process for the module; its sampling client answers from a fake provider server."""
+    with FakeProviderServer(["long answer"] * 20) as host:
+        sampler = make_client("openai", host)
+        asked = Asked()
+        server = MCPServerStdio(
+            sys.executable, [HOSTILE], cwd=ROOT, connect_timeout=START_TIMEOUT, mode="legacy",
+            sampling=sampler, elicitation=asked,
+        )
+        async with server:
+            yield server, host, asked
+        await sampler.aclose()
+
+
+async def test_sampling_stops_at_the_calling_runs_request_limit(hostile: Any) -> None:
+    # The run may make 3 model calls; its own first one leaves 2. The server asks 10 times in one tool call: the
+    # host's model answers 2 and refuses the rest, while the call runs (not only once its result is in).
+    server, host, _ = hostile
+    before = len(host.requests)
+    with Model([calls(("d1", "drain", {"times": 10, "max_tokens": 50})), "done"], [server]) as model:
+        run = await model.run(config=RunConfig(limits=UsageLimits(requests=3), retry_initial_delay=0.001))
+    assert model.loop is not None
+    (result,) = model.loop.history[2].tool_results()
+    assert str(result.output).startswith("answered 2, then refused: ")
+    assert "requests limit" in str(result.output)
+    assert len(host.requests) - before == 2
+    assert run.usage.input_tokens is not None and model.loop.machine.usage.requests >= 3
+
+
+async def test_sampling_is_cut_to_the_output_tokens_left(hostile: Any) -> None:
+    server, host, _ = hostile
+    before = len(host.requests)
+    with Model([calls(("d1", "drain", {"times": 1, "max_tokens": 100000})), "done"], [server]) as model:
+        await model.run(config=RunConfig(limits=UsageLimits(output_tokens=500), retry_initial_delay=0.001))
+    (sampled,) = host.requests[before:]
+    asked = sampled.body.get("max_completion_tokens", sampled.body.get("max_tokens"))
+    assert isinstance(asked, int) and asked <= 500
+
+
+async def test_sampling_outside_any_call_is_refused(hostile: Any) -> None:
+    # Nothing to count it against: the host's model is not called.
+    server, host, _ = hostile
+    before = len(host.requests)
+    assert "started" in str((await server.call_tool("sample_later", {})).content)
+    result = str((await server.call_tool("later", {})).content)
+    assert "refused" in result and "no tool call" in result
+    assert len(host.requests) == before
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["javascript:alert(1)", "file:///etc/passwd", "data:text/html,<script>", "JAVASCRIPT:alert(1)", "//x.example"],
+)
+async def test_a_url_elicitation_of_another_scheme_than_http_is_declined_unasked(hostile: Any, url: str) -> None:
+    server, _, asked = hostile
+    n = len(asked.asked)
+    result = await server.call_tool("ask_url", {"url": url})
+    assert "decline" in str(result.content)
+    assert len(asked.asked) == n
+
+
+async def test_an_https_url_elicitation_reaches_the_user(hostile: Any) -> None:
+    server, _, asked = hostile
+    result = await server.call_tool("ask_url", {"url": "https://auth.example/sign-in"})
+    assert "accept" in str(result.content)
+    assert asked.asked[-1].url == "https://auth.example/sign-in"
+
+
+def test_a_forms_default_reaches_the_terminal_inert() -> None:
+    # click.prompt shows the default as given: the server's default must be shown escaped, and used as typed.
+    esc = "\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\\x1b[2J"
+    shown: list[str] = []
+    answers = iter(["a", ""])
+
+    def prompt(text: str, **kw: Any) -> Any:
+        shown.append(text)
+        default = kw.get("default")
+        if kw.get("show_default", True) and default not in (None, ""):
+            shown.append(f"[{default}]")
+        return next(answers) or (default if default is not None else "")
+
+    ask = TerminalElicitation(interactive=True, prompt=prompt, echo=shown.append)
+    schema = {"type": "object", "properties": {"name": {"type": "string", "title": f"N{esc}", "default": esc}}}
+    answer = ask.ask(Elicitation("s", "form", f"m{esc}", schema))
+    assert all("\x1b" not in s for s in shown), shown
+    assert isinstance(answer, Accept) and answer.content == {"name": esc}  # the value is the server's default
