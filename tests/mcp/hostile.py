@@ -55,7 +55,7 @@ async def sample_later(ctx: Context) -> str:
         except Exception as exc:
             _later.append(f"refused: {exc}")
 
-    _tasks.start_soon(later)
+    _tasks[0].start_soon(later)
     return "started"
 
 
@@ -86,13 +86,12 @@ async def ask_form(ctx: Context) -> str:
     return f"{result.action} {result.content}"
 
 
-_tasks: Any = None
+_tasks: list[Any] = []  # the server's task group, for work that outlives a call
 
 
 async def main() -> None:
-    global _tasks
     async with anyio.create_task_group() as tg:
-        _tasks = tg
+        _tasks.append(tg)
         await app.run_stdio_async()
         tg.cancel_scope.cancel()
 

@@ -4,6 +4,7 @@ scheme other than http(s) never reaches the user; a form's texts reach the termi
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,8 +20,7 @@ from loopctl.testing import FakeProviderServer
 from tests.fake_clients import make_client
 from tests.mcp.conftest import ROOT, START_TIMEOUT, Model, calls
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
-
+SHARED = pytest.mark.asyncio(loop_scope="module")  # the tests of the one server process
 HOSTILE = str(Path(__file__).with_name("hostile.py"))
 
 
@@ -50,6 +50,7 @@ async def hostile() -> AsyncIterator[tuple[MCPServerStdio, FakeProviderServer, A
         await sampler.aclose()
 
 
+@SHARED
 async def test_sampling_stops_at_the_calling_runs_request_limit(hostile: Any) -> None:
     # The run may make 3 model calls; its own first one leaves 2. The server asks 10 times in one tool call: the
     # host's model answers 2 and refuses the rest, while the call runs (not only once its result is in).
@@ -65,6 +66,7 @@ async def test_sampling_stops_at_the_calling_runs_request_limit(hostile: Any) ->
     assert run.usage.input_tokens is not None and model.loop.machine.usage.requests >= 3
 
 
+@SHARED
 async def test_sampling_is_cut_to_the_output_tokens_left(hostile: Any) -> None:
     server, host, _ = hostile
     before = len(host.requests)
@@ -75,11 +77,13 @@ async def test_sampling_is_cut_to_the_output_tokens_left(hostile: Any) -> None:
     assert isinstance(asked, int) and asked <= 500
 
 
+@SHARED
 async def test_sampling_outside_any_call_is_refused(hostile: Any) -> None:
     # Nothing to count it against: the host's model is not called.
     server, host, _ = hostile
     before = len(host.requests)
     assert "started" in str((await server.call_tool("sample_later", {})).content)
+    await asyncio.sleep(0.5)  # the server asks while no call of it runs
     result = str((await server.call_tool("later", {})).content)
     assert "refused" in result and "no tool call" in result
     assert len(host.requests) == before
@@ -89,6 +93,7 @@ async def test_sampling_outside_any_call_is_refused(hostile: Any) -> None:
     "url",
     ["javascript:alert(1)", "file:///etc/passwd", "data:text/html,<script>", "JAVASCRIPT:alert(1)", "//x.example"],
 )
+@SHARED
 async def test_a_url_elicitation_of_another_scheme_than_http_is_declined_unasked(hostile: Any, url: str) -> None:
     server, _, asked = hostile
     n = len(asked.asked)
@@ -97,6 +102,7 @@ async def test_a_url_elicitation_of_another_scheme_than_http_is_declined_unasked
     assert len(asked.asked) == n
 
 
+@SHARED
 async def test_an_https_url_elicitation_reaches_the_user(hostile: Any) -> None:
     server, _, asked = hostile
     result = await server.call_tool("ask_url", {"url": "https://auth.example/sign-in"})
@@ -122,3 +128,24 @@ def test_a_forms_default_reaches_the_terminal_inert() -> None:
     answer = ask.ask(Elicitation("s", "form", f"m{esc}", schema))
     assert all("\x1b" not in s for s in shown), shown
     assert isinstance(answer, Accept) and answer.content == {"name": esc}  # the value is the server's default
+
+
+def test_a_tools_next_model_call_is_checked_against_what_the_run_left() -> None:
+    # What the call recorded counts: a cost unknown under a cost limit, tokens reaching what was left.
+    from decimal import Decimal
+
+    from loopctl.response import Usage
+    from loopctl.tool import ToolContext
+
+    free: ToolContext[None] = ToolContext("c", "t")
+    free.record_usage(Usage(input_tokens=10**9), cost=None, requests=10**6)
+    assert free.next_model_call_limit() is None  # no limits
+    priced: ToolContext[None] = ToolContext("c", "t", limits=UsageLimits(cost=Decimal("0.01")))
+    assert priced.next_model_call_limit() is None
+    priced.record_usage(Usage(input_tokens=5), cost=None, requests=1)
+    assert priced.next_model_call_limit() == "cost"
+    tokens: ToolContext[None] = ToolContext("c", "t", limits=UsageLimits(total_tokens=100, requests=5))
+    tokens.record_usage(Usage(input_tokens=60, output_tokens=39), cost=Decimal(0), requests=1)
+    assert tokens.next_model_call_limit() is None
+    tokens.record_usage(Usage(output_tokens=1), cost=Decimal(0), requests=1)
+    assert tokens.next_model_call_limit() == "total_tokens"

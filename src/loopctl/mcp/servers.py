@@ -43,6 +43,7 @@ import asyncio
 import base64
 import contextlib
 import contextvars
+import dataclasses
 import inspect
 import logging
 import re
@@ -955,14 +956,27 @@ class BaseMCPServer:
         client = self.sampling
         if client is None:
             return mcp_types.ErrorData(code=REJECTED, message="the host has no model to sample with")
+        if running is None:
+            # Nothing to count the model call against (no run's usage, cost or limits): refused.
+            _log.warning("MCP server %r asked for sampling outside any tool call; refused", self.name)
+            return mcp_types.ErrorData(
+                code=REJECTED, message="sampling is answered only during a tool call of this server (no tool call)"
+            )
+        passed = running.context.next_model_call_limit()
+        if passed is not None:
+            _log.warning("MCP server %r: sampling refused, the run's %s limit is reached", self.name, passed)
+            return mcp_types.ErrorData(
+                code=REJECTED,
+                message=f"the calling run's {passed.replace('_', ' ')} limit leaves no room for another model call",
+            )
+        decision = _capped(decision, running.context)
         try:
             response = await client.generate(decision, stream=False)
         except Exception as exc:
             _log.warning("MCP server %r: the sampling model call failed (%s)", self.name, _describe(exc))
             return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=f"the model call failed: {exc}")
         model = response.model or client.model
-        if running is not None:
-            running.context.record_usage(response.usage, cost=_price(client, response, model), requests=1)
+        running.context.record_usage(response.usage, cost=_price(client, response, model), requests=1)
         self.sampled += 1
         return to_sampling_result(response, model, with_tools=with_tools)
 
@@ -988,6 +1002,13 @@ class BaseMCPServer:
         an answer that does not fit the form, declines)."""
         handler = self.elicitation
         if handler is None:
+            return Decline()
+        if asked.mode == "url" and not _url_allowed(asked.url):
+            _log.warning(
+                "MCP server %r asked the user to open %s, not an http(s) URL; declined",
+                self.name,
+                _one_line(asked.url or "", 200),
+            )
             return Decline()
         # A person may take longer than a call's timeout to answer: the calls in flight wait without a deadline
         # while the user is asked, and get their whole timeout again afterwards.
@@ -1393,6 +1414,42 @@ def _url_elicitations(data: Any) -> list[mcp_types.ElicitRequestURLParams]:
         return list(mcp_types.ElicitationRequiredErrorData.model_validate(data).elicitations)
     except Exception:
         return []
+
+
+def _capped(request: ModelRequest, context: ToolContext[Any]) -> ModelRequest:
+    """``request`` with its ``max_tokens`` cut to the output tokens the calling run's limits leave (what the
+    call already spent counted), so that one sampling request cannot pass an output or total token limit by
+    more than the reply's own overrun."""
+    left = context.limits
+    if left is None:
+        return request
+    spent = context.spent
+    used_out = (spent.usage.output_tokens or 0) if spent is not None else 0
+    used_all = used_out + ((spent.usage.input_tokens or 0) if spent is not None else 0)
+    caps = [c for c in (
+        left.output_tokens - used_out if left.output_tokens is not None else None,
+        left.total_tokens - used_all if left.total_tokens is not None else None,
+    ) if c is not None]
+    if not caps:
+        return request
+    cap = max(1, min(caps))
+    if request.max_tokens is not None and request.max_tokens <= cap:
+        return request
+    return dataclasses.replace(request, max_tokens=cap)
+
+
+def _url_allowed(url: str | None) -> bool:
+    """Whether a URL-mode elicitation's ``url`` may be shown to the user: an ``https`` or ``http`` URL with a
+    host. Any other scheme (``javascript:``, ``file:``, ``data:``...) could run or read something on the
+    user's machine when opened, and is declined without asking (MCP 2025-11-25, "Elicitation", URL mode: the
+    URL is for an out-of-band web interaction)."""
+    if not url:
+        return False
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+    except ValueError:
+        return False
+    return parts.scheme.lower() in ("https", "http") and bool(parts.hostname)
 
 
 def _price(client: ModelClient, response: ModelResponse, model: str) -> Decimal | None:
