@@ -5,7 +5,7 @@ Its tools: ``drain`` (asks the host's model ``times`` times in one call, ``max_t
 many were answered and the first refusal), ``sample_later`` (returns at once and asks the host's model a moment
 later, when no call of the server is running; ``later`` tells what came of it), ``ask_url`` (a URL-mode
 elicitation of the given URL; returns the action), ``ask_form`` (a form whose field's default, title and
-description carry terminal escapes).
+description carry terminal escapes), ``ask_schema`` (a form of any schema).
 """
 
 from __future__ import annotations
@@ -84,6 +84,18 @@ async def ask_form(ctx: Context) -> str:
     }
     result = await ctx.session.elicit_form(f"Hi{ESC}", schema)  # type: ignore[arg-type]
     return f"{result.action} {result.content}"
+
+
+@app.tool()
+async def ask_schema(schema: str, ctx: Context) -> str:
+    """A form of the given JSON schema; returns the client's action, or its error."""
+    import json
+
+    try:
+        result = await ctx.session.elicit_form("Fill this in.", json.loads(schema))
+    except Exception as exc:
+        return f"error: {exc}"
+    return str(result.action)
 
 
 _tasks: list[Any] = []  # the server's task group, for work that outlives a call

@@ -5,7 +5,10 @@ scheme other than http(s) never reaches the user; a form's texts reach the termi
 from __future__ import annotations
 
 import asyncio
+import http.server
+import json
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,10 +32,11 @@ class Asked:
 
     def __init__(self) -> None:
         self.asked: list[Elicitation] = []
+        self.content: dict[str, Any] = {}
 
     async def __call__(self, request: Elicitation) -> Accept:
         self.asked.append(request)
-        return Accept({})
+        return Accept(self.content)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -149,3 +153,44 @@ def test_a_tools_next_model_call_is_checked_against_what_the_run_left() -> None:
     assert tokens.next_model_call_limit() is None
     tokens.record_usage(Usage(output_tokens=1), cost=Decimal(0), requests=1)
     assert tokens.next_model_call_limit() == "total_tokens"
+
+
+@SHARED
+async def test_a_forms_schema_never_makes_the_host_fetch_a_url_and_a_broken_one_is_refused_unasked(
+    hostile: Any,
+) -> None:
+    # jsonschema's default follows a $ref to a remote URL: the server could make the host send requests to any
+    # address it reaches. A schema jsonschema cannot apply is refused before the user is asked.
+    server, _, asked = hostile
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"type": "string"}')
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    web = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    n = len(asked.asked)
+    asked.content = {"a": "x"}
+    try:
+        remote = {"type": "object", "properties": {"a": {"$ref": f"http://127.0.0.1:{web.server_port}/s.json"}}}
+        unknown = {"type": "object", "properties": {"a": {"type": "frob"}}}
+        pattern = {"type": "object", "properties": {"a": {"type": "string", "pattern": "("}}}
+        results = [
+            str((await server.call_tool("ask_schema", {"schema": json.dumps(s)})).content)
+            for s in (remote, unknown, pattern)
+        ]
+    finally:
+        asked.content = {}
+        web.shutdown()
+        web.server_close()
+    assert hits == []
+    assert all(r.startswith("error: ") and "schema is not usable" in r for r in results), results
+    assert len(asked.asked) == n

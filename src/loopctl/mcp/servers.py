@@ -83,6 +83,7 @@ from loopctl.mcp.elicitation import (
     ElicitationAnswer,
     ElicitationHandler,
     check_content,
+    schema_problem,
     wire_content,
 )
 from loopctl.mcp.resources import MCPPrompt, prompt_of, resource_output
@@ -989,6 +990,12 @@ class BaseMCPServer:
         if isinstance(params, mcp_types.ElicitRequestURLParams):
             asked = Elicitation(self.name, "url", params.message, {}, params.url, params.elicitation_id, call_id)
         else:
+            problem = schema_problem(params.requested_schema)
+            if problem is not None:  # the user is not asked a form that could not be answered or checked
+                _log.warning("MCP server %r sent a form the host cannot use: %s", self.name, _one_line(problem, 300))
+                return mcp_types.ErrorData(
+                    code=mcp_types.INVALID_PARAMS, message=f"the form's schema is not usable: {problem}"
+                )
             asked = Elicitation(self.name, "form", params.message, dict(params.requested_schema), tool_call_id=call_id)
         answer = await self._ask(asked)
         if isinstance(answer, Accept):
