@@ -5,7 +5,8 @@ Its tools: ``drain`` (asks the host's model ``times`` times in one call, ``max_t
 many were answered and the first refusal), ``sample_later`` (returns at once and asks the host's model a moment
 later, when no call of the server is running; ``later`` tells what came of it), ``ask_url`` (a URL-mode
 elicitation of the given URL; returns the action), ``ask_form`` (a form whose field's default, title and
-description carry terminal escapes), ``ask_schema`` (a form of any schema).
+description carry terminal escapes), ``ask_schema`` (a form of any schema), ``spam`` (a
+flood of log lines).
 """
 
 from __future__ import annotations
@@ -96,6 +97,14 @@ async def ask_schema(schema: str, ctx: Context) -> str:
     except Exception as exc:
         return f"error: {exc}"
     return str(result.action)
+
+
+@app.tool()
+async def spam(count: int, size: int, ctx: Context) -> str:
+    """Sends ``count`` log lines of ``size`` characters as fast as it can."""
+    for i in range(count):
+        await ctx.session.send_log_message("warning", f"{i}:" + "x" * size, related_request_id=ctx.request_id)
+    return "sent"
 
 
 _tasks: list[Any] = []  # the server's task group, for work that outlives a call

@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import logging
+import math
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from tests.fake_clients import make_client
 from tests.mcp.conftest import ROOT, START_TIMEOUT, Model, calls
 
 SHARED = pytest.mark.asyncio(loop_scope="module")  # the tests of the one server process
+LOG_LINES_PER_SECOND = 100  # loopctl.mcp.servers.LOG_LINES_PER_SECOND
 HOSTILE = str(Path(__file__).with_name("hostile.py"))
 
 
@@ -194,3 +198,23 @@ async def test_a_forms_schema_never_makes_the_host_fetch_a_url_and_a_broken_one_
     assert hits == []
     assert all(r.startswith("error: ") and "schema is not usable" in r for r in results), results
     assert len(asked.asked) == n
+
+
+@SHARED
+async def test_a_flood_of_huge_log_lines_is_cut_and_capped(hostile: Any, caplog: pytest.LogCaptureFixture) -> None:
+    # 1000 lines of 20,000 characters as fast as the server can: at most LOG_LINES_PER_SECOND a second are
+    # logged, each cut to 2,000 characters, and the next second's first line says how many were left out.
+    server, _, _ = hostile
+    with caplog.at_level(logging.DEBUG, logger="loopctl.mcp.server"):
+        began = time.monotonic()
+        result = await server.call_tool("spam", {"count": 1000, "size": 20_000})
+        seconds = time.monotonic() - began
+        assert "sent" in str(result.content)
+        await asyncio.sleep(1.05)
+        await server.call_tool("spam", {"count": 1, "size": 1})
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("loopctl.mcp.server.")]
+    left_out = [m for m in lines if "were left out" in m]
+    logged = len(lines) - len(left_out)
+    assert LOG_LINES_PER_SECOND <= logged <= LOG_LINES_PER_SECOND * (math.ceil(seconds) + 1) + 1 < 1000
+    assert max(len(m) for m in lines) < 2100
+    assert left_out and sum(int(m.split()[0]) for m in left_out) + logged == 1001

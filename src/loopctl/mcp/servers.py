@@ -48,6 +48,7 @@ import inspect
 import logging
 import re
 import sys
+import time
 import urllib.parse
 import warnings
 import weakref
@@ -120,6 +121,10 @@ LogLevel: TypeAlias = Literal["debug", "info", "notice", "warning", "error", "cr
 
 # MCP log levels (RFC 5424) as Python logging levels: notice between INFO and WARNING, alert and emergency above
 # CRITICAL, so that Python's level filter keeps their order.
+LOG_LINES_PER_SECOND = 100
+"""At most this many of a server's log lines (``notifications/message``) are logged in any one second; the
+rest of that second's are counted and said in one line (a server cannot flood the host's logs)."""
+
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -796,6 +801,7 @@ class BaseMCPServer:
         self.connections = 0
         """How many sessions have been opened (1 after :meth:`connect`; more after re-initialisations)."""
         self.sampled = 0
+        self._log_window = (0.0, 0, 0)  # the current second's start (monotonic), lines logged, lines dropped
         """How many sampling requests the server made and were answered."""
 
     def _redact(self, text: str) -> str:
@@ -1054,10 +1060,22 @@ class BaseMCPServer:
         """``notifications/message``: the server's log line, to the Python logger ``loopctl.mcp.server.<name>``
         at the matching level (notice between INFO and WARNING; alert, emergency above CRITICAL). The text is
         the server's: control characters are escaped."""
+        logger = _server_logger(self.name)
+        start, logged, dropped = self._log_window
+        now = time.monotonic()
+        if now - start >= 1.0:
+            if dropped:
+                logger.warning("%d more log lines of the server were left out (at most %d a second)", dropped,
+                               LOG_LINES_PER_SECOND)  # fmt: skip
+            start, logged, dropped = now, 0, 0
+        if logged >= LOG_LINES_PER_SECOND:
+            self._log_window = (start, logged, dropped + 1)
+            return
+        self._log_window = (start, logged + 1, dropped)
         data = params.data
         text = data if isinstance(data, str) else orjson.dumps(data, default=str).decode()
         origin = f"[{_one_line(params.logger, 100)}] " if params.logger else ""
-        _server_logger(self.name).log(_LOG_LEVELS.get(params.level, logging.INFO), "%s%s", origin, _one_line(text))
+        logger.log(_LOG_LEVELS.get(params.level, logging.INFO), "%s%s", origin, _one_line(text))
 
     @property
     def roots(self) -> tuple[Root, ...] | None:
