@@ -15,10 +15,30 @@ import warnings
 from typing import Any
 
 import anyio
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import SamplingMessage, TextContent
 
-app = MCPServer("loopctl-hostile", log_level="WARNING")
+class Malformed(ServerMiddleware[Any]):
+    """Answers ``malformed`` with a result of the wrong shape (``content`` not a list)."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        params = getattr(ctx, "params", None)
+        name = params.get("name") if isinstance(params, dict) else getattr(params, "name", None)
+        if ctx.method == "tools/call" and name == "malformed":
+            return {"content": "not a list", "isError": "maybe"}
+        return result
+
+
+app = MCPServer("loopctl-hostile", log_level="WARNING", middleware=[Malformed()])
+
+
+@app.tool()
+def malformed() -> str:
+    """Its result is replaced by one of the wrong shape."""
+    return "fine"
+
 _later: list[str] = []
 
 ESC = "\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\\x1b[2J"

@@ -218,3 +218,14 @@ async def test_a_flood_of_huge_log_lines_is_cut_and_capped(hostile: Any, caplog:
     assert LOG_LINES_PER_SECOND <= logged <= LOG_LINES_PER_SECOND * (math.ceil(seconds) + 1) + 1 < 1000
     assert max(len(m) for m in lines) < 2100
     assert left_out and sum(int(m.split()[0]) for m in left_out) + logged == 1001
+
+
+@SHARED
+async def test_a_result_of_the_wrong_shape_is_an_error_result_naming_the_server_and_tool(hostile: Any) -> None:
+    server, _, _ = hostile
+    result = await server.call_tool("malformed", {})
+    assert result.is_error
+    assert str(result.content) == (
+        f"MCP server {server.name!r} answered tool 'malformed' with a malformed result (content: Input should be a "
+        "valid list; isError: Input should be a valid boolean, unable to interpret input)"
+    )

@@ -64,6 +64,7 @@ import anyio
 import httpx2
 import mcp_types
 import orjson
+import pydantic
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import stdio_client
@@ -1271,7 +1272,17 @@ class BaseMCPServer:
             except MCPError:
                 raise  # the caller reads it (a URL elicitation to complete, or an error result)
             except Exception as exc:  # the SDK refused the reply (a result of the wrong shape...)
-                return ToolOutput(self._redact(f"MCP server {self.name!r}: {_describe(exc)}"), is_error=True)
+                leaves = list(_walk(exc))
+                leaf = leaves[0] if leaves else exc
+                if isinstance(leaf, pydantic.ValidationError):
+                    wrong = "; ".join(
+                        f"{'.'.join(str(p) for p in e['loc']) or 'result'}: {e['msg']}"
+                        for e in leaf.errors(include_url=False, include_input=False)[:5]
+                    )
+                    text = f"MCP server {self.name!r} answered tool {tool.mcp_name!r} with a malformed result ({wrong})"
+                else:
+                    text = f"MCP server {self.name!r}, tool {tool.mcp_name!r}: {_describe(exc)}"
+                return ToolOutput(self._redact(_one_line(text)), is_error=True)
             return to_tool_output(result, tool.retention)
         raise AssertionError("unreachable")  # pragma: no cover
 
