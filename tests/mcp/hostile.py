@@ -6,7 +6,7 @@ many were answered and the first refusal), ``sample_later`` (returns at once and
 later, when no call of the server is running; ``later`` tells what came of it), ``ask_url`` (a URL-mode
 elicitation of the given URL; returns the action), ``ask_form`` (a form whose field's default, title and
 description carry terminal escapes), ``ask_schema`` (a form of any schema), ``spam`` (a
-flood of log lines).
+flood of log lines), ``malformed`` (a result of the wrong shape).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import SamplingMessage, TextContent
+
 
 class Malformed(ServerMiddleware[Any]):
     """Answers ``malformed`` with a result of the wrong shape (``content`` not a list)."""
