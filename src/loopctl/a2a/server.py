@@ -104,7 +104,8 @@ class AgentExecutor(_SDKExecutor):
         self.deps = deps
         self._contexts: OrderedDict[str, Any] = OrderedDict()
         self._running: dict[str, asyncio.Event] = {}
-        self._paused: dict[str, str] = {}  # context id -> the task whose run paused for approval (this process)
+        # context id -> the task whose run paused for approval (in this process; the newest MAX_CONTEXTS)
+        self._paused: OrderedDict[str, str] = OrderedDict()
 
     def conversation(self, context_id: str) -> Any:
         """The conversation of the context ``context_id``."""
@@ -161,6 +162,9 @@ class AgentExecutor(_SDKExecutor):
             run = await self._run(conv, prompt, approvals, updater)
         if run.outcome.kind is OutcomeKind.AWAITING_APPROVAL:
             self._paused[context_id] = task_id
+            self._paused.move_to_end(context_id)
+            while len(self._paused) > MAX_CONTEXTS:
+                self._paused.popitem(last=False)
         elif self._paused.get(context_id) == task_id:
             del self._paused[context_id]
         await self._finish(run, updater)
