@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import (
+    TYPE_CHECKING,
     Annotated,
     Any,
     Concatenate,
@@ -47,6 +48,9 @@ from typing_extensions import TypeVar
 
 from loopctl.message import ImagePart, Retention, TextPart, ToolContent
 from loopctl.response import Usage
+
+if TYPE_CHECKING:
+    from loopctl.engine.limits import LimitDimension, UsageLimits
 
 __all__ = [
     "ApprovalRequired",
@@ -243,7 +247,9 @@ class _StopFlag:
 class ToolContext(Generic[DepsT_co]):
     """What a running tool may know about its call: the provider's ``call_id``, the tool ``name``, the run's
     ``deps`` (``loop.run(..., deps=obj)``; ``None`` when none were given), its ``usage`` so far (tokens, the
-    replies before this call) and the ``turn`` (the model call, from 1) that made the call.
+    replies before this call) and the ``turn`` (the model call, from 1) that made the call. ``limits``: what was
+    left of the run's usage limits when the call started (``None``: no limits), for a tool that makes model calls
+    of its own (:meth:`next_model_call_limit`).
 
     A tool gets it by annotating a parameter ``ToolContext[D]`` (``D`` the deps' type, checked by mypy in the
     tool's body); that parameter is not part of the schema the model sees.
@@ -258,6 +264,7 @@ class ToolContext(Generic[DepsT_co]):
     deps: DepsT_co = None  # type: ignore[assignment]
     usage: Usage = field(default_factory=Usage)
     turn: int = 0
+    limits: UsageLimits | None = None
     _stop: _StopFlag = field(default_factory=_StopFlag, repr=False, compare=False)
     _spend: list[ToolSpend] = field(default_factory=list, repr=False, compare=False)
     _progress: Callable[[float, float | None, str | None], None] | None = field(
@@ -279,6 +286,32 @@ class ToolContext(Generic[DepsT_co]):
         They join :attr:`~loopctl.engine.Run.usage` and :attr:`~loopctl.engine.Run.cost`, and count against
         the run's usage limits once the call's result is in."""
         self._spend.append(ToolSpend(usage, cost, requests, tool_calls))
+
+    def next_model_call_limit(self) -> LimitDimension | None:
+        """The run's usage limit that one more model call of the tool's own would pass, counting what the call
+        recorded so far (:meth:`record_usage`), or ``None`` when it may make one. A ``requests`` limit leaves no
+        room once the call's requests reach what was left of it; a token or cost limit once what the call spent
+        reaches what was left (the next call's size is not known before it is made; a tool that can should also
+        cap its ``max_tokens`` at the output tokens left). An unknown cost under a cost limit leaves no room."""
+        left = self.limits
+        if left is None:
+            return None
+        spent = self.spent or ToolSpend()
+        if left.requests is not None and spent.requests + 1 > left.requests:
+            return "requests"
+        counts = {
+            "input_tokens": spent.usage.input_tokens or 0,
+            "output_tokens": spent.usage.output_tokens or 0,
+            "total_tokens": (spent.usage.input_tokens or 0) + (spent.usage.output_tokens or 0),
+        }
+        tokens: tuple[LimitDimension, ...] = ("input_tokens", "output_tokens", "total_tokens")
+        for dimension in tokens:
+            limit = getattr(left, dimension)
+            if limit is not None and counts[dimension] >= limit:
+                return dimension
+        if left.cost is not None and (spent.cost is None or spent.cost >= left.cost):
+            return "cost"
+        return None
 
     @property
     def spent(self) -> ToolSpend | None:

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -406,7 +407,7 @@ class Terminal:
 
     def prompt(self, text: str, type: Any = None, default: Any = None, show_default: bool = True) -> Any:
         self.shown.append(text)
-        label = text.strip().removesuffix(" (optional)")
+        label = re.sub(r" \[[^\]]*\]$", "", text.strip()).removesuffix(" (optional)")  # the shown default
         for key, value in self.answers.items():
             if label == key or (key.startswith("[") and label.startswith(key)):
                 return value

@@ -104,6 +104,8 @@ class AgentExecutor(_SDKExecutor):
         self.deps = deps
         self._contexts: OrderedDict[str, Any] = OrderedDict()
         self._running: dict[str, asyncio.Event] = {}
+        # context id -> the task whose run paused for approval (in this process; the newest MAX_CONTEXTS)
+        self._paused: OrderedDict[str, str] = OrderedDict()
 
     def conversation(self, context_id: str) -> Any:
         """The conversation of the context ``context_id``."""
@@ -135,17 +137,36 @@ class AgentExecutor(_SDKExecutor):
             return
         prompt: str | None = None
         approvals: dict[str, Approval] | None = None
+        waiting = self._paused.get(context_id)
         if current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            if waiting is not None and waiting != task_id:
+                # The context's paused run is another task's: this answer cannot decide its calls.
+                text = f"Task {task_id} no longer waits for an answer: the context's question is task {waiting}'s."
+                await updater.reject(updater.new_agent_message([Part(text=text)]))
+                return
             pending = await conv.pending_approvals()
             approvals = decisions_from(message, pending)
             if approvals is None:
                 await updater.requires_input(_ask(updater, pending, again=True))
                 return
         else:
+            if await conv.pending_approvals():
+                # A new task while the context's run waits for approval: the question is answered on its own task.
+                on = f"task {waiting}" if waiting is not None else "the task that asked"
+                text = f"The context {context_id} waits for an approval: answer it on {on} (approve or deny) first."
+                await updater.reject(updater.new_agent_message([Part(text=text)]))
+                return
             prompt = _text_of(message)
         await updater.start_work()
         with _trace_parent(context.call_context.state.get("headers")):
             run = await self._run(conv, prompt, approvals, updater)
+        if run.outcome.kind is OutcomeKind.AWAITING_APPROVAL:
+            self._paused[context_id] = task_id
+            self._paused.move_to_end(context_id)
+            while len(self._paused) > MAX_CONTEXTS:
+                self._paused.popitem(last=False)
+        elif self._paused.get(context_id) == task_id:
+            del self._paused[context_id]
         await self._finish(run, updater)
 
     async def _run(

@@ -217,14 +217,20 @@ class TerminalElicitation:
         if f.options:
             shown = ", ".join(f"{inert(v, one_line=True)} ({inert(lab, one_line=True)})" for v, lab in f.options)
             self.echo(f"  one of: {shown}" if f.kind == "choice" else f"  any of, separated by commas: {shown}")
-        default = f.default if f.default is not None else ("" if not f.required else None)
-        if isinstance(default, list):  # a multiple choice's default, as the user would type it
-            default = ", ".join(str(v) for v in default)
         if f.kind == "boolean":
             answer = self.prompt(label, type=click.BOOL, default=f.default if isinstance(f.default, bool) else None)
             return bool(answer)
-        raw = self.prompt(label, default=default, show_default=f.default is not None)
+        default = f.default
+        if isinstance(default, list):  # a multiple choice's default, as the user would type it
+            default = ", ".join(str(v) for v in default)
+        if default is not None:
+            # The server's default is shown here, escaped (click would print it as it is), and taken when the
+            # user enters nothing.
+            label += f" [{inert(str(default), one_line=True)}]"
+        raw = self.prompt(label, default="" if default is not None or not f.required else None, show_default=False)
         text = str(raw).strip()
+        if text == "" and default is not None:
+            text = str(default)
         if text == "" and not f.required:
             return None
         if f.kind == "choices":

@@ -83,7 +83,7 @@ from loopctl.engine.events import (
 from loopctl.engine.fallback import FallbackClient, client_label
 from loopctl.engine.hooks import Hooks
 from loopctl.engine.images import image_problem, rules_for
-from loopctl.engine.limits import RunUsage, UsageLimits
+from loopctl.engine.limits import RunUsage, UsageLimits, remaining
 from loopctl.engine.machine import (
     CallLLM,
     CallTools,
@@ -1323,7 +1323,10 @@ class BareLoop:
             def progress(done: float, total: float | None, message: str | None) -> None:
                 emit(ToolProgress(turn, call, done, total, message))
 
-        context: ToolContext[Any] = ToolContext(call.id, call.name, deps, usage or Usage(), turn, _progress=progress)
+        left = remaining(cfg.limits, self._machine.usage) if cfg.limits is not None else None
+        context: ToolContext[Any] = ToolContext(
+            call.id, call.name, deps, usage or Usage(), turn, left, _progress=progress
+        )
         try:
             result, error = await self._execute(tool, call, args, cfg, context)
         except ApprovalRequired as exc:  # the tool deferred its own call (a sub-agent paused for approval)

@@ -20,6 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 import jsonschema  # type: ignore[import-untyped]  # a dependency of the mcp SDK; no type stubs
+import referencing
+from jsonschema_specifications import REGISTRY as _SPECIFICATIONS  # type: ignore[import-untyped]
+
+# The registry forms are checked with: the JSON Schema specifications' own schemas and nothing else. jsonschema's
+# default fetches a ``$ref`` to a remote URL, so a server's form could make the host send requests to any
+# address it can reach (cloud metadata, internal services); here such a reference is unresolvable.
+_REGISTRY: referencing.Registry[Any] = _SPECIFICATIONS
 
 __all__ = [
     "Accept",
@@ -31,6 +38,7 @@ __all__ = [
     "Field",
     "check_content",
     "fields",
+    "schema_problem",
 ]
 
 
@@ -154,6 +162,43 @@ def fields(schema: Mapping[str, Any]) -> list[Field]:
     return out
 
 
+def _outside_ref(node: Any, depth: int = 0) -> str | None:
+    """The first ``$ref`` / ``$dynamicRef`` of ``node`` that is not within the schema (not ``#...``)."""
+    if depth > 64:
+        return "a schema nested deeper than 64 levels"
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if key in ("$ref", "$dynamicRef") and not (isinstance(value, str) and value.startswith("#")):
+                return str(value)
+            found = _outside_ref(value, depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(node, list):
+        for value in node:
+            found = _outside_ref(value, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """What makes a form-mode ``schema`` unusable (``None``: nothing): not a valid JSON Schema (an unknown
+    type, a ``pattern`` that is not a regular expression...), or ``properties`` not an object. A form with such
+    a schema is refused before the user is asked."""
+    properties = schema.get("properties")
+    if properties is not None and not isinstance(properties, Mapping):
+        return "its properties are not an object"
+    outside = _outside_ref(schema)
+    if outside is not None:
+        return f"it refers to another document ({outside[:200]}), which is not fetched"
+    try:
+        jsonschema.Draft202012Validator.check_schema(dict(schema))
+    except jsonschema.SchemaError as exc:
+        where = ".".join(str(p) for p in exc.path) or "schema"
+        return f"{where}: {exc.message}"
+    return None
+
+
 def check_content(schema: Mapping[str, Any], content: Mapping[str, Any]) -> list[str]:
     """What is wrong with ``content`` as an answer to a form of ``schema`` (empty: nothing). Each problem names
     the field: ``"age: 'x' is not of type 'integer'"``. Values may be strings, numbers, booleans or lists of
@@ -164,8 +209,14 @@ def check_content(schema: Mapping[str, Any], content: Mapping[str, Any]) -> list
         ok = ok or (isinstance(value, list) and all(isinstance(v, str) for v in value))
         if not ok:
             problems.append(f"{key}: {type(value).__name__} is not a string, number, boolean or list of strings")
-    validator = jsonschema.Draft202012Validator(dict(schema), format_checker=jsonschema.FormatChecker())
-    for error in sorted(validator.iter_errors(dict(content)), key=lambda e: list(e.path)):
+    validator = jsonschema.Draft202012Validator(
+        dict(schema), format_checker=jsonschema.FormatChecker(), registry=_REGISTRY
+    )
+    try:
+        errors = sorted(validator.iter_errors(dict(content)), key=lambda e: [str(p) for p in e.path])
+    except Exception as exc:  # a schema jsonschema cannot apply (an unresolvable $ref, an unknown type...)
+        return [*problems, f"answer: the form's schema cannot be checked ({type(exc).__name__}: {exc})"[:500]]
+    for error in errors:
         where = ".".join(str(p) for p in error.path) or "answer"
         problems.append(f"{where}: {error.message}")
     return problems

@@ -43,10 +43,12 @@ import asyncio
 import base64
 import contextlib
 import contextvars
+import dataclasses
 import inspect
 import logging
 import re
 import sys
+import time
 import urllib.parse
 import warnings
 import weakref
@@ -62,6 +64,7 @@ import anyio
 import httpx2
 import mcp_types
 import orjson
+import pydantic
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import stdio_client
@@ -82,6 +85,7 @@ from loopctl.mcp.elicitation import (
     ElicitationAnswer,
     ElicitationHandler,
     check_content,
+    schema_problem,
     wire_content,
 )
 from loopctl.mcp.resources import MCPPrompt, prompt_of, resource_output
@@ -118,6 +122,10 @@ LogLevel: TypeAlias = Literal["debug", "info", "notice", "warning", "error", "cr
 
 # MCP log levels (RFC 5424) as Python logging levels: notice between INFO and WARNING, alert and emergency above
 # CRITICAL, so that Python's level filter keeps their order.
+LOG_LINES_PER_SECOND = 100
+"""At most this many of a server's log lines (``notifications/message``) are logged in any one second; the
+rest of that second's are counted and said in one line (a server cannot flood the host's logs)."""
+
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -794,6 +802,7 @@ class BaseMCPServer:
         self.connections = 0
         """How many sessions have been opened (1 after :meth:`connect`; more after re-initialisations)."""
         self.sampled = 0
+        self._log_window = (0.0, 0, 0)  # the current second's start (monotonic), lines logged, lines dropped
         """How many sampling requests the server made and were answered."""
 
     def _redact(self, text: str) -> str:
@@ -955,14 +964,27 @@ class BaseMCPServer:
         client = self.sampling
         if client is None:
             return mcp_types.ErrorData(code=REJECTED, message="the host has no model to sample with")
+        if running is None:
+            # Nothing to count the model call against (no run's usage, cost or limits): refused.
+            _log.warning("MCP server %r asked for sampling outside any tool call; refused", self.name)
+            return mcp_types.ErrorData(
+                code=REJECTED, message="sampling is answered only during a tool call of this server (no tool call)"
+            )
+        passed = running.context.next_model_call_limit()
+        if passed is not None:
+            _log.warning("MCP server %r: sampling refused, the run's %s limit is reached", self.name, passed)
+            return mcp_types.ErrorData(
+                code=REJECTED,
+                message=f"the calling run's {passed.replace('_', ' ')} limit leaves no room for another model call",
+            )
+        decision = _capped(decision, running.context)
         try:
             response = await client.generate(decision, stream=False)
         except Exception as exc:
             _log.warning("MCP server %r: the sampling model call failed (%s)", self.name, _describe(exc))
             return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=f"the model call failed: {exc}")
         model = response.model or client.model
-        if running is not None:
-            running.context.record_usage(response.usage, cost=_price(client, response, model), requests=1)
+        running.context.record_usage(response.usage, cost=_price(client, response, model), requests=1)
         self.sampled += 1
         return to_sampling_result(response, model, with_tools=with_tools)
 
@@ -975,6 +997,12 @@ class BaseMCPServer:
         if isinstance(params, mcp_types.ElicitRequestURLParams):
             asked = Elicitation(self.name, "url", params.message, {}, params.url, params.elicitation_id, call_id)
         else:
+            problem = schema_problem(params.requested_schema)
+            if problem is not None:  # the user is not asked a form that could not be answered or checked
+                _log.warning("MCP server %r sent a form the host cannot use: %s", self.name, _one_line(problem, 300))
+                return mcp_types.ErrorData(
+                    code=mcp_types.INVALID_PARAMS, message=f"the form's schema is not usable: {problem}"
+                )
             asked = Elicitation(self.name, "form", params.message, dict(params.requested_schema), tool_call_id=call_id)
         answer = await self._ask(asked)
         if isinstance(answer, Accept):
@@ -988,6 +1016,13 @@ class BaseMCPServer:
         an answer that does not fit the form, declines)."""
         handler = self.elicitation
         if handler is None:
+            return Decline()
+        if asked.mode == "url" and not _url_allowed(asked.url):
+            _log.warning(
+                "MCP server %r asked the user to open %s, not an http(s) URL; declined",
+                self.name,
+                _one_line(asked.url or "", 200),
+            )
             return Decline()
         # A person may take longer than a call's timeout to answer: the calls in flight wait without a deadline
         # while the user is asked, and get their whole timeout again afterwards.
@@ -1026,10 +1061,22 @@ class BaseMCPServer:
         """``notifications/message``: the server's log line, to the Python logger ``loopctl.mcp.server.<name>``
         at the matching level (notice between INFO and WARNING; alert, emergency above CRITICAL). The text is
         the server's: control characters are escaped."""
+        logger = _server_logger(self.name)
+        start, logged, dropped = self._log_window
+        now = time.monotonic()
+        if now - start >= 1.0:
+            if dropped:
+                logger.warning("%d more log lines of the server were left out (at most %d a second)", dropped,
+                               LOG_LINES_PER_SECOND)  # fmt: skip
+            start, logged, dropped = now, 0, 0
+        if logged >= LOG_LINES_PER_SECOND:
+            self._log_window = (start, logged, dropped + 1)
+            return
+        self._log_window = (start, logged + 1, dropped)
         data = params.data
         text = data if isinstance(data, str) else orjson.dumps(data, default=str).decode()
         origin = f"[{_one_line(params.logger, 100)}] " if params.logger else ""
-        _server_logger(self.name).log(_LOG_LEVELS.get(params.level, logging.INFO), "%s%s", origin, _one_line(text))
+        logger.log(_LOG_LEVELS.get(params.level, logging.INFO), "%s%s", origin, _one_line(text))
 
     @property
     def roots(self) -> tuple[Root, ...] | None:
@@ -1225,7 +1272,17 @@ class BaseMCPServer:
             except MCPError:
                 raise  # the caller reads it (a URL elicitation to complete, or an error result)
             except Exception as exc:  # the SDK refused the reply (a result of the wrong shape...)
-                return ToolOutput(self._redact(f"MCP server {self.name!r}: {_describe(exc)}"), is_error=True)
+                leaves = list(_walk(exc))
+                leaf = leaves[0] if leaves else exc
+                if isinstance(leaf, pydantic.ValidationError):
+                    wrong = "; ".join(
+                        f"{'.'.join(str(p) for p in e['loc']) or 'result'}: {e['msg']}"
+                        for e in leaf.errors(include_url=False, include_input=False)[:5]
+                    )
+                    text = f"MCP server {self.name!r} answered tool {tool.mcp_name!r} with a malformed result ({wrong})"
+                else:
+                    text = f"MCP server {self.name!r}, tool {tool.mcp_name!r}: {_describe(exc)}"
+                return ToolOutput(self._redact(_one_line(text)), is_error=True)
             return to_tool_output(result, tool.retention)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -1393,6 +1450,42 @@ def _url_elicitations(data: Any) -> list[mcp_types.ElicitRequestURLParams]:
         return list(mcp_types.ElicitationRequiredErrorData.model_validate(data).elicitations)
     except Exception:
         return []
+
+
+def _capped(request: ModelRequest, context: ToolContext[Any]) -> ModelRequest:
+    """``request`` with its ``max_tokens`` cut to the output tokens the calling run's limits leave (what the
+    call already spent counted), so that one sampling request cannot pass an output or total token limit by
+    more than the reply's own overrun."""
+    left = context.limits
+    if left is None:
+        return request
+    spent = context.spent
+    used_out = (spent.usage.output_tokens or 0) if spent is not None else 0
+    used_all = used_out + ((spent.usage.input_tokens or 0) if spent is not None else 0)
+    caps = [c for c in (
+        left.output_tokens - used_out if left.output_tokens is not None else None,
+        left.total_tokens - used_all if left.total_tokens is not None else None,
+    ) if c is not None]
+    if not caps:
+        return request
+    cap = max(1, min(caps))
+    if request.max_tokens is not None and request.max_tokens <= cap:
+        return request
+    return dataclasses.replace(request, max_tokens=cap)
+
+
+def _url_allowed(url: str | None) -> bool:
+    """Whether a URL-mode elicitation's ``url`` may be shown to the user: an ``https`` or ``http`` URL with a
+    host. Any other scheme (``javascript:``, ``file:``, ``data:``...) could run or read something on the
+    user's machine when opened, and is declined without asking (MCP 2025-11-25, "Elicitation", URL mode: the
+    URL is for an out-of-band web interaction)."""
+    if not url:
+        return False
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+    except ValueError:
+        return False
+    return parts.scheme.lower() in ("https", "http") and bool(parts.hostname)
 
 
 def _price(client: ModelClient, response: ModelResponse, model: str) -> Decimal | None:

@@ -220,6 +220,9 @@ class _Converted:
     role: str
     content: list[dict[str, Any]]
     system_text: str = ""
+    notes: Mapping[str, dict[str, Any]] | None = None
+    """The notes of the results replayed whole without their call in the message (by call id): used instead
+    when no earlier message of the turn holds the call either (:func:`_orphan_results_as_notes`)."""
 
 
 def build_request(
@@ -420,6 +423,7 @@ def _build(
     tail_system: list[tuple[int, str]] = []  # (index in tail, text) of the tail's system messages
     turns: list[_Turn] = []
     firsts: list[int] = []  # index in tail of each turn's first message
+    notes: dict[int, dict[str, dict[str, Any]]] = {}  # by turn: the notes of results replayed without their call
     for off, piece in enumerate(pieces):
         if piece.role == "system":
             if piece.system_text.strip():
@@ -430,6 +434,10 @@ def _build(
             else:
                 turns.append((piece.role, piece.content))
                 firsts.append(off)
+            if piece.notes:
+                notes.setdefault(len(turns) - 1, {}).update(piece.notes)
+    if notes:
+        _orphan_results_as_notes(turns, notes)
     system_texts.extend(text for _, text in tail_system)
 
     _refuse_an_empty_prompt(tail, pieces, turns, start)
@@ -686,7 +694,7 @@ def _convert_message(message: Message, mi: int) -> _Converted:
             opened = True
         else:
             raise _unsupported(part, path, "an assistant message")
-    return _Converted("assistant", blocks)
+    return _Converted("assistant", blocks, notes=native.orphans or None)
 
 
 class _NativeReplay:
@@ -699,7 +707,7 @@ class _NativeReplay:
     result is replayed whole only after its replayed call (or when its call is in an earlier message: a
     ``pause_turn`` continuation). Pruning takes the blocks of both, so a pruned pair becomes two notes."""
 
-    __slots__ = ("_calls", "_replayed", "_unreplayable")
+    __slots__ = ("_calls", "_replayed", "_unreplayable", "orphans")
 
     def __init__(self, parts: Sequence[MessagePart]) -> None:
         self._calls = {p.id for p in parts if isinstance(p, ServerToolCallPart)}
@@ -709,6 +717,7 @@ class _NativeReplay:
             if isinstance(p, ServerToolResultPart) and (p.provider != PROVIDER or p.raw is None)
         }
         self._replayed: set[str] = set()
+        self.orphans: dict[str, dict[str, Any]] = {}  # results replayed whole whose call is not in the message
 
     def block(self, part: ServerToolCallPart | ServerToolResultPart | CompactionPart) -> dict[str, Any] | None:
         if isinstance(part, CompactionPart):
@@ -723,8 +732,34 @@ class _NativeReplay:
             and part.raw is not None
             and (part.call_id in self._replayed or part.call_id not in self._calls)
         ):
+            if part.call_id not in self._calls:
+                self.orphans[part.call_id] = {"type": "text", "text": result_note(part)}
             return part.raw
         return {"type": "text", "text": result_note(part)}
+
+
+def _orphan_results_as_notes(turns: list[_Turn], notes: Mapping[int, Mapping[str, dict[str, Any]]]) -> None:
+    """Each server tool result block whose call block is not before it in its assistant turn (the call was
+    compacted away, or the file was edited) becomes its note: the API pairs a result with the call before it in
+    the turn and refuses a result alone with a 400 (``docs/wire-format.md``, "How they travel": never a block
+    the API would refuse). The turns' lists are cached conversions: a changed turn gets a new list."""
+    for index, orphans in notes.items():
+        role, content = turns[index]
+        seen: set[Any] = set()
+        out: list[dict[str, Any]] = []
+        changed = False
+        for block in content:
+            kind = block.get("type")
+            if kind in ("server_tool_use", "mcp_tool_use"):
+                seen.add(block.get("id"))
+            call_id = block.get("tool_use_id")
+            if kind != "tool_result" and isinstance(call_id, str) and call_id in orphans and call_id not in seen:
+                out.append(orphans[call_id])
+                changed = True
+            else:
+                out.append(block)
+        if changed:
+            turns[index] = (role, out)
 
 
 def _unsupported(part: object, path: str, place: str) -> UnsupportedContent:
