@@ -11,7 +11,7 @@ from loopctl.cli import main
 from loopctl.engine import RunConfig
 
 
-@pytest.mark.parametrize("command", ["run", "approve"])
+@pytest.mark.parametrize("command", ["run", "approve", "web"])
 def test_max_turns_defaults_to_the_librarys(command: str) -> None:
     # `loopctl run` stopped at 50 model calls where RunConfig, the docs and every other entry point said 200.
     found = main.get_command(click.Context(main), command)

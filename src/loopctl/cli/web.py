@@ -87,7 +87,7 @@ def is_loopback(host: str) -> bool:
 @click.option("--allow-protected-writes", is_flag=True, help="As loopctl run.")
 @click.option("--system", "system_prompt", help="A system prompt for new sessions.")
 @click.option(
-    "--max-turns", type=click.IntRange(1), default=50, show_default=True, help="Model calls per run, at most."
+    "--max-turns", type=click.IntRange(1), default=200, show_default=True, help="Model calls per run, at most."
 )
 @click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens (as run).")
 @click.option("--dbos", "dbos_url", metavar="URL", help="A DBOS system database: its runs' approvals in the page.")
