@@ -278,3 +278,25 @@ def test_an_image_in_a_prompt_is_stored_and_shown(server: WebServer) -> None:
     body = {"id": "web-image-2", "messages": [{"id": "u1", "role": "user", "parts": parts}]}
     refused = httpx.post(server.url + "api/chat", json=body, headers={"X-Loopctl-Token": token})
     assert refused.status_code == 400 and "data: URLs" in refused.json()["error"]
+
+
+def test_a_huge_body_is_refused_before_it_is_read(server: WebServer) -> None:
+    """A POST larger than the app reads (32 MiB) is answered 413 from its Content-Length, and a chunked one as it
+    passes the limit: the server never holds it whole; nothing is stored."""
+    limit = 32 * 1024 * 1024  # loopctl.ui._common.MAX_BODY_BYTES
+    token = page_token(server)
+    before = httpx.get(server.url + "api/sessions").json()
+    big = b'{"id": "huge-1", "messages": [' + b" " * limit + b"]}"
+    r = httpx.post(server.url + "api/chat", content=big, headers={"X-Loopctl-Token": token}, timeout=60)
+    assert r.status_code == 413 and str(limit) in r.json()["error"]
+
+    def chunked() -> Iterator[bytes]:
+        yield b'{"decisions": {"x": '
+        for _ in range(limit // 1_000_000 + 2):
+            yield b" " * 1_000_000
+
+    r = httpx.post(
+        server.url + "api/sessions/huge-2/approve", content=chunked(), headers={"X-Loopctl-Token": token}, timeout=60
+    )
+    assert r.status_code == 413
+    assert httpx.get(server.url + "api/sessions").json() == before

@@ -70,15 +70,18 @@ from loopctl.engine.permission import Approval, Approve, Deny
 from loopctl.message import ImagePart, Message, MessagePart, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.stream import PartFinished, PartStarted, TextDelta, ThinkingDelta, ToolCallDelta
 from loopctl.ui._common import (
+    MAX_BODY_BYTES,
     SSE_HEADERS,
     Attempt,
     BadRequest,
+    BodyTooLarge,
     Conversations,
     OpenPart,
     RunRequest,
     decision_from_payload,
     image_from_data_url,
     json_safe,
+    read_body,
     tool_output_text,
     user_message,
     whole_parts,
@@ -619,6 +622,7 @@ class AGUIApp:
         deps: Any = None,
         config: RunConfig | None = None,
         keep: int = 1000,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         from ag_ui.encoder import EventEncoder
 
@@ -626,6 +630,7 @@ class AGUIApp:
         self.conversations = Conversations(agent, store, keep)
         self.deps = deps
         self.config = config
+        self.max_body_bytes = max_body_bytes
         self._encoder = EventEncoder()
         self._with_tools: dict[tuple[Any, ...], Agent[Any, Any]] = {}  # the agent with a front end's tools
 
@@ -658,7 +663,9 @@ class AGUIApp:
         from loopctl.errors import SessionBusy
 
         try:
-            body = orjson.loads(await request.body())
+            body = orjson.loads(await read_body(request, self.max_body_bytes))
+        except BodyTooLarge as exc:
+            return JSONResponse({"error": str(exc)}, status_code=413)
         except orjson.JSONDecodeError as exc:
             return JSONResponse({"error": f"the body is not JSON ({exc})"}, status_code=400)
         try:

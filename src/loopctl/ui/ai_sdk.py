@@ -63,15 +63,18 @@ from loopctl.engine.permission import Approval, Approve, Deny
 from loopctl.message import ImagePart, Message, MessagePart, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.stream import PartFinished, PartStarted, TextDelta, ThinkingDelta, ToolCallDelta
 from loopctl.ui._common import (
+    MAX_BODY_BYTES,
     SSE_HEADERS,
     Attempt,
     BadRequest,
+    BodyTooLarge,
     Conversations,
     OpenPart,
     RunRequest,
     data_url,
     image_from_data_url,
     json_safe,
+    read_body,
     sse,
     tool_output_text,
     user_message,
@@ -530,11 +533,13 @@ class AISDKApp:
         deps: Any = None,
         config: RunConfig | None = None,
         keep: int = 1000,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.agent = agent
         self.conversations = Conversations(agent, store, keep)
         self.deps = deps
         self.config = config
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """The ASGI entry: a POST runs (at whatever path the app is mounted or routed at); any other method is
@@ -565,7 +570,9 @@ class AISDKApp:
         from loopctl.errors import SessionBusy
 
         try:
-            body = orjson.loads(await request.body())
+            body = orjson.loads(await read_body(request, self.max_body_bytes))
+        except BodyTooLarge as exc:
+            return JSONResponse({"error": str(exc)}, status_code=413)
         except orjson.JSONDecodeError as exc:
             return JSONResponse({"error": f"the body is not JSON ({exc})"}, status_code=400)
         try:

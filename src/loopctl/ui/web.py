@@ -47,7 +47,16 @@ import orjson
 
 from loopctl.engine.events import LoopEvent, RunFinished, ToolCallStarted, TurnFinished
 from loopctl.message import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from loopctl.ui._common import BadRequest, RunRequest, data_url, decision_from_payload, tool_output_text
+from loopctl.ui._common import (
+    MAX_BODY_BYTES,
+    BadRequest,
+    BodyTooLarge,
+    RunRequest,
+    data_url,
+    decision_from_payload,
+    read_body,
+    tool_output_text,
+)
 from loopctl.ui._spans import WEB_SESSION, SpanCollector
 from loopctl.ui.ai_sdk import UI_MESSAGE_STREAM_HEADERS, UIMessageStream, read_chat_request, stream_run
 
@@ -419,8 +428,9 @@ class _Web:
     async def chat(self, request: Any) -> Any:
         from starlette.responses import JSONResponse
 
+        body = await _json(request)  # too large, not JSON: answered by the app's handlers (413, 400)
         try:
-            chat_id, wanted = read_chat_request(await _json(request))
+            chat_id, wanted = read_chat_request(body)
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         try:
@@ -627,8 +637,9 @@ def dbos_send(client: Any, workflow_id: str, decisions: Mapping[str, Any]) -> li
 
 
 async def _json(request: Any) -> Any:
+    body = await read_body(request, MAX_BODY_BYTES)  # BodyTooLarge: 413
     try:
-        return orjson.loads(await request.body())
+        return orjson.loads(body)
     except orjson.JSONDecodeError:
         raise BadRequest("the body is not JSON") from None
 
@@ -646,7 +657,7 @@ def create_app(agent: Agent[Any, Any], store: SessionStore, settings: WebSetting
     web = _Web(agent, store, settings)
 
     async def bad_request(request: Request, exc: Exception) -> Any:
-        return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({"error": str(exc)}, status_code=413 if isinstance(exc, BodyTooLarge) else 400)
 
     routes: list[Any] = [
         Route("/", web.index),

@@ -1,0 +1,84 @@
+"""The protocol apps under hostile request bodies: a body over the app's size limit is refused (``413``, before it
+is read whole, nothing stored), and so is one that claims such a size in ``Content-Length``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from loopctl import Agent
+from loopctl.store import SQLiteStore
+from loopctl.testing import ScriptedClient
+
+
+def apps(store: SQLiteStore) -> dict[str, Any]:
+    agent = Agent(ScriptedClient(["Hello."] * 4), name="limits")
+    return {
+        "ai_sdk": agent.to_ai_sdk(store=store, max_body_bytes=10_000),
+        "ag_ui": agent.to_ag_ui(store=store, max_body_bytes=10_000),
+    }
+
+
+def big_body(kind: str, size: int) -> dict[str, Any]:
+    text = "x" * size
+    if kind == "ai_sdk":
+        return {
+            "id": f"big-{kind}",
+            "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}],
+        }
+    return {"threadId": f"big-{kind}", "runId": "r1", "state": {}, "tools": [], "context": [], "forwardedProps": {},
+            "messages": [{"id": "u1", "role": "user", "content": text}]}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["ai_sdk", "ag_ui"])
+def test_a_body_over_the_limit_is_refused_and_nothing_is_stored(kind: str, tmp_path: Any) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    app = apps(store)[kind]
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://app") as client:
+            small = await client.post("/", json=big_body(kind, 100))
+            assert small.status_code == 200, small.text
+            big = await client.post("/", json={**big_body(kind, 20_000), "id": "big-2", "threadId": "big-2"})
+            assert big.status_code == 413 and "10000 bytes" in big.json()["error"], big.text
+
+            # A chunked body is cut off as soon as it passes the limit, whatever it claims.
+            sent = 0
+
+            async def chunks() -> AsyncIterator[bytes]:
+                nonlocal sent
+                for _ in range(1000):
+                    sent += 1
+                    yield b"x" * 1000
+
+            streamed = await client.post("/", content=chunks(), headers={"content-type": "application/json"})
+            assert streamed.status_code == 413 and sent < 1000
+
+    asyncio.run(main())
+    assert [s.id for s in store.sessions()] == [f"big-{kind}"]
+    store.close()
+
+
+def test_a_content_length_over_the_limit_is_refused_unread(tmp_path: Any) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    app = apps(store)["ai_sdk"]
+    received: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        received.append(1)
+        return {"type": "http.request", "body": b"x" * 1000, "more_body": True}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": [(b"content-length", b"999999999")],
+             "query_string": b"", "root_path": ""}  # fmt: skip
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 413 and received == []
+    store.close()
