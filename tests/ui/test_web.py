@@ -300,3 +300,59 @@ def test_a_huge_body_is_refused_before_it_is_read(server: WebServer) -> None:
     )
     assert r.status_code == 413
     assert httpx.get(server.url + "api/sessions").json() == before
+
+
+def test_a_stale_decision_does_not_answer_a_later_wait_with_the_same_call_id(tmp_path: Path) -> None:
+    """Call ids can repeat (a scripted or local model's ``call_0``): a decision the page made on what it read of one
+    wait (``head``: the session's head then) is refused (409) once the session moved on and waits again, even on
+    a call of the same id; nothing runs. A decision with the current head goes through."""
+    import asyncio
+
+    from loopctl import Agent
+    from loopctl.cli.web import WebPermission
+    from loopctl.message import Message, MessagePart, Role
+    from loopctl.store import SQLiteStore
+    from loopctl.testing import ScriptedClient
+    from loopctl.tools.files import FileTools
+    from loopctl.ui.web import WebSettings, create_app
+
+    root = tmp_path / "root"
+    root.mkdir()
+    files = FileTools(root)
+
+    def write(path: str) -> Message:
+        return Message.new(Role.ASSISTANT, [MessagePart.tool_call("c1", "write_file", {"path": path, "content": "x"})])
+
+    agent = Agent(ScriptedClient([write("A.md"), "no A", write("B.md"), "B done"]), tools=list(files),
+                  permission=WebPermission(files))  # fmt: skip
+    store = SQLiteStore(tmp_path / "s.db")
+    settings = WebSettings(allowed_hosts={"app"}, files=files)
+    app = create_app(agent, store, settings)
+    h = {"X-Loopctl-Token": settings.csrf_token}
+
+    def prompt(text: str) -> dict[str, Any]:
+        return {"id": "rep", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": text}]}]}
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://app") as c:
+            assert (await c.post("/api/chat", json=prompt("A"), headers=h)).status_code == 200
+            seen = (await c.get("/api/sessions/rep")).json()  # the stale tab reads the wait on A.md
+            assert [p["input"]["path"] for p in seen["pending"]] == ["A.md"]
+            denied = await c.post("/api/sessions/rep/approve", json={"decisions": {"c1": {"approved": False}},
+                                  "head": seen["head"]}, headers=h)  # fmt: skip
+            assert denied.status_code == 200
+            assert (await c.post("/api/chat", json=prompt("B"), headers=h)).status_code == 200
+            now = (await c.get("/api/sessions/rep")).json()
+            assert [p["input"]["path"] for p in now["pending"]] == ["B.md"] and now["head"] != seen["head"]
+            stale = {"decisions": {"c1": {"approved": True}}, "head": seen["head"]}
+            refused = await c.post("/api/sessions/rep/approve", json=stale, headers=h)
+            assert refused.status_code == 409 and "moved on" in refused.json()["error"]
+            assert not (root / "B.md").exists()
+            fresh = {"decisions": {"c1": {"approved": True}}, "head": now["head"]}
+            assert (await c.post("/api/sessions/rep/approve", json=fresh, headers=h)).status_code == 200
+            assert (root / "B.md").exists()
+            bad = await c.post("/api/sessions/rep/approve", json={**fresh, "head": 5}, headers=h)
+            assert bad.status_code == 400
+
+    asyncio.run(main())
+    store.close()

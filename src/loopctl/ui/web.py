@@ -14,7 +14,9 @@ same model, file tools, store and MCP options as ``loopctl run``) and serves it 
                                         run as a UI message stream (:mod:`loopctl.ui.ai_sdk`), plus
                                         ``data-loopctl-*`` parts for the page
 ``POST /api/sessions/{id}/approve``     decisions on a paused run (``{"decisions": {id: {"decision":
-                                        "approve" | "deny" | "modify", "reason", "input"}}}``): the continued
+                                        "approve" | "deny" | "modify", "reason", "input"}}, "head"}``; ``head``:
+                                        the session's head the decisions were made at, refused with 409 when
+                                        it moved on, as call ids can repeat): the continued
                                         run, streamed as ``/api/chat`` streams it. A run paused in another
                                         process (stored in the same store) is continued here.
 ``POST /api/sessions/{id}/fork``        ``{"at": <node id> | null}``: a new session sharing the messages
@@ -451,6 +453,23 @@ class _Web:
             approvals = {str(k): decision_from_payload(v, f"decisions[{k!r}]") for k, v in decisions.items()}
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
+        head = body.get("head")
+        if head is not None:
+            if not isinstance(head, str):
+                return JSONResponse({"error": '"head" must be the node id the decisions were made at'}, status_code=400)
+            # Call ids can repeat: a decision made on what the page read of one wait answers that wait only.
+            from loopctl.errors import SessionNotFound
+
+            try:
+                current = (await self.store.ainfo(sid)).head
+            except (SessionNotFound, ValueError):
+                return JSONResponse({"error": f"no session {sid!r}"}, status_code=404)
+            if current != head:
+                return JSONResponse(
+                    {"error": f"session {sid!r} moved on since these decisions were made (at {head!r}, now at "
+                     f"{current!r}): reload it and decide what it waits for now"},
+                    status_code=409,
+                )  # fmt: skip
         message_id = body.get("messageId") if isinstance(body.get("messageId"), str) else None
         return await self._stream(sid, RunRequest(None, approvals, message_id=message_id))
 
