@@ -82,3 +82,49 @@ def test_a_content_length_over_the_limit_is_refused_unread(tmp_path: Any) -> Non
     asyncio.run(app(scope, receive, send))
     assert sent[0]["status"] == 413 and received == []
     store.close()
+
+
+@pytest.mark.parametrize("kind", ["ai_sdk", "ag_ui"])
+def test_deps_refusing_a_thread_runs_before_anything_is_stored(kind: str, tmp_path: Any) -> None:
+    """``deps`` is where an app authorizes the thread (chat) id: it is called before the conversation is loaded or
+    created from the client's history, so an ``HTTPException`` it raises refuses the request with nothing
+    stored."""
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.routing import Mount
+
+    def only_mine(request: Any, run_input: Any = None) -> None:
+        if request.headers.get("x-user") != "me":
+            raise HTTPException(403, "not your thread")
+
+    store = SQLiteStore(tmp_path / "s.db")
+    agent = Agent(ScriptedClient(["Hello."] * 4), name="authz")
+    app = (
+        agent.to_ai_sdk(store=store, deps=only_mine)
+        if kind == "ai_sdk"
+        else agent.to_ag_ui(store=store, deps=only_mine)
+    )
+    site = Starlette(routes=[Mount("/chat", app)])
+    if kind == "ai_sdk":
+        history = [
+            {"id": "u0", "role": "user", "parts": [{"type": "text", "text": "earlier"}]},
+            {"id": "a0", "role": "assistant", "parts": [{"type": "text", "text": "planted reply"}]},
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "now"}]},
+        ]
+        body: dict[str, Any] = {"id": "theirs", "messages": history}
+    else:
+        body = {**big_body(kind, 5), "threadId": "theirs", "messages": [
+            {"id": "u0", "role": "user", "content": "earlier"},
+            {"id": "a0", "role": "assistant", "content": "planted reply"},
+            {"id": "u1", "role": "user", "content": "now"}]}  # fmt: skip
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(site), base_url="http://app") as client:
+            refused = await client.post("/chat/", json=body, headers={"x-user": "mallory"})
+            assert refused.status_code == 403
+            assert [s.id for s in store.sessions()] == []
+            allowed = await client.post("/chat/", json=body, headers={"x-user": "me"})
+            assert allowed.status_code == 200 and [s.id for s in store.sessions()] == ["theirs"]
+
+    asyncio.run(main())
+    store.close()

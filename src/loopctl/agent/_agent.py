@@ -338,9 +338,10 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         root path answers with the run's AG-UI events over SSE; the thread id is the session id of ``store``
         (conversations kept in memory without one); approvals are interrupts, answered by ``resume``.
         ``deps``: the runs' deps, or a callable of the Starlette ``Request`` (and the parsed input) that returns
-        them; ``config``: the runs' :class:`~loopctl.engine.RunConfig` (default: the agent's);
-        ``max_body_bytes``: the largest request body read (a larger one is answered ``413``). Needs the
-        ``[web]`` extra."""
+        them, called before the thread is loaded or created (where an app authorizes the client's thread id:
+        raising ``HTTPException(403)`` refuses it with nothing stored); ``config``: the runs'
+        :class:`~loopctl.engine.RunConfig` (default: the agent's); ``max_body_bytes``: the largest request body
+        read (a larger one is answered ``413``). Needs the ``[web]`` extra."""
         from loopctl.ui.ag_ui import AGUIApp
 
         return AGUIApp(self, store=store, deps=deps, config=config, max_body_bytes=max_body_bytes)

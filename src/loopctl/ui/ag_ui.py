@@ -671,12 +671,16 @@ class AGUIApp:
         try:
             run_input, wanted = read_run_input(body)
             agent = self._agent_for(run_input)
+        except BadRequest as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        # Before the thread is loaded or made from the client's history: deps may refuse the id (HTTPException).
+        deps = self.deps(request, run_input) if callable(self.deps) else self.deps
+        try:
             conv = await self.conversations.get(run_input.thread_id, lambda: wanted.seed, agent)
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         except SessionBusy as exc:
             return JSONResponse({"error": str(exc)}, status_code=409)
-        deps = self.deps(request, run_input) if callable(self.deps) else self.deps
         translator = AGUIEvents(run_input.thread_id, run_input.run_id or str(uuid.uuid4()), run_input)
         translator.client_answered = set(wanted.client_results)
         events = self._events(conv, wanted, deps, translator)

@@ -577,10 +577,14 @@ class AISDKApp:
             return JSONResponse({"error": f"the body is not JSON ({exc})"}, status_code=400)
         try:
             chat_id, wanted = read_chat_request(body)
+        except BadRequest as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        # Before the chat is loaded or made from the client's history: deps may refuse the id (HTTPException).
+        deps = self.deps(request) if callable(self.deps) else self.deps
+        try:
             conv = await self.conversations.get(chat_id, lambda: wanted.seed)
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        deps = self.deps(request) if callable(self.deps) else self.deps
         events = stream_run(conv, wanted, deps, self.config, UIMessageStream(wanted.message_id))
         try:
             first = await anext(events)
