@@ -215,7 +215,10 @@ class Conversations:
         conv = self._memory.get(thread_id)
         if conv is None:
             history = list(seed()) if seed is not None else []
-            conv = Conversation(agent, thread_id, history=history or None)
+            try:
+                conv = Conversation(agent, thread_id, history=history or None)
+            except ValueError as exc:  # a history the loop cannot continue (a call with no result)
+                raise BadRequest(f"the messages before the new one: {exc}") from None
             self._memory[thread_id] = conv
             while len(self._memory) > self.keep:
                 self._memory.popitem(last=False)
