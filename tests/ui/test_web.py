@@ -356,3 +356,25 @@ def test_a_stale_decision_does_not_answer_a_later_wait_with_the_same_call_id(tmp
 
     asyncio.run(main())
     store.close()
+
+
+def test_a_session_id_ending_in_an_action_name_is_its_own(server: WebServer) -> None:
+    """Session ids may hold ``/``: the page sends each id as one encoded path segment, and the server reads it so
+    (``ab/export`` is that session, not the export of ``ab``; ``cd/fork`` is forked, not ``cd``)."""
+    from urllib.parse import quote
+
+    token = page_token(server)
+    for sid in ("ab", "ab/export", "cd/fork"):
+        assert chat(server, sid, "hi", **{"X-Loopctl-Token": token}).status_code == 200
+    detail = httpx.get(server.url + "api/sessions/" + quote("ab/export", safe=""))
+    assert detail.status_code == 200 and detail.json()["id"] == "ab/export"
+    exported = httpx.get(server.url + "api/sessions/" + quote("ab/export", safe="") + "/export")
+    assert exported.status_code == 200 and 'filename="ab_export.' in exported.headers["content-disposition"]
+    forked = httpx.post(server.url + "api/sessions/" + quote("cd/fork", safe="") + "/fork", json={},
+                        headers={"X-Loopctl-Token": token}).json()  # fmt: skip
+    assert (
+        httpx.get(server.url + f"api/sessions/{forked['id']}").json()["metadata"]["loopctl.fork"]["session"]
+        == "cd/fork"
+    )
+    # An id sent unencoded, as before, is still read with its slashes.
+    assert httpx.get(server.url + "api/sessions/cd/fork").json()["id"] == "cd/fork"

@@ -302,6 +302,33 @@ class _Web:
             )
         return JSONResponse(out)
 
+    async def session_route(self, request: Any) -> Any:
+        """``/api/sessions/{id}[/fork|/approve|/export]``, read from the raw path: a session id may hold ``/``
+        (the page sends it as one encoded segment), so ``ab%2Fexport`` is session ``ab/export``, not the export
+        of ``ab``. An id sent with bare slashes is read as before (the last segment names the action)."""
+        from urllib.parse import unquote
+
+        from starlette.responses import PlainTextResponse
+
+        raw: bytes = request.scope.get("raw_path") or request.scope["path"].encode()
+        rest = raw.decode("latin-1").split("?", 1)[0].removeprefix("/api/sessions/")
+        segments = rest.split("/")
+        action = segments[-1] if len(segments) > 1 and segments[-1] in ("fork", "approve", "export") else ""
+        if action in ("fork", "approve") and request.method == "GET":
+            action = ""  # a GET of ``x/fork`` reads the session of that id (forks and decisions are POSTs)
+        if action:
+            segments = segments[:-1]
+        request.scope["path_params"] = {"sid": unquote("/".join(segments))}
+        handler, method = {
+            "": (self.session, "GET"),
+            "export": (self.export, "GET"),
+            "fork": (self.fork, "POST"),
+            "approve": (self.approve, "POST"),
+        }[action]
+        if request.method != method:
+            return PlainTextResponse("Method Not Allowed", status_code=405, headers={"allow": method})
+        return await handler(request)
+
     async def session(self, request: Any) -> Any:
         from starlette.responses import JSONResponse
 
@@ -682,10 +709,7 @@ def create_app(agent: Agent[Any, Any], store: SessionStore, settings: WebSetting
         Route("/", web.index),
         Route("/api/info", web.info),
         Route("/api/sessions", web.sessions),
-        Route("/api/sessions/{sid:path}/fork", web.fork, methods=["POST"]),
-        Route("/api/sessions/{sid:path}/approve", web.approve, methods=["POST"]),
-        Route("/api/sessions/{sid:path}/export", web.export),
-        Route("/api/sessions/{sid:path}", web.session),
+        Route("/api/sessions/{rest:path}", web.session_route, methods=["GET", "POST"]),
         Route("/api/chat", web.chat, methods=["POST"]),
         Route("/api/dbos", web.dbos_pending),
         Route("/api/dbos/{wid:path}/approve", web.dbos_approve, methods=["POST"]),
