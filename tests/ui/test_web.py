@@ -378,3 +378,22 @@ def test_a_session_id_ending_in_an_action_name_is_its_own(server: WebServer) -> 
     )
     # An id sent unencoded, as before, is still read with its slashes.
     assert httpx.get(server.url + "api/sessions/cd/fork").json()["id"] == "cd/fork"
+
+
+def test_a_token_given_on_a_loopback_bind_is_required_too() -> None:
+    """``--token`` on 127.0.0.1 (a machine shared with other users, whose processes can read the page's own
+    token from ``/``) is not ignored: the API asks for it, and the URL carries it, as on a remote bind."""
+    from loopctl.cli.web import access
+
+    assert access("127.0.0.1", 8700, None) == (
+        {"127.0.0.1:8700", "localhost:8700", "[::1]:8700"},
+        None,
+        "http://127.0.0.1:8700/",
+    )
+    hosts, token, url = access("127.0.0.1", 8700, "a-long-enough-secret-token")
+    assert hosts == {"127.0.0.1:8700", "localhost:8700", "[::1]:8700"} and token == "a-long-enough-secret-token"
+    assert url == "http://127.0.0.1:8700/#token=a-long-enough-secret-token"
+    assert access("::1", 9, None)[2] == "http://[::1]:9/"
+    assert access("0.0.0.0", 9, "a-long-enough-secret-token")[:2] == (None, "a-long-enough-secret-token")
+    short = run_web("--port", "0", "--token", "short")
+    assert short.returncode == 2 and "16 characters" in short.stderr
