@@ -314,7 +314,8 @@ class _Web:
         rest = raw.decode("latin-1").split("?", 1)[0].removeprefix("/api/sessions/")
         segments = rest.split("/")
         action = segments[-1] if len(segments) > 1 and segments[-1] in ("fork", "approve", "export") else ""
-        if action in ("fork", "approve") and request.method == "GET":
+        verb = "GET" if request.method == "HEAD" else request.method
+        if action in ("fork", "approve") and verb == "GET":
             action = ""  # a GET of ``x/fork`` reads the session of that id (forks and decisions are POSTs)
         if action:
             segments = segments[:-1]
@@ -325,7 +326,7 @@ class _Web:
             "fork": (self.fork, "POST"),
             "approve": (self.approve, "POST"),
         }[action]
-        if request.method != method:
+        if verb != method:  # a fork or a decision is never reached by a method the guard does not check
             return PlainTextResponse("Method Not Allowed", status_code=405, headers={"allow": method})
         return await handler(request)
 
