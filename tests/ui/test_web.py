@@ -397,3 +397,58 @@ def test_a_token_given_on_a_loopback_bind_is_required_too() -> None:
     assert access("0.0.0.0", 9, "a-long-enough-secret-token")[:2] == (None, "a-long-enough-secret-token")
     short = run_web("--port", "0", "--token", "short")
     assert short.returncode == 2 and "16 characters" in short.stderr
+
+
+UNREADABLE_WRITE = """
+import os, sys
+from pathlib import Path
+from loopctl import Agent
+from loopctl.cli.web import WebPermission
+from loopctl.message import Message, MessagePart, Role
+from loopctl.testing import ScriptedClient
+from loopctl.tools.files import FileTools
+root = Path(sys.argv[1]); p = root / "secret.cfg"; p.write_text("keep me\\n"); os.chmod(p, 0o200)
+files = FileTools(root)
+call = Message.new(Role.ASSISTANT, [MessagePart.tool_call("w1", "write_file", {"path": "secret.cfg", "content": "x"})])
+run = Agent(ScriptedClient([call, "done"]), tools=list(files), permission=WebPermission(files)).run_sync("go")
+os.chmod(p, 0o600)
+print(run.outcome.kind.value, repr(p.read_text()))
+"""
+
+
+def test_a_write_the_preview_cannot_read_is_still_asked_about(tmp_path: Path) -> None:
+    """Only a change the file tool refuses anyway (outside the root, a protected path) skips the approval: a write
+    over a file the preview cannot read (mode 0200: the atomic replace needs no read) waits for the page, and so
+    does a call whose preview fails for another reason."""
+    import os
+    import shutil
+    import tempfile
+
+    from loopctl.cli.web import WebPermission
+    from loopctl.engine import Defer
+    from loopctl.message import ToolCallPart
+    from loopctl.tools.files import FileTools
+
+    files = FileTools(tmp_path)
+    ask = WebPermission(files)
+    assert isinstance(ask(ToolCallPart(id="c", name="write_file", input={"path": "a.md", "content": 5})), Defer)
+    assert ask(ToolCallPart(id="c", name="write_file", input={"path": "../a.md", "content": "x"})) is True
+    assert ask(ToolCallPart(id="c", name="write_file", input={"path": ".git/config", "content": "x"})) is True
+    # The real case needs a user whom permissions bind (not root): nobody, when the tests run as root.
+    root = Path(tempfile.mkdtemp(prefix="loopctl-nobody-"))  # under /tmp: reachable by nobody
+    argv = [sys.executable, "-c", UNREADABLE_WRITE, str(root)]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        drop = [setpriv or "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        probe = [*drop, sys.executable, "-c", "import loopctl"]
+        if setpriv is None or subprocess.run(probe, capture_output=True, check=False).returncode != 0:
+            shutil.rmtree(root)
+            return  # (the checks above stand; a checkout nobody cannot read cannot run the real case)
+        shutil.chown(root, "nobody")
+        argv = [*drop, *argv]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "awaiting_approval " + repr("keep me\n")
