@@ -46,21 +46,14 @@ class WebPermission:
     yes: bool = False
 
     def __call__(self, call: Any) -> Any:
+        from loopctl.cli.approve import refused_anyway
         from loopctl.engine import Defer
-        from loopctl.tools.files import WRITE_TOOLS, PathOutsideRoot, ProtectedPath
+        from loopctl.tools.files import WRITE_TOOLS
 
         if call.name not in WRITE_TOOLS or self.yes:
             return True
-        raw = call.input.get("path") if isinstance(call.input, dict) else None
-        if isinstance(raw, str):
-            # Only what the tool refuses anyway skips the question: a preview that fails for another reason (a
-            # file it cannot read, which an atomic replace does not need to) is no proof the change cannot run.
-            try:
-                self.files._check_writable(self.files.resolve(raw), raw)
-            except (PathOutsideRoot, ProtectedPath):
-                return True
-            except OSError:
-                pass
+        if refused_anyway(self.files, call):  # only that skips the question, not a preview that merely failed
+            return True
         preview = self.files.preview(call.name, call.input)
         return Defer(f"{preview.action} {preview.path}" if preview is not None else "a file change")
 
