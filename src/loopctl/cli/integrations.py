@@ -108,7 +108,9 @@ async def open_integrations(
             raise click.UsageError(f"--mcp {command!r}: {exc}") from None
         if not argv:
             raise click.UsageError("--mcp needs a command, for example --mcp 'python server.py'")
-        servers.append(MCPServerStdio(argv[0], argv[1:], roots=list(roots), elicitation=elicitation, sampling=sampling))
+        servers.append(
+            MCPServerStdio(argv[0], argv[1:], roots=list(roots), elicitation=elicitation, sampling=sampling)
+        )
     servers += [MCPServerHTTP(url, roots=list(roots), elicitation=elicitation, sampling=sampling) for url in mcp_urls]
     names = set(taken)
     for n, server in enumerate(servers, 1):

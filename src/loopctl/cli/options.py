@@ -15,7 +15,8 @@ STORE_VAR = "LOOPCTL_STORE"
 
 _STORE_KEY = "loopctl.store"
 STORE_HELP = (
-    "The session store: a SQLite file, or a PostgreSQL URL or DSN (default: $LOOPCTL_STORE, else .loopctl/sessions.db)."
+    "The session store: a SQLite file, or a PostgreSQL URL or DSN (default: $LOOPCTL_STORE, else "
+    ".loopctl/sessions.db)."
 )
 
 
@@ -25,7 +26,9 @@ def _remember_store(ctx: click.Context, param: click.Parameter, value: str | Non
         ctx.meta[_STORE_KEY] = value
 
 
-store_option = click.option("--store", metavar="STORE", expose_value=False, callback=_remember_store, help=STORE_HELP)
+store_option = click.option(
+    "--store", metavar="STORE", expose_value=False, callback=_remember_store, help=STORE_HELP
+)
 """The ``--store`` option, accepted by ``loopctl`` itself, ``sessions`` and each of its commands, ``run``,
 ``approve`` and ``show``: see :func:`store_spec`."""
 
