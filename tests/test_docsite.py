@@ -107,3 +107,16 @@ def test_roles_become_links_to_where_the_object_is_documented(tmp_path: Path, ro
     found: list[str] = []
     assert docsite.convert_roles(pkg, anchors, pkg["core"], role, found) == link
     assert found == []
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("For example::\n\n    run()\n", "For example:\n\n    run()\n"),  # it showed "For example::"
+        ("Like this:\n\n::\n\n    run()\n", "Like this:\n\n\n    run()\n"),
+        ("A role :class:`X` and a mapping {a::b} stay.\n", "A role :class:`X` and a mapping {a::b} stay.\n"),
+        ("Ends with a::\nno blank line after\n", "Ends with a::\nno blank line after\n"),
+    ],
+)
+def test_rest_literal_block_markers_become_markdown(text: str, shown: str) -> None:
+    assert docsite.convert_literal_blocks(text) == shown

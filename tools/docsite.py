@@ -132,8 +132,21 @@ def convert_roles(
     return _ROLE.sub(replace, text)
 
 
+# reST's literal-block marker: "text::" then a blank line and an indented block. Markdown makes the indented
+# block code by itself; the marker becomes ":" ("text:"), or goes when it stands alone on its line.
+_LITERAL_AFTER_TEXT = re.compile(r"(?<=\S)::(?=\n[ \t]*\n)")
+_LITERAL_ALONE = re.compile(r"(?m)^[ \t]*::\n(?=[ \t]*\n)")
+
+
+def convert_literal_blocks(text: str) -> str:
+    """``text`` with reST's ``::`` literal-block markers written as Markdown reads them (Sphinx's rule: the
+    marker after text shows as one colon, a marker alone on its line shows nothing)."""
+    return _LITERAL_ALONE.sub("", _LITERAL_AFTER_TEXT.sub(":", text))
+
+
 class SphinxRoles(griffe.Extension):
-    """A griffe extension: once the package is loaded, every docstring's Sphinx roles become autorefs."""
+    """A griffe extension: once the package is loaded, every docstring's Sphinx roles become autorefs, and its
+    ``::`` literal-block markers colons."""
 
     def __init__(self, package: str = PACKAGE) -> None:
         super().__init__()
@@ -146,7 +159,8 @@ class SphinxRoles(griffe.Extension):
         anchors = public_api(pkg).anchors()
         for obj in _all_objects(pkg):
             if obj.docstring is not None:
-                obj.docstring.value = convert_roles(pkg, anchors, obj, obj.docstring.value, self.problems)
+                text = convert_roles(pkg, anchors, obj, obj.docstring.value, self.problems)
+                obj.docstring.value = convert_literal_blocks(text)
 
 
 def _all_objects(module: griffe.Module) -> Iterator[griffe.Object]:

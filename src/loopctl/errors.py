@@ -41,6 +41,7 @@ __all__ = [
     "HookFailed",
     "InvalidConversation",
     "InvalidMessage",
+    "InvalidModelSpec",
     "InvalidRequest",
     "LoopDetected",
     "LoopError",
@@ -133,6 +134,24 @@ class InvalidConversation(LoopError, ValueError):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"the conversation breaks {len(problems)} rule(s):\n{lines}")
+
+
+class InvalidModelSpec(LoopError, ValueError):
+    """A model string that names no known provider, or no model (``"provider:model"``: ``docs/guides/models.md``).
+
+    Raised by :func:`~loopctl.providers.from_string` and by :class:`~loopctl.Agent` when it is made.
+    :attr:`spec` is the string, :attr:`problem` what is wrong with it, :attr:`known` the forms accepted
+    (``"openai:MODEL"``...), and :attr:`suggestion` the spec it most likely meant (``"openai:gpt-5"`` for
+    ``"gpt-5"``), or ``None``.
+    """
+
+    def __init__(self, spec: str, problem: str, *, known: tuple[str, ...], suggestion: str | None = None) -> None:
+        self.spec = spec
+        self.problem = problem
+        self.known = known
+        self.suggestion = suggestion
+        hint = f"; did you mean {suggestion!r}?" if suggestion is not None else ""
+        super().__init__(f"{problem}; expected one of {', '.join(known)}{hint}")
 
 
 class ConversationFileError(LoopError, ValueError):

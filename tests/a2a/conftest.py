@@ -23,6 +23,21 @@ def free_port() -> int:
         return port
 
 
+def wait_for_port(process: subprocess.Popen[bytes], port: int) -> None:
+    """Wait until the server ``process`` listens on ``port``; ``RuntimeError`` with its stderr if it exits."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"the A2A server exited: {process.stderr.read() if process.stderr else b''!r}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the A2A server did not start listening") from None
+            time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def a2a_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
@@ -33,17 +48,7 @@ def a2a_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the A2A server exited: {process.stderr.read() if process.stderr else b''!r}")
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the A2A server did not start listening") from None
-                time.sleep(0.05)
+        wait_for_port(process, port)
         yield f"http://127.0.0.1:{port}/"
     finally:
         process.kill()

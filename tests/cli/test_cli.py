@@ -368,7 +368,7 @@ def test_a_bad_model_spec_exits_2(project: Path, tmp_path: Path) -> None:
     assert done.returncode == 2
     assert lines(done.stderr) == [
         "error: unknown model spec 'gpt-4o'; expected one of openai:MODEL, openai-responses:MODEL, "
-        'openai-responses-ws:MODEL, anthropic:MODEL, gemini:MODEL, or "demo"'
+        'openai-responses-ws:MODEL, anthropic:MODEL, gemini:MODEL, or "demo"; did you mean \'openai:gpt-4o\'?'
     ]
 
 

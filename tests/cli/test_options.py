@@ -112,9 +112,11 @@ def test_a_provider_with_no_model_name_says_so(spec: str, project: Path, tmp_pat
     # It said "unknown model spec 'anthropic:'": the prefix is known, the model name is missing.
     done = loopctl("run", "x", "--model", spec, "--root", str(project), cwd=tmp_path)
     prefix = spec.split(":", maxsplit=1)[0]
+    # The example is the provider's own (it was anthropic's for every provider).
+    example = {"anthropic": "anthropic:claude-sonnet-4-5", "openai": "openai:gpt-5", "gemini": "gemini:gemini-2.5-flash"}
     assert (done.returncode, lines(done.stderr)) == (
         2,
-        [f"error: --model {spec} has no model name: write {prefix}:MODEL (for example anthropic:claude-sonnet-4-5)"],
+        [f"error: --model {spec} has no model name: write {prefix}:MODEL (for example {example[prefix]})"],
     )
 
 
@@ -201,3 +203,63 @@ def test_writes_under_git_need_allow_protected_writes_even_with_yes(
         assert "  ✗ write_file(.git/hooks/pre-commit): Refused: '.git/hooks/pre-commit' is under .git, where a file can make tools run" in (
             done.output
         )
+
+
+@pytest.mark.parametrize("command", [["mcp", "serve"], ["a2a", "serve"]])
+def test_the_servers_store_help_says_no_store_means_memory(command: list[str]) -> None:
+    # Their --store help said "(default: $LOOPCTL_STORE, else .loopctl/sessions.db)", as run's does, while
+    # they keep the conversations in memory when no store is named (their own description says so).
+    from click.testing import CliRunner
+
+    from loopctl.cli import main
+
+    done = CliRunner().invoke(main, [*command, "--help"], env={"COLUMNS": "400"})
+    assert done.exit_code == 0
+    text = " ".join(done.output.split())  # unwrapped
+    assert text.split("--store STORE ", 1)[1].split(" -h, --help")[0] == (
+        "The session store of the served agents' conversations: a SQLite file, or a PostgreSQL URL or DSN "
+        "(default: $LOOPCTL_STORE, else none: kept in memory)."
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        ([], 'loopctl run "..." --resume s-1'),
+        (["--store", "my store.db"], "loopctl run \"...\" --resume s-1 --store 'my store.db'"),
+        (["--store", "postgresql://app@db.internal/loopctl"], 'loopctl run "..." --resume s-1 --store postgresql://app@db.internal/loopctl'),
+        (["--store", "postgresql://app:s3cret@db.internal/loopctl"], 'loopctl run "..." --resume s-1 --store STORE'),
+        (["--store", "host=db password=s3cret dbname=x"], 'loopctl run "..." --resume s-1 --store STORE'),
+    ],
+)
+def test_the_resume_hint_names_the_store_it_was_given(args: list[str], hint: str) -> None:
+    import click
+    from click.testing import CliRunner
+
+    from loopctl.cli.options import resume_command, store_option
+
+    @click.command()
+    @store_option
+    def cmd() -> None:
+        click.echo(resume_command("s-1"))
+
+    done = CliRunner().invoke(cmd, args, env={"LOOPCTL_STORE": "elsewhere.db"})  # the variable still applies
+    assert (done.exit_code, done.output) == (0, hint + "\n")
+
+
+def test_a_run_with_store_says_how_to_continue_it_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # It said "continue with: loopctl run "..." --resume ID", which then looked in .loopctl/sessions.db: "no session".
+    from click.testing import CliRunner
+
+    from loopctl.cli import main
+
+    shutil.copytree(SAMPLE, tmp_path / "p")
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "go", "--model", "demo", "--root", "p", "--store", "s.db"]
+    done = CliRunner().invoke(main, args, env={"COLUMNS": "400", "LOOPCTL_DEMO_DELAY": "0"})
+    assert done.exit_code == 0, done.output
+    hint = " ".join(done.output.split()).split("continue with: ")[1]
+    sid = hint.split("--resume ")[1].split()[0]
+    assert hint == f'loopctl run "..." --resume {sid} --store s.db'
+    again = CliRunner().invoke(main, ["run", "more", "--resume", sid, "--store", "s.db"], env={"LOOPCTL_DEMO_DELAY": "0"})
+    assert again.exit_code == 0, again.output

@@ -215,7 +215,15 @@ def test_the_command_refuses_nothing_to_serve_and_what_is_no_agent() -> None:
     missing = runner.invoke(main, ["mcp", "serve", "--agent", "tests.mcp.nowhere:agent"])
     assert missing.exit_code == 2 and "cannot import 'tests.mcp.nowhere'" in missing.output
     malformed = runner.invoke(main, ["mcp", "serve", "--tools", "served"])
-    assert malformed.exit_code == 2 and "must be MODULE:ATTR" in malformed.output
+    assert malformed.exit_code == 2 and "must be 'files' or MODULE:ATTR" in malformed.output
+    # A typo of "files" was told to be MODULE:ATTR "for example myapp.agents:support" (an agent, not tools).
+    typo = runner.invoke(main, ["mcp", "serve", "--tools", "fils"])
+    assert (typo.exit_code, " ".join(typo.output.split())) == (
+        2,
+        "error: --tools 'fils' must be 'files' or MODULE:ATTR (for example myapp.tools:search)",
+    )
+    agent = runner.invoke(main, ["mcp", "serve", "--agent", "support"])
+    assert "error: --agent 'support' must be MODULE:ATTR (for example myapp.agents:support)" in agent.output
 
 
 async def test_an_agent_whose_model_reports_no_usage_is_served_with_unknown_token_counts() -> None:

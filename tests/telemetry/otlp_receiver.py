@@ -58,6 +58,29 @@ class OTLPReceiver:
                         out.append((span.name, attrs))
         return out
 
+    def span_records(self) -> list[dict[str, Any]]:
+        """Every span received as ``{"name", "attributes", "trace_id", "span_id", "parent_id"}`` (ids in hex;
+        ``parent_id`` is ``""`` for a root span), in arrival order."""
+        out = []
+        for path, body in self.bodies:
+            if path != "/v1/traces":
+                continue
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    for span in ss.spans:
+                        out.append(
+                            {
+                                "name": span.name,
+                                "attributes": {kv.key: _value(kv.value) for kv in span.attributes},
+                                "trace_id": span.trace_id.hex(),
+                                "span_id": span.span_id.hex(),
+                                "parent_id": span.parent_span_id.hex(),
+                            }
+                        )
+        return out
+
     def service_names(self) -> set[str]:
         names = set()
         for path, body in self.bodies:

@@ -30,4 +30,10 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'loopctl.a2a' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("a2a", "uvicorn", "starlette", "sse_starlette"):
+            raise
+        raise ImportError(f"loopctl.a2a needs the A2A SDK: pip install 'pyloopctl[a2a]' ({exc})") from exc
+    return getattr(loaded, name)

@@ -71,7 +71,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     ``limits`` (its :class:`~loopctl.engine.UsageLimits`, over the whole run, sub-agents included),
     ``session_config`` (context window and compaction), ``hooks``, ``observers``, ``permission``.
 
-    Raises ``ValueError`` for two tools of one name, a name that is no tool name, a handoff to the agent
+    Raises :class:`~loopctl.errors.InvalidModelSpec` for a model string that names no known provider or no
+    model, ``ValueError`` for two tools of one name, a name that is no tool name, a handoff to the agent
     itself, and ``TypeError`` for a tool that is none.
     """
 
@@ -129,6 +130,10 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
     ) -> None:
         if not isinstance(model, (str, ModelClient)):
             raise TypeError(f"model must be a ModelClient or a model string, got {type(model).__name__}")
+        if isinstance(model, str):
+            from loopctl.providers._spec import parse_model_spec
+
+            parse_model_spec(model)  # a typo is refused here, not at the first run
         set_ = object.__setattr__
         set_(self, "_frozen", False)
         self.model = model
@@ -201,12 +206,13 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         run_config: RunConfig | None = None,
         limits: UsageLimits | None = None,
         tools: Sequence[Tool[Any] | ToolProvider | Agent[Any, Any]] | None = None,
+        observers: Sequence[Observer] | None = None,
     ) -> Agent[AgentDepsT, AgentOutputT]:
         """A copy with the given settings changed (the others are this agent's).
 
         ``model``, ``instructions``, ``name``, ``description``, ``run_config`` and ``limits`` are as for the
         constructor; ``None`` keeps this agent's. ``tools`` replaces its tools (``[*agent.tools, extra]`` adds
-        one).
+        one); ``observers`` its observers (``[*agent.observers, extra]`` adds one).
         """
         return Agent(
             model if model is not None else self.model,
@@ -223,7 +229,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             limits=limits if limits is not None else self.limits,
             session_config=self.session_config,
             hooks=self.hooks,
-            observers=self.observers,
+            observers=self.observers if observers is None else observers,
             permission=self.permission,
         )
 

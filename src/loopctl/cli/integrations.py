@@ -32,10 +32,51 @@ if TYPE_CHECKING:
     from loopctl.mcp import Elicitation, ElicitationAnswer
     from loopctl.mcp.elicitation import Field
 
-__all__ = ["CAPTURE_CONTENT_VAR", "TerminalElicitation", "open_integrations"]
+__all__ = ["CAPTURE_CONTENT_VAR", "TerminalElicitation", "open_integrations", "start_otel"]
 
 CAPTURE_CONTENT_VAR = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The OpenTelemetry GenAI instrumentations' switch for recording message content (``true`` to record)."""
+
+
+def start_otel(*, conversation_id: str | None = None) -> tuple[Callable[[str], Any], Callable[[], None]]:
+    """Start the OTLP export of ``--otel`` (``loopctl run``, ``mcp serve``, ``a2a serve``): the providers of
+    :func:`~loopctl.telemetry.otlp.configure_otlp`, installed as the global ones (this process is the
+    application: the spans libraries make through the global provider, the MCP SDK's with the ``traceparent``
+    it sends, are exported too). Returns ``(observer, flush)``: ``observer(agent_name)`` is an
+    :class:`~loopctl.telemetry.OTelObserver` on those providers for the runs of the agent of that name
+    (``conversation_id`` names the conversation in its spans), and ``flush()`` exports what is left, bounded
+    (a collector that is down costs a moment and one ``warning:`` line, not retries). Raises
+    ``click.UsageError`` for an OTLP protocol other than http/protobuf and ``ImportError`` naming the missing
+    extra."""
+    from opentelemetry import trace
+
+    from loopctl.telemetry import OTelObserver
+    from loopctl.telemetry.otlp import configure_otlp
+
+    try:
+        export = configure_otlp()
+    except ValueError as exc:
+        raise click.UsageError(f"--otel: {exc}") from None
+    trace.set_tracer_provider(export.tracer_provider)
+    capture = os.environ.get(CAPTURE_CONTENT_VAR, "").strip().lower() == "true"
+
+    def observer(agent_name: str) -> Any:
+        return OTelObserver(
+            export.tracer_provider,
+            export.meter_provider,
+            capture,
+            agent_name=agent_name,
+            conversation_id=conversation_id,
+        )
+
+    def flush() -> None:
+        problem = export.shutdown()
+        if problem is not None:
+            from loopctl.cli.report import warn
+
+            warn(f"--otel: {problem}")
+
+    return observer, flush
 
 
 async def open_integrations(
@@ -63,37 +104,9 @@ async def open_integrations(
     """
     observers: list[Any] = []
     if otel:
-        from loopctl.telemetry import OTelObserver
-        from loopctl.telemetry.otlp import configure_otlp
-
-        try:
-            export = configure_otlp()
-        except ValueError as exc:
-            raise click.UsageError(f"--otel: {exc}") from None
-
-        def flush() -> None:  # bounded: a collector that is down costs a moment and one line, not retries
-            problem = export.shutdown()
-            if problem is not None:
-                from loopctl.cli.report import warn
-
-                warn(f"--otel: {problem}")
-
+        observer, flush = start_otel(conversation_id=conversation_id)
         stack.callback(flush)
-        # This process is the application: its providers are the global ones, so the spans libraries make
-        # through the global provider (the MCP SDK's, with the traceparent it sends) are exported too.
-        from opentelemetry import trace
-
-        trace.set_tracer_provider(export.tracer_provider)
-        capture = os.environ.get(CAPTURE_CONTENT_VAR, "").strip().lower() == "true"
-        observers.append(
-            OTelObserver(
-                export.tracer_provider,
-                export.meter_provider,
-                capture,
-                agent_name="loopctl",
-                conversation_id=conversation_id,
-            )
-        )
+        observers.append(observer("loopctl"))
     if not (mcp_commands or mcp_urls):
         return [], observers
     try:

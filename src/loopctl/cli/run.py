@@ -26,6 +26,7 @@ from rich.text import Text
 
 from loopctl.cli import DEMO_DELAY_VAR  # the command group's module, which imports this one only when it runs
 from loopctl.cli.inert import inert
+from loopctl.cli.options import resume_command
 from loopctl.cli.report import CommandError, stderr, tokens, warn
 from loopctl.cli.sessions import store_option, store_spec
 
@@ -250,9 +251,8 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
                 if target is not None:
                     _summary(console, result, None, approval.refused)
                     sid = inert(target.session_id, one_line=True)
-                    console.print(
-                        Text(f'  session {sid}; continue with: loopctl run "..." --resume {sid}', style="dim")
-                    )
+                    again = inert(resume_command(target.session_id), one_line=True)
+                    console.print(Text(f"  session {sid}; continue with: {again}", style="dim"))
                     if result.outcome.error_type == "ConcurrentUpdate":
                         # Refused at a later save than the first: the same error, and exit code, as a refusal
                         # of the first save (which raises before the run starts).
@@ -298,14 +298,16 @@ def build_tools(files: FileTools, providers: Sequence[ToolProvider] = ()) -> lis
 async def build_client(model: str, base_url: str | None = None) -> AsyncIterator[Any]:
     """The model client for ``model`` (``base_url`` passed on when given); ``demo`` starts the fake provider
     server for the scripted demo. ``CommandError`` for a spec that names no known provider."""
+    from loopctl.errors import InvalidModelSpec
     from loopctl.providers import from_string
 
     if model != "demo":
         options = {"base_url": base_url} if base_url else {}
         try:
             client = from_string(model, **options)
-        except ValueError as exc:  # an unknown prefix: the user's typo, not a crash
-            raise CommandError(f'{exc}, or "demo"') from None
+        except InvalidModelSpec as exc:  # an unknown prefix: the user's typo, not a crash
+            hint = f"; did you mean {exc.suggestion!r}?" if exc.suggestion is not None else ""
+            raise CommandError(f'{exc.problem}; expected one of {", ".join(exc.known)}, or "demo"{hint}') from None
         try:
             yield client
         finally:
@@ -431,11 +433,12 @@ def _model_spec(model: str | None) -> str:
     """The model spec, checked for what the user can fix: missing, or a provider with no model name."""
     if not model:
         raise CommandError("--model is required (or --resume a session that names one)")
+    from loopctl.providers._spec import EXAMPLES
+
     prefix, sep, name = model.partition(":")
     if sep and not name.strip():
-        raise CommandError(
-            f"--model {model} has no model name: write {prefix}:MODEL (for example anthropic:claude-sonnet-4-5)"
-        )
+        example = EXAMPLES.get(prefix, EXAMPLES["anthropic"])
+        raise CommandError(f"--model {model} has no model name: write {prefix}:MODEL (for example {example})")
     return model
 
 

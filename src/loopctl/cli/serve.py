@@ -13,25 +13,27 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
+from loopctl.cli.options import serve_store_option
 from loopctl.cli.report import CommandError
-from loopctl.cli.sessions import open_store, store_option, store_spec
+from loopctl.cli.sessions import open_store, store_spec
 
 __all__ = ["a2a", "load_object", "mcp"]
 
 
-def load_object(spec: str, what: str) -> Any:
+def load_object(spec: str, what: str, *, form: str = "MODULE:ATTR (for example myapp.agents:support)") -> Any:
     """The object ``spec`` (``MODULE:ATTR``; ``ATTR`` may be dotted) names, imported with the current folder on
-    the path, as ``uvicorn`` does. ``what`` names the option in errors (``--agent``). Raises a one-line
-    :class:`~loopctl.cli.report.CommandError`."""
+    the path, as ``uvicorn`` does. ``what`` names the option in errors (``--agent``), ``form`` what it takes.
+    Raises a one-line :class:`~loopctl.cli.report.CommandError`."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise CommandError(f"{what} {spec!r} must be MODULE:ATTR (for example myapp.agents:support)")
+        raise CommandError(f"{what} {spec!r} must be {form}")
     here = os.getcwd()
     if here not in sys.path:
         sys.path.insert(0, here)
@@ -81,7 +83,13 @@ def mcp() -> None:
 @click.option("--port", type=int, default=8000, show_default=True, help="The port to listen on (with --http).")
 @click.option("--path", "http_path", default="/mcp", show_default=True, help="The endpoint's path (with --http).")
 @click.option("--name", default="loopctl", show_default=True, help="The server's name, as clients show it.")
-@store_option
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="Export the served agents' traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT); a caller's "
+    "traceparent makes its spans their parent.",
+)
+@serve_store_option
 def mcp_serve(
     tool_specs: tuple[str, ...],
     agent_specs: tuple[str, ...],
@@ -93,6 +101,7 @@ def mcp_serve(
     port: int,
     http_path: str,
     name: str,
+    otel: bool,
     **_: Any,
 ) -> None:
     """Serve tools and agents over MCP (stdio, or streamable HTTP with --http).
@@ -121,22 +130,44 @@ def mcp_serve(
                 if not yes:
                     asks |= WRITE_TOOLS
         else:
-            served.append(load_object(spec, "--tools"))
+            served.append(load_object(spec, "--tools", form="'files' or MODULE:ATTR (for example myapp.tools:search)"))
     for spec in agent_specs:
         agent = load_object(spec, "--agent")
         if not isinstance(agent, Agent):
             raise CommandError(f"--agent {spec!r} is a {type(agent).__name__}, not a loopctl Agent")
         served.append(agent)
 
+    flush = _otel(served) if otel else None
     try:
         server = ToolServer(served, name=name, require_approval=asks, annotations=annotations, store=_store())
     except (TypeError, ValueError) as exc:
         raise CommandError(str(exc)) from None
-    if http:
-        click.echo(f"loopctl: serving MCP on http://{host}:{port}{http_path}", err=True)
-        server.run("streamable-http", host=host, port=port, streamable_http_path=http_path)
-    else:
-        server.run()
+    try:
+        if http:
+            click.echo(f"loopctl: serving MCP on http://{host}:{port}{http_path}", err=True)
+            server.run("streamable-http", host=host, port=port, streamable_http_path=http_path)
+        else:
+            server.run()
+    finally:
+        if flush is not None:
+            flush()
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
+def _otel(served: list[Any]) -> Any:
+    """``--otel``: start the export and give every served agent an observer of its own (in place in
+    ``served``). Returns the flush to call when serving ends."""
+    from loopctl.agent import Agent
+    from loopctl.cli.integrations import start_otel
+
+    observer, flush = start_otel()
+    for i, item in enumerate(served):
+        if isinstance(item, Agent):
+            served[i] = item.replace(observers=[*item.observers, observer(item.name)])
+    return flush
 
 
 @click.group()
@@ -154,8 +185,14 @@ def a2a() -> None:
     metavar="URL",
     help="The URL clients reach the agent at, for its card (default: http://HOST:PORT/).",
 )
-@store_option
-def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, **_: Any) -> None:
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="Export the served agents' traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT); a caller's "
+    "traceparent makes its spans their parent.",
+)
+@serve_store_option
+def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, otel: bool, **_: Any) -> None:
     """Serve an agent over A2A: its card at /.well-known/agent-card.json and JSON-RPC at /.
 
     Each A2A context is a conversation (a session of --store, or $LOOPCTL_STORE, when given; else in memory);
@@ -169,6 +206,16 @@ def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, **_: Any) 
     agent = load_object(agent_spec, "--agent")
     if not isinstance(agent, Agent):
         raise CommandError(f"--agent {agent_spec!r} is a {type(agent).__name__}, not a loopctl Agent")
-    app = a2a_app(agent, url or f"http://{host}:{port}/", store=_store())
+    served: list[Any] = [agent]
+    flush = _otel(served) if otel else None
+    if flush is not None:
+        # uvicorn stops gracefully on SIGTERM, then raises the signal again once its own handler is gone: this
+        # handler makes that an exit through the ``finally`` below, so the last spans are exported.
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    app = a2a_app(served[0], url or f"http://{host}:{port}/", store=_store())
     click.echo(f"loopctl: serving the agent {agent.name} over A2A on http://{host}:{port}/", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        if flush is not None:
+            flush()

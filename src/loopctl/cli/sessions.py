@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.text import Text
 
 from loopctl.cli.inert import inert
-from loopctl.cli.options import STORE_VAR, store_option, store_spec
+from loopctl.cli.options import STORE_VAR, resume_command, store_option, store_spec
 from loopctl.cli.report import stderr, stdout
 from loopctl.errors import ConversationFileError, LoopError
 
@@ -294,7 +294,7 @@ def fork(ctx: click.Context, session_id: str, node: str | None, new_id: str | No
     _console().print(
         Text(
             f"forked {inert(session_id)} as {inert(info.id)} ({info.length} messages{note}); continue with: "
-            f'loopctl run "..." --resume {inert(info.id)}'
+            + inert(resume_command(info.id))
         )
     )
 
@@ -328,7 +328,7 @@ def import_session(ctx: click.Context, file: Path, new_id: str | None) -> None:
     _console().print(
         Text(
             f"imported {inert(str(file))} as {inert(info.id)} ({info.length} messages); continue with: "
-            f'loopctl run "..." --resume {inert(info.id)}'
+            + inert(resume_command(info.id))
         )
     )
 

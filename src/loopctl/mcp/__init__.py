@@ -8,6 +8,11 @@ servers do about timeouts, tool-list changes, dropped connections and tasks, and
 for how results map to tool output.
 """
 
+try:
+    import mcp as _mcp_sdk  # noqa: F401  (the official SDK: every module here uses it)
+except ModuleNotFoundError as exc:
+    raise ImportError(f"loopctl.mcp needs the MCP SDK: pip install 'pyloopctl[mcp]' ({exc})") from exc
+
 from loopctl.mcp.elicitation import Accept, Cancel, Decline, Elicitation, ElicitationAnswer, ElicitationHandler, Field
 from loopctl.mcp.resources import MCPPrompt
 from loopctl.mcp.sampling import SamplingHandler, SamplingRequest

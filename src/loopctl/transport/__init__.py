@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loopctl.providers._spec import PREFIXES, parse_model_spec
 from loopctl.transport._http import DEFAULT_TIMEOUT
 from loopctl.transport.anthropic import AnthropicClient
 from loopctl.transport.gemini import GeminiClient
@@ -52,6 +53,7 @@ _PREFIXES: dict[str, type[Client]] = {
     "anthropic": AnthropicClient,
     "gemini": GeminiClient,
 }
+assert tuple(_PREFIXES) == PREFIXES
 
 
 def from_string(spec: str, **options: Any) -> Client:
@@ -59,13 +61,12 @@ def from_string(spec: str, **options: Any) -> Client:
     server with ``base_url=``), ``openai-responses:``, ``openai-responses-ws:`` (the Responses WebSocket mode),
     ``anthropic:`` and ``gemini:``; the model keeps any
     colons of its own (``openai:org/model:tag``). ``options`` go to the client (``api_key``, ``base_url``,
-    ``timeout``, ``codec_options``, ``default_headers``...). Raises ``ValueError`` for an unknown prefix or
-    no model name, and :class:`~loopctl.errors.MissingAPIKey` when no key is found.
+    ``timeout``, ``codec_options``, ``default_headers``...). Raises :class:`~loopctl.errors.InvalidModelSpec`
+    (a ``ValueError``) for an unknown prefix or no model name, with a suggestion for another framework's
+    spelling (``"gpt-5"``: did you mean ``"openai:gpt-5"``?), and :class:`~loopctl.errors.MissingAPIKey`
+    when no key is found.
 
     ``spec`` is ``"provider:model"``.
     """
-    prefix, sep, model = spec.partition(":")
-    if not sep or not model or prefix not in _PREFIXES:
-        known = ", ".join(f"{p}:MODEL" for p in _PREFIXES)
-        raise ValueError(f"unknown model spec {spec!r}; expected one of {known}")
+    prefix, model = parse_model_spec(spec)
     return _PREFIXES[prefix](model, **options)

@@ -44,6 +44,7 @@ __all__ = [
     "image_from_data_url",
     "json_safe",
     "sse",
+    "require_web_extra",
     "tool_output_text",
 ]
 
@@ -55,6 +56,23 @@ SSE_HEADERS = {
 _DATA_URL = re.compile(
     r"^data:(?P<media>[\w.+-]+/[\w.+-]+)(?P<params>(;[\w.+-]+=[\w.+-]+)*);base64,(?P<data>.*)$", re.S
 )
+
+
+def require_web_extra(what: str, *modules: str) -> None:
+    """Raise ``ImportError`` naming the ``[web]`` extra when one of ``modules`` (``"starlette"``, ``"ag_ui"``)
+    is not installed: at the app's making, not at its first request. ``what`` names the app in the message."""
+    import importlib
+
+    missing = []
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError:
+            missing.append(module)
+    if missing:
+        raise ImportError(
+            f"{what} needs the [web] extra: pip install 'pyloopctl[web]' (not installed: {', '.join(missing)})"
+        )
 
 
 class BadRequest(LoopError):

@@ -82,6 +82,7 @@ from loopctl.ui._common import (
     image_from_data_url,
     json_safe,
     read_body,
+    require_web_extra,
     tool_output_text,
     user_message,
     whole_parts,
@@ -624,6 +625,7 @@ class AGUIApp:
         keep: int = 1000,
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
+        require_web_extra("an AG-UI app (agent.to_ag_ui())", "starlette", "ag_ui")
         from ag_ui.encoder import EventEncoder
 
         self.agent = agent

@@ -75,6 +75,7 @@ from loopctl.ui._common import (
     image_from_data_url,
     json_safe,
     read_body,
+    require_web_extra,
     sse,
     tool_output_text,
     user_message,
@@ -535,6 +536,7 @@ class AISDKApp:
         keep: int = 1000,
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
+        require_web_extra("an AI SDK app (agent.to_ai_sdk())", "starlette")
         self.agent = agent
         self.conversations = Conversations(agent, store, keep)
         self.deps = deps
