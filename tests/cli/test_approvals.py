@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import re
 import subprocess
@@ -174,7 +175,9 @@ def test_approve_summarizes_the_run_as_loopctl_run_does_refusals_included(tmp_pa
     paused_session(db, root, write("w1", "notes.txt", "one\n"))
     again = Message.new(Role.ASSISTANT, [write("w9", "more.txt", "two\n")])
     with FakeProviderServer([again, "Wrote notes.txt; more.txt was refused."]) as server:
-        code, out, err = loopctl("approve", "s1", "--store", str(db), "--approve", "w1", base_url=server.openai_base_url)
+        code, out, err = loopctl(
+            "approve", "s1", "--store", str(db), "--approve", "w1", base_url=server.openai_base_url
+        )
     assert code == 0, err
     assert (root / "notes.txt").read_text() == "one\n" and not (root / "more.txt").exists()
     summary = [line.rstrip() for line in out.splitlines()][-5:]
@@ -207,3 +210,20 @@ def test_a_modified_call_shows_the_input_that_ran_and_a_bad_one_is_refused(tmp_p
     assert "  (input modified; the model asked for (path=a.txt, content=hi))\n" in out
     assert '  w1 write_file: ran with the modified input {"path":"b.txt","content":"changed"}\n' in out
     assert "  this continuation: 1 turn · " in out and "  the whole run: 2 model call(s)" in out
+
+
+def test_the_cli_asks_about_a_write_its_preview_cannot_read(tmp_path: Path) -> None:
+    """``loopctl run``'s permission lets a change through unasked only when the file tool refuses it anyway
+    (outside the root, a protected path); a preview that fails otherwise (here: content that is not text; also a
+    file it cannot read, which the atomic replace overwrites) is asked about, and without a terminal refused."""
+    from rich.console import Console
+
+    from loopctl.cli.approve import Approval
+    from loopctl.engine import Deny
+    from loopctl.message import ToolCallPart
+    from loopctl.tools.files import FileTools
+
+    ask = Approval(FileTools(tmp_path), Console(file=io.StringIO()), interactive=False)
+    assert isinstance(ask(ToolCallPart(id="c", name="write_file", input={"path": "a.md", "content": 5})), Deny)
+    assert ask(ToolCallPart(id="c", name="write_file", input={"path": "../a.md", "content": "x"})) is True
+    assert ask(ToolCallPart(id="c", name="write_file", input={"path": ".git/config", "content": "x"})) is True

@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import httpx
 import pytest
@@ -187,3 +187,69 @@ def test_screenshot_tooling(tmp_path: Path) -> None:
     """The README's screenshot is made by this module (LOOPCTL_WEB_SCREENSHOT): the file it names exists."""
     shot = Path(__file__).parents[2] / "docs" / "images" / "loopctl-web.png"
     assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+HOSTILE_MARKDOWN = (
+    """Look: <img src=x onerror=alert(11)> <svg onload=alert(12)><circle r=5 /></svg>
+<iframe src="javascript:alert(13)"></iframe><style>body{display:none}</style><form action="http://evil.test/f"><button>go</button></form>
+
+[a](javascript:alert(14)) [b](JaVaScRiPt:alert(15)) [c](data:text/html,<script>alert(16)</script>) [d]( javascript:alert(17))
+<a href="&#106;avascript:alert(18)">e</a> <javascript:alert(19)> ![img](http://evil.test/pixel.png) [ok](https://example.com)
+<details open ontoggle=alert(20)>x</details> <object data="http://evil.test/o"></object> <math><mi xlink:href="javascript:alert(21)">m</mi></math>
+\u202eeulav gnol"""
+    + " long" * 2000
+)
+
+
+def test_hostile_text_in_every_field_of_a_stored_session_stays_inert(page: Any, server: WebServer) -> None:
+    """A session written by another process, with hostile text in the model's Markdown, its thinking, a tool's
+    name, arguments and result, a file path a pending write names: the page shows it as text and sanitized
+    Markdown, no dialog, no request leaves it, no script, frame, style, form or image is made of it."""
+    from playwright.sync_api import expect
+
+    from loopctl.engine import LoopMachine
+    from loopctl.message import Message, MessagePart, Role, ThinkingPart
+    from loopctl.session import Session
+    from loopctl.store import SQLiteStore
+
+    evil = "<img src=x onerror=alert(1)><script>alert(2)</script>"
+    messages = [
+        Message.new(Role.USER, [MessagePart.text(f"hello {evil}")]),
+        Message.new(
+            Role.ASSISTANT,
+            [
+                ThinkingPart(text=f"thinking {evil} [x](javascript:alert(3))"),
+                MessagePart.text(HOSTILE_MARKDOWN),
+                MessagePart.tool_call("c<1>", f"tool{evil}", {"path": f"../{evil}", "\u202ekey": evil}),
+            ],
+        ),
+        Message.new(Role.USER, [MessagePart.tool_result("c<1>", f"tool{evil}", f"result {evil}", is_error=True)]),
+        Message.new(Role.ASSISTANT, [MessagePart.text("end")]),
+    ]
+    sid = "hostile-'\"<b>x</b>&amp;"
+    with SQLiteStore(server.store) as store:
+        store.import_session(Session(LoopMachine(messages)), session_id=sid)
+    dialogs: list[str] = []
+    requests: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(server.url + "#/s/" + quote(sid, safe=""))
+    expect(page.locator(".msg-assistant .md", has_text="Look:")).to_have_count(1, timeout=30_000)
+    for summary in page.locator("summary").all():
+        summary.click()
+    md = page.locator(".md")
+    for tag in ("img", "svg", "iframe", "style", "form", "object", "details", "math", "script", "button"):
+        assert md.locator(tag).count() == 0, tag
+    hrefs = [a.get_attribute("href") or "" for a in md.locator("a").all()]
+    assert "https://example.com/" in [a.evaluate("a => a.href") for a in md.locator("a").all()]
+    assert all(h == "" or h.startswith(("https:", "http:", "mailto:", "#")) for h in hrefs), hrefs
+    # The rest is text: the tool's name, input and result, the thinking, the session id.
+    expect(page.locator(".tool .tool-name").first).to_have_text(f"tool{evil}")
+    expect(page.locator(".tool-result pre").first).to_contain_text(f"result {evil}")
+    expect(page.locator(".reasoning-text").first).to_contain_text(f"thinking {evil}")
+    assert page.locator("body img, body iframe, body object, body form:not(.composer)").count() == 0
+    assert page.evaluate("document.querySelectorAll('script:not([src])').length") == 0
+    assert page.evaluate("document.styleSheets.length") == 1  # the page's own
+    assert dialogs == []
+    origin = server.url.rstrip("/")
+    assert [u for u in requests if not u.startswith((origin, "data:"))] == []

@@ -278,3 +278,177 @@ def test_an_image_in_a_prompt_is_stored_and_shown(server: WebServer) -> None:
     body = {"id": "web-image-2", "messages": [{"id": "u1", "role": "user", "parts": parts}]}
     refused = httpx.post(server.url + "api/chat", json=body, headers={"X-Loopctl-Token": token})
     assert refused.status_code == 400 and "data: URLs" in refused.json()["error"]
+
+
+def test_a_huge_body_is_refused_before_it_is_read(server: WebServer) -> None:
+    """A POST larger than the app reads (32 MiB) is answered 413 from its Content-Length, and a chunked one as it
+    passes the limit: the server never holds it whole; nothing is stored."""
+    limit = 32 * 1024 * 1024  # loopctl.ui._common.MAX_BODY_BYTES
+    token = page_token(server)
+    before = httpx.get(server.url + "api/sessions").json()
+    big = b'{"id": "huge-1", "messages": [' + b" " * limit + b"]}"
+    r = httpx.post(server.url + "api/chat", content=big, headers={"X-Loopctl-Token": token}, timeout=60)
+    assert r.status_code == 413 and str(limit) in r.json()["error"]
+
+    def chunked() -> Iterator[bytes]:
+        yield b'{"decisions": {"x": '
+        for _ in range(limit // 1_000_000 + 2):
+            yield b" " * 1_000_000
+
+    r = httpx.post(
+        server.url + "api/sessions/huge-2/approve", content=chunked(), headers={"X-Loopctl-Token": token}, timeout=60
+    )
+    assert r.status_code == 413
+    assert httpx.get(server.url + "api/sessions").json() == before
+
+
+def test_a_stale_decision_does_not_answer_a_later_wait_with_the_same_call_id(tmp_path: Path) -> None:
+    """Call ids can repeat (a scripted or local model's ``call_0``): a decision the page made on what it read of one
+    wait (``head``: the session's head then) is refused (409) once the session moved on and waits again, even on
+    a call of the same id; nothing runs. A decision with the current head goes through."""
+    import asyncio
+
+    from loopctl import Agent
+    from loopctl.cli.web import WebPermission
+    from loopctl.message import Message, MessagePart, Role
+    from loopctl.store import SQLiteStore
+    from loopctl.testing import ScriptedClient
+    from loopctl.tools.files import FileTools
+    from loopctl.ui.web import WebSettings, create_app
+
+    root = tmp_path / "root"
+    root.mkdir()
+    files = FileTools(root)
+
+    def write(path: str) -> Message:
+        return Message.new(Role.ASSISTANT, [MessagePart.tool_call("c1", "write_file", {"path": path, "content": "x"})])
+
+    agent = Agent(ScriptedClient([write("A.md"), "no A", write("B.md"), "B done"]), tools=list(files),
+                  permission=WebPermission(files))  # fmt: skip
+    store = SQLiteStore(tmp_path / "s.db")
+    settings = WebSettings(allowed_hosts={"app"}, files=files)
+    app = create_app(agent, store, settings)
+    h = {"X-Loopctl-Token": settings.csrf_token}
+
+    def prompt(text: str) -> dict[str, Any]:
+        return {"id": "rep", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": text}]}]}
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://app") as c:
+            assert (await c.post("/api/chat", json=prompt("A"), headers=h)).status_code == 200
+            seen = (await c.get("/api/sessions/rep")).json()  # the stale tab reads the wait on A.md
+            assert [p["input"]["path"] for p in seen["pending"]] == ["A.md"]
+            denied = await c.post("/api/sessions/rep/approve", json={"decisions": {"c1": {"approved": False}},
+                                  "head": seen["head"]}, headers=h)  # fmt: skip
+            assert denied.status_code == 200
+            assert (await c.post("/api/chat", json=prompt("B"), headers=h)).status_code == 200
+            now = (await c.get("/api/sessions/rep")).json()
+            assert [p["input"]["path"] for p in now["pending"]] == ["B.md"] and now["head"] != seen["head"]
+            stale = {"decisions": {"c1": {"approved": True}}, "head": seen["head"]}
+            refused = await c.post("/api/sessions/rep/approve", json=stale, headers=h)
+            assert refused.status_code == 409 and "moved on" in refused.json()["error"]
+            assert not (root / "B.md").exists()
+            fresh = {"decisions": {"c1": {"approved": True}}, "head": now["head"]}
+            assert (await c.post("/api/sessions/rep/approve", json=fresh, headers=h)).status_code == 200
+            assert (root / "B.md").exists()
+            bad = await c.post("/api/sessions/rep/approve", json={**fresh, "head": 5}, headers=h)
+            assert bad.status_code == 400
+
+    asyncio.run(main())
+    store.close()
+
+
+def test_a_session_id_ending_in_an_action_name_is_its_own(server: WebServer) -> None:
+    """Session ids may hold ``/``: the page sends each id as one encoded path segment, and the server reads it so
+    (``ab/export`` is that session, not the export of ``ab``; ``cd/fork`` is forked, not ``cd``)."""
+    from urllib.parse import quote
+
+    token = page_token(server)
+    for sid in ("ab", "ab/export", "cd/fork"):
+        assert chat(server, sid, "hi", **{"X-Loopctl-Token": token}).status_code == 200
+    detail = httpx.get(server.url + "api/sessions/" + quote("ab/export", safe=""))
+    assert detail.status_code == 200 and detail.json()["id"] == "ab/export"
+    exported = httpx.get(server.url + "api/sessions/" + quote("ab/export", safe="") + "/export")
+    assert exported.status_code == 200 and 'filename="ab_export.' in exported.headers["content-disposition"]
+    forked = httpx.post(server.url + "api/sessions/" + quote("cd/fork", safe="") + "/fork", json={},
+                        headers={"X-Loopctl-Token": token}).json()  # fmt: skip
+    assert (
+        httpx.get(server.url + f"api/sessions/{forked['id']}").json()["metadata"]["loopctl.fork"]["session"]
+        == "cd/fork"
+    )
+    # An id sent unencoded, as before, is still read with its slashes.
+    assert httpx.get(server.url + "api/sessions/cd/fork").json()["id"] == "cd/fork"
+
+
+def test_a_token_given_on_a_loopback_bind_is_required_too() -> None:
+    """``--token`` on 127.0.0.1 (a machine shared with other users, whose processes can read the page's own
+    token from ``/``) is not ignored: the API asks for it, and the URL carries it, as on a remote bind."""
+    from loopctl.cli.web import access
+
+    assert access("127.0.0.1", 8700, None) == (
+        {"127.0.0.1:8700", "localhost:8700", "[::1]:8700"},
+        None,
+        "http://127.0.0.1:8700/",
+    )
+    hosts, token, url = access("127.0.0.1", 8700, "a-long-enough-secret-token")
+    assert hosts == {"127.0.0.1:8700", "localhost:8700", "[::1]:8700"} and token == "a-long-enough-secret-token"
+    assert url == "http://127.0.0.1:8700/#token=a-long-enough-secret-token"
+    assert access("::1", 9, None)[2] == "http://[::1]:9/"
+    assert access("0.0.0.0", 9, "a-long-enough-secret-token")[:2] == (None, "a-long-enough-secret-token")
+    short = run_web("--port", "0", "--token", "short")
+    assert short.returncode == 2 and "16 characters" in short.stderr
+
+
+UNREADABLE_WRITE = """
+import os, sys
+from pathlib import Path
+from loopctl import Agent
+from loopctl.cli.web import WebPermission
+from loopctl.message import Message, MessagePart, Role
+from loopctl.testing import ScriptedClient
+from loopctl.tools.files import FileTools
+root = Path(sys.argv[1]); p = root / "secret.cfg"; p.write_text("keep me\\n"); os.chmod(p, 0o200)
+files = FileTools(root)
+call = Message.new(Role.ASSISTANT, [MessagePart.tool_call("w1", "write_file", {"path": "secret.cfg", "content": "x"})])
+run = Agent(ScriptedClient([call, "done"]), tools=list(files), permission=WebPermission(files)).run_sync("go")
+os.chmod(p, 0o600)
+print(run.outcome.kind.value, repr(p.read_text()))
+"""
+
+
+def test_a_write_the_preview_cannot_read_is_still_asked_about(tmp_path: Path) -> None:
+    """Only a change the file tool refuses anyway (outside the root, a protected path) skips the approval: a write
+    over a file the preview cannot read (mode 0200: the atomic replace needs no read) waits for the page, and so
+    does a call whose preview fails for another reason."""
+    import os
+    import shutil
+    import tempfile
+
+    from loopctl.cli.web import WebPermission
+    from loopctl.engine import Defer
+    from loopctl.message import ToolCallPart
+    from loopctl.tools.files import FileTools
+
+    files = FileTools(tmp_path)
+    ask = WebPermission(files)
+    assert isinstance(ask(ToolCallPart(id="c", name="write_file", input={"path": "a.md", "content": 5})), Defer)
+    assert ask(ToolCallPart(id="c", name="write_file", input={"path": "../a.md", "content": "x"})) is True
+    assert ask(ToolCallPart(id="c", name="write_file", input={"path": ".git/config", "content": "x"})) is True
+    # The real case needs a user whom permissions bind (not root): nobody, when the tests run as root.
+    root = Path(tempfile.mkdtemp(prefix="loopctl-nobody-"))  # under /tmp: reachable by nobody
+    argv = [sys.executable, "-c", UNREADABLE_WRITE, str(root)]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        drop = [setpriv or "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        probe = [*drop, sys.executable, "-c", "import loopctl"]
+        if setpriv is None or subprocess.run(probe, capture_output=True, check=False).returncode != 0:
+            shutil.rmtree(root)
+            return  # (the checks above stand; a checkout nobody cannot read cannot run the real case)
+        shutil.chown(root, "nobody")
+        argv = [*drop, *argv]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "awaiting_approval " + repr("keep me\n")

@@ -300,7 +300,9 @@ function App() {
 
   const decide = async (callId, decision) => {
     if (!sid) return;
-    await stream(sid, () => postJSON(`/api/sessions/${encodeURIComponent(sid)}/approve`, { decisions: { [callId]: decision } }));
+    // The head the decision was made at: the server refuses it once the session moved on (call ids can repeat).
+    const body = { decisions: { [callId]: decision }, head: detail ? detail.head : undefined };
+    await stream(sid, () => postJSON(`/api/sessions/${encodeURIComponent(sid)}/approve`, body));
   };
 
   const fork = async (node) => {

@@ -338,16 +338,19 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         store: SessionStore | None = None,
         deps: Any = None,
         config: RunConfig | None = None,
+        max_body_bytes: int = 32 * 1024 * 1024,
     ) -> AGUIApp:
         """This agent as an ASGI app speaking AG-UI (``docs/web.md``): a POST of a ``RunAgentInput`` at its
         root path answers with the run's AG-UI events over SSE; the thread id is the session id of ``store``
         (conversations kept in memory without one); approvals are interrupts, answered by ``resume``.
         ``deps``: the runs' deps, or a callable of the Starlette ``Request`` (and the parsed input) that returns
-        them; ``config``: the runs' :class:`~loopctl.engine.RunConfig` (default: the agent's). Needs the
-        ``[web]`` extra."""
+        them, called before the thread is loaded or created (where an app authorizes the client's thread id:
+        raising ``HTTPException(403)`` refuses it with nothing stored); ``config``: the runs'
+        :class:`~loopctl.engine.RunConfig` (default: the agent's); ``max_body_bytes``: the largest request body
+        read (a larger one is answered ``413``). Needs the ``[web]`` extra."""
         from loopctl.ui.ag_ui import AGUIApp
 
-        return AGUIApp(self, store=store, deps=deps, config=config)
+        return AGUIApp(self, store=store, deps=deps, config=config, max_body_bytes=max_body_bytes)
 
     def to_ai_sdk(
         self,
@@ -355,15 +358,16 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         store: SessionStore | None = None,
         deps: Any = None,
         config: RunConfig | None = None,
+        max_body_bytes: int = 32 * 1024 * 1024,
     ) -> AISDKApp:
         """This agent as an ASGI app speaking the Vercel AI SDK's UI message stream protocol, for ``useChat``
         (``docs/web.md``): a POST of a chat request (``{"id", "messages", "trigger"}``) at its root path answers
         with the run as a UI message stream; the chat id is the session id of ``store`` (conversations kept in
-        memory without one); approvals are the protocol's tool approvals. ``deps`` and ``config`` as for
-        :meth:`to_ag_ui`. Needs the ``[web]`` extra."""
+        memory without one); approvals are the protocol's tool approvals. ``deps``, ``config`` and
+        ``max_body_bytes`` as for :meth:`to_ag_ui`. Needs the ``[web]`` extra."""
         from loopctl.ui.ai_sdk import AISDKApp
 
-        return AISDKApp(self, store=store, deps=deps, config=config)
+        return AISDKApp(self, store=store, deps=deps, config=config, max_body_bytes=max_body_bytes)
 
     @contextlib.contextmanager
     def override(self, *, model: ModelClient | str | None = None, deps: Any = ...) -> Iterator[None]:

@@ -21,9 +21,9 @@ from rich.text import Text
 from loopctl.cli.inert import inert
 from loopctl.engine import Deny
 from loopctl.message import ToolCallPart
-from loopctl.tools.files import WRITE_TOOLS, ChangePreview, FileTools
+from loopctl.tools.files import WRITE_TOOLS, ChangePreview, FileTools, PathOutsideRoot, ProtectedPath
 
-__all__ = ["MAX_DIFF_LINES", "NO_TERMINAL", "Approval", "show_diff"]
+__all__ = ["MAX_DIFF_LINES", "NO_TERMINAL", "Approval", "refused_anyway", "show_diff"]
 
 MAX_DIFF_LINES = 80
 """The most lines of a change's diff the prompt shows (the rest is counted)."""
@@ -48,9 +48,9 @@ class Approval:
     def __call__(self, call: ToolCallPart) -> bool | Deny:
         if call.name not in WRITE_TOOLS or self.yes:
             return True
-        preview = self.files.preview(call.name, call.input)
-        if preview is not None and preview.problem is not None:
+        if refused_anyway(self.files, call):
             return True  # the tool refuses it itself, with the reason
+        preview = self.files.preview(call.name, call.input)
         interactive = sys.stdin.isatty() if self.interactive is None else self.interactive
         if not interactive:
             return self._refuse(NO_TERMINAL.format(tool=call.name))
@@ -74,7 +74,25 @@ class Approval:
             return
         path = inert(preview.path, one_line=True)
         c.print(Text.assemble(("? ", "bold yellow"), (f"{name} wants to {preview.action} {path}", "bold")))
+        if preview.problem is not None:
+            c.print(Text(f"  (no preview: {inert(preview.problem, one_line=True)})", style="dim"))
         show_diff(c, call.input, preview)
+
+
+def refused_anyway(files: FileTools, call: ToolCallPart) -> bool:
+    """Whether the file tool will refuse ``call`` whatever the user says (its path is outside the root or
+    protected), so asking is pointless. A preview that fails for another reason (a file it cannot read, which an
+    atomic replace overwrites all the same) is no such proof: that change is asked about."""
+    raw = call.input.get("path") if isinstance(call.input, dict) else None
+    if not isinstance(raw, str):
+        return False
+    try:
+        files._check_writable(files.resolve(raw), raw)
+    except (PathOutsideRoot, ProtectedPath):
+        return True
+    except OSError:  # the tool decides when it runs; the user is asked first
+        return False
+    return False
 
 
 def show_diff(console: Console, call_input: object, preview: ChangePreview, indent: str = "  ") -> None:

@@ -28,7 +28,7 @@ import click
 from loopctl.cli.options import store_option, store_spec
 from loopctl.cli.report import CommandError
 
-__all__ = ["TOKEN_VAR", "WebPermission", "web"]
+__all__ = ["TOKEN_VAR", "WebPermission", "access", "web"]
 
 TOKEN_VAR = "LOOPCTL_WEB_TOKEN"
 """Environment variable: the access token of a server bound to a non-loopback address (``--token``)."""
@@ -46,14 +46,15 @@ class WebPermission:
     yes: bool = False
 
     def __call__(self, call: Any) -> Any:
+        from loopctl.cli.approve import refused_anyway
         from loopctl.engine import Defer
         from loopctl.tools.files import WRITE_TOOLS
 
         if call.name not in WRITE_TOOLS or self.yes:
             return True
-        preview = self.files.preview(call.name, call.input)
-        if preview is not None and preview.problem is not None:
+        if refused_anyway(self.files, call):  # only that skips the question, not a preview that merely failed
             return True
+        preview = self.files.preview(call.name, call.input)
         return Defer(f"{preview.action} {preview.path}" if preview is not None else "a file change")
 
 
@@ -82,7 +83,11 @@ def is_loopback(host: str) -> bool:
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to serve on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True, help="0: a free port.")
 @click.option("--allow-remote", is_flag=True, help="Allow a --host that is not a loopback address (needs --token).")
-@click.option("--token", envvar=TOKEN_VAR, help=f"The access token of a remote bind (or ${TOKEN_VAR}).")
+@click.option(
+    "--token",
+    envvar=TOKEN_VAR,
+    help=f"An access token every API request needs (required off loopback; or ${TOKEN_VAR}).",
+)
 @click.option("--yes", "-y", is_flag=True, help="Allow file changes without asking in the page.")
 @click.option("--allow-protected-writes", is_flag=True, help="As loopctl run.")
 @click.option("--system", "system_prompt", help="A system prompt for new sessions.")
@@ -101,8 +106,10 @@ def web(**opts: Any) -> None:
                 f"--host {host} is reachable from other machines: pass --allow-remote and --token (or "
                 f"${TOKEN_VAR}) to serve there; the default, 127.0.0.1, serves this machine only"
             )
-        if not opts["token"] or len(opts["token"]) < 16:
+        if not opts["token"]:
             raise CommandError(f"--host {host} needs an access token of 16 characters or more: --token or ${TOKEN_VAR}")
+    if opts["token"] and len(opts["token"]) < 16:
+        raise CommandError(f"the access token (--token or ${TOKEN_VAR}) needs 16 characters or more")
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
@@ -110,6 +117,21 @@ def web(**opts: Any) -> None:
         raise CommandError(f"loopctl web needs the [web] extra: pip install 'pyloopctl[web]' ({exc})") from None
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(opts))
+
+
+def access(host: str, port: int, token: str | None) -> tuple[set[str] | None, str | None, str]:
+    """How a server on ``host``:``port`` is reached: the ``Host`` values it answers (``None``: any, for a
+    non-loopback bind, which its token guards), the access token every API request needs (``token``, on any
+    bind: on a loopback one it keeps out the other users of a shared machine), and the URL to print (carrying
+    the token in its fragment)."""
+    from loopctl.ui.web import loopback_hosts
+
+    shown = f"[{host.strip('[]')}]" if ":" in host.strip("[]") else host
+    url = f"http://{shown}:{port}/"
+    if token:
+        url += f"#token={token}"
+    allowed = loopback_hosts(port) | {f"{shown}:{port}"} if is_loopback(host) else None
+    return allowed, token or None, url
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -160,7 +182,7 @@ async def _serve(o: dict[str, Any]) -> None:
     from loopctl.cli.sessions import open_store
     from loopctl.engine import RunConfig
     from loopctl.tools.files import PROTECTED_NAMES, FileTools
-    from loopctl.ui.web import WebSettings, create_app, loopback_hosts
+    from loopctl.ui.web import WebSettings, create_app
 
     model = _model_spec(o["model"])
     if model == "demo" and o["base_url"]:
@@ -172,12 +194,7 @@ async def _serve(o: dict[str, Any]) -> None:
         raise CommandError(f"the root folder {root} cannot be used ({exc.strerror})") from None
     sock = _bind(o["host"], o["port"])
     port = sock.getsockname()[1]
-    host = o["host"]
-    shown = f"[{host.strip('[]')}]" if ":" in host.strip("[]") else host
-    allowed = loopback_hosts(port) | {f"{shown}:{port}"}
-    url = f"http://{shown}:{port}/"
-    if o["token"] and not is_loopback(host):
-        url += f"#token={o['token']}"
+    allowed, token, url = access(o["host"], port, o["token"])
     store = open_store(o["store_spec"])
     try:
         async with web_client(model, o["base_url"]) as client, contextlib.AsyncExitStack() as stack:
@@ -199,8 +216,8 @@ async def _serve(o: dict[str, Any]) -> None:
             dbos = _dbos_client(o["dbos_url"]) if o["dbos_url"] else None
             settings = WebSettings(
                 # A remote bind is reached by names this process cannot know: its access token guards the API.
-                allowed_hosts=allowed if is_loopback(host) else None,
-                access_token=o["token"] if not is_loopback(host) else None,
+                allowed_hosts=allowed,
+                access_token=token,
                 session_defaults={"model": model, "root": str(root), "system_prompt": system, "metadata": {}},
                 files=files,
                 config=RunConfig(max_turns=o["max_turns"], max_tokens=max_tokens),

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from loopctl.store import SessionStore
 
 __all__ = [
+    "MAX_BODY_BYTES",
     "BadRequest",
+    "BodyTooLarge",
     "Conversations",
     "RunRequest",
     "decision_from_payload",
@@ -162,6 +164,32 @@ def decision_from_payload(payload: Any, where: str) -> Approval:
     )
 
 
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The largest request body the apps read by default (32 MiB: a prompt with a few large images, base64-encoded);
+a larger one is refused with ``413`` before it is read whole (``max_body_bytes=`` of the apps changes it)."""
+
+
+class BodyTooLarge(BadRequest):
+    """A request body over the app's limit (answered with HTTP 413, before the rest of it is read)."""
+
+
+async def read_body(request: Any, limit: int) -> bytes:
+    """The body of the Starlette ``request``, read up to ``limit`` bytes. Raises :class:`BodyTooLarge` when its
+    ``Content-Length`` says more (nothing is read) or when it grows past ``limit`` (the rest is not read)."""
+    too_large = f"the request body is larger than this app accepts ({limit} bytes)"
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise BodyTooLarge(too_large)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(too_large)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 # --- the conversation behind an id ---------------------------------------------------------------------
 
 
@@ -205,7 +233,10 @@ class Conversations:
         conv = self._memory.get(thread_id)
         if conv is None:
             history = list(seed()) if seed is not None else []
-            conv = Conversation(agent, thread_id, history=history or None)
+            try:
+                conv = Conversation(agent, thread_id, history=history or None)
+            except ValueError as exc:  # a history the loop cannot continue (a call with no result)
+                raise BadRequest(f"the messages before the new one: {exc}") from None
             self._memory[thread_id] = conv
             while len(self._memory) > self.keep:
                 self._memory.popitem(last=False)

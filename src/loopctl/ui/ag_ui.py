@@ -70,15 +70,18 @@ from loopctl.engine.permission import Approval, Approve, Deny
 from loopctl.message import ImagePart, Message, MessagePart, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.stream import PartFinished, PartStarted, TextDelta, ThinkingDelta, ToolCallDelta
 from loopctl.ui._common import (
+    MAX_BODY_BYTES,
     SSE_HEADERS,
     Attempt,
     BadRequest,
+    BodyTooLarge,
     Conversations,
     OpenPart,
     RunRequest,
     decision_from_payload,
     image_from_data_url,
     json_safe,
+    read_body,
     require_web_extra,
     tool_output_text,
     user_message,
@@ -620,6 +623,7 @@ class AGUIApp:
         deps: Any = None,
         config: RunConfig | None = None,
         keep: int = 1000,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         require_web_extra("an AG-UI app (agent.to_ag_ui())", "starlette", "ag_ui")
         from ag_ui.encoder import EventEncoder
@@ -628,6 +632,7 @@ class AGUIApp:
         self.conversations = Conversations(agent, store, keep)
         self.deps = deps
         self.config = config
+        self.max_body_bytes = max_body_bytes
         self._encoder = EventEncoder()
         self._with_tools: dict[tuple[Any, ...], Agent[Any, Any]] = {}  # the agent with a front end's tools
 
@@ -660,18 +665,24 @@ class AGUIApp:
         from loopctl.errors import SessionBusy
 
         try:
-            body = orjson.loads(await request.body())
+            body = orjson.loads(await read_body(request, self.max_body_bytes))
+        except BodyTooLarge as exc:
+            return JSONResponse({"error": str(exc)}, status_code=413)
         except orjson.JSONDecodeError as exc:
             return JSONResponse({"error": f"the body is not JSON ({exc})"}, status_code=400)
         try:
             run_input, wanted = read_run_input(body)
             agent = self._agent_for(run_input)
+        except BadRequest as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        # Before the thread is loaded or made from the client's history: deps may refuse the id (HTTPException).
+        deps = self.deps(request, run_input) if callable(self.deps) else self.deps
+        try:
             conv = await self.conversations.get(run_input.thread_id, lambda: wanted.seed, agent)
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         except SessionBusy as exc:
             return JSONResponse({"error": str(exc)}, status_code=409)
-        deps = self.deps(request, run_input) if callable(self.deps) else self.deps
         translator = AGUIEvents(run_input.thread_id, run_input.run_id or str(uuid.uuid4()), run_input)
         translator.client_answered = set(wanted.client_results)
         events = self._events(conv, wanted, deps, translator)

@@ -63,15 +63,18 @@ from loopctl.engine.permission import Approval, Approve, Deny
 from loopctl.message import ImagePart, Message, MessagePart, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.stream import PartFinished, PartStarted, TextDelta, ThinkingDelta, ToolCallDelta
 from loopctl.ui._common import (
+    MAX_BODY_BYTES,
     SSE_HEADERS,
     Attempt,
     BadRequest,
+    BodyTooLarge,
     Conversations,
     OpenPart,
     RunRequest,
     data_url,
     image_from_data_url,
     json_safe,
+    read_body,
     require_web_extra,
     sse,
     tool_output_text,
@@ -531,12 +534,14 @@ class AISDKApp:
         deps: Any = None,
         config: RunConfig | None = None,
         keep: int = 1000,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         require_web_extra("an AI SDK app (agent.to_ai_sdk())", "starlette")
         self.agent = agent
         self.conversations = Conversations(agent, store, keep)
         self.deps = deps
         self.config = config
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """The ASGI entry: a POST runs (at whatever path the app is mounted or routed at); any other method is
@@ -567,15 +572,21 @@ class AISDKApp:
         from loopctl.errors import SessionBusy
 
         try:
-            body = orjson.loads(await request.body())
+            body = orjson.loads(await read_body(request, self.max_body_bytes))
+        except BodyTooLarge as exc:
+            return JSONResponse({"error": str(exc)}, status_code=413)
         except orjson.JSONDecodeError as exc:
             return JSONResponse({"error": f"the body is not JSON ({exc})"}, status_code=400)
         try:
             chat_id, wanted = read_chat_request(body)
+        except BadRequest as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        # Before the chat is loaded or made from the client's history: deps may refuse the id (HTTPException).
+        deps = self.deps(request) if callable(self.deps) else self.deps
+        try:
             conv = await self.conversations.get(chat_id, lambda: wanted.seed)
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        deps = self.deps(request) if callable(self.deps) else self.deps
         events = stream_run(conv, wanted, deps, self.config, UIMessageStream(wanted.message_id))
         try:
             first = await anext(events)

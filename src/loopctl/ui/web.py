@@ -14,7 +14,9 @@ same model, file tools, store and MCP options as ``loopctl run``) and serves it 
                                         run as a UI message stream (:mod:`loopctl.ui.ai_sdk`), plus
                                         ``data-loopctl-*`` parts for the page
 ``POST /api/sessions/{id}/approve``     decisions on a paused run (``{"decisions": {id: {"decision":
-                                        "approve" | "deny" | "modify", "reason", "input"}}}``): the continued
+                                        "approve" | "deny" | "modify", "reason", "input"}}, "head"}``; ``head``:
+                                        the session's head the decisions were made at, refused with 409 when
+                                        it moved on, as call ids can repeat): the continued
                                         run, streamed as ``/api/chat`` streams it. A run paused in another
                                         process (stored in the same store) is continued here.
 ``POST /api/sessions/{id}/fork``        ``{"at": <node id> | null}``: a new session sharing the messages
@@ -47,7 +49,16 @@ import orjson
 
 from loopctl.engine.events import LoopEvent, RunFinished, ToolCallStarted, TurnFinished
 from loopctl.message import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from loopctl.ui._common import BadRequest, RunRequest, data_url, decision_from_payload, tool_output_text
+from loopctl.ui._common import (
+    MAX_BODY_BYTES,
+    BadRequest,
+    BodyTooLarge,
+    RunRequest,
+    data_url,
+    decision_from_payload,
+    read_body,
+    tool_output_text,
+)
 from loopctl.ui._spans import WEB_SESSION, SpanCollector
 from loopctl.ui.ai_sdk import UI_MESSAGE_STREAM_HEADERS, UIMessageStream, read_chat_request, stream_run
 
@@ -291,6 +302,34 @@ class _Web:
             )
         return JSONResponse(out)
 
+    async def session_route(self, request: Any) -> Any:
+        """``/api/sessions/{id}[/fork|/approve|/export]``, read from the raw path: a session id may hold ``/``
+        (the page sends it as one encoded segment), so ``ab%2Fexport`` is session ``ab/export``, not the export
+        of ``ab``. An id sent with bare slashes is read as before (the last segment names the action)."""
+        from urllib.parse import unquote
+
+        from starlette.responses import PlainTextResponse
+
+        raw: bytes = request.scope.get("raw_path") or request.scope["path"].encode()
+        rest = raw.decode("latin-1").split("?", 1)[0].removeprefix("/api/sessions/")
+        segments = rest.split("/")
+        action = segments[-1] if len(segments) > 1 and segments[-1] in ("fork", "approve", "export") else ""
+        verb = "GET" if request.method == "HEAD" else request.method
+        if action in ("fork", "approve") and verb == "GET":
+            action = ""  # a GET of ``x/fork`` reads the session of that id (forks and decisions are POSTs)
+        if action:
+            segments = segments[:-1]
+        request.scope["path_params"] = {"sid": unquote("/".join(segments))}
+        handler, method = {
+            "": (self.session, "GET"),
+            "export": (self.export, "GET"),
+            "fork": (self.fork, "POST"),
+            "approve": (self.approve, "POST"),
+        }[action]
+        if verb != method:  # a fork or a decision is never reached by a method the guard does not check
+            return PlainTextResponse("Method Not Allowed", status_code=405, headers={"allow": method})
+        return await handler(request)
+
     async def session(self, request: Any) -> Any:
         from starlette.responses import JSONResponse
 
@@ -419,8 +458,9 @@ class _Web:
     async def chat(self, request: Any) -> Any:
         from starlette.responses import JSONResponse
 
+        body = await _json(request)  # too large, not JSON: answered by the app's handlers (413, 400)
         try:
-            chat_id, wanted = read_chat_request(await _json(request))
+            chat_id, wanted = read_chat_request(body)
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         try:
@@ -441,6 +481,23 @@ class _Web:
             approvals = {str(k): decision_from_payload(v, f"decisions[{k!r}]") for k, v in decisions.items()}
         except BadRequest as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
+        head = body.get("head")
+        if head is not None:
+            if not isinstance(head, str):
+                return JSONResponse({"error": '"head" must be the node id the decisions were made at'}, status_code=400)
+            # Call ids can repeat: a decision made on what the page read of one wait answers that wait only.
+            from loopctl.errors import SessionNotFound
+
+            try:
+                current = (await self.store.ainfo(sid)).head
+            except (SessionNotFound, ValueError):
+                return JSONResponse({"error": f"no session {sid!r}"}, status_code=404)
+            if current != head:
+                return JSONResponse(
+                    {"error": f"session {sid!r} moved on since these decisions were made (at {head!r}, now at "
+                     f"{current!r}): reload it and decide what it waits for now"},
+                    status_code=409,
+                )  # fmt: skip
         message_id = body.get("messageId") if isinstance(body.get("messageId"), str) else None
         return await self._stream(sid, RunRequest(None, approvals, message_id=message_id))
 
@@ -627,8 +684,9 @@ def dbos_send(client: Any, workflow_id: str, decisions: Mapping[str, Any]) -> li
 
 
 async def _json(request: Any) -> Any:
+    body = await read_body(request, MAX_BODY_BYTES)  # BodyTooLarge: 413
     try:
-        return orjson.loads(await request.body())
+        return orjson.loads(body)
     except orjson.JSONDecodeError:
         raise BadRequest("the body is not JSON") from None
 
@@ -646,16 +704,13 @@ def create_app(agent: Agent[Any, Any], store: SessionStore, settings: WebSetting
     web = _Web(agent, store, settings)
 
     async def bad_request(request: Request, exc: Exception) -> Any:
-        return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({"error": str(exc)}, status_code=413 if isinstance(exc, BodyTooLarge) else 400)
 
     routes: list[Any] = [
         Route("/", web.index),
         Route("/api/info", web.info),
         Route("/api/sessions", web.sessions),
-        Route("/api/sessions/{sid:path}/fork", web.fork, methods=["POST"]),
-        Route("/api/sessions/{sid:path}/approve", web.approve, methods=["POST"]),
-        Route("/api/sessions/{sid:path}/export", web.export),
-        Route("/api/sessions/{sid:path}", web.session),
+        Route("/api/sessions/{rest:path}", web.session_route, methods=["GET", "POST"]),
         Route("/api/chat", web.chat, methods=["POST"]),
         Route("/api/dbos", web.dbos_pending),
         Route("/api/dbos/{wid:path}/approve", web.dbos_approve, methods=["POST"]),
