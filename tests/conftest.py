@@ -39,6 +39,7 @@ is measured in ``bench/``); each test's own ``@settings`` still choose its examp
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,28 @@ __all__ = ["postgres_database", "postgres_dsn", "postgres_server"]  # fixtures f
 
 settings.register_profile("loopctl", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("loopctl")
+
+HYPOTHESIS_SCALE_VAR = "LOOPCTL_HYPOTHESIS_SCALE"
+"""Environment variable: a factor on every property test's number of examples (``max_examples``, its own or
+the default 100; at least 10). ``make.py test`` sets 0.5 unless it is set (CI's time budget); ``1`` runs each
+as written, and a larger factor searches longer."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    scale = float(os.environ.get(HYPOTHESIS_SCALE_VAR) or 1)
+    if scale == 1:
+        return
+    done: set[int] = set()
+    for item in items:
+        test = getattr(item, "obj", None)
+        test = getattr(test, "__func__", test)  # a method's function
+        current = getattr(test, "_hypothesis_internal_use_settings", None)
+        if current is None or not hasattr(test, "hypothesis") or id(test) in done:
+            continue
+        done.add(id(test))
+        test._hypothesis_internal_use_settings = settings(  # type: ignore[union-attr]
+            current, max_examples=max(10, round(current.max_examples * scale))
+        )
 
 TRAFFIC = Path(__file__).parent / "fixtures" / "provider-traffic"
 

@@ -80,9 +80,10 @@ class Approval:
 
 
 def refused_anyway(files: FileTools, call: ToolCallPart) -> bool:
-    """Whether the file tool will refuse ``call`` whatever the user says (its path is outside the root or
-    protected), so asking is pointless. A preview that fails for another reason (a file it cannot read, which an
-    atomic replace overwrites all the same) is no such proof: that change is asked about."""
+    """Whether the file tool of ``files`` (the run's :class:`~loopctl.tools.files.FileTools`) will refuse
+    ``call`` whatever the user says (its path is outside the root or protected), so asking is pointless. A
+    preview that fails for another reason (a file it cannot read, which an atomic replace overwrites all the
+    same) is no such proof: that change is asked about."""
     raw = call.input.get("path") if isinstance(call.input, dict) else None
     if not isinstance(raw, str):
         return False

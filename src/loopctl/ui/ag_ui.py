@@ -613,7 +613,8 @@ class AGUIApp:
     ``store``: the session store behind the thread ids (default: conversations in memory, the last
     ``keep``). ``deps``: the runs' deps, or a callable ``deps(request, run_input)`` returning them (the
     Starlette ``Request`` and the parsed ``RunAgentInput``: its ``state``, ``context``, ``forwarded_props``).
-    ``config``: the runs' :class:`~loopctl.engine.RunConfig`."""
+    ``config``: the runs' :class:`~loopctl.engine.RunConfig`. ``max_body_bytes``: the largest request body
+    read (default 32 MiB); a larger one is answered 413 before it is read whole."""
 
     def __init__(
         self,

@@ -524,7 +524,9 @@ class AISDKApp:
 
     ``store``: the session store behind the chat ids (default: conversations in memory, the last ``keep``).
     ``deps``: the runs' deps, or a callable of the Starlette ``Request`` returning them (per request: the
-    user's identity, a database handle). ``config``: the runs' :class:`~loopctl.engine.RunConfig`."""
+    user's identity, a database handle). ``config``: the runs' :class:`~loopctl.engine.RunConfig`.
+    ``max_body_bytes``: the largest request body read (default 32 MiB); a larger one is answered 413 before it
+    is read whole."""
 
     def __init__(
         self,
