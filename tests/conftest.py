@@ -59,7 +59,24 @@ the default 100; at least 10). ``make.py test`` sets 0.5 unless it is set (CI's 
 as written, and a larger factor searches longer."""
 
 
+# The slowest tests (tens of seconds each: the bench smoke runs, the incremental-request properties, the
+# killed writers, the durable engines' crash tests) go first, so that with pytest-xdist they run while the
+# many short tests fill the other workers, instead of making the suite's tail.
+SLOW_FIRST = (
+    "tests/test_bench.py",
+    "tests/providers/test_incremental.py",
+    "tests/providers/test_openai_responses_properties.py",
+    "tests/store/test_concurrency.py",
+    "tests/durable/",
+    "tests/cli/test_autosave.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), len(SLOW_FIRST))
+
+    items.sort(key=rank)  # stable: within a rank, tests keep their order
     scale = float(os.environ.get(HYPOTHESIS_SCALE_VAR) or 1)
     if scale == 1:
         return
