@@ -402,6 +402,12 @@ async def guardrails(client: Client, workdir: Path) -> dict[str, Any]:
         await approve(client, "waits", {workload.APPROVED: Modify({"text": "modified"})})
         while [p.id for p in await pending_approvals(client, "waits")] != [workload.DENIED]:
             await asyncio.sleep(0.05)
+        # The approved call runs as an activity once its decision is in, while the other still waits: the
+        # query above can answer before that activity finished (seen on a loaded machine), so wait for its
+        # effect, for a bounded time (an approved call that never ran before the second decision still fails).
+        deadline = asyncio.get_running_loop().time() + 30
+        while not workload.side_effects(workdir) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
         out["after_first_decision"] = workload.side_effects(workdir)
         await approve(client, "waits", {workload.DENIED: Deny(workload.DENIAL)})
         out["waits"] = summary(run_from_dict((await handle.result())["run"]))
