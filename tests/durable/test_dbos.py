@@ -645,6 +645,12 @@ async def test_a_deferred_call_makes_the_workflow_wait_for_approve(dbos_sqlite: 
         if [p.id for p in await loop.pending("waits")] == [workload.DENIED]:
             break
         await asyncio.sleep(0.025)
+    # The approved call runs as a step once its decision is in; the pending list can change before that step
+    # finished (seen under load): wait for its effect, for a bounded time.
+    for _ in range(800):
+        if workload.side_effects(tmp_path):
+            break
+        await asyncio.sleep(0.025)
     assert workload.side_effects(tmp_path) == ["modified"]
     await loop.approve("waits", {workload.DENIED: Deny(workload.DENIAL)})
     run = await asyncio.wait_for(task, 30)
