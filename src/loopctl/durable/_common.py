@@ -132,6 +132,31 @@ class DurableLoop(Generic[OutputT]):
         made from its model string on first use)."""
         return self._agent.client() if self._agent is not None else self._client
 
+    def _sub_loop(self, tool: AgentTool[Any]) -> Any:
+        """A loop of this loop's class with the settings of ``tool``'s sub-agent (its model, tools,
+        instructions, output type, hooks, observers and permission; deps from ``tool.sub_deps``): the part
+        :meth:`_sub_agent` of each engine shares. Raises ``ValueError`` for a sub-agent with handoffs (a
+        durable loop does not run them)."""
+        agent = tool.agent
+        if agent.handoffs:
+            raise ValueError(f"the sub-agent {agent.name!r} has handoffs, which a durable loop does not run")
+        sub = type(self).__new__(type(self))
+        client: Any = agent.model if isinstance(agent.model, ModelClient) else None
+        DurableLoop.__init__(
+            sub,
+            client,
+            agent.tool_list,
+            agent.session_settings(),
+            agent.observers,
+            agent.permission,
+            agent.output_type,
+            agent.output_validator,
+            tool.sub_deps(self.deps),
+            agent.hooks,
+        )
+        sub._agent = agent
+        return sub
+
     def run_config(self, config: RunConfig | None) -> RunConfig:
         """The :class:`~loopctl.engine.RunConfig` of a run given ``config``: the agent's run settings for a loop
         made from an agent (``config`` with the agent's limits when it sets none), else ``config`` or the

@@ -305,24 +305,7 @@ class DBOSLoop(DurableLoop[OutputT]):
         """The settings of ``tool``'s sub-agent run inside this loop's runs: its agent's model, tools,
         instructions, output type, hooks and permission, the steps named ``<name>.<tool name>.*``. Registers
         no workflow."""
-        agent = tool.agent
-        if agent.handoffs:
-            raise ValueError(f"the sub-agent {agent.name!r} has handoffs, which a durable loop does not run")
-        sub: DBOSLoop[Any] = DBOSLoop.__new__(DBOSLoop)
-        client: Any = agent.model if isinstance(agent.model, ModelClient) else None
-        DurableLoop.__init__(
-            sub,
-            client,
-            agent.tool_list,
-            agent.session_settings(),
-            agent.observers,
-            agent.permission,
-            agent.output_type,
-            agent.output_validator,
-            tool.sub_deps(self.deps),
-            agent.hooks,
-        )
-        sub._agent = agent
+        sub: DBOSLoop[Any] = self._sub_loop(tool)
         sub.approval_timeout = self.approval_timeout
         sub.names = StepNames(f"{self.name}.{tool.name}", check=False)
         sub.name = sub.names.name

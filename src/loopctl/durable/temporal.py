@@ -355,26 +355,9 @@ class TemporalLoop(DurableLoop[OutputT]):
         """The settings of ``tool``'s sub-agent run inside this loop's runs: its agent's model, tools,
         instructions, output type, hooks and permission, its activities named ``<name>.<tool name>.*`` (in
         :attr:`activities`), this loop's timeouts. Not a loop a workflow can name."""
-        agent = tool.agent
-        if agent.handoffs:
-            raise ValueError(f"the sub-agent {agent.name!r} has handoffs, which a durable loop does not run")
-        sub: TemporalLoop[Any] = TemporalLoop.__new__(TemporalLoop)
-        client: Any = agent.model if isinstance(agent.model, ModelClient) else None
-        DurableLoop.__init__(
-            sub,
-            client,
-            agent.tool_list,
-            agent.session_settings(),
-            agent.observers,
-            agent.permission,
-            agent.output_type,
-            agent.output_validator,
-            tool.sub_deps(self.deps),
-            agent.hooks,
-        )
-        sub._agent = agent
-        sub._parent = self
+        sub: TemporalLoop[Any] = self._sub_loop(tool)
         sub.approval_timeout = self.approval_timeout
+        sub._parent = self
         sub.names = ActivityNames(f"{self.name}.{tool.name}", check=False)
         sub.name = sub.names.name
         sub.model_timeout = self.model_timeout

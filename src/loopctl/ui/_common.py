@@ -39,6 +39,7 @@ __all__ = [
     "BadRequest",
     "BodyTooLarge",
     "Conversations",
+    "PostApp",
     "RunRequest",
     "decision_from_payload",
     "image_from_data_url",
@@ -191,6 +192,36 @@ async def read_body(request: Any, limit: int) -> bytes:
 
 
 # --- the conversation behind an id ---------------------------------------------------------------------
+
+
+class PostApp:
+    """The ASGI entry the protocol apps share: a POST goes to :meth:`handle` (at whatever path the app is
+    mounted or routed at), any other method is answered 405, and a lifespan (the app served alone) has
+    nothing to start or stop."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """The ASGI entry: a POST runs (at whatever path the app is mounted or routed at); any other method is
+        answered 405."""
+        from starlette.requests import Request
+        from starlette.responses import PlainTextResponse
+
+        if scope["type"] == "lifespan":  # served alone: nothing to start or stop
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        if request.method != "POST":
+            response: Any = PlainTextResponse("POST a run request here", status_code=405, headers={"allow": "POST"})
+        else:
+            response = await self.handle(request)
+        await response(scope, receive, send)
+
+    async def handle(self, request: Any) -> Any:
+        """Answer one POST (a Starlette ``Request``) with a Starlette response."""
+        raise NotImplementedError
 
 
 class Conversations:

@@ -77,6 +77,7 @@ from loopctl.ui._common import (
     BodyTooLarge,
     Conversations,
     OpenPart,
+    PostApp,
     RunRequest,
     decision_from_payload,
     image_from_data_url,
@@ -605,7 +606,7 @@ def _text(content: Any) -> str:
 # --- the app -----------------------------------------------------------------------------------------------
 
 
-class AGUIApp:
+class AGUIApp(PostApp):
     """An ASGI app serving ``agent`` over AG-UI (see the module docstring): POST ``/`` with a
     ``RunAgentInput`` (at any path: ``app.add_route("/agent", agent.to_ag_ui(), methods=["POST"])`` in
     Starlette or FastAPI, ``app.mount(...)``, or served alone).
@@ -636,26 +637,6 @@ class AGUIApp:
         self.max_body_bytes = max_body_bytes
         self._encoder = EventEncoder()
         self._with_tools: dict[tuple[Any, ...], Agent[Any, Any]] = {}  # the agent with a front end's tools
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """The ASGI entry: a POST runs (at whatever path the app is mounted or routed at); any other method is
-        answered 405."""
-        from starlette.requests import Request
-        from starlette.responses import PlainTextResponse
-
-        if scope["type"] == "lifespan":  # served alone: nothing to start or stop
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        if scope["type"] != "http":
-            return
-        request = Request(scope, receive)
-        if request.method != "POST":
-            response: Any = PlainTextResponse("POST a run request here", status_code=405, headers={"allow": "POST"})
-        else:
-            response = await self.handle(request)
-        await response(scope, receive, send)
 
     async def handle(self, request: Request) -> Response:
         """Answer one POST: ``request`` is a Starlette (or FastAPI) ``Request``; the response is the run's stream,

@@ -70,6 +70,7 @@ from loopctl.ui._common import (
     BodyTooLarge,
     Conversations,
     OpenPart,
+    PostApp,
     RunRequest,
     data_url,
     image_from_data_url,
@@ -517,7 +518,7 @@ def _assistant(message: Mapping[str, Any], index: int) -> list[Message]:
 # --- the app -----------------------------------------------------------------------------------------------
 
 
-class AISDKApp:
+class AISDKApp(PostApp):
     """An ASGI app serving ``agent`` over the AI SDK's UI message stream protocol (see the module docstring):
     POST a chat request body (at any path: ``app.add_route("/api/chat", agent.to_ai_sdk(), methods=["POST"])``
     in Starlette or FastAPI, ``app.mount(...)``, or served alone).
@@ -544,26 +545,6 @@ class AISDKApp:
         self.deps = deps
         self.config = config
         self.max_body_bytes = max_body_bytes
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """The ASGI entry: a POST runs (at whatever path the app is mounted or routed at); any other method is
-        answered 405."""
-        from starlette.requests import Request
-        from starlette.responses import PlainTextResponse
-
-        if scope["type"] == "lifespan":  # served alone: nothing to start or stop
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        if scope["type"] != "http":
-            return
-        request = Request(scope, receive)
-        if request.method != "POST":
-            response: Any = PlainTextResponse("POST a run request here", status_code=405, headers={"allow": "POST"})
-        else:
-            response = await self.handle(request)
-        await response(scope, receive, send)
 
     async def handle(self, request: Request) -> Response:
         """Answer one POST: ``request`` is a Starlette (or FastAPI) ``Request``; the response is the run's stream,
