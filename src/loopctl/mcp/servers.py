@@ -210,6 +210,25 @@ _JOB: contextvars.ContextVar[_Job | None] = contextvars.ContextVar("loopctl_mcp_
 """The job running in the current task of a session (its ``fn`` reads it to extend the timeout)."""
 
 
+_MAX_PAGES = 100
+"""The most pages a paginated list (tools, resources, templates, prompts) is read for: a paginator that never
+ends cannot hang the session."""
+
+
+async def _all_pages(list_page: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+    """Every item of a paginated MCP list: ``list_page(cursor=..., cache_mode="bypass")`` read page after page
+    (at most :data:`_MAX_PAGES`), ``field`` of each page joined."""
+    found: list[Any] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        page = await list_page(cursor=cursor, cache_mode="bypass")
+        found += getattr(page, field)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return found
+
+
 def _session_closed(client: Client) -> bool:
     """Whether the session's connection has already ended (a request now fails without being sent).
 
@@ -1126,14 +1145,7 @@ class BaseMCPServer:
         return tool.mcp_name in rule
 
     async def _list_tools(self, client: Client) -> None:
-        listed: list[mcp_types.Tool] = []
-        cursor: str | None = None
-        for _ in range(100):  # a paginator that never ends cannot hang the session
-            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-            listed += page.tools
-            cursor = page.next_cursor
-            if cursor is None:
-                break
+        listed: list[mcp_types.Tool] = await _all_pages(client.list_tools, "tools")
         usable: list[mcp_types.Tool] = []
         as_task: list[bool] = []
         for t in listed:
@@ -1289,15 +1301,7 @@ class BaseMCPServer:
     # --- resources and prompts -------------------------------------------------------------------------------
 
     async def _all_resources(self, client: Client) -> list[mcp_types.Resource]:
-        found: list[mcp_types.Resource] = []
-        cursor: str | None = None
-        for _ in range(100):
-            page = await client.list_resources(cursor=cursor, cache_mode="bypass")
-            found += page.resources
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return found
+        return await _all_pages(client.list_resources, "resources")
 
     async def list_resources(self) -> list[mcp_types.Resource]:
         """The server's resources (every page). Raises :class:`MCPRequestError` or :class:`MCPConnectionError`."""
@@ -1308,15 +1312,7 @@ class BaseMCPServer:
         """The server's resource templates (URI templates, RFC 6570; every page)."""
 
         async def fetch(client: Client) -> list[mcp_types.ResourceTemplate]:
-            found: list[mcp_types.ResourceTemplate] = []
-            cursor: str | None = None
-            for _ in range(100):
-                page = await client.list_resource_templates(cursor=cursor, cache_mode="bypass")
-                found += page.resource_templates
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-            return found
+            return await _all_pages(client.list_resource_templates, "resource_templates")
 
         templates: list[mcp_types.ResourceTemplate] = await self._request("resources/templates/list", fetch)
         return templates
@@ -1399,15 +1395,7 @@ class BaseMCPServer:
         """The server's prompts (every page): ``name``, ``description``, ``arguments``."""
 
         async def fetch(client: Client) -> list[mcp_types.Prompt]:
-            found: list[mcp_types.Prompt] = []
-            cursor: str | None = None
-            for _ in range(100):
-                page = await client.list_prompts(cursor=cursor, cache_mode="bypass")
-                found += page.prompts
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-            return found
+            return await _all_pages(client.list_prompts, "prompts")
 
         prompts: list[mcp_types.Prompt] = await self._request("prompts/list", fetch)
         return prompts
