@@ -135,7 +135,7 @@ class DurableLoop(Generic[OutputT]):
     def _sub_loop(self, tool: AgentTool[Any]) -> Any:
         """A loop of this loop's class with the settings of ``tool``'s sub-agent (its model, tools,
         instructions, output type, hooks, observers and permission; deps from ``tool.sub_deps``): the part
-        :meth:`_sub_agent` of each engine shares. Raises ``ValueError`` for a sub-agent with handoffs (a
+        ``_sub_agent`` of each engine shares. Raises ``ValueError`` for a sub-agent with handoffs (a
         durable loop does not run them)."""
         agent = tool.agent
         if agent.handoffs:
