@@ -315,11 +315,14 @@ async def build_client(model: str, base_url: str | None = None) -> AsyncIterator
         return
     from loopctl.testing.demo import DemoScript
     from loopctl.testing.server import FakeProviderServer
+    from loopctl.transport.openai import OpenAIChatClient
 
-    # A real client (OpenAI Chat Completions over the openai SDK) against a local fake server that plays a
-    # scripted model: the whole stack runs, no key needed.
+    # A real client (OpenAI Chat Completions: the codec, the pool, the stream's decoding) against a local fake
+    # server that plays a scripted model: the whole stack runs, no key needed. Made without the openai SDK,
+    # which configures real providers (their keys, environment, headers) and whose import alone would take
+    # longer than the rest of the demo's start (docs/performance.md, section 2).
     with FakeProviderServer(DemoScript(), event_delay=_demo_delay()) as server:
-        demo = from_string("openai:demo-model", base_url=server.openai_base_url, api_key="demo-key")
+        demo = OpenAIChatClient.without_sdk("demo-model", base_url=server.openai_base_url, api_key="demo-key")
         try:
             yield demo
         finally:

@@ -23,14 +23,22 @@ message. Every failure is a :class:`~loopctl.errors.ProviderError` subclass (see
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from loopctl.providers._spec import PREFIXES, parse_model_spec
 from loopctl.transport._http import DEFAULT_TIMEOUT
-from loopctl.transport.anthropic import AnthropicClient
-from loopctl.transport.gemini import GeminiClient
-from loopctl.transport.openai import OpenAIChatClient, OpenAIResponsesClient
-from loopctl.transport.openai_ws import OpenAIResponsesWebSocketClient
+
+if TYPE_CHECKING:  # the clients load on first use (a process that makes one client loads only its module)
+    from loopctl.transport.anthropic import AnthropicClient
+    from loopctl.transport.gemini import GeminiClient
+    from loopctl.transport.openai import OpenAIChatClient, OpenAIResponsesClient
+    from loopctl.transport.openai_ws import OpenAIResponsesWebSocketClient
+
+    Client: TypeAlias = (
+        OpenAIChatClient | OpenAIResponsesClient | OpenAIResponsesWebSocketClient | AnthropicClient | GeminiClient
+    )
+    """Any of the four clients (what :func:`from_string` returns)."""
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -43,17 +51,42 @@ __all__ = [
     "from_string",
 ]
 
-Client = OpenAIChatClient | OpenAIResponsesClient | OpenAIResponsesWebSocketClient | AnthropicClient | GeminiClient
-"""Any of the four clients (what :func:`from_string` returns)."""
+# Each client's module: imported when the client is first asked for (``loopctl.transport.GeminiClient``, or
+# ``from_string("gemini:...")``), so that a process pays for the codecs and HTTP set-up of the clients it uses.
+_MODULES = {
+    "OpenAIChatClient": "loopctl.transport.openai",
+    "OpenAIResponsesClient": "loopctl.transport.openai",
+    "OpenAIResponsesWebSocketClient": "loopctl.transport.openai_ws",
+    "AnthropicClient": "loopctl.transport.anthropic",
+    "GeminiClient": "loopctl.transport.gemini",
+}
 
-_PREFIXES: dict[str, type[Client]] = {
-    "openai": OpenAIChatClient,
-    "openai-responses": OpenAIResponsesClient,
-    "openai-responses-ws": OpenAIResponsesWebSocketClient,
-    "anthropic": AnthropicClient,
-    "gemini": GeminiClient,
+_PREFIXES: dict[str, str] = {
+    "openai": "OpenAIChatClient",
+    "openai-responses": "OpenAIResponsesClient",
+    "openai-responses-ws": "OpenAIResponsesWebSocketClient",
+    "anthropic": "AnthropicClient",
+    "gemini": "GeminiClient",
 }
 assert tuple(_PREFIXES) == PREFIXES
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    elif name == "Client":
+        value = (
+            __getattr__("OpenAIChatClient")
+            | __getattr__("OpenAIResponsesClient")
+            | __getattr__("OpenAIResponsesWebSocketClient")
+            | __getattr__("AnthropicClient")
+            | __getattr__("GeminiClient")
+        )
+    else:
+        raise AttributeError(f"module 'loopctl.transport' has no attribute {name!r}")
+    globals()[name] = value  # looked up once
+    return value
 
 
 def from_string(spec: str, **options: Any) -> Client:
@@ -64,9 +97,10 @@ def from_string(spec: str, **options: Any) -> Client:
     ``timeout``, ``codec_options``, ``default_headers``...). Raises :class:`~loopctl.errors.InvalidModelSpec`
     (a ``ValueError``) for an unknown prefix or no model name, with a suggestion for another framework's
     spelling (``"gpt-5"``: did you mean ``"openai:gpt-5"``?), and :class:`~loopctl.errors.MissingAPIKey`
-    when no key is found.
+    when no key is found. Only the named client's module is imported.
 
     ``spec`` is ``"provider:model"``.
     """
     prefix, model = parse_model_spec(spec)
-    return _PREFIXES[prefix](model, **options)
+    client: Client = __getattr__(_PREFIXES[prefix])(model, **options)
+    return client

@@ -8,9 +8,11 @@ server-sent events.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from types import ModuleType
+from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
 from loopctl.errors import (
@@ -22,7 +24,7 @@ from loopctl.errors import (
 )
 from loopctl.message import Message
 from loopctl.message.model import _dumps_bytes
-from loopctl.providers import openai_chat, openai_responses
+from loopctl.providers import openai_chat
 from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.providers.native import NativeTool
 from loopctl.response import ModelResponse, Usage
@@ -32,6 +34,17 @@ from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
 from loopctl.transport._sdk import import_sdk, sdk_headers
 
 __all__ = ["OpenAIChatClient", "OpenAIResponsesClient"]
+
+
+class _Codec:
+    """A class's codec module, imported when first used (a process that only talks Chat Completions does not
+    load the Responses codec)."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+
+    def __get__(self, instance: object, owner: type | None = None) -> ModuleType:
+        return importlib.import_module(self.module)
 
 
 class _OpenAIClient(HTTPClient):
@@ -72,8 +85,14 @@ class _OpenAIClient(HTTPClient):
             default_headers=dict(default_headers or {}),
             http_client=http,
         )
-        url = f"{str(self._sdk_client.base_url).rstrip('/')}/{self.endpoint}"
-        self._connect(http, own=True, headers=sdk_headers(self._sdk_client), url=url, stream_url=url, secret=key)
+        self._base_url = str(self._sdk_client.base_url)
+        self._start(http, sdk_headers(self._sdk_client), key)
+
+    def _start(self, http: Any, headers: Mapping[str, str], key: str) -> None:
+        """Connect to ``http`` (the pool) with ``headers`` at :attr:`_base_url`, and set what the server's kind
+        asks for of the codec's options."""
+        url = f"{self._base_url.rstrip('/')}/{self.endpoint}"
+        self._connect(http, own=True, headers=headers, url=url, stream_url=url, secret=key)
         if self.codec is openai_chat and "max_tokens_param" not in self.codec_options and not _openai_host(url):
             # OpenAI-compatible servers read the output limit from `max_tokens`: Ollama knows no other
             # (openai/openai.go, ChatCompletionRequest.MaxTokens), llama.cpp reads it as `n_predict`;
@@ -103,6 +122,45 @@ class OpenAIChatClient(_OpenAIClient):
     codec = openai_chat
     endpoint = "chat/completions"
 
+    @classmethod
+    def without_sdk(
+        cls,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        codec_options: Mapping[str, Any] | None = None,
+        default_headers: Mapping[str, str] | None = None,
+    ) -> Self:
+        """A client for an OpenAI-compatible server of one's own at ``base_url``, made without the ``openai``
+        SDK (whose import alone takes longer than a short run's start: ``docs/performance.md``, section 2).
+        ``loopctl run --model demo`` talks to its local fake server through one.
+
+        Nothing is read from the environment. Every request carries ``Accept`` and ``Content-Type:
+        application/json``, ``default_headers``, and ``Authorization: Bearer <api_key>`` (the SDK's own
+        headers, less its ``User-Agent`` and ``X-Stainless-*`` telemetry); the pool is an
+        ``httpx2.AsyncClient`` with the SDK's defaults (``timeout`` seconds, up to 1,000 connections of which
+        100 kept alive, redirects followed). The body, the reply's decoding, the errors and the options
+        (``codec_options``; the output limit sent as ``max_tokens`` at a server other than OpenAI's) are the
+        constructor's. For OpenAI's own API or a gateway configured by environment variables, use the
+        constructor.
+        """
+        import httpx2
+
+        client = cls.__new__(cls)
+        HTTPClient.__init__(client, model, codec_options)
+        client._base_url = base_url
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+            **(default_headers or {}),
+            "Authorization": f"Bearer {api_key}",
+        }
+        limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+        client._start(httpx2.AsyncClient(timeout=timeout, limits=limits, follow_redirects=True), headers, api_key)
+        return client
+
 
 class OpenAIResponsesClient(_OpenAIClient):
     """OpenAI Responses. Arguments as :class:`OpenAIChatClient`; ``codec_options`` go to
@@ -124,7 +182,7 @@ class OpenAIResponsesClient(_OpenAIClient):
     ``model`` is the model id (``gpt-5``).
     """
 
-    codec = openai_responses
+    codec = _Codec("loopctl.providers.openai_responses")
     endpoint = "responses"
 
     def __init__(
@@ -144,8 +202,8 @@ class OpenAIResponsesClient(_OpenAIClient):
         self.conversation = conversation
         self._chains = Chains()
         self._continue: dict[str, Any] | None = None  # the codec options of the request being sent
-        self._conversations_url = f"{str(self._sdk_client.base_url).rstrip('/')}/conversations"
-        self._compact_url = f"{str(self._sdk_client.base_url).rstrip('/')}/responses/compact"
+        self._conversations_url = f"{self._base_url.rstrip('/')}/conversations"
+        self._compact_url = f"{self._base_url.rstrip('/')}/responses/compact"
 
     def encode(self, request: ModelRequest, stream: bool) -> bytes:
         """:meth:`HTTPClient.encode`; for a request that continues server-held state, only what follows it.
