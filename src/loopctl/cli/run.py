@@ -15,7 +15,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,6 +176,7 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
         if model == "demo" and o.base_url:
             raise CommandError("--base-url does not apply to --model demo (it starts its own server)")
         files = file_tools(o.root or (_session_root(session) if session else None) or Path("."), o)
+        file_list = files.tools()  # built once (each tool's schema is built from its signature and docstring)
         session_obj = _session_for_run(session, model, base_url, files.root, o)
 
         async with build_client(model, base_url) as client, contextlib.AsyncExitStack() as stack:
@@ -200,7 +201,7 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
                 asking = TerminalElicitation()  # the MCP servers' questions to the user
                 servers, extra_observers = await open_integrations(
                     stack,
-                    taken={t.name for t in files},
+                    taken={t.name for t in file_list},
                     conversation_id=target.session_id if target is not None else path.stem if path else None,
                     otel=o.otel,
                     mcp_commands=o.mcp_commands,
@@ -223,7 +224,7 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
             window, max_tokens = await model_sizes(client, model, o.context_window, o.max_tokens)
             loop = BareLoop(
                 client,
-                build_tools(files, servers),
+                build_tools(file_list, servers),
                 _session_config(model, files.root, session_obj.system_prompt, window),
                 observers=[*observers, *extra_observers],
                 permission=approval,
@@ -286,10 +287,10 @@ def file_tools(root: Path, o: RunOptions) -> FileTools:
         raise CommandError(f"the root folder {_shown(root)} cannot be used ({exc.strerror}); pass --root") from None
 
 
-def build_tools(files: FileTools, providers: Sequence[ToolProvider] = ()) -> list[Tool | ToolProvider]:
+def build_tools(files: Iterable[Tool], providers: Sequence[ToolProvider] = ()) -> list[Tool | ToolProvider]:
     """The tools the agent gets: the file tools, then the tool providers (``--mcp`` servers).
 
-    ``files`` are the file tools (:func:`file_tools`).
+    ``files`` are the file tools (:func:`file_tools`, or the list of its tools).
     """
     return [*files, *providers]
 

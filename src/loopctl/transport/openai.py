@@ -141,11 +141,14 @@ class OpenAIChatClient(_OpenAIClient):
         application/json``, ``default_headers``, and ``Authorization: Bearer <api_key>`` (the SDK's own
         headers, less its ``User-Agent`` and ``X-Stainless-*`` telemetry); the pool is an
         ``httpx2.AsyncClient`` with the SDK's defaults (``timeout`` seconds, up to 1,000 connections of which
-        100 kept alive, redirects followed). The body, the reply's decoding, the errors and the options
+        100 kept alive, redirects followed); for an ``http://`` URL it loads no root certificates, so an
+        ``https://`` redirect from it fails verification. The body, the reply's decoding, the errors and the options
         (``codec_options``; the output limit sent as ``max_tokens`` at a server other than OpenAI's) are the
         constructor's. For OpenAI's own API or a gateway configured by environment variables, use the
         constructor.
         """
+        import ssl
+
         import httpx2
 
         client = cls.__new__(cls)
@@ -158,7 +161,13 @@ class OpenAIChatClient(_OpenAIClient):
             "Authorization": f"Bearer {api_key}",
         }
         limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
-        client._start(httpx2.AsyncClient(timeout=timeout, limits=limits, follow_redirects=True), headers, api_key)
+        verify: ssl.SSLContext | bool = True
+        if urlsplit(base_url).scheme == "http":
+            # No TLS is expected: the pool's context verifies as the default one does, but trusts no root
+            # certificate (loading the system's takes ~50 ms), so a redirect to https:// is refused, not trusted.
+            verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        http = httpx2.AsyncClient(timeout=timeout, limits=limits, follow_redirects=True, verify=verify)
+        client._start(http, headers, api_key)
         return client
 
 
