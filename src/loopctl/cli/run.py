@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -138,13 +139,26 @@ def run(**opts: Any) -> None:
     options = RunOptions(**{f.name: opts[f.name] for f in fields(RunOptions)})
     console = Console(highlight=False, soft_wrap=True)
     saved: list[str] = []  # where the session was saved, once it was
+    # The start (imports, the client, the tools) makes many objects that live as long as the process and few
+    # cycles: the cyclic collector is off until the loop starts (_started), then finds them in its permanent
+    # generation. It collected ~70 ms of nothing before the first request (docs/performance.md, section 2).
+    gc.disable()
     try:
         code = asyncio.run(_run(console, options, saved))
     except KeyboardInterrupt:  # a second Ctrl-C: the run stopped at once, its salvaged session saved
         where = f"; the session is saved to {inert(saved[-1], one_line=True)}" if saved else ""
         stderr().print(Text(f"⏹ stopped{where}", style="yellow"))
         sys.exit(130)
+    finally:
+        gc.enable()
     sys.exit(code)
+
+
+def _started() -> None:
+    """The run's start is over: what it made is moved to the collector's permanent generation (not scanned
+    again by each collection) and the collector is on again."""
+    gc.freeze()
+    gc.enable()
 
 
 async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
@@ -237,6 +251,7 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
                 stream=not o.no_stream,
             )
             cancel = asyncio.Event()
+            _started()
             # Ctrl-C stays ours until the session is saved: a second press while saving is not lost work.
             with _sigint(cancel, console):
                 try:

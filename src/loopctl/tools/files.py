@@ -47,14 +47,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
-
-import pathspec
-import regex
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from loopctl._fs import atomic_write_bytes
 from loopctl.message import Retention
 from loopctl.tool import FunctionTool, ToolOutput, tool
+
+if TYPE_CHECKING:  # pathspec (and regex) are imported when a tool first needs them, not to start a run
+    import pathspec
 
 __all__ = [
     "PROTECTED_NAMES",
@@ -330,7 +330,7 @@ class FileTools:
             return ToolOutput(f"Refused: {exc}", is_error=True, retention=retention)
         except _Stopped:
             return ToolOutput("Error: stopped", is_error=True, retention=retention)
-        except (OSError, ValueError, regex.error) as exc:
+        except (OSError, ValueError, _regex().error) as exc:  # evaluated only when something was raised
             return ToolOutput(f"Error: {_problem(exc)}", is_error=True, retention=retention)
         return ToolOutput(text, retention=retention)
 
@@ -511,6 +511,8 @@ class FileTools:
         except (OSError, ValueError):
             return None
         lines = data.decode("utf-8", "replace").splitlines()
+        import pathspec
+
         return prefix, pathspec.GitIgnoreSpec.from_lines(lines)
 
     # --- opening without following a symlink -------------------------------------------------------------
@@ -601,7 +603,14 @@ class _SearchOver(Exception):
 # atomic groups and possessive quantifiers, flags turned off inline): searched line by line only, never a chunk
 # at a time. (What else a line matches alone it matches in its chunk: more text around it can only add
 # matches, and ^ $ \b see a line end in both.)
-_LINE_ONLY = regex.compile(r"\\[AZzG]|\(\?<?!|\(\?>|[*+?}]\+|\(\?[a-zA-Z]*-")
+_LINE_ONLY = r"\\[AZzG]|\(\?<?!|\(\?>|[*+?}]\+|\(\?[a-zA-Z]*-"
+
+
+def _regex() -> Any:
+    """The ``regex`` module, imported on first use."""
+    import regex
+
+    return regex
 
 
 class _Search:
@@ -618,8 +627,9 @@ class _Search:
         self, pattern: str, deadline: float, match_timeout: float, max_hits: int, stop: threading.Event
     ) -> None:
         self.pattern = pattern
+        regex = _regex()
         self.line = regex.compile(pattern)
-        self.chunk = None if _LINE_ONLY.search(pattern) else regex.compile(pattern, regex.MULTILINE)
+        self.chunk = None if regex.search(_LINE_ONLY, pattern) else regex.compile(pattern, regex.MULTILINE)
         self.deadline = deadline
         self.match_timeout = match_timeout
         self.max_hits = max_hits
