@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 
@@ -52,3 +53,57 @@ def test_the_short_helps_listed_are_the_commands_own() -> None:
         assert command.name == name, (module, attribute)
         for limit in (30, 45, 60, 200):
             assert click.Command(name, help=short).get_short_help_str(limit) == command.get_short_help_str(limit)
+
+
+# What `loopctl run --model demo` does not need before its first request: the SDKs (the demo's client is made
+# without one), the clients and codecs of the other providers, the price data (read when a reply is priced),
+# and what the file tools load when they first search or list (pathspec, regex).
+DEMO_NEEDS_NOT = (
+    "openai",
+    "anthropic",
+    "google",
+    "genai_prices",
+    "pathspec",
+    "regex",
+    "loopctl.transport.anthropic",
+    "loopctl.transport.gemini",
+    "loopctl.transport.openai_ws",
+    "loopctl.providers.anthropic",
+    "loopctl.providers.gemini",
+    "loopctl.providers.openai_responses",
+    "loopctl.testing.wire.anthropic",
+    "loopctl.testing.wire.gemini",
+    "loopctl.testing.wire.openai_responses",
+)
+
+_AT_FIRST_REQUEST = """
+import json, os, sys
+root, seen = sys.argv[1:3]
+def hook(event, args):
+    if event == "socket.connect":
+        with open(seen, "w") as f:
+            json.dump({"address": list(args[1]), "modules": sorted(sys.modules)}, f)
+        os._exit(0)
+sys.addaudithook(hook)
+sys.argv = ["loopctl", "run", "List the files.", "--model", "demo", "--root", root, "--yes"]
+from loopctl.cli import main
+main()
+"""
+
+
+def test_the_demo_run_loads_only_what_it_uses_before_its_first_request(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "notes.txt").write_text("TODO: a note\n")
+    seen = tmp_path / "seen.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(LOOPCTL_DEMO_DELAY="0", LOOPCTL_STORE=str(tmp_path / "sessions.db"))
+    subprocess.run(
+        [sys.executable, "-c", _AT_FIRST_REQUEST, str(root), str(seen)], cwd=tmp_path, env=env, check=True, timeout=120
+    )
+    first = json.loads(seen.read_text())
+    assert first["address"][0] == "127.0.0.1"  # the demo's own fake server
+    loaded = set(first["modules"])
+    assert not {m for m in loaded if any(m == d or m.startswith(d + ".") for d in DEMO_NEEDS_NOT)}
+    # the real stack runs: the Chat Completions client and codec over httpx2, and the session store
+    assert {"httpx2", "loopctl.transport.openai", "loopctl.providers.openai_chat", "loopctl.store.sqlite"} <= loaded

@@ -21,12 +21,13 @@ Pure: no I/O, no clock (the caller passes ids and the creation time in :class:`R
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 from loopctl.response import ModelResponse
-from loopctl.testing.wire import anthropic, gemini, openai_chat, openai_responses
 from loopctl.testing.wire._common import (
     API,
     APIS,
@@ -56,12 +57,18 @@ __all__ = [
     "stream_error_frame",
 ]
 
+# Each API's encoder, imported when a reply is first encoded in it (the demo's server speaks only one).
 _MODULES = {
-    "openai-chat": openai_chat,
-    "openai-responses": openai_responses,
-    "anthropic": anthropic,
-    "gemini": gemini,
+    "openai-chat": "loopctl.testing.wire.openai_chat",
+    "openai-responses": "loopctl.testing.wire.openai_responses",
+    "anthropic": "loopctl.testing.wire.anthropic",
+    "gemini": "loopctl.testing.wire.gemini",
 }
+
+
+def _encoder(api: str) -> ModuleType | None:
+    name = _MODULES.get(api)
+    return None if name is None else importlib.import_module(name)
 
 
 def frame(api: API, events: Sequence[Mapping[str, Any]]) -> tuple[bytes, ...]:
@@ -74,6 +81,8 @@ def frame(api: API, events: Sequence[Mapping[str, Any]]) -> tuple[bytes, ...]:
     if api == "openai-chat":
         return (*(b"data: " + dumps(e) + b"\n\n" for e in events), b"data: [DONE]\n\n")
     if api == "gemini":
+        from loopctl.testing.wire import gemini
+
         return tuple(b"data: " + gemini.dumps(e) + b"\r\n\r\n" for e in events)
     return tuple(f"event: {e['type']}\ndata: ".encode() + dumps(e) + b"\n\n" for e in events)
 
@@ -87,7 +96,7 @@ def encode_reply(api: API, response: ModelResponse, ctx: ReplyContext, *, stream
 
     ``ctx`` (a :class:`ReplyContext`) is the request being answered: its model, ids and options.
     """
-    module = _MODULES.get(api)
+    module = _encoder(api)
     if module is None:
         raise ValueError(f"unknown API {api!r}; expected one of {APIS}")
     if stream:

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from loopctl.testing.wire import gemini
 from loopctl.testing.wire._common import API, Encoded, dumps
 
 __all__ = ["ErrorKind", "ErrorReply", "encode_error", "error_body", "stream_error_frame"]
@@ -187,5 +186,7 @@ def stream_error_frame(api: API, error: ErrorReply, *, sequence_number: int = 0,
         }
         return b"event: error\ndata: " + dumps(payload) + b"\n\n"
     if api == "gemini":
+        from loopctl.testing.wire import gemini
+
         return b"data: " + gemini.dumps(body) + b"\r\n\r\n"
     return b"data: " + dumps(body) + b"\n\n"
