@@ -4,6 +4,7 @@ importing them says what each command's own help says."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -107,3 +108,25 @@ def test_the_demo_run_loads_only_what_it_uses_before_its_first_request(tmp_path:
     assert not {m for m in loaded if any(m == d or m.startswith(d + ".") for d in DEMO_NEEDS_NOT)}
     # the real stack runs: the Chat Completions client and codec over httpx2, and the session store
     assert {"httpx2", "loopctl.transport.openai", "loopctl.providers.openai_chat", "loopctl.store.sqlite"} <= loaded
+
+
+def test_a_run_in_process_leaves_the_cyclic_collector_as_it_found_it(tmp_path: Path) -> None:
+    # `loopctl run` turns the collector off while it starts and freezes what the start made (section 2 of
+    # docs/performance.md); a process that runs the command in-process gets both undone.
+    from click.testing import CliRunner
+
+    (tmp_path / "notes.txt").write_text("TODO: a note\n")
+    env = {"LOOPCTL_DEMO_DELAY": "0", "LOOPCTL_STORE": str(tmp_path / "sessions.db")}
+    args = ["run", "List the files.", "--model", "demo", "--root", str(tmp_path), "--yes"]
+    assert gc.isenabled()
+    done = CliRunner().invoke(main, args, env=env)
+    assert done.exit_code == 0, done.output
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
+    gc.disable()
+    try:
+        assert CliRunner().invoke(main, args, env=env).exit_code == 0
+        assert not gc.isenabled()
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.enable()

@@ -142,26 +142,30 @@ def run(**opts: Any) -> None:
     # The start (imports, the client, the tools) makes many objects that live as long as the process and few
     # cycles: the cyclic collector is off until the loop starts (_started), then finds them in its permanent
     # generation. It collected ~70 ms of nothing before the first request (docs/performance.md, section 2).
+    collecting = gc.isenabled()
     gc.disable()
     try:
-        code = asyncio.run(_run(console, options, saved))
+        code = asyncio.run(_run(console, options, saved, collect=collecting))
     except KeyboardInterrupt:  # a second Ctrl-C: the run stopped at once, its salvaged session saved
         where = f"; the session is saved to {inert(saved[-1], one_line=True)}" if saved else ""
         stderr().print(Text(f"⏹ stopped{where}", style="yellow"))
         sys.exit(130)
-    finally:
-        gc.enable()
+    finally:  # as it was (a process that runs the command in-process, such as a test, goes on)
+        gc.unfreeze()
+        if collecting:
+            gc.enable()
     sys.exit(code)
 
 
-def _started() -> None:
+def _started(collect: bool) -> None:
     """The run's start is over: what it made is moved to the collector's permanent generation (not scanned
-    again by each collection) and the collector is on again."""
+    again by each collection) and the collector is on again (when ``collect``: it was on before the run)."""
     gc.freeze()
-    gc.enable()
+    if collect:
+        gc.enable()
 
 
-async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
+async def _run(console: Console, o: RunOptions, saved: list[str], *, collect: bool = True) -> int:
     from loopctl.cli.approve import Approval
     from loopctl.cli.autosave import cli_values
     from loopctl.cli.sessions import RunTarget
@@ -251,7 +255,7 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
                 stream=not o.no_stream,
             )
             cancel = asyncio.Event()
-            _started()
+            _started(collect)
             # Ctrl-C stays ours until the session is saved: a second press while saving is not lost work.
             with _sigint(cancel, console):
                 try:
