@@ -139,3 +139,14 @@ def test_show_of_a_broken_file_is_one_line(content: bytes, problem: str, tmp_pat
     assert shown.returncode == 2
     (line,) = lines(shown.stderr)
     assert line.startswith("error: ") and problem in line
+
+
+@pytest.mark.parametrize("task", ["", "  \n\t"])
+def test_an_empty_task_is_refused_before_anything_runs(task: str, project: Path, tmp_path: Path) -> None:
+    # It used to start the run (and save a session) and send an empty user turn, which providers refuse.
+    done = loopctl("run", task, "--model", "demo", "--root", str(project), cwd=tmp_path)
+    assert done.returncode == 2
+    assert lines(done.stderr) == [
+        'error: TASK is empty: say what the agent should do, e.g. loopctl run "Summarize README.md"'
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == ["sample-project"]  # no store, no session file
