@@ -26,6 +26,7 @@ import abc
 import asyncio
 import contextlib
 import datetime
+import functools
 import gc
 import os
 import secrets
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import orjson
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from loopctl.engine.machine import MachineState
 from loopctl.errors import (
@@ -63,6 +64,7 @@ from loopctl.store.chain import (
     join_payloads,
     node_id,
     pack_nodes,
+    read_pack,
     read_refs,
     split_payloads,
     unpack_nodes,
@@ -224,11 +226,47 @@ def _ob(value: Any) -> bytes | None:
     return None if value is None else _b(value)
 
 
-def _decode(bodies: list[bytes]) -> list[Message]:
-    """The messages of stored JSON ``bodies``, each validated once, straight by pydantic-core (what
-    ``Message.from_json`` does, without its wrapper per message). Raises pydantic's ``ValidationError``."""
+def _decode(bodies: list[bytes], first: int, ids: list[bytes], where: str, sid: str | None) -> list[Message]:
+    """The messages of stored JSON ``bodies`` (messages ``first`` on of the chain of ``ids``), each validated
+    once, straight by pydantic-core (what ``Message.from_json`` does, without its wrapper per message). Raises
+    ``StoreCorrupt`` naming the first message that is not valid, and its node."""
     validate = Message.__pydantic_validator__.validate_json
-    return [validate(body) for body in bodies]
+    try:
+        return [validate(body) for body in bodies]
+    except ValidationError:  # find the first bad one, for its node and a message that names the path
+        for i, body in enumerate(bodies):
+            try:
+                Message.from_json(body)
+            except ValueError as exc:  # InvalidMessage
+                raise _unreadable(where, first + i, ids[first + i], sid, str(exc)) from None
+        raise
+
+
+@functools.cache
+def _messages_adapter() -> TypeAdapter[list[Message]]:
+    """The validator of a JSON array of messages (built when a pack is first read: well under a millisecond)."""
+    return TypeAdapter(list[Message])
+
+
+def _decode_pack(
+    array: bytes, count: int, first: int, ids: list[bytes], where: str, sid: str | None, pack: tuple[Any, ...]
+) -> list[Message]:
+    """The ``count`` messages of a pack's JSON ``array`` (messages ``first`` on of the chain of ``ids``), in one
+    call into pydantic-core. Raises ``StoreCorrupt`` naming the first message that is not valid and its
+    node, or the pack when its array does not hold its messages."""
+    try:
+        messages = _messages_adapter().validate_json(array)
+    except ValidationError:
+        messages = None
+    if messages is not None and len(messages) == count:
+        return messages
+    try:  # the bodies one by one: which one is bad, or what is wrong with the array's layout
+        _, bodies = unpack_nodes(count, _b(pack[5]), _b(pack[6]), array)
+    except ValueError as exc:
+        raise _pack_unreadable(where, pack, sid, str(exc)) from None
+    _decode(bodies, first, ids, where, sid)  # raises naming the first message that is not valid
+    got = "not a JSON array" if messages is None else f"an array of {len(messages)} messages"
+    raise _pack_unreadable(where, pack, sid, f"its bodies make {got}, not of {count}")
 
 
 def _bytes_column(rows: list[Any], index: int) -> list[bytes]:
@@ -833,26 +871,22 @@ class SessionStore(abc.ABC):
         ids = _bytes_column(below, 0)
         depths = [r[2] for r in below]
         stored_parents = [r[1] for r in below]
-        bodies = self._node_bodies(tx, below, 0, ids, where, sid)
+        below_bodies = self._node_bodies(tx, below, 0, ids, where, sid)
+        arrays: list[tuple[int, int, bytes]] = []  # each pack: its first message's index, its size, its array
         for pack in packs:
             pid, pparent, pdepth, plength, _, pids, psizes, pbodies = pack
             try:
-                pack_ids, pack_bodies = unpack_nodes(plength, _b(pids), _b(psizes), _b(pbodies))
+                pack_ids = read_pack(plength, _b(pids), _b(psizes), _b(pbodies))
                 if pack_ids[-1] != _b(pid):
                     raise ValueError(f"its last node is {pack_ids[-1].hex()[:12]}, not the one it is named by")
             except ValueError as exc:
-                raise StoreCorrupt(
-                    f"{where}: the pack of messages {pdepth} to {pdepth + plength - 1} (ending at node "
-                    f"{_b(pid).hex()[:12]}) cannot be read: {exc}",
-                    session_id=sid,
-                    node=_b(pid).hex(),
-                ) from None
+                raise _pack_unreadable(where, pack, sid, str(exc)) from None
+            arrays.append((len(ids), plength, _b(pbodies)))
             depths += range(pdepth, pdepth + plength)
             stored_parents += [pparent, *pack_ids[:-1]]
             ids += pack_ids
-            bodies += pack_bodies
         tail_ids = _bytes_column(tail, 0)
-        bodies += self._node_bodies(tx, tail, len(ids), tail_ids, where, sid)
+        tail_bodies = self._node_bodies(tx, tail, len(ids), tail_ids, where, sid)
         ids += tail_ids
         depths += [r[2] for r in tail]
         stored_parents += [r[1] for r in tail]
@@ -863,15 +897,10 @@ class SessionStore(abc.ABC):
             for i, (nid, parent, depth) in enumerate(zip(ids, stored_parents, depths, strict=True)):
                 if depth != i or _ob(parent) != parents[i]:
                     raise StoreCorrupt(f"{where}: the chain is broken at message {i}", session_id=sid, node=nid.hex())
-        try:
-            messages = _decode(bodies)
-        except ValidationError:  # find the first bad one, for its node and a message that names the path
-            for i, body in enumerate(bodies):
-                try:
-                    Message.from_json(body)
-                except ValueError as exc:  # InvalidMessage
-                    raise _unreadable(where, i, ids[i], sid, str(exc)) from None
-            raise
+        messages = _decode(below_bodies, 0, ids, where, sid)
+        for (first, count, array), pack in zip(arrays, packs, strict=True):
+            messages += _decode_pack(array, count, first, ids, where, sid, pack)
+        messages += _decode(tail_bodies, len(ids) - len(tail_bodies), ids, where, sid)
         return ids, parents, messages
 
     def _node_bodies(
@@ -1208,6 +1237,16 @@ def _answers_for_fork(messages: Sequence[Message]) -> Message | None:
     return Message(
         role=Role.USER,
         parts=tuple(ToolResultPart(call_id=c.id, name=c.name, output=FORKED_HERE, is_error=True) for c in calls),
+    )
+
+
+def _pack_unreadable(where: str, pack: tuple[Any, ...], sid: str | None, what: str) -> StoreCorrupt:
+    pid, depth, length = _b(pack[0]), pack[2], pack[3]
+    return StoreCorrupt(
+        f"{where}: the pack of messages {depth} to {depth + length - 1} (ending at node {pid.hex()[:12]}) cannot be "
+        f"read: {what}",
+        session_id=sid,
+        node=pid.hex(),
     )
 
 

@@ -16,10 +16,10 @@ string literal, quotes included) and the node keeps ``(offset, blob hash)`` pair
 gives the canonical bytes again, byte for byte, whatever the message holds.
 
 A *pack* holds ``PACK_SIZE`` consecutive nodes of a chain in one row (a copy: the nodes keep their own rows):
-their ids, and their canonical bytes whole, payloads included, so a load reads a long chain in a few rows
-instead of one row per message and one per payload. A pack is named by the id of its last node, which covers
-every node before it, so packs are shared like nodes; ``verify`` re-derives each packed node's id from its
-parent's and its bytes (``docs/sessions.md``, "Packs").
+their ids, and their canonical bytes whole (payloads included) as one JSON array, so a load reads a long chain
+in a few rows instead of one row per message and one per payload, and decodes each pack in one call. A pack
+is named by the id of its last node, which covers every node before it, so packs are shared like nodes;
+``verify`` re-derives each packed node's id from its parent's and its bytes (``docs/sessions.md``, "Packs").
 
 Pure: no I/O.
 """
@@ -49,6 +49,7 @@ __all__ = [
     "join_payloads",
     "node_id",
     "pack_nodes",
+    "read_pack",
     "read_refs",
     "split_payloads",
     "unpack_nodes",
@@ -202,28 +203,40 @@ def join_payloads(body: bytes, refs: list[tuple[int, bytes]], blobs: Mapping[byt
 
 def pack_nodes(ids: list[bytes], bodies: list[bytes]) -> tuple[bytes, bytes, bytes]:
     """The stored columns of a pack of the nodes ``ids`` (32 bytes each, oldest first) whose canonical bytes are
-    ``bodies``: the ids joined, the sizes (a big-endian 32-bit length per node), the bodies joined."""
-    if len(ids) != len(bodies) or any(len(i) != 32 for i in ids):
-        raise ValueError("a pack needs one 32-byte id per body")
-    return b"".join(ids), struct.pack(f">{len(bodies)}I", *map(len, bodies)), b"".join(bodies)
+    ``bodies``: the ids joined; the sizes (a big-endian 32-bit length per node); the bodies as one JSON array
+    (``[`` body ``,`` body ... ``]``), which a load decodes in one call."""
+    if not ids or len(ids) != len(bodies) or any(len(i) != 32 for i in ids):
+        raise ValueError("a pack needs one 32-byte id per body, and at least one")
+    return b"".join(ids), struct.pack(f">{len(bodies)}I", *map(len, bodies)), b"[" + b",".join(bodies) + b"]"
 
 
-def unpack_nodes(count: int, ids: bytes, sizes: bytes, bodies: bytes) -> tuple[list[bytes], list[bytes]]:
-    """The node ids and canonical bytes of a pack of ``count`` nodes from its stored columns (as
-    :func:`pack_nodes` writes them). Raises ``ValueError`` naming what does not fit: a column whose length is
-    not ``count`` ids or sizes, or sizes that do not add up to the bodies' length."""
+def read_pack(count: int, ids: bytes, sizes: bytes, bodies: bytes) -> list[bytes]:
+    """The node ids of a pack of ``count`` nodes, from its stored columns (as :func:`pack_nodes` writes them),
+    after checking that the columns fit together (the separators between the bodies are checked by
+    :func:`unpack_nodes`). Raises ``ValueError`` naming what does not fit: a column whose length is not
+    ``count`` ids or sizes, or sizes that do not add up to the array's length."""
     if count <= 0:
         raise ValueError(f"the pack holds {count} nodes")
     if len(ids) != 32 * count:
         raise ValueError(f"its ids are {len(ids)} bytes, not {count} ids of 32")
     if len(sizes) != 4 * count:
         raise ValueError(f"its sizes are {len(sizes)} bytes, not {count} sizes of 4")
-    lengths = struct.unpack(f">{count}I", sizes)
-    if sum(lengths) != len(bodies):
-        raise ValueError(f"its sizes add up to {sum(lengths)} bytes but its bodies are {len(bodies)}")
+    total = sum(struct.unpack(f">{count}I", sizes)) + count + 1  # the brackets and the commas
+    if total != len(bodies) or bodies[:1] != b"[" or bodies[-1:] != b"]":
+        raise ValueError(f"its sizes make an array of {total} bytes but its bodies are {len(bodies)}")
+    return [ids[i : i + 32] for i in range(0, 32 * count, 32)]
+
+
+def unpack_nodes(count: int, ids: bytes, sizes: bytes, bodies: bytes) -> tuple[list[bytes], list[bytes]]:
+    """The node ids and canonical bytes of a pack of ``count`` nodes from its stored columns. Raises
+    ``ValueError`` as :func:`read_pack` does, and for a body not followed by its separator."""
+    id_list = read_pack(count, ids, sizes, bodies)
     out: list[bytes] = []
-    at = 0
-    for n in lengths:
+    at = 1
+    for i, n in enumerate(struct.unpack(f">{count}I", sizes)):
         out.append(bodies[at : at + n])
         at += n
-    return [ids[i : i + 32] for i in range(0, 32 * count, 32)], out
+        if bodies[at : at + 1] != (b"]" if i == count - 1 else b","):
+            raise ValueError(f"its body {i} is not followed by {']' if i == count - 1 else ','}")
+        at += 1
+    return id_list, out
