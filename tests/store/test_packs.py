@@ -156,6 +156,12 @@ class _Counting:
         self.rows.append(len(out))
         return out
 
+    def run(self, sql: str, params: Any = ()) -> Any:
+        return self.tx.run(sql, params)
+
+    def run_many(self, sql: str, rows: Any) -> None:
+        self.tx.run_many(sql, rows)
+
 
 def test_forks_and_rewrites_share_and_use_packs(store: SessionStore) -> None:
     store.pack_size = 4
@@ -285,7 +291,29 @@ def test_a_store_written_before_packs_loads_and_gets_packs_as_it_grows(
     assert list(again.load("s").messages) == msgs
     assert again.verify("s") == []
     more = _turns(13)[9:]
-    again.append("s", more, expected_head=done.head)  # completes the pack of messages 8 to 11: 8 read back
-    assert [(p[2], p[3]) for p in _packs(again)] == [(8, 4)]
+    # Completes the pack of messages 8 to 11 (message 8 read back from its row), and writes the two packs below,
+    # missing, once: the chain is read back whole.
+    again.append("s", more, expected_head=done.head)
+    assert [(p[2], p[3]) for p in _packs(again)] == [(0, 4), (4, 4), (8, 4)]
     assert list(again.load("s").messages) == msgs + more
     assert again.verify("s") == []
+
+
+def test_an_append_reads_back_only_the_rows_of_the_pack_it_completes(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.pack_size = 4
+    msgs = _turns(14)
+    head = store.append("s", msgs[:9], expected_head=None).head
+    queries: list[int] = []
+    real = type(store)._write
+
+    @contextlib.contextmanager
+    def spy(self: SessionStore) -> Iterator[Any]:
+        with real(self) as tx:  # type: ignore[arg-type]
+            yield _Counting(tx, queries)
+
+    monkeypatch.setattr(type(store), "_write", spy)
+    store.append("s", msgs[9:14], expected_head=head)  # completes 8 to 11: reads node 8 back, no more
+    assert max(queries) == 1
+    assert [(p[2], p[3]) for p in _packs(store)] == [(0, 4), (4, 4), (8, 4)]

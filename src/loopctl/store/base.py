@@ -602,29 +602,42 @@ class SessionStore(abc.ABC):
         """Write the packs the appended nodes complete (``prepared``: their ids, payload splits and canonical
         bytes, the first at depth ``depth0`` after ``base``): one per multiple of :attr:`pack_size` reached,
         unless a pack already ends at that node (another session wrote it). A pack's nodes from before this
-        append are read back from their rows; when they cannot be (a broken chain), no pack is written and
-        the load reads those nodes from their rows, as it reads a chain written before packs."""
+        append are read back from their rows. When the packs below are missing too (a chain written before
+        packs, or with another pack size), they are written now, once: the whole chain is read back. When the
+        rows cannot be read whole (a broken chain), no pack is written, and the load reads those nodes from
+        their rows, as it reads a chain written before packs."""
         size = self.pack_size
         if size <= 0 or not prepared:
             return
         d = self.dialect
         last = depth0 + len(prepared) - 1
-        for tip in range((depth0 // size + 1) * size - 1, last + 1, size):
-            start = tip - size + 1
-            tip_id = prepared[tip - depth0][0]
+        first_tip = (depth0 // size + 1) * size - 1
+        if first_tip > last:
+            return
+        # The nodes from depth `low` to `last`: their ids and canonical bytes, and the parent of the first.
+        ids = [nid for nid, _, _ in prepared]
+        bodies = [data for _, _, data in prepared]
+        low, parent = depth0, base
+        start = first_tip - size + 1
+        if start < depth0:
+            earlier = self._rows_above(tx, base, start, depth0 - start)
+            if earlier is None:
+                return
+            parent, ids, bodies, low = earlier[0], earlier[1] + ids, earlier[2] + bodies, start
+        elif start > depth0:
+            ids, bodies, low, parent = ids[start - depth0 :], bodies[start - depth0 :], start, ids[start - depth0 - 1]
+        if parent is not None and not tx.query(d.has_pack, (parent,)):
+            earlier = self._rows_above(tx, parent, 0, low)  # no pack below: the chain's first packs are missing
+            if earlier is not None:
+                parent, ids, bodies, low = None, earlier[1] + ids, earlier[2] + bodies, 0
+        for tip in range(low + size - 1, last + 1, size):
+            tip_id = ids[tip - low]
             if tx.query(d.has_pack, (tip_id,)):
                 continue
-            ids = [nid for nid, _, _ in prepared[max(start - depth0, 0) : tip - depth0 + 1]]
-            bodies = [data for _, _, data in prepared[max(start - depth0, 0) : tip - depth0 + 1]]
-            if start >= depth0:
-                parent = prepared[start - depth0 - 1][0] if start > depth0 else base
-            else:
-                earlier = self._rows_above(tx, base, start, depth0 - start)
-                if earlier is None:
-                    continue
-                parent, before_ids, before_bodies = earlier
-                ids, bodies = before_ids + ids, before_bodies + bodies
-            tx.run(d.insert_pack, (tip_id, parent, start, size, PACK_FORMAT, *pack_nodes(ids, bodies)))
+            at = tip - size + 1 - low
+            first_parent = ids[at - 1] if at > 0 else parent
+            pack = pack_nodes(ids[at : at + size], bodies[at : at + size])
+            tx.run(d.insert_pack, (tip_id, first_parent, tip - size + 1, size, PACK_FORMAT, *pack))
 
     def _rows_above(
         self, tx: Tx, head: bytes | None, low: int, count: int
