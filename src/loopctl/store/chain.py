@@ -228,7 +228,8 @@ def read_pack(count: int, ids: bytes, sizes: bytes, bodies: bytes) -> list[bytes
 
 
 def unpack_nodes(count: int, ids: bytes, sizes: bytes, bodies: bytes) -> tuple[list[bytes], list[bytes]]:
-    """The node ids and canonical bytes of a pack of ``count`` nodes from its stored columns. Raises
+    """The node ids and canonical bytes of a pack of ``count`` nodes from its stored columns: ``ids`` (32 bytes
+    each), ``sizes`` (a big-endian 32-bit length each) and ``bodies`` (the JSON array of the bodies). Raises
     ``ValueError`` as :func:`read_pack` does, and for a body not followed by its separator."""
     id_list = read_pack(count, ids, sizes, bodies)
     out: list[bytes] = []
