@@ -114,9 +114,9 @@ def test_the_collector_is_paused_while_messages_are_built_and_enabled_after(
     seen: list[bool] = []
     real = store_base._decode  # the messages are built there, all at once
 
-    def spy(bodies: list[bytes]) -> list[Message]:
+    def spy(bodies: list[bytes], *args: Any) -> list[Message]:
         seen.extend(gc.isenabled() for _ in bodies)
-        return real(bodies)
+        return real(bodies, *args)
 
     monkeypatch.setattr(store_base, "_decode", spy)
     gc.enable()

@@ -11,6 +11,8 @@ Tables (both backends; the model and the version policy are in ``docs/sessions.m
 
 - ``loopctl_nodes(id, parent, depth, body, refs)``: immutable, content-addressed nodes (``chain.py``);
 - ``loopctl_blobs(hash, data)``: big payloads, stored once;
+- ``loopctl_packs(id, parent, depth, length, format, ids, sizes, bodies)``: copies of a chain's nodes, many to
+  a row, that a load reads instead of their own rows (``chain.py``);
 - ``loopctl_sessions(id, head, revision, length, state, created_at, updated_at)``: the only rows that
   change, one per session: the head pointer and the state beside it;
 - ``loopctl_heads(session_id, revision, head, at, kind)``: every move of every head, so an older chain (the
@@ -24,6 +26,7 @@ import abc
 import asyncio
 import contextlib
 import datetime
+import functools
 import gc
 import os
 import secrets
@@ -36,7 +39,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import orjson
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from loopctl.engine.machine import MachineState
 from loopctl.errors import (
@@ -53,13 +56,18 @@ from loopctl.message.check import unanswered_calls
 from loopctl.session import Session
 from loopctl.store.chain import (
     BLOB_THRESHOLD,
+    PACK_FORMAT,
+    PACK_SIZE,
     Payload,
     blob_hash,
     canonical_bytes,
     join_payloads,
     node_id,
+    pack_nodes,
+    read_pack,
     read_refs,
     split_payloads,
+    unpack_nodes,
 )
 from loopctl.store.state import SessionState, restore_checked
 
@@ -218,11 +226,47 @@ def _ob(value: Any) -> bytes | None:
     return None if value is None else _b(value)
 
 
-def _decode(bodies: list[bytes]) -> list[Message]:
-    """The messages of stored JSON ``bodies``, each validated once, straight by pydantic-core (what
-    ``Message.from_json`` does, without its wrapper per message). Raises pydantic's ``ValidationError``."""
+def _decode(bodies: list[bytes], first: int, ids: list[bytes], where: str, sid: str | None) -> list[Message]:
+    """The messages of stored JSON ``bodies`` (messages ``first`` on of the chain of ``ids``), each validated
+    once, straight by pydantic-core (what ``Message.from_json`` does, without its wrapper per message). Raises
+    ``StoreCorrupt`` naming the first message that is not valid, and its node."""
     validate = Message.__pydantic_validator__.validate_json
-    return [validate(body) for body in bodies]
+    try:
+        return [validate(body) for body in bodies]
+    except ValidationError:  # find the first bad one, for its node and a message that names the path
+        for i, body in enumerate(bodies):
+            try:
+                Message.from_json(body)
+            except ValueError as exc:  # InvalidMessage
+                raise _unreadable(where, first + i, ids[first + i], sid, str(exc)) from None
+        raise
+
+
+@functools.cache
+def _messages_adapter() -> TypeAdapter[list[Message]]:
+    """The validator of a JSON array of messages (built when a pack is first read: well under a millisecond)."""
+    return TypeAdapter(list[Message])
+
+
+def _decode_pack(
+    array: bytes, count: int, first: int, ids: list[bytes], where: str, sid: str | None, pack: tuple[Any, ...]
+) -> list[Message]:
+    """The ``count`` messages of a pack's JSON ``array`` (messages ``first`` on of the chain of ``ids``), in one
+    call into pydantic-core. Raises ``StoreCorrupt`` naming the first message that is not valid and its
+    node, or the pack when its array does not hold its messages."""
+    try:
+        messages = _messages_adapter().validate_json(array)
+    except ValidationError:
+        messages = None
+    if messages is not None and len(messages) == count:
+        return messages
+    try:  # the bodies one by one: which one is bad, or what is wrong with the array's layout
+        _, bodies = unpack_nodes(count, _b(pack[5]), _b(pack[6]), array)
+    except ValueError as exc:
+        raise _pack_unreadable(where, pack, sid, str(exc)) from None
+    _decode(bodies, first, ids, where, sid)  # raises naming the first message that is not valid
+    got = "not a JSON array" if messages is None else f"an array of {len(messages)} messages"
+    raise _pack_unreadable(where, pack, sid, f"its bodies make {got}, not of {count}")
 
 
 def _bytes_column(rows: list[Any], index: int) -> list[bytes]:
@@ -282,6 +326,12 @@ class Dialect:
     insert_head: str  # (session_id, revision, head, at, kind)
     get_node: str  # id -> (id, parent, depth, body, refs)
     chain: str  # head -> rows (id, parent, depth, body, refs), any order; each link's depth checked
+    chain_to_pack: str  # as chain, but not past a node that is the last of a pack (that node included)
+    chain_above: str  # (head, low) -> as chain, the nodes of depth >= low only
+    packs: str  # the last node of a pack -> the chain of packs below it, rows as in packs_in, any order
+    has_pack: str  # id -> a row when a pack ends at that node
+    insert_pack: str  # (id, parent, depth, length, format, ids, sizes, bodies); nothing when the id exists
+    packs_in: str  # a list of ids -> (id, parent, depth, length, format, ids, sizes, bodies); "{in}" as blobs
     walk: str  # head -> rows (id, parent, depth, body, refs): the parent links as stored, each row once
     find_nodes: str  # (low, high) -> ids
     list_sessions: str
@@ -291,9 +341,13 @@ class Dialect:
 
     def blobs_query(self, hashes: Sequence[bytes]) -> tuple[str, Sequence[Any]]:
         """The blob lookup for ``hashes`` and its parameters."""
-        if "{in}" in self.blobs:
-            return self.blobs.replace("{in}", ",".join([self.param] * len(hashes))), list(hashes)
-        return self.blobs, [list(hashes)]
+        return self.in_query(self.blobs, hashes)
+
+    def in_query(self, sql: str, keys: Sequence[bytes]) -> tuple[str, Sequence[Any]]:
+        """``sql`` (a lookup by a list of keys: ``blobs``, ``packs_in``) for ``keys``, and its parameters."""
+        if "{in}" in sql:
+            return sql.replace("{in}", ",".join([self.param] * len(keys))), list(keys)
+        return sql, [list(keys)]
 
 
 _BLOB_BATCH = 500
@@ -349,6 +403,7 @@ class SessionStore(abc.ABC):
 
     dialect: Dialect
     blob_threshold: int = BLOB_THRESHOLD
+    pack_size: int = PACK_SIZE
 
     @abc.abstractmethod
     def _write(self) -> contextlib.AbstractContextManager[Tx]:
@@ -363,11 +418,13 @@ class SessionStore(abc.ABC):
     def close(self) -> None:
         """Close the store's connections; using it afterwards raises ``StoreError``."""
 
-    def _ensure_schema(self, tx: Tx, meta_exists: bool, statements: Iterable[str], where: str) -> None:
-        """Create the tables in ``tx`` when the database has none (``meta_exists`` is false), and refuse one
-        whose schema is newer than :data:`SCHEMA_VERSION` (policy: ``docs/sessions.md``)."""
+    def _ensure_schema(self, tx: Tx, tables: set[str], statements: Iterable[str], where: str) -> None:
+        """Create the tables in ``tx`` when the database has none (``tables``: the names of those it has), add
+        the tables an older release did not create (``loopctl_packs``: a table older releases ignore, so not a
+        new schema version), and refuse a database whose schema is newer than :data:`SCHEMA_VERSION` (policy:
+        ``docs/sessions.md``)."""
         version = None
-        if meta_exists:
+        if "loopctl_meta" in tables:
             row = tx.query("SELECT value FROM loopctl_meta WHERE key = 'schema_version'")
             version = int(row[0][0]) if row else None
         if version is not None and version > SCHEMA_VERSION:
@@ -375,7 +432,12 @@ class SessionStore(abc.ABC):
                 f"{where}: schema version {version} is newer than this release of loopctl reads ({SCHEMA_VERSION}); "
                 "upgrade loopctl to open it"
             )
-        if version is None:
+        if version is not None:
+            if "loopctl_packs" not in tables:  # a database an older release created
+                for statement in statements:
+                    if "loopctl_packs" in statement.split("(")[0]:
+                        tx.run(statement)
+        else:
             for statement in statements:
                 tx.run(statement)
             tx.run(
@@ -464,7 +526,7 @@ class SessionStore(abc.ABC):
         expected = _unhex(expected_head, "expected head")
         base = expected if parent == "head" else _unhex(parent, "parent")
         # Everything that needs no database is done before the transaction: the ids, the payload split.
-        prepared: list[tuple[bytes, Payload]] = []
+        prepared: list[tuple[bytes, Payload, bytes]] = []
         prev = base
         for i, message in enumerate(messages):
             if not isinstance(message, Message):
@@ -475,7 +537,7 @@ class SessionStore(abc.ABC):
                 where = f"messages[{i}].{exc.path}" if exc.path else f"messages[{i}]"
                 raise InvalidMessage(where, exc.expected) from None
             nid = node_id(prev, data)
-            prepared.append((nid, split_payloads(data, message.to_dict(), self.blob_threshold)))
+            prepared.append((nid, split_payloads(data, message.to_dict(), self.blob_threshold), data))
             prev = nid
         head = prev
         d = self.dialect
@@ -515,23 +577,96 @@ class SessionStore(abc.ABC):
                     f"the state holds {state.message_count} messages but the chain up to the new head has {new_length}"
                 )
             blobs: dict[bytes, bytes] = {}
-            for _, payload in prepared:
+            for _, payload, _ in prepared:
                 blobs.update(payload.blobs)
             if blobs:
                 tx.run_many(d.insert_blob, list(blobs.items()))
             if prepared:
                 rows = []
                 p = base
-                for i, (nid, payload) in enumerate(prepared):
+                for i, (nid, payload, _) in enumerate(prepared):
                     rows.append((nid, p, depth0 + i, payload.body, payload.packed_refs()))
                     p = nid
                 tx.run_many(d.insert_node, rows)
+                self._write_packs(tx, base, depth0, prepared)
             revision += 1
             tx.run(d.update_session, (head, revision, new_length, state.to_bytes(), now, sid))
             if kind is None:
                 kind = "append" if base == current else "rewrite"
             tx.run(d.insert_head, (sid, revision, head, now, kind))
-        return Appended(_hex(head), tuple(n.hex() for n, _ in prepared), revision)
+        return Appended(_hex(head), tuple(n.hex() for n, _, _ in prepared), revision)
+
+    def _write_packs(
+        self, tx: Tx, base: bytes | None, depth0: int, prepared: list[tuple[bytes, Payload, bytes]]
+    ) -> None:
+        """Write the packs the appended nodes complete (``prepared``: their ids, payload splits and canonical
+        bytes, the first at depth ``depth0`` after ``base``): one per multiple of :attr:`pack_size` reached,
+        unless a pack already ends at that node (another session wrote it). A pack's nodes from before this
+        append are read back from their rows. When the packs below are missing too (a chain written before
+        packs, or with another pack size), they are written now, once: the whole chain is read back. When the
+        rows cannot be read whole (a broken chain), no pack is written, and the load reads those nodes from
+        their rows, as it reads a chain written before packs."""
+        size = self.pack_size
+        if size <= 0 or not prepared:
+            return
+        d = self.dialect
+        last = depth0 + len(prepared) - 1
+        first_tip = (depth0 // size + 1) * size - 1
+        if first_tip > last:
+            return
+        # The nodes from depth `low` to `last`: their ids and canonical bytes, and the parent of the first.
+        ids = [nid for nid, _, _ in prepared]
+        bodies = [data for _, _, data in prepared]
+        low, parent = depth0, base
+        start = first_tip - size + 1
+        if start < depth0:
+            earlier = self._rows_above(tx, base, start, depth0 - start)
+            if earlier is None:
+                return
+            parent, ids, bodies, low = earlier[0], earlier[1] + ids, earlier[2] + bodies, start
+        elif start > depth0:
+            ids, bodies, low, parent = ids[start - depth0 :], bodies[start - depth0 :], start, ids[start - depth0 - 1]
+        if parent is not None and not tx.query(d.has_pack, (parent,)):
+            earlier = self._rows_above(tx, parent, 0, low)  # no pack below: the chain's first packs are missing
+            if earlier is not None:
+                parent, ids, bodies, low = None, earlier[1] + ids, earlier[2] + bodies, 0
+        for tip in range(low + size - 1, last + 1, size):
+            tip_id = ids[tip - low]
+            if tx.query(d.has_pack, (tip_id,)):
+                continue
+            at = tip - size + 1 - low
+            first_parent = ids[at - 1] if at > 0 else parent
+            pack = pack_nodes(ids[at : at + size], bodies[at : at + size])
+            tx.run(d.insert_pack, (tip_id, first_parent, tip - size + 1, size, PACK_FORMAT, *pack))
+
+    def _rows_above(
+        self, tx: Tx, head: bytes | None, low: int, count: int
+    ) -> tuple[bytes | None, list[bytes], list[bytes]] | None:
+        """The ``count`` nodes of the chain ending at ``head`` from depth ``low`` up: the parent of the first,
+        their ids and canonical bytes, oldest first; ``None`` when they cannot be read whole."""
+        if head is None:
+            return None
+        rows = sorted(tx.query(self.dialect.chain_above, (head, low)), key=itemgetter(2))
+        if len(rows) != count or [r[2] for r in rows] != list(range(low, low + count)) or _b(rows[-1][0]) != head:
+            return None
+        ids = [_b(r[0]) for r in rows]
+        if [_ob(r[1]) for r in rows[1:]] != ids[:-1]:
+            return None
+        try:
+            bodies = self._joined_bodies(tx, rows)
+        except (ValueError, KeyError):
+            return None
+        return _ob(rows[0][1]), ids, bodies
+
+    def _joined_bodies(self, tx: Tx, rows: list[tuple[Any, ...]]) -> list[bytes]:
+        """The canonical bytes of node ``rows`` (their payloads put back). Raises ``ValueError`` for references
+        that cannot be read, ``KeyError`` (the hash) for a payload that is missing."""
+        bodies = _bytes_column(rows, 3)
+        cuts = {i: read_refs(_b(r[4]), len(bodies[i])) for i, r in enumerate(rows) if r[4]}
+        blobs = self._fetch_blobs(tx, {key for refs in cuts.values() for _, key in refs})
+        for i, ref_list in cuts.items():
+            bodies[i] = join_payloads(bodies[i], ref_list, blobs)
+        return bodies
 
     def fork(self, session_id: str, *, at: str | None = None, new_id: str | None = None) -> SessionInfo:
         """A new session (``new_id``, default :func:`new_session_id`) whose head is the node ``at`` (hex; any
@@ -719,28 +854,73 @@ class SessionStore(abc.ABC):
     def _read_chain(
         self, tx: Tx, head: bytes, length: int, sid: str | None
     ) -> tuple[list[bytes], list[bytes | None], list[Message]]:
-        rows = sorted(tx.query(self.dialect.chain, (head,)), key=itemgetter(2))
+        d = self.dialect
         where = f"session {sid!r}" if sid is not None else f"node {head.hex()[:12]}"
-        if len(rows) != length or (rows and _b(rows[-1][0]) != head):
+        # The newest nodes from their own rows, down to the last node of a pack; the packs below it; the
+        # nodes below the lowest pack (a chain written before packs, or packs of another format) from their rows.
+        tail = sorted(tx.query(d.chain_to_pack, (head,)), key=itemgetter(2))
+        packs: list[tuple[Any, ...]] = []
+        below: list[tuple[Any, ...]] = []
+        if tail and tail[0][2] > 0 and _b(tail[-1][0]) == head:
+            packs = sorted(tx.query(d.packs, (_b(tail[0][0]),)), key=itemgetter(2))
+            if packs:
+                tail = tail[1:]  # the pack holds its last node
+                parent = _ob(packs[0][1])
+            else:  # the walk stopped at a missing link, or at a pack that cannot be used: the rows, then
+                parent = _ob(tail[0][1])
+            if parent is not None:
+                below = sorted(tx.query(d.chain, (parent,)), key=itemgetter(2))
+        found = len(below) + sum(p[3] for p in packs) + len(tail)
+        top = tail[-1][0] if tail else packs[-1][0] if packs else None
+        if found != length or top is None or _b(top) != head:
             raise StoreCorrupt(
-                f"{where}: the chain has {len(rows)} readable nodes of {length}; a link is missing "
+                f"{where}: the chain has {found} readable nodes of {length}; a link is missing "
                 "(run verify for details)",
                 session_id=sid,
                 node=head.hex(),
             )
-        # The links checked a column at a time (list comparisons run in C), the loop per node kept for the
-        # nodes with payload references and for naming where a bad chain breaks.
-        ids = _bytes_column(rows, 0)
+        # The links checked a column at a time (list comparisons run in C), the loop per node kept for naming
+        # where a bad chain breaks. A packed node's depth and parent are its place in its pack.
+        ids = _bytes_column(below, 0)
+        depths = [r[2] for r in below]
+        stored_parents = [r[1] for r in below]
+        below_bodies = self._node_bodies(tx, below, 0, ids, where, sid)
+        arrays: list[tuple[int, int, bytes]] = []  # each pack: its first message's index, its size, its array
+        for pack in packs:
+            pid, pparent, pdepth, plength, _, pids, psizes, pbodies = pack
+            try:
+                pack_ids = read_pack(plength, _b(pids), _b(psizes), _b(pbodies))
+                if pack_ids[-1] != _b(pid):
+                    raise ValueError(f"its last node is {pack_ids[-1].hex()[:12]}, not the one it is named by")
+            except ValueError as exc:
+                raise _pack_unreadable(where, pack, sid, str(exc)) from None
+            arrays.append((len(ids), plength, _b(pbodies)))
+            depths += range(pdepth, pdepth + plength)
+            stored_parents += [pparent, *pack_ids[:-1]]
+            ids += pack_ids
+        tail_ids = _bytes_column(tail, 0)
+        tail_bodies = self._node_bodies(tx, tail, len(ids), tail_ids, where, sid)
+        ids += tail_ids
+        depths += [r[2] for r in tail]
+        stored_parents += [r[1] for r in tail]
         parents: list[bytes | None] = [None, *ids[:-1]]
-        stored_parents = [r[1] for r in rows]
-        if [r[2] for r in rows] != list(range(len(rows))) or (
+        if depths != list(range(len(ids))) or (
             stored_parents != parents and [_ob(p) for p in stored_parents] != parents
         ):
-            for i, (nid, parent, depth, _, _) in enumerate(rows):
+            for i, (nid, parent, depth) in enumerate(zip(ids, stored_parents, depths, strict=True)):
                 if depth != i or _ob(parent) != parents[i]:
-                    raise StoreCorrupt(
-                        f"{where}: the chain is broken at message {i}", session_id=sid, node=_b(nid).hex()
-                    )
+                    raise StoreCorrupt(f"{where}: the chain is broken at message {i}", session_id=sid, node=nid.hex())
+        messages = _decode(below_bodies, 0, ids, where, sid)
+        for (first, count, array), pack in zip(arrays, packs, strict=True):
+            messages += _decode_pack(array, count, first, ids, where, sid, pack)
+        messages += _decode(tail_bodies, len(ids) - len(tail_bodies), ids, where, sid)
+        return ids, parents, messages
+
+    def _node_bodies(
+        self, tx: Tx, rows: list[tuple[Any, ...]], first: int, ids: list[bytes], where: str, sid: str | None
+    ) -> list[bytes]:
+        """The canonical bytes of the node ``rows`` (messages ``first`` on, of ``ids``), their payloads put back;
+        ``StoreCorrupt`` naming the node whose references cannot be read or whose payload is missing."""
         bodies = _bytes_column(rows, 3)
         cuts: dict[int, list[tuple[int, bytes]]] = {}  # the payload references of the nodes that have any
         wanted: set[bytes] = set()
@@ -748,7 +928,7 @@ class SessionStore(abc.ABC):
             try:
                 ref_list = read_refs(_b(rows[i][4]), len(bodies[i]))
             except ValueError as exc:
-                raise _unreadable(where, i, ids[i], sid, str(exc)) from None
+                raise _unreadable(where, first + i, ids[i], sid, str(exc)) from None
             wanted.update(key for _, key in ref_list)
             cuts[i] = ref_list
         blobs = self._fetch_blobs(tx, wanted)
@@ -757,17 +937,8 @@ class SessionStore(abc.ABC):
                 bodies[i] = join_payloads(bodies[i], ref_list, blobs)
             except KeyError as exc:
                 what = f"a payload is missing ({_b(exc.args[0]).hex()[:12]})"
-                raise _unreadable(where, i, ids[i], sid, what) from None
-        try:
-            messages = _decode(bodies)
-        except ValidationError:  # find the first bad one, for its node and a message that names the path
-            for i, body in enumerate(bodies):
-                try:
-                    Message.from_json(body)
-                except ValueError as exc:  # InvalidMessage
-                    raise _unreadable(where, i, ids[i], sid, str(exc)) from None
-            raise
-        return ids, parents, messages
+                raise _unreadable(where, first + i, ids[i], sid, what) from None
+        return bodies
 
     def _blobs(self, tx: Tx, rows: Iterable[tuple[Any, ...]]) -> dict[bytes, bytes]:
         """The blobs the node ``rows`` refer to (a row whose references cannot be read is skipped: the caller
@@ -838,6 +1009,7 @@ class SessionStore(abc.ABC):
             for h in dict.fromkeys(heads):
                 if h is not None:
                     problems += self._verify_chain(tx, sid, h, seen, length if h == head else None)
+            problems += self._verify_packs(tx, sid, seen)
         try:
             state = _state(state_bytes, sid)
             if state.message_count != length:
@@ -879,6 +1051,19 @@ class SessionStore(abc.ABC):
                 problems.append(StoreProblem(sid, at.hex(), depth, f"it has no parent but is message {depth}"))
             problems += self._verify_node(sid, at, parent, depth, body, refs, blobs)
             child, child_depth, at = at, depth, parent
+        return problems
+
+    def _verify_packs(self, tx: Tx, sid: str, nodes: set[bytes]) -> list[StoreProblem]:
+        """Problems of the packs that end at one of ``nodes`` (the nodes of the session's chains): each packed
+        node's id re-derived from its parent's and its bytes, as the node's own row is. A pack of another
+        format than this release's is not read by its loads either, and is left alone."""
+        problems: list[StoreProblem] = []
+        keys = sorted(nodes)
+        for i in range(0, len(keys), _BLOB_BATCH):
+            sql, params = self.dialect.in_query(self.dialect.packs_in, keys[i : i + _BLOB_BATCH])
+            for pid, parent, depth, length, fmt, ids, sizes, bodies in tx.query(sql, params):
+                if fmt == PACK_FORMAT:
+                    problems += _verify_pack(sid, _b(pid), _ob(parent), depth, length, _b(ids), _b(sizes), _b(bodies))
         return problems
 
     @staticmethod
@@ -1020,6 +1205,35 @@ def _check_head_log(sid: str, head: bytes | None, revision: int, log: Sequence[t
     return []
 
 
+def _verify_pack(
+    sid: str, pid: bytes, parent: bytes | None, depth: int, length: int, ids: bytes, sizes: bytes, bodies: bytes
+) -> list[StoreProblem]:
+    """Problems of one pack (named by its last node ``pid``): a layout that cannot be read, or a packed node
+    whose id does not derive from its parent's and its bytes."""
+    where = f"its copy in the pack of messages {depth} to {depth + length - 1}"
+    try:
+        pack_ids, pack_bodies = unpack_nodes(length, ids, sizes, bodies)
+    except ValueError as exc:
+        return [StoreProblem(sid, pid.hex(), depth + length - 1, f"{where} cannot be read: {exc}")]
+    if pack_ids[-1] != pid:
+        return [StoreProblem(sid, pid.hex(), depth + length - 1, f"{where} ends at another node: the row was changed")]
+    prev = parent
+    for i, (nid, body) in enumerate(zip(pack_ids, pack_bodies, strict=True)):
+        computed = node_id(prev, body)
+        if computed != nid:
+            return [
+                StoreProblem(
+                    sid,
+                    nid.hex(),
+                    depth + i,
+                    f"{where} does not match its id (it hashes to {computed.hex()[:12]}): the row was changed "
+                    "after it was written",
+                )
+            ]
+        prev = nid
+    return []
+
+
 def _answers_for_fork(messages: Sequence[Message]) -> Message | None:
     """The message answering the calls of the last reply of ``messages`` that have no result, each with
     :data:`FORKED_HERE`; ``None`` when there are none, or when a message other than tool results follows that
@@ -1036,6 +1250,16 @@ def _answers_for_fork(messages: Sequence[Message]) -> Message | None:
     return Message(
         role=Role.USER,
         parts=tuple(ToolResultPart(call_id=c.id, name=c.name, output=FORKED_HERE, is_error=True) for c in calls),
+    )
+
+
+def _pack_unreadable(where: str, pack: tuple[Any, ...], sid: str | None, what: str) -> StoreCorrupt:
+    pid, depth, length = _b(pack[0]), pack[2], pack[3]
+    return StoreCorrupt(
+        f"{where}: the pack of messages {depth} to {depth + length - 1} (ending at node {pid.hex()[:12]}) cannot be "
+        f"read: {what}",
+        session_id=sid,
+        node=pid.hex(),
     )
 
 

@@ -15,6 +15,12 @@ body. The cut is done on the canonical bytes themselves: the blob holds the exac
 string literal, quotes included) and the node keeps ``(offset, blob hash)`` pairs, so putting the blobs back
 gives the canonical bytes again, byte for byte, whatever the message holds.
 
+A *pack* holds ``PACK_SIZE`` consecutive nodes of a chain in one row (a copy: the nodes keep their own rows):
+their ids, and their canonical bytes whole (payloads included) as one JSON array, so a load reads a long chain
+in a few rows instead of one row per message and one per payload, and decodes each pack in one call. A pack
+is named by the id of its last node, which covers every node before it, so packs are shared like nodes;
+``verify`` re-derives each packed node's id from its parent's and its bytes (``docs/sessions.md``, "Packs").
+
 Pure: no I/O.
 """
 
@@ -34,14 +40,19 @@ from loopctl.message.model import _dumps_bytes
 __all__ = [
     "BLOB_THRESHOLD",
     "NODE_ID_TAG",
+    "PACK_FORMAT",
+    "PACK_SIZE",
     "ROOT_PARENT",
     "Payload",
     "blob_hash",
     "canonical_bytes",
     "join_payloads",
     "node_id",
+    "pack_nodes",
+    "read_pack",
     "read_refs",
     "split_payloads",
+    "unpack_nodes",
 ]
 
 NODE_ID_TAG = b"loopctl.node.v1\x00"
@@ -52,6 +63,14 @@ ROOT_PARENT = bytes(32)
 
 BLOB_THRESHOLD = 1024
 """Strings whose JSON literal is at least this many bytes are stored once as blobs (the stores' default)."""
+
+PACK_SIZE = 100
+"""Nodes per pack (the stores' default): a chain's nodes at depths ``k * PACK_SIZE`` to ``(k + 1) * PACK_SIZE -
+1`` are copied into one pack when its last node is appended."""
+
+PACK_FORMAT = 1
+"""The layout of a pack row this release writes and reads; a pack of another format is ignored (its nodes are
+read from their own rows)."""
 
 _REF = struct.Struct(">I32s")  # one payload reference: offset into the stored body, blob hash
 
@@ -180,3 +199,45 @@ def join_payloads(body: bytes, refs: list[tuple[int, bytes]], blobs: Mapping[byt
         prev = off
     pieces.append(view[prev:])
     return b"".join(pieces)  # one copy of each byte (slices of a memoryview copy nothing)
+
+
+def pack_nodes(ids: list[bytes], bodies: list[bytes]) -> tuple[bytes, bytes, bytes]:
+    """The stored columns of a pack of the nodes ``ids`` (32 bytes each, oldest first) whose canonical bytes are
+    ``bodies``: the ids joined; the sizes (a big-endian 32-bit length per node); the bodies as one JSON array
+    (``[`` body ``,`` body ... ``]``), which a load decodes in one call."""
+    if not ids or len(ids) != len(bodies) or any(len(i) != 32 for i in ids):
+        raise ValueError("a pack needs one 32-byte id per body, and at least one")
+    return b"".join(ids), struct.pack(f">{len(bodies)}I", *map(len, bodies)), b"[" + b",".join(bodies) + b"]"
+
+
+def read_pack(count: int, ids: bytes, sizes: bytes, bodies: bytes) -> list[bytes]:
+    """The node ids of a pack of ``count`` nodes, from its stored columns (as :func:`pack_nodes` writes them),
+    after checking that the columns fit together (the separators between the bodies are checked by
+    :func:`unpack_nodes`). Raises ``ValueError`` naming what does not fit: a column whose length is not
+    ``count`` ids or sizes, or sizes that do not add up to the array's length."""
+    if count <= 0:
+        raise ValueError(f"the pack holds {count} nodes")
+    if len(ids) != 32 * count:
+        raise ValueError(f"its ids are {len(ids)} bytes, not {count} ids of 32")
+    if len(sizes) != 4 * count:
+        raise ValueError(f"its sizes are {len(sizes)} bytes, not {count} sizes of 4")
+    total = sum(struct.unpack(f">{count}I", sizes)) + count + 1  # the brackets and the commas
+    if total != len(bodies) or bodies[:1] != b"[" or bodies[-1:] != b"]":
+        raise ValueError(f"its sizes make an array of {total} bytes but its bodies are {len(bodies)}")
+    return [ids[i : i + 32] for i in range(0, 32 * count, 32)]
+
+
+def unpack_nodes(count: int, ids: bytes, sizes: bytes, bodies: bytes) -> tuple[list[bytes], list[bytes]]:
+    """The node ids and canonical bytes of a pack of ``count`` nodes from its stored columns: ``ids`` (32 bytes
+    each), ``sizes`` (a big-endian 32-bit length each) and ``bodies`` (the JSON array of the bodies). Raises
+    ``ValueError`` as :func:`read_pack` does, and for a body not followed by its separator."""
+    id_list = read_pack(count, ids, sizes, bodies)
+    out: list[bytes] = []
+    at = 1
+    for i, n in enumerate(struct.unpack(f">{count}I", sizes)):
+        out.append(bodies[at : at + n])
+        at += n
+        if bodies[at : at + 1] != (b"]" if i == count - 1 else b","):
+            raise ValueError(f"its body {i} is not followed by {']' if i == count - 1 else ','}")
+        at += 1
+    return id_list, out

@@ -20,7 +20,7 @@ from typing import Any
 
 from loopctl.errors import StoreError
 from loopctl.store.base import Dialect, SessionStore, Tx, translate_errors
-from loopctl.store.chain import BLOB_THRESHOLD
+from loopctl.store.chain import BLOB_THRESHOLD, PACK_FORMAT, PACK_SIZE
 
 try:
     import psycopg
@@ -35,6 +35,9 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS loopctl_nodes (id bytea PRIMARY KEY, parent bytea, depth integer NOT NULL, "
     "body bytea NOT NULL, refs bytea)",
     "CREATE TABLE IF NOT EXISTS loopctl_blobs (hash bytea PRIMARY KEY, data bytea NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS loopctl_packs (id bytea PRIMARY KEY, parent bytea, depth integer NOT NULL, "
+    "length integer NOT NULL, format integer NOT NULL, ids bytea NOT NULL, sizes bytea NOT NULL, "
+    "bodies bytea NOT NULL)",
     "CREATE TABLE IF NOT EXISTS loopctl_sessions (id text PRIMARY KEY, head bytea, revision bigint NOT NULL, "
     "length integer NOT NULL DEFAULT 0, state bytea NOT NULL, created_at double precision NOT NULL, "
     "updated_at double precision NOT NULL)",
@@ -42,7 +45,10 @@ _SCHEMA = (
     "at double precision NOT NULL, kind text NOT NULL, PRIMARY KEY (session_id, revision))",
 )
 
+_TABLES = ("loopctl_meta", "loopctl_nodes", "loopctl_blobs", "loopctl_packs", "loopctl_sessions", "loopctl_heads")
+
 _SESSION_COLUMNS = "id, head, revision, length, state, created_at, updated_at"
+_PACK_COLUMNS = "k.id, k.parent, k.depth, k.length, k.format, k.ids, k.sizes, k.bodies"
 
 DIALECT = Dialect(
     get_session=f"SELECT {_SESSION_COLUMNS} FROM loopctl_sessions WHERE id = %s",
@@ -65,6 +71,27 @@ DIALECT = Dialect(
     "SELECT id, parent, depth, body, refs FROM loopctl_nodes WHERE id = %s "
     "UNION SELECT n.id, n.parent, n.depth, n.body, n.refs FROM loopctl_nodes n JOIN c ON n.id = c.parent) "
     "SELECT id, parent, depth, body, refs FROM c",
+    chain_to_pack="WITH RECURSIVE c(id, parent, depth, body, refs) AS ("
+    "SELECT id, parent, depth, body, refs FROM loopctl_nodes WHERE id = %s "
+    "UNION ALL SELECT n.id, n.parent, n.depth, n.body, n.refs FROM loopctl_nodes n "
+    "JOIN c ON n.id = c.parent AND n.depth = c.depth - 1 "
+    f"WHERE NOT EXISTS (SELECT 1 FROM loopctl_packs p WHERE p.id = c.id AND p.format = {PACK_FORMAT})) "
+    "SELECT id, parent, depth, body, refs FROM c",
+    chain_above="WITH RECURSIVE c(id, parent, depth, body, refs) AS ("
+    "SELECT id, parent, depth, body, refs FROM loopctl_nodes WHERE id = %s "
+    "UNION ALL SELECT n.id, n.parent, n.depth, n.body, n.refs FROM loopctl_nodes n "
+    "JOIN c ON n.id = c.parent AND n.depth = c.depth - 1 AND n.depth >= %s) "
+    "SELECT id, parent, depth, body, refs FROM c",
+    packs="WITH RECURSIVE p(id, parent, depth) AS ("
+    f"SELECT id, parent, depth FROM loopctl_packs WHERE id = %s AND format = {PACK_FORMAT} AND length > 0 "
+    "UNION ALL SELECT k.id, k.parent, k.depth FROM loopctl_packs k "
+    "JOIN p ON k.id = p.parent AND k.depth + k.length = p.depth "
+    f"WHERE k.format = {PACK_FORMAT} AND k.length > 0) "
+    f"SELECT {_PACK_COLUMNS} FROM p JOIN loopctl_packs k ON k.id = p.id",
+    has_pack="SELECT 1 FROM loopctl_packs WHERE id = %s",
+    insert_pack="INSERT INTO loopctl_packs (id, parent, depth, length, format, ids, sizes, bodies) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+    packs_in="SELECT id, parent, depth, length, format, ids, sizes, bodies FROM loopctl_packs WHERE id = ANY(%s)",
     find_nodes="SELECT id FROM loopctl_nodes WHERE id BETWEEN %s AND %s LIMIT 2",
     list_sessions=f"SELECT {_SESSION_COLUMNS} FROM loopctl_sessions ORDER BY updated_at DESC, id",
     heads="SELECT revision, head, at, kind FROM loopctl_heads WHERE session_id = %s ORDER BY revision",
@@ -82,7 +109,9 @@ class _Tx:
         self._conn = conn
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._conn.execute(sql, params).fetchall()
+        # Results in the binary format: a bytea arrives as its bytes, where the text format sends twice as
+        # many hex digits for libpq to decode (half the client's CPU of a load went there).
+        return self._conn.execute(sql, params, binary=True).fetchall()
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         return self._conn.execute(sql, params).rowcount
@@ -104,7 +133,9 @@ class PostgresStore(SessionStore):
     release reads raises ``StoreError``.
 
     ``blob_threshold`` is the size in bytes from which a big string of a message (an image's data, a long tool
-    result) is stored once as a blob, shared by every node that holds it.
+    result) is stored once as a blob, shared by every node that holds it. ``pack_size``: a chain's nodes are
+    also copied, that many at a time, into packs that a load reads in one row each (``0``: no packs written;
+    ``docs/sessions.md``, "Packs").
     """
 
     dialect = DIALECT
@@ -117,8 +148,10 @@ class PostgresStore(SessionStore):
         max_size: int = 10,
         connect_timeout: float = 30.0,
         blob_threshold: int = BLOB_THRESHOLD,
+        pack_size: int = PACK_SIZE,
     ) -> None:
         self.blob_threshold = blob_threshold
+        self.pack_size = pack_size
         self._dsn = dsn
         _refuse_what_waiting_cannot_fix(dsn, connect_timeout)
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = psycopg_pool.ConnectionPool(
@@ -168,8 +201,11 @@ class PostgresStore(SessionStore):
     def _init_schema(self) -> None:
         with self._write() as tx:
             tx.query("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            found = tx.query("SELECT to_regclass('loopctl_meta') IS NOT NULL")[0][0]
-            self._ensure_schema(tx, bool(found), _SCHEMA, f"PostgreSQL at {_safe(self._dsn)}")
+            found = tx.query(
+                "SELECT " + ", ".join(f"to_regclass('{t}') IS NOT NULL" for t in _TABLES)  # our names, not input
+            )[0]
+            tables = {t for t, present in zip(_TABLES, found, strict=True) if present}
+            self._ensure_schema(tx, tables, _SCHEMA, f"PostgreSQL at {_safe(self._dsn)}")
 
 
 # libpq's words for a connection that no wait can make work: a host name that does not resolve, a role or

@@ -26,7 +26,7 @@ from typing import Any
 from loopctl._fs import make_private_folders
 from loopctl.errors import StoreError
 from loopctl.store.base import Dialect, SessionStore, Tx, translate_errors
-from loopctl.store.chain import BLOB_THRESHOLD
+from loopctl.store.chain import BLOB_THRESHOLD, PACK_FORMAT, PACK_SIZE
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SQLiteStore"]
 
@@ -43,6 +43,16 @@ CREATE TABLE IF NOT EXISTS loopctl_nodes (
     refs BLOB
 );
 CREATE TABLE IF NOT EXISTS loopctl_blobs (hash BLOB PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS loopctl_packs (
+    id BLOB PRIMARY KEY,
+    parent BLOB,
+    depth INTEGER NOT NULL,
+    length INTEGER NOT NULL,
+    format INTEGER NOT NULL,
+    ids BLOB NOT NULL,
+    sizes BLOB NOT NULL,
+    bodies BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS loopctl_sessions (
     id TEXT PRIMARY KEY,
     head BLOB,
@@ -63,6 +73,7 @@ CREATE TABLE IF NOT EXISTS loopctl_heads (
 """
 
 _SESSION_COLUMNS = "id, head, revision, length, state, created_at, updated_at"
+_PACK_COLUMNS = "k.id, k.parent, k.depth, k.length, k.format, k.ids, k.sizes, k.bodies"
 
 DIALECT = Dialect(
     get_session=f"SELECT {_SESSION_COLUMNS} FROM loopctl_sessions WHERE id = ?",
@@ -85,6 +96,27 @@ DIALECT = Dialect(
     "SELECT id, parent, depth, body, refs FROM loopctl_nodes WHERE id = ? "
     "UNION SELECT n.id, n.parent, n.depth, n.body, n.refs FROM loopctl_nodes n JOIN c ON n.id = c.parent) "
     "SELECT id, parent, depth, body, refs FROM c",
+    chain_to_pack="WITH RECURSIVE c(id, parent, depth, body, refs) AS ("
+    "SELECT id, parent, depth, body, refs FROM loopctl_nodes WHERE id = ? "
+    "UNION ALL SELECT n.id, n.parent, n.depth, n.body, n.refs FROM loopctl_nodes n "
+    "JOIN c ON n.id = c.parent AND n.depth = c.depth - 1 "
+    f"WHERE NOT EXISTS (SELECT 1 FROM loopctl_packs p WHERE p.id = c.id AND p.format = {PACK_FORMAT})) "
+    "SELECT id, parent, depth, body, refs FROM c",
+    chain_above="WITH RECURSIVE c(id, parent, depth, body, refs) AS ("
+    "SELECT id, parent, depth, body, refs FROM loopctl_nodes WHERE id = ? "
+    "UNION ALL SELECT n.id, n.parent, n.depth, n.body, n.refs FROM loopctl_nodes n "
+    "JOIN c ON n.id = c.parent AND n.depth = c.depth - 1 AND n.depth >= ?) "
+    "SELECT id, parent, depth, body, refs FROM c",
+    packs="WITH RECURSIVE p(id, parent, depth) AS ("
+    f"SELECT id, parent, depth FROM loopctl_packs WHERE id = ? AND format = {PACK_FORMAT} AND length > 0 "
+    "UNION ALL SELECT k.id, k.parent, k.depth FROM loopctl_packs k "
+    "JOIN p ON k.id = p.parent AND k.depth + k.length = p.depth "
+    f"WHERE k.format = {PACK_FORMAT} AND k.length > 0) "
+    f"SELECT {_PACK_COLUMNS} FROM p JOIN loopctl_packs k ON k.id = p.id",
+    has_pack="SELECT 1 FROM loopctl_packs WHERE id = ?",
+    insert_pack="INSERT INTO loopctl_packs (id, parent, depth, length, format, ids, sizes, bodies) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+    packs_in="SELECT id, parent, depth, length, format, ids, sizes, bodies FROM loopctl_packs WHERE id IN ({in})",
     find_nodes="SELECT id FROM loopctl_nodes WHERE id BETWEEN ? AND ? LIMIT 2",
     list_sessions=f"SELECT {_SESSION_COLUMNS} FROM loopctl_sessions ORDER BY updated_at DESC, id",
     heads="SELECT revision, head, at, kind FROM loopctl_heads WHERE session_id = ? ORDER BY revision",
@@ -125,7 +157,9 @@ class SQLiteStore(SessionStore):
 
     ``busy_timeout``: seconds a write waits for another process's write to finish before failing with
     ``StoreError``. ``blob_threshold``: strings of at least this many bytes (as JSON) are stored once by
-    content hash. Opening a database whose schema is newer than this release reads raises ``StoreError``.
+    content hash. ``pack_size``: a chain's nodes are also copied, that many at a time, into packs that a load
+    reads in one row each (``0``: no packs written; ``docs/sessions.md``, "Packs"). Opening a database whose
+    schema is newer than this release reads raises ``StoreError``.
     """
 
     dialect = DIALECT
@@ -136,12 +170,14 @@ class SQLiteStore(SessionStore):
         *,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         blob_threshold: int = BLOB_THRESHOLD,
+        pack_size: int = PACK_SIZE,
     ) -> None:
         if str(path) in ("", ":memory:") or str(path).startswith("file:"):
             raise ValueError("SQLiteStore needs a file path (each thread opens its own connection to it)")
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         self.blob_threshold = blob_threshold
+        self.pack_size = pack_size
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
@@ -223,7 +259,7 @@ class SQLiteStore(SessionStore):
             except sqlite3.DatabaseError as exc:
                 raise StoreError(f"{str(self.path)!r} is not a session database ({exc})") from exc
         with self._write() as tx:
-            found = tx.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'loopctl_meta'")
+            tables = {r[0] for r in tx.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
             # One statement at a time inside the transaction (executescript would commit first).
             statements = [st for st in _SCHEMA.split(";") if st.strip()]
-            self._ensure_schema(tx, bool(found), statements, repr(str(self.path)))
+            self._ensure_schema(tx, tables, statements, repr(str(self.path)))
