@@ -1134,7 +1134,10 @@ class BareLoop:
                     api_url=getattr(clients[0], "api_url", None),
                 )
             )
-        bust = self._prefix_watch.check(request.messages, request.system, (*request.tools, *request.native_tools))
+        native = request.native_tools
+        bust = self._prefix_watch.check(
+            request.messages, request.system, (*request.tools, *native) if native else request.tools
+        )
         if bust is not None and emit is not None:
             emit(PromptCacheBust(turn, bust.what, bust.index, bust.reason))
         tracking = on_event  # always: a failed attempt's usage is known only from its events
