@@ -38,9 +38,11 @@ import dataclasses
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor, clip_middle, message_tokens
@@ -150,6 +152,7 @@ from loopctl.stream import StreamEvent, UsageReported
 from loopctl.tool import (
     ApprovalRequired,
     ForceTool,
+    FunctionTool,
     ModelRetry,
     RunContext,
     Tool,
@@ -1091,7 +1094,7 @@ class BareLoop:
         (:class:`~loopctl.errors.FallbackFailed` when every client of a chain failed,
         :class:`~loopctl.errors.HookFailed`), or ``_Cancelled``."""
         hooks = self._hooks
-        if hooks.has("before_model"):
+        if "before_model" in hooks.active:
             request = await _race(hooks.before_model(request), cancel)
         client = self.client
         chain = client if isinstance(client, FallbackClient) else None
@@ -1190,7 +1193,7 @@ class BareLoop:
             if response is not None:
                 break
         assert response is not None
-        if hooks.has("after_model"):
+        if "after_model" in hooks.active:
             await _race(hooks.after_model(response), cancel)
         model = response.model or answered.model
         cost = _price(answered, response.usage, model)
@@ -1227,7 +1230,7 @@ class BareLoop:
             out: list[ToolCallRecord | PendingApproval] = []
             for call in calls:
                 one = self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
-                out.append(await _race(one, cancel))
+                out.append(await (_race(one, cancel) if cancel is not None else one))
                 batch[call.id] = out[-1]
             return out
         sem = asyncio.Semaphore(max(1, cfg.max_concurrency))
@@ -1290,7 +1293,7 @@ class BareLoop:
     ) -> ToolCallRecord | PendingApproval:
         args = call.input
         if approval is None:
-            block = await self._hooks.before_tool(call) if self._hooks.has("before_tool") else None
+            block = await self._hooks.before_tool(call) if "before_tool" in self._hooks.active else None
             if block is not None:
                 return self._not_run(turn, call, block.message, emit)
             if getattr(tool, "requires_approval", False) is True:
@@ -1320,36 +1323,40 @@ class BareLoop:
             modified = args is not call.input
             emit(ToolCallStarted(turn, call, modified=modified, modified_input=args if modified else None))
         t0 = self._clock()
-        progress = None
-        if emit:
-
-            def progress(done: float, total: float | None, message: str | None) -> None:
-                emit(ToolProgress(turn, call, done, total, message))
-
         left = remaining(cfg.limits, self._machine.usage) if cfg.limits is not None else None
-        context: ToolContext[Any] = ToolContext(
-            call.id, call.name, deps, usage or Usage(), turn, left, _progress=progress
-        )
+        context: ToolContext[Any] | None = None
+        if emit or not _context_free(tool):
+            # A function tool without a ToolContext parameter never sees its context, and with no observer no
+            # progress can be reported: nothing would read one (its stop flag and spend included).
+            progress = None
+            if emit:
+
+                def progress(done: float, total: float | None, message: str | None) -> None:
+                    emit(ToolProgress(turn, call, done, total, message))
+
+            context = ToolContext(call.id, call.name, deps, usage or Usage(), turn, left, _progress=progress)
         try:
-            result, error = await self._execute(tool, call, args, cfg, context)
+            result, error = await self._execute(tool, call, args, cfg, cast("ToolContext[Any]", context))
         except ApprovalRequired as exc:  # the tool deferred its own call (a sub-agent paused for approval)
             if emit:
                 emit(ToolCallDeferred(turn, call, exc.reason))
-            return PendingApproval(call, exc.reason, spent=context.spent)
+            return PendingApproval(call, exc.reason, spent=context.spent if context is not None else None)
+        spent = context.spent if context is not None else None
         if error is not None:
-            _log_tool_error(tool, call, error, context)
+            seen = context or ToolContext(call.id, call.name, deps, usage or Usage(), turn, left)
+            _log_tool_error(tool, call, error, seen)
             if cfg.raise_tool_errors and isinstance(error, Exception):  # not a sub-task's CancelledError
                 # The run fails with it; the batch's salvage keeps what the model would have read.
                 duration = self._clock() - t0
-                self._batch[call.id] = ToolCallRecord(call, result, duration, spent=context.spent, error=error)
+                self._batch[call.id] = ToolCallRecord(call, result, duration, spent=spent, error=error)
                 self._raised_at = call.id
                 raise error
-        if self._hooks.has("after_tool"):
+        if "after_tool" in self._hooks.active:
             result = await self._hooks.after_tool(call, result)
         duration = self._clock() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration, error))
-        return ToolCallRecord(call, result, duration, spent=context.spent, error=error)
+        return ToolCallRecord(call, result, duration, spent=spent, error=error)
 
     def _repeatable(self, reply: Message) -> frozenset[str]:
         """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
@@ -1423,11 +1430,24 @@ class BareLoop:
         timeout are results without an exception (the model's to fix, the engine's limit)."""
         timeout, max_chars = cfg.tool_timeout, cfg.max_tool_output_chars
         try:
+            called = tool.call(args, context)
             if timeout is None:
-                value = await tool.call(args, context)
+                value = await called
+            elif type(called) is CoroutineType:
+                # Stepped once by hand, in this task (as an await would): a call that finishes without waiting
+                # on anything cannot be timed out (a timeout fires only while the call waits), so it needs no
+                # timer. One that waits goes on under its timeout, from the deadline it had when it started.
+                deadline = asyncio.get_running_loop().time() + timeout
+                try:
+                    waits_on = called.send(None)
+                except StopIteration as finished:
+                    value = finished.value
+                else:
+                    async with asyncio.timeout_at(deadline):
+                        value = await _resume(called, waits_on)
             else:
                 async with asyncio.timeout(timeout):
-                    value = await tool.call(args, context)
+                    value = await called
         except ToolInputError as exc:
             return _error_result(call, f"Invalid input for tool {call.name!r}: {exc}"), None
         except ModelRetry as exc:  # the tool's own words for the model, as they are
@@ -1435,10 +1455,12 @@ class BareLoop:
         except ApprovalRequired:
             raise
         except TimeoutError:
-            context.request_stop()
+            if context is not None:
+                context.request_stop()
             return _error_result(call, _timeout_text(tool, call.name, timeout)), None
         except asyncio.CancelledError as exc:
-            context.request_stop()
+            if context is not None:
+                context.request_stop()
             if _cancelling():  # the run is being cancelled (by the caller, or its cancel event)
                 raise
             # The tool's own sub-task was cancelled: the tool failed; the run goes on.
@@ -1446,6 +1468,22 @@ class BareLoop:
             return _error_result(call, text), exc
         except Exception as exc:  # a tool's failure is the model's to read, not the loop's to die of
             return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}"), exc
+        if type(value) is str:
+            # The common case, made as the general path below makes it: the text with U+FFFD for a lone
+            # surrogate, clipped, validated as a ToolContent by pydantic-core (a str has no image to check).
+            text = valid_unicode(value)
+            if max_chars is not None and len(text) > max_chars:
+                text = clip_middle(text, max_chars)
+            made = assemble(
+                ToolResultPart,
+                type="tool_result",
+                call_id=call.id,
+                name=call.name,
+                output=ToolContent.__pydantic_validator__.validate_python(text),
+                is_error=False,
+                retention=None,
+            )
+            return made, None
         try:
             out = to_tool_output(value)
             content = out.tool_content()  # text with a lone surrogate comes back with U+FFFD in its place
@@ -1799,6 +1837,35 @@ async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
     if not task.cancelled():
         task.exception()  # retrieved, so asyncio does not log it as never retrieved
     raise _Cancelled
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, _T], waits_on: Any) -> Generator[Any, Any, _T]:
+    """Await ``coro`` from where it stopped: it was stepped once by hand and yielded ``waits_on`` (what the
+    task must wait on). What ``await coro`` would do from there (``yield from``): each resumption is sent on,
+    each exception thrown in (a cancellation, a timeout's), and its value or error is this one's."""
+    while True:
+        try:
+            sent = yield waits_on
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                waits_on = coro.throw(exc)
+            except StopIteration as finished:
+                return cast(_T, finished.value)
+            continue
+        try:
+            waits_on = coro.send(sent)
+        except StopIteration as finished:
+            return cast(_T, finished.value)
+
+
+def _context_free(tool: Tool) -> bool:
+    """Whether ``tool`` never sees the :class:`~loopctl.tool.ToolContext` of its calls: a
+    :class:`~loopctl.tool.FunctionTool` (exactly) whose function takes none."""
+    return type(tool) is FunctionTool and tool._context_param is None
 
 
 def _cancelling() -> bool:
