@@ -652,6 +652,9 @@ class BareLoop:
         count = self._counter.count
         emit = self._emit if self.observers or self._run_observers else None
         turns: list[Turn] = []
+        # The last reply's turn, made once its records are known (``settle``), or without any when none come
+        # (``flush``): (index, input, reply, duration).
+        open_turn: tuple[int, list[Message], ModelReply, float] | None = None
         usage = Usage()
         tool_spend = ToolSpend()  # what tools spent on model calls of their own (sub-agents)
         turn_input: list[Message] = [] if resuming else [first]
@@ -683,14 +686,18 @@ class BareLoop:
             """After results or decisions for ``reply``'s calls were fed: the turn's records, and, once the
             machine committed them, the results message as the next turn's input (``before``: the context's
             size before it, to add it to)."""
-            nonlocal turn_input, ran, decided
-            committed = _results_of(reply, m.full_history())
+            nonlocal turn_input, ran, decided, open_turn
+            committed = m.results_of(reply)
             if committed is not None:
                 results = {p.call_id: p for p in committed.parts if isinstance(p, ToolResultPart)}
             else:
                 results = dict(m.held_results) if m.state is MachineState.AWAITING_APPROVAL else {}
             records = self._records(reply, ran, results)
-            if turns and turns[-1].output is reply:
+            if open_turn is not None and open_turn[2].response.message is reply:
+                index, made_of, answer, took = open_turn
+                turns.append(self._turn(index, made_of, answer, records, took))
+                open_turn = None
+            elif turns and turns[-1].output is reply:
                 turns[-1] = _with_calls(turns[-1], records)
             else:  # the turn of a paused run that this run continues
                 have = {r.call.id for r in resumed}
@@ -715,6 +722,9 @@ class BareLoop:
                 if isinstance(step, CallLLM) and self._binding is not None and await self._binding.save_turn(m):
                     continue  # the save was refused: the machine ended the run
                 if isinstance(step, CallLLM):
+                    if open_turn is not None:  # the last reply's turn, which got no records
+                        turns.append(self._turn(open_turn[0], open_turn[1], open_turn[2], (), open_turn[3]))
+                        open_turn = None
                     t0 = self._clock()
                     try:
                         reply = await self._call_model(step.turn, self._request(cfg, setup), cfg, cancel, emit)
@@ -738,7 +748,8 @@ class BareLoop:
                         continue
                     last_duration = self._clock() - t0
                     response = reply.response
-                    usage = usage + reply.usage  # the failed attempts' too: they were billed
+                    reply_usage = reply.usage  # the failed attempts' too: they were billed
+                    usage = usage + reply_usage
                     msg = response.message
                     check: OutputCheck | None = None
                     if output_plan is not None:
@@ -765,11 +776,14 @@ class BareLoop:
                             self.tools.names,  # read per reply: an MCP server's tool list may change mid-run
                             self._context_after_reply(m.full_history(), m.context_tokens, msg, response.usage),
                             stop_reason=response.stop_reason,
-                            invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
+                            invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls]
+                            if response.invalid_tool_calls
+                            else (),
                             output_check=check,
-                            usage=reply.usage,
+                            usage=reply_usage,
                             cost=reply.cost,
-                            repeatable=self._repeatable(msg),
+                            # Only loop detection reads it (a machine resumed from a file keeps its own setting).
+                            repeatable=self._repeatable(msg) if m.loop_detection is not None else (),
                         )
                     except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
                         if emit:
@@ -785,7 +799,7 @@ class BareLoop:
                         )
                         if check is not None and not check.ok:
                             emit(OutputRetry(step.turn, m.output_failures, check.error or ""))
-                    turns.append(self._turn(step.turn, turn_input, reply, (), last_duration))
+                    open_turn = (step.turn, turn_input, reply, last_duration)
                     turn_input = []
                     ran, decided = {}, set()
                     if msg.tool_calls() and m.state is not MachineState.AWAITING_TOOLS:
@@ -793,7 +807,8 @@ class BareLoop:
                         # tool), or a limit or a loop ended the run.
                         settle(msg, None)
                 elif isinstance(step, CallTools):
-                    reply_message = m.full_history()[-1]  # O(1): pending would copy the run's messages
+                    reply_message = m.last_message()  # O(1): pending would copy the run's messages
+                    assert reply_message is not None
                     in_batch = (step, reply_message)
                     try:
                         done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
@@ -812,13 +827,17 @@ class BareLoop:
                         m.fail(exc)
                         continue
                     in_batch = None  # it came back whole (an error escaping it leaves it set, for its salvage)
-                    records = [r for r in done if isinstance(r, ToolCallRecord)]
-                    deferred = {p.id: p.reason for p in done if isinstance(p, PendingApproval)}
-                    ran.update((r.call.id, r) for r in records)
-                    spends = [r.spent for r in done if r.spent is not None]
+                    records: list[ToolCallRecord] = []
+                    deferred: dict[str, str | None] = {}
                     batch_spend: ToolSpend | None = None
-                    for one_spend in spends:
-                        batch_spend = one_spend if batch_spend is None else batch_spend.plus(one_spend)
+                    for one in done:  # one pass: the records, the deferred calls, what the calls spent
+                        if isinstance(one, ToolCallRecord):
+                            records.append(one)
+                            ran[one.call.id] = one
+                        else:
+                            deferred[one.id] = one.reason
+                        if one.spent is not None:
+                            batch_spend = one.spent if batch_spend is None else batch_spend.plus(one.spent)
                     before_results = m.context_tokens
                     m.tool_results(
                         [_results_message(records)] if records else [],
@@ -872,6 +891,8 @@ class BareLoop:
             if emit:
                 emit(RunAborted(exc))
             raise
+        if open_turn is not None:
+            turns.append(self._turn(open_turn[0], open_turn[1], open_turn[2], (), open_turn[3]))
         outcome = m.outcome
         text = _answer_text(turns)
         if output_plan is None:
@@ -1743,18 +1764,11 @@ def check_decisions(approvals: Mapping[str, Approval], pending: Sequence[Pending
 def _results_message(records: Sequence[ToolCallRecord]) -> Message:
     """The user message of the records' results; results the loop made (or a hook handed back as
     :class:`~loopctl.message.ToolResultPart`) were checked when they were made and are not checked again."""
-    parts = tuple(r.result for r in records)
-    if all(type(p) is ToolResultPart for p in parts):
-        return assemble(Message, role=Role.USER, parts=parts)
-    return Message(role=Role.USER, parts=parts)
-
-
-def _results_of(reply: Message, messages: Sequence[Message]) -> Message | None:
-    """The message that answers ``reply``'s calls when the machine committed them (the message right after
-    ``reply``, at the end of ``messages``), else ``None``."""
-    if len(messages) >= 2 and messages[-2] is reply and messages[-1].role is Role.USER:
-        return messages[-1]
-    return None
+    parts = tuple([r.result for r in records])
+    for p in parts:
+        if type(p) is not ToolResultPart:
+            return Message(role=Role.USER, parts=parts)
+    return assemble(Message, role=Role.USER, parts=parts)
 
 
 async def _check_output(
