@@ -264,6 +264,7 @@ class BareLoop:
         self._batch: dict[str, ToolCallRecord | PendingApproval] = {}  # the batch in flight (_run_tools)
         self._prefix_watch = PrefixWatch()  # does each request extend the one before? (PromptCacheBust)
         self._raised_at: str | None = None
+        self._now: Callable[[], float] = self._clock  # the durations' clock of the run in flight (_run)
 
     # --- sessions ------------------------------------------------------------------------------------------
 
@@ -626,6 +627,9 @@ class BareLoop:
             output_retries=cfg.output_retries,
         )
         started = self._clock()
+        # The durations' clock: time.perf_counter itself unless a subclass reads another (_clock, an effect).
+        self._now = time.perf_counter if type(self)._clock is BareLoop._clock else self._clock
+        now = self._now
         resuming = approvals is not None
         self._check_start(input, approvals)
         if isinstance(input, Message):
@@ -725,28 +729,28 @@ class BareLoop:
                     if open_turn is not None:  # the last reply's turn, which got no records
                         turns.append(self._turn(open_turn[0], open_turn[1], open_turn[2], (), open_turn[3]))
                         open_turn = None
-                    t0 = self._clock()
+                    t0 = now()
                     try:
                         reply = await self._call_model(step.turn, self._request(cfg, setup), cfg, cancel, emit)
                     except _Cancelled:
                         if emit:
-                            emit(ModelCallFailed(step.turn, None, self._clock() - t0))
+                            emit(ModelCallFailed(step.turn, None, now() - t0))
                         m.cancel()
                         continue
                     except ContextOverflow as exc:
                         if emit:
-                            emit(ModelCallFailed(step.turn, exc, self._clock() - t0))
+                            emit(ModelCallFailed(step.turn, exc, now() - t0))
                         # The estimate was low: correct it, and let the machine compact and try once more.
                         error = exc
                         m.context_overflow(exc, self._after_overflow(exc))
                         continue
                     except LoopError as exc:
                         if emit:
-                            emit(ModelCallFailed(step.turn, exc, self._clock() - t0))
+                            emit(ModelCallFailed(step.turn, exc, now() - t0))
                         error = exc
                         m.fail(exc)
                         continue
-                    last_duration = self._clock() - t0
+                    last_duration = now() - t0
                     response = reply.response
                     reply_usage = reply.usage  # the failed attempts' too: they were billed
                     usage = usage + reply_usage
@@ -1176,7 +1180,7 @@ class BareLoop:
                 streamed.clear()
                 try:
                     coro = current.generate(request, stream=cfg.stream, on_event=tracking)
-                    response = await _race(coro, cancel)
+                    response = await (_race(coro, cancel) if cancel is not None else coro)
                     answered = current
                 except LoopError as exc:
                     count_failed(current)
@@ -1343,10 +1347,10 @@ class BareLoop:
         if emit:
             modified = args is not call.input
             emit(ToolCallStarted(turn, call, modified=modified, modified_input=args if modified else None))
-        t0 = self._clock()
+        t0 = self._now()
         left = remaining(cfg.limits, self._machine.usage) if cfg.limits is not None else None
         context: ToolContext[Any] | None = None
-        if emit or not _context_free(tool):
+        if emit or type(tool) is not FunctionTool or tool._context_param is not None:
             # A function tool without a ToolContext parameter never sees its context, and with no observer no
             # progress can be reported: nothing would read one (its stop flag and spend included).
             progress = None
@@ -1364,17 +1368,18 @@ class BareLoop:
             return PendingApproval(call, exc.reason, spent=context.spent if context is not None else None)
         spent = context.spent if context is not None else None
         if error is not None:
-            seen = context or ToolContext(call.id, call.name, deps, usage or Usage(), turn, left)
-            _log_tool_error(tool, call, error, seen)
+            if context is None:  # for the log (the tool never saw one)
+                context = ToolContext(call.id, call.name, deps, usage or Usage(), turn, left)
+            _log_tool_error(tool, call, error, context)
             if cfg.raise_tool_errors and isinstance(error, Exception):  # not a sub-task's CancelledError
                 # The run fails with it; the batch's salvage keeps what the model would have read.
-                duration = self._clock() - t0
+                duration = self._now() - t0
                 self._batch[call.id] = ToolCallRecord(call, result, duration, spent=spent, error=error)
                 self._raised_at = call.id
                 raise error
         if "after_tool" in self._hooks.active:
             result = await self._hooks.after_tool(call, result)
-        duration = self._clock() - t0
+        duration = self._now() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration, error))
         return ToolCallRecord(call, result, duration, spent=spent, error=error)
@@ -1874,12 +1879,6 @@ def _resume(coro: Coroutine[Any, Any, _T], waits_on: Any) -> Generator[Any, Any,
             waits_on = coro.send(sent)
         except StopIteration as finished:
             return cast(_T, finished.value)
-
-
-def _context_free(tool: Tool) -> bool:
-    """Whether ``tool`` never sees the :class:`~loopctl.tool.ToolContext` of its calls: a
-    :class:`~loopctl.tool.FunctionTool` (exactly) whose function takes none."""
-    return type(tool) is FunctionTool and tool._context_param is None
 
 
 def _cancelling() -> bool:

@@ -113,7 +113,7 @@ class ScriptedClient:
                 raise ScriptExhausted(f"the script has {len(self._script)} replies; call {self.calls} has none")
             step = self._script[self._next]
             self._next += 1
-        response = await self._resolve(step, request)
+        response = step if type(step) is ModelResponse else await self._resolve(step, request)
         if stream and on_event is not None:
             for event in stream_events(response):
                 on_event(event)
