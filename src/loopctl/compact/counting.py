@@ -143,7 +143,7 @@ def _content_units(output: ToolContent) -> tuple[int, int]:
     return units, images
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made twice a turn, and a frozen init costs a call per field; never changed
 class _Units:
     """What one message weighs before the ratio is applied (characters, weighted, and images), or its
     measured size in tokens when calibration learned it from the provider (``measured``)."""

@@ -181,6 +181,10 @@ CALIBRATION_DRIFT = 0.05
 reports before the counter is calibrated again."""
 
 
+_NO_USAGE = Usage()
+"""Nothing reported (a value: ``Usage`` is immutable)."""
+
+
 class _Cancelled(Exception):
     """The cancel signal fired during an await."""
 
@@ -1127,7 +1131,7 @@ class BareLoop:
         streamed: list[str] = []  # the text the attempt in flight streamed
         events = 0
         reported: Usage | None = None  # the usage the attempt in flight reported last (a running total)
-        no_usage = Usage()
+        no_usage = _NO_USAGE
         failed_usage = no_usage  # what the attempts that failed had reported: billed, and counted for limits
         failed_cost: Decimal | None = Decimal(0)
 

@@ -66,6 +66,7 @@ from typing import Any, TypeAlias, Union, overload
 import orjson
 from pydantic import ValidationError
 
+from loopctl._frozen import fast_init
 from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits, cost_unknown, passed_after_reply
 from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval, deny_reason, input_problem
 from loopctl.errors import (
@@ -176,6 +177,7 @@ class CompactReason(enum.StrEnum):
     THRESHOLD = "threshold"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CallLLM:
     """Call the model with :meth:`LoopMachine.full_history`; ``turn`` counts model calls in this run from 1."""
@@ -183,6 +185,7 @@ class CallLLM:
     turn: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CallTools:
     """Run these tool calls (in this order) and feed :meth:`LoopMachine.tool_results`.
