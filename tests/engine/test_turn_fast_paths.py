@@ -303,3 +303,29 @@ async def test_a_run_without_observers_records_what_a_run_with_them_records(disp
     assert (a.output, a.outcome, a.usage) == (b.output, b.outcome, b.usage)
     assert any(type(e).__name__ == "ToolProgress" for e in events)
     assert quiet.machine.context_tokens == watched.machine.context_tokens
+
+
+def test_the_first_text_result_of_a_process_builds_its_model() -> None:
+    """A text result is validated straight through pydantic-core once ToolContent is built (defer_build); the
+    first of a fresh process builds it through the constructor, from any stack depth."""
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio\n"
+        "from loopctl.message.model import ToolContent\n"
+        "from loopctl.engine import BareLoop, RunConfig\n"
+        "from loopctl.message import Message, Role, ToolCallPart\n"
+        "from loopctl.testing import ScriptedClient\n"
+        "from loopctl.tool import tool\n"
+        "@tool\n"
+        "async def echo(text: str) -> str:\n"
+        "    '''Echo.'''\n"
+        "    return text\n"
+        "script = [Message(role=Role.ASSISTANT, parts=(ToolCallPart(id='c', name='echo', input={'text': 'hi'}),)), 'ok']\n"
+        "assert not ToolContent.__pydantic_complete__\n"
+        "run = asyncio.run(BareLoop(ScriptedClient(script), [echo]).run('go', RunConfig(stream=False)))\n"
+        "print(run.turns[0].tool_calls[0].result.output.root, ToolContent.__pydantic_complete__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["hi", "True"]

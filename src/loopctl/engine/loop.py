@@ -1509,7 +1509,9 @@ class BareLoop:
                 type="tool_result",
                 call_id=call.id,
                 name=call.name,
-                output=ToolContent.__pydantic_validator__.validate_python(text),
+                output=ToolContent.__pydantic_validator__.validate_python(text)
+                if ToolContent.__pydantic_complete__
+                else ToolContent.from_string(text),  # the first one builds the model (defer_build)
                 is_error=False,
                 retention=None,
             )
