@@ -810,7 +810,7 @@ class BareLoop:
                     open_turn = (step.turn, turn_input, reply, last_duration)
                     turn_input = []
                     ran, decided = {}, set()
-                    if msg.tool_calls() and m.state is not MachineState.AWAITING_TOOLS:
+                    if m.state is not MachineState.AWAITING_TOOLS and msg.tool_calls():
                         # The machine answered every call itself (unknown tools, cut-off calls, repeats, the output
                         # tool), or a limit or a loop ended the run.
                         settle(msg, None)
