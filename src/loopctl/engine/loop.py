@@ -184,6 +184,8 @@ reports before the counter is calibrated again."""
 _NO_USAGE = Usage()
 """Nothing reported (a value: ``Usage`` is immutable)."""
 
+_ZERO = Decimal(0)
+
 
 class _Cancelled(Exception):
     """The cancel signal fired during an await."""
@@ -1133,7 +1135,7 @@ class BareLoop:
         reported: Usage | None = None  # the usage the attempt in flight reported last (a running total)
         no_usage = _NO_USAGE
         failed_usage = no_usage  # what the attempts that failed had reported: billed, and counted for limits
-        failed_cost: Decimal | None = Decimal(0)
+        failed_cost: Decimal | None = _ZERO
 
         def on_event(event: StreamEvent) -> None:
             nonlocal events, reported
