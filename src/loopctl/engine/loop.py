@@ -1503,7 +1503,7 @@ class BareLoop:
         if type(value) is str:
             # The common case, made as the general path below makes it: the text with U+FFFD for a lone
             # surrogate, clipped, validated as a ToolContent by pydantic-core (a str has no image to check).
-            text = valid_unicode(value)
+            text = value if value.isascii() else valid_unicode(value)
             if max_chars is not None and len(text) > max_chars:
                 text = clip_middle(text, max_chars)
             made = assemble(
