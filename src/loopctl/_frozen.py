@@ -6,8 +6,8 @@ reply, records) about a fifth of the engine's own cost of a turn (``docs/perform
 :func:`fast_init` gives such a class an ``__init__`` with the same parameters, defaults and default factories
 that sets each slot through its own descriptor (``Cls.name.__set__``) and then calls ``__post_init__`` as the
 generated one does. The class stays frozen (assignment still raises ``FrozenInstanceError``); only the way
-its constructor stores the fields changes. ``tests/test_frozen_init.py`` checks each class it is used on
-against the ``__init__`` dataclasses wrote.
+its constructor stores the fields changes (each class it is used on is checked against the ``__init__``
+dataclasses wrote, by the tests).
 
 Pure: no I/O.
 """

@@ -487,7 +487,7 @@ class FunctionTool(Generic[ToolDepsT_contra]):
         ``int`` is converted by the model: not here), no key that is no field, a missing one's default an
         immutable scalar. ``None`` otherwise: the input model decides (and names what is wrong). The input of a
         tool call was checked as JSON when its reply entered; this keeps the model's result, value and type
-        (``tests/test_tool_plain_input.py`` draws inputs against the model)."""
+        (``docs/performance.md``, section 7)."""
         plain = self._plain
         if plain is None or type(input) is not dict:
             return None
