@@ -731,6 +731,8 @@ class ToolRegistry:
 
 
 def _is_provider(entry: object) -> bool:
+    if type(entry) is FunctionTool:  # the common case, without two runtime protocol checks (slow: every loop made)
+        return False
     return isinstance(entry, ToolProvider) and not isinstance(entry, Tool)
 
 
