@@ -177,3 +177,21 @@ def test_the_model_retry_event_is_now_model_call_retry_and_the_old_name_warns() 
     with pytest.warns(DeprecationWarning, match="ModelCallRetry"):
         assert loopctl.engine.events.ModelRetry is ModelCallRetry  # type: ignore[attr-defined]
     assert issubclass(ModelRetry, Exception)  # loopctl.tool.ModelRetry: the exception a tool raises
+
+
+def test_a_tool_with_no_description_is_logged_once_when_made(caplog: pytest.LogCaptureFixture) -> None:
+    def undocumented(x: int) -> int:
+        return x
+
+    def documented(x: int) -> int:
+        """Echo x."""
+        return x
+
+    with caplog.at_level("WARNING", logger="loopctl.tool"):
+        tool(undocumented)
+        tool(documented)
+        tool(undocumented, description="")  # said on purpose: no warning
+        tool(undocumented, description="Echo x.")
+    assert [r.getMessage() for r in caplog.records] == [
+        "tool 'undocumented' has no description: give its function a docstring, or description=..."
+    ]

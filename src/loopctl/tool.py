@@ -456,6 +456,9 @@ class FunctionTool(Generic[ToolDepsT_contra]):
         self.name = name or fn.__name__
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description if description is not None else summary
+        if description is None and not summary:
+            # The model sees only the name and the schema: it guesses when to call the tool, or never does.
+            _log.warning("tool %r has no description: give its function a docstring, or description=...", self.name)
         self._model, self._context_param, deps = _input_model(fn, self.name, param_docs)
         self._plain = _plain_fields(self._model)
         self.deps_type: Any = deps

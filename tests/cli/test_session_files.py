@@ -139,3 +139,30 @@ def test_show_of_a_broken_file_is_one_line(content: bytes, problem: str, tmp_pat
     assert shown.returncode == 2
     (line,) = lines(shown.stderr)
     assert line.startswith("error: ") and problem in line
+
+
+@pytest.mark.parametrize("task", ["", "  \n\t"])
+def test_an_empty_task_is_refused_before_anything_runs(task: str, project: Path, tmp_path: Path) -> None:
+    # It used to start the run (and save a session) and send an empty user turn, which providers refuse.
+    done = loopctl("run", task, "--model", "demo", "--root", str(project), cwd=tmp_path)
+    assert done.returncode == 2
+    assert lines(done.stderr) == [
+        'error: TASK is empty: say what the agent should do, e.g. loopctl run "Summarize README.md"'
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == ["sample-project"]  # no store, no session file
+
+
+def test_show_of_a_stored_session_gives_its_last_runs_usage(project: Path, tmp_path: Path) -> None:
+    # A stored session has no CLI usage sum (that lives in a session file's metadata): show said "not recorded".
+    from loopctl.store import SQLiteStore
+
+    done = loopctl("run", TASK, "--model", "demo", "--root", str(project), "--yes", cwd=tmp_path, **{DEMO_DELAY_VAR: "0"})
+    assert (done.returncode, done.stderr) == (0, "")
+    (sid,) = re.findall(r"--resume (\S+)", lines(done.stdout)[-1])
+    with SQLiteStore(tmp_path / ".loopctl" / "sessions.db") as store:
+        spent = store.load(sid).machine().usage
+    assert spent.requests == 5 and spent.input_tokens > 0 and spent.output_tokens > 0
+    shown = loopctl("show", sid, cwd=tmp_path)
+    assert lines(shown.stdout)[3] == (
+        f"usage    last run: {spent.input_tokens:,} tokens in · {spent.output_tokens:,} out (5 model calls)"
+    )

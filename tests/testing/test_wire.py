@@ -33,6 +33,7 @@ from loopctl.testing.wire import (
     split,
     stream_error_frame,
 )
+from loopctl.testing.wire._common import MAX_PIECES
 from tests import strategies as S
 from tests.conftest import Recording
 
@@ -60,12 +61,23 @@ def sse_data(body: bytes) -> list[tuple[str, str]]:
 # --- splitting ---------------------------------------------------------------------------------------------
 
 
-@given(st.text(max_size=300), st.integers(1, 20))
+@given(st.text(max_size=300) | st.text(min_size=500, max_size=3000), st.integers(1, 20))
 def test_split_joins_back_and_cuts_anything_longer_than_one_character(text: str, size: int) -> None:
     pieces = split(text, size)
     assert "".join(pieces) == text
     assert len(pieces) >= 2 or len(text) < 2
-    assert all(len(p) <= size for p in pieces)
+    assert len(pieces) <= MAX_PIECES
+    assert all(len(p) <= max(size, -(-len(text) // MAX_PIECES)) for p in pieces)
+
+
+def test_a_long_text_goes_in_at_most_max_pieces_deltas() -> None:
+    # A 10,000-character write_file argument was 1,250 deltas: 12.5 s of the demo's 10 ms delays.
+    text = "abcdefghij" * 1000
+    pieces = split(text, 8)
+    assert len(pieces) == MAX_PIECES == 64
+    assert "".join(pieces) == text
+    assert {len(p) for p in pieces[:-1]} == {157}
+    assert split("x" * 100, 8) == ["x" * 8] * 12 + ["xxxx"]  # short texts keep their piece size
 
 
 def test_fake_signature_is_deterministic_standard_base64() -> None:

@@ -157,6 +157,8 @@ async def _run(console: Console, o: RunOptions, saved: list[str]) -> int:
     for name, text in (("TASK", o.task), ("--system", o.system_prompt)):
         if text is not None and not _is_text(text):  # a command line's bytes that are not UTF-8
             raise CommandError(f"{name} is not valid text (it holds bytes that are not UTF-8)")
+    if not o.task.strip():  # providers refuse an empty user turn (a 400 after the run has started)
+        raise CommandError("TASK is empty: say what the agent should do, e.g. loopctl run \"Summarize README.md\"")
     # The session lives in the store unless a file is named (--session, or --resume with a file that exists).
     resume_file = Path(o.resume) if o.resume and Path(o.resume).is_file() else None
     if o.resume is not None and resume_file is None:

@@ -112,12 +112,17 @@ def _facts(session: Any) -> list[tuple[str, str]]:
     else:
         ended = f"running, or stopped mid-run ({machine.state.value}; --resume continues it)"
     usage = usage_of(session)
-    used = (
-        "not recorded"
-        if usage is None
-        else f"{tokens(usage.input_tokens)} tokens in ({tokens(usage.cache_read_tokens)} cached) · "
-        f"{tokens(usage.output_tokens)} out"
-    )
+    spent = machine.usage  # the last run's, kept in the machine's state (a stored session has no CLI sum)
+    if usage is not None:
+        used = (
+            f"{tokens(usage.input_tokens)} tokens in ({tokens(usage.cache_read_tokens)} cached) · "
+            f"{tokens(usage.output_tokens)} out"
+        )
+    elif spent.requests:
+        calls = f"{spent.requests:,} model call{'s' if spent.requests != 1 else ''}"
+        used = f"last run: {tokens(spent.input_tokens)} tokens in · {tokens(spent.output_tokens)} out ({calls})"
+    else:
+        used = "not recorded"
     count = len(machine.full_history())
     return [
         ("model", session.model or "(none)"),

@@ -43,7 +43,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -229,6 +229,27 @@ def _title(messages: Sequence[Message]) -> str:
 
 def _safe_filename(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:100] or "session"
+
+
+MAX_SESSIONS = 256
+"""The sessions whose runs and diffs the server keeps in memory for the page (the least recently used are
+forgotten: their conversations stay in the store; only the per-run figures and diff previews go)."""
+MAX_RUNS = 100
+"""The runs (turns, usage, cost, latency) kept per session for the page: the latest."""
+MAX_DIFFS = 500
+"""The file-change diffs kept per session for the page: the latest."""
+
+_T = TypeVar("_T")
+
+
+def _touch(table: dict[str, _T], sid: str, new: Callable[[], _T]) -> _T:
+    """``table[sid]`` (made with ``new`` when missing), moved to the end as the most recently used; the
+    oldest entries past :data:`MAX_SESSIONS` are dropped."""
+    value = table.pop(sid) if sid in table else new()
+    table[sid] = value
+    while len(table) > MAX_SESSIONS:
+        del table[next(iter(table))]
+    return value
 
 
 # --- the app -----------------------------------------------------------------------------------------------
@@ -562,7 +583,10 @@ class _Web:
                         "action": preview.action,
                         "diff": preview.diff,
                     }
-                    self.diffs.setdefault(sid, {})[event.call.id] = data
+                    diffs = _touch(self.diffs, sid, dict)
+                    diffs[event.call.id] = data
+                    while len(diffs) > MAX_DIFFS:
+                        del diffs[next(iter(diffs))]
                     return [{"type": "data-loopctl-diff", "id": f"diff-{event.call.id}", "data": data}]
             if isinstance(event, TurnFinished):
                 return []
@@ -596,7 +620,9 @@ class _Web:
                         for t in run.turns
                     ],
                 }
-                self.runs.setdefault(sid, []).append(record)
+                runs = _touch(self.runs, sid, list)
+                runs.append(record)
+                del runs[:-MAX_RUNS]
                 return [{"type": "data-loopctl-run", "data": record, "transient": True}]
             return []
 

@@ -95,12 +95,18 @@ class Encoded:
         return b"".join(self.pieces)
 
 
+MAX_PIECES = 64
+"""The most deltas :func:`split` cuts one text into: a long text goes in bigger pieces, so a stream played
+with a delay between events (the demo's ``LOOPCTL_DEMO_DELAY``) takes at most this many delays per block."""
+
+
 def split(text: str, size: int = 12) -> list[str]:
-    """``text`` cut into pieces of at most ``size`` characters, and into at least two pieces when it has two
-    or more characters, so every decoder has to join deltas. ``""`` gives ``[""]``."""
+    """``text`` cut into pieces of at most ``size`` characters (bigger for a text of more than
+    :data:`MAX_PIECES` such pieces: then into :data:`MAX_PIECES` pieces), and into at least two pieces when it
+    has two or more characters, so every decoder has to join deltas. ``""`` gives ``[""]``."""
     if len(text) < 2:
         return [text]
-    size = max(1, min(size, (len(text) + 1) // 2))
+    size = max(1, min(max(size, -(-len(text) // MAX_PIECES)), (len(text) + 1) // 2))
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
