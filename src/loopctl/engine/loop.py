@@ -736,8 +736,9 @@ class BareLoop:
                         turns.append(self._turn(open_turn[0], open_turn[1], open_turn[2], (), open_turn[3]))
                         open_turn = None
                     t0 = now()
+                    request = self._request(cfg, setup)
                     try:
-                        reply = await self._call_model(step.turn, self._request(cfg, setup), cfg, cancel, emit)
+                        reply = await self._call_model(step.turn, request, cfg, cancel, emit)
                     except _Cancelled:
                         if emit:
                             emit(ModelCallFailed(step.turn, None, now() - t0))
@@ -784,7 +785,8 @@ class BareLoop:
                         m.model_response(
                             msg,
                             self.tools.names,  # read per reply: an MCP server's tool list may change mid-run
-                            self._context_after_reply(m.full_history(), m.context_tokens, msg, response.usage),
+                            # The request's messages are the machine's history until the reply joins it.
+                            self._context_after_reply(request.messages, m.context_tokens, msg, response.usage),
                             stop_reason=response.stop_reason,
                             invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls]
                             if response.invalid_tool_calls
@@ -1367,7 +1369,7 @@ class BareLoop:
 
             context = ToolContext(call.id, call.name, deps, usage or Usage(), turn, left, _progress=progress)
         try:
-            result, error = await self._execute(tool, call, args, cfg, cast("ToolContext[Any]", context))
+            result, error = await self._execute(tool, call, args, cfg, context)
         except ApprovalRequired as exc:  # the tool deferred its own call (a sub-agent paused for approval)
             if emit:
                 emit(ToolCallDeferred(turn, call, exc.reason))
@@ -1455,14 +1457,16 @@ class BareLoop:
         return ToolCallRecord(call, result, 0.0, ran=False)
 
     async def _execute(
-        self, tool: Tool, call: ToolCallPart, args: Any, cfg: RunConfig, context: ToolContext[Any]
+        self, tool: Tool, call: ToolCallPart, args: Any, cfg: RunConfig, context: ToolContext[Any] | None
     ) -> tuple[ToolResultPart, BaseException | None]:
-        """Run ``tool`` on ``args``: its result for the model, and the exception the tool raised (or that made
-        its output unsendable), ``None`` when it raised none. Input that does not fit the schema and a
-        timeout are results without an exception (the model's to fix, the engine's limit)."""
+        """Run ``tool`` on ``args`` (``context``: the call's, ``None`` for a tool that never sees one, a
+        :class:`~loopctl.tool.FunctionTool` whose function takes none): its result for the model, and the
+        exception the tool raised (or that made its output unsendable), ``None`` when it raised none. Input
+        that does not fit the schema and a timeout are results without an exception (the model's to fix, the
+        engine's limit)."""
         timeout, max_chars = cfg.tool_timeout, cfg.max_tool_output_chars
         try:
-            called = tool.call(args, context)
+            called = tool.call(args, context)  # type: ignore[arg-type]  # None only for a tool that never reads it
             if timeout is None:
                 value = await called
             elif type(called) is CoroutineType:
