@@ -80,29 +80,35 @@ class _General:
 
 
 async def _quick() -> str:
+    """A tool body."""
     return "done at once"
 
 
 async def _after_a_step() -> str:
+    """A tool body."""
     await asyncio.sleep(0)
     return "done after a step"
 
 
 async def _too_slow() -> str:
+    """A tool body."""
     await asyncio.sleep(10)
     return "never"
 
 
 async def _raises() -> str:
+    """A tool body."""
     raise ValueError("broken")
 
 
 async def _retry_after_a_step() -> str:
+    """A tool body."""
     await asyncio.sleep(0)
     raise ModelRetry("try again")
 
 
 async def _swallows_the_timeout() -> str:
+    """A tool body."""
     try:
         await asyncio.sleep(10)
     except asyncio.CancelledError:
@@ -111,18 +117,21 @@ async def _swallows_the_timeout() -> str:
 
 
 async def _waits_on_a_future() -> str:
+    """A tool body."""
     future = asyncio.get_running_loop().create_future()
     asyncio.get_running_loop().call_soon(future.set_result, "from a future")
     return str(await future)
 
 
 async def _many_steps() -> str:
+    """A tool body."""
     for _ in range(5):
         await asyncio.sleep(0)
     return "five steps"
 
 
 async def _timeout_of_its_own() -> str:
+    """A tool body."""
     raise TimeoutError("its own")
 
 
