@@ -44,6 +44,7 @@ from typing import (
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 from typing_extensions import TypeVar
 
 from loopctl.message import ImagePart, Retention, TextPart, ToolContent
@@ -406,6 +407,7 @@ class FunctionTool(Generic[ToolDepsT_contra]):
         "_inline",
         "_is_async",
         "_model",
+        "_plain",
         "deps_type",
         "description",
         "input_schema",
@@ -458,6 +460,7 @@ class FunctionTool(Generic[ToolDepsT_contra]):
             # The model sees only the name and the schema: it guesses when to call the tool, or never does.
             _log.warning("tool %r has no description: give its function a docstring, or description=...", self.name)
         self._model, self._context_param, deps = _input_model(fn, self.name, param_docs)
+        self._plain = _plain_fields(self._model)
         self.deps_type: Any = deps
         """The ``D`` of the function's ``ToolContext[D]`` parameter (``None``: it has none, or names no type)."""
         schema = self._model.model_json_schema()
@@ -480,13 +483,41 @@ class FunctionTool(Generic[ToolDepsT_contra]):
         except ValidationError as exc:
             raise ToolInputError(_describe_validation(exc)) from None
 
+    def _plain_kwargs(self, input: Any) -> dict[str, Any] | None:  # noqa: A002
+        """The function's keyword arguments for ``input`` without the input model, when the model would give
+        them unchanged: every field a plain type (``str``, ``int``, ``float``, ``bool``, or unannotated /
+        ``Any``) without constraints, ``input`` a ``dict`` of exactly those types (a ``float`` field given an
+        ``int`` is converted by the model: not here), no key that is no field, a missing one's default an
+        immutable scalar. ``None`` otherwise: the input model decides (and names what is wrong). The input of a
+        tool call was checked as JSON when its reply entered; this keeps the model's result, value and type
+        (``docs/performance.md``, section 7)."""
+        plain = self._plain
+        if plain is None or type(input) is not dict:
+            return None
+        kwargs: dict[str, Any] = {}
+        found = 0
+        for name, kind, default in plain:
+            if name in input:
+                value = input[name]
+                if kind is not None and type(value) is not kind:
+                    return None
+                kwargs[name] = value
+                found += 1
+            elif default is _REQUIRED:
+                return None
+            else:
+                kwargs[name] = default
+        return kwargs if found == len(input) else None
+
     async def call(self, input: Any, context: ToolContext[ToolDepsT_contra]) -> Any:  # noqa: A002 - the wire name
         """Validate ``input`` and run the function. Raises :class:`ToolInputError` for bad input.
 
         ``context`` is the call's :class:`ToolContext`, handed to a function that takes one.
         """
-        parsed = self._parse(input)
-        kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        kwargs = self._plain_kwargs(input)
+        if kwargs is None:
+            parsed = self._parse(input)
+            kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         if self._context_param is not None:
             kwargs[self._context_param] = context
         if self._is_async:
@@ -703,6 +734,8 @@ class ToolRegistry:
 
 
 def _is_provider(entry: object) -> bool:
+    if type(entry) is FunctionTool:  # the common case, without two runtime protocol checks (slow: every loop made)
+        return False
     return isinstance(entry, ToolProvider) and not isinstance(entry, Tool)
 
 
@@ -775,6 +808,44 @@ def _input_model(
         fields[pname] = (annotation, Field(default, description=doc) if doc else default)
     model = create_model(f"{name}_input", __config__=ConfigDict(extra="forbid", strict=False), **fields)
     return model, context_param, deps_type
+
+
+_REQUIRED = object()
+"""The default of a required field in :func:`_plain_fields`."""
+
+_PLAIN_TYPES: tuple[type, ...] = (str, int, float, bool)
+_PLAIN_DEFAULTS: tuple[type, ...] = (type(None), str, int, float, bool)
+
+
+def _plain_fields(model: type[BaseModel]) -> tuple[tuple[str, type | None, Any], ...] | None:
+    """``(name, type, default)`` of each field of a tool's input model whose validation (lax, as the model
+    is) gives back a value of exactly its type unchanged: a field typed ``str``, ``int``, ``float`` or
+    ``bool`` (``None`` for ``Any``: any value, as it is) with no constraint, alias or default factory, and a
+    default (``_REQUIRED`` when there is none) that pydantic hands out as it is (an immutable scalar; it
+    copies others). ``None`` when a field is anything else, or the model has validators."""
+    decorators = model.__pydantic_decorators__
+    if decorators.validators or decorators.field_validators or decorators.model_validators:
+        return None
+    out: list[tuple[str, type | None, Any]] = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if info.metadata or info.default_factory is not None or info.alias is not None:
+            return None
+        if info.validation_alias is not None:
+            return None
+        if annotation is Any:
+            kind: type | None = None
+        elif annotation in _PLAIN_TYPES:
+            kind = annotation
+        else:
+            return None
+        default = info.default
+        if default is PydanticUndefined:
+            default = _REQUIRED
+        elif type(default) not in _PLAIN_DEFAULTS:
+            return None
+        out.append((name, kind, default))
+    return tuple(out)
 
 
 _CONTEXT_ANNOTATION = re.compile(r"^\s*(?:[\w.]+\.)?ToolContext\s*(?:\[.*\])?\s*$", re.S)

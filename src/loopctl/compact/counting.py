@@ -143,7 +143,7 @@ def _content_units(output: ToolContent) -> tuple[int, int]:
     return units, images
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made twice a turn, and a frozen init costs a call per field; never changed
 class _Units:
     """What one message weighs before the ratio is applied (characters, weighted, and images), or its
     measured size in tokens when calibration learned it from the provider (``measured``)."""
@@ -270,7 +270,11 @@ class HeuristicTokenCounter:
             if isinstance(part, TextPart):
                 chars += _text_units(part.text)
             elif isinstance(part, ToolResultPart):
-                out, imgs = _content_units(part.output)
+                root = part.output.root
+                if type(root) is str:  # _content_units of the text form, written out
+                    out, imgs = (len(root) if root.isascii() else len(root.encode("utf-8", "surrogatepass"))), 0
+                else:
+                    out, imgs = _content_units(part.output)
                 chars += out + int(len(part.call_id) * p.id_weight) + p.part_overhead
                 if p.result_name:
                     chars += _text_units(part.name)
@@ -302,7 +306,17 @@ class HeuristicTokenCounter:
     def message_tokens(self, message: Message) -> int:
         """The tokens ``message`` adds to a conversation (calibrated scale applied, no fixed part); for a
         reply whose size calibration learned from the provider, that size."""
-        return self._tokens(self._units(message))
+        # _tokens(_units(message)) written out: the engine asks it twice a turn.
+        cached = self._cache.get(id(message))
+        if cached is not None and cached[0] is message:
+            u = cached[1]
+        else:
+            u = self._measure(message)
+            self._cache[id(message)] = (message, u)
+        if u.measured is not None:
+            return u.measured
+        p = self._preset
+        return int((u.chars / p.chars_per_token + u.images * p.image_tokens) * self.scale + 0.5)
 
     def measure(self, message: Message) -> int:
         """:meth:`message_tokens` of ``message`` computed afresh, without the cache (for messages a pass is

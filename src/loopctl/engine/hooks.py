@@ -97,7 +97,7 @@ class Hooks:
     are skipped). Calling one runs its hooks in order and raises :class:`~loopctl.errors.HookFailed` for a
     hook that raises or returns what it may not."""
 
-    __slots__ = ("_lists",)
+    __slots__ = ("_lists", "active")
 
     def __init__(self, hooks: Sequence[object] = ()) -> None:
         lists: dict[str, list[tuple[str, Callable[..., Any]]]] = {m: [] for m in _METHODS}
@@ -116,6 +116,8 @@ class Hooks:
             if not found:
                 raise TypeError(f"{hook!r} is not a hook: it has none of {', '.join(_METHODS)}")
         self._lists = lists
+        self.active: frozenset[str] = frozenset(m for m, found in lists.items() if found)
+        """The methods some hook has (``"before_tool" in hooks.active``: :meth:`has` as a set lookup)."""
 
     def __bool__(self) -> bool:
         return any(self._lists.values())

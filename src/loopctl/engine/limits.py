@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, TypeAlias
 
+from loopctl._frozen import fast_init
 from loopctl.response import Usage
 
 __all__ = ["LimitDimension", "LimitHit", "RunUsage", "UsageLimits", "remaining"]
@@ -95,6 +96,7 @@ class UsageLimits:
         )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RunUsage:
     """What a run has spent so far, as the machine counts it for its limits.

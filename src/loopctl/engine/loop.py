@@ -38,9 +38,11 @@ import dataclasses
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor, clip_middle, message_tokens
@@ -150,6 +152,7 @@ from loopctl.stream import StreamEvent, UsageReported
 from loopctl.tool import (
     ApprovalRequired,
     ForceTool,
+    FunctionTool,
     ModelRetry,
     RunContext,
     Tool,
@@ -176,6 +179,12 @@ _T = TypeVar("_T")
 CALIBRATION_DRIFT = 0.05
 """How far (a fraction of the reported input tokens) the running estimate may drift from what the provider
 reports before the counter is calibrated again."""
+
+
+_NO_USAGE = Usage()
+"""Nothing reported (a value: ``Usage`` is immutable)."""
+
+_ZERO = Decimal(0)
 
 
 class _Cancelled(Exception):
@@ -261,6 +270,7 @@ class BareLoop:
         self._batch: dict[str, ToolCallRecord | PendingApproval] = {}  # the batch in flight (_run_tools)
         self._prefix_watch = PrefixWatch()  # does each request extend the one before? (PromptCacheBust)
         self._raised_at: str | None = None
+        self._now: Callable[[], float] = self._clock  # the durations' clock of the run in flight (_run)
 
     # --- sessions ------------------------------------------------------------------------------------------
 
@@ -623,6 +633,9 @@ class BareLoop:
             output_retries=cfg.output_retries,
         )
         started = self._clock()
+        # The durations' clock: time.perf_counter itself unless a subclass reads another (_clock, an effect).
+        self._now = time.perf_counter if type(self)._clock is BareLoop._clock else self._clock
+        now = self._now
         resuming = approvals is not None
         self._check_start(input, approvals)
         if isinstance(input, Message):
@@ -649,6 +662,9 @@ class BareLoop:
         count = self._counter.count
         emit = self._emit if self.observers or self._run_observers else None
         turns: list[Turn] = []
+        # The last reply's turn, made once its records are known (``settle``), or without any when none come
+        # (``flush``): (index, input, reply, duration).
+        open_turn: tuple[int, list[Message], ModelReply, float] | None = None
         usage = Usage()
         tool_spend = ToolSpend()  # what tools spent on model calls of their own (sub-agents)
         turn_input: list[Message] = [] if resuming else [first]
@@ -680,14 +696,18 @@ class BareLoop:
             """After results or decisions for ``reply``'s calls were fed: the turn's records, and, once the
             machine committed them, the results message as the next turn's input (``before``: the context's
             size before it, to add it to)."""
-            nonlocal turn_input, ran, decided
-            committed = _results_of(reply, m.full_history())
+            nonlocal turn_input, ran, decided, open_turn
+            committed = m.results_of(reply)
             if committed is not None:
                 results = {p.call_id: p for p in committed.parts if isinstance(p, ToolResultPart)}
             else:
                 results = dict(m.held_results) if m.state is MachineState.AWAITING_APPROVAL else {}
             records = self._records(reply, ran, results)
-            if turns and turns[-1].output is reply:
+            if open_turn is not None and open_turn[2].response.message is reply:
+                index, made_of, answer, took = open_turn
+                turns.append(self._turn(index, made_of, answer, records, took))
+                open_turn = None
+            elif turns and turns[-1].output is reply:
                 turns[-1] = _with_calls(turns[-1], records)
             else:  # the turn of a paused run that this run continues
                 have = {r.call.id for r in resumed}
@@ -712,30 +732,35 @@ class BareLoop:
                 if isinstance(step, CallLLM) and self._binding is not None and await self._binding.save_turn(m):
                     continue  # the save was refused: the machine ended the run
                 if isinstance(step, CallLLM):
-                    t0 = self._clock()
+                    if open_turn is not None:  # the last reply's turn, which got no records
+                        turns.append(self._turn(open_turn[0], open_turn[1], open_turn[2], (), open_turn[3]))
+                        open_turn = None
+                    t0 = now()
+                    request = self._request(cfg, setup)
                     try:
-                        reply = await self._call_model(step.turn, self._request(cfg, setup), cfg, cancel, emit)
+                        reply = await self._call_model(step.turn, request, cfg, cancel, emit)
                     except _Cancelled:
                         if emit:
-                            emit(ModelCallFailed(step.turn, None, self._clock() - t0))
+                            emit(ModelCallFailed(step.turn, None, now() - t0))
                         m.cancel()
                         continue
                     except ContextOverflow as exc:
                         if emit:
-                            emit(ModelCallFailed(step.turn, exc, self._clock() - t0))
+                            emit(ModelCallFailed(step.turn, exc, now() - t0))
                         # The estimate was low: correct it, and let the machine compact and try once more.
                         error = exc
                         m.context_overflow(exc, self._after_overflow(exc))
                         continue
                     except LoopError as exc:
                         if emit:
-                            emit(ModelCallFailed(step.turn, exc, self._clock() - t0))
+                            emit(ModelCallFailed(step.turn, exc, now() - t0))
                         error = exc
                         m.fail(exc)
                         continue
-                    last_duration = self._clock() - t0
+                    last_duration = now() - t0
                     response = reply.response
-                    usage = usage + reply.usage  # the failed attempts' too: they were billed
+                    reply_usage = reply.usage  # the failed attempts' too: they were billed
+                    usage = usage + reply_usage
                     msg = response.message
                     check: OutputCheck | None = None
                     if output_plan is not None:
@@ -760,13 +785,17 @@ class BareLoop:
                         m.model_response(
                             msg,
                             self.tools.names,  # read per reply: an MCP server's tool list may change mid-run
-                            self._context_after_reply(m.full_history(), m.context_tokens, msg, response.usage),
+                            # The request's messages are the machine's history until the reply joins it.
+                            self._context_after_reply(request.messages, m.context_tokens, msg, response.usage),
                             stop_reason=response.stop_reason,
-                            invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls],
+                            invalid_calls=[(c.id, c.error) for c in response.invalid_tool_calls]
+                            if response.invalid_tool_calls
+                            else (),
                             output_check=check,
-                            usage=reply.usage,
+                            usage=reply_usage,
                             cost=reply.cost,
-                            repeatable=self._repeatable(msg),
+                            # Only loop detection reads it (a machine resumed from a file keeps its own setting).
+                            repeatable=self._repeatable(msg) if m.loop_detection is not None else (),
                         )
                     except LoopError as exc:  # a reply the machine cannot take (one call id used twice)
                         if emit:
@@ -782,15 +811,16 @@ class BareLoop:
                         )
                         if check is not None and not check.ok:
                             emit(OutputRetry(step.turn, m.output_failures, check.error or ""))
-                    turns.append(self._turn(step.turn, turn_input, reply, (), last_duration))
+                    open_turn = (step.turn, turn_input, reply, last_duration)
                     turn_input = []
                     ran, decided = {}, set()
-                    if msg.tool_calls() and m.state is not MachineState.AWAITING_TOOLS:
+                    if m.state is not MachineState.AWAITING_TOOLS and msg.tool_calls():
                         # The machine answered every call itself (unknown tools, cut-off calls, repeats, the output
                         # tool), or a limit or a loop ended the run.
                         settle(msg, None)
                 elif isinstance(step, CallTools):
-                    reply_message = m.full_history()[-1]  # O(1): pending would copy the run's messages
+                    reply_message = m.last_message()  # O(1): pending would copy the run's messages
+                    assert reply_message is not None
                     in_batch = (step, reply_message)
                     try:
                         done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
@@ -809,13 +839,17 @@ class BareLoop:
                         m.fail(exc)
                         continue
                     in_batch = None  # it came back whole (an error escaping it leaves it set, for its salvage)
-                    records = [r for r in done if isinstance(r, ToolCallRecord)]
-                    deferred = {p.id: p.reason for p in done if isinstance(p, PendingApproval)}
-                    ran.update((r.call.id, r) for r in records)
-                    spends = [r.spent for r in done if r.spent is not None]
+                    records: list[ToolCallRecord] = []
+                    deferred: dict[str, str | None] = {}
                     batch_spend: ToolSpend | None = None
-                    for one_spend in spends:
-                        batch_spend = one_spend if batch_spend is None else batch_spend.plus(one_spend)
+                    for one in done:  # one pass: the records, the deferred calls, what the calls spent
+                        if isinstance(one, ToolCallRecord):
+                            records.append(one)
+                            ran[one.call.id] = one
+                        else:
+                            deferred[one.id] = one.reason
+                        if one.spent is not None:
+                            batch_spend = one.spent if batch_spend is None else batch_spend.plus(one.spent)
                     before_results = m.context_tokens
                     m.tool_results(
                         [_results_message(records)] if records else [],
@@ -869,6 +903,8 @@ class BareLoop:
             if emit:
                 emit(RunAborted(exc))
             raise
+        if open_turn is not None:
+            turns.append(self._turn(open_turn[0], open_turn[1], open_turn[2], (), open_turn[3]))
         outcome = m.outcome
         text = _answer_text(turns)
         if output_plan is None:
@@ -1091,7 +1127,7 @@ class BareLoop:
         (:class:`~loopctl.errors.FallbackFailed` when every client of a chain failed,
         :class:`~loopctl.errors.HookFailed`), or ``_Cancelled``."""
         hooks = self._hooks
-        if hooks.has("before_model"):
+        if "before_model" in hooks.active:
             request = await _race(hooks.before_model(request), cancel)
         client = self.client
         chain = client if isinstance(client, FallbackClient) else None
@@ -1099,9 +1135,9 @@ class BareLoop:
         streamed: list[str] = []  # the text the attempt in flight streamed
         events = 0
         reported: Usage | None = None  # the usage the attempt in flight reported last (a running total)
-        no_usage = Usage()
+        no_usage = _NO_USAGE
         failed_usage = no_usage  # what the attempts that failed had reported: billed, and counted for limits
-        failed_cost: Decimal | None = Decimal(0)
+        failed_cost: Decimal | None = _ZERO
 
         def on_event(event: StreamEvent) -> None:
             nonlocal events, reported
@@ -1134,7 +1170,10 @@ class BareLoop:
                     api_url=getattr(clients[0], "api_url", None),
                 )
             )
-        bust = self._prefix_watch.check(request.messages, request.system, (*request.tools, *request.native_tools))
+        native = request.native_tools
+        bust = self._prefix_watch.check(
+            request.messages, request.system, (*request.tools, *native) if native else request.tools
+        )
         if bust is not None and emit is not None:
             emit(PromptCacheBust(turn, bust.what, bust.index, bust.reason))
         tracking = on_event  # always: a failed attempt's usage is known only from its events
@@ -1149,7 +1188,7 @@ class BareLoop:
                 streamed.clear()
                 try:
                     coro = current.generate(request, stream=cfg.stream, on_event=tracking)
-                    response = await _race(coro, cancel)
+                    response = await (_race(coro, cancel) if cancel is not None else coro)
                     answered = current
                 except LoopError as exc:
                     count_failed(current)
@@ -1187,7 +1226,7 @@ class BareLoop:
             if response is not None:
                 break
         assert response is not None
-        if hooks.has("after_model"):
+        if "after_model" in hooks.active:
             await _race(hooks.after_model(response), cancel)
         model = response.model or answered.model
         cost = _price(answered, response.usage, model)
@@ -1224,7 +1263,7 @@ class BareLoop:
             out: list[ToolCallRecord | PendingApproval] = []
             for call in calls:
                 one = self._run_one(step.turn, call, cfg, emit, deps, spent, approved.get(call.id))
-                out.append(await _race(one, cancel))
+                out.append(await (_race(one, cancel) if cancel is not None else one))
                 batch[call.id] = out[-1]
             return out
         sem = asyncio.Semaphore(max(1, cfg.max_concurrency))
@@ -1287,7 +1326,7 @@ class BareLoop:
     ) -> ToolCallRecord | PendingApproval:
         args = call.input
         if approval is None:
-            block = await self._hooks.before_tool(call) if self._hooks.has("before_tool") else None
+            block = await self._hooks.before_tool(call) if "before_tool" in self._hooks.active else None
             if block is not None:
                 return self._not_run(turn, call, block.message, emit)
             if getattr(tool, "requires_approval", False) is True:
@@ -1316,37 +1355,42 @@ class BareLoop:
         if emit:
             modified = args is not call.input
             emit(ToolCallStarted(turn, call, modified=modified, modified_input=args if modified else None))
-        t0 = self._clock()
-        progress = None
-        if emit:
-
-            def progress(done: float, total: float | None, message: str | None) -> None:
-                emit(ToolProgress(turn, call, done, total, message))
-
+        t0 = self._now()
         left = remaining(cfg.limits, self._machine.usage) if cfg.limits is not None else None
-        context: ToolContext[Any] = ToolContext(
-            call.id, call.name, deps, usage or Usage(), turn, left, _progress=progress
-        )
+        context: ToolContext[Any] | None = None
+        if emit or type(tool) is not FunctionTool or tool._context_param is not None:
+            # A function tool without a ToolContext parameter never sees its context, and with no observer no
+            # progress can be reported: nothing would read one (its stop flag and spend included).
+            progress = None
+            if emit:
+
+                def progress(done: float, total: float | None, message: str | None) -> None:
+                    emit(ToolProgress(turn, call, done, total, message))
+
+            context = ToolContext(call.id, call.name, deps, usage or Usage(), turn, left, _progress=progress)
         try:
             result, error = await self._execute(tool, call, args, cfg, context)
         except ApprovalRequired as exc:  # the tool deferred its own call (a sub-agent paused for approval)
             if emit:
                 emit(ToolCallDeferred(turn, call, exc.reason))
-            return PendingApproval(call, exc.reason, spent=context.spent)
+            return PendingApproval(call, exc.reason, spent=context.spent if context is not None else None)
+        spent = context.spent if context is not None else None
         if error is not None:
+            if context is None:  # for the log (the tool never saw one)
+                context = ToolContext(call.id, call.name, deps, usage or Usage(), turn, left)
             _log_tool_error(tool, call, error, context)
             if cfg.raise_tool_errors and isinstance(error, Exception):  # not a sub-task's CancelledError
                 # The run fails with it; the batch's salvage keeps what the model would have read.
-                duration = self._clock() - t0
-                self._batch[call.id] = ToolCallRecord(call, result, duration, spent=context.spent, error=error)
+                duration = self._now() - t0
+                self._batch[call.id] = ToolCallRecord(call, result, duration, spent=spent, error=error)
                 self._raised_at = call.id
                 raise error
-        if self._hooks.has("after_tool"):
+        if "after_tool" in self._hooks.active:
             result = await self._hooks.after_tool(call, result)
-        duration = self._clock() - t0
+        duration = self._now() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration, error))
-        return ToolCallRecord(call, result, duration, spent=context.spent, error=error)
+        return ToolCallRecord(call, result, duration, spent=spent, error=error)
 
     def _repeatable(self, reply: Message) -> frozenset[str]:
         """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
@@ -1413,18 +1457,33 @@ class BareLoop:
         return ToolCallRecord(call, result, 0.0, ran=False)
 
     async def _execute(
-        self, tool: Tool, call: ToolCallPart, args: Any, cfg: RunConfig, context: ToolContext[Any]
+        self, tool: Tool, call: ToolCallPart, args: Any, cfg: RunConfig, context: ToolContext[Any] | None
     ) -> tuple[ToolResultPart, BaseException | None]:
-        """Run ``tool`` on ``args``: its result for the model, and the exception the tool raised (or that made
-        its output unsendable), ``None`` when it raised none. Input that does not fit the schema and a
-        timeout are results without an exception (the model's to fix, the engine's limit)."""
+        """Run ``tool`` on ``args`` (``context``: the call's, ``None`` for a tool that never sees one, a
+        :class:`~loopctl.tool.FunctionTool` whose function takes none): its result for the model, and the
+        exception the tool raised (or that made its output unsendable), ``None`` when it raised none. Input
+        that does not fit the schema and a timeout are results without an exception (the model's to fix, the
+        engine's limit)."""
         timeout, max_chars = cfg.tool_timeout, cfg.max_tool_output_chars
         try:
+            called = tool.call(args, context)  # type: ignore[arg-type]  # None only for a tool that never reads it
             if timeout is None:
-                value = await tool.call(args, context)
+                value = await called
+            elif type(called) is CoroutineType:
+                # Stepped once by hand, in this task (as an await would): a call that finishes without waiting
+                # on anything cannot be timed out (a timeout fires only while the call waits), so it needs no
+                # timer. One that waits goes on under its timeout, from the deadline it had when it started.
+                deadline = asyncio.get_running_loop().time() + timeout
+                try:
+                    waits_on = called.send(None)
+                except StopIteration as finished:
+                    value = finished.value
+                else:
+                    async with asyncio.timeout_at(deadline):
+                        value = await _resume(called, waits_on)
             else:
                 async with asyncio.timeout(timeout):
-                    value = await tool.call(args, context)
+                    value = await called
         except ToolInputError as exc:
             return _error_result(call, f"Invalid input for tool {call.name!r}: {exc}"), None
         except ModelRetry as exc:  # the tool's own words for the model, as they are
@@ -1432,10 +1491,12 @@ class BareLoop:
         except ApprovalRequired:
             raise
         except TimeoutError:
-            context.request_stop()
+            if context is not None:
+                context.request_stop()
             return _error_result(call, _timeout_text(tool, call.name, timeout)), None
         except asyncio.CancelledError as exc:
-            context.request_stop()
+            if context is not None:
+                context.request_stop()
             if _cancelling():  # the run is being cancelled (by the caller, or its cancel event)
                 raise
             # The tool's own sub-task was cancelled: the tool failed; the run goes on.
@@ -1443,6 +1504,24 @@ class BareLoop:
             return _error_result(call, text), exc
         except Exception as exc:  # a tool's failure is the model's to read, not the loop's to die of
             return _error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exception_text(exc)}"), exc
+        if type(value) is str:
+            # The common case, made as the general path below makes it: the text with U+FFFD for a lone
+            # surrogate, clipped, validated as a ToolContent by pydantic-core (a str has no image to check).
+            text = value if value.isascii() else valid_unicode(value)
+            if max_chars is not None and len(text) > max_chars:
+                text = clip_middle(text, max_chars)
+            made = assemble(
+                ToolResultPart,
+                type="tool_result",
+                call_id=call.id,
+                name=call.name,
+                output=ToolContent.__pydantic_validator__.validate_python(text)
+                if ToolContent.__pydantic_complete__
+                else ToolContent.from_string(text),  # the first one builds the model (defer_build)
+                is_error=False,
+                retention=None,
+            )
+            return made, None
         try:
             out = to_tool_output(value)
             content = out.tool_content()  # text with a lone surrogate comes back with U+FFFD in its place
@@ -1702,18 +1781,11 @@ def check_decisions(approvals: Mapping[str, Approval], pending: Sequence[Pending
 def _results_message(records: Sequence[ToolCallRecord]) -> Message:
     """The user message of the records' results; results the loop made (or a hook handed back as
     :class:`~loopctl.message.ToolResultPart`) were checked when they were made and are not checked again."""
-    parts = tuple(r.result for r in records)
-    if all(type(p) is ToolResultPart for p in parts):
-        return assemble(Message, role=Role.USER, parts=parts)
-    return Message(role=Role.USER, parts=parts)
-
-
-def _results_of(reply: Message, messages: Sequence[Message]) -> Message | None:
-    """The message that answers ``reply``'s calls when the machine committed them (the message right after
-    ``reply``, at the end of ``messages``), else ``None``."""
-    if len(messages) >= 2 and messages[-2] is reply and messages[-1].role is Role.USER:
-        return messages[-1]
-    return None
+    parts = tuple([r.result for r in records])
+    for p in parts:
+        if type(p) is not ToolResultPart:
+            return Message(role=Role.USER, parts=parts)
+    return assemble(Message, role=Role.USER, parts=parts)
 
 
 async def _check_output(
@@ -1796,6 +1868,29 @@ async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
     if not task.cancelled():
         task.exception()  # retrieved, so asyncio does not log it as never retrieved
     raise _Cancelled
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, _T], waits_on: Any) -> Generator[Any, Any, _T]:
+    """Await ``coro`` from where it stopped: it was stepped once by hand and yielded ``waits_on`` (what the
+    task must wait on). What ``await coro`` would do from there (``yield from``): each resumption is sent on,
+    each exception thrown in (a cancellation, a timeout's), and its value or error is this one's."""
+    while True:
+        try:
+            sent = yield waits_on
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                waits_on = coro.throw(exc)
+            except StopIteration as finished:
+                return cast(_T, finished.value)
+            continue
+        try:
+            waits_on = coro.send(sent)
+        except StopIteration as finished:
+            return cast(_T, finished.value)
 
 
 def _cancelling() -> bool:

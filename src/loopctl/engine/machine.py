@@ -66,6 +66,7 @@ from typing import Any, TypeAlias, Union, overload
 import orjson
 from pydantic import ValidationError
 
+from loopctl._frozen import fast_init
 from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits, cost_unknown, passed_after_reply
 from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval, deny_reason, input_problem
 from loopctl.errors import (
@@ -176,6 +177,7 @@ class CompactReason(enum.StrEnum):
     THRESHOLD = "threshold"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CallLLM:
     """Call the model with :meth:`LoopMachine.full_history`; ``turn`` counts model calls in this run from 1."""
@@ -183,6 +185,7 @@ class CallLLM:
     turn: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CallTools:
     """Run these tool calls (in this order) and feed :meth:`LoopMachine.tool_results`.
@@ -416,6 +419,23 @@ class LoopMachine:
         """History then pending: what the model is sent. An O(1) read-only snapshot."""
         return _View(self._messages, len(self._messages))
 
+    def results_of(self, reply: Message) -> Message | None:
+        """The message that answers ``reply``'s calls when it was just committed (the last message, a user
+        message, right after ``reply``), else ``None``. O(1)."""
+        messages = self._messages
+        if len(messages) >= 2 and messages[-2] is reply and messages[-1].role is Role.USER:
+            return messages[-1]
+        return None
+
+    def last_message(self) -> Message | None:
+        """The conversation's last message (history then pending), ``None`` when it has none. O(1)."""
+        return self._messages[-1] if self._messages else None
+
+    @property
+    def loop_detection(self) -> int | None:
+        """The run's loop-detection setting, ``k`` (``None``: off), as given to :meth:`accept_input`."""
+        return self._loop_k
+
     @property
     def output_failures(self) -> int:
         """How many answers of this run were invalid typed output so far."""
@@ -468,7 +488,10 @@ class LoopMachine:
             return Done(self._outcome)
         if state is MachineState.AWAITING_TOOLS:
             answered, deferred = self._machine_results, self._deferred
-            calls = tuple(c for c in self._calls if c.id not in answered and c.id not in deferred)
+            if answered or deferred:
+                calls = tuple(c for c in self._calls if c.id not in answered and c.id not in deferred)
+            else:
+                calls = self._calls
             return CallTools(self.turn, calls, dict(self._approved))
         if state is MachineState.AWAITING_COMPACTION:
             assert self._step is not None
@@ -613,9 +636,11 @@ class LoopMachine:
         reply that calls two tools under one id or a tool with no name (the driver fails the run with it).
         Whatever it raises, the machine is left exactly as it was.
         """
-        self._expect(MachineState.AWAITING_MODEL, feed="model_response")
-        _expect_message(message, Role.ASSISTANT, "model_response")
-        calls = tuple(p for p in message.parts if isinstance(p, ToolCallPart))
+        if self.state is not MachineState.AWAITING_MODEL:
+            self._expect(MachineState.AWAITING_MODEL, feed="model_response")
+        if type(message) is not Message or message.role is not Role.ASSISTANT:
+            _expect_message(message, Role.ASSISTANT, "model_response")
+        calls = tuple([p for p in message.parts if isinstance(p, ToolCallPart)])
         # Everything is worked out before anything changes: a bad argument leaves the machine as it was.
         machine_results: dict[str, ToolResultPart] = {}
         to_run: list[ToolCallPart] = []
@@ -669,7 +694,7 @@ class LoopMachine:
         self.turn += 1
         self.context_tokens = context_tokens
         self._overflow = None
-        self._spent = self._spent.with_reply(usage or Usage(), cost)
+        self._spent = self._spent.with_reply(usage if usage is not None else _NO_USAGE, cost)
         if output_check is not None and not output_check.ok:
             self._output_failures += 1
             self._output_error = output_check.problems or output_check.error
@@ -694,7 +719,7 @@ class LoopMachine:
             self._commit_results([])
             self._end(Outcome(OutcomeKind.COMPLETED), salvage=False)
             return
-        if self._end_past_limits():
+        if self._limits is not None and self._end_past_limits():
             return
         if self._loop_k is not None and self._check_loops(calls, machine_results, to_run, frozenset(repeatable)):
             return
@@ -817,6 +842,12 @@ class LoopMachine:
         :meth:`approve` decides the deferred calls; other parts of the messages are refused then.
         """
         self._expect(MachineState.AWAITING_TOOLS, feed="tool_results")
+        if not deferred and self._commit_whole(messages):
+            if spent is not None:
+                self._spent = self._spent.plus(spent)
+            if context_tokens is not None:
+                self.context_tokens = context_tokens
+            return
         results: list[ToolResultPart] = []
         other: list[Any] = []
         for m in messages:
@@ -835,6 +866,29 @@ class LoopMachine:
             self._spent = self._spent.plus(spent)
         if context_tokens is not None:
             self.context_tokens = context_tokens
+
+    def _commit_whole(self, messages: Iterable[Message]) -> bool:
+        """The common case of :meth:`tool_results`, committed as given: one user message made only of a
+        result for each call of the step, in the model's order, each naming its tool, and nothing answered or
+        deferred before. The message is the one :meth:`_commit_results` would build (the same parts, in the
+        same order), so it is kept instead of built again. False (nothing changed) otherwise."""
+        if self._machine_results or self._deferred or type(messages) is not list or len(messages) != 1:
+            return False
+        message = messages[0]
+        if type(message) is not Message or message.role is not Role.USER:
+            return False
+        parts, calls = message.parts, self._calls
+        if len(parts) != len(calls):
+            return False
+        for part, call in zip(parts, calls, strict=True):
+            if type(part) is not ToolResultPart or part.call_id != call.id or not part.name:
+                return False
+        self._messages.append(message)
+        self._calls = ()
+        self._approved = {}
+        self._held = False
+        self.state = MachineState.AWAITING_MODEL
+        return True
 
     def _hold_results(self, results: list[ToolResultPart], reasons: dict[str, str | None], other: list[Any]) -> None:
         """Keep ``results`` with the turn and pause it on the deferred calls (``reasons``: id -> reason)."""
@@ -1253,6 +1307,9 @@ class LoopMachine:
             f"LoopMachine(state={self.state.value}, turn={self.turn}, history={self._n_history}, "
             f"pending={len(self._messages) - self._n_history}, context_tokens={self.context_tokens})"
         )
+
+
+_NO_USAGE = Usage()
 
 
 def check_loop_detection(k: object) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from loopctl._frozen import fast_init
 from loopctl.engine.machine import Outcome, OutcomeKind
 from loopctl.engine.permission import PendingApproval
 from loopctl.errors import (
@@ -36,6 +37,7 @@ from loopctl.tool import ToolSpend
 __all__ = ["NO_OUTPUT", "ModelReply", "OutputT", "Run", "ToolCallRecord", "Turn", "count_new"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """One tool call of a turn: the ``call``, its ``result``, and how long it ran (``duration``, seconds).
@@ -54,6 +56,7 @@ class ToolCallRecord:
     error: BaseException | None = field(default=None, compare=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelReply:
     """What one model call gave (the result of the driver's ``_call_model`` effect): the ``response``, the
@@ -74,6 +77,7 @@ class ModelReply:
         return self.response.usage + self.failed_usage
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Turn:
     """One model call: the messages added since the previous call (``input``: the user's input or the

@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import orjson
 
+from loopctl._frozen import fast_init
 from loopctl.errors import ProviderError, ProviderProtocolError
 from loopctl.message import Message
 from loopctl.message.model import _dumps_bytes
@@ -73,6 +74,7 @@ class OutputFormat:
     strict: bool = True
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One model call, provider-neutral: the conversation, the system prompt, the tools and the generation

@@ -87,24 +87,41 @@ class CacheBust:
 class PrefixWatch:
     """Compares each request with the one before it (tools, system prompt, messages) and tells when it does
     not extend it. Messages are compared by identity first (the engine keeps the same objects), by value
-    only when the objects differ, so a long conversation costs about one comparison per message."""
+    only when the objects differ, so a long conversation costs about one comparison per message; a request
+    whose messages are a view of the same append-only list as the request before (the engine's
+    :class:`~loopctl.engine.LoopMachine` hands out such views: ``_items``, the list, and ``_n``, how many of
+    its items the view shows), no shorter, extends it by construction and costs O(1)."""
 
-    __slots__ = ("_messages", "_system", "_tools")
+    __slots__ = ("_items", "_messages", "_n", "_system", "_tools")
 
     def __init__(self) -> None:
-        self._messages: list[Message] | None = None
+        self._messages: Sequence[Message] | None = None
+        self._items: list[Message] | None = None  # the list the last request viewed, when it was a view
+        self._n = 0
         self._system: str | None = None
         self._tools: tuple[Any, ...] = ()
 
     def check(self, messages: Sequence[Message], system: str | None, tools: Sequence[Any]) -> CacheBust | None:
         """The bust ``messages`` (with ``system`` and ``tools``) makes against the request seen before, or
         ``None`` when it extends it (or is the first); remembers this request for the next check."""
-        previous, before_system, before_tools = self._messages, self._system, self._tools
-        self._messages, self._system, self._tools = list(messages), system, tuple(tools)
+        previous, before_items, before_n = self._messages, self._items, self._n
+        before_system, before_tools = self._system, self._tools
+        items = getattr(messages, "_items", None)
+        n = len(messages)
+        if type(items) is list and getattr(messages, "_n", None) == n:
+            # A view: remembered as the list and a length (the list only ever grows; any other change of the
+            # machine's conversation makes a new list, so the first ``n`` items never change).
+            self._messages, self._items, self._n = messages, items, n
+        else:
+            self._messages, self._items, self._n = list(messages), None, 0
+        self._system = system
+        if tools is not before_tools:
+            self._tools = tools if type(tools) is tuple else tuple(tools)
         if previous is None:
             return None
-        if len(before_tools) != len(tools) or any(
-            a is not b and a != b for a, b in zip(before_tools, tools, strict=False)
+        if tools is not before_tools and (
+            len(before_tools) != len(tools)
+            or any(a is not b and a != b for a, b in zip(before_tools, tools, strict=False))
         ):
             names = {getattr(t, "name", type(t).__name__) for t in tools}
             old = {getattr(t, "name", type(t).__name__) for t in before_tools}
@@ -115,14 +132,16 @@ class PrefixWatch:
             return CacheBust("tools", None, f"the tools changed ({detail})")
         if system != before_system:
             return CacheBust("system", None, "the system prompt changed")
-        shared = min(len(previous), len(messages))
+        if before_items is not None and items is before_items and n >= before_n:
+            return None  # the same append-only list, no shorter: the previous messages are its first items
+        if before_items is not None:
+            previous = before_items[:before_n]
+        shared = min(len(previous), n)
         head = messages[:shared]
         if not all(map(operator.is_, previous[:shared], head)):  # C speed while the objects are the same
             for i, (a, b) in enumerate(zip(previous, head, strict=False)):
                 if a is not b and a != b:
                     return CacheBust("messages", i, f"messages[{i}] ({a.role.value}) changed")
-        if len(messages) < len(previous):
-            return CacheBust(
-                "messages", len(messages), f"the conversation lost messages from messages[{len(messages)}] on"
-            )
+        if n < len(previous):
+            return CacheBust("messages", n, f"the conversation lost messages from messages[{n}] on")
         return None

@@ -113,7 +113,7 @@ class ScriptedClient:
                 raise ScriptExhausted(f"the script has {len(self._script)} replies; call {self.calls} has none")
             step = self._script[self._next]
             self._next += 1
-        response = await self._resolve(step, request)
+        response = step if type(step) is ModelResponse else await self._resolve(step, request)
         if stream and on_event is not None:
             for event in stream_events(response):
                 on_event(event)
@@ -129,7 +129,8 @@ class ScriptedClient:
         items = getattr(messages, "_items", None)  # a machine's view: the list it views
         sound = self._sound
         start = 0
-        if n and len(messages) >= n:
+        length = len(messages)
+        if n and length >= n:
             if items is not None:
                 continues = items is sound
             else:
@@ -137,7 +138,7 @@ class ScriptedClient:
             start = n - 1 if continues else 0
         check_pairing(messages, "ScriptedClient, as every provider,", start)
         seq = items if items is not None else messages  # a view's first len(messages) items are its messages
-        last = len(messages) - 1
+        last = length - 1
         while last >= 0 and seq[last].role is not Role.ASSISTANT:
             last -= 1
         if items is not None:

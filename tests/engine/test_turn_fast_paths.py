@@ -1,0 +1,340 @@
+"""The second round of per-turn shortcuts (docs/performance.md, section 7) give exactly what the general
+paths give: the prefix watch over a machine's view, a tool call stepped by hand instead of awaited under a
+timer, the results message the machine keeps as given, a run without observers (no ToolContext for a tool
+that takes none)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopctl.engine import BareLoop, RunConfig, SessionConfig
+from loopctl.engine.machine import LoopMachine, _View
+from loopctl.errors import MachineStateError
+from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
+from loopctl.providers.cache import PrefixWatch
+from loopctl.testing import ScriptedClient
+from loopctl.tool import FunctionTool, ModelRetry, ToolContext, tool
+
+# --- the prefix watch ------------------------------------------------------------------------------------
+
+MESSAGES = [Message.user(f"m{i}") for i in range(6)]
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.sampled_from(["grow", "new_list", "cut", "change"]), st.integers(0, 5)), max_size=12))
+def test_a_view_of_the_same_list_is_judged_as_the_list_it_shows(ops: list[tuple[str, int]]) -> None:
+    """One watch is fed machine views (the O(1) test), another the same messages as plain lists: the same
+    bust, or none, every time."""
+    by_view, by_list = PrefixWatch(), PrefixWatch()
+    items: list[Message] = [MESSAGES[0]]
+    for op, k in ops:
+        if op == "grow":
+            items.append(MESSAGES[k])  # an append: views handed out before stay snapshots
+        elif op == "new_list":
+            items = list(items)  # what a prune pass does: another list, the same messages
+        elif op == "cut" and items:
+            items = items[: k % len(items)]  # what a salvage does: a new, shorter list
+        elif op == "change" and items:
+            items = [*items[:-1], Message.user(f"changed {k}")]
+        view = _View(items, len(items))
+        assert by_view.check(view, "s", ()) == by_list.check(list(view), "s", ())
+
+
+def test_the_same_tools_object_is_not_compared_again() -> None:
+    watch = PrefixWatch()
+    tools = ("a", "b")
+    assert watch.check([], None, tools) is None
+    assert watch.check([], None, tools) is None
+    bust = watch.check([], None, ("a",))
+    assert bust is not None and bust.what == "tools"
+
+
+# --- a tool call stepped by hand -------------------------------------------------------------------------
+
+
+class _NotACoroutine:
+    """An awaitable that is not a coroutine: the driver awaits it under asyncio.timeout (the general path)."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self._coro = coro
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return self._coro.__await__()
+
+
+class _General:
+    """A tool whose call returns a _NotACoroutine around the wrapped tool's call."""
+
+    def __init__(self, inner: FunctionTool[Any]) -> None:
+        self.inner = inner
+        self.name, self.description, self.input_schema = inner.name, inner.description, inner.input_schema
+
+    def call(self, input: Any, context: ToolContext[Any]) -> Awaitable[Any]:
+        return _NotACoroutine(self.inner.call(input, context))
+
+
+async def _quick() -> str:
+    """A tool body."""
+    return "done at once"
+
+
+async def _after_a_step() -> str:
+    """A tool body."""
+    await asyncio.sleep(0)
+    return "done after a step"
+
+
+async def _too_slow() -> str:
+    """A tool body."""
+    await asyncio.sleep(10)
+    return "never"
+
+
+async def _raises() -> str:
+    """A tool body."""
+    raise ValueError("broken")
+
+
+async def _retry_after_a_step() -> str:
+    """A tool body."""
+    await asyncio.sleep(0)
+    raise ModelRetry("try again")
+
+
+async def _swallows_the_timeout() -> str:
+    """A tool body."""
+    try:
+        await asyncio.sleep(10)
+    except asyncio.CancelledError:
+        return "caught"
+    return "never"
+
+
+async def _waits_on_a_future() -> str:
+    """A tool body."""
+    future = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_soon(future.set_result, "from a future")
+    return str(await future)
+
+
+async def _many_steps() -> str:
+    """A tool body."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+    return "five steps"
+
+
+async def _timeout_of_its_own() -> str:
+    """A tool body."""
+    raise TimeoutError("its own")
+
+
+BODIES = [
+    _quick,
+    _after_a_step,
+    _too_slow,
+    _raises,
+    _retry_after_a_step,
+    _swallows_the_timeout,
+    _waits_on_a_future,
+    _many_steps,
+    _timeout_of_its_own,
+]
+
+
+async def _execute(t: Any, timeout: float | None) -> tuple[str, bool | None, str | None]:
+    loop = BareLoop(ScriptedClient([]), [])
+    call = ToolCallPart(id="c1", name=t.name, input={})
+    context: ToolContext[Any] = ToolContext("c1", t.name)
+    result, error = await loop._execute(t, call, {}, RunConfig(tool_timeout=timeout), context)
+    return str(result.output), result.is_error, type(error).__name__ if error is not None else None
+
+
+@pytest.mark.parametrize("body", BODIES, ids=lambda b: b.__name__)
+@pytest.mark.parametrize("timeout", [0.05, None])
+def test_a_call_stepped_by_hand_ends_as_an_awaited_one(body: Callable[[], Any], timeout: float | None) -> None:
+    if body is _too_slow and timeout is None:
+        return
+    t = FunctionTool(body, name="t")
+    assert asyncio.run(_execute(t, timeout)) == asyncio.run(_execute(_General(t), timeout))
+
+
+def test_a_quick_call_needs_no_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[float] = []
+    real = asyncio.timeout_at
+
+    def counting(when: float | None) -> Any:
+        made.append(0.0)
+        return real(when)
+
+    monkeypatch.setattr(asyncio, "timeout_at", counting)
+    assert asyncio.run(_execute(FunctionTool(_quick, name="t"), 5.0))[0] == "done at once"
+    assert made == []
+    assert asyncio.run(_execute(FunctionTool(_after_a_step, name="t"), 5.0))[0] == "done after a step"
+    assert len(made) == 1
+
+
+def test_a_cancelled_run_cancels_a_call_that_waits() -> None:
+    seen: list[str] = []
+
+    @tool
+    async def wait() -> str:
+        """Waits."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return "never"
+
+    async def main() -> str:
+        cancel = asyncio.Event()
+        script = [Message(role=Role.ASSISTANT, parts=(ToolCallPart(id="c1", name="wait", input={}),))]
+        loop = BareLoop(ScriptedClient(script), [wait])
+        asyncio.get_running_loop().call_later(0.05, cancel.set)
+        run = await loop.run("go", RunConfig(tool_timeout=5.0), cancel=cancel)
+        return run.outcome.kind.value
+
+    assert asyncio.run(main()) == "cancelled"
+    assert seen == ["cancelled"]
+
+
+# --- the results message kept as given -------------------------------------------------------------------
+
+ids = st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True)
+
+
+@settings(max_examples=200)
+@given(ids, st.data())
+def test_the_results_message_kept_as_given_is_the_one_built(calls: list[str], data: st.DataObject) -> None:
+    answered = data.draw(st.lists(st.sampled_from([*calls, "x"]), max_size=4))
+    named = data.draw(st.booleans())
+    text = data.draw(st.booleans())
+    parts: list[Any] = [ToolResultPart(call_id=c, name="t" if named else "", output=f"r{c}") for c in answered]
+    if text:
+        parts.append(TextPart(text="and"))
+    message = Message(role=Role.USER, parts=tuple(parts))
+
+    def machine() -> LoopMachine:
+        m = LoopMachine()
+        m.accept_input("go", loop_detection=None)
+        reply = Message(role=Role.ASSISTANT, parts=tuple(ToolCallPart(id=c, name="t", input={}) for c in calls))
+        m.model_response(reply, ["t"], 10)
+        return m
+
+    fast, general = machine(), machine()
+    outcomes = []
+    for m, given_as in ((fast, [message]), (general, (message,))):  # a tuple never takes the shortcut
+        try:
+            m.tool_results(given_as, 20)
+            outcomes.append(m.to_json())
+        except MachineStateError as exc:
+            outcomes.append(f"refused: {exc}")
+            assert m.to_json() == machine().to_json()  # left as it was
+    assert outcomes[0] == outcomes[1]
+
+
+def test_the_message_given_is_the_one_kept() -> None:
+    m = LoopMachine()
+    m.accept_input("go")
+    m.model_response(Message(role=Role.ASSISTANT, parts=(ToolCallPart(id="a", name="t", input={}),)), ["t"], 1)
+    results = Message(role=Role.USER, parts=(ToolResultPart(call_id="a", name="t", output="ok"),))
+    m.tool_results([results])
+    assert m.last_message() is results
+    assert m.results_of(m.full_history()[-2]) is results
+
+
+# --- a run without observers -----------------------------------------------------------------------------
+
+
+def _script() -> list[Message]:
+    def calls(*parts: ToolCallPart) -> Message:
+        return Message(role=Role.ASSISTANT, parts=parts)
+
+    return [
+        calls(ToolCallPart(id="c1", name="plain", input={"text": "one"})),
+        calls(
+            ToolCallPart(id="c2", name="plain", input={"text": "two"}),
+            ToolCallPart(id="c3", name="with_context", input={"n": 2}),
+            ToolCallPart(id="c4", name="plain", input={"text": 3}),  # not a str: the input model refuses it
+        ),
+        calls(ToolCallPart(id="c5", name="plain", input={"text": "x" * 50})),
+        Message.assistant("done"),
+    ]
+
+
+@tool
+async def plain(text: str) -> str:
+    """Echo."""
+    return text.upper()
+
+
+@tool
+async def with_context(ctx: ToolContext[Any], n: int) -> str:
+    """Reads its context."""
+    ctx.report_progress(1, 2, "half")
+    return f"{ctx.call_id} turn {ctx.turn} n {n}"
+
+
+def _record(run: Any) -> list[Any]:
+    return [
+        (
+            t.index,
+            [m.to_dict() for m in t.input],
+            t.output.to_dict(),
+            [(r.call.to_dict(), r.result.to_dict(), r.ran, r.spent, type(r.error)) for r in t.tool_calls],
+            t.usage,
+            t.stop_reason,
+            t.model,
+            t.provider,
+            t.cost,
+        )
+        for t in run.turns
+    ]
+
+
+@pytest.mark.parametrize("dispatch", ["parallel", "sequential"])
+async def test_a_run_without_observers_records_what_a_run_with_them_records(dispatch: Any) -> None:
+    events: list[Any] = []
+    cfg = RunConfig(tool_dispatch=dispatch, max_tool_output_chars=20, loop_detection=None)
+    config = SessionConfig(context_window=100_000)
+    quiet = BareLoop(ScriptedClient(_script()), [plain, with_context], config)
+    watched = BareLoop(ScriptedClient(_script()), [plain, with_context], config, observers=[events.append])
+    a, b = await quiet.run("go", cfg), await watched.run("go", cfg)
+    assert [m.to_dict() for m in a.messages] == [m.to_dict() for m in b.messages]
+    assert _record(a) == _record(b)
+    assert (a.output, a.outcome, a.usage) == (b.output, b.outcome, b.usage)
+    assert any(type(e).__name__ == "ToolProgress" for e in events)
+    assert quiet.machine.context_tokens == watched.machine.context_tokens
+
+
+def test_the_first_text_result_of_a_process_builds_its_model() -> None:
+    """A text result is validated straight through pydantic-core once ToolContent is built (defer_build); the
+    first of a fresh process builds it through the constructor, from any stack depth."""
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio\n"
+        "from loopctl.message.model import ToolContent\n"
+        "from loopctl.engine import BareLoop, RunConfig\n"
+        "from loopctl.message import Message, Role, ToolCallPart\n"
+        "from loopctl.testing import ScriptedClient\n"
+        "from loopctl.tool import tool\n"
+        "@tool\n"
+        "async def echo(text: str) -> str:\n"
+        "    '''Echo.'''\n"
+        "    return text\n"
+        "script = [Message(role=Role.ASSISTANT, parts=(ToolCallPart(id='c', name='echo', input={'text': 'hi'}),)), 'ok']\n"
+        "assert not ToolContent.__pydantic_complete__\n"
+        "run = asyncio.run(BareLoop(ScriptedClient(script), [echo]).run('go', RunConfig(stream=False)))\n"
+        "print(run.turns[0].tool_calls[0].result.output.root, ToolContent.__pydantic_complete__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["hi", "True"]
