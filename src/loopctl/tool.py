@@ -820,9 +820,10 @@ _PLAIN_DEFAULTS: tuple[type, ...] = (type(None), str, int, float, bool)
 def _plain_fields(model: type[BaseModel]) -> tuple[tuple[str, type | None, Any], ...] | None:
     """``(name, type, default)`` of each field of a tool's input model whose validation (lax, as the model
     is) gives back a value of exactly its type unchanged: a field typed ``str``, ``int``, ``float`` or
-    ``bool`` (``None`` for ``Any``: any value, as it is) with no constraint, alias or default factory, and a
-    default (``_REQUIRED`` when there is none) that pydantic hands out as it is (an immutable scalar; it
-    copies others). ``None`` when a field is anything else, or the model has validators."""
+    ``bool`` (``None`` for ``Any``: any value, as it is) with no constraint, alias, default factory, validated
+    default (``validate_default``) or deprecation (the model warns when it is read), and a default
+    (``_REQUIRED`` when there is none) that pydantic hands out as it is (an immutable scalar; it copies
+    others). ``None`` when a field is anything else, or the model has validators."""
     decorators = model.__pydantic_decorators__
     if decorators.validators or decorators.field_validators or decorators.model_validators:
         return None
@@ -831,8 +832,8 @@ def _plain_fields(model: type[BaseModel]) -> tuple[tuple[str, type | None, Any],
         annotation = info.annotation
         if info.metadata or info.default_factory is not None or info.alias is not None:
             return None
-        if info.validation_alias is not None:
-            return None
+        if info.validation_alias is not None or info.validate_default or info.deprecated is not None:
+            return None  # a default the model validates (converts, refuses); a field it warns about when read
         if annotation is Any:
             kind: type | None = None
         elif annotation in _PLAIN_TYPES:
