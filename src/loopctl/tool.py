@@ -408,6 +408,7 @@ class FunctionTool(Generic[ToolDepsT_contra]):
         "_is_async",
         "_model",
         "_plain",
+        "_positional",
         "deps_type",
         "description",
         "input_schema",
@@ -461,6 +462,9 @@ class FunctionTool(Generic[ToolDepsT_contra]):
             _log.warning("tool %r has no description: give its function a docstring, or description=...", self.name)
         self._model, self._context_param, deps = _input_model(fn, self.name, param_docs)
         self._plain = _plain_fields(self._model)
+        params = inspect.signature(fn).parameters.values()
+        self._positional = tuple(p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_ONLY)
+        """The function's positional-only parameters, in order: passed by position (they cannot be by name)."""
         self.deps_type: Any = deps
         """The ``D`` of the function's ``ToolContext[D]`` parameter (``None``: it has none, or names no type)."""
         schema = self._model.model_json_schema()
@@ -520,11 +524,28 @@ class FunctionTool(Generic[ToolDepsT_contra]):
             kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         if self._context_param is not None:
             kwargs[self._context_param] = context
+        if self._positional:
+            return await self._call_positional(kwargs)
         if self._is_async:
             return await self._fn(**kwargs)
         if self._inline:
             return self._fn(**kwargs)
         return await asyncio.to_thread(self._fn, **kwargs)
+
+    async def _call_positional(self, kwargs: dict[str, Any]) -> Any:
+        """Run the function with its positional-only parameters taken out of ``kwargs`` and passed by position
+        (a missing one, which has a default, ends the positional arguments: the ones after it have defaults
+        too)."""
+        args = []
+        for name in self._positional:
+            if name not in kwargs:
+                break
+            args.append(kwargs.pop(name))
+        if self._is_async:
+            return await self._fn(*args, **kwargs)
+        if self._inline:
+            return self._fn(*args, **kwargs)
+        return await asyncio.to_thread(self._fn, *args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (no validation)."""
