@@ -3,8 +3,9 @@ three docstring styles, Annotated descriptions; a tool that defers its own call;
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 from pydantic import Field
@@ -13,7 +14,7 @@ from loopctl.engine import Approve, BareLoop, OutcomeKind, RunConfig, UsageLimit
 from loopctl.message import Message, MessagePart, Role, ToolResultPart
 from loopctl.response import Usage
 from loopctl.testing import ScriptedClient
-from loopctl.tool import ApprovalRequired, ModelRetry, ToolContext, ToolOutput, tool
+from loopctl.tool import ApprovalRequired, FunctionTool, ModelRetry, ToolContext, ToolOutput, tool
 
 
 def _call(name: str, args: dict[str, object], call_id: str = "c1") -> Message:
@@ -195,3 +196,23 @@ def test_a_tool_with_no_description_is_logged_once_when_made(caplog: pytest.LogC
     assert [r.getMessage() for r in caplog.records] == [
         "tool 'undocumented' has no description: give its function a docstring, or description=..."
     ]
+
+
+def test_a_function_with_positional_only_parameters_runs() -> None:
+    # The tool is called by keyword; a positional-only parameter cannot be passed so: it gets its value by
+    # position (the context too, when it is positional-only).
+    def add(a: int, b: int = 2, /, *, scale: int = 1) -> int:
+        """Adds."""
+        return (a + b) * scale
+
+    async def tagged(ctx: ToolContext[Any], text: str, /) -> str:
+        """Tags."""
+        return f"{ctx.call_id}:{text}"
+
+    t = FunctionTool(add, inline=True)
+    assert asyncio.run(t.call({"a": 1}, None)) == 3  # type: ignore[arg-type]
+    assert asyncio.run(t.call({"a": 1, "b": 4, "scale": 10}, None)) == 50  # type: ignore[arg-type]
+    assert asyncio.run(t.call({"a": 1.0}, None)) == 3  # type: ignore[arg-type]  # the input model's path
+    threaded = FunctionTool(add)
+    assert asyncio.run(threaded.call({"a": 5}, None)) == 7  # type: ignore[arg-type]
+    assert asyncio.run(FunctionTool(tagged).call({"text": "x"}, ToolContext("c9", "tagged"))) == "c9:x"

@@ -150,3 +150,39 @@ def test_typed_input_takes_the_shortcut_and_agrees(input: dict[str, Any]) -> Non
 def test_the_typed_strategy_reaches_the_shortcut() -> None:
     assert FunctionTool(f_defaults)._plain_kwargs({"text": "a", "ratio": float("inf")}) is not None
     assert FunctionTool(f_union)._plain is None
+
+
+def f_validated_default(count: int = Field("5", validate_default=True)) -> int:  # type: ignore[assignment]
+    """A default the model validates: "5" becomes 5."""
+    return count
+
+
+def f_bad_default(count: int = Field(None, validate_default=True)) -> int:  # type: ignore[assignment]
+    """A default the model refuses when it validates it."""
+    return count
+
+
+def f_deprecated(count: Annotated[int, Field(deprecated="use total")] = 1) -> int:
+    """A deprecated field: the model warns when the value is read."""
+    return count
+
+
+def test_a_default_the_model_validates_takes_the_model() -> None:
+    # Field(validate_default=True): the model converts the default ("5" -> 5) or refuses it (None for an int);
+    # handing the default out as it is would give the function what the model never gives.
+    t = FunctionTool(f_validated_default)
+    assert t._plain_kwargs({}) is None
+    assert asyncio.run(t.call({}, None)) == 5  # type: ignore[arg-type]
+    bad = FunctionTool(f_bad_default)
+    assert bad._plain_kwargs({}) is None
+    with pytest.raises(ToolInputError, match="count"):
+        asyncio.run(bad.call({}, None))  # type: ignore[arg-type]
+    assert bad._plain_kwargs({"count": 2}) is None  # the field takes the model, whatever the input
+
+
+def test_a_deprecated_field_takes_the_model() -> None:
+    # The model warns (DeprecationWarning) when a deprecated field is read: the shortcut would skip it.
+    t = FunctionTool(f_deprecated)
+    assert t._plain_kwargs({"count": 2}) is None
+    with pytest.warns(DeprecationWarning, match="use total"):
+        assert asyncio.run(t.call({"count": 2}, None)) == 2  # type: ignore[arg-type]

@@ -408,6 +408,7 @@ class FunctionTool(Generic[ToolDepsT_contra]):
         "_is_async",
         "_model",
         "_plain",
+        "_positional",
         "deps_type",
         "description",
         "input_schema",
@@ -461,6 +462,9 @@ class FunctionTool(Generic[ToolDepsT_contra]):
             _log.warning("tool %r has no description: give its function a docstring, or description=...", self.name)
         self._model, self._context_param, deps = _input_model(fn, self.name, param_docs)
         self._plain = _plain_fields(self._model)
+        params = inspect.signature(fn).parameters.values()
+        self._positional = tuple(p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_ONLY)
+        """The function's positional-only parameters, in order: passed by position (they cannot be by name)."""
         self.deps_type: Any = deps
         """The ``D`` of the function's ``ToolContext[D]`` parameter (``None``: it has none, or names no type)."""
         schema = self._model.model_json_schema()
@@ -520,11 +524,28 @@ class FunctionTool(Generic[ToolDepsT_contra]):
             kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         if self._context_param is not None:
             kwargs[self._context_param] = context
+        if self._positional:
+            return await self._call_positional(kwargs)
         if self._is_async:
             return await self._fn(**kwargs)
         if self._inline:
             return self._fn(**kwargs)
         return await asyncio.to_thread(self._fn, **kwargs)
+
+    async def _call_positional(self, kwargs: dict[str, Any]) -> Any:
+        """Run the function with its positional-only parameters taken out of ``kwargs`` and passed by position
+        (a missing one, which has a default, ends the positional arguments: the ones after it have defaults
+        too)."""
+        args = []
+        for name in self._positional:
+            if name not in kwargs:
+                break
+            args.append(kwargs.pop(name))
+        if self._is_async:
+            return await self._fn(*args, **kwargs)
+        if self._inline:
+            return self._fn(*args, **kwargs)
+        return await asyncio.to_thread(self._fn, *args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (no validation)."""
@@ -820,9 +841,10 @@ _PLAIN_DEFAULTS: tuple[type, ...] = (type(None), str, int, float, bool)
 def _plain_fields(model: type[BaseModel]) -> tuple[tuple[str, type | None, Any], ...] | None:
     """``(name, type, default)`` of each field of a tool's input model whose validation (lax, as the model
     is) gives back a value of exactly its type unchanged: a field typed ``str``, ``int``, ``float`` or
-    ``bool`` (``None`` for ``Any``: any value, as it is) with no constraint, alias or default factory, and a
-    default (``_REQUIRED`` when there is none) that pydantic hands out as it is (an immutable scalar; it
-    copies others). ``None`` when a field is anything else, or the model has validators."""
+    ``bool`` (``None`` for ``Any``: any value, as it is) with no constraint, alias, default factory, validated
+    default (``validate_default``) or deprecation (the model warns when it is read), and a default
+    (``_REQUIRED`` when there is none) that pydantic hands out as it is (an immutable scalar; it copies
+    others). ``None`` when a field is anything else, or the model has validators."""
     decorators = model.__pydantic_decorators__
     if decorators.validators or decorators.field_validators or decorators.model_validators:
         return None
@@ -831,8 +853,8 @@ def _plain_fields(model: type[BaseModel]) -> tuple[tuple[str, type | None, Any],
         annotation = info.annotation
         if info.metadata or info.default_factory is not None or info.alias is not None:
             return None
-        if info.validation_alias is not None:
-            return None
+        if info.validation_alias is not None or info.validate_default or info.deprecated is not None:
+            return None  # a default the model validates (converts, refuses); a field it warns about when read
         if annotation is Any:
             kind: type | None = None
         elif annotation in _PLAIN_TYPES:

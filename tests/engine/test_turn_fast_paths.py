@@ -6,6 +6,8 @@ that takes none)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
@@ -135,7 +137,23 @@ async def _timeout_of_its_own() -> str:
     raise TimeoutError("its own")
 
 
+async def _reads_the_handled_exception_after_swallowing() -> str:
+    """A tool body."""
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.sleep(10)
+    return repr(sys.exc_info()[0])  # nothing is being handled here: None, as under an await
+
+
+async def _raises_after_swallowing() -> str:
+    """A tool body."""
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.sleep(10)
+    raise ValueError("after")  # raised outside any handler: no __context__, as under an await
+
+
 BODIES = [
+    _reads_the_handled_exception_after_swallowing,
+    _raises_after_swallowing,
     _quick,
     _after_a_step,
     _too_slow,
@@ -148,12 +166,17 @@ BODIES = [
 ]
 
 
-async def _execute(t: Any, timeout: float | None) -> tuple[str, bool | None, str | None]:
+async def _execute(t: Any, timeout: float | None) -> tuple[str, bool | None, str | None, str | None]:
+    """The call's result text, its is_error, the type of the error it raised and of that error's
+    ``__context__`` (what a traceback prints as "During handling of the above exception...")."""
     loop = BareLoop(ScriptedClient([]), [])
     call = ToolCallPart(id="c1", name=t.name, input={})
     context: ToolContext[Any] = ToolContext("c1", t.name)
     result, error = await loop._execute(t, call, {}, RunConfig(tool_timeout=timeout), context)
-    return str(result.output), result.is_error, type(error).__name__ if error is not None else None
+    if error is None:
+        return str(result.output), result.is_error, None, None
+    during = type(error.__context__).__name__ if error.__context__ is not None else None
+    return str(result.output), result.is_error, type(error).__name__, during
 
 
 WAITS_FOR_ITS_TIMEOUT = (_too_slow, _swallows_the_timeout)  # without a timeout they would sleep 10 s (twice)

@@ -1874,23 +1874,24 @@ async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
 def _resume(coro: Coroutine[Any, Any, _T], waits_on: Any) -> Generator[Any, Any, _T]:
     """Await ``coro`` from where it stopped: it was stepped once by hand and yielded ``waits_on`` (what the
     task must wait on). What ``await coro`` would do from there (``yield from``): each resumption is sent on,
-    each exception thrown in (a cancellation, a timeout's), and its value or error is this one's."""
+    each exception thrown in (a cancellation, a timeout's), and its value or error is this one's. The exception
+    is thrown in outside this frame's ``except`` clause, as ``yield from`` throws it: the coroutine does not
+    see it as being handled (``sys.exc_info()``, the ``__context__`` of what it raises after catching it)."""
     while True:
+        thrown: BaseException | None = None
         try:
             sent = yield waits_on
         except GeneratorExit:
             coro.close()
             raise
         except BaseException as exc:
-            try:
-                waits_on = coro.throw(exc)
-            except StopIteration as finished:
-                return cast(_T, finished.value)
-            continue
+            thrown = exc
         try:
-            waits_on = coro.send(sent)
+            waits_on = coro.send(sent) if thrown is None else coro.throw(thrown)
         except StopIteration as finished:
             return cast(_T, finished.value)
+        finally:
+            thrown = None  # no reference cycle through the frame
 
 
 def _cancelling() -> bool:
