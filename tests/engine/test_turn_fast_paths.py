@@ -179,7 +179,13 @@ async def _execute(t: Any, timeout: float | None) -> tuple[str, bool | None, str
     return str(result.output), result.is_error, type(error).__name__, during
 
 
-WAITS_FOR_ITS_TIMEOUT = (_too_slow, _swallows_the_timeout)  # without a timeout they would sleep 10 s (twice)
+# Without a timeout these would only sleep 10 s (twice): they are compared with one.
+WAITS_FOR_ITS_TIMEOUT = (
+    _too_slow,
+    _swallows_the_timeout,
+    _reads_the_handled_exception_after_swallowing,
+    _raises_after_swallowing,
+)
 
 
 @pytest.mark.parametrize(
