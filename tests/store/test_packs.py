@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from loopctl.errors import StoreCorrupt, StoreError
 from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
-from loopctl.store import SessionStore
+from loopctl.store import SessionStore, SQLiteStore
 from loopctl.store.chain import PACK_FORMAT, canonical_bytes, node_id, pack_nodes, unpack_nodes
 from tests.store.test_load import _fields_sets
 from tests.store.test_store import raw, sid
@@ -317,3 +317,36 @@ def test_an_append_reads_back_only_the_rows_of_the_pack_it_completes(
     store.append("s", msgs[9:14], expected_head=head)  # completes 8 to 11: reads node 8 back, no more
     assert max(queries) == 1
     assert [(p[2], p[3]) for p in _packs(store)] == [(0, 4), (4, 4), (8, 4)]
+
+
+# --- damage found by an adversarial pass --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shift", [1, -1])
+def test_a_pack_whose_depth_was_changed_is_named_by_verify(store: SessionStore, shift: int) -> None:
+    _, ids = _packed_session(store)
+    raw(store, "UPDATE loopctl_packs SET depth = depth + ? WHERE depth = 4", (shift,))
+    with pytest.raises(StoreCorrupt, match="the chain is broken at message"):
+        store.load("s")  # the load refuses the chain it would read ...
+    problems = store.verify("s")  # ... and verify names the row that was changed
+    assert [(p.node, p.index) for p in problems] == [(ids[7], 7)]
+    assert f"the pack of messages {4 + shift} to {7 + shift} ends at message 7" in problems[0].problem
+
+
+@pytest.mark.parametrize(
+    ("column", "why"),
+    [
+        ("depth", r"the pack of messages from 'x', 4 of them .* its depth or length is not a whole number"),
+        ("length", r"the pack of messages from 4, 'x' of them .* its depth or length is not a whole number"),
+        ("parent", "a link is missing"),
+    ],
+)
+def test_a_pack_column_of_the_wrong_type_is_a_typed_error(store: SessionStore, column: str, why: str) -> None:
+    if not isinstance(store, SQLiteStore):
+        pytest.skip("only SQLite keeps a value of another type than its column's (a row edited by hand)")
+    _, ids = _packed_session(store)
+    raw(store, f"UPDATE loopctl_packs SET {column} = 'x' WHERE depth = 4")
+    with pytest.raises(StoreCorrupt, match=why):
+        store.load("s")
+    problems = store.verify("s")
+    assert len(problems) == 1 and problems[0].node in ids[4:8]

@@ -862,7 +862,11 @@ class SessionStore(abc.ABC):
         packs: list[tuple[Any, ...]] = []
         below: list[tuple[Any, ...]] = []
         if tail and tail[0][2] > 0 and _b(tail[-1][0]) == head:
-            packs = sorted(tx.query(d.packs, (_b(tail[0][0]),)), key=itemgetter(2))
+            packs = tx.query(d.packs, (_b(tail[0][0]),))
+            for pack in packs:  # whole numbers, but in a row edited by hand (SQLite keeps any type)
+                if type(pack[2]) is not int or type(pack[3]) is not int:
+                    raise _pack_unreadable(where, pack, sid, "its depth or length is not a whole number")
+            packs.sort(key=itemgetter(2))
             if packs:
                 tail = tail[1:]  # the pack holds its last node
                 parent = _ob(packs[0][1])
@@ -1005,7 +1009,7 @@ class SessionStore(abc.ABC):
             log = tx.query(self.dialect.heads, (sid,))
             problems += _check_head_log(sid, head, revision, log)
             heads = [head] + [_ob(r[1]) for r in log]
-            seen: set[bytes] = set()
+            seen: dict[bytes, int] = {}  # the nodes checked, and their depths
             for h in dict.fromkeys(heads):
                 if h is not None:
                     problems += self._verify_chain(tx, sid, h, seen, length if h == head else None)
@@ -1020,9 +1024,12 @@ class SessionStore(abc.ABC):
             problems.append(StoreProblem(sid, None, None, exc.message))
         return problems
 
-    def _verify_chain(self, tx: Tx, sid: str, head: bytes, seen: set[bytes], length: int | None) -> list[StoreProblem]:
+    def _verify_chain(
+        self, tx: Tx, sid: str, head: bytes, seen: dict[bytes, int], length: int | None
+    ) -> list[StoreProblem]:
         """Problems of the chain ending at ``head`` (``length`` nodes when it is the current head), walking the
-        parent links as stored and stopping at a node already checked (in ``seen``)."""
+        parent links as stored and stopping at a node already checked (in ``seen``, which gets each node
+        walked, with its depth)."""
         rows = {_b(r[0]): r for r in tx.query(self.dialect.walk, (head,))}
         blobs = self._blobs(tx, rows.values())
         problems: list[StoreProblem] = []
@@ -1040,8 +1047,8 @@ class SessionStore(abc.ABC):
                 what = "the session's head" if child is None else f"the parent of node {child.hex()[:12]}"
                 problems.append(StoreProblem(sid, at.hex(), None, f"{what} is missing from the nodes"))
                 break
-            seen.add(at)
             _, parent, depth, body, refs = r
+            seen[at] = depth
             parent, body = _ob(parent), _b(body)
             if child is None and length is not None and depth != length - 1:
                 problems.append(StoreProblem(sid, at.hex(), depth, f"the head is message {depth}, not {length - 1}"))
@@ -1053,17 +1060,21 @@ class SessionStore(abc.ABC):
             child, child_depth, at = at, depth, parent
         return problems
 
-    def _verify_packs(self, tx: Tx, sid: str, nodes: set[bytes]) -> list[StoreProblem]:
-        """Problems of the packs that end at one of ``nodes`` (the nodes of the session's chains): each packed
-        node's id re-derived from its parent's and its bytes, as the node's own row is. A pack of another
-        format than this release's is not read by its loads either, and is left alone."""
+    def _verify_packs(self, tx: Tx, sid: str, nodes: dict[bytes, int]) -> list[StoreProblem]:
+        """Problems of the packs that end at one of ``nodes`` (the nodes of the session's chains, and their
+        depths): each packed node's id re-derived from its parent's and its bytes, as the node's own row is, and
+        the pack's place in the chain checked against its last node's. A pack of another format than this
+        release's is not read by its loads either, and is left alone."""
         problems: list[StoreProblem] = []
         keys = sorted(nodes)
         for i in range(0, len(keys), _BLOB_BATCH):
             sql, params = self.dialect.in_query(self.dialect.packs_in, keys[i : i + _BLOB_BATCH])
             for pid, parent, depth, length, fmt, ids, sizes, bodies in tx.query(sql, params):
                 if fmt == PACK_FORMAT:
-                    problems += _verify_pack(sid, _b(pid), _ob(parent), depth, length, _b(ids), _b(sizes), _b(bodies))
+                    tip = nodes[_b(pid)]
+                    problems += _verify_pack(
+                        sid, _b(pid), tip, _ob(parent), depth, length, _b(ids), _b(sizes), _b(bodies)
+                    )
         return problems
 
     @staticmethod
@@ -1206,11 +1217,30 @@ def _check_head_log(sid: str, head: bytes | None, revision: int, log: Sequence[t
 
 
 def _verify_pack(
-    sid: str, pid: bytes, parent: bytes | None, depth: int, length: int, ids: bytes, sizes: bytes, bodies: bytes
+    sid: str,
+    pid: bytes,
+    tip: int,
+    parent: bytes | None,
+    depth: Any,
+    length: Any,
+    ids: bytes,
+    sizes: bytes,
+    bodies: bytes,
 ) -> list[StoreProblem]:
-    """Problems of one pack (named by its last node ``pid``): a layout that cannot be read, or a packed node
-    whose id does not derive from its parent's and its bytes."""
-    where = f"its copy in the pack of messages {depth} to {depth + length - 1}"
+    """Problems of one pack (named by its last node ``pid``, message ``tip`` of its chain): a place in the chain
+    that is not its last node's, a layout that cannot be read, or a packed node whose id does not derive from its
+    parent's and its bytes."""
+    if type(depth) is not int or type(length) is not int:
+        return [
+            StoreProblem(sid, pid.hex(), tip, f"its pack ({_span(depth, length)}) cannot be read: the row was changed")
+        ]
+    where = f"its copy in the pack of {_span(depth, length)}"
+    if depth + length - 1 != tip:
+        return [
+            StoreProblem(
+                sid, pid.hex(), tip, f"the pack of {_span(depth, length)} ends at message {tip}: the row was changed"
+            )
+        ]
     try:
         pack_ids, pack_bodies = unpack_nodes(length, ids, sizes, bodies)
     except ValueError as exc:
@@ -1253,11 +1283,18 @@ def _answers_for_fork(messages: Sequence[Message]) -> Message | None:
     )
 
 
+def _span(depth: Any, length: Any) -> str:
+    """The messages a pack row says it holds (``depth`` and ``length`` as stored: whole numbers but in a row
+    edited by hand)."""
+    if type(depth) is int and type(length) is int:
+        return f"messages {depth} to {depth + length - 1}"
+    return f"messages from {depth!r}, {length!r} of them"
+
+
 def _pack_unreadable(where: str, pack: tuple[Any, ...], sid: str | None, what: str) -> StoreCorrupt:
-    pid, depth, length = _b(pack[0]), pack[2], pack[3]
+    pid = _b(pack[0])
     return StoreCorrupt(
-        f"{where}: the pack of messages {depth} to {depth + length - 1} (ending at node {pid.hex()[:12]}) cannot be "
-        f"read: {what}",
+        f"{where}: the pack of {_span(pack[2], pack[3])} (ending at node {pid.hex()[:12]}) cannot be read: {what}",
         session_id=sid,
         node=pid.hex(),
     )
