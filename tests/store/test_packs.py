@@ -350,3 +350,35 @@ def test_a_pack_column_of_the_wrong_type_is_a_typed_error(store: SessionStore, c
         store.load("s")
     problems = store.verify("s")
     assert len(problems) == 1 and problems[0].node in ids[4:8]
+
+
+def _big(i: int) -> Message:
+    return Message.user(f"{i} " + "x" * 300_000)  # a payload of 300 kB: its node row is small
+
+
+def test_a_pack_too_big_for_one_row_is_not_written_and_the_session_still_grows(store: SessionStore) -> None:
+    store.pack_size = 4
+    store.max_pack_bytes = 1_000_000  # type: ignore[attr-defined]
+    msgs = [_big(i) for i in range(6)] + [Message.user(f"small {i}") for i in range(6)]
+    head = None
+    for m in msgs:
+        head = store.append("s", [m], expected_head=head).head
+    # The pack of messages 0 to 3 (1.2 MB) is left out: its nodes are read from their rows. 4 to 7 (0.6 MB) fits.
+    assert [(p[2], p[3]) for p in _packs(store)] == [(4, 4), (8, 4)]
+    assert list(store.load("s").messages) == msgs
+    assert store.verify("s") == []
+
+
+def test_a_pack_bigger_than_sqlite_takes_in_a_value_does_not_stop_the_session(tmp_path: Any) -> None:
+    import sqlite3
+
+    store = SQLiteStore(tmp_path / "s.db", pack_size=4)
+    # A database whose values are limited to 1 MB (SQLite's default limit is 1 GB: 100 messages of 10 MB).
+    store._conn().setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000)
+    msgs = [_big(i) for i in range(6)]
+    head = None
+    for m in msgs:  # each node fits; the pack of the first four would not
+        head = store.append("s", [m], expected_head=head).head
+    assert _packs(store) == []
+    assert list(store.load("s").messages) == msgs
+    store.close()

@@ -56,6 +56,7 @@ from loopctl.message.check import unanswered_calls
 from loopctl.session import Session
 from loopctl.store.chain import (
     BLOB_THRESHOLD,
+    MAX_PACK_BYTES,
     PACK_FORMAT,
     PACK_SIZE,
     Payload,
@@ -404,6 +405,14 @@ class SessionStore(abc.ABC):
     dialect: Dialect
     blob_threshold: int = BLOB_THRESHOLD
     pack_size: int = PACK_SIZE
+    max_pack_bytes: int = MAX_PACK_BYTES
+    """A pack whose messages would take more bytes than this is not written: its nodes are read from their rows
+    (:data:`~loopctl.store.chain.MAX_PACK_BYTES`)."""
+
+    def _pack_bytes_limit(self) -> int:
+        """The most bytes a pack written now may take: :attr:`max_pack_bytes`, or less when the database
+        takes less in one value."""
+        return self.max_pack_bytes
 
     @abc.abstractmethod
     def _write(self) -> contextlib.AbstractContextManager[Tx]:
@@ -601,7 +610,8 @@ class SessionStore(abc.ABC):
     ) -> None:
         """Write the packs the appended nodes complete (``prepared``: their ids, payload splits and canonical
         bytes, the first at depth ``depth0`` after ``base``): one per multiple of :attr:`pack_size` reached,
-        unless a pack already ends at that node (another session wrote it). A pack's nodes from before this
+        unless a pack already ends at that node (another session wrote it) or its messages would take more than
+        :meth:`_pack_bytes_limit` bytes (they are read from their rows). A pack's nodes from before this
         append are read back from their rows. When the packs below are missing too (a chain written before
         packs, or with another pack size), they are written now, once: the whole chain is read back. When the
         rows cannot be read whole (a broken chain), no pack is written, and the load reads those nodes from
@@ -630,11 +640,14 @@ class SessionStore(abc.ABC):
             earlier = self._rows_above(tx, parent, 0, low)  # no pack below: the chain's first packs are missing
             if earlier is not None:
                 parent, ids, bodies, low = None, earlier[1] + ids, earlier[2] + bodies, 0
+        limit = self._pack_bytes_limit()
         for tip in range(low + size - 1, last + 1, size):
             tip_id = ids[tip - low]
             if tx.query(d.has_pack, (tip_id,)):
                 continue
             at = tip - size + 1 - low
+            if sum(map(len, bodies[at : at + size])) + size + 1 > limit:
+                continue  # too big for one value: these nodes are read from their rows
             first_parent = ids[at - 1] if at > 0 else parent
             pack = pack_nodes(ids[at : at + size], bodies[at : at + size])
             tx.run(d.insert_pack, (tip_id, first_parent, tip - size + 1, size, PACK_FORMAT, *pack))
