@@ -364,7 +364,7 @@ def test_a_pack_too_big_for_one_row_is_not_written_and_the_session_still_grows(s
     for m in msgs:
         head = store.append("s", [m], expected_head=head).head
     # The pack of messages 0 to 3 (1.2 MB) is left out: its nodes are read from their rows. 4 to 7 (0.6 MB) fits.
-    assert [(p[2], p[3]) for p in _packs(store)] == [(4, 4), (8, 4)]
+    assert [(p[2], p[3], p[4]) for p in _packs(store)] == [(0, 0, 0), (4, 4, PACK_FORMAT), (8, 4, PACK_FORMAT)]
     assert list(store.load("s").messages) == msgs
     assert store.verify("s") == []
 
@@ -379,6 +379,31 @@ def test_a_pack_bigger_than_sqlite_takes_in_a_value_does_not_stop_the_session(tm
     head = None
     for m in msgs:  # each node fits; the pack of the first four would not
         head = store.append("s", [m], expected_head=head).head
-    assert _packs(store) == []
+    assert [p[4] for p in _packs(store)] == [0]  # the pack of the first four: too big
     assert list(store.load("s").messages) == msgs
     store.close()
+
+
+def test_after_packs_too_big_an_append_does_not_read_the_chain_back_again(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.pack_size = 4
+    store.max_pack_bytes = 1_000_000  # type: ignore[attr-defined]
+    msgs = [_big(i) for i in range(12)] + [Message.user(f"small {i}") for i in range(4)]
+    head = None
+    for m in msgs[:15]:
+        head = store.append("s", [m], expected_head=head).head
+    queries: list[int] = []
+    real = type(store)._write
+
+    @contextlib.contextmanager
+    def spy(self: SessionStore) -> Iterator[Any]:
+        with real(self) as tx:  # type: ignore[arg-type]
+            yield _Counting(tx, queries)
+
+    monkeypatch.setattr(type(store), "_write", spy)
+    store.append("s", msgs[15:], expected_head=head)  # completes 12 to 15: reads back 12 to 14, not the whole chain
+    assert max(queries) == 3
+    assert [(p[2], p[3]) for p in _packs(store) if p[4] == PACK_FORMAT] == [(12, 4)]
+    assert list(store.load("s").messages) == msgs
+    assert store.verify("s") == []

@@ -59,6 +59,7 @@ from loopctl.store.chain import (
     MAX_PACK_BYTES,
     PACK_FORMAT,
     PACK_SIZE,
+    TOO_BIG_FORMAT,
     Payload,
     blob_hash,
     canonical_bytes,
@@ -611,7 +612,8 @@ class SessionStore(abc.ABC):
         """Write the packs the appended nodes complete (``prepared``: their ids, payload splits and canonical
         bytes, the first at depth ``depth0`` after ``base``): one per multiple of :attr:`pack_size` reached,
         unless a pack already ends at that node (another session wrote it) or its messages would take more than
-        :meth:`_pack_bytes_limit` bytes (they are read from their rows). A pack's nodes from before this
+        :meth:`_pack_bytes_limit` bytes (they are read from their rows; a row of :data:`TOO_BIG_FORMAT` says so).
+        A pack's nodes from before this
         append are read back from their rows. When the packs below are missing too (a chain written before
         packs, or with another pack size), they are written now, once: the whole chain is read back. When the
         rows cannot be read whole (a broken chain), no pack is written, and the load reads those nodes from
@@ -646,9 +648,10 @@ class SessionStore(abc.ABC):
             if tx.query(d.has_pack, (tip_id,)):
                 continue
             at = tip - size + 1 - low
-            if sum(map(len, bodies[at : at + size])) + size + 1 > limit:
-                continue  # too big for one value: these nodes are read from their rows
             first_parent = ids[at - 1] if at > 0 else parent
+            if sum(map(len, bodies[at : at + size])) + size + 1 > limit:  # these nodes are read from their rows
+                tx.run(d.insert_pack, (tip_id, first_parent, tip - size + 1, 0, TOO_BIG_FORMAT, b"", b"", b""))
+                continue
             pack = pack_nodes(ids[at : at + size], bodies[at : at + size])
             tx.run(d.insert_pack, (tip_id, first_parent, tip - size + 1, size, PACK_FORMAT, *pack))
 
