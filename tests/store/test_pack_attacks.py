@@ -77,11 +77,32 @@ def test_threads_racing_around_pack_edges_one_wins_and_packs_stay_true(
             with lock:
                 wins[s] += 1
 
+    reader_store = open_store()
+    reader_store.dialect = dataclasses.replace(reader_store.dialect, chain_to_pack=reader_store.dialect.chain)
+    stop = threading.Event()
+    reads: list[tuple[str, bool]] = []
+
+    def reader() -> None:  # loads while the writers write: each load is the node rows' chain of its head
+        while not stop.is_set():
+            for s in "abc":
+                try:
+                    loaded = stores[0].load(s)
+                    rows = reader_store.chain(loaded.head or "")
+                except BaseException as exc:  # reported below
+                    reads.append((f"{s}: {exc!r}", False))
+                    return
+                reads.append((s, [n.message for n in rows] == list(loaded.messages)))
+
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(len(stores))]
+    reading = threading.Thread(target=reader)
+    reading.start()
     for t in threads:
         t.start()
     for t in threads:
         t.join(300)
+    stop.set()
+    reading.join(60)
+    assert reads and [r for r in reads if not r[1]] == []
     for s in "abc":  # every win moved the head once: none lost, none doubled
         assert stores[0].info(s).revision == 1 + wins[s]
     assert_sound(stores[0], "a", "b", "c")
@@ -105,3 +126,36 @@ def test_a_writer_killed_while_it_completes_packs_leaves_no_half_pack(
         store.pack_size = 3
         assert_sound(store, "k")
     assert store.info("k").length > 20
+
+
+def test_two_sessions_writing_the_same_nodes_and_packs_at_once_share_them(
+    open_store: Callable[[], SessionStore],
+) -> None:
+    stores = [open_store(), open_store()]
+    for s in stores:
+        s.pack_size = 5
+    base = stores[0].append("a", [Message.user(f"a{i}") for i in range(3)], expected_head=None)
+    stores[0].fork("a", new_id="b")  # the same head: the same appends make the same nodes and packs
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        store, s = stores[w], "ab"[w]
+        head = base.head
+        try:
+            for r in range(30):
+                start.wait(60)  # both in the same moment, every time
+                head = store.append(s, [Message.user(f"r{r} {k}") for k in range(r % 4 + 1)], expected_head=head).head
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+            start.abort()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert errors == []
+    assert stores[0].load("a").messages == stores[0].load("b").messages
+    assert stores[0].load("a").node_ids == stores[0].load("b").node_ids
+    assert_sound(stores[0], "a", "b")
