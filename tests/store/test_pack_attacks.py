@@ -112,20 +112,20 @@ def test_a_writer_killed_while_it_completes_packs_leaves_no_half_pack(
     store: SessionStore, location: str, tmp_path: Path
 ) -> None:
     store.append("k", [Message.user("start")], expected_head=None)
-    for round_ in range(6):
+    for round_ in range(3):  # (verify walks every head's chain: a long history makes it slow)
         started = tmp_path / f"started{round_}"
         p = ctx.Process(target=workers.append_packs_forever, args=(location, "k", 3, str(started)))
         p.start()
         deadline = time.monotonic() + 60
         while not started.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(random.uniform(0.05, 0.6))
+        time.sleep(random.uniform(0.02, 0.15))
         assert p.pid is not None
         os.kill(p.pid, signal.SIGKILL)
         p.join(30)
         store.pack_size = 3
         assert_sound(store, "k")
-    assert store.info("k").length > 20
+    assert store.info("k").length > 8
 
 
 def test_two_sessions_writing_the_same_nodes_and_packs_at_once_share_them(
