@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from loopctl.errors import StoreCorrupt, StoreError
 from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
-from loopctl.store import SessionStore
+from loopctl.store import SessionStore, SQLiteStore
 from loopctl.store.chain import PACK_FORMAT, canonical_bytes, node_id, pack_nodes, unpack_nodes
 from tests.store.test_load import _fields_sets
 from tests.store.test_store import raw, sid
@@ -317,3 +317,93 @@ def test_an_append_reads_back_only_the_rows_of_the_pack_it_completes(
     store.append("s", msgs[9:14], expected_head=head)  # completes 8 to 11: reads node 8 back, no more
     assert max(queries) == 1
     assert [(p[2], p[3]) for p in _packs(store)] == [(0, 4), (4, 4), (8, 4)]
+
+
+# --- damage found by an adversarial pass --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shift", [1, -1])
+def test_a_pack_whose_depth_was_changed_is_named_by_verify(store: SessionStore, shift: int) -> None:
+    _, ids = _packed_session(store)
+    raw(store, "UPDATE loopctl_packs SET depth = depth + ? WHERE depth = 4", (shift,))
+    with pytest.raises(StoreCorrupt, match="the chain is broken at message"):
+        store.load("s")  # the load refuses the chain it would read ...
+    problems = store.verify("s")  # ... and verify names the row that was changed
+    assert [(p.node, p.index) for p in problems] == [(ids[7], 7)]
+    assert f"the pack of messages {4 + shift} to {7 + shift} ends at message 7" in problems[0].problem
+
+
+@pytest.mark.parametrize(
+    ("column", "why"),
+    [
+        ("depth", r"the pack of messages from 'x', 4 of them .* its depth or length is not a whole number"),
+        ("length", r"the pack of messages from 4, 'x' of them .* its depth or length is not a whole number"),
+        ("parent", "a link is missing"),
+    ],
+)
+def test_a_pack_column_of_the_wrong_type_is_a_typed_error(store: SessionStore, column: str, why: str) -> None:
+    if not isinstance(store, SQLiteStore):
+        pytest.skip("only SQLite keeps a value of another type than its column's (a row edited by hand)")
+    _, ids = _packed_session(store)
+    raw(store, f"UPDATE loopctl_packs SET {column} = 'x' WHERE depth = 4")
+    with pytest.raises(StoreCorrupt, match=why):
+        store.load("s")
+    problems = store.verify("s")
+    assert len(problems) == 1 and problems[0].node in ids[4:8]
+
+
+def _big(i: int) -> Message:
+    return Message.user(f"{i} " + "x" * 300_000)  # a payload of 300 kB: its node row is small
+
+
+def test_a_pack_too_big_for_one_row_is_not_written_and_the_session_still_grows(store: SessionStore) -> None:
+    store.pack_size = 4
+    store.max_pack_bytes = 1_000_000  # type: ignore[attr-defined]
+    msgs = [_big(i) for i in range(6)] + [Message.user(f"small {i}") for i in range(6)]
+    head = None
+    for m in msgs:
+        head = store.append("s", [m], expected_head=head).head
+    # The pack of messages 0 to 3 (1.2 MB) is left out: its nodes are read from their rows. 4 to 7 (0.6 MB) fits.
+    assert [(p[2], p[3], p[4]) for p in _packs(store)] == [(0, 0, 0), (4, 4, PACK_FORMAT), (8, 4, PACK_FORMAT)]
+    assert list(store.load("s").messages) == msgs
+    assert store.verify("s") == []
+
+
+def test_a_pack_bigger_than_sqlite_takes_in_a_value_does_not_stop_the_session(tmp_path: Any) -> None:
+    import sqlite3
+
+    store = SQLiteStore(tmp_path / "s.db", pack_size=4)
+    # A database whose values are limited to 1 MB (SQLite's default limit is 1 GB: 100 messages of 10 MB).
+    store._conn().setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000)
+    msgs = [_big(i) for i in range(6)]
+    head = None
+    for m in msgs:  # each node fits; the pack of the first four would not
+        head = store.append("s", [m], expected_head=head).head
+    assert [p[4] for p in _packs(store)] == [0]  # the pack of the first four: too big
+    assert list(store.load("s").messages) == msgs
+    store.close()
+
+
+def test_after_packs_too_big_an_append_does_not_read_the_chain_back_again(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.pack_size = 4
+    store.max_pack_bytes = 1_000_000  # type: ignore[attr-defined]
+    msgs = [_big(i) for i in range(12)] + [Message.user(f"small {i}") for i in range(4)]
+    head = None
+    for m in msgs[:15]:
+        head = store.append("s", [m], expected_head=head).head
+    queries: list[int] = []
+    real = type(store)._write
+
+    @contextlib.contextmanager
+    def spy(self: SessionStore) -> Iterator[Any]:
+        with real(self) as tx:  # type: ignore[arg-type]
+            yield _Counting(tx, queries)
+
+    monkeypatch.setattr(type(store), "_write", spy)
+    store.append("s", msgs[15:], expected_head=head)  # completes 12 to 15: reads back 12 to 14, not the whole chain
+    assert max(queries) == 3
+    assert [(p[2], p[3]) for p in _packs(store) if p[4] == PACK_FORMAT] == [(12, 4)]
+    assert list(store.load("s").messages) == msgs
+    assert store.verify("s") == []

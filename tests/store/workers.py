@@ -153,3 +153,20 @@ def crash_in_third_turn(location: str, session_id: str) -> None:
         ScriptedClient([reply(1), reply(2), reply(3)]), [step], store=open_store(location), session_id=session_id
     )
     loop.run_sync("work", RunConfig(stream=False))
+
+
+def append_packs_forever(location: str, session_id: str, pack_size: int, started: str) -> None:
+    """Append batches of 1 to 4 messages (a big payload now and then) with a small pack size, so that most
+    appends complete a pack, until killed."""
+    import random
+
+    store = open_store(location)
+    store.pack_size = pack_size
+    head = store.info(session_id).head
+    Path(started).write_text("started")
+    i = 0
+    while True:
+        n = random.randint(1, 4)
+        batch = [Message.user(f"m{i}-{k} " + "é" * (3000 if (i + k) % 5 == 0 else 3)) for k in range(n)]
+        head = store.append(session_id, batch, expected_head=head).head
+        i += 1

@@ -56,8 +56,10 @@ from loopctl.message.check import unanswered_calls
 from loopctl.session import Session
 from loopctl.store.chain import (
     BLOB_THRESHOLD,
+    MAX_PACK_BYTES,
     PACK_FORMAT,
     PACK_SIZE,
+    TOO_BIG_FORMAT,
     Payload,
     blob_hash,
     canonical_bytes,
@@ -404,6 +406,14 @@ class SessionStore(abc.ABC):
     dialect: Dialect
     blob_threshold: int = BLOB_THRESHOLD
     pack_size: int = PACK_SIZE
+    max_pack_bytes: int = MAX_PACK_BYTES
+    """A pack whose messages would take more bytes than this is not written: its nodes are read from their rows
+    (:data:`~loopctl.store.chain.MAX_PACK_BYTES`)."""
+
+    def _pack_bytes_limit(self) -> int:
+        """The most bytes a pack written now may take: :attr:`max_pack_bytes`, or less when the database
+        takes less in one value."""
+        return self.max_pack_bytes
 
     @abc.abstractmethod
     def _write(self) -> contextlib.AbstractContextManager[Tx]:
@@ -601,7 +611,9 @@ class SessionStore(abc.ABC):
     ) -> None:
         """Write the packs the appended nodes complete (``prepared``: their ids, payload splits and canonical
         bytes, the first at depth ``depth0`` after ``base``): one per multiple of :attr:`pack_size` reached,
-        unless a pack already ends at that node (another session wrote it). A pack's nodes from before this
+        unless a pack already ends at that node (another session wrote it) or its messages would take more than
+        :meth:`_pack_bytes_limit` bytes (they are read from their rows; a row of :data:`TOO_BIG_FORMAT` says so).
+        A pack's nodes from before this
         append are read back from their rows. When the packs below are missing too (a chain written before
         packs, or with another pack size), they are written now, once: the whole chain is read back. When the
         rows cannot be read whole (a broken chain), no pack is written, and the load reads those nodes from
@@ -630,12 +642,16 @@ class SessionStore(abc.ABC):
             earlier = self._rows_above(tx, parent, 0, low)  # no pack below: the chain's first packs are missing
             if earlier is not None:
                 parent, ids, bodies, low = None, earlier[1] + ids, earlier[2] + bodies, 0
+        limit = self._pack_bytes_limit()
         for tip in range(low + size - 1, last + 1, size):
             tip_id = ids[tip - low]
             if tx.query(d.has_pack, (tip_id,)):
                 continue
             at = tip - size + 1 - low
             first_parent = ids[at - 1] if at > 0 else parent
+            if sum(map(len, bodies[at : at + size])) + size + 1 > limit:  # these nodes are read from their rows
+                tx.run(d.insert_pack, (tip_id, first_parent, tip - size + 1, 0, TOO_BIG_FORMAT, b"", b"", b""))
+                continue
             pack = pack_nodes(ids[at : at + size], bodies[at : at + size])
             tx.run(d.insert_pack, (tip_id, first_parent, tip - size + 1, size, PACK_FORMAT, *pack))
 
@@ -862,7 +878,11 @@ class SessionStore(abc.ABC):
         packs: list[tuple[Any, ...]] = []
         below: list[tuple[Any, ...]] = []
         if tail and tail[0][2] > 0 and _b(tail[-1][0]) == head:
-            packs = sorted(tx.query(d.packs, (_b(tail[0][0]),)), key=itemgetter(2))
+            packs = tx.query(d.packs, (_b(tail[0][0]),))
+            for pack in packs:  # whole numbers, but in a row edited by hand (SQLite keeps any type)
+                if type(pack[2]) is not int or type(pack[3]) is not int:
+                    raise _pack_unreadable(where, pack, sid, "its depth or length is not a whole number")
+            packs.sort(key=itemgetter(2))
             if packs:
                 tail = tail[1:]  # the pack holds its last node
                 parent = _ob(packs[0][1])
@@ -1005,7 +1025,7 @@ class SessionStore(abc.ABC):
             log = tx.query(self.dialect.heads, (sid,))
             problems += _check_head_log(sid, head, revision, log)
             heads = [head] + [_ob(r[1]) for r in log]
-            seen: set[bytes] = set()
+            seen: dict[bytes, int] = {}  # the nodes checked, and their depths
             for h in dict.fromkeys(heads):
                 if h is not None:
                     problems += self._verify_chain(tx, sid, h, seen, length if h == head else None)
@@ -1020,9 +1040,12 @@ class SessionStore(abc.ABC):
             problems.append(StoreProblem(sid, None, None, exc.message))
         return problems
 
-    def _verify_chain(self, tx: Tx, sid: str, head: bytes, seen: set[bytes], length: int | None) -> list[StoreProblem]:
+    def _verify_chain(
+        self, tx: Tx, sid: str, head: bytes, seen: dict[bytes, int], length: int | None
+    ) -> list[StoreProblem]:
         """Problems of the chain ending at ``head`` (``length`` nodes when it is the current head), walking the
-        parent links as stored and stopping at a node already checked (in ``seen``)."""
+        parent links as stored and stopping at a node already checked (in ``seen``, which gets each node
+        walked, with its depth)."""
         rows = {_b(r[0]): r for r in tx.query(self.dialect.walk, (head,))}
         blobs = self._blobs(tx, rows.values())
         problems: list[StoreProblem] = []
@@ -1040,8 +1063,8 @@ class SessionStore(abc.ABC):
                 what = "the session's head" if child is None else f"the parent of node {child.hex()[:12]}"
                 problems.append(StoreProblem(sid, at.hex(), None, f"{what} is missing from the nodes"))
                 break
-            seen.add(at)
             _, parent, depth, body, refs = r
+            seen[at] = depth
             parent, body = _ob(parent), _b(body)
             if child is None and length is not None and depth != length - 1:
                 problems.append(StoreProblem(sid, at.hex(), depth, f"the head is message {depth}, not {length - 1}"))
@@ -1053,17 +1076,21 @@ class SessionStore(abc.ABC):
             child, child_depth, at = at, depth, parent
         return problems
 
-    def _verify_packs(self, tx: Tx, sid: str, nodes: set[bytes]) -> list[StoreProblem]:
-        """Problems of the packs that end at one of ``nodes`` (the nodes of the session's chains): each packed
-        node's id re-derived from its parent's and its bytes, as the node's own row is. A pack of another
-        format than this release's is not read by its loads either, and is left alone."""
+    def _verify_packs(self, tx: Tx, sid: str, nodes: dict[bytes, int]) -> list[StoreProblem]:
+        """Problems of the packs that end at one of ``nodes`` (the nodes of the session's chains, and their
+        depths): each packed node's id re-derived from its parent's and its bytes, as the node's own row is, and
+        the pack's place in the chain checked against its last node's. A pack of another format than this
+        release's is not read by its loads either, and is left alone."""
         problems: list[StoreProblem] = []
         keys = sorted(nodes)
         for i in range(0, len(keys), _BLOB_BATCH):
             sql, params = self.dialect.in_query(self.dialect.packs_in, keys[i : i + _BLOB_BATCH])
             for pid, parent, depth, length, fmt, ids, sizes, bodies in tx.query(sql, params):
                 if fmt == PACK_FORMAT:
-                    problems += _verify_pack(sid, _b(pid), _ob(parent), depth, length, _b(ids), _b(sizes), _b(bodies))
+                    tip = nodes[_b(pid)]
+                    problems += _verify_pack(
+                        sid, _b(pid), tip, _ob(parent), depth, length, _b(ids), _b(sizes), _b(bodies)
+                    )
         return problems
 
     @staticmethod
@@ -1206,11 +1233,30 @@ def _check_head_log(sid: str, head: bytes | None, revision: int, log: Sequence[t
 
 
 def _verify_pack(
-    sid: str, pid: bytes, parent: bytes | None, depth: int, length: int, ids: bytes, sizes: bytes, bodies: bytes
+    sid: str,
+    pid: bytes,
+    tip: int,
+    parent: bytes | None,
+    depth: Any,
+    length: Any,
+    ids: bytes,
+    sizes: bytes,
+    bodies: bytes,
 ) -> list[StoreProblem]:
-    """Problems of one pack (named by its last node ``pid``): a layout that cannot be read, or a packed node
-    whose id does not derive from its parent's and its bytes."""
-    where = f"its copy in the pack of messages {depth} to {depth + length - 1}"
+    """Problems of one pack (named by its last node ``pid``, message ``tip`` of its chain): a place in the chain
+    that is not its last node's, a layout that cannot be read, or a packed node whose id does not derive from its
+    parent's and its bytes."""
+    if type(depth) is not int or type(length) is not int:
+        return [
+            StoreProblem(sid, pid.hex(), tip, f"its pack ({_span(depth, length)}) cannot be read: the row was changed")
+        ]
+    where = f"its copy in the pack of {_span(depth, length)}"
+    if depth + length - 1 != tip:
+        return [
+            StoreProblem(
+                sid, pid.hex(), tip, f"the pack of {_span(depth, length)} ends at message {tip}: the row was changed"
+            )
+        ]
     try:
         pack_ids, pack_bodies = unpack_nodes(length, ids, sizes, bodies)
     except ValueError as exc:
@@ -1253,11 +1299,18 @@ def _answers_for_fork(messages: Sequence[Message]) -> Message | None:
     )
 
 
+def _span(depth: Any, length: Any) -> str:
+    """The messages a pack row says it holds (``depth`` and ``length`` as stored: whole numbers but in a row
+    edited by hand)."""
+    if type(depth) is int and type(length) is int:
+        return f"messages {depth} to {depth + length - 1}"
+    return f"messages from {depth!r}, {length!r} of them"
+
+
 def _pack_unreadable(where: str, pack: tuple[Any, ...], sid: str | None, what: str) -> StoreCorrupt:
-    pid, depth, length = _b(pack[0]), pack[2], pack[3]
+    pid = _b(pack[0])
     return StoreCorrupt(
-        f"{where}: the pack of messages {depth} to {depth + length - 1} (ending at node {pid.hex()[:12]}) cannot be "
-        f"read: {what}",
+        f"{where}: the pack of {_span(pack[2], pack[3])} (ending at node {pid.hex()[:12]}) cannot be read: {what}",
         session_id=sid,
         node=pid.hex(),
     )

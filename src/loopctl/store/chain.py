@@ -39,10 +39,12 @@ from loopctl.message.model import _dumps_bytes
 
 __all__ = [
     "BLOB_THRESHOLD",
+    "MAX_PACK_BYTES",
     "NODE_ID_TAG",
     "PACK_FORMAT",
     "PACK_SIZE",
     "ROOT_PARENT",
+    "TOO_BIG_FORMAT",
     "Payload",
     "blob_hash",
     "canonical_bytes",
@@ -67,6 +69,17 @@ BLOB_THRESHOLD = 1024
 PACK_SIZE = 100
 """Nodes per pack (the stores' default): a chain's nodes at depths ``k * PACK_SIZE`` to ``(k + 1) * PACK_SIZE -
 1`` are copied into one pack when its last node is appended."""
+
+MAX_PACK_BYTES = 64 * 2**20
+"""The most bytes a pack's messages may take (the stores' default): the nodes of a pack that would be bigger are
+only read from their rows. A pack is one value in one row, which a database caps (1 GB for SQLite's default
+``SQLITE_MAX_LENGTH`` and for a PostgreSQL ``bytea``), while each node keeps its big payloads apart; a pack of
+such size would save nothing measurable on a load, where a pack too big to be written would fail the append."""
+
+TOO_BIG_FORMAT = 0
+"""The ``format`` of the row left where a pack was too big to write (``MAX_PACK_BYTES``): it holds no node (its
+``length`` is 0), loads ignore it as a pack of another format, and the appends after it know that the packs
+below were written, so they do not read the chain back to write them."""
 
 PACK_FORMAT = 1
 """The layout of a pack row this release writes and reads; a pack of another format is ignored (its nodes are

@@ -194,6 +194,11 @@ class SQLiteStore(SessionStore):
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
 
+    def _pack_bytes_limit(self) -> int:
+        # The most bytes SQLite takes in one value on this connection (SQLITE_LIMIT_LENGTH, 1 GB unless the
+        # library was built or set otherwise: https://www.sqlite.org/limits.html), less a margin.
+        return min(self.max_pack_bytes, self._conn().getlimit(sqlite3.SQLITE_LIMIT_LENGTH) - 1024)
+
     # --- connections ---------------------------------------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
