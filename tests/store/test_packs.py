@@ -341,9 +341,9 @@ def test_a_pack_whose_depth_was_changed_is_named_by_verify(store: SessionStore, 
         ("parent", "a link is missing"),
     ],
 )
+@pytest.mark.parametrize("backend", ["sqlite"])  # only SQLite keeps a value of another type than its column's
 def test_a_pack_column_of_the_wrong_type_is_a_typed_error(store: SessionStore, column: str, why: str) -> None:
-    if not isinstance(store, SQLiteStore):
-        pytest.skip("only SQLite keeps a value of another type than its column's (a row edited by hand)")
+    assert isinstance(store, SQLiteStore)
     _, ids = _packed_session(store)
     raw(store, f"UPDATE loopctl_packs SET {column} = 'x' WHERE depth = 4")
     with pytest.raises(StoreCorrupt, match=why):
