@@ -407,3 +407,30 @@ def test_after_packs_too_big_an_append_does_not_read_the_chain_back_again(
     assert [(p[2], p[3]) for p in _packs(store) if p[4] == PACK_FORMAT] == [(12, 4)]
     assert list(store.load("s").messages) == msgs
     assert store.verify("s") == []
+
+
+def test_verify_walks_a_grown_session_once(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each past head (one per save) was walked to the root again: 30 saves read the chain back 31 times, and a
+    # session of a few thousand messages took a minute to verify on PostgreSQL.
+    store.pack_size = 0
+    msgs = _turns(60)
+    head = None
+    for i in range(0, 60, 2):
+        head = store.append("s", msgs[i : i + 2], expected_head=head).head
+    queries: list[int] = []
+    real = type(store)._read
+
+    @contextlib.contextmanager
+    def spy(self: SessionStore) -> Iterator[Any]:
+        with real(self) as tx:  # type: ignore[arg-type]
+            yield _Counting(tx, queries)
+
+    monkeypatch.setattr(type(store), "_read", spy)
+    assert store.verify("s") == []
+    assert queries.count(60) == 1  # one walk of the 60 nodes
+    assert max(queries) == 60 and len(queries) < 10
+    # A rewritten session still has its old chain walked (and checked) once, beside the new one.
+    store.append("s", [Message.user("a new start")], expected_head=head, parent=None)
+    queries.clear()
+    assert store.verify("s") == []
+    assert sorted(q for q in queries if q >= 60) == [60]

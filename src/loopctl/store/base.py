@@ -1027,7 +1027,10 @@ class SessionStore(abc.ABC):
             heads = [head] + [_ob(r[1]) for r in log]
             seen: dict[bytes, int] = {}  # the nodes checked, and their depths
             for h in dict.fromkeys(heads):
-                if h is not None:
+                # A past head already walked (an ancestor of a chain checked before it: every head of a session
+                # that only grew) had its whole chain checked with it; walking it again read the chain back once
+                # per save, quadratic in the session's length.
+                if h is not None and h not in seen:
                     problems += self._verify_chain(tx, sid, h, seen, length if h == head else None)
             problems += self._verify_packs(tx, sid, seen)
         try:
