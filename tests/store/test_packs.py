@@ -131,19 +131,25 @@ def test_a_long_session_is_read_from_its_packs(store: SessionStore, monkeypatch:
     for i in range(0, 57, 2):  # as a loop saves: a reply and its results at a time
         head = store.append("s", msgs[i : i + 2], expected_head=head).head
     assert [(p[2], p[3]) for p in _packs(store)] == [(d, 10) for d in range(0, 50, 10)]
-    queries: list[int] = []  # the rows each query of the load returned
-    real = type(store)._read
-
-    @contextlib.contextmanager
-    def spy(self: SessionStore) -> Iterator[Any]:
-        with real(self) as tx:  # type: ignore[arg-type]
-            yield _Counting(tx, queries)
-
-    monkeypatch.setattr(type(store), "_read", spy)
+    queries = _count_rows(store, "_read", monkeypatch)  # the rows each query of the load returned
     assert list(store.load("s").messages) == msgs
     # The session row, the 8 newest nodes down to the last node of the top pack, the 5 packs, then the payloads
     # of the newest nodes only (message 54's long output).
     assert queries == [1, 8, 5, 1]
+
+
+def _count_rows(store: SessionStore, method: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows each query returns in the store's ``_read`` or ``_write`` transactions, from now on."""
+    queries: list[int] = []
+    real = getattr(type(store), method)
+
+    @contextlib.contextmanager
+    def spy(self: SessionStore) -> Iterator[Any]:
+        with real(self) as tx:
+            yield _Counting(tx, queries)
+
+    monkeypatch.setattr(type(store), method, spy)
+    return queries
 
 
 @dataclasses.dataclass
@@ -305,15 +311,7 @@ def test_an_append_reads_back_only_the_rows_of_the_pack_it_completes(
     store.pack_size = 4
     msgs = _turns(14)
     head = store.append("s", msgs[:9], expected_head=None).head
-    queries: list[int] = []
-    real = type(store)._write
-
-    @contextlib.contextmanager
-    def spy(self: SessionStore) -> Iterator[Any]:
-        with real(self) as tx:  # type: ignore[arg-type]
-            yield _Counting(tx, queries)
-
-    monkeypatch.setattr(type(store), "_write", spy)
+    queries = _count_rows(store, "_write", monkeypatch)
     store.append("s", msgs[9:14], expected_head=head)  # completes 8 to 11: reads node 8 back, no more
     assert max(queries) == 1
     assert [(p[2], p[3]) for p in _packs(store)] == [(0, 4), (4, 4), (8, 4)]
@@ -393,15 +391,7 @@ def test_after_packs_too_big_an_append_does_not_read_the_chain_back_again(
     head = None
     for m in msgs[:15]:
         head = store.append("s", [m], expected_head=head).head
-    queries: list[int] = []
-    real = type(store)._write
-
-    @contextlib.contextmanager
-    def spy(self: SessionStore) -> Iterator[Any]:
-        with real(self) as tx:  # type: ignore[arg-type]
-            yield _Counting(tx, queries)
-
-    monkeypatch.setattr(type(store), "_write", spy)
+    queries = _count_rows(store, "_write", monkeypatch)
     store.append("s", msgs[15:], expected_head=head)  # completes 12 to 15: reads back 12 to 14, not the whole chain
     assert max(queries) == 3
     assert [(p[2], p[3]) for p in _packs(store) if p[4] == PACK_FORMAT] == [(12, 4)]
@@ -417,15 +407,7 @@ def test_verify_walks_a_grown_session_once(store: SessionStore, monkeypatch: pyt
     head = None
     for i in range(0, 60, 2):
         head = store.append("s", msgs[i : i + 2], expected_head=head).head
-    queries: list[int] = []
-    real = type(store)._read
-
-    @contextlib.contextmanager
-    def spy(self: SessionStore) -> Iterator[Any]:
-        with real(self) as tx:  # type: ignore[arg-type]
-            yield _Counting(tx, queries)
-
-    monkeypatch.setattr(type(store), "_read", spy)
+    queries = _count_rows(store, "_read", monkeypatch)
     assert store.verify("s") == []
     assert queries.count(60) == 1  # one walk of the 60 nodes
     assert max(queries) == 60 and len(queries) < 10

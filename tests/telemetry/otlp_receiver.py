@@ -45,18 +45,7 @@ class OTLPReceiver:
 
     def spans(self) -> list[tuple[str, dict[str, Any]]]:
         """Every span received: ``(name, attributes)`` with plain values, in arrival order."""
-        out = []
-        for path, body in self.bodies:
-            if path != "/v1/traces":
-                continue
-            request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            for rs in request.resource_spans:
-                for ss in rs.scope_spans:
-                    for span in ss.spans:
-                        attrs = {kv.key: _value(kv.value) for kv in span.attributes}
-                        out.append((span.name, attrs))
-        return out
+        return [(r["name"], r["attributes"]) for r in self.span_records()]
 
     def span_records(self) -> list[dict[str, Any]]:
         """Every span received as ``{"name", "attributes", "trace_id", "span_id", "parent_id"}`` (ids in hex;

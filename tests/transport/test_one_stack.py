@@ -4,6 +4,7 @@ library. A pool of httpx (of the same API) handed in still gets its errors typed
 
 from __future__ import annotations
 
+import ast
 import socket
 import subprocess
 import sys
@@ -16,16 +17,20 @@ from loopctl.providers import ModelRequest
 from loopctl.transport import GeminiClient
 
 
+def loaded_after(code: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` a fresh Python process has imported once it has run ``code``, sorted."""
+    probe = f"{code}\nimport sys\nprint(sorted(m for m in {modules!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    return list(ast.literal_eval(out.splitlines()[-1]))
+
+
 def test_a_process_with_every_client_loads_httpx2_and_not_httpx() -> None:
     code = (
-        "import sys\n"
         "from loopctl.transport import AnthropicClient, GeminiClient, OpenAIChatClient, OpenAIResponsesClient\n"
         "OpenAIChatClient('m', api_key='k'); OpenAIResponsesClient('m', api_key='k')\n"
-        "AnthropicClient('m', api_key='k'); GeminiClient('m', api_key='k')\n"
-        "print(sorted(m for m in ('httpx', 'httpx2') if m in sys.modules))"
+        "AnthropicClient('m', api_key='k'); GeminiClient('m', api_key='k')"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines()[-1] == "['httpx2']"
+    assert loaded_after(code, ("httpx", "httpx2")) == ["httpx2"]
 
 
 def _closed_port() -> int:

@@ -26,6 +26,14 @@ from loopctl.cli.sessions import open_store, store_spec
 
 __all__ = ["a2a", "load_object", "mcp"]
 
+_otel_option = click.option(
+    "--otel",
+    is_flag=True,
+    help="Export the served agents' traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT); a caller's "
+    "traceparent makes its spans their parent.",
+)
+"""``mcp serve`` and ``a2a serve``'s ``--otel``."""
+
 
 def load_object(spec: str, what: str, *, form: str = "MODULE:ATTR (for example myapp.agents:support)") -> Any:
     """The object ``spec`` (``MODULE:ATTR``; ``ATTR`` may be dotted) names, imported with the current folder on
@@ -83,12 +91,7 @@ def mcp() -> None:
 @click.option("--port", type=int, default=8000, show_default=True, help="The port to listen on (with --http).")
 @click.option("--path", "http_path", default="/mcp", show_default=True, help="The endpoint's path (with --http).")
 @click.option("--name", default="loopctl", show_default=True, help="The server's name, as clients show it.")
-@click.option(
-    "--otel",
-    is_flag=True,
-    help="Export the served agents' traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT); a caller's "
-    "traceparent makes its spans their parent.",
-)
+@_otel_option
 @serve_store_option
 def mcp_serve(
     tool_specs: tuple[str, ...],
@@ -185,12 +188,7 @@ def a2a() -> None:
     metavar="URL",
     help="The URL clients reach the agent at, for its card (default: http://HOST:PORT/).",
 )
-@click.option(
-    "--otel",
-    is_flag=True,
-    help="Export the served agents' traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT); a caller's "
-    "traceparent makes its spans their parent.",
-)
+@_otel_option
 @serve_store_option
 def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, otel: bool, **_: Any) -> None:
     """Serve an agent over A2A: its card at /.well-known/agent-card.json and JSON-RPC at /.
