@@ -524,28 +524,22 @@ class FunctionTool(Generic[ToolDepsT_contra]):
             kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         if self._context_param is not None:
             kwargs[self._context_param] = context
-        if self._positional:
-            return await self._call_positional(kwargs)
-        if self._is_async:
-            return await self._fn(**kwargs)
-        if self._inline:
-            return self._fn(**kwargs)
-        return await asyncio.to_thread(self._fn, **kwargs)
-
-    async def _call_positional(self, kwargs: dict[str, Any]) -> Any:
-        """Run the function with its positional-only parameters taken out of ``kwargs`` and passed by position
-        (a missing one, which has a default, ends the positional arguments: the ones after it have defaults
-        too)."""
-        args = []
-        for name in self._positional:
-            if name not in kwargs:
-                break
-            args.append(kwargs.pop(name))
+        args = self._positional_args(kwargs) if self._positional else ()
         if self._is_async:
             return await self._fn(*args, **kwargs)
         if self._inline:
             return self._fn(*args, **kwargs)
         return await asyncio.to_thread(self._fn, *args, **kwargs)
+
+    def _positional_args(self, kwargs: dict[str, Any]) -> list[Any]:
+        """The function's positional-only arguments, taken out of ``kwargs`` in order (they cannot be passed by
+        name); a missing one, which has a default, ends them: the ones after it have defaults too."""
+        args = []
+        for name in self._positional:
+            if name not in kwargs:
+                break
+            args.append(kwargs.pop(name))
+        return args
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (no validation)."""

@@ -842,26 +842,21 @@ class LoopMachine:
         :meth:`approve` decides the deferred calls; other parts of the messages are refused then.
         """
         self._expect(MachineState.AWAITING_TOOLS, feed="tool_results")
-        if not deferred and self._commit_whole(messages):
-            if spent is not None:
-                self._spent = self._spent.plus(spent)
-            if context_tokens is not None:
-                self.context_tokens = context_tokens
-            return
-        results: list[ToolResultPart] = []
-        other: list[Any] = []
-        for m in messages:
-            _expect_message(m, Role.USER, "tool_results")
-            for p in m.parts:
-                if isinstance(p, ToolResultPart):
-                    results.append(p)
-                else:
-                    other.append(p)
-        reasons = dict(deferred) if isinstance(deferred, Mapping) else dict.fromkeys(deferred)
-        if reasons:
-            self._hold_results(results, reasons, other)
-        else:
-            self._commit_results(results, other)
+        if deferred or not self._commit_whole(messages):
+            results: list[ToolResultPart] = []
+            other: list[Any] = []
+            for m in messages:
+                _expect_message(m, Role.USER, "tool_results")
+                for p in m.parts:
+                    if isinstance(p, ToolResultPart):
+                        results.append(p)
+                    else:
+                        other.append(p)
+            reasons = dict(deferred) if isinstance(deferred, Mapping) else dict.fromkeys(deferred)
+            if reasons:
+                self._hold_results(results, reasons, other)
+            else:
+                self._commit_results(results, other)
         if spent is not None:
             self._spent = self._spent.plus(spent)
         if context_tokens is not None:
