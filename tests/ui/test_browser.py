@@ -76,9 +76,17 @@ def test_chat_stream_approve_reload_and_fork(page: Any, server: WebServer) -> No
     expect(page.locator(".tree a")).to_have_count(2)
     # Fork at a message: back to the first session, "fork here" on its second message.
     page.locator(f'li[data-session="{sid}"] a').click()
+    expect(page.locator(f'li.current[data-session="{sid}"]')).to_be_visible()
     second = page.locator('.msg[data-index="1"]')
-    second.hover()
-    second.locator("button.fork-here").click()
+    fork_here = second.locator("button.fork-here")
+    # The button shows on hover; the page scrolls to the conversation's end when the session has loaded,
+    # which can move the message from under the pointer after it was hovered: hover until it shows.
+    for _ in range(50):
+        second.hover()
+        if fork_here.is_visible():
+            break
+        page.wait_for_timeout(100)
+    fork_here.click()
     page.wait_for_function(
         "(ids) => !ids.some((i) => location.hash.endsWith(encodeURIComponent(i)))", arg=[sid, forked]
     )
