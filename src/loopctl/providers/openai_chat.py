@@ -27,7 +27,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
 
@@ -87,7 +87,6 @@ from loopctl.providers.base import (
     held_messages as _held,
 )
 from loopctl.providers.cache import PromptCacheRetention, openai_cache_fields
-from loopctl.providers.native import NativeTool, call_note, check_native_tools, result_note, unsupported_tool
 from loopctl.providers.sse import ServerSentEvent
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 from loopctl.stream import (
@@ -104,6 +103,9 @@ from loopctl.stream import (
     parse_arguments,
 )
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
+
+if TYPE_CHECKING:  # the built-in tools' module is imported where a request or a reply has one
+    from loopctl.providers.native import NativeTool
 
 __all__ = [
     "COMPATIBLE_REASONING",
@@ -139,7 +141,6 @@ microsoft/autogen#6377)."""
 SystemRole = Literal["system", "developer"]
 MaxTokensParam = Literal["max_completion_tokens", "max_tokens"]
 ImageDetail = Literal["auto", "low", "high"]
-
 
 # --- building requests -------------------------------------------------------------------------------------
 
@@ -325,6 +326,8 @@ def _build(
     if system_role not in ("system", "developer"):
         raise ValueError(f"system_role must be 'system' or 'developer', not {system_role!r}")
     if native_tools:
+        from loopctl.providers.native import check_native_tools, unsupported_tool
+
         check_native_tools(native_tools, _API)
         raise unsupported_tool(
             native_tools[0], "native_tools[0]", _API, "Chat Completions runs no tools itself; use openai-responses"
@@ -579,8 +582,12 @@ def _convert_assistant(message: Message, path: str, opts: _Options) -> _Piece:
             if opts.replay_reasoning_content and part.provider == COMPATIBLE_REASONING:
                 reasoning.append(part.text)
         elif isinstance(part, ServerToolCallPart):
+            from loopctl.providers.native import call_note
+
             texts.append(call_note(part))  # Chat Completions runs no tools itself: what another API ran, as text
         elif isinstance(part, ServerToolResultPart):
+            from loopctl.providers.native import result_note
+
             texts.append(result_note(part))
         elif not isinstance(part, CompactionPart):  # another API's compaction is never sent
             raise _unsupported(part, ppath, "an assistant message")

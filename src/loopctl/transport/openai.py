@@ -12,7 +12,7 @@ import importlib
 import os
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 from urllib.parse import urlsplit
 
 from loopctl.errors import (
@@ -26,12 +26,14 @@ from loopctl.message import Message
 from loopctl.message.model import _dumps_bytes
 from loopctl.providers import openai_chat
 from loopctl.providers.base import EventCallback, ModelRequest
-from loopctl.providers.native import NativeTool
 from loopctl.response import ModelResponse, Usage
 from loopctl.stream import loads_exact
 from loopctl.transport._chain import Chains, Link, lost_state
 from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
 from loopctl.transport._sdk import import_sdk, sdk_headers
+
+if TYPE_CHECKING:  # the built-in tools' module is imported where a request has one
+    from loopctl.providers.native import NativeTool
 
 __all__ = ["OpenAIChatClient", "OpenAIResponsesClient"]
 
