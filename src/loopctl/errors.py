@@ -14,6 +14,7 @@ This module is pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -577,48 +578,67 @@ class OutputInvalid(RunError):
 
 _N = r"(\d[\d,]*)"
 
-OVERFLOW_NUMBERS: tuple[tuple[re.Pattern[str], str], ...] = (
+_OVERFLOW_SOURCES: tuple[tuple[str, int, str], ...] = (
     # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum", and "input length and `max_tokens` exceed
     # context limit: 188240 + 21333 > 200000".
-    (re.compile(_N + r" tokens > " + _N), "n max"),
-    (re.compile(r"exceed context limit: " + _N + r" \+ " + _N + r" > " + _N), "n out window"),
+    (_N + r" tokens > " + _N, 0, "n max"),
+    (r"exceed context limit: " + _N + r" \+ " + _N + r" > " + _N, 0, "n out window"),
     # llama.cpp (tools/server/server-context.cpp, ERROR_TYPE_EXCEED_CONTEXT_SIZE): "request (12010 tokens)
     # exceeds the available context size (8192 tokens), try increasing it".
-    (re.compile(r"\(" + _N + r" tokens\) exceeds the available context size \(" + _N + r" tokens\)"), "n max"),
+    (r"\(" + _N + r" tokens\) exceeds the available context size \(" + _N + r" tokens\)", 0, "n max"),
     # vLLM (vllm/renderers/params.py): "You passed 9000 input tokens and requested 1000 output tokens. However,
     # the model's context length is only 8192 tokens, resulting in a maximum input length of 7192 tokens."
-    (re.compile(r"passed " + _N + r" input tokens.*?maximum input length of " + _N + r" tokens", re.S), "n max"),
+    (r"passed " + _N + r" input tokens.*?maximum input length of " + _N + r" tokens", re.S, "n max"),
     # vLLM (vllm/entrypoints/openai/serving_engine.py, v0.10.2 on): "'max_tokens' or 'max_completion_tokens' is
     # too large: 1000. This model's maximum context length is 8192 tokens and your request has 7500 input tokens
     # (1000 > 8192 - 7500)."
-    (re.compile(r"too large: " + _N + r"\. This model's maximum context length is " + _N + r" tokens and your "
-                r"request has " + _N + r" input tokens"), "out window n"),
+    (r"too large: " + _N + r"\. This model's maximum context length is " + _N + r" tokens and your "
+                r"request has " + _N + r" input tokens", 0, "out window n"),
     # vLLM's later wording: "This model's maximum context length is 32768 tokens. However, you requested 1000
     # output tokens and your prompt contains at least 32000 input tokens, for a total of ...".
-    (re.compile(r"maximum context length is " + _N + r" tokens\. However, you requested " + _N + r" output "
-                r"tokens and your prompt contains (?:at least )?" + _N + r" input tokens"), "window out n"),
+    (r"maximum context length is " + _N + r" tokens\. However, you requested " + _N + r" output "
+                r"tokens and your prompt contains (?:at least )?" + _N + r" input tokens", 0, "window out n"),
     # vLLM (vllm/entrypoints/renderer.py): "This model's maximum context length is 8192 tokens. However, your
     # request has 9000 input tokens. Please reduce the length of the input messages."
-    (re.compile(r"maximum context length is " + _N + r" tokens\. However, your request has " + _N + " input tokens"),
+    (r"maximum context length is " + _N + r" tokens\. However, your request has " + _N + " input tokens", 0,
      "max n"),
     # OpenAI, and vLLM before 0.10.2: "This model's maximum context length is 8192 tokens. However, you requested
     # 9224 tokens (1224 in the messages, 8000 in the completion)."
-    (re.compile(r"maximum context length is " + _N + r" tokens\. However, you requested " + _N + r" tokens \("
-                + _N + r" in the messages, " + _N + r" in the completion\)"), "window total n out"),
+    (r"maximum context length is " + _N + r" tokens\. However, you requested " + _N + r" tokens \("
+                + _N + r" in the messages, " + _N + r" in the completion\)", 0, "window total n out"),
     # OpenAI: "This model's maximum context length is 128000 tokens. However, your messages resulted in 130532
     # tokens."
-    (re.compile(r"maximum context length is " + _N + r" tokens.*?resulted in " + _N + r" tokens", re.S), "max n"),
+    (r"maximum context length is " + _N + r" tokens.*?resulted in " + _N + r" tokens", re.S, "max n"),
     # Gemini: "The input token count (1572864) exceeds the maximum number of tokens allowed (1048576)".
-    (re.compile(r"input token count \(" + _N + r"\) exceeds the maximum number of tokens allowed \(" + _N + r"\)"),
+    (r"input token count \(" + _N + r"\) exceeds the maximum number of tokens allowed \(" + _N + r"\)", 0,
      "n max"),
     # Ollama's MLX runner (x/mlxrunner/pipeline.go): "input length (9000 tokens) exceeds the model's maximum
     # context length (8192 tokens)".
-    (re.compile(r"input length \(" + _N + r" tokens\) exceeds the model's maximum context length \(" + _N
-                + r" tokens\)"), "n max"),
+    (r"input length \(" + _N + r" tokens\) exceeds the model's maximum context length \(" + _N
+                + r" tokens\)", 0, "n max"),
 )  # fmt: skip
-"""How each provider states the size of a prompt it refused and the most it takes: a pattern, and the names of
-its groups in order (``n``: the prompt's tokens; ``max``: the most it takes; ``window``, ``out``: the window and
-the output tokens asked for, whose difference is the most it takes; ``total``: ignored)."""
+
+
+if TYPE_CHECKING:  # compiled when first read (module __getattr__): only an overflow error is read with them
+    OVERFLOW_NUMBERS: tuple[tuple[re.Pattern[str], str], ...]
+    """How each provider states the size of a prompt it refused and the most it takes: a pattern, and the names of
+    its groups in order (``n``: the prompt's tokens; ``max``: the most it takes; ``window``, ``out``: the window and
+    the output tokens asked for, whose difference is the most it takes; ``total``: ignored)."""
+
+
+@functools.cache
+def _overflow_numbers() -> tuple[tuple[re.Pattern[str], str], ...]:
+    return tuple((re.compile(pattern, flags), names) for pattern, flags, names in _OVERFLOW_SOURCES)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OVERFLOW_NUMBERS":
+        return _overflow_numbers()
+    raise AttributeError(f"module 'loopctl.errors' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "OVERFLOW_NUMBERS"})
 
 
 def overflow_counts(message: str | None, body: object = None) -> tuple[int, int] | None:
@@ -632,7 +652,7 @@ def overflow_counts(message: str | None, body: object = None) -> tuple[int, int]
             return n, ctx
     if not message:
         return None
-    for pattern, names in OVERFLOW_NUMBERS:
+    for pattern, names in _overflow_numbers():
         found = pattern.search(message)
         if found is None:
             continue

@@ -217,17 +217,18 @@ def is_local(api_url: str | None) -> bool:
     return host not in OFFICIAL_HOSTS and not host.endswith(".googleapis.com")
 
 
-_ENDPOINTS = re.compile(r"(/v1)?/(chat/completions|responses|messages)$|/v1beta/models/.*$|/v1(beta)?$")
+# Compiled when first used (the re module's cache): a run that probes no local server does not compile them.
+_ENDPOINTS = r"(/v1)?/(chat/completions|responses|messages)$|/v1beta/models/.*$|/v1(beta)?$"
 
 
 def server_root(api_url: str) -> str:
     """The root of the server ``api_url`` (a client's ``api_url``) is on: the URL without the API's endpoint
     and version (``http://127.0.0.1:8080/v1/chat/completions`` is ``http://127.0.0.1:8080``; a prefix before
     them stays)."""
-    return _ENDPOINTS.sub("", api_url.rstrip("/"))
+    return re.sub(_ENDPOINTS, "", api_url.rstrip("/"))
 
 
-_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
+_NUM_CTX = r"^\s*num_ctx\s+(\d+)\s*$"
 
 
 async def probe(
@@ -297,7 +298,7 @@ async def probe(
         n = _loaded_context(await get_json("GET", f"{root}/api/ps"), model)
         if n is not None:
             return ModelLimits(n, None, "Ollama /api/ps", local=True)
-        found = _NUM_CTX.search(str(shown.get("parameters") or ""))
+        found = re.search(_NUM_CTX, str(shown.get("parameters") or ""), re.MULTILINE)
         if found is not None:
             return ModelLimits(int(found.group(1)), None, "Ollama /api/show", local=True)
         trained = _trained_context(shown)

@@ -275,14 +275,14 @@ def _problems(exc: ValidationError) -> list[str]:
     return out
 
 
-_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)\n?```", re.S)
+_FENCE = r"```(?:json|JSON)?[ \t]*\n(.*?)\n?```"  # compiled when first used (the re module's cache)
 
 
 def json_text(text: str) -> str:
     """The JSON in a reply's ``text``: the whole text, the inside of its first code fence, or the span from
     its first ``{`` or ``[`` to the matching last bracket (prose around it is dropped)."""
     stripped = text.strip()
-    fence = _FENCE.search(stripped)
+    fence = re.search(_FENCE, stripped, re.S)
     if fence is not None:
         return fence.group(1).strip()
     if stripped[:1] in ("{", "[", '"') or not stripped:

@@ -864,7 +864,7 @@ def _plain_fields(model: type[BaseModel]) -> tuple[tuple[str, type | None, Any],
     return tuple(out)
 
 
-_CONTEXT_ANNOTATION = re.compile(r"^\s*(?:[\w.]+\.)?ToolContext\s*(?:\[.*\])?\s*$", re.S)
+_CONTEXT_ANNOTATION = r"^\s*(?:[\w.]+\.)?ToolContext\s*(?:\[.*\])?\s*$"  # compiled when first used (re's cache)
 
 
 def _hints_one_by_one(fn: Callable[..., Any], name: str) -> dict[str, Any]:
@@ -881,7 +881,7 @@ def _hints_one_by_one(fn: Callable[..., Any], name: str) -> dict[str, Any]:
         try:
             hints[pname] = eval(raw, namespace)  # the programmer's annotation, as typing.get_type_hints reads it
         except NameError as exc:
-            if _CONTEXT_ANNOTATION.match(raw):
+            if re.match(_CONTEXT_ANNOTATION, raw, re.S):
                 hints[pname] = ToolContext
             elif pname != "return":
                 problem = f"the annotation of {pname!r} ({raw}) cannot be resolved: {exc}"

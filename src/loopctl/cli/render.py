@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from rich.console import Console
-from rich.status import Status
 from rich.text import Text
 
 from loopctl.cli.inert import expand_tabs, inert
@@ -36,6 +35,9 @@ from loopctl.engine.events import (
 )
 from loopctl.message import ServerToolCallPart, ServerToolResultPart, TextPart, ThinkingPart, ToolResultPart
 from loopctl.stream import PartStarted, PartUpdated, TextDelta, ThinkingDelta
+
+if TYPE_CHECKING:  # the spinner's module is imported by Console.status, when a terminal shows one
+    from rich.status import Status
 
 __all__ = ["Transcript", "dollars", "message_text"]
 

@@ -1032,8 +1032,9 @@ def parse_stream(chunks: Iterable[bytes]) -> ModelResponse:
 
 # --- errors ------------------------------------------------------------------------------------------------
 
-_RETRY_IN = re.compile(r"try again in ((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)", re.IGNORECASE)
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)", re.IGNORECASE)
+# Compiled when first used (the re module's cache): only an error's message is read with them.
+_RETRY_IN = r"try again in ((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)"
+_DURATION = r"(\d+(?:\.\d+)?)(ms|h|m|s)"
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _QUOTA_CODES = frozenset(
     {
@@ -1149,10 +1150,10 @@ def _retry_after_in(message: str | None) -> float | None:
     """Seconds from OpenAI's "Please try again in 20s" / "in 1m30s" / "in 6ms", or ``None``."""
     if not message:
         return None
-    found = _RETRY_IN.search(message)
+    found = re.search(_RETRY_IN, message, re.IGNORECASE)
     if found is None:
         return None
-    return sum(float(n) * _SECONDS[unit.lower()] for n, unit in _DURATION.findall(found.group(1)))
+    return sum(float(n) * _SECONDS[unit.lower()] for n, unit in re.findall(_DURATION, found.group(1), re.IGNORECASE))
 
 
 # --- NativeOutput: the response format ---------------------------------------------------------------------

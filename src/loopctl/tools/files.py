@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import difflib
 import errno
 import os
 import secrets
@@ -301,6 +300,8 @@ class FileTools:
                     old_text, new_text = whole, _edited(whole, input.get("old"), input.get("new"), raw)
         except (PathOutsideRoot, ProtectedPath, OSError, ValueError) as exc:
             return ChangePreview(name, shown, action, "", _problem(exc))
+        import difflib  # imported for the first preview (an approval prompt), not to start a run
+
         diff = difflib.unified_diff(
             (old_text or "").splitlines(keepends=True),
             new_text.splitlines(keepends=True),
