@@ -48,3 +48,26 @@ def test_a_retryable_flag_set_on_the_instance_survives() -> None:
     error = errors.LoopError("custom")
     error.retryable = True
     assert pickle.loads(pickle.dumps(error)).retryable is True
+
+
+def test_the_overflow_patterns_compile_when_first_read() -> None:
+    # A fresh process that imports the errors compiles none of the patterns (docs/performance.md, section 2);
+    # reading OVERFLOW_NUMBERS compiles them once, the same tuple on every read, and overflow_counts uses it.
+    import json
+    import subprocess
+    import sys
+
+    probe = (
+        "import json, re, loopctl.errors as e\n"
+        "before = e._overflow_numbers.cache_info().currsize\n"
+        "numbers = e.OVERFLOW_NUMBERS\n"
+        "print(json.dumps([before, numbers is e.OVERFLOW_NUMBERS, len(numbers),"
+        " all(isinstance(p, re.Pattern) and isinstance(n, str) for p, n in numbers)]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.splitlines()[-1]) == [0, True, 11, True]
+    assert "OVERFLOW_NUMBERS" in dir(errors)
+    assert errors.overflow_counts("prompt is too long: 208,310 tokens > 200000 maximum") == (208310, 200000)
+    missing = "NOT_THERE"  # a name mypy would refuse as an attribute
+    with pytest.raises(AttributeError, match="no attribute 'NOT_THERE'"):
+        getattr(errors, missing)

@@ -631,10 +631,12 @@ def _overflow_numbers() -> tuple[tuple[re.Pattern[str], str], ...]:
     return tuple((re.compile(pattern, flags), names) for pattern, flags, names in _OVERFLOW_SOURCES)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "OVERFLOW_NUMBERS":
-        return _overflow_numbers()
-    raise AttributeError(f"module 'loopctl.errors' has no attribute {name!r}")
+if not TYPE_CHECKING:  # hidden from mypy, which checks every other name of the module as it is
+
+    def __getattr__(name: str) -> Any:
+        if name == "OVERFLOW_NUMBERS":
+            return _overflow_numbers()
+        raise AttributeError(f"module 'loopctl.errors' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

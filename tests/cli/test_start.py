@@ -58,7 +58,9 @@ def test_the_short_helps_listed_are_the_commands_own() -> None:
 
 # What `loopctl run --model demo` does not need before its first request: the SDKs (the demo's client is made
 # without one), the clients and codecs of the other providers, the price data (read when a reply is priced),
-# and what the file tools load when they first search or list (pathspec, regex).
+# what the file tools load when they first search or list (pathspec, regex) or preview a change (difflib), the
+# built-in provider tools (none is asked for), loopctl.testing's scripted clients (the demo is the fake server),
+# and rich's spinner (no terminal shows one here).
 DEMO_NEEDS_NOT = (
     "openai",
     "anthropic",
@@ -66,6 +68,10 @@ DEMO_NEEDS_NOT = (
     "genai_prices",
     "pathspec",
     "regex",
+    "difflib",
+    "rich.status",
+    "loopctl.providers.native",
+    "loopctl.testing.models",
     "loopctl.transport.anthropic",
     "loopctl.transport.gemini",
     "loopctl.transport.openai_ws",
@@ -82,8 +88,9 @@ import json, os, sys
 root, seen = sys.argv[1:3]
 def hook(event, args):
     if event == "socket.connect":
+        overflow = sys.modules["loopctl.errors"]._overflow_numbers.cache_info().currsize
         with open(seen, "w") as f:
-            json.dump({"address": list(args[1]), "modules": sorted(sys.modules)}, f)
+            json.dump({"address": list(args[1]), "modules": sorted(sys.modules), "overflow": overflow}, f)
         os._exit(0)
 sys.addaudithook(hook)
 sys.argv = ["loopctl", "run", "List the files.", "--model", "demo", "--root", root, "--yes"]
@@ -108,6 +115,8 @@ def test_the_demo_run_loads_only_what_it_uses_before_its_first_request(tmp_path:
     assert not {m for m in loaded if any(m == d or m.startswith(d + ".") for d in DEMO_NEEDS_NOT)}
     # the real stack runs: the Chat Completions client and codec over httpx2, and the session store
     assert {"httpx2", "loopctl.transport.openai", "loopctl.providers.openai_chat", "loopctl.store.sqlite"} <= loaded
+    # the patterns that read a context overflow's numbers (OVERFLOW_NUMBERS) are compiled when an error is read
+    assert first["overflow"] == 0
 
 
 def test_a_run_in_process_leaves_the_cyclic_collector_as_it_found_it(tmp_path: Path) -> None:
