@@ -139,3 +139,36 @@ def test_a_run_in_process_leaves_the_cyclic_collector_as_it_found_it(tmp_path: P
         assert gc.get_freeze_count() == 0
     finally:
         gc.enable()
+
+
+def test_a_commands_module_loads_with_the_collector_off_and_stays_out_of_its_scans() -> None:
+    # The objects a command's module brings (modules, classes, functions: they live as long as the process) go
+    # to the collector's permanent generation once loaded, so no collection scans them again; the collector is
+    # left as it was (docs/performance.md, section 2).
+    from loopctl.cli import _long_lived
+
+    assert gc.isenabled()
+    try:
+        with _long_lived():
+            assert not gc.isenabled()
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_a_command_run_in_process_unfreezes_what_its_start_froze_and_keeps_a_callers_freeze(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    missing = str(tmp_path / "missing.json")
+    for frozen_by_caller in (False, True):
+        main.commands.pop("show", None)  # loaded again: its module's objects are frozen as the command starts
+        if frozen_by_caller:
+            gc.freeze()
+        try:
+            done = CliRunner().invoke(main, ["show", missing])
+            assert done.exit_code == 2, done.output
+            assert gc.isenabled()
+            assert (gc.get_freeze_count() > 0) is frozen_by_caller
+        finally:
+            gc.unfreeze()

@@ -19,9 +19,11 @@ Environment: ``LOOPCTL_DEMO_DELAY`` sets the seconds between the demo model's st
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 import click
@@ -78,6 +80,24 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+@contextlib.contextmanager
+def _long_lived() -> Iterator[None]:
+    """Import a command's module with the cyclic collector off, then move what the process holds to the
+    collector's permanent generation (``gc.freeze()``): modules, classes and functions that live as long as the
+    process, which each collection would otherwise scan again (about 25 collections while ``loopctl run``'s
+    module and its imports load: docs/performance.md, section 2). The collector is left as it was; the group's
+    :meth:`_Group.main` moves them back (``gc.unfreeze()``) when the command ends, for a process that runs
+    commands in-process."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
+
+
 class _Group(click.Group):
     """The command group, reporting every error in one style: click's usage errors, the errors of loopctl
     (:class:`~loopctl.errors.LoopError`), and a missing provider SDK. Its commands are loaded when used."""
@@ -88,7 +108,9 @@ class _Group(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             module, attribute, _ = COMMANDS[cmd_name]
-            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+            with _long_lived():
+                command = getattr(importlib.import_module(module), attribute)
+            self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -111,6 +133,14 @@ class _Group(click.Group):
     def main(  # type: ignore[override]
         self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
     ) -> NoReturn:
+        frozen = gc.get_freeze_count()  # what a caller moved to the permanent generation itself stays there
+        try:
+            self._main(args, prog_name, **extra)
+        finally:
+            if not frozen:  # what the command's start froze (_long_lived, run), back to the collector
+                gc.unfreeze()
+
+    def _main(self, args: Sequence[str] | None, prog_name: str | None, **extra: Any) -> NoReturn:
         extra.pop("standalone_mode", None)
         try:
             code = super().main(args, prog_name, standalone_mode=False, **extra)
