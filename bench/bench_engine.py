@@ -7,6 +7,8 @@ adapters for the peers this script imports (so the peers run exactly as measured
 - W(N): one run; a scripted model (instant, no network, turn derived from len(history) in O(1)) answers N
   times with one ``echo`` tool call (a 200-character argument the tool returns), then a final answer.
 - C(K): K concurrent W(5) runs on one event loop.
+- The floor: W(N)'s turn with its essential work alone (the reply, the pairing check, the tool, its result made
+  as the engine makes it, both messages counted; ``setup_floor``), so what the engine adds to a turn shows.
 
 Each measurement runs in a fresh subprocess after a W(2) warm-up. Reported: per-turn overhead (wall / model
 calls), the mean time of one turn over the first and the last 10% of turns, peak RSS, C(K) wall time,
@@ -42,6 +44,7 @@ ROOT = HERE.parent
 # LOOPCTL_SRC: another checkout's src folder, for a "before" measured in the same run (--before-src).
 sys.path.insert(0, os.environ.get("LOOPCTL_SRC") or str(ROOT / "src"))
 BEFORE = "loopctl@before"
+FLOOR = "floor"  # the turn's essential work alone (setup_floor)
 
 import _smoke  # noqa: E402  (bench/, the script's folder, is on the path)
 
@@ -121,6 +124,79 @@ def setup_loopctl(n: int) -> Any:
     return run_once
 
 
+def setup_floor(n: int) -> Any:
+    """The floor of the W(N) turn with every check of the message model and the wire kept, and nothing of the
+    engine's: the workload's reply (the same ``Message`` and ``ToolCallPart``, validated), the providers' pairing
+    check of the request's new messages, the tool's coroutine stepped once, its result part and the results
+    message made as the engine makes them, and both messages counted. No machine, records, usage, limits,
+    hooks, prices or cache watch: what the engine adds to a turn is loopctl's per-turn time minus this one."""
+    from loopctl.compact.counting import HeuristicTokenCounter
+    from loopctl.message import Message, MessageView, Role, ToolCallPart, ToolContent, ToolResultPart
+    from loopctl.message.model import assemble
+    from loopctl.providers._common import check_pairing
+    from loopctl.response import ModelResponse, StopReason, Usage
+    from loopctl.tool import tool
+
+    usage = Usage(input_tokens=100, output_tokens=20)
+    final = ModelResponse(Message.assistant(FINAL), usage, StopReason.END_TURN)
+    validate_content = ToolContent.from_string("x") and ToolContent.__pydantic_validator__.validate_python
+
+    def reply(messages: Any) -> ModelResponse:
+        _note()
+        turn = (len(messages) - 1) // 2
+        if turn < n:
+            msg = Message(
+                role=Role.ASSISTANT, parts=(ToolCallPart(id=f"call_{turn}", name="echo", input={"text": PAYLOAD}),)
+            )
+            return ModelResponse(msg, usage, StopReason.TOOL_CALL)
+        return final
+
+    @tool
+    async def echo(text: str) -> str:
+        """Echo the input text back."""
+        global TOOL_CALLS
+        TOOL_CALLS += 1
+        return text
+
+    async def run_once() -> tuple[str, int]:
+        items = [Message.user("go")]
+        counter = HeuristicTokenCounter()
+        tokens = counter.count(items)
+        while True:
+            view = MessageView(items, len(items))
+            check_pairing(view, "floor", len(items) - 2 if len(items) > 1 else 0)
+            msg = reply(view).message
+            items.append(msg)
+            tokens += counter.message_tokens(msg)
+            calls = msg.tool_calls()
+            if not calls:
+                return msg.text_content(), len(items)
+            parts = []
+            for call in calls:
+                coro = echo.call(call.input, None)  # type: ignore[arg-type]  # a plain function tool reads none
+                try:
+                    coro.send(None)
+                    raise AssertionError("the echo tool waited")
+                except StopIteration as done:
+                    value = done.value
+                parts.append(
+                    assemble(
+                        ToolResultPart,
+                        type="tool_result",
+                        call_id=call.id,
+                        name=call.name,
+                        output=validate_content(value),
+                        is_error=False,
+                        retention=None,
+                    )
+                )
+            results = assemble(Message, role=Role.USER, parts=tuple(parts))
+            items.append(results)
+            tokens += counter.message_tokens(results)
+
+    return run_once
+
+
 def _tool_calls() -> int:
     return TOOL_CALLS + (H.TOOL_CALLS if H else 0)
 
@@ -128,6 +204,8 @@ def _tool_calls() -> int:
 def _adapter(fw: str, n: int) -> Any:
     if fw in ("loopctl", BEFORE):
         return setup_loopctl(n)
+    if fw == FLOOR:
+        return setup_floor(n)
     assert H is not None
     return H.ADAPTERS[fw](n)
 
@@ -292,6 +370,7 @@ def main() -> None:
     ap.add_argument("--peers", default="langgraph,pydantic_ai,openai_agents")
     ap.add_argument("--no-conc-peers", action="store_true", help="skip the peers' C(K) (slow: 35-90 s each)")
     ap.add_argument("--before-src", default="", help="also measure loopctl from this src folder (loopctl@before)")
+    ap.add_argument("--no-floor", action="store_true", help="skip the floor: a turn's essential work alone")
     _smoke.add_flag(ap)
     a = ap.parse_args()
     if a.smoke:
@@ -299,6 +378,7 @@ def main() -> None:
     global BEFORE_SRC
     BEFORE_SRC = a.before_src
     mine = ["loopctl", *([BEFORE] if a.before_src else [])]
+    floor = [] if a.no_floor else [FLOOR]
     ns = [int(x) for x in a.ns.split(",")]
     peer_ns = [int(x) for x in a.peer_ns.split(",")]
     peers = [p for p in a.peers.split(",") if p]
@@ -325,8 +405,8 @@ def main() -> None:
     print(f"cold `from loopctl.engine import BareLoop`: {eng['median_ms']:.1f} ms (median of 5)")
 
     series: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    for fw in [*mine, *peers]:
-        sizes = ns if fw in mine else peer_ns
+    for fw in [*mine, *floor, *peers]:
+        sizes = ns if fw in mine or fw in floor else peer_ns
         series[fw] = {n: [] for n in sizes}
         for _ in range(a.reps):
             r = run_worker([fw, "series", *map(str, sizes)])
@@ -363,6 +443,19 @@ def main() -> None:
                 theirs = per_turn(p, n)
                 cells.append(f"{p} {ours / theirs:.3f}" if ours and theirs else f"{p} n/a")
             print(f"  N={n:<5} " + "  ".join(cells))
+
+    if floor:
+        print(
+            "\nThe floor: a turn's essential work alone (the workload's reply, the pairing check, the tool, its result "
+            "made as the engine makes it, both messages counted; setup_floor); what the engine adds is the rest"
+        )
+        for n in ns:
+            ours, least = per_turn("loopctl", n), per_turn(FLOOR, n)
+            if ours and least:
+                print(
+                    f"  N={n:<5} loopctl {ours * 1e3:.3f} ms, floor {least * 1e3:.3f} ms: the engine adds "
+                    f"{(ours - least) * 1e3:.3f} ms a turn (loopctl / floor {ours / least:.2f})"
+                )
 
     print(f"\nC({a.k}): {a.k} concurrent W(5) runs on one event loop")
     conc: dict[str, float] = {}

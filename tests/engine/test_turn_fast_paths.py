@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopctl.engine import BareLoop, RunConfig, SessionConfig
-from loopctl.engine.machine import LoopMachine, _View
+from loopctl.engine.machine import LoopMachine
 from loopctl.errors import MachineStateError
-from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
+from loopctl.message import Message, MessageView, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.providers.cache import PrefixWatch
 from loopctl.testing import ScriptedClient
 from loopctl.tool import FunctionTool, ModelRetry, ToolContext, tool
@@ -44,7 +44,7 @@ def test_a_view_of_the_same_list_is_judged_as_the_list_it_shows(ops: list[tuple[
             items = items[: k % len(items)]  # what a salvage does: a new, shorter list
         elif op == "change" and items:
             items = [*items[:-1], Message.user(f"changed {k}")]
-        view = _View(items, len(items))
+        view = MessageView(items, len(items))
         assert by_view.check(view, "s", ()) == by_list.check(list(view), "s", ())
 
 

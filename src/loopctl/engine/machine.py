@@ -57,11 +57,10 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from itertools import islice
-from typing import Any, TypeAlias, Union, overload
+from typing import Any, TypeAlias, Union
 
 import orjson
 from pydantic import ValidationError
@@ -76,7 +75,7 @@ from loopctl.errors import (
     MachineStateError,
     ProviderProtocolError,
 )
-from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
+from loopctl.message import Message, MessageView, Role, ToolCallPart, ToolResultPart
 from loopctl.message.model import _dumps_bytes, _invalid, assemble
 from loopctl.response import StopReason, Usage
 from loopctl.stream import loads_exact
@@ -283,49 +282,6 @@ class MachinePolicy:
             raise ValueError("expected 0 < compact_threshold <= emergency <= 1")
 
 
-class _View(Sequence[Message]):
-    """A read-only snapshot of the first ``n`` messages of an append-only list: O(1) to make."""
-
-    __slots__ = ("_items", "_n")
-
-    def __init__(self, items: list[Message], n: int) -> None:
-        self._items = items
-        self._n = n
-
-    def __len__(self) -> int:
-        return self._n
-
-    @overload
-    def __getitem__(self, index: int) -> Message: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Message]: ...
-    def __getitem__(self, index: int | slice) -> Message | list[Message]:
-        if isinstance(index, slice):
-            if index.step is None or index.step == 1:  # one copy, of the range asked for only
-                start, stop, _ = index.indices(self._n)
-                return self._items[start:stop]
-            return self._items[: self._n][index]
-        if index < 0:
-            index += self._n
-        if not 0 <= index < self._n:
-            raise IndexError("message index out of range")
-        return self._items[index]
-
-    def __iter__(self) -> Iterator[Message]:
-        return islice(self._items, self._n)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence):
-            return len(other) == self._n and all(a == b for a, b in zip(self, other, strict=False))
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return f"<{self._n} messages>"
-
-
 @dataclass
 class _Turn:
     calls: list[ToolCallPart] = field(default_factory=list)
@@ -408,7 +364,7 @@ class LoopMachine:
     @property
     def history(self) -> Sequence[Message]:
         """The committed conversation (previous runs), oldest first."""
-        return _View(self._messages, self._n_history)
+        return MessageView(self._messages, self._n_history)
 
     @property
     def pending(self) -> Sequence[Message]:
@@ -417,7 +373,7 @@ class LoopMachine:
 
     def full_history(self) -> Sequence[Message]:
         """History then pending: what the model is sent. An O(1) read-only snapshot."""
-        return _View(self._messages, len(self._messages))
+        return MessageView(self._messages, len(self._messages))
 
     def results_of(self, reply: Message) -> Message | None:
         """The message that answers ``reply``'s calls when it was just committed (the last message, a user

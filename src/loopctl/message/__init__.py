@@ -1,9 +1,9 @@
 """The conversation model (``docs/wire-format.md``).
 
 ``Message{role, parts}`` with text, image, tool-call, thinking and tool-result parts, and the provider-native
-parts (a tool the provider ran, its result, a provider's compaction); the JSON wire form;
-conversation files; and the conversation checks. Pure: only :func:`save_conversation` and
-:func:`load_conversation` touch the file system.
+parts (a tool the provider ran, its result, a provider's compaction); the JSON wire form; the read-only view
+of a conversation that only grows (:class:`MessageView`); conversation files; and the conversation checks.
+Pure: only :func:`save_conversation` and :func:`load_conversation` touch the file system.
 """
 
 from loopctl.message.check import ConversationProblem, ConversationRule, check_conversation
@@ -36,6 +36,7 @@ from loopctl.message.model import (
     ToolContentPart,
     ToolResultPart,
 )
+from loopctl.message.view import MessageView
 
 __all__ = [
     "FORMAT_VERSION",
@@ -49,6 +50,7 @@ __all__ = [
     "ImageSource",
     "Message",
     "MessagePart",
+    "MessageView",
     "Part",
     "Retention",
     "Role",

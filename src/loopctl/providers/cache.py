@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from loopctl.errors import UnsupportedContent
-from loopctl.message import Message
+from loopctl.message import Message, MessageView
 from loopctl.message.model import _dumps_bytes
 
 __all__ = ["CacheBust", "PrefixWatch", "openai_cache_fields", "prompt_cache_key"]
@@ -88,32 +88,24 @@ class PrefixWatch:
     """Compares each request with the one before it (tools, system prompt, messages) and tells when it does
     not extend it. Messages are compared by identity first (the engine keeps the same objects), by value
     only when the objects differ, so a long conversation costs about one comparison per message; a request
-    whose messages are a view of the same append-only list as the request before (the engine's
-    :class:`~loopctl.engine.LoopMachine` hands out such views: ``_items``, the list, and ``_n``, how many of
-    its items the view shows), no shorter, extends it by construction and costs O(1)."""
+    whose messages :meth:`~loopctl.message.MessageView.extends` the request before's (the engine's requests
+    are such views) continues it by construction and costs O(1)."""
 
-    __slots__ = ("_items", "_messages", "_n", "_system", "_tools")
+    __slots__ = ("_messages", "_system", "_tools")
 
     def __init__(self) -> None:
+        # The last request's messages: a MessageView as it came (a snapshot), anything else copied to a list.
         self._messages: Sequence[Message] | None = None
-        self._items: list[Message] | None = None  # the list the last request viewed, when it was a view
-        self._n = 0
         self._system: str | None = None
         self._tools: tuple[Any, ...] = ()
 
     def check(self, messages: Sequence[Message], system: str | None, tools: Sequence[Any]) -> CacheBust | None:
         """The bust ``messages`` (with ``system`` and ``tools``) makes against the request seen before, or
         ``None`` when it extends it (or is the first); remembers this request for the next check."""
-        previous, before_items, before_n = self._messages, self._items, self._n
+        previous = self._messages
         before_system, before_tools = self._system, self._tools
-        items = getattr(messages, "_items", None)
-        n = len(messages)
-        if type(items) is list and getattr(messages, "_n", None) == n:
-            # A view: remembered as the list and a length (the list only ever grows; any other change of the
-            # machine's conversation makes a new list, so the first ``n`` items never change).
-            self._messages, self._items, self._n = messages, items, n
-        else:
-            self._messages, self._items, self._n = list(messages), None, 0
+        view = messages if type(messages) is MessageView else None
+        self._messages = messages if view is not None else list(messages)
         self._system = system
         if tools is not before_tools:
             self._tools = tools if type(tools) is tuple else tuple(tools)
@@ -132,10 +124,9 @@ class PrefixWatch:
             return CacheBust("tools", None, f"the tools changed ({detail})")
         if system != before_system:
             return CacheBust("system", None, "the system prompt changed")
-        if before_items is not None and items is before_items and n >= before_n:
+        if view is not None and view.extends(previous):
             return None  # the same append-only list, no shorter: the previous messages are its first items
-        if before_items is not None:
-            previous = before_items[:before_n]
+        n = len(messages)
         shared = min(len(previous), n)
         head = messages[:shared]
         if not all(map(operator.is_, previous[:shared], head)):  # C speed while the objects are the same

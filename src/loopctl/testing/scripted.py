@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any, TypeAlias, Union
 
 from loopctl.errors import LoopError
-from loopctl.message import Message, Role, TextPart, ThinkingPart, ToolCallPart
+from loopctl.message import Message, MessageView, Role, TextPart, ThinkingPart, ToolCallPart
 from loopctl.providers._common import check_pairing
 from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.response import ModelResponse, StopReason, Usage
@@ -89,7 +89,7 @@ class ScriptedClient:
         self.requests: list[ModelRequest] = []
         self.calls = 0
         # The last request checked, as far as it is known sound: its messages up to its last reply (or the
-        # machine's list it viewed), and how many that is.
+        # machine's view it was), and how many of them that is.
         self._sound: object = None
         self._sound_len = 0
 
@@ -122,27 +122,26 @@ class ScriptedClient:
     def _check(self, messages: Sequence[Message]) -> None:
         """The codecs' pairing check, incremental as theirs is: the messages up to the last reply of a request
         that passed are not checked again while the next request continues them. A request made from a
-        :class:`~loopctl.engine.LoopMachine` (a view of its message list, which only ever grows: any other
-        change makes a new list) continues the last one when it views the same list, an O(1) test; any other
-        sequence when it starts with the same message objects (one identity comparison per message)."""
+        :class:`~loopctl.engine.LoopMachine` (a :class:`~loopctl.message.MessageView`) continues the last one
+        when it :meth:`~loopctl.message.MessageView.extends` it, an O(1) test; any other sequence when it
+        starts with the same message objects (one identity comparison per message)."""
         n = self._sound_len
-        items = getattr(messages, "_items", None)  # a machine's view: the list it views
         sound = self._sound
+        view = messages if type(messages) is MessageView else None
         start = 0
         length = len(messages)
         if n and length >= n:
-            if items is not None:
-                continues = items is sound
+            if view is not None:
+                continues = view.extends(sound)
             else:
                 continues = isinstance(sound, list) and all(map(operator.is_, messages[:n], sound))
             start = n - 1 if continues else 0
         check_pairing(messages, "ScriptedClient, as every provider,", start)
-        seq = items if items is not None else messages  # a view's first len(messages) items are its messages
         last = length - 1
-        while last >= 0 and seq[last].role is not Role.ASSISTANT:
+        while last >= 0 and messages[last].role is not Role.ASSISTANT:
             last -= 1
-        if items is not None:
-            self._sound = items
+        if view is not None:
+            self._sound = view  # a snapshot: its first ``last + 1`` messages are the sound ones
         else:
             kept = messages[: last + 1] if last >= 0 else []
             self._sound = kept if isinstance(kept, list) else list(kept)
