@@ -9,7 +9,9 @@ Messages (the text of the user's message):
 - ``artifacts N``: ``N`` artifact updates of one short part each, then waits (until cancelled);
 - ``status N``: ``N`` ``working`` status updates with a message ``"step i"``, as fast as it can, then
   ``completed`` with the artifact ``"done"``;
-- ``ask``: ``input-required`` (a question the caller cannot answer), then waits for the answer;
+- ``ask``: ``input-required`` (a question the caller cannot answer);
+- ``approve``: ``input-required`` asking for an approval, with the data part loopctl's server sends;
+- an answer on a task in ``input-required``: nothing at all, until the task is cancelled;
 - anything else: the artifact ``"ok"``.
 
 Cancelled tasks are recorded: ``GET /cancelled`` lists their ids.
@@ -28,6 +30,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part, Task, TaskState, TaskStatus
+from google.protobuf import json_format, struct_pb2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -44,6 +47,11 @@ class Hostile(AgentExecutor):
         if context.current_task is None:
             status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
             await event_queue.enqueue_event(Task(id=task_id, context_id=context_id, status=status, history=[message]))
+        if (
+            context.current_task is not None
+            and context.current_task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        ):
+            await asyncio.Event().wait()  # an answer: taken, and nothing said (until the task is cancelled)
         words = " ".join(get_text_parts(list(message.parts))).split()
         what, n = (words[0], int(words[1])) if len(words) == 2 else ((words or ["ok"])[0], 0)
         await updater.start_work()
@@ -62,6 +70,11 @@ class Hostile(AgentExecutor):
             await updater.complete()
         elif what == "ask":
             await updater.requires_input(updater.new_agent_message([Part(text="Which one?")]))
+        elif what == "approve":  # asks as loopctl's server does; the answer is never answered (nor acknowledged)
+            item = {"id": "d1", "tool": "delete", "input": {"path": "x"}, "agent": "hostile", "reason": None}
+            data = struct_pb2.Value()
+            json_format.ParseDict({"approvals": [item]}, data)
+            await updater.requires_input(updater.new_agent_message([Part(text="Approve?"), Part(data=data)]))
         else:
             await updater.add_artifact([Part(text="ok")], name="answer", last_chunk=True)
             await updater.complete()

@@ -6,6 +6,7 @@ of status updates reaches the run's observers as a few coalesced progress events
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from loopctl import Agent
 from loopctl.a2a import A2AAgent, A2ALimitExceeded
 from loopctl.a2a.client import MAX_RESULT_CHARS, _Text
 from loopctl.compact.textcut import clip_middle
-from loopctl.engine import ToolProgress
+from loopctl.engine import Approve, RunConfig, ToolProgress
 from loopctl.message import Message, MessagePart, Role
 from loopctl.testing import ScriptedClient
 from loopctl.tool import ToolContext
@@ -137,3 +138,24 @@ async def test_a_flood_of_status_updates_is_coalesced_into_few_progress_events(h
 def test_limits_must_be_positive(option: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=next(iter(option))):
         A2AAgent("http://127.0.0.1:9/", name="remote", **option)
+
+
+async def test_a_resumed_call_cancelled_before_the_remote_answers_cancels_the_remote_task(hostile_url: str) -> None:
+    # Before: the task id was only known from the remote's first event, so a call given up on before the remote
+    # said anything (here its tool timeout) left the remote task running on the decisions it had been sent.
+    script = [Message.new(Role.ASSISTANT, [MessagePart.tool_call("p1", "hostile", {"input": "approve"})]), "ok"]
+    before = set(cancelled_on(hostile_url))
+    async with A2AAgent(hostile_url, name="hostile") as tool:
+        agent = Agent(ScriptedClient(script), tools=[tool], name="boss", run_config=RunConfig(tool_timeout=1.0))
+        conv = agent.session()
+        paused = await conv.run("Go.")
+        [pending] = paused.pending_approvals
+        assert pending.id == "p1/d1"
+        run = await conv.run(approvals={"p1/d1": Approve()})
+    [record] = run.resumed_calls
+    assert record.result.is_error and run.output == "ok"
+    for _ in range(50):
+        if set(cancelled_on(hostile_url)) - before:
+            break
+        await asyncio.sleep(0.1)
+    assert len(set(cancelled_on(hostile_url)) - before) == 1

@@ -99,7 +99,8 @@ PROGRESS_INTERVAL = 0.25
 """Seconds between two progress reports a call forwards to the run's observers, by default."""
 
 MAX_CONTEXT_IDS = 10_000
-"""The A2A context ids of calls in conversations without a store remembered in this process (the newest)."""
+"""The A2A context ids of calls in conversations without a store, and the paused remote tasks, remembered in this
+process (the newest)."""
 
 _MAX_PROGRESS_CHARS = 1_000  # a progress message's text, at most (a status message may be long)
 
@@ -305,7 +306,7 @@ class A2AAgent:
         self.progress_interval = progress_interval
         self._http: httpx.AsyncClient | None = None
         self._client: Client | None = None
-        self._paused: dict[tuple[object, str], _Paused] = {}
+        self._paused: OrderedDict[tuple[object, str], _Paused] = OrderedDict()  # the newest MAX_CONTEXT_IDS
 
     @classmethod
     async def connect(
@@ -410,11 +411,13 @@ class A2AAgent:
             client = await self._sdk()
         except A2AError as exc:
             return ToolOutput(str(exc), is_error=True)
+        resumed = ""  # the remote task the decisions go to (cancelled with the call, before it says a word)
         if decisions is not None:
             paused = self._paused.get(key) or await self._find_paused(client, owner, context.call_id)
             if paused is None:
                 return ToolOutput(f"The remote agent {self.name} has no paused task to continue.", is_error=True)
             message = _decisions_message(paused, decisions)
+            resumed = paused.task_id
         else:
             context_id = _context_id(owner, context.call_id)
             message = Message(
@@ -426,8 +429,9 @@ class A2AAgent:
             async for event in client.send_message(SendMessageRequest(message=message)):
                 self._absorb(outcome, event, progress)
         except asyncio.CancelledError:
-            if outcome.task_id and outcome.state not in _FINAL:
-                await _cancel_remote(client, outcome.task_id)
+            task_id = outcome.task_id or resumed
+            if task_id and outcome.state not in _FINAL:
+                await _cancel_remote(client, task_id)
             raise
         except Exception as exc:
             over = _limit_in(exc)
@@ -447,7 +451,7 @@ class A2AAgent:
                 said = outcome.said or "the remote agent asks for input"
                 said = _clip_text(said, self.max_result_chars)
                 return ToolOutput(f"The remote agent {self.name} needs input that cannot be given here: {said}", True)
-            self._paused[key] = _Paused(outcome.task_id, outcome.context_id, pending)
+            self._remember(key, _Paused(outcome.task_id, outcome.context_id, pending))
             names = ", ".join(f"{p.name} ({context.call_id}/{p.id})" for p in pending)
             raise ApprovalRequired(f"the remote agent {self.name} awaits approval of {names}")
         if state == TaskState.TASK_STATE_COMPLETED or (state == TaskState.TASK_STATE_UNSPECIFIED and outcome.said):
@@ -499,6 +503,12 @@ class A2AAgent:
                 self.name, "max_parts", self.max_parts, f"more than {self.max_parts:,} artifact parts"
             )
 
+    def _remember(self, key: tuple[object, str], paused: _Paused) -> None:
+        self._paused[key] = paused
+        self._paused.move_to_end(key)
+        while len(self._paused) > MAX_CONTEXT_IDS:  # an older one is found again by its context (_find_paused)
+            self._paused.popitem(last=False)
+
     async def nested_pending(self, owner: object, call_id: str) -> tuple[PendingApproval, ...]:
         """The remote calls the paused call ``call_id`` of the conversation ``owner`` waits on (for
         ``run.pending_approvals``); empty when none, or when the remote agent cannot be reached."""
@@ -522,7 +532,7 @@ class A2AAgent:
             pending = _pending_of(_status_data(task), call=call_id)
             if pending:
                 paused = _Paused(task.id, task.context_id, pending)
-                self._paused[(_owner_key(owner), call_id)] = paused
+                self._remember((_owner_key(owner), call_id), paused)
                 return paused
         return None
 

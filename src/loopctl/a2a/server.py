@@ -65,10 +65,22 @@ if TYPE_CHECKING:
     from loopctl.engine.run import Run
     from loopctl.store import SessionStore
 
-__all__ = ["MAX_CONTEXTS", "USAGE_KEY", "AgentExecutor", "a2a_app", "agent_card", "decisions_from", "usage_of"]
+__all__ = [
+    "CANCELLED_ANSWER",
+    "MAX_CONTEXTS",
+    "USAGE_KEY",
+    "AgentExecutor",
+    "a2a_app",
+    "agent_card",
+    "decisions_from",
+    "usage_of",
+]
 
 MAX_CONTEXTS = 1000
 """Contexts (conversations) held in memory when no store is given; the oldest is dropped first."""
+
+CANCELLED_ANSWER = "Not run: the task was cancelled while it waited for approval."
+"""What a call a cancelled ``input-required`` task waited on is answered (the model reads it next time)."""
 
 USAGE_KEY = "loopctl/usage"
 """The metadata key of a finished run's usage on its status updates (see the module docstring)."""
@@ -98,10 +110,18 @@ class AgentExecutor(_SDKExecutor):
     conversation of its context, kept in ``store`` or in memory. ``deps``: what the agent's runs get as
     ``deps``."""
 
-    def __init__(self, agent: Agent[Any, Any], *, store: SessionStore | None = None, deps: Any = None) -> None:
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        *,
+        store: SessionStore | None = None,
+        deps: Any = None,
+        task_store: TaskStore | None = None,
+    ) -> None:
         self.agent = agent
         self.store = store
         self.deps = deps
+        self.task_store = task_store
         self._contexts: OrderedDict[str, Any] = OrderedDict()
         self._running: dict[str, asyncio.Event] = {}
         # context id -> the task whose run paused for approval (in this process; the newest MAX_CONTEXTS)
@@ -150,6 +170,9 @@ class AgentExecutor(_SDKExecutor):
                 await updater.requires_input(_ask(updater, pending, again=True))
                 return
         else:
+            if waiting is not None and await self._was_cancelled(waiting, context):
+                # The task that asked was cancelled (by a handler that did not call cancel() here): end its run.
+                await self._end_paused(conv, context_id)
             if await conv.pending_approvals():
                 # A new task while the context's run waits for approval: the question is answered on its own task.
                 on = f"task {waiting}" if waiting is not None else "the task that asked"
@@ -205,9 +228,38 @@ class AgentExecutor(_SDKExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Mark the task of the request ``context`` cancelled on ``event_queue`` (the SDK has cancelled the task
-        running :meth:`execute`: the run stops at its next await and keeps what it finished)."""
-        if context.task_id and context.context_id:
-            await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+        running :meth:`execute`: the run stops at its next await and keeps what it finished). A task waiting in
+        ``input-required`` ends its paused run: the calls it asked about are answered "cancelled" (none runs),
+        and the context takes new tasks again."""
+        task_id, context_id = context.task_id, context.context_id
+        if not task_id or not context_id:
+            return
+        current = context.current_task
+        waiting = self._paused.get(context_id)
+        asked = current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        if waiting == task_id or (waiting is None and asked):
+            await self._end_paused(self.conversation(context_id), context_id)
+        await TaskUpdater(event_queue, task_id, context_id).cancel()
+
+    async def _end_paused(self, conv: Any, context_id: str) -> None:
+        """End the paused run of the context ``context_id`` (its task was cancelled): every call it waits on is
+        answered with :data:`CANCELLED_ANSWER` and the run ends ``cancelled`` without another model call."""
+        pending = await conv.pending_approvals()
+        if pending:
+            stop = asyncio.Event()
+            stop.set()
+            deps = self.deps if self.agent.deps_type is not type(None) else None
+            await conv.run(approvals={p.id: Deny(CANCELLED_ANSWER) for p in pending}, deps=deps, cancel=stop)
+        self._paused.pop(context_id, None)
+
+    async def _was_cancelled(self, task_id: str, context: RequestContext) -> bool:
+        if self.task_store is None:
+            return False
+        try:
+            task = await self.task_store.get(task_id, context.call_context)
+        except Exception:
+            return False
+        return task is not None and task.status.state == TaskState.TASK_STATE_CANCELED
 
 
 def a2a_app(
@@ -226,9 +278,10 @@ def a2a_app(
     from starlette.applications import Starlette
 
     card = agent_card(agent, url)
+    tasks = task_store or InMemoryTaskStore()
     handler = DefaultRequestHandler(
-        agent_executor=AgentExecutor(agent, store=store, deps=deps),
-        task_store=task_store or InMemoryTaskStore(),
+        agent_executor=AgentExecutor(agent, store=store, deps=deps, task_store=tasks),
+        task_store=tasks,
         agent_card=card,
     )
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url=rpc_path)]
