@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANCELLED_ANSWER",
+    "MAX_BODY_BYTES",
     "MAX_CONTEXTS",
     "USAGE_KEY",
     "AgentExecutor",
@@ -75,6 +76,9 @@ __all__ = [
     "decisions_from",
     "usage_of",
 ]
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The largest request body :func:`a2a_app` reads, by default (32 MiB); a larger one is answered ``413``."""
 
 MAX_CONTEXTS = 1000
 """Contexts (conversations) held in memory when no store is given; the oldest is dropped first."""
@@ -270,12 +274,19 @@ def a2a_app(
     task_store: TaskStore | None = None,
     deps: Any = None,
     rpc_path: str = "/",
+    max_body_bytes: int | None = MAX_BODY_BYTES,
 ) -> Starlette:
     """A Starlette application serving ``agent`` over A2A: its card (:func:`agent_card`, naming ``url`` as
     its endpoint) and the JSON-RPC endpoint at ``rpc_path``. ``store`` keeps the conversations (default: in
     memory); ``task_store`` the A2A tasks (default: the SDK's in-memory store); ``deps`` is what the agent's
-    runs get as ``deps``."""
+    runs get as ``deps``. ``max_body_bytes``: the largest request body read (default 32 MiB); a larger one is
+    answered ``413`` with a JSON ``{"error": ...}`` before it is read whole, and a body that comes too slowly
+    ``408`` (:class:`~loopctl.server_limits.BodyLimit`); ``None``: no limit in the app (a server in front of it
+    applies one, as ``loopctl a2a serve`` does)."""
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+
+    from loopctl.server_limits import BodyLimit, ServerLimits
 
     card = agent_card(agent, url)
     tasks = task_store or InMemoryTaskStore()
@@ -285,7 +296,8 @@ def a2a_app(
         agent_card=card,
     )
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url=rpc_path)]
-    return Starlette(routes=routes)
+    limits = [Middleware(BodyLimit, ServerLimits(max_body_bytes=max_body_bytes))] if max_body_bytes else []
+    return Starlette(routes=routes, middleware=limits)
 
 
 # --- approvals --------------------------------------------------------------------------------------------------
