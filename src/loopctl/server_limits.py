@@ -75,8 +75,10 @@ Send = Callable[[Message], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class ServerLimits:
-    """The limits of one server (the module docstring): bytes, seconds, bytes per second, connections. Every
-    value must be positive (``ValueError`` names the one that is not); ``max_connections=None``: no limit."""
+    """The limits of one server (the module docstring): ``max_body_bytes`` (bytes), ``header_timeout`` and
+    ``body_timeout`` (seconds), ``body_min_rate`` (bytes per second), ``keep_alive_timeout`` (whole seconds),
+    ``max_connections`` (``None``: no limit) and ``max_header_bytes`` (bytes). Every value must be positive
+    (``ValueError`` names the one that is not)."""
 
     max_body_bytes: int = MAX_BODY_BYTES
     header_timeout: float = HEADER_TIMEOUT

@@ -129,14 +129,15 @@ class A2AError(LoopError):
 
 class A2ALimitExceeded(A2AError):
     """A remote A2A agent sent more than :class:`A2AAgent` takes: ``limit`` names the limit (``max_events``,
-    ``max_parts``, ``max_response_bytes``) and ``value`` its value; ``agent`` is the tool's name. Raised from
-    the call (the model reads it as the call's error); the remote task is cancelled."""
+    ``max_parts``, ``max_response_bytes``) and ``value`` its value; ``agent`` is the tool's name; ``what``
+    says what the agent sent, in the message. Raised from the call (the model reads it as the call's error);
+    the remote task is cancelled."""
 
     retryable = False
 
     def __init__(self, agent: str, limit: str, value: int, what: str) -> None:
         super().__init__(
-            f"the remote agent {agent} sent {what}, more than {limit}={value:,} allows: the call was stopped"
+            f"the remote agent {agent} sent {what} (the limit {limit}={value}): the call was stopped"
         )
         self.agent = agent
         self.limit = limit

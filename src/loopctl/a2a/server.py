@@ -112,7 +112,8 @@ def agent_card(agent: Agent[Any, Any], url: str, *, version: str = "1.0.0") -> A
 class AgentExecutor(_SDKExecutor):
     """Runs ``agent`` for the SDK's request handler (see the module docstring): each task a run on the
     conversation of its context, kept in ``store`` or in memory. ``deps``: what the agent's runs get as
-    ``deps``."""
+    ``deps``. ``task_store``: the SDK handler's task store, read to learn that the task a paused run asked on
+    was cancelled (when the handler cancelled it without calling :meth:`cancel`); :func:`a2a_app` passes it."""
 
     def __init__(
         self,

@@ -96,7 +96,7 @@ def server_limit_options(*, max_body_bytes: int) -> Callable[[_F], _F]:
                     "--max-body-bytes",
                     type=click.IntRange(1),
                     default=max_body_bytes,
-                    show_default=True,
+                    show_default=f"{max_body_bytes // 1024**2} MiB" if max_body_bytes % 1024**2 == 0 else True,
                     help="The largest request body read; a larger one is answered 413.",
                 ),
                 click.option(

@@ -91,9 +91,9 @@ def mcp() -> None:
 @click.option("--port", type=int, default=8000, show_default=True, help="The port to listen on (with --http).")
 @click.option("--path", "http_path", default="/mcp", show_default=True, help="The endpoint's path (with --http).")
 @click.option("--name", default="loopctl", show_default=True, help="The server's name, as clients show it.")
+@server_limit_options(max_body_bytes=4 * 1024 * 1024)
 @_otel_option
 @serve_store_option
-@server_limit_options(max_body_bytes=4 * 1024 * 1024)
 def mcp_serve(
     tool_specs: tuple[str, ...],
     agent_specs: tuple[str, ...],
@@ -198,9 +198,9 @@ def a2a() -> None:
     metavar="URL",
     help="The URL clients reach the agent at, for its card (default: http://HOST:PORT/).",
 )
+@server_limit_options(max_body_bytes=32 * 1024 * 1024)
 @_otel_option
 @serve_store_option
-@server_limit_options(max_body_bytes=32 * 1024 * 1024)
 def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, otel: bool, **limit_options: Any) -> None:
     """Serve an agent over A2A: its card at /.well-known/agent-card.json and JSON-RPC at /.
 
