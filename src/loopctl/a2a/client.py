@@ -326,8 +326,9 @@ class A2AAgent:
     ) -> A2AAgent:
         """Read the agent card at ``url`` (the remote agent's base URL) and make the tool: named ``name`` and
         described by ``description`` when given, else by the card; ``headers`` are sent with every request
-        (authorization), and ``timeout`` is the seconds one call may wait for the remote task. The limits are
-        the constructor's. Raises :class:`A2AError` when the card cannot be read."""
+        (authorization), and ``timeout`` is the seconds one call may wait for the remote task. The limits,
+        ``max_result_chars``, ``max_response_bytes``, ``max_events``, ``max_parts`` and ``progress_interval``,
+        are the constructor's. Raises :class:`A2AError` when the card cannot be read."""
         made = cls(
             url,
             name=name or "remote",
