@@ -136,9 +136,7 @@ class A2ALimitExceeded(A2AError):
     retryable = False
 
     def __init__(self, agent: str, limit: str, value: int, what: str) -> None:
-        super().__init__(
-            f"the remote agent {agent} sent {what} (the limit {limit}={value}): the call was stopped"
-        )
+        super().__init__(f"the remote agent {agent} sent {what} (the limit {limit}={value}): the call was stopped")
         self.agent = agent
         self.limit = limit
         self.value = value

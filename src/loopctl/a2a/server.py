@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
 from a2a.server.agent_execution import AgentExecutor as _SDKExecutor
 from a2a.server.agent_execution import RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
@@ -47,6 +48,8 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     AgentSkill,
+    ListTasksRequest,
+    ListTasksResponse,
     Part,
     Task,
     TaskState,
@@ -67,10 +70,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANCELLED_ANSWER",
+    "IDLE_TASK_TIMEOUT",
     "MAX_BODY_BYTES",
     "MAX_CONTEXTS",
+    "MAX_TASKS",
     "USAGE_KEY",
     "AgentExecutor",
+    "BoundedTaskStore",
     "a2a_app",
     "agent_card",
     "decisions_from",
@@ -79,6 +85,13 @@ __all__ = [
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 """The largest request body :func:`a2a_app` reads, by default (32 MiB); a larger one is answered ``413``."""
+
+MAX_TASKS = 1000
+"""Tasks :func:`a2a_app`'s default task store holds (:class:`BoundedTaskStore`; the most recently saved)."""
+
+IDLE_TASK_TIMEOUT = 600.0
+"""Seconds :func:`a2a_app`'s handler keeps a task waiting in ``input-required`` live in memory, by default; then
+it is released, and an answer finds it again in the task store (the SDK's ``interrupted_task_timeout``)."""
 
 MAX_CONTEXTS = 1000
 """Contexts (conversations) held in memory when no store is given; the oldest is dropped first."""
@@ -258,13 +271,52 @@ class AgentExecutor(_SDKExecutor):
         self._paused.pop(context_id, None)
 
     async def _was_cancelled(self, task_id: str, context: RequestContext) -> bool:
+        """Whether the task ``task_id`` is cancelled, or gone from the task store (dropped as the oldest):
+        either way no answer can come on it."""
         if self.task_store is None:
             return False
         try:
             task = await self.task_store.get(task_id, context.call_context)
         except Exception:
             return False
-        return task is not None and task.status.state == TaskState.TASK_STATE_CANCELED
+        return task is None or task.status.state == TaskState.TASK_STATE_CANCELED
+
+
+class BoundedTaskStore(TaskStore):
+    """The SDK's in-memory task store, holding the ``max_tasks`` most recently saved tasks (default
+    :data:`MAX_TASKS`): saving one more drops the task saved longest ago (a finished one, or one that waited
+    in ``input-required`` all that time: its context's paused run then ends as if it was cancelled, at the
+    context's next task)."""
+
+    def __init__(self, max_tasks: int = MAX_TASKS) -> None:
+        if max_tasks < 1:
+            raise ValueError(f"BoundedTaskStore: max_tasks must be 1 or more, not {max_tasks}")
+        self.max_tasks = max_tasks
+        self._tasks = InMemoryTaskStore()
+        self._order: OrderedDict[str, ServerCallContext] = OrderedDict()
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        """Save ``task`` (as the SDK's store does, for the owner of ``context``), dropping the oldest past
+        ``max_tasks``."""
+        await self._tasks.save(task, context)
+        self._order[task.id] = context
+        self._order.move_to_end(task.id)
+        while len(self._order) > self.max_tasks:
+            old, owner = self._order.popitem(last=False)
+            await self._tasks.delete(old, owner)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The task ``task_id`` of the owner of ``context``, or ``None``."""
+        return await self._tasks.get(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """The tasks ``params`` asks for (the SDK's store's listing)."""
+        return await self._tasks.list(params, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        """Delete the task ``task_id`` of the owner of ``context``."""
+        self._order.pop(task_id, None)
+        await self._tasks.delete(task_id, context)
 
 
 def a2a_app(
@@ -276,25 +328,29 @@ def a2a_app(
     deps: Any = None,
     rpc_path: str = "/",
     max_body_bytes: int | None = MAX_BODY_BYTES,
+    idle_task_timeout: float | None = IDLE_TASK_TIMEOUT,
 ) -> Starlette:
     """A Starlette application serving ``agent`` over A2A: its card (:func:`agent_card`, naming ``url`` as
     its endpoint) and the JSON-RPC endpoint at ``rpc_path``. ``store`` keeps the conversations (default: in
-    memory); ``task_store`` the A2A tasks (default: the SDK's in-memory store); ``deps`` is what the agent's
-    runs get as ``deps``. ``max_body_bytes``: the largest request body read (default 32 MiB); a larger one is
-    answered ``413`` with a JSON ``{"error": ...}`` before it is read whole, and a body that comes too slowly
-    ``408`` (:class:`~loopctl.server_limits.BodyLimit`); ``None``: no limit in the app (a server in front of it
-    applies one, as ``loopctl a2a serve`` does)."""
+    memory); ``task_store`` the A2A tasks (default: a :class:`BoundedTaskStore`, the newest :data:`MAX_TASKS`
+    in memory); ``deps`` is what the agent's runs get as ``deps``. ``idle_task_timeout``: seconds a task
+    waiting in ``input-required`` is kept live in the SDK's handler (default :data:`IDLE_TASK_TIMEOUT`; then
+    an answer finds it in the task store; ``None``: kept until answered). ``max_body_bytes``: the largest
+    request body read (default 32 MiB); a larger one is answered ``413`` with a JSON ``{"error": ...}`` before
+    it is read whole, and a body that comes too slowly ``408`` (:class:`~loopctl.server_limits.BodyLimit`);
+    ``None``: no limit in the app (a server in front of it applies one, as ``loopctl a2a serve`` does)."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
     from loopctl.server_limits import BodyLimit, ServerLimits
 
     card = agent_card(agent, url)
-    tasks = task_store or InMemoryTaskStore()
+    tasks = task_store or BoundedTaskStore()
     handler = DefaultRequestHandler(
         agent_executor=AgentExecutor(agent, store=store, deps=deps, task_store=tasks),
         task_store=tasks,
         agent_card=card,
+        interrupted_task_timeout=idle_task_timeout,
     )
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url=rpc_path)]
     limits = [Middleware(BodyLimit, ServerLimits(max_body_bytes=max_body_bytes))] if max_body_bytes else []
