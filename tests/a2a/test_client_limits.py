@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loopctl import Agent
 from loopctl.a2a import A2AAgent, A2ALimitExceeded
@@ -73,6 +75,29 @@ def test_the_bounded_text_is_clip_middle_of_the_whole() -> None:
         for piece in pieces:
             held.add(piece)
         assert held.value() == clip_middle("\n".join(pieces), limit)
+
+
+@given(
+    st.lists(st.text(st.characters(exclude_characters="…"), max_size=300), max_size=30),
+    st.integers(min_value=41, max_value=2_000),
+)
+def test_the_bounded_text_keeps_a_head_and_a_tail_and_counts_the_cut(pieces: list[str], limit: int) -> None:
+    whole = "\n".join(pieces)
+    held = _Text(limit)
+    for piece in pieces:
+        held.add(piece)
+    out = held.value()
+    assert len(out) <= limit
+    if len(whole) <= limit:
+        assert out == whole
+        return
+    head, _, rest = out.partition("…[")
+    cut_text, _, tail = rest.partition(" characters cut]…")
+    cut = int(cut_text.replace(",", ""))
+    assert whole.startswith(head) and whole.endswith(tail)
+    assert len(head) + cut + len(tail) == len(whole)
+    if whole.isascii():
+        assert out == clip_middle(whole, limit)
 
 
 async def test_too_many_artifact_parts_fail_the_call_and_cancel_the_remote_task(hostile_url: str) -> None:
