@@ -126,7 +126,8 @@ class BodyLimit:
         while True:
             deadline = started + limits.body_timeout + size / limits.body_min_rate
             try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):  # no task per chunk, as wait_for
+                    message = await receive()
             except TimeoutError:
                 took = time.monotonic() - started
                 await _send_json(
