@@ -53,6 +53,7 @@ from loopctl.ui._common import (
     MAX_BODY_BYTES,
     BadRequest,
     BodyTooLarge,
+    BodyTooSlow,
     RunRequest,
     data_url,
     decision_from_payload,
@@ -733,7 +734,8 @@ def create_app(agent: Agent[Any, Any], store: SessionStore, settings: WebSetting
     web = _Web(agent, store, settings)
 
     async def bad_request(request: Request, exc: Exception) -> Any:
-        return JSONResponse({"error": str(exc)}, status_code=413 if isinstance(exc, BodyTooLarge) else 400)
+        status = 413 if isinstance(exc, BodyTooLarge) else 408 if isinstance(exc, BodyTooSlow) else 400
+        return JSONResponse({"error": str(exc)}, status_code=status)
 
     routes: list[Any] = [
         Route("/", web.index),
