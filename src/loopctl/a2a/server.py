@@ -310,7 +310,7 @@ class BoundedTaskStore(TaskStore):
         return await self._tasks.get(task_id, context)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        """The tasks ``params`` asks for (the SDK's store's listing)."""
+        """The tasks ``params`` asks for, of the owner of ``context`` (the SDK's store's listing)."""
         return await self._tasks.list(params, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
