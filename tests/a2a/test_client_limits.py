@@ -184,3 +184,12 @@ async def test_a_resumed_call_cancelled_before_the_remote_answers_cancels_the_re
             break
         await asyncio.sleep(0.1)
     assert len(set(cancelled_on(hostile_url)) - before) == 1
+
+
+async def test_the_byte_limit_keeps_the_proxies_of_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The limit is a response hook: a transport of its own would have turned off HTTP(S)_PROXY (httpx reads them
+    # only when it makes its own transports).
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    async with A2AAgent("http://remote.example/", name="remote") as tool:
+        http = tool._http_client()
+        assert any(pattern.scheme == "http" for pattern in http._mounts)

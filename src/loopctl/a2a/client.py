@@ -368,12 +368,19 @@ class A2AAgent:
     def _http_client(self) -> httpx.AsyncClient:
         if self._http is None:
             self._http = httpx.AsyncClient(
-                transport=_CappedTransport(httpx.AsyncHTTPTransport(), self),
                 headers=self._headers,
                 timeout=httpx.Timeout(30.0, read=self._timeout),
-                event_hooks={"request": [_inject_trace]},
+                # A hook, not a transport of its own: the client keeps its proxies from the environment.
+                event_hooks={"request": [_inject_trace], "response": [self._cap_response]},
             )
         return self._http
+
+    async def _cap_response(self, response: httpx.Response) -> None:
+        """The HTTP client's response hook (before the body is read): the body is read through a
+        :class:`_CappedStream`, up to ``max_response_bytes``."""
+        stream = response.stream
+        if isinstance(stream, httpx.AsyncByteStream):
+            response.stream = _CappedStream(stream, self)
 
     async def _card(self) -> AgentCard:
         if self.card is None:
@@ -614,24 +621,6 @@ class _CappedStream(httpx.AsyncByteStream):
                 what = f"a response of more than {limit:,} bytes"
                 raise A2ALimitExceeded(self._tool.name, "max_response_bytes", limit, what)
             yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class _CappedTransport(httpx.AsyncBaseTransport):
-    """The tool's HTTP transport: each response's body is a :class:`_CappedStream`."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, tool: A2AAgent) -> None:
-        self._inner = inner
-        self._tool = tool
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        stream = response.stream
-        assert isinstance(stream, httpx.AsyncByteStream)
-        response.stream = _CappedStream(stream, self._tool)
-        return response
 
     async def aclose(self) -> None:
         await self._inner.aclose()
