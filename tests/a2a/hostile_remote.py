@@ -1,7 +1,7 @@
 """A hostile A2A agent on the ``a2a-sdk``'s own server (its ``DefaultRequestHandler`` and JSON-RPC routes, under
 uvicorn): what it sends back is what the message it gets asks for, so the tests can make it send too much.
 
-    python -m tests.a2a.hostile_remote PORT
+    python -m tests.a2a.hostile_remote PORT [DESCRIPTION_CHARS]
 
 Messages (the text of the user's message):
 
@@ -85,10 +85,10 @@ class Hostile(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-def app(url: str) -> Starlette:
+def app(url: str, description: str = "Sends back more than asked.") -> Starlette:
     card = AgentCard(
         name="hostile",
-        description="Sends back more than asked.",
+        description=description,
         version="1.0.0",
         supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
         capabilities=AgentCapabilities(streaming=True),
@@ -111,4 +111,5 @@ def app(url: str) -> Starlette:
 
 if __name__ == "__main__":
     port = int(sys.argv[1])
-    uvicorn.run(app(f"http://127.0.0.1:{port}/"), host="127.0.0.1", port=port, log_level="warning")
+    described = {"description": "d" * int(sys.argv[2])} if len(sys.argv) > 2 else {}  # a card this long
+    uvicorn.run(app(f"http://127.0.0.1:{port}/", **described), host="127.0.0.1", port=port, log_level="warning")

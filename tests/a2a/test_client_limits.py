@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from loopctl import Agent
 from loopctl.a2a import A2AAgent, A2ALimitExceeded
-from loopctl.a2a.client import MAX_RESULT_CHARS, _Text
+from loopctl.a2a.client import MAX_DESCRIPTION_CHARS, MAX_RESULT_CHARS, _Text
 from loopctl.compact.textcut import clip_middle
 from loopctl.engine import Approve, RunConfig, ToolProgress
 from loopctl.message import Message, MessagePart, Role
@@ -193,3 +193,20 @@ async def test_the_byte_limit_keeps_the_proxies_of_the_environment(monkeypatch: 
     async with A2AAgent("http://remote.example/", name="remote") as tool:
         http = tool._http_client()
         assert any(pattern.scheme == "http" for pattern in http._mounts)
+
+
+async def test_a_huge_card_description_is_cut_for_the_model() -> None:
+    # Before: the card's description (any size) became the tool's description, sent with every model request.
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.a2a.hostile_remote", str(port), "1000000"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_for_port(process, port)
+        async with await A2AAgent.connect(f"http://127.0.0.1:{port}/") as tool:
+            assert tool.name == "hostile"
+            assert len(tool.description) <= MAX_DESCRIPTION_CHARS and tool.description.startswith("ddd")
+    finally:
+        process.kill()
+        process.wait(10)

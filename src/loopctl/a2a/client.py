@@ -61,7 +61,7 @@ from a2a.types import (
 from google.protobuf import json_format, struct_pb2
 
 from loopctl.agent._tools import safe_tool_name
-from loopctl.compact.textcut import ELLIPSIS, safe_cut_index
+from loopctl.compact.textcut import ELLIPSIS, clip, safe_cut_index
 from loopctl.engine.permission import Approval, Approve, Deny, PendingApproval, deny_reason
 from loopctl.errors import LoopError
 from loopctl.message import ToolCallPart
@@ -69,6 +69,7 @@ from loopctl.response import Usage
 from loopctl.tool import ApprovalRequired, ToolContext, ToolInputError, ToolOutput
 
 __all__ = [
+    "MAX_DESCRIPTION_CHARS",
     "MAX_EVENTS",
     "MAX_PARTS",
     "MAX_RESPONSE_BYTES",
@@ -101,6 +102,10 @@ PROGRESS_INTERVAL = 0.25
 MAX_CONTEXT_IDS = 10_000
 """The A2A context ids of calls in conversations without a store, and the paused remote tasks, remembered in this
 process (the newest)."""
+
+MAX_DESCRIPTION_CHARS = 4_000
+"""The characters of a remote agent card's description :meth:`A2AAgent.connect` makes the tool's description
+(the model reads it with every request that offers the tool); a longer one is cut at the end."""
 
 _MAX_PROGRESS_CHARS = 1_000  # a progress message's text, at most (a status message may be long)
 
@@ -341,7 +346,8 @@ class A2AAgent:
         )
         card = await made._card()
         made.name = safe_tool_name(name or card.name)
-        made.description = description or card.description or made.description
+        # The card's text goes to the model with every request that offers the tool: kept to a description's size.
+        made.description = description or clip(card.description, MAX_DESCRIPTION_CHARS) or made.description
         return made
 
     def __repr__(self) -> str:
