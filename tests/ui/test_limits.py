@@ -165,3 +165,34 @@ def test_a_history_ending_in_an_unanswered_call_is_a_400_not_a_crash(stored: boo
     assert ran == []
     if store is not None:
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["ai_sdk", "ag_ui"])
+def test_a_body_sent_byte_by_byte_is_answered_408(kind: str, app_server: Any, tmp_path: Any) -> None:
+    """A client that sends its body a byte at a time (slowloris) holds the app's request for ``body_timeout``
+    seconds plus one per 500 bytes, not forever; the app here is served by plain uvicorn (no server limits in
+    front: ``tests/ui/conftest.py``), on a real socket."""
+    import socket
+    import time
+
+    agent = Agent(ScriptedClient(["Hello."] * 4), name="slow")
+    app = agent.to_ai_sdk(body_timeout=1) if kind == "ai_sdk" else agent.to_ag_ui(body_timeout=1)
+    url = app_server.mount(f"slow-{kind}", app)
+    host_port = url.split("/")[2]
+    path = "/" + url.split("/", 3)[3]
+    with socket.create_connection(("127.0.0.1", app_server.port)) as sock:
+        head = f"POST {path} HTTP/1.1\r\nHost: {host_port}\r\nContent-Type: application/json\r\n"
+        sock.sendall(f"{head}Content-Length: 5000\r\n\r\n".encode())
+        started = time.monotonic()
+        sock.settimeout(0.1)
+        answer = b""
+        while time.monotonic() - started < 6 and b"\r\n\r\n" not in answer:
+            try:
+                sock.sendall(b" ")
+                answer += sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:300]
+    assert time.monotonic() - started < 6

@@ -12,14 +12,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loopctl.a2a.client import A2AAgent, A2AError
+    from loopctl.a2a.client import A2AAgent, A2AError, A2ALimitExceeded
     from loopctl.a2a.server import AgentExecutor, a2a_app, agent_card
 
-__all__ = ["A2AAgent", "A2AError", "AgentExecutor", "a2a_app", "agent_card"]
+__all__ = ["A2AAgent", "A2AError", "A2ALimitExceeded", "AgentExecutor", "a2a_app", "agent_card"]
 
 _WHERE = {
     "A2AAgent": "loopctl.a2a.client",
     "A2AError": "loopctl.a2a.client",
+    "A2ALimitExceeded": "loopctl.a2a.client",
     "AgentExecutor": "loopctl.a2a.server",
     "a2a_app": "loopctl.a2a.server",
     "agent_card": "loopctl.a2a.server",

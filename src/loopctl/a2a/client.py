@@ -13,6 +13,16 @@ artifacts, or of its reply message). Inside an agent's run it behaves as a local
   task, which goes on where it stopped;
 - **cancellation**: a cancelled call (the run cancelled, a tool timeout) cancels the remote task
   (``tasks/cancel``);
+- **progress**: the remote's ``working`` status messages reach the run's observers as
+  :class:`~loopctl.engine.ToolProgress` (through :meth:`~loopctl.tool.ToolContext.report_progress`), at most
+  one every ``progress_interval`` seconds: a burst is coalesced into its newest message;
+- **limits**: nothing a remote agent sends grows without bound. Each response is read up to
+  ``max_response_bytes`` (default 32 MiB), a call takes at most ``max_events`` stream events (default 10,000)
+  and ``max_parts`` artifact parts (default 1,000); past any of them the call fails with
+  :class:`A2ALimitExceeded`, naming the agent and the limit (the model reads it as the call's error, and the
+  remote task is cancelled). The text handed to the model is kept to ``max_result_chars`` (default 100,000,
+  as :attr:`~loopctl.engine.RunConfig.max_tool_output_chars`): a longer answer is cut in the middle with a
+  note saying how much was cut, and only its head and tail are held while it arrives;
 - **spans**: the request carries the current trace context (W3C ``traceparent``, with ``opentelemetry-api``),
   so the remote run's spans join the caller's trace under its ``execute_tool`` span.
 
@@ -25,8 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -49,15 +61,53 @@ from a2a.types import (
 from google.protobuf import json_format, struct_pb2
 
 from loopctl.agent._tools import safe_tool_name
+from loopctl.compact.textcut import ELLIPSIS, clip, safe_cut_index
 from loopctl.engine.permission import Approval, Approve, Deny, PendingApproval, deny_reason
 from loopctl.errors import LoopError
 from loopctl.message import ToolCallPart
 from loopctl.response import Usage
 from loopctl.tool import ApprovalRequired, ToolContext, ToolInputError, ToolOutput
 
-__all__ = ["A2AAgent", "A2AError"]
+__all__ = [
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_EVENTS",
+    "MAX_PARTS",
+    "MAX_RESPONSE_BYTES",
+    "MAX_RESULT_CHARS",
+    "PROGRESS_INTERVAL",
+    "A2AAgent",
+    "A2AError",
+    "A2ALimitExceeded",
+]
 
 USAGE_KEY = "loopctl/usage"
+
+MAX_RESULT_CHARS = 100_000
+"""The characters of a remote agent's answer handed to the model, by default (as
+:attr:`~loopctl.engine.RunConfig.max_tool_output_chars`, about 25,000 tokens): a longer one is cut in the middle."""
+
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+"""The bytes of one HTTP response from a remote agent read, by default (32 MiB: what loopctl's own servers accept
+as a request); past it the call fails with :class:`A2ALimitExceeded`."""
+
+MAX_EVENTS = 10_000
+"""The stream events (status updates, artifact updates, messages) one call takes, by default."""
+
+MAX_PARTS = 1_000
+"""The artifact parts (text or data) one call takes, by default."""
+
+PROGRESS_INTERVAL = 0.25
+"""Seconds between two progress reports a call forwards to the run's observers, by default."""
+
+MAX_CONTEXT_IDS = 10_000
+"""The A2A context ids of calls in conversations without a store, and the paused remote tasks, remembered in this
+process (the newest)."""
+
+MAX_DESCRIPTION_CHARS = 4_000
+"""The characters of a remote agent card's description :meth:`A2AAgent.connect` makes the tool's description
+(the model reads it with every request that offers the tool); a longer one is cut at the end."""
+
+_MAX_PROGRESS_CHARS = 1_000  # a progress message's text, at most (a status message may be long)
 
 _INPUT_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -82,6 +132,21 @@ class A2AError(LoopError):
     retryable = True
 
 
+class A2ALimitExceeded(A2AError):
+    """A remote A2A agent sent more than :class:`A2AAgent` takes: ``limit`` names the limit (``max_events``,
+    ``max_parts``, ``max_response_bytes``) and ``value`` its value; ``agent`` is the tool's name; ``what``
+    says what the agent sent, in the message. Raised from the call (the model reads it as the call's error);
+    the remote task is cancelled."""
+
+    retryable = False
+
+    def __init__(self, agent: str, limit: str, value: int, what: str) -> None:
+        super().__init__(f"the remote agent {agent} sent {what} (the limit {limit}={value}): the call was stopped")
+        self.agent = agent
+        self.limit = limit
+        self.value = value
+
+
 @dataclass(slots=True)
 class _Paused:
     """A remote task waiting on approvals."""
@@ -91,16 +156,96 @@ class _Paused:
     pending: tuple[PendingApproval, ...]
 
 
+class _Text:
+    """Text joined from pieces, held up to ``limit`` characters: its head and its tail (each up to ``limit``
+    characters) once it is longer, the middle counted, not kept. :meth:`value` is the text, or its head and
+    tail around a note saying how many characters were cut (as :func:`~loopctl.compact.textcut.clip_middle`)."""
+
+    __slots__ = ("_head", "_limit", "_pieces", "_size", "_tail")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._head = ""
+        self._tail = ""
+        self._size = 0
+        self._pieces = 0
+
+    def __bool__(self) -> bool:
+        return self._pieces > 0
+
+    def add(self, piece: str) -> None:
+        """Add ``piece``, on a line of its own after the first (as ``"\\n".join`` of the pieces)."""
+        if self._pieces:
+            self._add("\n")
+        self._pieces += 1
+        self._add(piece)
+
+    def _add(self, piece: str) -> None:
+        self._size += len(piece)
+        room = self._limit - len(self._head)
+        if room > 0:
+            self._head += piece[:room]
+            piece = piece[room:]
+        if piece:
+            self._tail = (self._tail + piece)[-self._limit :]
+
+    def value(self) -> str:
+        if self._size <= self._limit:
+            return self._head + self._tail
+        keep = max(0, self._limit - 40)
+        head_end = safe_cut_index(self._head, keep * 2 // 3)
+        tail_keep = keep - keep * 2 // 3
+        tail_start = safe_cut_index(self._tail, len(self._tail) - tail_keep) if tail_keep else len(self._tail)
+        cut = self._size - head_end - (len(self._tail) - tail_start)
+        return f"{self._head[:head_end]}{ELLIPSIS}[{cut:,} characters cut]{ELLIPSIS}{self._tail[tail_start:]}"
+
+
 @dataclass(slots=True)
 class _Outcome:
+    limit: int = MAX_RESULT_CHARS
     state: int = TaskState.TASK_STATE_UNSPECIFIED
     task_id: str = ""
     context_id: str = ""
-    texts: list[str] = field(default_factory=list)
+    texts: _Text = field(init=False)
     data: list[Any] = field(default_factory=list)
     said: str = ""
     status_data: list[Any] = field(default_factory=list)
     usage: dict[str, Any] | None = None
+    parts: int = 0
+    events: int = 0
+
+    def __post_init__(self) -> None:
+        self.texts = _Text(self.limit)
+
+
+class _Progress:
+    """Progress reports of one call, at most one every ``interval`` seconds: one that comes sooner is held,
+    and replaced by the next (the newest is sent when the interval has passed, or at the call's end)."""
+
+    __slots__ = ("_context", "_count", "_held", "_interval", "_last")
+
+    def __init__(self, context: ToolContext[Any], interval: float) -> None:
+        self._context = context
+        self._interval = interval
+        self._last = float("-inf")
+        self._count = 0
+        self._held: str | None = None
+
+    def report(self, message: str) -> None:
+        self._count += 1
+        now = time.monotonic()
+        if now - self._last >= self._interval:
+            self._last = now
+            self._held = None
+            self._context.report_progress(self._count, None, message)
+        else:
+            self._held = message
+
+    def flush(self) -> None:
+        if self._held is not None:
+            held, self._held = self._held, None
+            self._last = time.monotonic()
+            self._context.report_progress(self._count, None, held)
 
 
 class A2AAgent:
@@ -111,6 +256,14 @@ class A2AAgent:
     name=..., description=...)`` (the card is read at the first call). ``headers`` go with every request
     (an ``Authorization`` header...; never shown in ``repr``). ``timeout``: seconds one HTTP read may take.
     Close it with :meth:`aclose` (or ``async with``).
+
+    Limits on what the remote agent sends (module docstring; ``docs/a2a.md``, "Limits"):
+    ``max_result_chars`` (characters of the answer handed to the model, cut in the middle past it; default
+    :data:`MAX_RESULT_CHARS`), ``max_response_bytes`` (bytes of one HTTP response; :data:`MAX_RESPONSE_BYTES`),
+    ``max_events`` (stream events per call; :data:`MAX_EVENTS`), ``max_parts`` (artifact parts per call;
+    :data:`MAX_PARTS`), and ``progress_interval`` (seconds between two progress reports forwarded to the run;
+    :data:`PROGRESS_INTERVAL`). Past ``max_response_bytes``, ``max_events`` or ``max_parts`` the call raises
+    :class:`A2ALimitExceeded`. Each must be positive (``ValueError``).
     """
 
     runs_sub_agent = True
@@ -125,7 +278,22 @@ class A2AAgent:
         headers: Mapping[str, str] | None = None,
         timeout: float = 300.0,
         card: AgentCard | None = None,
+        max_result_chars: int = MAX_RESULT_CHARS,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        max_events: int = MAX_EVENTS,
+        max_parts: int = MAX_PARTS,
+        progress_interval: float = PROGRESS_INTERVAL,
     ) -> None:
+        for option, value in (
+            ("max_result_chars", max_result_chars),
+            ("max_response_bytes", max_response_bytes),
+            ("max_events", max_events),
+            ("max_parts", max_parts),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"A2AAgent({url!r}): {option} must be a positive whole number, not {value!r}")
+        if not progress_interval >= 0:
+            raise ValueError(f"A2AAgent({url!r}): progress_interval must be 0 or more seconds, not {progress_interval}")
         self.url = url
         self.name = safe_tool_name(name)
         self.description = description or f"Ask the remote agent {name} to do a task and give its answer."
@@ -135,9 +303,14 @@ class A2AAgent:
         self.card = card
         self._headers = dict(headers or {})
         self._timeout = timeout
+        self.max_result_chars = max_result_chars
+        self.max_response_bytes = max_response_bytes
+        self.max_events = max_events
+        self.max_parts = max_parts
+        self.progress_interval = progress_interval
         self._http: httpx.AsyncClient | None = None
         self._client: Client | None = None
-        self._paused: dict[tuple[object, str], _Paused] = {}
+        self._paused: OrderedDict[tuple[object, str], _Paused] = OrderedDict()  # the newest MAX_CONTEXT_IDS
 
     @classmethod
     async def connect(
@@ -148,15 +321,33 @@ class A2AAgent:
         description: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float = 300.0,
+        max_result_chars: int = MAX_RESULT_CHARS,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        max_events: int = MAX_EVENTS,
+        max_parts: int = MAX_PARTS,
+        progress_interval: float = PROGRESS_INTERVAL,
     ) -> A2AAgent:
         """Read the agent card at ``url`` (the remote agent's base URL) and make the tool: named ``name`` and
         described by ``description`` when given, else by the card; ``headers`` are sent with every request
-        (authorization), and ``timeout`` is the seconds one call may wait for the remote task. Raises
-        :class:`A2AError` when the card cannot be read."""
-        made = cls(url, name=name or "remote", description=description, headers=headers, timeout=timeout)
+        (authorization), and ``timeout`` is the seconds one call may wait for the remote task. The limits,
+        ``max_result_chars``, ``max_response_bytes``, ``max_events``, ``max_parts`` and ``progress_interval``,
+        are the constructor's. Raises :class:`A2AError` when the card cannot be read."""
+        made = cls(
+            url,
+            name=name or "remote",
+            description=description,
+            headers=headers,
+            timeout=timeout,
+            max_result_chars=max_result_chars,
+            max_response_bytes=max_response_bytes,
+            max_events=max_events,
+            max_parts=max_parts,
+            progress_interval=progress_interval,
+        )
         card = await made._card()
         made.name = safe_tool_name(name or card.name)
-        made.description = description or card.description or made.description
+        # The card's text goes to the model with every request that offers the tool: kept to a description's size.
+        made.description = description or clip(card.description, MAX_DESCRIPTION_CHARS) or made.description
         return made
 
     def __repr__(self) -> str:
@@ -185,9 +376,17 @@ class A2AAgent:
             self._http = httpx.AsyncClient(
                 headers=self._headers,
                 timeout=httpx.Timeout(30.0, read=self._timeout),
-                event_hooks={"request": [_inject_trace]},
+                # A hook, not a transport of its own: the client keeps its proxies from the environment.
+                event_hooks={"request": [_inject_trace], "response": [self._cap_response]},
             )
         return self._http
+
+    async def _cap_response(self, response: httpx.Response) -> None:
+        """The HTTP client's response hook (before the body is read): the body is read through a
+        :class:`_CappedStream`, up to ``max_response_bytes``."""
+        stream = response.stream
+        if isinstance(stream, httpx.AsyncByteStream):
+            response.stream = _CappedStream(stream, self)
 
     async def _card(self) -> AgentCard:
         if self.card is None:
@@ -225,47 +424,103 @@ class A2AAgent:
             client = await self._sdk()
         except A2AError as exc:
             return ToolOutput(str(exc), is_error=True)
+        resumed = ""  # the remote task the decisions go to (cancelled with the call, before it says a word)
         if decisions is not None:
             paused = self._paused.get(key) or await self._find_paused(client, owner, context.call_id)
             if paused is None:
                 return ToolOutput(f"The remote agent {self.name} has no paused task to continue.", is_error=True)
             message = _decisions_message(paused, decisions)
+            resumed = paused.task_id
         else:
             context_id = _context_id(owner, context.call_id)
             message = Message(
                 message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=prompt)], context_id=context_id
             )
-        outcome = _Outcome()
+        outcome = _Outcome(self.max_result_chars)
+        progress = _Progress(context, self.progress_interval)
         try:
             async for event in client.send_message(SendMessageRequest(message=message)):
-                _absorb(outcome, event)
+                self._absorb(outcome, event, progress)
         except asyncio.CancelledError:
-            if outcome.task_id and outcome.state not in _FINAL:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(client.cancel_task(CancelTaskRequest(id=outcome.task_id)))
+            task_id = outcome.task_id or resumed
+            if task_id and outcome.state not in _FINAL:
+                await _cancel_remote(client, task_id)
             raise
         except Exception as exc:
+            over = _limit_in(exc)
+            if over is not None:
+                if outcome.task_id and outcome.state not in _FINAL:
+                    await _cancel_remote(client, outcome.task_id)
+                raise over from None
             return ToolOutput(f"The remote agent {self.name} failed: {_describe(exc)}", is_error=True)
         finally:
             self._paused.pop(key, None)
+        progress.flush()
         _record(context, outcome.usage)
         state = outcome.state
         if state == TaskState.TASK_STATE_INPUT_REQUIRED:
             pending = _pending_of(outcome.status_data, call=context.call_id)
             if scope is None or not pending:
                 said = outcome.said or "the remote agent asks for input"
+                said = _clip_text(said, self.max_result_chars)
                 return ToolOutput(f"The remote agent {self.name} needs input that cannot be given here: {said}", True)
-            self._paused[key] = _Paused(outcome.task_id, outcome.context_id, pending)
+            self._remember(key, _Paused(outcome.task_id, outcome.context_id, pending))
             names = ", ".join(f"{p.name} ({context.call_id}/{p.id})" for p in pending)
             raise ApprovalRequired(f"the remote agent {self.name} awaits approval of {names}")
         if state == TaskState.TASK_STATE_COMPLETED or (state == TaskState.TASK_STATE_UNSPECIFIED and outcome.said):
-            texts = outcome.texts or ([outcome.said] if outcome.said else [])
-            if not texts and outcome.data:
+            if outcome.texts:
+                return outcome.texts.value()
+            if outcome.data:
                 return outcome.data[0] if len(outcome.data) == 1 else outcome.data
-            return "\n".join(texts)
+            return _clip_text(outcome.said, self.max_result_chars)
         what = TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
-        why = f": {outcome.said}" if outcome.said else ""
+        why = f": {_clip_text(outcome.said, self.max_result_chars)}" if outcome.said else ""
         return ToolOutput(f"The remote agent {self.name} did not finish its task ({what}){why}", is_error=True)
+
+    def _absorb(self, outcome: _Outcome, event: Any, progress: _Progress) -> None:
+        """Take one stream event into ``outcome``; a ``working`` status message goes to ``progress``. Raises
+        :class:`A2ALimitExceeded` past ``max_events`` or ``max_parts``."""
+        outcome.events += 1
+        if outcome.events > self.max_events:
+            raise A2ALimitExceeded(self.name, "max_events", self.max_events, f"more than {self.max_events:,} events")
+        kind = event.WhichOneof("payload")
+        if kind == "message":
+            outcome.said = "\n".join(get_text_parts(list(event.message.parts)))
+            return
+        if kind == "task":
+            self._count_parts(outcome, sum(len(a.parts) for a in event.task.artifacts), reset=True)
+            _take_task(outcome, event.task)
+            return
+        if kind == "status_update":
+            update = event.status_update
+            outcome.task_id, outcome.context_id = update.task_id, update.context_id
+            outcome.state = update.status.state
+            if update.status.HasField("message"):
+                outcome.said = "\n".join(get_text_parts(list(update.status.message.parts)))
+                outcome.status_data = get_data_parts(list(update.status.message.parts))
+                if outcome.state == TaskState.TASK_STATE_WORKING and outcome.said:
+                    progress.report(_clip_text(outcome.said, _MAX_PROGRESS_CHARS))
+            _take_usage(outcome, update.metadata)
+        elif kind == "artifact_update":
+            artifact = event.artifact_update.artifact
+            self._count_parts(outcome, len(artifact.parts))
+            for text in get_text_parts(list(artifact.parts)):
+                outcome.texts.add(text)
+            outcome.data.extend(get_data_parts(list(artifact.parts)))
+            _take_usage(outcome, artifact.metadata)
+
+    def _count_parts(self, outcome: _Outcome, parts: int, *, reset: bool = False) -> None:
+        outcome.parts = parts if reset else outcome.parts + parts
+        if outcome.parts > self.max_parts:
+            raise A2ALimitExceeded(
+                self.name, "max_parts", self.max_parts, f"more than {self.max_parts:,} artifact parts"
+            )
+
+    def _remember(self, key: tuple[object, str], paused: _Paused) -> None:
+        self._paused[key] = paused
+        self._paused.move_to_end(key)
+        while len(self._paused) > MAX_CONTEXT_IDS:  # an older one is found again by its context (_find_paused)
+            self._paused.popitem(last=False)
 
     async def nested_pending(self, owner: object, call_id: str) -> tuple[PendingApproval, ...]:
         """The remote calls the paused call ``call_id`` of the conversation ``owner`` waits on (for
@@ -290,7 +545,7 @@ class A2AAgent:
             pending = _pending_of(_status_data(task), call=call_id)
             if pending:
                 paused = _Paused(task.id, task.context_id, pending)
-                self._paused[(_owner_key(owner), call_id)] = paused
+                self._remember((_owner_key(owner), call_id), paused)
                 return paused
         return None
 
@@ -311,7 +566,7 @@ def _owner_key(owner: object) -> object:
     return (id(store), session) if store is not None and session else id(owner)
 
 
-_CONTEXTS: dict[tuple[object, str], str] = {}
+_CONTEXTS: OrderedDict[tuple[object, str], str] = OrderedDict()
 
 
 def _context_id(owner: object, call_id: str, *, new: bool = True) -> str | None:
@@ -325,30 +580,56 @@ def _context_id(owner: object, call_id: str, *, new: bool = True) -> str | None:
         if not new:
             return None
         _CONTEXTS[key] = uuid.uuid4().hex
+        while len(_CONTEXTS) > MAX_CONTEXT_IDS:
+            _CONTEXTS.popitem(last=False)
+    _CONTEXTS.move_to_end(key)
     return _CONTEXTS[key]
 
 
-def _absorb(outcome: _Outcome, event: Any) -> None:
-    kind = event.WhichOneof("payload")
-    if kind == "message":
-        outcome.said = "\n".join(get_text_parts(list(event.message.parts)))
-        return
-    if kind == "task":
-        _take_task(outcome, event.task)
-        return
-    if kind == "status_update":
-        update = event.status_update
-        outcome.task_id, outcome.context_id = update.task_id, update.context_id
-        outcome.state = update.status.state
-        if update.status.HasField("message"):
-            outcome.said = "\n".join(get_text_parts(list(update.status.message.parts)))
-            outcome.status_data = get_data_parts(list(update.status.message.parts))
-        _take_usage(outcome, update.metadata)
-    elif kind == "artifact_update":
-        artifact = event.artifact_update.artifact
-        outcome.texts.extend(get_text_parts(list(artifact.parts)))
-        outcome.data.extend(get_data_parts(list(artifact.parts)))
-        _take_usage(outcome, artifact.metadata)
+def _clip_text(text: str, limit: int) -> str:
+    held = _Text(limit)
+    held.add(text)
+    return held.value()
+
+
+async def _cancel_remote(client: Client, task_id: str) -> None:
+    """Cancel the remote task ``task_id`` (``tasks/cancel``), shielded from the caller's own cancellation; a
+    failure is ignored (the task may have ended meanwhile)."""
+    with contextlib.suppress(Exception):
+        await asyncio.shield(client.cancel_task(CancelTaskRequest(id=task_id)))
+
+
+def _limit_in(exc: BaseException) -> A2ALimitExceeded | None:
+    """The :class:`A2ALimitExceeded` behind ``exc`` (the SDK may wrap what the transport raised)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, A2ALimitExceeded):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+class _CappedStream(httpx.AsyncByteStream):
+    """A response body read up to the tool's ``max_response_bytes`` (then :class:`A2ALimitExceeded`)."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, tool: A2AAgent) -> None:
+        self._inner = inner
+        self._tool = tool
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        limit = self._tool.max_response_bytes
+        read = 0
+        async for chunk in self._inner:
+            read += len(chunk)
+            if read > limit:
+                what = f"a response of more than {limit:,} bytes"
+                raise A2ALimitExceeded(self._tool.name, "max_response_bytes", limit, what)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 def _take_task(outcome: _Outcome, task: Task) -> None:
@@ -357,10 +638,11 @@ def _take_task(outcome: _Outcome, task: Task) -> None:
     if task.status.HasField("message"):
         outcome.said = "\n".join(get_text_parts(list(task.status.message.parts)))
         outcome.status_data = _status_data(task)
-    texts: list[str] = []
+    texts = _Text(outcome.limit)
     data: list[Any] = []
     for artifact in task.artifacts:
-        texts.extend(get_text_parts(list(artifact.parts)))
+        for text in get_text_parts(list(artifact.parts)):
+            texts.add(text)
         data.extend(get_data_parts(list(artifact.parts)))
         _take_usage(outcome, artifact.metadata)
     if texts or data:

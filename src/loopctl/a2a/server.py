@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
 from a2a.server.agent_execution import AgentExecutor as _SDKExecutor
 from a2a.server.agent_execution import RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
@@ -47,6 +48,8 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     AgentSkill,
+    ListTasksRequest,
+    ListTasksResponse,
     Part,
     Task,
     TaskState,
@@ -65,10 +68,36 @@ if TYPE_CHECKING:
     from loopctl.engine.run import Run
     from loopctl.store import SessionStore
 
-__all__ = ["MAX_CONTEXTS", "USAGE_KEY", "AgentExecutor", "a2a_app", "agent_card", "decisions_from", "usage_of"]
+__all__ = [
+    "CANCELLED_ANSWER",
+    "IDLE_TASK_TIMEOUT",
+    "MAX_BODY_BYTES",
+    "MAX_CONTEXTS",
+    "MAX_TASKS",
+    "USAGE_KEY",
+    "AgentExecutor",
+    "BoundedTaskStore",
+    "a2a_app",
+    "agent_card",
+    "decisions_from",
+    "usage_of",
+]
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The largest request body :func:`a2a_app` reads, by default (32 MiB); a larger one is answered ``413``."""
+
+MAX_TASKS = 1000
+"""Tasks :func:`a2a_app`'s default task store holds (:class:`BoundedTaskStore`; the most recently saved)."""
+
+IDLE_TASK_TIMEOUT = 600.0
+"""Seconds :func:`a2a_app`'s handler keeps a task waiting in ``input-required`` live in memory, by default; then
+it is released, and an answer finds it again in the task store (the SDK's ``interrupted_task_timeout``)."""
 
 MAX_CONTEXTS = 1000
 """Contexts (conversations) held in memory when no store is given; the oldest is dropped first."""
+
+CANCELLED_ANSWER = "Not run: the task was cancelled while it waited for approval."
+"""What a call a cancelled ``input-required`` task waited on is answered (the model reads it next time)."""
 
 USAGE_KEY = "loopctl/usage"
 """The metadata key of a finished run's usage on its status updates (see the module docstring)."""
@@ -96,12 +125,21 @@ def agent_card(agent: Agent[Any, Any], url: str, *, version: str = "1.0.0") -> A
 class AgentExecutor(_SDKExecutor):
     """Runs ``agent`` for the SDK's request handler (see the module docstring): each task a run on the
     conversation of its context, kept in ``store`` or in memory. ``deps``: what the agent's runs get as
-    ``deps``."""
+    ``deps``. ``task_store``: the SDK handler's task store, read to learn that the task a paused run asked on
+    was cancelled (when the handler cancelled it without calling :meth:`cancel`); :func:`a2a_app` passes it."""
 
-    def __init__(self, agent: Agent[Any, Any], *, store: SessionStore | None = None, deps: Any = None) -> None:
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        *,
+        store: SessionStore | None = None,
+        deps: Any = None,
+        task_store: TaskStore | None = None,
+    ) -> None:
         self.agent = agent
         self.store = store
         self.deps = deps
+        self.task_store = task_store
         self._contexts: OrderedDict[str, Any] = OrderedDict()
         self._running: dict[str, asyncio.Event] = {}
         # context id -> the task whose run paused for approval (in this process; the newest MAX_CONTEXTS)
@@ -150,6 +188,9 @@ class AgentExecutor(_SDKExecutor):
                 await updater.requires_input(_ask(updater, pending, again=True))
                 return
         else:
+            if waiting is not None and await self._was_cancelled(waiting, context):
+                # The task that asked was cancelled (by a handler that did not call cancel() here): end its run.
+                await self._end_paused(conv, context_id)
             if await conv.pending_approvals():
                 # A new task while the context's run waits for approval: the question is answered on its own task.
                 on = f"task {waiting}" if waiting is not None else "the task that asked"
@@ -205,9 +246,77 @@ class AgentExecutor(_SDKExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Mark the task of the request ``context`` cancelled on ``event_queue`` (the SDK has cancelled the task
-        running :meth:`execute`: the run stops at its next await and keeps what it finished)."""
-        if context.task_id and context.context_id:
-            await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+        running :meth:`execute`: the run stops at its next await and keeps what it finished). A task waiting in
+        ``input-required`` ends its paused run: the calls it asked about are answered "cancelled" (none runs),
+        and the context takes new tasks again."""
+        task_id, context_id = context.task_id, context.context_id
+        if not task_id or not context_id:
+            return
+        current = context.current_task
+        waiting = self._paused.get(context_id)
+        asked = current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        if waiting == task_id or (waiting is None and asked):
+            await self._end_paused(self.conversation(context_id), context_id)
+        await TaskUpdater(event_queue, task_id, context_id).cancel()
+
+    async def _end_paused(self, conv: Any, context_id: str) -> None:
+        """End the paused run of the context ``context_id`` (its task was cancelled): every call it waits on is
+        answered with :data:`CANCELLED_ANSWER` and the run ends ``cancelled`` without another model call."""
+        pending = await conv.pending_approvals()
+        if pending:
+            stop = asyncio.Event()
+            stop.set()
+            deps = self.deps if self.agent.deps_type is not type(None) else None
+            await conv.run(approvals={p.id: Deny(CANCELLED_ANSWER) for p in pending}, deps=deps, cancel=stop)
+        self._paused.pop(context_id, None)
+
+    async def _was_cancelled(self, task_id: str, context: RequestContext) -> bool:
+        """Whether the task ``task_id`` is cancelled, or gone from the task store (dropped as the oldest):
+        either way no answer can come on it."""
+        if self.task_store is None:
+            return False
+        try:
+            task = await self.task_store.get(task_id, context.call_context)
+        except Exception:
+            return False
+        return task is None or task.status.state == TaskState.TASK_STATE_CANCELED
+
+
+class BoundedTaskStore(TaskStore):
+    """The SDK's in-memory task store, holding the ``max_tasks`` most recently saved tasks (default
+    :data:`MAX_TASKS`): saving one more drops the task saved longest ago (a finished one, or one that waited
+    in ``input-required`` all that time: its context's paused run then ends as if it was cancelled, at the
+    context's next task)."""
+
+    def __init__(self, max_tasks: int = MAX_TASKS) -> None:
+        if max_tasks < 1:
+            raise ValueError(f"BoundedTaskStore: max_tasks must be 1 or more, not {max_tasks}")
+        self.max_tasks = max_tasks
+        self._tasks = InMemoryTaskStore()
+        self._order: OrderedDict[str, ServerCallContext] = OrderedDict()
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        """Save ``task`` (as the SDK's store does, for the owner of ``context``), dropping the oldest past
+        ``max_tasks``."""
+        await self._tasks.save(task, context)
+        self._order[task.id] = context
+        self._order.move_to_end(task.id)
+        while len(self._order) > self.max_tasks:
+            old, owner = self._order.popitem(last=False)
+            await self._tasks.delete(old, owner)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The task ``task_id`` of the owner of ``context``, or ``None``."""
+        return await self._tasks.get(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """The tasks ``params`` asks for, of the owner of ``context`` (the SDK's store's listing)."""
+        return await self._tasks.list(params, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        """Delete the task ``task_id`` of the owner of ``context``."""
+        self._order.pop(task_id, None)
+        await self._tasks.delete(task_id, context)
 
 
 def a2a_app(
@@ -218,21 +327,34 @@ def a2a_app(
     task_store: TaskStore | None = None,
     deps: Any = None,
     rpc_path: str = "/",
+    max_body_bytes: int | None = MAX_BODY_BYTES,
+    idle_task_timeout: float | None = IDLE_TASK_TIMEOUT,
 ) -> Starlette:
     """A Starlette application serving ``agent`` over A2A: its card (:func:`agent_card`, naming ``url`` as
     its endpoint) and the JSON-RPC endpoint at ``rpc_path``. ``store`` keeps the conversations (default: in
-    memory); ``task_store`` the A2A tasks (default: the SDK's in-memory store); ``deps`` is what the agent's
-    runs get as ``deps``."""
+    memory); ``task_store`` the A2A tasks (default: a :class:`BoundedTaskStore`, the newest :data:`MAX_TASKS`
+    in memory); ``deps`` is what the agent's runs get as ``deps``. ``idle_task_timeout``: seconds a task
+    waiting in ``input-required`` is kept live in the SDK's handler (default :data:`IDLE_TASK_TIMEOUT`; then
+    an answer finds it in the task store; ``None``: kept until answered). ``max_body_bytes``: the largest
+    request body read (default 32 MiB); a larger one is answered ``413`` with a JSON ``{"error": ...}`` before
+    it is read whole, and a body that comes too slowly ``408`` (:class:`~loopctl.server_limits.BodyLimit`);
+    ``None``: no limit in the app (a server in front of it applies one, as ``loopctl a2a serve`` does)."""
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+
+    from loopctl.server_limits import BodyLimit, ServerLimits
 
     card = agent_card(agent, url)
+    tasks = task_store or BoundedTaskStore()
     handler = DefaultRequestHandler(
-        agent_executor=AgentExecutor(agent, store=store, deps=deps),
-        task_store=task_store or InMemoryTaskStore(),
+        agent_executor=AgentExecutor(agent, store=store, deps=deps, task_store=tasks),
+        task_store=tasks,
         agent_card=card,
+        interrupted_task_timeout=idle_task_timeout,
     )
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url=rpc_path)]
-    return Starlette(routes=routes)
+    limits = [Middleware(BodyLimit, ServerLimits(max_body_bytes=max_body_bytes))] if max_body_bytes else []
+    return Starlette(routes=routes, middleware=limits)
 
 
 # --- approvals --------------------------------------------------------------------------------------------------

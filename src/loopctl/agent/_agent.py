@@ -339,6 +339,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         deps: Any = None,
         config: RunConfig | None = None,
         max_body_bytes: int = 32 * 1024 * 1024,
+        body_timeout: float = 20.0,
     ) -> AGUIApp:
         """This agent as an ASGI app speaking AG-UI (``docs/web.md``): a POST of a ``RunAgentInput`` at its
         root path answers with the run's AG-UI events over SSE; the thread id is the session id of ``store``
@@ -347,10 +348,13 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         them, called before the thread is loaded or created (where an app authorizes the client's thread id:
         raising ``HTTPException(403)`` refuses it with nothing stored); ``config``: the runs'
         :class:`~loopctl.engine.RunConfig` (default: the agent's); ``max_body_bytes``: the largest request body
-        read (a larger one is answered ``413``). Needs the ``[web]`` extra."""
+        read (a larger one is answered ``413``); ``body_timeout``: seconds a request body may take, plus one per
+        500 bytes received (a slower one is answered ``408``). Needs the ``[web]`` extra."""
         from loopctl.ui.ag_ui import AGUIApp
 
-        return AGUIApp(self, store=store, deps=deps, config=config, max_body_bytes=max_body_bytes)
+        return AGUIApp(
+            self, store=store, deps=deps, config=config, max_body_bytes=max_body_bytes, body_timeout=body_timeout
+        )
 
     def to_ai_sdk(
         self,
@@ -359,15 +363,18 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         deps: Any = None,
         config: RunConfig | None = None,
         max_body_bytes: int = 32 * 1024 * 1024,
+        body_timeout: float = 20.0,
     ) -> AISDKApp:
         """This agent as an ASGI app speaking the Vercel AI SDK's UI message stream protocol, for ``useChat``
         (``docs/web.md``): a POST of a chat request (``{"id", "messages", "trigger"}``) at its root path answers
         with the run as a UI message stream; the chat id is the session id of ``store`` (conversations kept in
-        memory without one); approvals are the protocol's tool approvals. ``deps``, ``config`` and
-        ``max_body_bytes`` as for :meth:`to_ag_ui`. Needs the ``[web]`` extra."""
+        memory without one); approvals are the protocol's tool approvals. ``deps``, ``config``,
+        ``max_body_bytes`` and ``body_timeout`` as for :meth:`to_ag_ui`. Needs the ``[web]`` extra."""
         from loopctl.ui.ai_sdk import AISDKApp
 
-        return AISDKApp(self, store=store, deps=deps, config=config, max_body_bytes=max_body_bytes)
+        return AISDKApp(
+            self, store=store, deps=deps, config=config, max_body_bytes=max_body_bytes, body_timeout=body_timeout
+        )
 
     @contextlib.contextmanager
     def override(self, *, model: ModelClient | str | None = None, deps: Any = ...) -> Iterator[None]:

@@ -1,13 +1,21 @@
-"""The ``--store`` option every command that reads or writes sessions accepts, and where it is read from. Kept
-apart from the commands so that ``loopctl --help`` (the group takes ``--store`` too) imports none of them."""
+"""The ``--store`` option every command that reads or writes sessions accepts, and where it is read from; and the
+limits options of the commands that serve HTTP. Kept apart from the commands so that ``loopctl --help`` (the
+group takes ``--store`` too) imports none of them."""
 
 from __future__ import annotations
 
 import os
 import re
 import shlex
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from loopctl.server_limits import ServerLimits
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = [
     "SERVE_STORE_HELP",
@@ -15,6 +23,8 @@ __all__ = [
     "STORE_VAR",
     "resume_command",
     "serve_store_option",
+    "server_limit_options",
+    "server_limits",
     "store_option",
     "store_spec",
 ]
@@ -25,8 +35,7 @@ STORE_VAR = "LOOPCTL_STORE"
 
 _STORE_KEY = "loopctl.store"
 STORE_HELP = (
-    "The session store: a SQLite file, or a PostgreSQL URL or DSN (default: $LOOPCTL_STORE, else "
-    ".loopctl/sessions.db)."
+    "The session store: a SQLite file, or a PostgreSQL URL or DSN (default: $LOOPCTL_STORE, else .loopctl/sessions.db)."
 )
 SERVE_STORE_HELP = (
     "The session store of the served agents' conversations: a SQLite file, or a PostgreSQL URL or DSN "
@@ -40,9 +49,7 @@ def _remember_store(ctx: click.Context, param: click.Parameter, value: str | Non
         ctx.meta[_STORE_KEY] = value
 
 
-store_option = click.option(
-    "--store", metavar="STORE", expose_value=False, callback=_remember_store, help=STORE_HELP
-)
+store_option = click.option("--store", metavar="STORE", expose_value=False, callback=_remember_store, help=STORE_HELP)
 """The ``--store`` option, accepted by ``loopctl`` itself, ``sessions`` and each of its commands, ``run``,
 ``approve`` and ``show``: see :func:`store_spec`."""
 
@@ -73,3 +80,72 @@ def resume_command(session_id: str) -> str:
         return command
     secret = re.search(r"://[^/@:]*:[^/@]*@|(?:^|\s)password\s*=", given) is not None
     return f"{command} --store {'STORE' if secret else shlex.quote(given)}"
+
+
+def server_limit_options(*, max_body_bytes: int) -> Callable[[_F], _F]:
+    """The options of a command serving HTTP that set its :class:`~loopctl.server_limits.ServerLimits`
+    (``docs/web.md``, "Server limits"): ``--max-body-bytes`` (default ``max_body_bytes``), ``--header-timeout``,
+    ``--body-timeout``, ``--keep-alive-timeout`` and ``--max-connections``. Read them with
+    :func:`server_limits`."""
+    from loopctl import server_limits as d
+
+    def decorate(command: _F) -> _F:
+        for option in reversed(
+            [
+                click.option(
+                    "--max-body-bytes",
+                    type=click.IntRange(1),
+                    default=max_body_bytes,
+                    show_default=f"{max_body_bytes // 1024**2} MiB" if max_body_bytes % 1024**2 == 0 else True,
+                    help="The largest request body read; a larger one is answered 413.",
+                ),
+                click.option(
+                    "--header-timeout",
+                    type=click.FloatRange(0, min_open=True),
+                    default=d.HEADER_TIMEOUT,
+                    show_default=True,
+                    help="Seconds a connection has to send a request's head (its headers); then it is closed.",
+                ),
+                click.option(
+                    "--body-timeout",
+                    type=click.FloatRange(0, min_open=True),
+                    default=d.BODY_TIMEOUT,
+                    show_default=True,
+                    help=f"Seconds a request's body may take, plus 1 s per {d.BODY_MIN_RATE} bytes received; a "
+                    "slower one is answered 408.",
+                ),
+                click.option(
+                    "--keep-alive-timeout",
+                    type=click.IntRange(1),
+                    default=d.KEEP_ALIVE_TIMEOUT,
+                    show_default=True,
+                    help="Seconds an idle connection is kept open after a response.",
+                ),
+                click.option(
+                    "--max-connections",
+                    type=click.IntRange(0),
+                    default=d.MAX_CONNECTIONS,
+                    show_default=True,
+                    help="Connections (or running requests) served at once; past it a request is answered 503. "
+                    "0: no limit.",
+                ),
+            ]
+        ):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def server_limits(options: Mapping[str, Any]) -> ServerLimits:
+    """The :class:`~loopctl.server_limits.ServerLimits` the options of :func:`server_limit_options` give (the
+    command's keyword arguments ``options``)."""
+    from loopctl.server_limits import ServerLimits
+
+    return ServerLimits(
+        max_body_bytes=options["max_body_bytes"],
+        header_timeout=options["header_timeout"],
+        body_timeout=options["body_timeout"],
+        keep_alive_timeout=options["keep_alive_timeout"],
+        max_connections=options["max_connections"] or None,
+    )

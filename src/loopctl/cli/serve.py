@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from loopctl.cli.options import serve_store_option
+from loopctl.cli.options import serve_store_option, server_limit_options, server_limits
 from loopctl.cli.report import CommandError
 from loopctl.cli.sessions import open_store, store_spec
 
@@ -91,6 +91,7 @@ def mcp() -> None:
 @click.option("--port", type=int, default=8000, show_default=True, help="The port to listen on (with --http).")
 @click.option("--path", "http_path", default="/mcp", show_default=True, help="The endpoint's path (with --http).")
 @click.option("--name", default="loopctl", show_default=True, help="The server's name, as clients show it.")
+@server_limit_options(max_body_bytes=4 * 1024 * 1024)
 @_otel_option
 @serve_store_option
 def mcp_serve(
@@ -105,7 +106,7 @@ def mcp_serve(
     http_path: str,
     name: str,
     otel: bool,
-    **_: Any,
+    **limit_options: Any,
 ) -> None:
     """Serve tools and agents over MCP (stdio, or streamable HTTP with --http).
 
@@ -147,8 +148,17 @@ def mcp_serve(
         raise CommandError(str(exc)) from None
     try:
         if http:
+            import uvicorn
+
+            from loopctl.server_limits import uvicorn_config
+
+            limits = server_limits(limit_options)
+            app = server.streamable_http_app(
+                streamable_http_path=http_path, max_request_body_size=limits.max_body_bytes, host=host
+            )
             click.echo(f"loopctl: serving MCP on http://{host}:{port}{http_path}", err=True)
-            server.run("streamable-http", host=host, port=port, streamable_http_path=http_path)
+            level = server.settings.log_level.lower()
+            uvicorn.Server(uvicorn_config(app, limits, host=host, port=port, log_level=level)).run()
         else:
             server.run()
     finally:
@@ -188,9 +198,10 @@ def a2a() -> None:
     metavar="URL",
     help="The URL clients reach the agent at, for its card (default: http://HOST:PORT/).",
 )
+@server_limit_options(max_body_bytes=32 * 1024 * 1024)
 @_otel_option
 @serve_store_option
-def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, otel: bool, **_: Any) -> None:
+def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, otel: bool, **limit_options: Any) -> None:
     """Serve an agent over A2A: its card at /.well-known/agent-card.json and JSON-RPC at /.
 
     Each A2A context is a conversation (a session of --store, or $LOOPCTL_STORE, when given; else in memory);
@@ -200,6 +211,7 @@ def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, otel: bool
 
     from loopctl.a2a.server import a2a_app
     from loopctl.agent import Agent
+    from loopctl.server_limits import uvicorn_config
 
     agent = load_object(agent_spec, "--agent")
     if not isinstance(agent, Agent):
@@ -210,10 +222,12 @@ def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, otel: bool
         # uvicorn stops gracefully on SIGTERM, then raises the signal again once its own handler is gone: this
         # handler makes that an exit through the ``finally`` below, so the last spans are exported.
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    app = a2a_app(served[0], url or f"http://{host}:{port}/", store=_store())
+    limits = server_limits(limit_options)
+    # The body limit is the server's (uvicorn_config), not the app's too.
+    app = a2a_app(served[0], url or f"http://{host}:{port}/", store=_store(), max_body_bytes=None)
     click.echo(f"loopctl: serving the agent {agent.name} over A2A on http://{host}:{port}/", err=True)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.Server(uvicorn_config(app, limits, host=host, port=port, log_level="warning")).run()
     finally:
         if flush is not None:
             flush()

@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from loopctl.cli.options import store_option, store_spec
+from loopctl.cli.options import server_limit_options, server_limits, store_option, store_spec
 from loopctl.cli.report import CommandError
 
 __all__ = ["TOKEN_VAR", "WebPermission", "access", "web"]
@@ -96,6 +96,7 @@ def is_loopback(host: str) -> bool:
 )
 @click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens (as run).")
 @click.option("--dbos", "dbos_url", metavar="URL", help="A DBOS system database: its runs' approvals in the page.")
+@server_limit_options(max_body_bytes=32 * 1024 * 1024)
 def web(**opts: Any) -> None:
     """Serve a local chat with the agent, and a browser of the sessions, on http://127.0.0.1:8700/."""
     opts["store_spec"] = store_spec()
@@ -181,6 +182,7 @@ async def _serve(o: dict[str, Any]) -> None:
     from loopctl.cli.run import _DEFAULT_SYSTEM, _model_spec, _readable, _session_config, model_sizes
     from loopctl.cli.sessions import open_store
     from loopctl.engine import RunConfig
+    from loopctl.server_limits import uvicorn_config
     from loopctl.tools.files import PROTECTED_NAMES, FileTools
     from loopctl.ui.web import WebSettings, create_app
 
@@ -188,6 +190,7 @@ async def _serve(o: dict[str, Any]) -> None:
     if model == "demo" and o["base_url"]:
         raise CommandError("--base-url does not apply to --model demo (it starts its own server)")
     root: Path = o["root"].resolve()
+    limits = server_limits(o)
     try:
         files = FileTools(root, protected=() if o["allow_protected_writes"] else PROTECTED_NAMES)
     except OSError as exc:
@@ -224,6 +227,7 @@ async def _serve(o: dict[str, Any]) -> None:
                 spans=spans,
                 dbos=dbos,
                 asks_writes=not o["yes"],
+                max_body_bytes=limits.max_body_bytes,
                 info={
                     "model": model,
                     "root": str(root),
@@ -235,7 +239,7 @@ async def _serve(o: dict[str, Any]) -> None:
             app = create_app(agent, store, settings)
             print(url, flush=True)
             print(f"loopctl web {__version__}: {model} over {root}; Ctrl-C stops", file=sys.stderr, flush=True)
-            config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+            config = uvicorn_config(app, limits, log_level="warning", lifespan="off", access_log=False)
             server = uvicorn.Server(config)
             await server.serve(sockets=[sock])
     finally:

@@ -6,10 +6,12 @@ Nothing here imports Starlette at module level: :mod:`loopctl.ui` is loaded only
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import collections
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,6 +31,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
+from loopctl.server_limits import BODY_MIN_RATE, BODY_TIMEOUT
 
 if TYPE_CHECKING:
     from loopctl.agent import Agent, Conversation
@@ -38,6 +41,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "BadRequest",
     "BodyTooLarge",
+    "BodyTooSlow",
     "Conversations",
     "PostApp",
     "RunRequest",
@@ -174,16 +178,36 @@ class BodyTooLarge(BadRequest):
     """A request body over the app's limit (answered with HTTP 413, before the rest of it is read)."""
 
 
-async def read_body(request: Any, limit: int) -> bytes:
-    """The body of the Starlette ``request``, read up to ``limit`` bytes. Raises :class:`BodyTooLarge` when its
-    ``Content-Length`` says more (nothing is read) or when it grows past ``limit`` (the rest is not read)."""
+class BodyTooSlow(BadRequest):
+    """A request body that came too slowly (answered with HTTP 408): ``body_timeout`` seconds, plus one per
+    :data:`~loopctl.server_limits.BODY_MIN_RATE` bytes received, passed before its end."""
+
+
+async def read_body(request: Any, limit: int, timeout: float = BODY_TIMEOUT) -> bytes:
+    """The body of the Starlette ``request``, read up to ``limit`` bytes, within ``timeout`` seconds plus one
+    per :data:`~loopctl.server_limits.BODY_MIN_RATE` bytes received (``docs/web.md``, "Server limits"). Raises
+    :class:`BodyTooLarge` when its ``Content-Length`` says more (nothing is read) or when it grows past
+    ``limit`` (the rest is not read), :class:`BodyTooSlow` when it is late (a client sending a byte at a time)."""
     too_large = f"the request body is larger than this app accepts ({limit} bytes)"
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
         raise BodyTooLarge(too_large)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    started = time.monotonic()
+    stream = request.stream()
+    while True:
+        deadline = started + timeout + size / BODY_MIN_RATE
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                chunk = await anext(stream, None)
+        except TimeoutError:
+            raise BodyTooSlow(
+                f"the request body came too slowly: {size} bytes in {time.monotonic() - started:.0f} s (this app "
+                f"waits {timeout:g} s plus 1 s per {BODY_MIN_RATE} bytes received)"
+            ) from None
+        if chunk is None:
+            break
         size += len(chunk)
         if size > limit:
             raise BodyTooLarge(too_large)

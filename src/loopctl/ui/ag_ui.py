@@ -68,6 +68,7 @@ from loopctl.engine.events import (
 )
 from loopctl.engine.permission import Approval, Approve, Deny
 from loopctl.message import ImagePart, Message, MessagePart, Role, TextPart, ToolCallPart, ToolResultPart
+from loopctl.server_limits import BODY_TIMEOUT
 from loopctl.stream import PartFinished, PartStarted, TextDelta, ThinkingDelta, ToolCallDelta
 from loopctl.ui._common import (
     MAX_BODY_BYTES,
@@ -75,6 +76,7 @@ from loopctl.ui._common import (
     Attempt,
     BadRequest,
     BodyTooLarge,
+    BodyTooSlow,
     Conversations,
     OpenPart,
     PostApp,
@@ -615,7 +617,8 @@ class AGUIApp(PostApp):
     ``keep``). ``deps``: the runs' deps, or a callable ``deps(request, run_input)`` returning them (the
     Starlette ``Request`` and the parsed ``RunAgentInput``: its ``state``, ``context``, ``forwarded_props``).
     ``config``: the runs' :class:`~loopctl.engine.RunConfig`. ``max_body_bytes``: the largest request body
-    read (default 32 MiB); a larger one is answered 413 before it is read whole."""
+    read (default 32 MiB); a larger one is answered 413 before it is read whole. ``body_timeout``: seconds a
+    body may take, plus one per 500 bytes received (default 20); a slower one is answered 408."""
 
     def __init__(
         self,
@@ -626,6 +629,7 @@ class AGUIApp(PostApp):
         config: RunConfig | None = None,
         keep: int = 1000,
         max_body_bytes: int = MAX_BODY_BYTES,
+        body_timeout: float = BODY_TIMEOUT,
     ) -> None:
         require_web_extra("an AG-UI app (agent.to_ag_ui())", "starlette", "ag_ui")
         from ag_ui.encoder import EventEncoder
@@ -635,6 +639,7 @@ class AGUIApp(PostApp):
         self.deps = deps
         self.config = config
         self.max_body_bytes = max_body_bytes
+        self.body_timeout = body_timeout
         self._encoder = EventEncoder()
         self._with_tools: dict[tuple[Any, ...], Agent[Any, Any]] = {}  # the agent with a front end's tools
 
@@ -647,9 +652,11 @@ class AGUIApp(PostApp):
         from loopctl.errors import SessionBusy
 
         try:
-            body = orjson.loads(await read_body(request, self.max_body_bytes))
+            body = orjson.loads(await read_body(request, self.max_body_bytes, self.body_timeout))
         except BodyTooLarge as exc:
             return JSONResponse({"error": str(exc)}, status_code=413)
+        except BodyTooSlow as exc:
+            return JSONResponse({"error": str(exc)}, status_code=408)
         except orjson.JSONDecodeError as exc:
             return JSONResponse({"error": f"the body is not JSON ({exc})"}, status_code=400)
         try:

@@ -61,6 +61,7 @@ from loopctl.engine.events import (
 )
 from loopctl.engine.permission import Approval, Approve, Deny
 from loopctl.message import ImagePart, Message, MessagePart, Role, TextPart, ToolCallPart, ToolResultPart
+from loopctl.server_limits import BODY_TIMEOUT
 from loopctl.stream import PartFinished, PartStarted, TextDelta, ThinkingDelta, ToolCallDelta
 from loopctl.ui._common import (
     MAX_BODY_BYTES,
@@ -68,6 +69,7 @@ from loopctl.ui._common import (
     Attempt,
     BadRequest,
     BodyTooLarge,
+    BodyTooSlow,
     Conversations,
     OpenPart,
     PostApp,
@@ -527,7 +529,8 @@ class AISDKApp(PostApp):
     ``deps``: the runs' deps, or a callable of the Starlette ``Request`` returning them (per request: the
     user's identity, a database handle). ``config``: the runs' :class:`~loopctl.engine.RunConfig`.
     ``max_body_bytes``: the largest request body read (default 32 MiB); a larger one is answered 413 before it
-    is read whole."""
+    is read whole. ``body_timeout``: seconds a body may take, plus one per 500 bytes received (default 20); a
+    slower one is answered 408."""
 
     def __init__(
         self,
@@ -538,6 +541,7 @@ class AISDKApp(PostApp):
         config: RunConfig | None = None,
         keep: int = 1000,
         max_body_bytes: int = MAX_BODY_BYTES,
+        body_timeout: float = BODY_TIMEOUT,
     ) -> None:
         require_web_extra("an AI SDK app (agent.to_ai_sdk())", "starlette")
         self.agent = agent
@@ -545,6 +549,7 @@ class AISDKApp(PostApp):
         self.deps = deps
         self.config = config
         self.max_body_bytes = max_body_bytes
+        self.body_timeout = body_timeout
 
     async def handle(self, request: Request) -> Response:
         """Answer one POST: ``request`` is a Starlette (or FastAPI) ``Request``; the response is the run's stream,
@@ -555,9 +560,11 @@ class AISDKApp(PostApp):
         from loopctl.errors import SessionBusy
 
         try:
-            body = orjson.loads(await read_body(request, self.max_body_bytes))
+            body = orjson.loads(await read_body(request, self.max_body_bytes, self.body_timeout))
         except BodyTooLarge as exc:
             return JSONResponse({"error": str(exc)}, status_code=413)
+        except BodyTooSlow as exc:
+            return JSONResponse({"error": str(exc)}, status_code=408)
         except orjson.JSONDecodeError as exc:
             return JSONResponse({"error": f"the body is not JSON ({exc})"}, status_code=400)
         try:

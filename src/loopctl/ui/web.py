@@ -53,6 +53,7 @@ from loopctl.ui._common import (
     MAX_BODY_BYTES,
     BadRequest,
     BodyTooLarge,
+    BodyTooSlow,
     RunRequest,
     data_url,
     decision_from_payload,
@@ -100,7 +101,8 @@ class WebSettings:
     required on every API request), ``session_defaults`` (the model, root and system
     prompt a new session records, as ``loopctl run`` does), ``files`` (the file tools, for change previews),
     ``config`` (the runs' :class:`~loopctl.engine.RunConfig`), ``spans`` (the span collector of the agent's
-    telemetry), ``dbos`` (a ``DBOSClient`` for runs waiting on DBOS)."""
+    telemetry), ``dbos`` (a ``DBOSClient`` for runs waiting on DBOS), ``max_body_bytes`` (the largest request
+    body the API reads; a larger one is answered ``413``)."""
 
     allowed_hosts: set[str] | None
     access_token: str | None = None
@@ -112,6 +114,7 @@ class WebSettings:
     asks_writes: bool = True
     csrf_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     info: Mapping[str, Any] = field(default_factory=dict)
+    max_body_bytes: int = MAX_BODY_BYTES
 
 
 class _Guard:
@@ -431,7 +434,7 @@ class _Web:
         from loopctl.errors import SessionNotFound
 
         sid = request.path_params["sid"]
-        body = await _json(request)
+        body = await _json(request, self.s.max_body_bytes)
         node = body.get("at") if isinstance(body, dict) else None
         if node is not None and not isinstance(node, str):
             return JSONResponse({"error": '"at" must be a node id or null'}, status_code=400)
@@ -479,7 +482,8 @@ class _Web:
     async def chat(self, request: Any) -> Any:
         from starlette.responses import JSONResponse
 
-        body = await _json(request)  # too large, not JSON: answered by the app's handlers (413, 400)
+        # too large, not JSON: answered by the app's handlers (413, 400)
+        body = await _json(request, self.s.max_body_bytes)
         try:
             chat_id, wanted = read_chat_request(body)
         except BadRequest as exc:
@@ -494,7 +498,7 @@ class _Web:
         from starlette.responses import JSONResponse
 
         sid = request.path_params["sid"]
-        body = await _json(request)
+        body = await _json(request, self.s.max_body_bytes)
         decisions = body.get("decisions") if isinstance(body, dict) else None
         if not isinstance(decisions, dict) or not decisions:
             return JSONResponse({"error": '"decisions" must be an object of call id: decision'}, status_code=400)
@@ -645,7 +649,7 @@ class _Web:
         if client is None:
             return JSONResponse({"error": "no DBOS system database (start loopctl web with --dbos)"}, status_code=404)
         wid = request.path_params["wid"]
-        body = await _json(request)
+        body = await _json(request, self.s.max_body_bytes)
         decisions = body.get("decisions") if isinstance(body, dict) else None
         if not isinstance(decisions, dict) or not decisions:
             return JSONResponse({"error": '"decisions" must be an object of call id: decision'}, status_code=400)
@@ -709,8 +713,8 @@ def dbos_send(client: Any, workflow_id: str, decisions: Mapping[str, Any]) -> li
     return sorted(decisions)
 
 
-async def _json(request: Any) -> Any:
-    body = await read_body(request, MAX_BODY_BYTES)  # BodyTooLarge: 413
+async def _json(request: Any, limit: int) -> Any:
+    body = await read_body(request, limit)  # BodyTooLarge: 413
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -730,7 +734,8 @@ def create_app(agent: Agent[Any, Any], store: SessionStore, settings: WebSetting
     web = _Web(agent, store, settings)
 
     async def bad_request(request: Request, exc: Exception) -> Any:
-        return JSONResponse({"error": str(exc)}, status_code=413 if isinstance(exc, BodyTooLarge) else 400)
+        status = 413 if isinstance(exc, BodyTooLarge) else 408 if isinstance(exc, BodyTooSlow) else 400
+        return JSONResponse({"error": str(exc)}, status_code=status)
 
     routes: list[Any] = [
         Route("/", web.index),

@@ -1,0 +1,238 @@
+"""The limits of the HTTP servers loopctl runs (``loopctl web``, ``loopctl a2a serve``, ``loopctl mcp serve --http``):
+what one client can make the server hold, and for how long (``docs/web.md``, "Server limits").
+
+- **request bodies**: :class:`BodyLimit`, ASGI middleware, reads a request's body before the app sees it, up to
+  ``max_body_bytes`` (a larger one is answered ``413`` with a JSON ``{"error": ...}``, from its
+  ``Content-Length`` before anything is read, or as soon as a chunked body passes the limit), and within a
+  deadline that grows with what arrived: ``body_timeout`` seconds plus one second per ``body_min_rate`` bytes
+  (Apache's ``mod_reqtimeout`` rule). A body sent a byte at a time is answered ``408`` once it is late.
+- **request heads**: a connection must send a request's head (its request line and headers) within
+  ``header_timeout`` seconds of opening, or of the previous response's end; a head that trickles in byte by
+  byte is cut off then (``408``, connection closed). uvicorn alone waits forever for a head that is still
+  arriving. A head larger than ``max_header_bytes`` is answered ``400`` (h11's limit).
+- **idle connections**: closed ``keep_alive_timeout`` seconds after a response (uvicorn's
+  ``timeout_keep_alive``).
+- **connections**: past ``max_connections`` open connections or running requests, a request is answered
+  ``503`` (uvicorn's ``limit_concurrency``).
+
+:func:`uvicorn_config` makes the ``uvicorn.Config`` that applies them all to an ASGI app. Needs the ``[web]``
+extra (uvicorn, Starlette).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    import uvicorn
+
+__all__ = [
+    "BODY_MIN_RATE",
+    "BODY_TIMEOUT",
+    "HEADER_TIMEOUT",
+    "KEEP_ALIVE_TIMEOUT",
+    "MAX_BODY_BYTES",
+    "MAX_CONNECTIONS",
+    "MAX_HEADER_BYTES",
+    "BodyLimit",
+    "ServerLimits",
+    "uvicorn_config",
+]
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The largest request body read, by default (32 MiB: a prompt with a few large images, base64-encoded)."""
+
+HEADER_TIMEOUT = 10.0
+"""Seconds a connection has to send a request's head, by default."""
+
+BODY_TIMEOUT = 20.0
+"""Seconds a request's body may take before it counts what arrived, by default (see :data:`BODY_MIN_RATE`)."""
+
+BODY_MIN_RATE = 500
+"""Bytes per second a slow body must keep up, by default: each ``BODY_MIN_RATE`` bytes received extend its
+deadline by one second (at 500 B/s a 32 MiB body may take 18 hours; one byte a second is cut off after 20 s)."""
+
+KEEP_ALIVE_TIMEOUT = 5
+"""Seconds an idle connection is kept open after a response, by default (uvicorn's own default)."""
+
+MAX_CONNECTIONS = 1000
+"""Open connections (or running requests) served at once, by default; past it a request is answered ``503``."""
+
+MAX_HEADER_BYTES = 16 * 1024
+"""The largest request head read, by default (16 KiB, h11's default); a larger one is answered ``400``."""
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """The limits of one server (the module docstring): ``max_body_bytes`` (bytes), ``header_timeout`` and
+    ``body_timeout`` (seconds), ``body_min_rate`` (bytes per second), ``keep_alive_timeout`` (whole seconds),
+    ``max_connections`` (``None``: no limit) and ``max_header_bytes`` (bytes). Every value must be positive
+    (``ValueError`` names the one that is not)."""
+
+    max_body_bytes: int = MAX_BODY_BYTES
+    header_timeout: float = HEADER_TIMEOUT
+    body_timeout: float = BODY_TIMEOUT
+    body_min_rate: int = BODY_MIN_RATE
+    keep_alive_timeout: int = KEEP_ALIVE_TIMEOUT
+    max_connections: int | None = MAX_CONNECTIONS
+    max_header_bytes: int = MAX_HEADER_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "header_timeout", "body_timeout", "body_min_rate", "keep_alive_timeout",
+                     "max_connections", "max_header_bytes"):  # fmt: skip
+            value = getattr(self, name)
+            if value is None and name == "max_connections":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"ServerLimits: {name} must be a positive number, not {value!r}")
+
+
+class BodyLimit:
+    """ASGI middleware: the request's body is read (bounded in size and time, the module docstring) before
+    ``app`` is called, then given to it as one ``http.request`` message; later ``receive`` calls (a
+    disconnect) go to the server. A body over ``limits.max_body_bytes`` is answered ``413``, one that is late
+    ``408``, both with a JSON ``{"error": "<what and the limit>"}``; ``app`` is not called then. Other scopes
+    (``lifespan``, ``websocket``) pass through."""
+
+    def __init__(self, app: Any, limits: ServerLimits | None = None) -> None:
+        self.app = app
+        self.limits = limits or ServerLimits()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limits = self.limits
+        limit = limits.max_body_bytes
+        too_large = f"the request body is larger than this server accepts ({limit} bytes)"
+        for name, value in scope.get("headers", ()):
+            if name.lower() == b"content-length" and value.isdigit() and int(value) > limit:
+                await _send_json(send, 413, too_large)
+                return
+        chunks: list[bytes] = []
+        size = 0
+        started = time.monotonic()
+        while True:
+            deadline = started + limits.body_timeout + size / limits.body_min_rate
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):  # no task per chunk, as wait_for
+                    message = await receive()
+            except TimeoutError:
+                took = time.monotonic() - started
+                await _send_json(
+                    send,
+                    408,
+                    f"the request body came too slowly: {size} bytes in {took:.0f} s (this server waits "
+                    f"{limits.body_timeout:g} s plus 1 s per {limits.body_min_rate} bytes received)",
+                )
+                return
+            if message["type"] != "http.request":  # the client went away: nobody to answer
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _send_json(send, 413, too_large)
+                return
+            if chunk:
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _send_json(send: Send, status: int, error: str) -> None:
+    body = orjson.dumps({"error": error})
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _guarded_h11(header_timeout: float) -> type[Any]:
+    """uvicorn's h11 protocol with a deadline on request heads (the module docstring)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadDeadlineH11(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._head_timer = self.loop.call_later(header_timeout, self._head_late)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def data_received(self, data: bytes) -> None:
+            cycle = self.cycle
+            super().data_received(data)
+            if self.cycle is not cycle:  # a request's head arrived whole
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            cycle = self.cycle
+            super().on_response_complete()
+            if self.cycle is cycle and not self.transport.is_closing():  # waiting for the next request's head
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _head_late(self) -> None:
+            self._head_timer = None
+            if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
+                return
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                b"content-length: 32\r\nconnection: close\r\n\r\nthe request head came too slowly"
+            )
+            self.transport.close()
+
+    return HeadDeadlineH11
+
+
+def uvicorn_config(app: Any, limits: ServerLimits | None = None, **options: Any) -> uvicorn.Config:
+    """A ``uvicorn.Config`` serving ``app`` within ``limits`` (default: :class:`ServerLimits`'s defaults):
+    the app wrapped in :class:`BodyLimit`, uvicorn's h11 protocol with the head deadline, and uvicorn's
+    ``timeout_keep_alive``, ``limit_concurrency`` and ``h11_max_incomplete_event_size``. ``options`` go to
+    ``uvicorn.Config`` as they are (``host``, ``port``, ``log_level``...)."""
+    import uvicorn
+
+    limits = limits or ServerLimits()
+    return uvicorn.Config(
+        BodyLimit(app, limits),
+        http=_guarded_h11(limits.header_timeout),
+        timeout_keep_alive=limits.keep_alive_timeout,
+        limit_concurrency=limits.max_connections,
+        h11_max_incomplete_event_size=limits.max_header_bytes,
+        **options,
+    )

@@ -1,0 +1,212 @@
+"""What a remote A2A agent can make :class:`~loopctl.a2a.A2AAgent` hold or do is bounded: against a hostile agent
+on the ``a2a-sdk``'s own server (``tests/a2a/hostile_remote.py``, a real process over HTTP), a huge answer is
+cut in the middle for the model, too many events, artifact parts or response bytes fail the call with
+:class:`~loopctl.a2a.A2ALimitExceeded` (naming the agent and the limit) and cancel the remote task, and a flood
+of status updates reaches the run's observers as a few coalesced progress events."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loopctl import Agent
+from loopctl.a2a import A2AAgent, A2ALimitExceeded
+from loopctl.a2a.client import MAX_DESCRIPTION_CHARS, MAX_RESULT_CHARS, _Text
+from loopctl.compact.textcut import clip_middle
+from loopctl.engine import Approve, RunConfig, ToolProgress
+from loopctl.message import Message, MessagePart, Role
+from loopctl.testing import ScriptedClient
+from loopctl.tool import ToolContext
+from tests.a2a.conftest import ROOT, free_port, wait_for_port
+
+
+@pytest.fixture(scope="module")
+def hostile_url() -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.a2a.hostile_remote", str(port)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_for_port(process, port)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+def cancelled_on(url: str) -> list[str]:
+    ids: list[str] = httpx.get(url + "cancelled").json()
+    return ids
+
+
+async def call(tool: A2AAgent, text: str) -> Any:
+    return await tool.call({"input": text}, ToolContext("c1", tool.name))
+
+
+async def test_a_huge_answer_is_cut_in_the_middle_for_the_model(hostile_url: str) -> None:
+    async with A2AAgent(hostile_url, name="hostile", max_result_chars=1_000) as tool:
+        out = await call(tool, "big 2000000")
+    assert isinstance(out, str)
+    assert len(out) <= 1_000
+    assert out.startswith("<head>xxx") and out.endswith("xxx<tail>")
+    kept = len(out) - len(out[out.index("…") : out.rindex("…") + 1])
+    assert f"[{2_000_000 - kept:,} characters cut]" in out
+    # The default keeps what the engine's own clip keeps (RunConfig.max_tool_output_chars).
+    async with A2AAgent(hostile_url, name="hostile") as tool:
+        default = await call(tool, "big 300000")
+    assert len(default) <= MAX_RESULT_CHARS and "characters cut]" in default
+    assert default == clip_middle("<head>" + "x" * (300_000 - 12) + "<tail>", MAX_RESULT_CHARS)
+
+
+def test_the_bounded_text_is_clip_middle_of_the_whole() -> None:
+    pieces = ["alpha " * 50, "", "beta " * 300, "gamma", "δ" * 999]
+    for limit in (60, 100, 500, 5_000, 100_000):
+        held = _Text(limit)
+        for piece in pieces:
+            held.add(piece)
+        assert held.value() == clip_middle("\n".join(pieces), limit)
+
+
+@given(
+    st.lists(st.text(st.characters(exclude_characters="…"), max_size=300), max_size=30),
+    st.integers(min_value=41, max_value=2_000),
+)
+def test_the_bounded_text_keeps_a_head_and_a_tail_and_counts_the_cut(pieces: list[str], limit: int) -> None:
+    whole = "\n".join(pieces)
+    held = _Text(limit)
+    for piece in pieces:
+        held.add(piece)
+    out = held.value()
+    assert len(out) <= limit
+    if len(whole) <= limit:
+        assert out == whole
+        return
+    head, _, rest = out.partition("…[")
+    cut_text, _, tail = rest.partition(" characters cut]…")
+    cut = int(cut_text.replace(",", ""))
+    assert whole.startswith(head) and whole.endswith(tail)
+    assert len(head) + cut + len(tail) == len(whole)
+    if whole.isascii():
+        assert out == clip_middle(whole, limit)
+
+
+async def test_too_many_artifact_parts_fail_the_call_and_cancel_the_remote_task(hostile_url: str) -> None:
+    before = set(cancelled_on(hostile_url))
+    async with A2AAgent(hostile_url, name="hostile", max_parts=20) as tool:
+        with pytest.raises(A2ALimitExceeded) as raised:
+            await call(tool, "artifacts 500")
+    err = raised.value
+    assert (err.agent, err.limit, err.value) == ("hostile", "max_parts", 20)
+    assert "the remote agent hostile sent more than 20 artifact parts" in str(err) and "max_parts=20" in str(err)
+    assert not err.retryable
+    assert len(set(cancelled_on(hostile_url)) - before) == 1  # the remote task was cancelled, not left running
+
+
+async def test_too_many_events_fail_the_call(hostile_url: str) -> None:
+    async with A2AAgent(hostile_url, name="hostile", max_events=50) as tool:
+        with pytest.raises(A2ALimitExceeded, match=r"hostile sent more than 50 events.*max_events=50"):
+            await call(tool, "status 5000")
+
+
+async def test_a_response_over_the_byte_limit_fails_the_call(hostile_url: str) -> None:
+    async with A2AAgent(hostile_url, name="hostile", max_response_bytes=100_000) as tool:
+        with pytest.raises(A2ALimitExceeded) as raised:
+            await call(tool, "big 1000000")
+        assert raised.value.limit == "max_response_bytes"
+        # The same tool still answers what fits.
+        assert await call(tool, "big 5000") == "<head>" + "x" * (5000 - 12) + "<tail>"
+
+
+async def test_inside_a_run_the_limit_is_the_calls_error_the_model_reads(hostile_url: str) -> None:
+    script = [Message.new(Role.ASSISTANT, [MessagePart.tool_call("p1", "hostile", {"input": "artifacts 50"})]), "ok"]
+    async with A2AAgent(hostile_url, name="hostile", max_parts=5) as tool:
+        run = await Agent(ScriptedClient(script), tools=[tool], name="boss").run("Go.")
+    [record] = run.turns[0].tool_calls
+    assert record.result.is_error and isinstance(record.error, A2ALimitExceeded)
+    assert "max_parts=5" in str(record.result.output)
+
+
+async def test_a_flood_of_status_updates_is_coalesced_into_few_progress_events(hostile_url: str) -> None:
+    events: list[ToolProgress] = []
+
+    def observe(event: Any) -> None:
+        if isinstance(event, ToolProgress):
+            events.append(event)
+
+    script = [Message.new(Role.ASSISTANT, [MessagePart.tool_call("p1", "hostile", {"input": "status 3000"})]), "ok"]
+    async with A2AAgent(hostile_url, name="hostile", progress_interval=0.2) as tool:
+        agent = Agent(ScriptedClient(script), tools=[tool], name="boss", observers=[observe])
+        started = time.monotonic()
+        run = await agent.run("Go.")
+        took = time.monotonic() - started
+    assert run.output == "ok" and str(run.turns[0].tool_calls[0].result.output) == "done"
+    assert events, "the remote agent's progress was not forwarded"
+    assert len(events) <= took / 0.2 + 2 < 3000
+    # The newest update is not lost: the last one reported is the remote's last step.
+    assert events[-1].message == "step 2999" and events[-1].progress == 3000
+    assert [e.progress for e in events] == sorted(e.progress for e in events)
+
+
+@pytest.mark.parametrize(
+    "option", [{"max_result_chars": 0}, {"max_events": -1}, {"max_parts": 1.5}, {"progress_interval": -1}]
+)
+def test_limits_must_be_positive(option: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=next(iter(option))):
+        A2AAgent("http://127.0.0.1:9/", name="remote", **option)
+
+
+async def test_a_resumed_call_cancelled_before_the_remote_answers_cancels_the_remote_task(hostile_url: str) -> None:
+    # Before: the task id was only known from the remote's first event, so a call given up on before the remote
+    # said anything (here its tool timeout) left the remote task running on the decisions it had been sent.
+    script = [Message.new(Role.ASSISTANT, [MessagePart.tool_call("p1", "hostile", {"input": "approve"})]), "ok"]
+    before = set(cancelled_on(hostile_url))
+    async with A2AAgent(hostile_url, name="hostile") as tool:
+        agent = Agent(ScriptedClient(script), tools=[tool], name="boss", run_config=RunConfig(tool_timeout=1.0))
+        conv = agent.session()
+        paused = await conv.run("Go.")
+        [pending] = paused.pending_approvals
+        assert pending.id == "p1/d1"
+        run = await conv.run(approvals={"p1/d1": Approve()})
+    [record] = run.resumed_calls
+    assert record.result.is_error and run.output == "ok"
+    for _ in range(50):
+        if set(cancelled_on(hostile_url)) - before:
+            break
+        await asyncio.sleep(0.1)
+    assert len(set(cancelled_on(hostile_url)) - before) == 1
+
+
+async def test_the_byte_limit_keeps_the_proxies_of_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The limit is a response hook: a transport of its own would have turned off HTTP(S)_PROXY (httpx reads them
+    # only when it makes its own transports).
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    async with A2AAgent("http://remote.example/", name="remote") as tool:
+        http = tool._http_client()
+        assert any(pattern.scheme == "http" for pattern in http._mounts)
+
+
+async def test_a_huge_card_description_is_cut_for_the_model() -> None:
+    # Before: the card's description (any size) became the tool's description, sent with every model request.
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.a2a.hostile_remote", str(port), "1000000"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_for_port(process, port)
+        async with await A2AAgent.connect(f"http://127.0.0.1:{port}/") as tool:
+            assert tool.name == "hostile"
+            assert len(tool.description) <= MAX_DESCRIPTION_CHARS and tool.description.startswith("ddd")
+    finally:
+        process.kill()
+        process.wait(10)
