@@ -194,7 +194,8 @@ def _guarded_h11(header_timeout: float) -> type[Any]:
         def data_received(self, data: bytes) -> None:
             cycle = self.cycle
             super().data_received(data)
-            if self.cycle is not cycle:  # a request's head arrived whole
+            # A request's head arrived whole; or it asked for a WebSocket, whose protocol has the connection now.
+            if self.cycle is not cycle or self.transport.get_protocol() is not self:
                 self._disarm()
 
         def on_response_complete(self) -> None:

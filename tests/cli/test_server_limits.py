@@ -204,3 +204,55 @@ def test_the_defaults_reach_uvicorn() -> None:
     assert config.app.limits.body_timeout == BODY_TIMEOUT
     with pytest.raises(ValueError, match="header_timeout"):
         ServerLimits(header_timeout=0)
+
+
+@contextlib.contextmanager
+def _serving(app: object, limits: ServerLimits) -> Iterator[int]:
+    """``app`` served by uvicorn within ``limits`` (:func:`uvicorn_config`) on a free port, in a thread."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn_config(app, limits, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.02)
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_a_websocket_outlives_the_head_deadline() -> None:
+    # The upgrade request's head arrives whole: the head deadline is over, the WebSocket protocol has the
+    # connection. It was left armed: after header_timeout, a 408 response was written into the WebSocket stream.
+    import asyncio
+
+    import websockets
+    from starlette.applications import Starlette
+    from starlette.routing import WebSocketRoute
+    from starlette.websockets import WebSocket
+
+    async def echo(websocket: WebSocket) -> None:
+        await websocket.accept()
+        while True:
+            await websocket.send_text("echo " + await websocket.receive_text())
+
+    app = Starlette(routes=[WebSocketRoute("/ws", echo)])
+
+    async def talk(port: int) -> list[str]:
+        got = []
+        async with websockets.connect(f"ws://127.0.0.1:{port}/ws") as ws:
+            for i in range(5):  # 2 s: four times the head deadline
+                await ws.send(f"m{i}")
+                got.append(str(await ws.recv()))
+                await asyncio.sleep(0.4)
+        return got
+
+    with _serving(app, ServerLimits(header_timeout=0.5, keep_alive_timeout=1)) as port:
+        assert asyncio.run(talk(port)) == [f"echo m{i}" for i in range(5)]
