@@ -256,3 +256,25 @@ def test_a_websocket_outlives_the_head_deadline() -> None:
 
     with _serving(app, ServerLimits(header_timeout=0.5, keep_alive_timeout=1)) as port:
         assert asyncio.run(talk(port)) == [f"echo m{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["a2a", "serve", "--agent", "tests.mcp.served:agent"],
+        ["mcp", "serve", "--http", "--tools", "files"],
+        ["web", "--model", "demo"],
+    ],
+)
+@pytest.mark.parametrize("option", ["--header-timeout", "--body-timeout"])
+def test_a_timeout_that_is_not_a_number_is_a_usage_error(command: list[str], option: str) -> None:
+    # click's FloatRange lets "nan" through (every comparison with it is false): ServerLimits then raised a
+    # ValueError, shown as a traceback, after the command had started loading its agent.
+    from click.testing import CliRunner
+
+    from loopctl.cli import main
+
+    result = CliRunner().invoke(main, [*command, "--port", "1", option, "nan"])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert f"Invalid value for '{option}': 'nan' is not a number of seconds." in result.output

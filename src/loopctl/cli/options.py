@@ -4,6 +4,7 @@ group takes ``--store`` too) imports none of them."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -82,6 +83,21 @@ def resume_command(session_id: str) -> str:
     return f"{command} --store {'STORE' if secret else shlex.quote(given)}"
 
 
+class _Seconds(click.FloatRange):
+    """Seconds, more than 0 (``inf``: no deadline); ``nan`` is refused (``FloatRange`` lets it through)."""
+
+    name = "seconds"
+
+    def __init__(self) -> None:
+        super().__init__(0, min_open=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if math.isnan(seconds):
+            self.fail(f"{value!r} is not a number of seconds.", param, ctx)
+        return seconds
+
+
 def server_limit_options(*, max_body_bytes: int) -> Callable[[_F], _F]:
     """The options of a command serving HTTP that set its :class:`~loopctl.server_limits.ServerLimits`
     (``docs/web.md``, "Server limits"): ``--max-body-bytes`` (default ``max_body_bytes``), ``--header-timeout``,
@@ -101,14 +117,14 @@ def server_limit_options(*, max_body_bytes: int) -> Callable[[_F], _F]:
                 ),
                 click.option(
                     "--header-timeout",
-                    type=click.FloatRange(0, min_open=True),
+                    type=_Seconds(),
                     default=d.HEADER_TIMEOUT,
                     show_default=True,
                     help="Seconds a connection has to send a request's head (its headers); then it is closed.",
                 ),
                 click.option(
                     "--body-timeout",
-                    type=click.FloatRange(0, min_open=True),
+                    type=_Seconds(),
                     default=d.BODY_TIMEOUT,
                     show_default=True,
                     help=f"Seconds a request's body may take, plus 1 s per {d.BODY_MIN_RATE} bytes received; a "
