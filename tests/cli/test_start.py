@@ -172,3 +172,23 @@ def test_a_command_run_in_process_unfreezes_what_its_start_froze_and_keeps_a_cal
             assert (gc.get_freeze_count() > 0) is frozen_by_caller
         finally:
             gc.unfreeze()
+
+
+def test_a_run_in_process_keeps_a_callers_freeze(tmp_path: Path) -> None:
+    # A caller that froze its own objects (gc.freeze()) before running `loopctl run` in-process keeps them frozen,
+    # as the group keeps them for every other command: run's own end unfroze everything.
+    from click.testing import CliRunner
+
+    env = {"LOOPCTL_DEMO_DELAY": "0", "LOOPCTL_STORE": str(tmp_path / "sessions.db")}
+    args = ["run", "List the files.", "--model", "demo", "--root", str(tmp_path), "--yes"]
+    keep = [[] for _ in range(1000)]  # objects of the caller's, frozen with everything else
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        done = CliRunner().invoke(main, args, env=env)
+        assert done.exit_code == 0, done.output
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen - 100, (frozen, gc.get_freeze_count())
+    finally:
+        gc.unfreeze()
+    assert len(keep) == 1000

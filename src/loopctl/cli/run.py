@@ -143,6 +143,7 @@ def run(**opts: Any) -> None:
     # cycles: the cyclic collector is off until the loop starts (_started), then finds them in its permanent
     # generation. It collected ~70 ms of nothing before the first request (docs/performance.md, section 2).
     collecting = gc.isenabled()
+    frozen = gc.get_freeze_count()  # what a caller moved to the permanent generation itself stays there
     gc.disable()
     try:
         code = asyncio.run(_run(console, options, saved, collect=collecting))
@@ -151,7 +152,8 @@ def run(**opts: Any) -> None:
         stderr().print(Text(f"⏹ stopped{where}", style="yellow"))
         sys.exit(130)
     finally:  # as it was (a process that runs the command in-process, such as a test, goes on)
-        gc.unfreeze()
+        if not frozen:
+            gc.unfreeze()
         if collecting:
             gc.enable()
     sys.exit(code)
