@@ -114,3 +114,10 @@ def test_a_task_store_needs_room_for_one() -> None:
     with pytest.raises(ValueError, match="max_tasks"):
         BoundedTaskStore(0)
     assert CANCELLED_ANSWER.startswith("Not run")
+
+
+@pytest.mark.parametrize("size", [0, -1])
+def test_a_body_limit_of_zero_or_less_is_refused_not_read_as_no_limit(size: int) -> None:
+    # Before: max_body_bytes=0 was taken as None (no limit in the app at all): a body of any size was read.
+    with pytest.raises(ValueError, match=f"max_body_bytes must be a positive number, not {size}"):
+        a2a_app(agent, "http://127.0.0.1:1/", max_body_bytes=size)

@@ -353,7 +353,7 @@ def a2a_app(
         interrupted_task_timeout=idle_task_timeout,
     )
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url=rpc_path)]
-    limits = [Middleware(BodyLimit, ServerLimits(max_body_bytes=max_body_bytes))] if max_body_bytes else []
+    limits = [Middleware(BodyLimit, ServerLimits(max_body_bytes=max_body_bytes))] if max_body_bytes is not None else []
     return Starlette(routes=routes, middleware=limits)
 
 
