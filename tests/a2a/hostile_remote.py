@@ -9,6 +9,10 @@ Messages (the text of the user's message):
 - ``artifacts N``: ``N`` artifact updates of one short part each, then waits (until cancelled);
 - ``status N``: ``N`` ``working`` status updates with a message ``"step i"``, as fast as it can, then
   ``completed`` with the artifact ``"done"``;
+- ``resets N``: ``N`` artifact updates of ten parts, each followed by the task itself (no artifacts), then
+  ``completed`` with the artifact ``"done"``;
+- ``burst N``: ``N`` ``working`` status updates at once, then nothing for 2 s, then ``completed`` (``"done"``);
+- ``silent``: nothing at all, not even the task, until it is cancelled;
 - ``ask``: ``input-required`` (a question the caller cannot answer);
 - ``approve``: ``input-required`` asking for an approval, with the data part loopctl's server sends;
 - an answer on a task in ``input-required``: nothing at all, until the task is cancelled;
@@ -44,7 +48,7 @@ class Hostile(AgentExecutor):
         task_id, context_id, message = context.task_id, context.context_id, context.message
         assert task_id and context_id and message is not None
         updater = TaskUpdater(event_queue, task_id, context_id)
-        if context.current_task is None:
+        if context.current_task is None and get_text_parts(list(message.parts)) != ["silent"]:
             status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
             await event_queue.enqueue_event(Task(id=task_id, context_id=context_id, status=status, history=[message]))
         if (
@@ -54,6 +58,8 @@ class Hostile(AgentExecutor):
             await asyncio.Event().wait()  # an answer: taken, and nothing said (until the task is cancelled)
         words = " ".join(get_text_parts(list(message.parts))).split()
         what, n = (words[0], int(words[1])) if len(words) == 2 else ((words or ["ok"])[0], 0)
+        if what == "silent":  # nothing at all (not even the task) until cancelled
+            await asyncio.Event().wait()
         await updater.start_work()
         if what == "big":
             text = "<head>" + "x" * (n - 12) + "<tail>"
@@ -66,6 +72,19 @@ class Hostile(AgentExecutor):
         elif what == "status":
             for i in range(n):
                 await updater.start_work(updater.new_agent_message([Part(text=f"step {i}")]))
+            await updater.add_artifact([Part(text="done")], name="answer", last_chunk=True)
+            await updater.complete()
+        elif what == "resets":  # n artifacts of 10 parts, each followed by the task without artifacts
+            for i in range(n):
+                await updater.add_artifact([Part(text=f"p{i}.{j}") for j in range(10)], name=f"a{i}", last_chunk=True)
+                status = TaskStatus(state=TaskState.TASK_STATE_WORKING)
+                await event_queue.enqueue_event(Task(id=task_id, context_id=context_id, status=status))
+            await updater.add_artifact([Part(text="done")], name="answer", last_chunk=True)
+            await updater.complete()
+        elif what == "burst":  # n status updates at once, then nothing for 2 s, then completed
+            for i in range(n):
+                await updater.start_work(updater.new_agent_message([Part(text=f"step {i}")]))
+            await asyncio.sleep(2)
             await updater.add_artifact([Part(text="done")], name="answer", last_chunk=True)
             await updater.complete()
         elif what == "ask":

@@ -210,3 +210,30 @@ async def test_a_huge_card_description_is_cut_for_the_model() -> None:
     finally:
         process.kill()
         process.wait(10)
+
+
+async def test_a_held_progress_message_is_sent_once_the_interval_has_passed(hostile_url: str) -> None:
+    # A burst of status updates, then the remote works 2 s in silence. Before: the burst's newest message was
+    # held until another update came or the call ended, so the observers showed an old step all that time.
+    got: list[tuple[float, float, str | None]] = []
+
+    def progress(done: float, total: float | None, message: str | None) -> None:
+        got.append((time.monotonic(), done, message))
+
+    async with A2AAgent(hostile_url, name="hostile", progress_interval=0.2) as tool:
+        out = await tool.call({"input": "burst 200"}, ToolContext("c1", tool.name, _progress=progress))
+        ended = time.monotonic()
+    assert out == "done"
+    assert got[-1][1:] == (200, "step 199")
+    assert ended - got[-1][0] > 1.0, "the newest progress waited for the call's end"
+    assert len(got) <= 5
+    assert [done for _, done, _ in got] == sorted(done for _, done, _ in got)
+
+
+async def test_task_snapshots_do_not_reset_the_count_of_artifact_parts(hostile_url: str) -> None:
+    # The remote sends 10 artifact parts, then the task without artifacts, 30 times. Before: the task (which
+    # replaces no part held) set the count back to 0, so 300 parts were held and handed on under max_parts=50.
+    async with A2AAgent(hostile_url, name="hostile", max_parts=50) as tool:
+        with pytest.raises(A2ALimitExceeded) as raised:
+            await call(tool, "resets 30")
+    assert raised.value.limit == "max_parts"

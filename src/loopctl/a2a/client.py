@@ -220,9 +220,10 @@ class _Outcome:
 
 class _Progress:
     """Progress reports of one call, at most one every ``interval`` seconds: one that comes sooner is held,
-    and replaced by the next (the newest is sent when the interval has passed, or at the call's end)."""
+    and replaced by the next; the newest is sent once the interval has passed (a timer), or at the call's end
+    (:meth:`flush`). :meth:`close` stops the timer (the call ended)."""
 
-    __slots__ = ("_context", "_count", "_held", "_interval", "_last")
+    __slots__ = ("_context", "_count", "_held", "_interval", "_last", "_timer")
 
     def __init__(self, context: ToolContext[Any], interval: float) -> None:
         self._context = context
@@ -230,22 +231,30 @@ class _Progress:
         self._last = float("-inf")
         self._count = 0
         self._held: str | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     def report(self, message: str) -> None:
         self._count += 1
         now = time.monotonic()
         if now - self._last >= self._interval:
-            self._last = now
-            self._held = None
-            self._context.report_progress(self._count, None, message)
+            self._held = message
+            self.flush()
         else:
             self._held = message
+            if self._timer is None:  # the loop's clock is time.monotonic()
+                self._timer = asyncio.get_running_loop().call_later(self._last + self._interval - now, self.flush)
 
     def flush(self) -> None:
+        self.close()
         if self._held is not None:
             held, self._held = self._held, None
             self._last = time.monotonic()
             self._context.report_progress(self._count, None, held)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 class A2AAgent:
@@ -454,6 +463,7 @@ class A2AAgent:
                 raise over from None
             return ToolOutput(f"The remote agent {self.name} failed: {_describe(exc)}", is_error=True)
         finally:
+            progress.close()
             self._paused.pop(key, None)
         progress.flush()
         _record(context, outcome.usage)
@@ -488,8 +498,10 @@ class A2AAgent:
             outcome.said = "\n".join(get_text_parts(list(event.message.parts)))
             return
         if kind == "task":
+            held = outcome.parts
             self._count_parts(outcome, sum(len(a.parts) for a in event.task.artifacts), reset=True)
-            _take_task(outcome, event.task)
+            if not _take_task(outcome, event.task):  # no artifacts: the parts held are still held
+                outcome.parts = held
             return
         if kind == "status_update":
             update = event.status_update
@@ -632,7 +644,9 @@ class _CappedStream(httpx.AsyncByteStream):
         await self._inner.aclose()
 
 
-def _take_task(outcome: _Outcome, task: Task) -> None:
+def _take_task(outcome: _Outcome, task: Task) -> bool:
+    """Take the task's state, status message, artifacts and usage into ``outcome``; whether its artifacts (any
+    text or data) replaced the ones held."""
     outcome.task_id, outcome.context_id = task.id, task.context_id
     outcome.state = task.status.state
     if task.status.HasField("message"):
@@ -645,9 +659,11 @@ def _take_task(outcome: _Outcome, task: Task) -> None:
             texts.add(text)
         data.extend(get_data_parts(list(artifact.parts)))
         _take_usage(outcome, artifact.metadata)
-    if texts or data:
+    replaced = bool(texts or data)
+    if replaced:
         outcome.texts, outcome.data = texts, data
     _take_usage(outcome, task.metadata)
+    return replaced
 
 
 def _status_data(task: Task) -> list[Any]:
