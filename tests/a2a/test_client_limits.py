@@ -237,3 +237,22 @@ async def test_task_snapshots_do_not_reset_the_count_of_artifact_parts(hostile_u
         with pytest.raises(A2ALimitExceeded) as raised:
             await call(tool, "resets 30")
     assert raised.value.limit == "max_parts"
+
+
+async def test_concurrent_first_calls_read_the_card_once(hostile_url: str) -> None:
+    # Before: each of the calls that came before the SDK client was made read the card and made a client of its
+    # own (the last one kept, the others left to the garbage collector, never closed).
+    cards: list[str] = []
+
+    async def seen(request: httpx.Request) -> None:
+        if request.url.path.endswith("agent-card.json"):
+            cards.append(str(request.url))
+
+    async with A2AAgent(hostile_url, name="hostile") as tool:
+        tool._http_client().event_hooks["request"].append(seen)
+        contexts = [ToolContext(f"c{i}", tool.name) for i in range(8)]
+        outs = await asyncio.gather(*(tool.call({"input": "hello"}, c) for c in contexts))
+        client = tool._client
+        assert await tool._sdk() is client
+    assert outs == ["ok"] * 8
+    assert len(cards) == 1, cards

@@ -319,6 +319,7 @@ class A2AAgent:
         self.progress_interval = progress_interval
         self._http: httpx.AsyncClient | None = None
         self._client: Client | None = None
+        self._connecting = asyncio.Lock()  # the first calls, when they come at once, make one client
         self._paused: OrderedDict[tuple[object, str], _Paused] = OrderedDict()  # the newest MAX_CONTEXT_IDS
 
     @classmethod
@@ -407,8 +408,11 @@ class A2AAgent:
 
     async def _sdk(self) -> Client:
         if self._client is None:
-            card = await self._card()
-            self._client = await create_client(card, client_config=ClientConfig(httpx_client=self._http_client()))
+            async with self._connecting:
+                if self._client is None:
+                    card = await self._card()
+                    config = ClientConfig(httpx_client=self._http_client())
+                    self._client = await create_client(card, client_config=config)
         return self._client
 
     # --- the tool -------------------------------------------------------------------------------------------
