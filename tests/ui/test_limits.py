@@ -196,3 +196,17 @@ def test_a_body_sent_byte_by_byte_is_answered_408(kind: str, app_server: Any, tm
                 break
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:300]
     assert time.monotonic() - started < 6
+
+
+@pytest.mark.parametrize("kind", ["to_ai_sdk", "to_ag_ui"])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("max_body_bytes", 0), ("max_body_bytes", -1), ("max_body_bytes", "10"), ("body_timeout", 0),
+     ("body_timeout", float("nan")), ("body_timeout", -1.0)],
+)  # fmt: skip
+def test_a_limit_that_is_not_above_zero_is_refused_when_the_app_is_made(kind: str, option: str, value: Any) -> None:
+    # Before: taken as given. max_body_bytes=0 answered every request 413, "10" every request 500 (int > str),
+    # and a body_timeout of 0, below 0 or nan gave the body no time at all.
+    agent = Agent(ScriptedClient(["Hello."]), name="limits")
+    with pytest.raises(ValueError, match=rf"agent\.{kind}\(\): {option} must be a .* above 0, not {value!r}"):
+        getattr(agent, kind)(**{option: value})

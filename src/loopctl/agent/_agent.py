@@ -349,7 +349,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         raising ``HTTPException(403)`` refuses it with nothing stored); ``config``: the runs'
         :class:`~loopctl.engine.RunConfig` (default: the agent's); ``max_body_bytes``: the largest request body
         read (a larger one is answered ``413``); ``body_timeout``: seconds a request body may take, plus one per
-        500 bytes received (a slower one is answered ``408``). Needs the ``[web]`` extra."""
+        500 bytes received (a slower one is answered ``408``); each must be above 0 (``ValueError``). Needs the
+        ``[web]`` extra."""
         from loopctl.ui.ag_ui import AGUIApp
 
         return AGUIApp(

@@ -183,6 +183,15 @@ class BodyTooSlow(BadRequest):
     :data:`~loopctl.server_limits.BODY_MIN_RATE` bytes received, passed before its end."""
 
 
+def check_body_limits(what: str, max_body_bytes: Any, body_timeout: Any) -> None:
+    """Raise ``ValueError``, naming ``what`` (the app) and the option, unless ``max_body_bytes`` is a whole number
+    of bytes above 0 and ``body_timeout`` a number of seconds above 0 (a limit of 0 would refuse every body)."""
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ValueError(f"{what}: max_body_bytes must be a whole number of bytes above 0, not {max_body_bytes!r}")
+    if isinstance(body_timeout, bool) or not isinstance(body_timeout, int | float) or not body_timeout > 0:
+        raise ValueError(f"{what}: body_timeout must be a number of seconds above 0, not {body_timeout!r}")
+
+
 async def read_body(request: Any, limit: int, timeout: float = BODY_TIMEOUT) -> bytes:
     """The body of the Starlette ``request``, read up to ``limit`` bytes, within ``timeout`` seconds plus one
     per :data:`~loopctl.server_limits.BODY_MIN_RATE` bytes received (``docs/web.md``, "Server limits"). Raises

@@ -81,6 +81,7 @@ from loopctl.ui._common import (
     OpenPart,
     PostApp,
     RunRequest,
+    check_body_limits,
     decision_from_payload,
     image_from_data_url,
     json_safe,
@@ -632,6 +633,7 @@ class AGUIApp(PostApp):
         body_timeout: float = BODY_TIMEOUT,
     ) -> None:
         require_web_extra("an AG-UI app (agent.to_ag_ui())", "starlette", "ag_ui")
+        check_body_limits("agent.to_ag_ui()", max_body_bytes, body_timeout)
         from ag_ui.encoder import EventEncoder
 
         self.agent = agent

@@ -74,6 +74,7 @@ from loopctl.ui._common import (
     OpenPart,
     PostApp,
     RunRequest,
+    check_body_limits,
     data_url,
     image_from_data_url,
     json_safe,
@@ -544,6 +545,7 @@ class AISDKApp(PostApp):
         body_timeout: float = BODY_TIMEOUT,
     ) -> None:
         require_web_extra("an AI SDK app (agent.to_ai_sdk())", "starlette")
+        check_body_limits("agent.to_ai_sdk()", max_body_bytes, body_timeout)
         self.agent = agent
         self.conversations = Conversations(agent, store, keep)
         self.deps = deps
