@@ -77,8 +77,8 @@ Send = Callable[[Message], Awaitable[None]]
 class ServerLimits:
     """The limits of one server (the module docstring): ``max_body_bytes`` (bytes), ``header_timeout`` and
     ``body_timeout`` (seconds), ``body_min_rate`` (bytes per second), ``keep_alive_timeout`` (whole seconds),
-    ``max_connections`` (``None``: no limit) and ``max_header_bytes`` (bytes). Every value must be positive
-    (``ValueError`` names the one that is not)."""
+    ``max_connections`` (``None``: no limit) and ``max_header_bytes`` (bytes). Every value must be positive,
+    and fit a float (``ValueError`` names the one that does not)."""
 
     max_body_bytes: int = MAX_BODY_BYTES
     header_timeout: float = HEADER_TIMEOUT
@@ -96,6 +96,10 @@ class ServerLimits:
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ValueError(f"ServerLimits: {name} must be a positive number, not {value!r}")
+            try:  # the event loop's timers are floats: a whole number past them fails each connection
+                float(value)
+            except OverflowError:
+                raise ValueError(f"ServerLimits: {name} is too large (more than a float holds)") from None
 
 
 class BodyLimit:

@@ -278,3 +278,23 @@ def test_a_timeout_that_is_not_a_number_is_a_usage_error(command: list[str], opt
     assert result.exit_code == 2, result.output
     assert isinstance(result.exception, SystemExit)
     assert f"Invalid value for '{option}': 'nan' is not a number of seconds." in result.output
+
+
+def test_a_limit_too_large_for_the_event_loops_timers_is_refused() -> None:
+    # Before: accepted; then every response's keep-alive timer (or every connection's head timer, every body's
+    # deadline) raised OverflowError in the server: each request logged an ASGI exception and lost its connection.
+    from click.testing import CliRunner
+
+    from loopctl.cli import main
+
+    huge = 10**400
+    for name in ("keep_alive_timeout", "header_timeout", "body_timeout"):
+        with pytest.raises(ValueError, match=f"ServerLimits: {name} is too large"):
+            ServerLimits(**{name: huge})
+    command = ["a2a", "serve", "--agent", "tests.mcp.served:agent", "--port", "1", "--keep-alive-timeout", str(huge)]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert "Invalid value for '--keep-alive-timeout'" in result.output and "1<=x<=1000000000" in result.output
+    result = CliRunner().invoke(main, [*command[:-2], "--max-body-bytes", str(huge)])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert "--max-body-bytes is too large (more than a float holds)" in result.output

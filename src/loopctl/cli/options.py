@@ -83,6 +83,10 @@ def resume_command(session_id: str) -> str:
     return f"{command} --store {'STORE' if secret else shlex.quote(given)}"
 
 
+_MAX_SECONDS = 10**9
+"""The longest ``--keep-alive-timeout`` (about 31 years: the event loop's timers are floats)."""
+
+
 class _Seconds(click.FloatRange):
     """Seconds, more than 0 (``inf``: no deadline); ``nan`` is refused (``FloatRange`` lets it through)."""
 
@@ -132,7 +136,7 @@ def server_limit_options(*, max_body_bytes: int) -> Callable[[_F], _F]:
                 ),
                 click.option(
                     "--keep-alive-timeout",
-                    type=click.IntRange(1),
+                    type=click.IntRange(1, _MAX_SECONDS),
                     default=d.KEEP_ALIVE_TIMEOUT,
                     show_default=True,
                     help="Seconds an idle connection is kept open after a response.",
@@ -155,13 +159,17 @@ def server_limit_options(*, max_body_bytes: int) -> Callable[[_F], _F]:
 
 def server_limits(options: Mapping[str, Any]) -> ServerLimits:
     """The :class:`~loopctl.server_limits.ServerLimits` the options of :func:`server_limit_options` give (the
-    command's keyword arguments ``options``)."""
+    command's keyword arguments ``options``); ``click.UsageError`` naming the option ServerLimits refuses."""
     from loopctl.server_limits import ServerLimits
 
-    return ServerLimits(
-        max_body_bytes=options["max_body_bytes"],
-        header_timeout=options["header_timeout"],
-        body_timeout=options["body_timeout"],
-        keep_alive_timeout=options["keep_alive_timeout"],
-        max_connections=options["max_connections"] or None,
-    )
+    try:
+        return ServerLimits(
+            max_body_bytes=options["max_body_bytes"],
+            header_timeout=options["header_timeout"],
+            body_timeout=options["body_timeout"],
+            keep_alive_timeout=options["keep_alive_timeout"],
+            max_connections=options["max_connections"] or None,
+        )
+    except ValueError as exc:  # "ServerLimits: max_body_bytes is too large ...": named as the option
+        found = re.match(r"ServerLimits: (\w+) (.*)", str(exc))
+        raise click.UsageError(f"--{found[1].replace('_', '-')} {found[2]}" if found else str(exc)) from None
