@@ -192,3 +192,14 @@ def test_a_run_in_process_keeps_a_callers_freeze(tmp_path: Path) -> None:
     finally:
         gc.unfreeze()
     assert len(keep) == 1000
+
+
+def test_a_command_asked_for_outside_main_is_loaded_without_a_freeze() -> None:
+    # A tool that walks the commands (a docs generator, a test) calls get_command without main(), which alone
+    # undoes the freeze: before, the whole heap of that process stayed in the permanent generation.
+    main.commands.pop("show", None)
+    assert gc.get_freeze_count() == 0
+    command = main.get_command(click.Context(main), "show")
+    assert command is not None and command.name == "show"
+    assert gc.get_freeze_count() == 0
+    assert gc.isenabled()

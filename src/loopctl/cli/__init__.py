@@ -105,10 +105,12 @@ class _Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*COMMANDS, *self.commands})
 
+    _mains = 0  # the main() calls under way: only they undo the freeze (a docs tool asking for a command does not)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             module, attribute, _ = COMMANDS[cmd_name]
-            with _long_lived():
+            with _long_lived() if self._mains else contextlib.nullcontext():
                 command = getattr(importlib.import_module(module), attribute)
             self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)
@@ -134,9 +136,11 @@ class _Group(click.Group):
         self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
     ) -> NoReturn:
         frozen = gc.get_freeze_count()  # what a caller moved to the permanent generation itself stays there
+        self._mains += 1
         try:
             self._main(args, prog_name, **extra)
         finally:
+            self._mains -= 1
             if not frozen:  # what the command's start froze (_long_lived, run), back to the collector
                 gc.unfreeze()
 
