@@ -15,7 +15,8 @@ artifacts, or of its reply message). Inside an agent's run it behaves as a local
   (``tasks/cancel``);
 - **progress**: the remote's ``working`` status messages reach the run's observers as
   :class:`~loopctl.engine.ToolProgress` (through :meth:`~loopctl.tool.ToolContext.report_progress`), at most
-  one every ``progress_interval`` seconds: a burst is coalesced into its newest message;
+  one every ``progress_interval`` seconds: a burst is coalesced into its newest message, sent once the
+  interval has passed;
 - **limits**: nothing a remote agent sends grows without bound. Each response is read up to
   ``max_response_bytes`` (default 32 MiB), a call takes at most ``max_events`` stream events (default 10,000)
   and ``max_parts`` artifact parts (default 1,000); past any of them the call fails with
