@@ -228,7 +228,8 @@ def _guarded_h11(header_timeout: float) -> type[Any]:
 def uvicorn_config(app: Any, limits: ServerLimits | None = None, **options: Any) -> uvicorn.Config:
     """A ``uvicorn.Config`` serving ``app`` within ``limits`` (default: :class:`ServerLimits`'s defaults):
     the app wrapped in :class:`BodyLimit`, uvicorn's h11 protocol with the head deadline, and uvicorn's
-    ``timeout_keep_alive``, ``limit_concurrency`` and ``h11_max_incomplete_event_size``. ``options`` go to
+    ``timeout_keep_alive``, ``limit_concurrency`` (``max_connections`` + 1: uvicorn counts the connection asking)
+    and ``h11_max_incomplete_event_size``. ``options`` go to
     ``uvicorn.Config`` as they are (``host``, ``port``, ``log_level``...)."""
     import uvicorn
 
@@ -237,7 +238,8 @@ def uvicorn_config(app: Any, limits: ServerLimits | None = None, **options: Any)
         BodyLimit(app, limits),
         http=_guarded_h11(limits.header_timeout),
         timeout_keep_alive=limits.keep_alive_timeout,
-        limit_concurrency=limits.max_connections,
+        # uvicorn counts the connection asking among the open ones: its limit N serves N - 1 connections.
+        limit_concurrency=limits.max_connections + 1 if limits.max_connections is not None else None,
         h11_max_incomplete_event_size=limits.max_header_bytes,
         **options,
     )

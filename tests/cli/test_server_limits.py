@@ -198,7 +198,7 @@ def test_past_max_connections_a_request_is_answered_503(served: Served) -> None:
 def test_the_defaults_reach_uvicorn() -> None:
     config = uvicorn_config(lambda *_: None)
     assert (config.timeout_keep_alive, config.limit_concurrency, config.h11_max_incomplete_event_size) == (
-        KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS, MAX_HEADER_BYTES,
+        KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS + 1, MAX_HEADER_BYTES,
     )  # fmt: skip
     assert (config.app.limits.max_body_bytes, config.app.limits.header_timeout) == (MAX_BODY_BYTES, HEADER_TIMEOUT)
     assert config.app.limits.body_timeout == BODY_TIMEOUT
@@ -298,3 +298,22 @@ def test_a_limit_too_large_for_the_event_loops_timers_is_refused() -> None:
     result = CliRunner().invoke(main, [*command[:-2], "--max-body-bytes", str(huge)])
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
     assert "--max-body-bytes is too large (more than a float holds)" in result.output
+
+
+def test_max_connections_counts_the_connection_that_asks() -> None:
+    # uvicorn's limit_concurrency counts the connection asking among the open ones. Before: it was given
+    # max_connections as it is, so --max-connections 1 answered every request 503, and N served N - 1.
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    app = Starlette(routes=[Route("/", lambda request: PlainTextResponse("ok"))])
+    limits = ServerLimits(max_connections=2, header_timeout=30, keep_alive_timeout=30)
+    with _serving(app, limits) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}") as asking:
+        assert asking.get("/").status_code == 200  # its connection alone, under max_connections=2
+        with socket.create_connection(("127.0.0.1", port)):
+            time.sleep(0.2)  # accepted
+            assert asking.get("/").status_code == 200  # two connections: as many as max_connections
+            with socket.create_connection(("127.0.0.1", port)):
+                time.sleep(0.2)
+                assert asking.get("/").status_code == 503  # three: past it
