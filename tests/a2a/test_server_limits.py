@@ -121,3 +121,11 @@ def test_a_body_limit_of_zero_or_less_is_refused_not_read_as_no_limit(size: int)
     # Before: max_body_bytes=0 was taken as None (no limit in the app at all): a body of any size was read.
     with pytest.raises(ValueError, match=f"max_body_bytes must be a positive number, not {size}"):
         a2a_app(agent, "http://127.0.0.1:1/", max_body_bytes=size)
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan")])
+def test_an_idle_task_timeout_not_above_zero_is_refused_by_its_name(timeout: float) -> None:
+    # Before: 0 and below were refused by the SDK under its own name (interrupted_task_timeout), nan not at all.
+    expected = rf"a2a_app: idle_task_timeout must be seconds above 0 \(or None\), not {timeout}"
+    with pytest.raises(ValueError, match=expected):
+        a2a_app(agent, "http://127.0.0.1:1/", idle_task_timeout=timeout)

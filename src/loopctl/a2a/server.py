@@ -335,7 +335,8 @@ def a2a_app(
     memory); ``task_store`` the A2A tasks (default: a :class:`BoundedTaskStore`, the newest :data:`MAX_TASKS`
     in memory); ``deps`` is what the agent's runs get as ``deps``. ``idle_task_timeout``: seconds a task
     waiting in ``input-required`` is kept live in the SDK's handler (default :data:`IDLE_TASK_TIMEOUT`; then
-    an answer finds it in the task store; ``None``: kept until answered). ``max_body_bytes``: the largest
+    an answer finds it in the task store; ``None``: kept until answered; else above 0, or ``ValueError``).
+    ``max_body_bytes``: the largest
     request body read (default 32 MiB); a larger one is answered ``413`` with a JSON ``{"error": ...}`` before
     it is read whole, and a body that comes too slowly ``408`` (:class:`~loopctl.server_limits.BodyLimit`);
     ``None``: no limit in the app (a server in front of it applies one, as ``loopctl a2a serve`` does)."""
@@ -344,6 +345,8 @@ def a2a_app(
 
     from loopctl.server_limits import BodyLimit, ServerLimits
 
+    if idle_task_timeout is not None and not idle_task_timeout > 0:  # nan included
+        raise ValueError(f"a2a_app: idle_task_timeout must be seconds above 0 (or None), not {idle_task_timeout!r}")
     card = agent_card(agent, url)
     tasks = task_store or BoundedTaskStore()
     handler = DefaultRequestHandler(
