@@ -82,19 +82,20 @@ def _note() -> None:
         CALL_TIMES.append(time.perf_counter())
 
 
-def setup_loopctl(n: int) -> Any:
-    from loopctl.engine import BareLoop, RunConfig, SessionConfig
+def _workload(n: int) -> tuple[Any, Any]:
+    """W(N)'s scripted model and tool, shared by loopctl and the floor: ``reply(messages)`` asks for one ``echo``
+    call (the 200-character payload) while fewer than ``n`` turns were made, then answers; ``echo`` returns its
+    text and counts the calls."""
     from loopctl.message import Message, Role, ToolCallPart
     from loopctl.response import ModelResponse, StopReason, Usage
-    from loopctl.testing import ScriptedClient
     from loopctl.tool import tool
 
     usage = Usage(input_tokens=100, output_tokens=20)
     final = ModelResponse(Message.assistant(FINAL), usage, StopReason.END_TURN)
 
-    def reply(request: Any) -> ModelResponse:
+    def reply(messages: Any) -> ModelResponse:
         _note()
-        turn = (len(request.messages) - 1) // 2  # [user] -> [user, call, result] -> ...
+        turn = (len(messages) - 1) // 2  # [user] -> [user, call, result] -> ...
         if turn < n:
             msg = Message(
                 role=Role.ASSISTANT, parts=(ToolCallPart(id=f"call_{turn}", name="echo", input={"text": PAYLOAD}),)
@@ -109,6 +110,15 @@ def setup_loopctl(n: int) -> Any:
         TOOL_CALLS += 1
         return text
 
+    return reply, echo
+
+
+def setup_loopctl(n: int) -> Any:
+    from loopctl.engine import BareLoop, RunConfig, SessionConfig
+    from loopctl.testing import ScriptedClient
+
+    reply, echo = _workload(n)
+
     # W(1000) holds ~2,000 messages; a 1M-token window keeps compaction out of a workload the peers run
     # without any (the context is still counted every turn).
     config = SessionConfig(system_prompt="You are a test agent.", context_window=1_000_000)
@@ -117,7 +127,7 @@ def setup_loopctl(n: int) -> Any:
     run_config = RunConfig(max_turns=n + 5, stream=False, loop_detection=None)
 
     async def run_once() -> tuple[str, int]:
-        loop = BareLoop(ScriptedClient(reply, keep_requests=False), [echo], config)
+        loop = BareLoop(ScriptedClient(lambda request: reply(request.messages), keep_requests=False), [echo], config)
         run = await loop.run("go", run_config)
         return run.output, len(loop.history)
 
@@ -131,32 +141,13 @@ def setup_floor(n: int) -> Any:
     message made as the engine makes them, and both messages counted. No machine, records, usage, limits,
     hooks, prices or cache watch: what the engine adds to a turn is loopctl's per-turn time minus this one."""
     from loopctl.compact.counting import HeuristicTokenCounter
-    from loopctl.message import Message, MessageView, Role, ToolCallPart, ToolContent, ToolResultPart
+    from loopctl.message import Message, MessageView, Role, ToolContent, ToolResultPart
     from loopctl.message.model import assemble
     from loopctl.providers._common import check_pairing
-    from loopctl.response import ModelResponse, StopReason, Usage
-    from loopctl.tool import tool
 
-    usage = Usage(input_tokens=100, output_tokens=20)
-    final = ModelResponse(Message.assistant(FINAL), usage, StopReason.END_TURN)
-    validate_content = ToolContent.from_string("x") and ToolContent.__pydantic_validator__.validate_python
-
-    def reply(messages: Any) -> ModelResponse:
-        _note()
-        turn = (len(messages) - 1) // 2
-        if turn < n:
-            msg = Message(
-                role=Role.ASSISTANT, parts=(ToolCallPart(id=f"call_{turn}", name="echo", input={"text": PAYLOAD}),)
-            )
-            return ModelResponse(msg, usage, StopReason.TOOL_CALL)
-        return final
-
-    @tool
-    async def echo(text: str) -> str:
-        """Echo the input text back."""
-        global TOOL_CALLS
-        TOOL_CALLS += 1
-        return text
+    reply, echo = _workload(n)
+    ToolContent.from_string("x")  # builds the model (defer_build), so its validator can be read
+    validate_content = ToolContent.__pydantic_validator__.validate_python
 
     async def run_once() -> tuple[str, int]:
         items = [Message.user("go")]
