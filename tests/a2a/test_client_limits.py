@@ -7,10 +7,10 @@ of status updates reaches the run's observers as a few coalesced progress events
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,22 +26,18 @@ from loopctl.engine import Approve, RunConfig, ToolProgress
 from loopctl.message import Message, MessagePart, Role
 from loopctl.testing import ScriptedClient
 from loopctl.tool import ToolContext
-from tests.a2a.conftest import ROOT, free_port, wait_for_port
+from tests.a2a.conftest import ROOT
+from tests.servers import ServerProcess
 
 
 @pytest.fixture(scope="module")
-def hostile_url() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.a2a.hostile_remote", str(port)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+def hostile_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("hostile") / "server.log"
+    server = ServerProcess(lambda port: [sys.executable, "-m", "tests.a2a.hostile_remote", str(port)], log, cwd=ROOT)
     try:
-        wait_for_port(process, port)
-        yield f"http://127.0.0.1:{port}/"
+        yield f"http://{server.address}/"
     finally:
-        process.kill()
-        process.wait(10)
+        server.stop()
 
 
 def cancelled_on(url: str) -> list[str]:
@@ -195,21 +191,19 @@ async def test_the_byte_limit_keeps_the_proxies_of_the_environment(monkeypatch: 
         assert any(pattern.scheme == "http" for pattern in http._mounts)
 
 
-async def test_a_huge_card_description_is_cut_for_the_model() -> None:
+async def test_a_huge_card_description_is_cut_for_the_model(tmp_path: Path) -> None:
     # Before: the card's description (any size) became the tool's description, sent with every model request.
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.a2a.hostile_remote", str(port), "1000000"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    server = ServerProcess(
+        lambda port: [sys.executable, "-m", "tests.a2a.hostile_remote", str(port), "1000000"],
+        tmp_path / "server.log",
+        cwd=ROOT,
+    )
     try:
-        wait_for_port(process, port)
-        async with await A2AAgent.connect(f"http://127.0.0.1:{port}/") as tool:
+        async with await A2AAgent.connect(f"http://{server.address}/") as tool:
             assert tool.name == "hostile"
             assert len(tool.description) <= MAX_DESCRIPTION_CHARS and tool.description.startswith("ddd")
     finally:
-        process.kill()
-        process.wait(10)
+        server.stop()
 
 
 async def test_a_held_progress_message_is_sent_once_the_interval_has_passed(hostile_url: str) -> None:
