@@ -64,6 +64,12 @@ async def collect(client: Any, request: SendMessageRequest) -> tuple[list[str], 
     return [e.WhichOneof("payload") for e in events], events
 
 
+def final(events: list[Any]) -> Any:
+    """The task's last state in a send's events: its last status update, or the task the send ended with."""
+    last = events[-1]
+    return last.status_update if last.WhichOneof("payload") == "status_update" else last.task
+
+
 def usage_of(event: Any) -> dict[str, Any]:
     return json_format.MessageToDict(event.status_update.metadata)["loopctl/usage"]
 

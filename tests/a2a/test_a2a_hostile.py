@@ -10,7 +10,7 @@ from a2a.client import create_client
 from a2a.helpers.proto_helpers import get_artifact_text, get_text_parts
 from a2a.types import CancelTaskRequest, GetTaskRequest, Part, TaskState
 
-from tests.a2a.test_a2a import CANCELED, COMPLETED, INPUT_REQUIRED, collect, data, message
+from tests.a2a.test_a2a import CANCELED, COMPLETED, INPUT_REQUIRED, collect, data, final, message
 
 REJECTED = TaskState.TASK_STATE_REJECTED
 
@@ -26,9 +26,9 @@ async def test_a_new_task_in_a_context_waiting_for_approval_is_rejected_and_the_
         waiting = first[-1].status_update.task_id
         # A new task (no task id) in the same context, even one saying "approve", decides nothing.
         _, second = await collect(client, message(Part(text="approve"), context=context))
-        final = second[-1].status_update if second[-1].WhichOneof("payload") == "status_update" else second[-1].task
-        assert final.status.state == REJECTED
-        said = get_text_parts(list(final.status.message.parts))[0]
+        final_state = final(second)
+        assert final_state.status.state == REJECTED
+        said = get_text_parts(list(final_state.status.message.parts))[0]
         assert f"answer it on task {waiting}" in said
         # The first task's question is still open, and its own answer decides it.
         _, done = await collect(client, message(data({"approvals": {"d1": "deny"}}), context=context, task=waiting))
@@ -49,8 +49,8 @@ async def test_cancelling_a_task_waiting_for_approval_ends_its_run_and_frees_the
         cancelled = await client.cancel_task(CancelTaskRequest(id=waiting))
         assert cancelled.status.state == CANCELED
         _, after = await collect(client, message(Part(text="hello"), context=context))
-        final = after[-1].status_update if after[-1].WhichOneof("payload") == "status_update" else after[-1].task
-        assert final.status.state == COMPLETED
+        final_state = final(after)
+        assert final_state.status.state == COMPLETED
         # The same conversation goes on: the cancelled call is answered, and the model saw the new message.
         assert get_artifact_text(after[-2].artifact_update.artifact) == "seen 2: hello"
         task = await client.get_task(GetTaskRequest(id=waiting))

@@ -19,7 +19,7 @@ from a2a.helpers.proto_helpers import get_artifact_text
 from a2a.types import CancelTaskRequest, GetTaskRequest, ListTasksRequest, Part
 
 from loopctl.a2a.server import CANCELLED_ANSWER, BoundedTaskStore, a2a_app
-from tests.a2a.test_a2a import CANCELED, COMPLETED, INPUT_REQUIRED, collect, data, message
+from tests.a2a.test_a2a import CANCELED, COMPLETED, INPUT_REQUIRED, collect, data, final, message
 from tests.mcp.served import agent
 
 
@@ -43,11 +43,6 @@ async def serving(**options: Any) -> AsyncIterator[str]:
     finally:
         server.should_exit = True
         await task
-
-
-def final(events: list[Any]) -> Any:
-    last = events[-1]
-    return last.status_update if last.WhichOneof("payload") == "status_update" else last.task
 
 
 async def test_a_body_over_the_apps_limit_is_refused_before_it_is_read() -> None:
