@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,9 @@ __all__ = [
     "MAX_CONNECTIONS",
     "MAX_HEADER_BYTES",
     "BodyLimit",
+    "BodyRefused",
     "ServerLimits",
+    "read_bounded",
     "uvicorn_config",
 ]
 
@@ -102,6 +104,55 @@ class ServerLimits:
                 raise ValueError(f"ServerLimits: {name} is too large (more than a float holds)") from None
 
 
+class BodyRefused(Exception):
+    """A request body refused by :func:`read_bounded`: ``status`` 413 (larger than the limit) or 408 (late), and
+    the reason as the message."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+async def read_bounded(
+    chunks: AsyncIterator[bytes],
+    *,
+    limit: int,
+    timeout: float,
+    min_rate: int = BODY_MIN_RATE,
+    length: str | None = None,
+    who: str = "this server",
+) -> bytes:
+    """A request body read from ``chunks``, bounded in size and time (the module docstring): refused with
+    :class:`BodyRefused` ``413`` when its ``Content-Length`` (``length``, the header's value) says more than
+    ``limit`` bytes (nothing is read) or when it grows past them (the rest is not read), ``408`` when it is not
+    whole ``timeout`` seconds plus one per ``min_rate`` bytes received after the read began. ``who`` names the
+    refusing side in the reasons."""
+    too_large = f"the request body is larger than {who} accepts ({limit} bytes)"
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise BodyRefused(413, too_large)
+    got: list[bytes] = []
+    size = 0
+    started = time.monotonic()
+    while True:
+        deadline = started + timeout + size / min_rate
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):  # no task per chunk, as wait_for
+                chunk = await anext(chunks, None)
+        except TimeoutError:
+            raise BodyRefused(
+                408,
+                f"the request body came too slowly: {size} bytes in {time.monotonic() - started:.0f} s ({who} "
+                f"waits {timeout:g} s plus 1 s per {min_rate} bytes received)",
+            ) from None
+        if chunk is None:
+            return b"".join(got)
+        size += len(chunk)
+        if size > limit:
+            raise BodyRefused(413, too_large)
+        if chunk:
+            got.append(chunk)
+
+
 class BodyLimit:
     """ASGI middleware: the request's body is read (bounded in size and time, the module docstring) before
     ``app`` is called, then given to it as one ``http.request`` message; later ``receive`` calls (a
@@ -118,47 +169,39 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         limits = self.limits
-        limit = limits.max_body_bytes
-        too_large = f"the request body is larger than this server accepts ({limit} bytes)"
-        for name, value in scope.get("headers", ()):
-            if name.lower() == b"content-length" and value.isdigit() and int(value) > limit:
-                await _send_json(send, 413, too_large)
-                return
-        chunks: list[bytes] = []
-        size = 0
-        started = time.monotonic()
-        while True:
-            deadline = started + limits.body_timeout + size / limits.body_min_rate
-            try:
-                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):  # no task per chunk, as wait_for
-                    message = await receive()
-            except TimeoutError:
-                took = time.monotonic() - started
-                await _send_json(
-                    send,
-                    408,
-                    f"the request body came too slowly: {size} bytes in {took:.0f} s (this server waits "
-                    f"{limits.body_timeout:g} s plus 1 s per {limits.body_min_rate} bytes received)",
-                )
-                return
-            if message["type"] != "http.request":  # the client went away: nobody to answer
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await _send_json(send, 413, too_large)
-                return
-            if chunk:
-                chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        gone = False  # the client went away before its body's end: nobody to answer
+
+        async def bodies() -> AsyncIterator[bytes]:
+            nonlocal gone
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    gone = True
+                    return
+                yield message.get("body", b"")
+                if not message.get("more_body", False):
+                    return
+
+        # Every Content-Length the request gave: the largest decides (a lie in one is refused as the largest).
+        lengths = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"content-length"]
+        length = max(lengths, key=lambda v: int(v) if v.isdigit() else -1, default=None)
+        try:
+            body = await read_bounded(
+                bodies(), limit=limits.max_body_bytes, timeout=limits.body_timeout, min_rate=limits.body_min_rate,
+                length=length,
+            )  # fmt: skip
+        except BodyRefused as refused:
+            await _send_json(send, refused.status, str(refused))
+            return
+        if gone:
+            return
         replayed = False
 
         async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
         await self.app(scope, replay, send)

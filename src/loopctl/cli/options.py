@@ -102,12 +102,16 @@ class _Seconds(click.FloatRange):
         return seconds
 
 
-def server_limit_options(*, max_body_bytes: int) -> Callable[[_F], _F]:
+def server_limit_options(*, max_body_bytes: int | None = None) -> Callable[[_F], _F]:
     """The options of a command serving HTTP that set its :class:`~loopctl.server_limits.ServerLimits`
-    (``docs/web.md``, "Server limits"): ``--max-body-bytes`` (default ``max_body_bytes``), ``--header-timeout``,
+    (``docs/web.md``, "Server limits"): ``--max-body-bytes`` (default ``max_body_bytes``, else
+    :data:`~loopctl.server_limits.MAX_BODY_BYTES`), ``--header-timeout``,
     ``--body-timeout``, ``--keep-alive-timeout`` and ``--max-connections``. Read them with
     :func:`server_limits`."""
     from loopctl import server_limits as d
+
+    if max_body_bytes is None:
+        max_body_bytes = d.MAX_BODY_BYTES
 
     def decorate(command: _F) -> _F:
         for option in reversed(

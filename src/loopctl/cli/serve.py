@@ -91,7 +91,7 @@ def mcp() -> None:
 @click.option("--port", type=int, default=8000, show_default=True, help="The port to listen on (with --http).")
 @click.option("--path", "http_path", default="/mcp", show_default=True, help="The endpoint's path (with --http).")
 @click.option("--name", default="loopctl", show_default=True, help="The server's name, as clients show it.")
-@server_limit_options(max_body_bytes=4 * 1024 * 1024)
+@server_limit_options(max_body_bytes=4 * 1024 * 1024)  # the MCP SDK's own default
 @_otel_option
 @serve_store_option
 def mcp_serve(
@@ -198,7 +198,7 @@ def a2a() -> None:
     metavar="URL",
     help="The URL clients reach the agent at, for its card (default: http://HOST:PORT/).",
 )
-@server_limit_options(max_body_bytes=32 * 1024 * 1024)
+@server_limit_options()
 @_otel_option
 @serve_store_option
 def a2a_serve(agent_spec: str, host: str, port: int, url: str | None, otel: bool, **limit_options: Any) -> None:

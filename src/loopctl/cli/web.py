@@ -96,7 +96,7 @@ def is_loopback(host: str) -> bool:
 )
 @click.option("--context-window", type=click.IntRange(1000), help="The model's context window in tokens (as run).")
 @click.option("--dbos", "dbos_url", metavar="URL", help="A DBOS system database: its runs' approvals in the page.")
-@server_limit_options(max_body_bytes=32 * 1024 * 1024)
+@server_limit_options()
 def web(**opts: Any) -> None:
     """Serve a local chat with the agent, and a browser of the sessions, on http://127.0.0.1:8700/."""
     opts["store_spec"] = store_spec()

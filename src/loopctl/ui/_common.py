@@ -6,12 +6,10 @@ Nothing here imports Starlette at module level: :mod:`loopctl.ui` is loaded only
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import collections
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,7 +29,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.server_limits import BODY_MIN_RATE, BODY_TIMEOUT
+from loopctl.server_limits import BODY_TIMEOUT, BodyRefused, read_bounded
 
 if TYPE_CHECKING:
     from loopctl.agent import Agent, Conversation
@@ -197,31 +195,12 @@ async def read_body(request: Any, limit: int, timeout: float = BODY_TIMEOUT) -> 
     per :data:`~loopctl.server_limits.BODY_MIN_RATE` bytes received (``docs/web.md``, "Server limits"). Raises
     :class:`BodyTooLarge` when its ``Content-Length`` says more (nothing is read) or when it grows past
     ``limit`` (the rest is not read), :class:`BodyTooSlow` when it is late (a client sending a byte at a time)."""
-    too_large = f"the request body is larger than this app accepts ({limit} bytes)"
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise BodyTooLarge(too_large)
-    chunks: list[bytes] = []
-    size = 0
-    started = time.monotonic()
-    stream = request.stream()
-    while True:
-        deadline = started + timeout + size / BODY_MIN_RATE
-        try:
-            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                chunk = await anext(stream, None)
-        except TimeoutError:
-            raise BodyTooSlow(
-                f"the request body came too slowly: {size} bytes in {time.monotonic() - started:.0f} s (this app "
-                f"waits {timeout:g} s plus 1 s per {BODY_MIN_RATE} bytes received)"
-            ) from None
-        if chunk is None:
-            break
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(too_large)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    try:
+        return await read_bounded(
+            request.stream(), limit=limit, timeout=timeout, length=request.headers.get("content-length"), who="this app"
+        )
+    except BodyRefused as refused:
+        raise (BodyTooLarge if refused.status == 413 else BodyTooSlow)(str(refused)) from None
 
 
 # --- the conversation behind an id ---------------------------------------------------------------------
