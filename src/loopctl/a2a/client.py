@@ -62,7 +62,7 @@ from a2a.types import (
 from google.protobuf import json_format, struct_pb2
 
 from loopctl.agent._tools import safe_tool_name
-from loopctl.compact.textcut import ELLIPSIS, clip, safe_cut_index
+from loopctl.compact.textcut import clip, clip_known_ends
 from loopctl.engine.permission import Approval, Approve, Deny, PendingApproval, deny_reason
 from loopctl.errors import LoopError
 from loopctl.message import ToolCallPart
@@ -193,12 +193,7 @@ class _Text:
     def value(self) -> str:
         if self._size <= self._limit:
             return self._head + self._tail
-        keep = max(0, self._limit - 40)
-        head_end = safe_cut_index(self._head, keep * 2 // 3)
-        tail_keep = keep - keep * 2 // 3
-        tail_start = safe_cut_index(self._tail, len(self._tail) - tail_keep) if tail_keep else len(self._tail)
-        cut = self._size - head_end - (len(self._tail) - tail_start)
-        return f"{self._head[:head_end]}{ELLIPSIS}[{cut:,} characters cut]{ELLIPSIS}{self._tail[tail_start:]}"
+        return clip_known_ends(self._head, self._tail, self._size, self._limit)
 
 
 @dataclass(slots=True)

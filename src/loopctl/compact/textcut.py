@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["ELLIPSIS", "clip", "clip_middle", "safe_cut_index"]
+__all__ = ["ELLIPSIS", "clip", "clip_known_ends", "clip_middle", "safe_cut_index"]
 
 ELLIPSIS = "…"
 """Appended to text that was cut short."""
@@ -87,9 +87,24 @@ def clip_middle(text: str, limit: int) -> str:
     characters were cut, e.g. ``"abc…[4,000 characters cut]…xyz"``; both cuts are safe."""
     if len(text) <= limit:
         return text
+    return clip_known_ends(text, "", len(text), limit)
+
+
+def clip_known_ends(head: str, tail: str, size: int, limit: int) -> str:
+    """What :func:`clip_middle` makes of a text of ``size`` code points (more than ``limit``) known only by its
+    beginning ``head`` and its end ``tail``, the middle between them not held: a text read as it arrives with
+    only its ends kept. Each end must hold at least what :func:`clip_middle` keeps of it; ``tail`` may be
+    ``""`` when ``head`` is the whole text."""
     keep = max(0, limit - 40)
-    head_end = safe_cut_index(text, keep * 2 // 3)
-    tail_start = safe_cut_index(text, len(text) - (keep - keep * 2 // 3))
-    tail_start = max(tail_start, head_end)
+    head_end = safe_cut_index(head, keep * 2 // 3)
+    tail_keep = keep - keep * 2 // 3
+    if tail:
+        end, offset = tail, size - len(tail)  # where the tail begins in the whole text
+    else:
+        end, offset = head, 0
+    tail_start = safe_cut_index(end, len(end) - tail_keep) if tail_keep else len(end)
+    tail_start = max(offset + tail_start, head_end)  # the tail's cut, in the whole text, never before the head's
     cut = tail_start - head_end
-    return f"{text[:head_end]}{ELLIPSIS}[{cut:,} characters cut]{ELLIPSIS}{text[tail_start:]}"
+    return f"{head[:head_end]}{ELLIPSIS}[{cut:,} characters cut]{ELLIPSIS}{end[tail_start - offset :]}"
+
+
