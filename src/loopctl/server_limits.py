@@ -22,6 +22,7 @@ extra (uvicorn, Starlette).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -68,6 +69,10 @@ MAX_CONNECTIONS = 1000
 
 MAX_HEADER_BYTES = 16 * 1024
 """The largest request head read, by default (16 KiB, h11's default); a larger one is answered ``400``."""
+
+LINGER_SECONDS = 2.0
+"""Seconds the rest of a body refused as too large is read and dropped before the 413 is sent, so that a client
+still sending gets the answer rather than a reset connection (a body still arriving then is cut off)."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -185,12 +190,17 @@ class BodyLimit:
         # Every Content-Length the request gave: the largest decides (a lie in one is refused as the largest).
         lengths = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"content-length"]
         length = max(lengths, key=lambda v: int(v) if v.isdigit() else -1, default=None)
+        stream = bodies()
         try:
             body = await read_bounded(
-                bodies(), limit=limits.max_body_bytes, timeout=limits.body_timeout, min_rate=limits.body_min_rate,
+                stream, limit=limits.max_body_bytes, timeout=limits.body_timeout, min_rate=limits.body_min_rate,
                 length=length,
             )  # fmt: skip
         except BodyRefused as refused:
+            if refused.status == 413:
+                # Closing a connection with a body still arriving resets it, and the client, still sending, loses
+                # the answer (a reset, not a 413): what is still coming is read and dropped for a while first.
+                await _discard(stream, LINGER_SECONDS)
             await _send_json(send, refused.status, str(refused))
             return
         if gone:
@@ -205,6 +215,14 @@ class BodyLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+async def _discard(chunks: AsyncIterator[bytes], seconds: float) -> None:
+    """Read and drop what ``chunks`` still brings, for at most ``seconds``."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            async for _ in chunks:
+                pass
 
 
 async def _send_json(send: Send, status: int, error: str) -> None:
