@@ -147,7 +147,9 @@ def run(**opts: Any) -> None:
     gc.disable()
     try:
         code = asyncio.run(_run(console, options, saved, collect=collecting))
-    except KeyboardInterrupt:  # a second Ctrl-C: the run stopped at once, its salvaged session saved
+    # A second Ctrl-C: the run stopped at once, its salvaged session saved. asyncio.run raises CancelledError
+    # instead of KeyboardInterrupt when the interrupted task was cancelled more than once (the two presses raced).
+    except (KeyboardInterrupt, asyncio.CancelledError):
         where = f"; the session is saved to {inert(saved[-1], one_line=True)}" if saved else ""
         stderr().print(Text(f"⏹ stopped{where}", style="yellow"))
         sys.exit(130)
