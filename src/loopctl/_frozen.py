@@ -1,13 +1,24 @@
-"""A faster ``__init__`` for the frozen, slotted dataclasses a turn makes many of.
+"""Frozen, slotted dataclasses made cheaply: :func:`dataclass`, a drop-in for ``dataclasses.dataclass``.
 
-The ``__init__`` that ``dataclasses`` writes for a frozen class sets each field with ``object.__setattr__(self,
-name, value)``: a generic attribute lookup per field, which made building the values of a turn (its request,
-reply, records) about a fifth of the engine's own cost of a turn (``docs/performance.md``, section 7).
-:func:`fast_init` gives such a class an ``__init__`` with the same parameters, defaults and default factories
-that sets each slot through its own descriptor (``Cls.name.__set__``) and then calls ``__post_init__`` as the
-generated one does. The class stays frozen (assignment still raises ``FrozenInstanceError``); only the way
-its constructor stores the fields changes (each class it is used on is checked against the ``__init__``
-dataclasses wrote, by the tests).
+``dataclasses`` writes each generated method of a class as source text and compiles it: six ``exec`` calls for
+a frozen class (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``), about
+half a million instructions each, which made creating loopctl's classes about a fifth of a CLI run's start
+(``docs/performance.md``, section 9). :func:`dataclass` takes the same arguments and makes the same classes:
+for a frozen, slotted class it lets ``dataclasses`` do everything but write those methods (the fields, their
+defaults and checks, the slots, ``__match_args__``, ``__dataclass_fields__``, so ``fields``, ``replace`` and
+``asdict`` work as before), compiles only the ``__init__``, and gives the class ``__repr__``, ``__eq__``,
+``__hash__``, ``__setattr__``, ``__delattr__`` and the pickling pair as closures over its field names, bound
+once, which return what the generated ones return (``tests/test_frozen.py`` compares every loopctl class made
+this way with a twin made by ``dataclasses``). Any other class is ``dataclasses``' own. Static tools (mypy,
+the API reference) see ``dataclasses.dataclass`` itself.
+
+The ``__init__`` sets each field through its slot's descriptor (``Cls.name.__set__``) rather than with
+``object.__setattr__(self, name, value)`` as a frozen dataclass's does (a generic attribute lookup per field,
+which made building the values of a turn about a fifth of the engine's own cost of a turn:
+``docs/performance.md``, section 7), with the same parameters, defaults and default factories, then calls
+``__post_init__``. One difference from Python 3.11's generated ``__setattr__``: assigning an attribute that is
+not a field raises ``FrozenInstanceError`` as the documentation says, where 3.11's slotted classes raised
+``TypeError`` from ``super()`` (its closure held the class from before the slots were added).
 
 Pure: no I/O.
 """
@@ -15,14 +26,13 @@ Pure: no I/O.
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import reprlib
 from collections.abc import Callable
-from typing import Any, TypeVar
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["dataclass_init", "fast_init"]
-
-_C = TypeVar("_C", bound=type)
-
-_ORIGINAL: dict[type, Callable[..., None]] = {}
+__all__ = ["dataclass"]
 
 
 class _Factory:
@@ -37,23 +47,48 @@ class _Factory:
 _FACTORY = _Factory()
 
 
-def fast_init(cls: _C) -> _C:
-    """Give the frozen, slotted dataclass ``cls`` a faster ``__init__`` (module docstring); returns ``cls``.
-    Raises ``TypeError`` for a class it does not fit: not a frozen dataclass with slots, or with a field that
-    is not an ``__init__`` parameter, keyword-only, or an ``InitVar``."""
-    params = getattr(cls, "__dataclass_params__", None)
-    if params is None or not params.frozen or "__slots__" not in cls.__dict__:
-        raise TypeError(f"{cls.__name__} is not a frozen dataclass with slots")
-    every = cls.__dict__["__dataclass_fields__"]
-    fields = dataclasses.fields(cls)
-    if len(fields) != len(every) or any(not f.init or f.kw_only for f in fields):
-        raise TypeError(f"{cls.__name__} has a field fast_init does not handle (InitVar, init=False, kw_only)")
+def _fits(fields: tuple[dataclasses.Field[Any], ...], every: dict[str, dataclasses.Field[Any]]) -> bool:
+    """Whether :func:`_init_for` can write the ``__init__`` of a class with these fields: every field an
+    ``__init__`` parameter, positional, and no ``InitVar`` pseudo-field (``ClassVar`` ones take no part)."""
+    if any(not f.init or f.kw_only for f in fields):
+        return False
+    # dataclasses marks a pseudo-field's kind with a private sentinel whose repr is its name.
+    return not any(repr(getattr(f, "_field_type", None)) == "_FIELD_INITVAR" for f in every.values())
+
+
+def _plain(cls: type) -> bool:
+    """Whether ``cls``, not yet a dataclass, will have only positional ``__init__`` fields (no ``InitVar``,
+    ``KW_ONLY``, ``init=False`` or keyword-only field, its own or a dataclass base's): what :func:`_init_for`
+    writes. Read from the annotations and ``field()`` values before dataclasses processes them."""
+    for base in cls.__mro__[1:]:
+        for f in getattr(base, "__dataclass_fields__", {}).values():
+            if not f.init or f.kw_only is True or repr(getattr(f, "_field_type", None)) == "_FIELD_INITVAR":
+                return False
+    for name, annotation in inspect.get_annotations(cls).items():
+        text = annotation if isinstance(annotation, str) else repr(annotation)
+        if "InitVar" in text or "KW_ONLY" in text:
+            return False
+        value = cls.__dict__.get(name)
+        if isinstance(value, dataclasses.Field) and (not value.init or value.kw_only is True):
+            return False
+    return True
+
+
+def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
+    """The ``__init__`` of the slotted dataclass ``cls``: the parameters, defaults and default factories that
+    dataclasses gives it, each slot set through its descriptor, then ``__post_init__`` if the class has one."""
     namespace: dict[str, Any] = {"_FACTORY": _FACTORY}
     args: list[str] = []
     body: list[str] = []
+    annotations: dict[str, Any] = {}
     for f in fields:
         name = f.name
-        namespace[f"_set_{name}"] = cls.__dict__[name].__set__
+        annotations[name] = f.type
+        slot = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
+        # A field kept in an instance dict (a base without slots) is set as dataclasses sets it.
+        namespace[f"_set_{name}"] = getattr(slot, "__set__", None) or (
+            lambda obj, value, _name=name: object.__setattr__(obj, _name, value)
+        )
         if f.default is not dataclasses.MISSING:
             namespace[f"_default_{name}"] = f.default
             args.append(f"{name}=_default_{name}")
@@ -69,18 +104,165 @@ def fast_init(cls: _C) -> _C:
         body.append("    self.__post_init__()")
     source = f"def __init__(self, {', '.join(args)}):\n" + ("\n".join(body) or "    pass") + "\n"
     exec(source, namespace)  # the programmer's own field names and defaults, as dataclasses does
-    init = namespace["__init__"]
-    original = cls.__dict__["__init__"]
+    init: Callable[..., None] = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
-    init.__annotations__ = dict(original.__annotations__)
-    init.__doc__ = original.__doc__
-    _ORIGINAL[cls] = original
-    type.__setattr__(cls, "__init__", init)
-    return cls
+    annotations["return"] = None
+    init.__annotations__ = annotations
+    return init
 
 
-def dataclass_init(cls: type) -> Callable[..., None]:
-    """The ``__init__`` dataclasses wrote for ``cls``, before :func:`fast_init` replaced it (for the tests
-    that compare the two)."""
-    return _ORIGINAL[cls]
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function of an object giving the tuple of its attributes ``names`` (``(self.a, self.b)``, as the
+    methods dataclasses writes build it), however many there are."""
+    if len(names) >= 2:
+        return attrgetter(*names)
+    if names:
+        one = attrgetter(names[0])
+        return lambda obj: (one(obj),)
+    return lambda obj: ()
+
+
+def _methods(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, eq: bool, repr_: bool) -> dict[str, Any]:
+    """``__setattr__``, ``__delattr__``, ``__getstate__``, ``__setstate__`` of the frozen, slotted ``cls``,
+    and ``__repr__``, ``__eq__`` and ``__hash__`` when asked for: what dataclasses' generated methods do, as
+    closures over the field names."""
+    names = tuple(f.name for f in fields)
+    frozen_names = frozenset(names)
+    FrozenInstanceError = dataclasses.FrozenInstanceError  # noqa: N806 - the exception's own name
+    owner: type[Any] = cls
+
+    def setattr_(self: Any, name: str, value: Any) -> None:
+        if type(self) is owner or name in frozen_names:
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(owner, self).__setattr__(name, value)
+
+    def delattr_(self: Any, name: str) -> None:
+        if type(self) is owner or name in frozen_names:
+            raise FrozenInstanceError(f"cannot delete field {name!r}")
+        super(owner, self).__delattr__(name)
+
+    values = _getter(names)
+
+    def getstate_(self: Any) -> list[Any]:
+        return list(values(self))
+
+    def setstate_(self: Any, state: list[Any]) -> None:
+        for name, value in zip(names, state, strict=False):
+            object.__setattr__(self, name, value)
+
+    made: dict[str, Any] = {
+        "__setattr__": setattr_,
+        "__delattr__": delattr_,
+        "__getstate__": getstate_,
+        "__setstate__": setstate_,
+    }
+    if repr_:
+        shown = tuple(f.name for f in fields if f.repr)
+
+        @reprlib.recursive_repr()
+        def repr_fn(self: Any) -> str:
+            return f"{self.__class__.__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in shown)})"
+
+        made["__repr__"] = repr_fn
+    if eq:
+        compared = _getter(tuple(f.name for f in fields if f.compare))
+
+        def eq_(self: Any, other: object) -> Any:  # bool, or NotImplemented for another class
+            if other.__class__ is self.__class__:
+                return compared(self) == compared(other)
+            return NotImplemented
+
+        hashed = _getter(tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
+
+        def hash_(self: Any) -> int:
+            return hash(hashed(self))
+
+        made["__eq__"] = eq_
+        made["__hash__"] = hash_
+    for name, fn in made.items():
+        fn.__name__ = name
+        fn.__qualname__ = f"{cls.__qualname__}.{name}"
+        fn.__module__ = cls.__module__
+    return made
+
+
+def _dataclass(
+    cls: type | None = None,
+    /,
+    *,
+    init: bool = True,
+    repr: bool = True,  # noqa: A002 - dataclasses' parameter name
+    eq: bool = True,
+    order: bool = False,
+    unsafe_hash: bool = False,
+    frozen: bool = False,
+    match_args: bool = True,
+    kw_only: bool = False,
+    slots: bool = False,
+    weakref_slot: bool = False,
+) -> Any:
+    """``dataclasses.dataclass``, the same arguments and results, cheaper for a frozen, slotted class (module
+    docstring); anything else is dataclasses' own."""
+    if cls is None:
+        return lambda c: _dataclass(
+            c,
+            init=init,
+            repr=repr,
+            eq=eq,
+            order=order,
+            unsafe_hash=unsafe_hash,
+            frozen=frozen,
+            match_args=match_args,
+            kw_only=kw_only,
+            slots=slots,
+            weakref_slot=weakref_slot,
+        )
+    options: dict[str, Any] = {"match_args": match_args, "slots": slots, "weakref_slot": weakref_slot}
+    if not (frozen and slots) or order or unsafe_hash or kw_only or not _plain(cls):
+        return dataclasses.dataclass(
+            cls,
+            init=init,
+            repr=repr,
+            eq=eq,
+            order=order,
+            unsafe_hash=unsafe_hash,
+            frozen=frozen,
+            kw_only=kw_only,
+            **options,
+        )
+    own = cls.__dict__
+    for name in ("__setattr__", "__delattr__"):
+        if name in own:  # dataclasses' own refusal
+            raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
+    class_hash = own.get("__hash__", dataclasses.MISSING)
+    explicit_hash = not (class_hash is dataclasses.MISSING or (class_hash is None and "__eq__" in own))
+    keep = {name: own[name] for name in ("__repr__", "__eq__", "__init__") if name in own}
+    # A dataclass base makes dataclasses check frozen against frozen: it writes __setattr__ and __delattr__.
+    subclass = any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:])
+    made: type[Any] = dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=subclass, **options)
+    fields = dataclasses.fields(made)
+    if init and "__init__" not in keep and not _fits(fields, made.__dict__["__dataclass_fields__"]):
+        raise TypeError(f"{cls.__name__}: a field that _plain did not see (InitVar, init=False or keyword-only)")
+    methods = _methods(made, fields, eq=eq, repr_=repr)
+    if subclass:
+        del methods["__setattr__"], methods["__delattr__"]  # dataclasses wrote them, checks included
+    if eq and explicit_hash:
+        del methods["__hash__"]
+    for name, fn in methods.items():
+        if name in ("__repr__", "__eq__") and name in keep:
+            continue
+        if name in ("__getstate__", "__setstate__") and name in made.__dict__ and made.__dict__[name] is own.get(name):
+            continue
+        type.__setattr__(made, name, fn)
+    if init and "__init__" not in keep:
+        type.__setattr__(made, "__init__", _init_for(made, fields))
+    params = made.__dict__["__dataclass_params__"]
+    params.init, params.repr, params.eq, params.frozen = init, repr, eq, True
+    return made
+
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:
+    dataclass = _dataclass

@@ -31,10 +31,11 @@ import asyncio
 import contextlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
+
+from loopctl._frozen import dataclass
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",

@@ -29,11 +29,11 @@ import json
 import re
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeAlias, TypeVar, Union, overload
 
 from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
 
+from loopctl._frozen import dataclass
 from loopctl.errors import UnsupportedContent
 from loopctl.providers._openai_strict import strict_schema
 from loopctl.providers.base import OutputFormat

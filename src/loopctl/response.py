@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from loopctl._frozen import fast_init
+from loopctl._frozen import dataclass
 from loopctl.message import Message
 
 __all__ = ["InvalidToolCall", "ModelResponse", "StopReason", "Usage"]
@@ -43,7 +43,6 @@ def _plus(a: int | None, b: int | None) -> int | None:
     return a + b
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one model call (or a sum of calls), in tokens; ``None`` where the provider did not report
@@ -152,7 +151,6 @@ class InvalidToolCall:
     error: str
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
     """One model reply: the assistant :class:`~loopctl.message.Message`, its :class:`Usage`, the normalized

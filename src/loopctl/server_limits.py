@@ -25,10 +25,11 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
+
+from loopctl._frozen import dataclass
 
 if TYPE_CHECKING:
     import uvicorn

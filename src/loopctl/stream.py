@@ -19,11 +19,11 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, TypeAlias, Union
 
 import orjson
 
+from loopctl._frozen import dataclass
 from loopctl.errors import ProviderProtocolError, StreamTruncated
 from loopctl.message import (
     Message,

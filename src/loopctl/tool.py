@@ -21,7 +21,7 @@ import inspect
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from decimal import Decimal
 from typing import (
     TYPE_CHECKING,
@@ -47,6 +47,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from typing_extensions import TypeVar
 
+from loopctl._frozen import dataclass
 from loopctl.message import ImagePart, Retention, TextPart, ToolContent
 from loopctl.response import Usage
 

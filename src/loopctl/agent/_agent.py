@@ -7,11 +7,12 @@ import contextlib
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, overload
 
 from typing_extensions import TypeVar
 
+from loopctl._frozen import dataclass
 from loopctl.agent._tools import AgentTool, Handoff, HandoffTool, safe_tool_name
 from loopctl.agent._types import AgentDepsT, AgentOutputT
 from loopctl.engine.config import Instructions, RunConfig, SessionConfig

@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Generic, Literal, overload
 
+from loopctl._frozen import dataclass
 from loopctl.agent._tools import AgentTool, Handoff
 from loopctl.agent._types import AgentDepsT, AgentOutputT
 from loopctl.engine.config import RunConfig

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from loopctl._frozen import dataclass
 from loopctl.compact.counting import HeuristicTokenCounter, TokenCounter
 from loopctl.errors import CompactionOverflow
 from loopctl.message import Message

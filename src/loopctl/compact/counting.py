@@ -13,13 +13,14 @@ value object; one counter belongs to one session.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import repeat
 from operator import is_
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
+from loopctl._frozen import dataclass
 from loopctl.message import (
     CompactionPart,
     ImagePart,

@@ -23,9 +23,10 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ClassVar, Union
 
+from loopctl._frozen import dataclass
 from loopctl.compact.structure import durable_copy, scan
 from loopctl.message import CompactionPart, Message, Retention, Role, TextPart, ToolResultPart
 

@@ -26,8 +26,8 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from loopctl._frozen import dataclass
 from loopctl.compact.budget import ContextBudget
 from loopctl.compact.counting import TokenCounter, message_tokens
 from loopctl.compact.keep import KeepPlan, plan_keep

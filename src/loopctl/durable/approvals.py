@@ -36,6 +36,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
+from loopctl._frozen import dataclass
 from loopctl.durable._payloads import approvals_from_dict, approvals_to_dict, pending_from_dict, pending_to_dict
 from loopctl.engine.loop import check_decisions
 from loopctl.engine.permission import Approval, PendingApproval
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ApprovalKey:
     """The wait a decision answers: the durable ``run``, its ``turn`` (the model call, from 1, whose reply holds
     the call) and the ``call`` id (see the module docstring for what ``run`` is on each engine).
@@ -129,7 +130,7 @@ def _path(data: Any) -> tuple[tuple[int, str], ...] | None:
     return tuple(out)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class AwaitedCall(PendingApproval):
     """A call a durable run waits on (a :class:`~loopctl.engine.PendingApproval`: ``call``, ``reason``, ``id``,
     ``name``, ``input``) and the ``key`` of that wait: give the decision as ``{awaited.key: Approve()}`` to

@@ -6,9 +6,10 @@ Pure data.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, TypeAlias, Union
 
+from loopctl._frozen import dataclass
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor
 from loopctl.compact.provider import ProviderCompaction
 from loopctl.engine.limits import UsageLimits

@@ -7,9 +7,10 @@ loop, in order, and must not block; an exception in an observer propagates (it i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeAlias, Union
 
+from loopctl._frozen import dataclass
 from loopctl.engine.run import Run
 from loopctl.message import Message, ToolCallPart, ToolResultPart
 from loopctl.providers.base import ModelRequest

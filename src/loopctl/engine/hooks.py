@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from loopctl._frozen import dataclass
 from loopctl.engine.permission import json_problem
 from loopctl.errors import HookFailed
 from loopctl.message import Message, ToolCallPart, ToolResultPart

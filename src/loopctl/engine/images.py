@@ -25,8 +25,8 @@ MB here is 2**20 bytes, as Anthropic's error shows its limit to be.
 from __future__ import annotations
 
 import binascii
-from dataclasses import dataclass
 
+from loopctl._frozen import dataclass
 from loopctl.message import ImagePart
 
 __all__ = ["ImageRules", "image_problem", "rules_for"]

@@ -18,11 +18,11 @@ Pure data: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, TypeAlias
 
-from loopctl._frozen import fast_init
+from loopctl._frozen import dataclass
 from loopctl.response import Usage
 
 __all__ = ["LimitDimension", "LimitHit", "RunUsage", "UsageLimits", "remaining"]
@@ -96,7 +96,6 @@ class UsageLimits:
         )
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class RunUsage:
     """What a run has spent so far, as the machine counts it for its limits.

@@ -40,11 +40,11 @@ import logging
 import time
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
+from loopctl._frozen import dataclass
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor, clip_middle, message_tokens
 from loopctl.compact.provider import (
     AnthropicClearToolUses,

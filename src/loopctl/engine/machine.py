@@ -58,14 +58,14 @@ import enum
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from decimal import Decimal
 from typing import Any, TypeAlias, Union
 
 import orjson
 from pydantic import ValidationError
 
-from loopctl._frozen import fast_init
+from loopctl._frozen import dataclass
 from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits, cost_unknown, passed_after_reply
 from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval, deny_reason, input_problem
 from loopctl.errors import (
@@ -176,7 +176,6 @@ class CompactReason(enum.StrEnum):
     THRESHOLD = "threshold"
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class CallLLM:
     """Call the model with :meth:`LoopMachine.full_history`; ``turn`` counts model calls in this run from 1."""
@@ -184,7 +183,6 @@ class CallLLM:
     turn: int
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class CallTools:
     """Run these tool calls (in this order) and feed :meth:`LoopMachine.tool_results`.

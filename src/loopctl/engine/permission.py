@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeAlias, Union
 
+from loopctl._frozen import dataclass
 from loopctl.message import ToolCallPart
 from loopctl.tool import ToolSpend
 

@@ -6,13 +6,13 @@ Pure data.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from decimal import Decimal
 from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
-from loopctl._frozen import fast_init
+from loopctl._frozen import dataclass
 from loopctl.engine.machine import Outcome, OutcomeKind
 from loopctl.engine.permission import PendingApproval
 from loopctl.errors import (
@@ -37,7 +37,6 @@ from loopctl.tool import ToolSpend
 __all__ = ["NO_OUTPUT", "ModelReply", "OutputT", "Run", "ToolCallRecord", "Turn", "count_new"]
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """One tool call of a turn: the ``call``, its ``result``, and how long it ran (``duration``, seconds).
@@ -56,7 +55,6 @@ class ToolCallRecord:
     error: BaseException | None = field(default=None, compare=False)
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelReply:
     """What one model call gave (the result of the driver's ``_call_model`` effect): the ``response``, the
@@ -77,7 +75,6 @@ class ModelReply:
         return self.response.usage + self.failed_usage
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class Turn:
     """One model call: the messages added since the previous call (``input``: the user's input or the

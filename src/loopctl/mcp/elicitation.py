@@ -16,12 +16,14 @@ Everything in an :class:`Elicitation` comes from the server: show it as inert te
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, TypeAlias
 
 import jsonschema  # type: ignore[import-untyped]  # a dependency of the mcp SDK; no type stubs
 import referencing
 from jsonschema_specifications import REGISTRY as _SPECIFICATIONS  # type: ignore[import-untyped]
+
+from loopctl._frozen import dataclass
 
 # The registry forms are checked with: the JSON Schema specifications' own schemas and nothing else. jsonschema's
 # default fetches a ``$ref`` to a remote URL, so a server's form could make the host send requests to any

@@ -11,11 +11,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import mcp_types
 
+from loopctl._frozen import dataclass
 from loopctl.mcp.convert import to_tool_output
 from loopctl.message import Message, Retention, Role
 from loopctl.tool import ToolOutput

@@ -18,11 +18,12 @@ joined); thinking stays with the host. ``modelPreferences`` and ``includeContext
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeAlias
 
 import mcp_types
 
+from loopctl._frozen import dataclass
 from loopctl.mcp.convert import SENDABLE_IMAGES, to_tool_output
 from loopctl.message import ImagePart, ImageSource, Message, MessagePart, Role, TextPart, ToolCallPart
 from loopctl.providers import ModelRequest

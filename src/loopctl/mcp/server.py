@@ -38,7 +38,6 @@ import hashlib
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +46,7 @@ import orjson
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types.version import is_version_at_least
 
+from loopctl._frozen import dataclass
 from loopctl.agent import Agent
 from loopctl.agent._tools import safe_tool_name
 from loopctl.engine.events import ToolCallStarted, TurnFinished

@@ -53,7 +53,6 @@ import urllib.parse
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
 from pathlib import Path
@@ -75,6 +74,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
 
+from loopctl._frozen import dataclass
 from loopctl.errors import LoopError
 from loopctl.mcp.convert import exposed_names, to_tool_output
 from loopctl.mcp.elicitation import (

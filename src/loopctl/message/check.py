@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from loopctl._frozen import dataclass
 from loopctl.errors import InvalidConversation
 from loopctl.message.model import (
     CompactionPart,

@@ -46,11 +46,11 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import orjson
 
+from loopctl._frozen import dataclass
 from loopctl.compact.provider import (
     ANTHROPIC_COMPACTION_BETA,
     ANTHROPIC_CONTEXT_EDITING_BETA,

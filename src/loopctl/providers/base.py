@@ -20,12 +20,12 @@ import operator
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import orjson
 
-from loopctl._frozen import fast_init
+from loopctl._frozen import dataclass
 from loopctl.errors import ProviderError, ProviderProtocolError
 from loopctl.message import Message
 from loopctl.message.model import _dumps_bytes
@@ -74,7 +74,6 @@ class OutputFormat:
     strict: bool = True
 
 
-@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One model call, provider-neutral: the conversation, the system prompt, the tools and the generation

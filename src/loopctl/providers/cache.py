@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from loopctl._frozen import dataclass
 from loopctl.errors import UnsupportedContent
 from loopctl.message import Message, MessageView
 from loopctl.message.model import _dumps_bytes

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 import orjson
 
+from loopctl._frozen import dataclass
 from loopctl.errors import ProviderError, ProviderProtocolError, UnsupportedContent
 from loopctl.message import (
     CompactionPart,

@@ -20,9 +20,10 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, Literal, TypeAlias, Union
 
+from loopctl._frozen import dataclass
 from loopctl.errors import UnsupportedContent
 from loopctl.message import (
     CompactionPart,

@@ -26,11 +26,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
 
+from loopctl._frozen import dataclass
 from loopctl.errors import (
     ContextOverflow,
     InvalidRequest,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import dataclass
+
+from loopctl._frozen import dataclass
 
 __all__ = ["SSEDecoder", "ServerSentEvent"]
 

@@ -33,7 +33,6 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -41,6 +40,7 @@ from typing import Any, Literal, Protocol
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from loopctl._frozen import dataclass
 from loopctl.engine.machine import MachineState
 from loopctl.errors import (
     ConcurrentUpdate,

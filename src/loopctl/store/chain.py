@@ -29,11 +29,11 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from loopctl._frozen import dataclass
 from loopctl.message import Message
 from loopctl.message.model import _dumps_bytes
 

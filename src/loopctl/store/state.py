@@ -17,11 +17,12 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import orjson
 
+from loopctl._frozen import dataclass
 from loopctl.engine.machine import LoopMachine, MachineState
 from loopctl.errors import ConversationFileError, InvalidMessage
 from loopctl.message import Message

@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from loopctl._frozen import dataclass
 from loopctl.message import Message, MessagePart, Role, TextPart, ThinkingPart, ToolCallPart
 from loopctl.providers.openai_chat import TOOL_ERROR_MARKER
 from loopctl.testing.server import RecordedRequest

@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeAlias, Union
 
+from loopctl._frozen import dataclass
 from loopctl.errors import LoopError
 from loopctl.message import Message, MessageView, Role, TextPart, ThinkingPart, ToolCallPart
 from loopctl.providers._common import check_pairing

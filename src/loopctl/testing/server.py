@@ -31,13 +31,14 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, TypeAlias, Union, runtime_checkable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from loopctl._frozen import dataclass
 from loopctl.errors import LoopError
 from loopctl.message import Message, Role
 from loopctl.response import ModelResponse, StopReason, Usage

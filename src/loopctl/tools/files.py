@@ -44,10 +44,10 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
+from loopctl._frozen import dataclass
 from loopctl._fs import atomic_write_bytes
 from loopctl.message import Retention
 from loopctl.tool import FunctionTool, ToolOutput, tool

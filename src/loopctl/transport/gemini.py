@@ -13,12 +13,12 @@ import operator
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 import orjson
 
+from loopctl._frozen import dataclass
 from loopctl.errors import InvalidRequest, MissingAPIKey, ModelNotFound, UnsupportedContent
 from loopctl.message import Message, Role
 from loopctl.message.model import _dumps_bytes

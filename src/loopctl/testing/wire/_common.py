@@ -9,11 +9,12 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, TypeAlias, Union
 
 import orjson
 
+from loopctl._frozen import dataclass
 from loopctl.errors import UnsupportedContent
 from loopctl.message import (
     CompactionPart,

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, TypeAlias
 
+from loopctl._frozen import dataclass
 from loopctl.testing.wire._common import API, Encoded, dumps
 
 __all__ = ["ErrorKind", "ErrorReply", "encode_error", "error_body", "stream_error_frame"]
