@@ -190,9 +190,39 @@ def _class_objects(cls: griffe.Class) -> Iterator[griffe.Object]:
 # --- the public API -------------------------------------------------------------------------------------------
 
 
+class FrozenDataclasses(griffe.Extension):
+    """A griffe extension: ``loopctl._frozen.dataclass`` is read as ``dataclasses.dataclass``, as mypy reads it
+    (the module says so under ``TYPE_CHECKING``: at run time it only makes the same classes more cheaply), so a
+    class it decorates gets the dataclass label and its fields' ``__init__`` in the reference."""
+
+    def on_class_node(self, *, node: Any, agent: Any, **kwargs: Any) -> None:
+        module = agent.current.module
+        if module.imports.get("dataclass") != "loopctl._frozen.dataclass":
+            return
+        module.imports["dataclass"] = "dataclasses.dataclass"
+        alias = module.members.get("dataclass")
+        if alias is not None and alias.is_alias and alias.target_path == "loopctl._frozen.dataclass":
+            module.set_member(
+                "dataclass",
+                griffe.Alias(
+                    "dataclass",
+                    "dataclasses.dataclass",
+                    lineno=alias.alias_lineno,
+                    endlineno=alias.alias_endlineno,
+                    parent=module,
+                ),
+            )
+
+
 def load(package: str = PACKAGE, src: Path = SRC) -> griffe.Module:
     """The package as griffe sees it, docstrings as written (roles not converted)."""
-    pkg = griffe.load(package, search_paths=[str(src)], docstring_parser="google", resolve_aliases=True)
+    pkg = griffe.load(
+        package,
+        search_paths=[str(src)],
+        docstring_parser="google",
+        resolve_aliases=True,
+        extensions=griffe.load_extensions(FrozenDataclasses()),
+    )
     assert isinstance(pkg, griffe.Module)
     return pkg
 
@@ -355,8 +385,10 @@ def _twin_doc(cls: griffe.Class, method: griffe.Function, doc: str) -> str:
     ":meth:`load`, off the event loop"), when ``method`` takes none of its own parameters; else empty."""
     for name in re.findall(r":meth:`~?\.?(\w+)`", doc):
         twin = cls.members.get(name)
-        if isinstance(twin, griffe.Function) and twin.docstring and (
-            {p.name for p in method.parameters} <= {p.name for p in twin.parameters}
+        if (
+            isinstance(twin, griffe.Function)
+            and twin.docstring
+            and ({p.name for p in method.parameters} <= {p.name for p in twin.parameters})
         ):
             return twin.docstring.value
     return ""
