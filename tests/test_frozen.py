@@ -362,3 +362,18 @@ def test_the_fast_path_saves_the_compiles() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     # Modules' and libraries' included: 1,149 with dataclasses' methods, 735 with these (Python 3.11).
     assert int(out) < 900
+
+
+def test_the_init_annotations_resolve_in_the_class_module() -> None:
+    """``typing.get_type_hints`` of a made ``__init__`` reads its names in the class's module, as it does for
+    the ``__init__`` dataclasses writes (NameError before: the function's globals were its own namespace)."""
+    import typing
+
+    from loopctl.engine.run import ToolCallRecord, Turn
+    from loopctl.providers.base import ModelRequest
+
+    for cls in (Turn, ToolCallRecord, ModelRequest):
+        assert cls.__init__.__globals__ is sys.modules[cls.__module__].__dict__
+        hints = typing.get_type_hints(cls.__init__)
+        assert hints["return"] is type(None)
+        assert set(hints) == {f.name for f in _fields(cls)} | {"return"}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import reprlib
+import sys
 from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
@@ -102,9 +103,19 @@ def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable
             body.append(f"    _set_{name}(self, {name})")
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")
-    source = f"def __init__(self, {', '.join(args)}):\n" + ("\n".join(body) or "    pass") + "\n"
-    exec(source, namespace)  # the programmer's own field names and defaults, as dataclasses does
-    init: Callable[..., None] = namespace["__init__"]
+    # As dataclasses does: the setters, factories and defaults are the closure of a maker function run in the
+    # class's module, so that the __init__'s globals are the module's and typing.get_type_hints reads its
+    # annotations there (they name the module's imports), as it does the __init__ dataclasses writes.
+    source = (
+        f"def __make_init__({', '.join(namespace)}):\n"
+        f" def __init__(self, {', '.join(args)}):\n"
+        + ("\n".join(f" {line}" for line in body) or "     pass")
+        + "\n return __init__\n"
+    )
+    module = sys.modules.get(cls.__module__)
+    made: dict[str, Any] = {}
+    exec(source, module.__dict__ if module is not None else {}, made)  # the programmer's own field names
+    init: Callable[..., None] = made["__make_init__"](**namespace)
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
     annotations["return"] = None
