@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import typing
 from typing import Any
 
 import pytest
@@ -59,6 +60,14 @@ def test_same_parameters_as_the_dataclass_init(cls: type) -> None:
         else:
             assert p.default is q.default
     assert cls.__init__.__annotations__ == dataclass_init(cls).__annotations__
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_the_type_hints_resolve_as_the_dataclass_init_s(cls: type) -> None:
+    # the __init__ reads its annotations in the class's module (it named nothing there once: NameError)
+    hints = typing.get_type_hints(cls.__init__)
+    assert hints == typing.get_type_hints(dataclass_init(cls))
+    assert hints["return"] is type(None)
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)

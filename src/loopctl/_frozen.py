@@ -15,6 +15,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -67,9 +68,19 @@ def fast_init(cls: _C) -> _C:
             body.append(f"    _set_{name}(self, {name})")
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")
-    source = f"def __init__(self, {', '.join(args)}):\n" + ("\n".join(body) or "    pass") + "\n"
-    exec(source, namespace)  # the programmer's own field names and defaults, as dataclasses does
-    init = namespace["__init__"]
+    # As dataclasses does: the setters, factories and defaults are the closure of a maker function run in the
+    # class's module, so that the __init__'s globals are the module's and typing.get_type_hints reads its
+    # annotations there (they name the module's imports), as it does the __init__ dataclasses wrote.
+    source = (
+        f"def __make_init__({', '.join(namespace)}):\n"
+        f"  def __init__(self, {', '.join(args)}):\n"
+        + ("\n".join(f"  {line}" for line in body) or "      pass")
+        + "\n  return __init__\n"
+    )
+    module = sys.modules.get(cls.__module__)
+    made: dict[str, Any] = {}
+    exec(source, module.__dict__ if module is not None else {}, made)  # the programmer's own field names
+    init = made["__make_init__"](**namespace)
     original = cls.__dict__["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
