@@ -6,6 +6,8 @@ uvicorn): what it sends back is what the message it gets asks for, so the tests 
 Messages (the text of the user's message):
 
 - ``big N``: one artifact of ``N`` characters (``"<head>"``, then ``x``, then ``"<tail>"``), then ``completed``;
+- ``data N``: one artifact of one data part, ``{"blob": ...}`` with a string of ``N`` characters (``"<head>"``,
+  then ``x``, then ``"<tail>"``), then ``completed``;
 - ``artifacts N``: ``N`` artifact updates of one short part each, then waits (until cancelled);
 - ``status N``: ``N`` ``working`` status updates with a message ``"step i"``, as fast as it can, then
   ``completed`` with the artifact ``"done"``;
@@ -64,6 +66,11 @@ class Hostile(AgentExecutor):
         if what == "big":
             text = "<head>" + "x" * (n - 12) + "<tail>"
             await updater.add_artifact([Part(text=text)], name="answer", last_chunk=True)
+            await updater.complete()
+        elif what == "data":
+            data = struct_pb2.Value()
+            json_format.ParseDict({"blob": "<head>" + "x" * (n - 12) + "<tail>"}, data)
+            await updater.add_artifact([Part(data=data)], name="answer", last_chunk=True)
             await updater.complete()
         elif what == "artifacts":
             for i in range(n):

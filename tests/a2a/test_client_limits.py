@@ -64,6 +64,22 @@ async def test_a_huge_answer_is_cut_in_the_middle_for_the_model(hostile_url: str
     assert default == clip_middle("<head>" + "x" * (300_000 - 12) + "<tail>", MAX_RESULT_CHARS)
 
 
+async def test_a_huge_data_answer_is_cut_in_the_middle_as_its_json_text(hostile_url: str) -> None:
+    # Before: only text parts were bounded; a data part of 200,000 characters went to the model whole.
+    whole = '{"blob":"<head>' + "x" * (200_000 - 12) + '<tail>"}'
+    async with A2AAgent(hostile_url, name="hostile", max_result_chars=1_000) as tool:
+        out = await call(tool, "data 200000")
+        small = await call(tool, "data 100")
+    assert isinstance(out, str)
+    assert out == clip_middle(whole, 1_000)
+    assert len(out) <= 1_000
+    assert out.startswith('{"blob":"<head>xxx') and out.endswith('xxx<tail>"}')
+    kept = len(out) - len(out[out.index("…") : out.rindex("…") + 1])
+    assert f"[{len(whole) - kept:,} characters cut]" in out
+    # data that fits stays data (the engine writes its JSON for the model)
+    assert small == {"blob": "<head>" + "x" * 88 + "<tail>"}
+
+
 def test_the_bounded_text_is_clip_middle_of_the_whole() -> None:
     pieces = ["alpha " * 50, "", "beta " * 300, "gamma", "δ" * 999]
     for limit in (60, 100, 500, 5_000, 100_000):

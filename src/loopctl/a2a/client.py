@@ -21,9 +21,10 @@ artifacts, or of its reply message). Inside an agent's run it behaves as a local
   ``max_response_bytes`` (default 32 MiB), a call takes at most ``max_events`` stream events (default 10,000)
   and ``max_parts`` artifact parts (default 1,000); past any of them the call fails with
   :class:`A2ALimitExceeded`, naming the agent and the limit (the model reads it as the call's error, and the
-  remote task is cancelled). The text handed to the model is kept to ``max_result_chars`` (default 100,000,
+  remote task is cancelled). The answer handed to the model is kept to ``max_result_chars`` (default 100,000,
   as :attr:`~loopctl.engine.RunConfig.max_tool_output_chars`): a longer answer is cut in the middle with a
-  note saying how much was cut, and only its head and tail are held while it arrives;
+  note saying how much was cut, its text (only its head and tail are held while it arrives) or, for an answer
+  of data parts, their JSON text (the data as is when it fits);
 - **spans**: the request carries the current trace context (W3C ``traceparent``, with ``opentelemetry-api``),
   so the remote run's spans join the caller's trace under its ``execute_tool`` span.
 
@@ -45,6 +46,7 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
+import orjson
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.client.client import Client
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
@@ -62,7 +64,7 @@ from a2a.types import (
 from google.protobuf import json_format, struct_pb2
 
 from loopctl.agent._tools import safe_tool_name
-from loopctl.compact.textcut import clip, clip_known_ends
+from loopctl.compact.textcut import clip, clip_known_ends, clip_middle
 from loopctl.engine.permission import Approval, Approve, Deny, PendingApproval, deny_reason
 from loopctl.errors import LoopError
 from loopctl.message import ToolCallPart
@@ -263,7 +265,8 @@ class A2AAgent:
     Close it with :meth:`aclose` (or ``async with``).
 
     Limits on what the remote agent sends (module docstring; ``docs/a2a.md``, "Limits"):
-    ``max_result_chars`` (characters of the answer handed to the model, cut in the middle past it; default
+    ``max_result_chars`` (characters of the answer handed to the model, its text or its data parts' JSON text,
+    cut in the middle past it; default
     :data:`MAX_RESULT_CHARS`), ``max_response_bytes`` (bytes of one HTTP response; :data:`MAX_RESPONSE_BYTES`),
     ``max_events`` (stream events per call; :data:`MAX_EVENTS`), ``max_parts`` (artifact parts per call;
     :data:`MAX_PARTS`), and ``progress_interval`` (seconds between two progress reports forwarded to the run;
@@ -481,7 +484,7 @@ class A2AAgent:
             if outcome.texts:
                 return outcome.texts.value()
             if outcome.data:
-                return outcome.data[0] if len(outcome.data) == 1 else outcome.data
+                return _bounded_data(outcome.data[0] if len(outcome.data) == 1 else outcome.data, self.max_result_chars)
             return _clip_text(outcome.said, self.max_result_chars)
         what = TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
         why = f": {_clip_text(outcome.said, self.max_result_chars)}" if outcome.said else ""
@@ -602,6 +605,14 @@ def _clip_text(text: str, limit: int) -> str:
     held = _Text(limit)
     held.add(text)
     return held.value()
+
+
+def _bounded_data(value: Any, limit: int) -> Any:
+    """The data parts of an answer, ``value`` (a JSON value), as the model reads them within ``limit``
+    characters: ``value`` itself when its compact JSON text (what :func:`~loopctl.tool.to_tool_output` makes of
+    it) fits, else that text cut in the middle with a note saying how much was cut (as the answer's text is)."""
+    text = orjson.dumps(value).decode()
+    return value if len(text) <= limit else clip_middle(text, limit)
 
 
 async def _cancel_remote(client: Client, task_id: str) -> None:
