@@ -18,9 +18,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import loopctl.a2a.client as client_module
 from loopctl import Agent
 from loopctl.a2a import A2AAgent, A2ALimitExceeded
-from loopctl.a2a.client import MAX_DESCRIPTION_CHARS, MAX_RESULT_CHARS, _Text
+from loopctl.a2a.client import FIRST_EVENT_WAIT, MAX_DESCRIPTION_CHARS, MAX_RESULT_CHARS, _Text
 from loopctl.compact.textcut import clip_middle
 from loopctl.engine import Approve, RunConfig, ToolProgress
 from loopctl.message import Message, MessagePart, Role
@@ -196,6 +197,40 @@ async def test_a_resumed_call_cancelled_before_the_remote_answers_cancels_the_re
             break
         await asyncio.sleep(0.1)
     assert len(set(cancelled_on(hostile_url)) - before) == 1
+
+
+async def test_a_call_cancelled_before_the_remote_named_its_task_cancels_it(hostile_url: str) -> None:
+    # Before: the task id was known only from the remote's first event, so a call cancelled before it came left
+    # the remote task running (tasks/cancel needs the id, and the server chooses it).
+    before = set(cancelled_on(hostile_url))
+    async with A2AAgent(hostile_url, name="hostile") as tool:
+        assert await call(tool, "ok") == "ok"  # the card read: the next call sends its message at once
+        pending = asyncio.ensure_future(call(tool, "late 500"))
+        await asyncio.sleep(0.05)  # the remote says nothing for 500 ms
+        pending.cancel()
+        started = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        waited = time.monotonic() - started
+    assert waited < FIRST_EVENT_WAIT + 1.0  # bounded: it waited for the first event, not for the task's end
+    new = set(cancelled_on(hostile_url)) - before
+    assert len(new) == 1  # the task the remote named after the call was cancelled
+
+
+async def test_a_call_cancelled_before_a_remote_that_never_names_its_task_waits_only_so_long(
+    hostile_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "FIRST_EVENT_WAIT", 0.3)
+    async with A2AAgent(hostile_url, name="hostile") as tool:
+        assert await call(tool, "ok") == "ok"
+        pending = asyncio.ensure_future(call(tool, "silent"))
+        await asyncio.sleep(0.05)
+        pending.cancel()
+        started = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        waited = time.monotonic() - started
+    assert 0.25 <= waited < 1.5
 
 
 async def test_the_byte_limit_keeps_the_proxies_of_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

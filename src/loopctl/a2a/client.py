@@ -12,7 +12,8 @@ artifacts, or of its reply message). Inside an agent's run it behaves as a local
   agent path ``"boss > remote"``, and ``conv.run(approvals={...})`` sends the decisions to the same remote
   task, which goes on where it stopped;
 - **cancellation**: a cancelled call (the run cancelled, a tool timeout) cancels the remote task
-  (``tasks/cancel``);
+  (``tasks/cancel``); cancelled before the remote named its task (the server chooses the id), the call waits
+  up to :data:`FIRST_EVENT_WAIT` seconds for the remote's first event to learn it;
 - **progress**: the remote's ``working`` status messages reach the run's observers as
   :class:`~loopctl.engine.ToolProgress` (through :meth:`~loopctl.tool.ToolContext.report_progress`), at most
   one every ``progress_interval`` seconds: a burst is coalesced into its newest message, sent once the
@@ -72,6 +73,7 @@ from loopctl.response import Usage
 from loopctl.tool import ApprovalRequired, ToolContext, ToolInputError, ToolOutput
 
 __all__ = [
+    "FIRST_EVENT_WAIT",
     "MAX_DESCRIPTION_CHARS",
     "MAX_EVENTS",
     "MAX_PARTS",
@@ -101,6 +103,10 @@ MAX_PARTS = 1_000
 
 PROGRESS_INTERVAL = 0.25
 """Seconds between two progress reports a call forwards to the run's observers, by default."""
+
+FIRST_EVENT_WAIT = 2.0
+"""Seconds a call cancelled before the remote named its task waits for the remote's first event, to learn the task
+id that ``tasks/cancel`` needs (the server chooses it: a client cannot name a new task)."""
 
 MAX_CONTEXT_IDS = 10_000
 """The A2A context ids of calls in conversations without a store, and the paused remote tasks, remembered in this
@@ -221,7 +227,7 @@ class _Progress:
     and replaced by the next; the newest is sent once the interval has passed (a timer), or at the call's end
     (:meth:`flush`). :meth:`close` stops the timer (the call ended)."""
 
-    __slots__ = ("_context", "_count", "_held", "_interval", "_last", "_timer")
+    __slots__ = ("_context", "_count", "_held", "_interval", "_last", "_stopped", "_timer")
 
     def __init__(self, context: ToolContext[Any], interval: float) -> None:
         self._context = context
@@ -230,8 +236,11 @@ class _Progress:
         self._count = 0
         self._held: str | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._stopped = False
 
     def report(self, message: str) -> None:
+        if self._stopped:
+            return
         self._count += 1
         now = time.monotonic()
         if now - self._last >= self._interval:
@@ -253,6 +262,12 @@ class _Progress:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def stop(self) -> None:
+        """Report nothing more, the held report dropped (the call was given up on)."""
+        self._stopped = True
+        self._held = None
+        self.close()
 
 
 class A2AAgent:
@@ -450,13 +465,15 @@ class A2AAgent:
             )
         outcome = _Outcome(self.max_result_chars)
         progress = _Progress(context, self.progress_interval)
+        named = asyncio.Event()  # the remote named its task (its first event)
+        # The stream is read by a task of its own, so that a call cancelled before the remote named its task
+        # can still read the first event for the task id to cancel (the protocol has the server choose it).
+        reader = asyncio.ensure_future(self._read(client, message, outcome, progress, named))
+        reader.add_done_callback(_retrieve)
         try:
-            async for event in client.send_message(SendMessageRequest(message=message)):
-                self._absorb(outcome, event, progress)
+            await asyncio.shield(reader)
         except asyncio.CancelledError:
-            task_id = outcome.task_id or resumed
-            if task_id and outcome.state not in _FINAL:
-                await _cancel_remote(client, task_id)
+            await asyncio.shield(self._give_up(client, reader, outcome, progress, named, resumed))
             raise
         except Exception as exc:
             over = _limit_in(exc)
@@ -466,6 +483,7 @@ class A2AAgent:
                 raise over from None
             return ToolOutput(f"The remote agent {self.name} failed: {_describe(exc)}", is_error=True)
         finally:
+            reader.cancel()
             progress.close()
             self._paused.pop(key, None)
         progress.flush()
@@ -489,6 +507,42 @@ class A2AAgent:
         what = TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
         why = f": {_clip_text(outcome.said, self.max_result_chars)}" if outcome.said else ""
         return ToolOutput(f"The remote agent {self.name} did not finish its task ({what}){why}", is_error=True)
+
+    async def _read(
+        self, client: Client, message: Message, outcome: _Outcome, progress: _Progress, named: asyncio.Event
+    ) -> None:
+        """Send ``message`` and take the streamed events into ``outcome``; ``named`` is set once the remote has
+        named the task."""
+        async for event in client.send_message(SendMessageRequest(message=message)):
+            self._absorb(outcome, event, progress)
+            if outcome.task_id:
+                named.set()
+
+    async def _give_up(
+        self,
+        client: Client,
+        reader: asyncio.Future[None],
+        outcome: _Outcome,
+        progress: _Progress,
+        named: asyncio.Event,
+        resumed: str,
+    ) -> None:
+        """The call was cancelled: stop reading and cancel the remote task (``tasks/cancel``) unless it ended.
+        When the remote has not named its task yet, its first event is awaited for up to
+        :data:`FIRST_EVENT_WAIT` seconds (the reader goes on, reporting nothing more), for the task id."""
+        progress.stop()
+        try:
+            if not (outcome.task_id or resumed) and not reader.done():
+                first = asyncio.ensure_future(named.wait())
+                try:
+                    await asyncio.wait((first, reader), timeout=FIRST_EVENT_WAIT, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    first.cancel()
+        finally:
+            reader.cancel()
+        task_id = outcome.task_id or resumed
+        if task_id and outcome.state not in _FINAL:
+            await _cancel_remote(client, task_id)
 
     def _absorb(self, outcome: _Outcome, event: Any, progress: _Progress) -> None:
         """Take one stream event into ``outcome``; a ``working`` status message goes to ``progress``. Raises
@@ -613,6 +667,13 @@ def _bounded_data(value: Any, limit: int) -> Any:
     it) fits, else that text cut in the middle with a note saying how much was cut (as the answer's text is)."""
     text = orjson.dumps(value).decode()
     return value if len(text) <= limit else clip_middle(text, limit)
+
+
+def _retrieve(reader: asyncio.Future[None]) -> None:
+    """Read a finished reader's exception: one raised after the call stopped waiting for it (given up on)
+    is not "never retrieved"."""
+    if not reader.cancelled():
+        reader.exception()
 
 
 async def _cancel_remote(client: Client, task_id: str) -> None:
