@@ -23,7 +23,7 @@ from loopctl import Agent
 from loopctl.a2a import A2AAgent, A2ALimitExceeded
 from loopctl.a2a.client import FIRST_EVENT_WAIT, MAX_DESCRIPTION_CHARS, MAX_RESULT_CHARS, _Text
 from loopctl.compact.textcut import clip_middle
-from loopctl.engine import Approve, RunConfig, ToolProgress
+from loopctl.engine import Approve, Deny, OutcomeKind, RunConfig, ToolProgress
 from loopctl.message import Message, MessagePart, Role
 from loopctl.testing import ScriptedClient
 from loopctl.tool import ToolContext
@@ -231,6 +231,31 @@ async def test_a_call_cancelled_before_a_remote_that_never_names_its_task_waits_
             await pending
         waited = time.monotonic() - started
     assert 0.25 <= waited < 1.5
+
+
+@pytest.mark.parametrize("how", ["cancelled", "denied"])
+async def test_a_run_that_gives_up_a_call_paused_on_a_remote_approval_cancels_the_remote_task(
+    hostile_url: str, how: str
+) -> None:
+    # Before: the remote task stayed input-required when the calling run ended without calling the tool again
+    # (cancelled before it did, or the call itself denied): nothing would ever answer it.
+    script = [Message.new(Role.ASSISTANT, [MessagePart.tool_call("p1", "hostile", {"input": "approve"})]), "ok"]
+    async with A2AAgent(hostile_url, name="hostile") as tool:
+        conv = Agent(ScriptedClient(script), tools=[tool], name="boss").session()
+        paused = await conv.run("Go.")
+        [pending] = paused.pending_approvals
+        assert pending.id == "p1/d1"
+        before = set(cancelled_on(hostile_url))
+        if how == "cancelled":
+            cancel = asyncio.Event()
+            cancel.set()
+            run = await conv.run(approvals={"p1/d1": Approve()}, cancel=cancel)
+            assert run.outcome.kind is OutcomeKind.CANCELLED
+        else:
+            run = await conv.run(approvals={"p1": Deny("not now")})
+            assert run.output == "ok"
+        assert run.resumed_calls == () or not run.resumed_calls[0].ran
+    assert len(set(cancelled_on(hostile_url)) - before) == 1
 
 
 async def test_the_byte_limit_keeps_the_proxies_of_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,9 @@ artifacts, or of its reply message). Inside an agent's run it behaves as a local
   task, which goes on where it stopped;
 - **cancellation**: a cancelled call (the run cancelled, a tool timeout) cancels the remote task
   (``tasks/cancel``); cancelled before the remote named its task (the server chooses the id), the call waits
-  up to :data:`FIRST_EVENT_WAIT` seconds for the remote's first event to learn it;
+  up to :data:`FIRST_EVENT_WAIT` seconds for the remote's first event to learn it. A run that ends without
+  calling the tool again for a call paused on a remote approval (cancelled, failed, or the call denied)
+  cancels the remote task that waited (:meth:`A2AAgent.cancel_paused`);
 - **progress**: the remote's ``working`` status messages reach the run's observers as
   :class:`~loopctl.engine.ToolProgress` (through :meth:`~loopctl.tool.ToolContext.report_progress`), at most
   one every ``progress_interval`` seconds: a burst is coalesced into its newest message, sent once the
@@ -543,6 +545,23 @@ class A2AAgent:
         task_id = outcome.task_id or resumed
         if task_id and outcome.state not in _FINAL:
             await _cancel_remote(client, task_id)
+
+    async def cancel_paused(self, owner: object, call_id: str) -> None:
+        """Cancel the remote task that the paused call ``call_id`` of the conversation ``owner`` waits on
+        (``tasks/cancel``): the calling run ended without calling this tool again (it was cancelled or failed
+        first, or the call was denied), so nothing will answer the task. Nothing when no task waits (found
+        as :meth:`nested_pending` finds it); a failure is ignored (the remote may have dropped the task)."""
+        key = (_owner_key(owner), call_id)
+        paused = self._paused.pop(key, None)
+        try:
+            client = await self._sdk()
+            if paused is None:
+                paused = await self._find_paused(client, owner, call_id)
+                self._paused.pop(key, None)
+        except Exception:
+            return
+        if paused is not None:
+            await _cancel_remote(client, paused.task_id)
 
     def _absorb(self, outcome: _Outcome, event: Any, progress: _Progress) -> None:
         """Take one stream event into ``outcome``; a ``working`` status message goes to ``progress``. Raises
