@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -66,6 +65,7 @@ from a2a.types import (
 )
 from google.protobuf import json_format, struct_pb2
 
+from loopctl._progress import ProgressGate
 from loopctl.agent._tools import safe_tool_name
 from loopctl.compact.textcut import clip, clip_known_ends, clip_middle
 from loopctl.engine.permission import Approval, Approve, Deny, PendingApproval, deny_reason
@@ -224,52 +224,19 @@ class _Outcome:
         self.texts = _Text(self.limit)
 
 
-class _Progress:
-    """Progress reports of one call, at most one every ``interval`` seconds: one that comes sooner is held,
-    and replaced by the next; the newest is sent once the interval has passed (a timer), or at the call's end
-    (:meth:`flush`). :meth:`close` stops the timer (the call ended)."""
+class _Progress(ProgressGate):
+    """The progress reports of one call (the remote's ``working`` status messages), numbered, at most one every
+    ``interval`` seconds (:class:`~loopctl._progress.ProgressGate`)."""
 
-    __slots__ = ("_context", "_count", "_held", "_interval", "_last", "_stopped", "_timer")
+    __slots__ = ("_count",)
 
     def __init__(self, context: ToolContext[Any], interval: float) -> None:
-        self._context = context
-        self._interval = interval
-        self._last = float("-inf")
+        super().__init__(context.report_progress, interval)
         self._count = 0
-        self._held: str | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._stopped = False
 
-    def report(self, message: str) -> None:
-        if self._stopped:
-            return
+    def say(self, message: str) -> None:
         self._count += 1
-        now = time.monotonic()
-        if now - self._last >= self._interval:
-            self._held = message
-            self.flush()
-        else:
-            self._held = message
-            if self._timer is None:  # the loop's clock is time.monotonic()
-                self._timer = asyncio.get_running_loop().call_later(self._last + self._interval - now, self.flush)
-
-    def flush(self) -> None:
-        self.close()
-        if self._held is not None:
-            held, self._held = self._held, None
-            self._last = time.monotonic()
-            self._context.report_progress(self._count, None, held)
-
-    def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def stop(self) -> None:
-        """Report nothing more, the held report dropped (the call was given up on)."""
-        self._stopped = True
-        self._held = None
-        self.close()
+        self.report(self._count, None, message)
 
 
 class A2AAgent:
@@ -587,7 +554,7 @@ class A2AAgent:
                 outcome.said = "\n".join(get_text_parts(list(update.status.message.parts)))
                 outcome.status_data = get_data_parts(list(update.status.message.parts))
                 if outcome.state == TaskState.TASK_STATE_WORKING and outcome.said:
-                    progress.report(_clip_text(outcome.said, _MAX_PROGRESS_CHARS))
+                    progress.say(_clip_text(outcome.said, _MAX_PROGRESS_CHARS))
             _take_usage(outcome, update.metadata)
         elif kind == "artifact_update":
             artifact = event.artifact_update.artifact
