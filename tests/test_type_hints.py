@@ -10,6 +10,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 _PROBE = r"""
 import importlib, inspect, json, pkgutil, sys, typing
 
@@ -71,3 +73,36 @@ def test_every_public_function_and_class_gives_its_type_hints_in_a_fresh_process
     report = json.loads(out.stdout.splitlines()[-1])
     assert report["failed"] == []
     assert report["checked"] > 1000  # the walk found the package's modules
+
+
+_LAZY_PROBE = r"""
+import json, sys, typing
+import loopctl.errors
+before = "loopctl.engine" in sys.modules
+hints = typing.get_type_hints(loopctl.errors.RunError.__init__)
+from loopctl.engine.run import Run
+print(json.dumps({"before": before, "after": "loopctl.engine.run" in sys.modules, "run": hints["run"].__origin__ is Run}))
+"""
+
+
+def test_a_name_read_only_by_annotations_is_imported_when_they_are_read() -> None:
+    # loopctl.errors names the engine's Run in its annotations without importing the engine (a cycle, and the
+    # cost of `loopctl --help`): the engine is imported when the hints are read, not before.
+    out = subprocess.run([sys.executable, "-c", _LAZY_PROBE], capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(out.stdout) == {"before": False, "after": True, "run": True}
+
+
+def test_a_lazy_module_names_what_it_lacks() -> None:
+    from loopctl._lazy import LazyModule
+
+    lazy = LazyModule("loopctl")
+    assert isinstance(lazy.providers.native, LazyModule)  # a submodule, at any depth, imported when read
+    native = lazy.providers.native.NativeTool
+    from loopctl.providers.native import NativeTool
+
+    assert native is NativeTool
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
+        _ = lazy.no_such_thing
+    with pytest.raises(AttributeError):
+        _ = lazy.__wrapped__  # a probe for a protocol is not an import
+    assert repr(LazyModule("uvicorn")) == "<module 'uvicorn', imported when first used>"

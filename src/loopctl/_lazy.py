@@ -19,7 +19,6 @@ Nothing here does I/O until an attribute is read.
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 from typing import Any
 
@@ -41,6 +40,7 @@ class LazyModule:
     def __getattr__(self, attribute: str) -> Any:
         if attribute.startswith("__"):  # copy, pickle and friends probing for protocols: not the module's
             raise AttributeError(attribute)
+        import importlib  # here: loopctl.errors binds a LazyModule, and is imported by `loopctl --help`
         module = importlib.import_module(self._name)
         try:
             value = getattr(module, attribute)
