@@ -19,10 +19,14 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from loopctl._lazy import LazyModule
+
 if TYPE_CHECKING:
-    from loopctl.engine.limits import LimitHit
-    from loopctl.engine.permission import PendingApproval
-    from loopctl.engine.run import Run
+    import loopctl.engine.limits
+    import loopctl.engine.permission
+    import loopctl.engine.run
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = [
     "ApprovalError",
@@ -509,7 +513,7 @@ class RunError(LoopError):
     error that ended the run, if one did, is ``run.error`` and this error's ``__cause__``. Each outcome kind
     has its subclass, so ``except RunCancelled`` catches just that."""
 
-    def __init__(self, message: str, run: Run[Any]) -> None:
+    def __init__(self, message: str, run: loopctl.engine.run.Run[Any]) -> None:
         self.run = run
         super().__init__(message)
 
@@ -538,7 +542,9 @@ class UsageLimitReached(RunError):
     """A usage limit ended the run (outcome ``LIMIT_REACHED``); :attr:`limit` says which (``dimension``,
     ``spent``, ``limit``)."""
 
-    def __init__(self, message: str, run: Run[Any], limit: LimitHit | None) -> None:
+    def __init__(
+        self, message: str, run: loopctl.engine.run.Run[Any], limit: loopctl.engine.limits.LimitHit | None
+    ) -> None:
         self.limit = limit
         super().__init__(message, run)
 
@@ -551,7 +557,7 @@ class FallbackExhausted(RunError):
     """Every model of the fallback chain failed (outcome ``FALLBACK_EXHAUSTED``); :attr:`errors` lists each
     ``(label, error)`` (``run.error`` is the :class:`FallbackFailed`)."""
 
-    def __init__(self, message: str, run: Run[Any], errors: Sequence[tuple[str, LoopError]]) -> None:
+    def __init__(self, message: str, run: loopctl.engine.run.Run[Any], errors: Sequence[tuple[str, LoopError]]) -> None:
         self.errors = tuple(errors)
         super().__init__(message, run)
 
@@ -560,7 +566,12 @@ class AwaitingApproval(RunError):
     """The run is paused on tool calls that await approval (outcome ``AWAITING_APPROVAL``); :attr:`pending`
     lists them. Continue it with ``loop.run(approvals={call_id: Approve() | Deny(reason) | Modify(input)})``."""
 
-    def __init__(self, message: str, run: Run[Any], pending: Sequence[PendingApproval]) -> None:
+    def __init__(
+        self,
+        message: str,
+        run: loopctl.engine.run.Run[Any],
+        pending: Sequence[loopctl.engine.permission.PendingApproval],
+    ) -> None:
         self.pending = tuple(pending)
         super().__init__(message, run)
 
@@ -569,7 +580,7 @@ class OutputInvalid(RunError):
     """The answer did not validate as the output type, after the retries (outcome ``OUTPUT_INVALID``);
     :attr:`errors` lists what was wrong."""
 
-    def __init__(self, message: str, run: Run[Any], errors: list[str]) -> None:
+    def __init__(self, message: str, run: loopctl.engine.run.Run[Any], errors: list[str]) -> None:
         self.errors = errors
         super().__init__(message, run)
 

@@ -30,9 +30,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from loopctl._frozen import dataclass
+from loopctl._lazy import LazyModule
 
 if TYPE_CHECKING:
     import uvicorn
+else:  # imported when an annotation is read (loopctl._lazy), or when a server is made
+    uvicorn = LazyModule("uvicorn")
 
 __all__ = [
     "BODY_MIN_RATE",

@@ -48,11 +48,14 @@ from pydantic_core import PydanticUndefined
 from typing_extensions import TypeVar
 
 from loopctl._frozen import dataclass
+from loopctl._lazy import LazyModule
 from loopctl.message import ImagePart, Retention, TextPart, ToolContent
 from loopctl.response import Usage
 
 if TYPE_CHECKING:
-    from loopctl.engine.limits import LimitDimension, UsageLimits
+    import loopctl.engine.limits
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = [
     "ApprovalRequired",
@@ -266,7 +269,7 @@ class ToolContext(Generic[DepsT_co]):
     deps: DepsT_co = None  # type: ignore[assignment]
     usage: Usage = field(default_factory=Usage)
     turn: int = 0
-    limits: UsageLimits | None = None
+    limits: loopctl.engine.limits.UsageLimits | None = None
     _stop: _StopFlag = field(default_factory=_StopFlag, repr=False, compare=False)
     _spend: list[ToolSpend] = field(default_factory=list, repr=False, compare=False)
     _progress: Callable[[float, float | None, str | None], None] | None = field(
@@ -289,7 +292,7 @@ class ToolContext(Generic[DepsT_co]):
         the run's usage limits once the call's result is in."""
         self._spend.append(ToolSpend(usage, cost, requests, tool_calls))
 
-    def next_model_call_limit(self) -> LimitDimension | None:
+    def next_model_call_limit(self) -> loopctl.engine.limits.LimitDimension | None:
         """The run's usage limit that one more model call of the tool's own would pass, counting what the call
         recorded so far (:meth:`record_usage`), or ``None`` when it may make one. A ``requests`` limit leaves no
         room once the call's requests reach what was left of it; a token or cost limit once what the call spent
@@ -306,7 +309,7 @@ class ToolContext(Generic[DepsT_co]):
             "output_tokens": spent.usage.output_tokens or 0,
             "total_tokens": (spent.usage.input_tokens or 0) + (spent.usage.output_tokens or 0),
         }
-        tokens: tuple[LimitDimension, ...] = ("input_tokens", "output_tokens", "total_tokens")
+        tokens: tuple[loopctl.engine.limits.LimitDimension, ...] = ("input_tokens", "output_tokens", "total_tokens")
         for dimension in tokens:
             limit = getattr(left, dimension)
             if limit is not None and counts[dimension] >= limit:

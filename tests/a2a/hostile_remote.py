@@ -6,12 +6,16 @@ uvicorn): what it sends back is what the message it gets asks for, so the tests 
 Messages (the text of the user's message):
 
 - ``big N``: one artifact of ``N`` characters (``"<head>"``, then ``x``, then ``"<tail>"``), then ``completed``;
+- ``data N``: one artifact of one data part, ``{"blob": ...}`` with a string of ``N`` characters (``"<head>"``,
+  then ``x``, then ``"<tail>"``), then ``completed``;
 - ``artifacts N``: ``N`` artifact updates of one short part each, then waits (until cancelled);
 - ``status N``: ``N`` ``working`` status updates with a message ``"step i"``, as fast as it can, then
   ``completed`` with the artifact ``"done"``;
 - ``resets N``: ``N`` artifact updates of ten parts, each followed by the task itself (no artifacts), then
   ``completed`` with the artifact ``"done"``;
 - ``burst N``: ``N`` ``working`` status updates at once, then nothing for 2 s, then ``completed`` (``"done"``);
+- ``late N``: nothing for ``N`` milliseconds, then the task (its first event), then ``working``, then waits
+  (until cancelled);
 - ``silent``: nothing at all, not even the task, until it is cancelled;
 - ``ask``: ``input-required`` (a question the caller cannot answer);
 - ``approve``: ``input-required`` asking for an approval, with the data part loopctl's server sends;
@@ -48,6 +52,9 @@ class Hostile(AgentExecutor):
         task_id, context_id, message = context.task_id, context.context_id, context.message
         assert task_id and context_id and message is not None
         updater = TaskUpdater(event_queue, task_id, context_id)
+        words = " ".join(get_text_parts(list(message.parts))).split()
+        if context.current_task is None and words[:1] == ["late"]:  # nothing at all for N ms, then as usual
+            await asyncio.sleep(int(words[1]) / 1000)
         if context.current_task is None and get_text_parts(list(message.parts)) != ["silent"]:
             status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
             await event_queue.enqueue_event(Task(id=task_id, context_id=context_id, status=status, history=[message]))
@@ -56,7 +63,6 @@ class Hostile(AgentExecutor):
             and context.current_task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         ):
             await asyncio.Event().wait()  # an answer: taken, and nothing said (until the task is cancelled)
-        words = " ".join(get_text_parts(list(message.parts))).split()
         what, n = (words[0], int(words[1])) if len(words) == 2 else ((words or ["ok"])[0], 0)
         if what == "silent":  # nothing at all (not even the task) until cancelled
             await asyncio.Event().wait()
@@ -64,6 +70,11 @@ class Hostile(AgentExecutor):
         if what == "big":
             text = "<head>" + "x" * (n - 12) + "<tail>"
             await updater.add_artifact([Part(text=text)], name="answer", last_chunk=True)
+            await updater.complete()
+        elif what == "data":
+            data = struct_pb2.Value()
+            json_format.ParseDict({"blob": "<head>" + "x" * (n - 12) + "<tail>"}, data)
+            await updater.add_artifact([Part(data=data)], name="answer", last_chunk=True)
             await updater.complete()
         elif what == "artifacts":
             for i in range(n):
@@ -87,6 +98,8 @@ class Hostile(AgentExecutor):
             await asyncio.sleep(2)
             await updater.add_artifact([Part(text="done")], name="answer", last_chunk=True)
             await updater.complete()
+        elif what == "late":
+            await asyncio.Event().wait()
         elif what == "ask":
             await updater.requires_input(updater.new_agent_message([Part(text="Which one?")]))
         elif what == "approve":  # asks as loopctl's server does; the answer is never answered (nor acknowledged)

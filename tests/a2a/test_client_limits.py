@@ -18,11 +18,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import loopctl.a2a.client as client_module
 from loopctl import Agent
 from loopctl.a2a import A2AAgent, A2ALimitExceeded
-from loopctl.a2a.client import MAX_DESCRIPTION_CHARS, MAX_RESULT_CHARS, _Text
+from loopctl.a2a.client import FIRST_EVENT_WAIT, MAX_DESCRIPTION_CHARS, MAX_RESULT_CHARS, _Text
 from loopctl.compact.textcut import clip_middle
-from loopctl.engine import Approve, RunConfig, ToolProgress
+from loopctl.engine import Approve, Deny, OutcomeKind, RunConfig, ToolProgress
 from loopctl.message import Message, MessagePart, Role
 from loopctl.testing import ScriptedClient
 from loopctl.tool import ToolContext
@@ -62,6 +63,22 @@ async def test_a_huge_answer_is_cut_in_the_middle_for_the_model(hostile_url: str
         default = await call(tool, "big 300000")
     assert len(default) <= MAX_RESULT_CHARS and "characters cut]" in default
     assert default == clip_middle("<head>" + "x" * (300_000 - 12) + "<tail>", MAX_RESULT_CHARS)
+
+
+async def test_a_huge_data_answer_is_cut_in_the_middle_as_its_json_text(hostile_url: str) -> None:
+    # Before: only text parts were bounded; a data part of 200,000 characters went to the model whole.
+    whole = '{"blob":"<head>' + "x" * (200_000 - 12) + '<tail>"}'
+    async with A2AAgent(hostile_url, name="hostile", max_result_chars=1_000) as tool:
+        out = await call(tool, "data 200000")
+        small = await call(tool, "data 100")
+    assert isinstance(out, str)
+    assert out == clip_middle(whole, 1_000)
+    assert len(out) <= 1_000
+    assert out.startswith('{"blob":"<head>xxx') and out.endswith('xxx<tail>"}')
+    kept = len(out) - len(out[out.index("…") : out.rindex("…") + 1])
+    assert f"[{len(whole) - kept:,} characters cut]" in out
+    # data that fits stays data (the engine writes its JSON for the model)
+    assert small == {"blob": "<head>" + "x" * 88 + "<tail>"}
 
 
 def test_the_bounded_text_is_clip_middle_of_the_whole() -> None:
@@ -179,6 +196,65 @@ async def test_a_resumed_call_cancelled_before_the_remote_answers_cancels_the_re
         if set(cancelled_on(hostile_url)) - before:
             break
         await asyncio.sleep(0.1)
+    assert len(set(cancelled_on(hostile_url)) - before) == 1
+
+
+async def test_a_call_cancelled_before_the_remote_named_its_task_cancels_it(hostile_url: str) -> None:
+    # Before: the task id was known only from the remote's first event, so a call cancelled before it came left
+    # the remote task running (tasks/cancel needs the id, and the server chooses it).
+    before = set(cancelled_on(hostile_url))
+    async with A2AAgent(hostile_url, name="hostile") as tool:
+        assert await call(tool, "ok") == "ok"  # the card read: the next call sends its message at once
+        pending = asyncio.ensure_future(call(tool, "late 500"))
+        await asyncio.sleep(0.05)  # the remote says nothing for 500 ms
+        pending.cancel()
+        started = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        waited = time.monotonic() - started
+    assert waited < FIRST_EVENT_WAIT + 1.0  # bounded: it waited for the first event, not for the task's end
+    new = set(cancelled_on(hostile_url)) - before
+    assert len(new) == 1  # the task the remote named after the call was cancelled
+
+
+async def test_a_call_cancelled_before_a_remote_that_never_names_its_task_waits_only_so_long(
+    hostile_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "FIRST_EVENT_WAIT", 0.3)
+    async with A2AAgent(hostile_url, name="hostile") as tool:
+        assert await call(tool, "ok") == "ok"
+        pending = asyncio.ensure_future(call(tool, "silent"))
+        await asyncio.sleep(0.05)
+        pending.cancel()
+        started = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        waited = time.monotonic() - started
+    assert 0.25 <= waited < 1.5
+
+
+@pytest.mark.parametrize("how", ["cancelled", "denied"])
+async def test_a_run_that_gives_up_a_call_paused_on_a_remote_approval_cancels_the_remote_task(
+    hostile_url: str, how: str
+) -> None:
+    # Before: the remote task stayed input-required when the calling run ended without calling the tool again
+    # (cancelled before it did, or the call itself denied): nothing would ever answer it.
+    script = [Message.new(Role.ASSISTANT, [MessagePart.tool_call("p1", "hostile", {"input": "approve"})]), "ok"]
+    async with A2AAgent(hostile_url, name="hostile") as tool:
+        conv = Agent(ScriptedClient(script), tools=[tool], name="boss").session()
+        paused = await conv.run("Go.")
+        [pending] = paused.pending_approvals
+        assert pending.id == "p1/d1"
+        before = set(cancelled_on(hostile_url))
+        if how == "cancelled":
+            cancel = asyncio.Event()
+            cancel.set()
+            run = await conv.run(approvals={"p1/d1": Approve()}, cancel=cancel)
+            assert run.outcome.kind is OutcomeKind.CANCELLED
+        else:
+            run = await conv.run(approvals={"p1": Deny("not now")})
+            assert run.output == "ok"
+        assert run.resumed_calls == () or not run.resumed_calls[0].ran
     assert len(set(cancelled_on(hostile_url)) - before) == 1
 
 

@@ -6,7 +6,8 @@ many were answered and the first refusal), ``sample_later`` (returns at once and
 later, when no call of the server is running; ``later`` tells what came of it), ``ask_url`` (a URL-mode
 elicitation of the given URL; returns the action), ``ask_form`` (a form whose field's default, title and
 description carry terminal escapes), ``ask_schema`` (a form of any schema), ``spam`` (a
-flood of log lines), ``malformed`` (a result of the wrong shape).
+flood of log lines), ``flood_progress`` (a flood of progress notifications), ``malformed`` (a result of the
+wrong shape).
 """
 
 from __future__ import annotations
@@ -127,6 +128,14 @@ async def spam(count: int, size: int, ctx: Context) -> str:
     """Sends ``count`` log lines of ``size`` characters as fast as it can."""
     for i in range(count):
         await ctx.session.send_log_message("warning", f"{i}:" + "x" * size, related_request_id=ctx.request_id)
+    return "sent"
+
+
+@app.tool()
+async def flood_progress(count: int, ctx: Context) -> str:
+    """Sends ``count`` progress notifications (``i`` of ``count``, ``"step i"``) as fast as it can."""
+    for i in range(1, count + 1):
+        await ctx.report_progress(i, count, f"step {i}")
     return "sent"
 
 

@@ -19,10 +19,13 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from loopctl import Agent
 from loopctl.cli.integrations import TerminalElicitation
-from loopctl.engine import RunConfig, UsageLimits
+from loopctl.engine import RunConfig, ToolProgress, UsageLimits
 from loopctl.mcp import Accept, Elicitation, MCPServerStdio
-from loopctl.testing import FakeProviderServer
+from loopctl.mcp.servers import PROGRESS_INTERVAL
+from loopctl.message import Message, MessagePart, Role
+from loopctl.testing import FakeProviderServer, ScriptedClient
 from tests.fake_clients import make_client
 from tests.mcp.conftest import ROOT, START_TIMEOUT, Model, calls
 
@@ -225,6 +228,38 @@ async def test_a_flood_of_huge_log_lines_is_cut_and_capped(hostile: Any, caplog:
     assert LOG_LINES_PER_SECOND <= logged <= LOG_LINES_PER_SECOND * (math.ceil(seconds) + 1) + 1 < 1000
     assert max(len(m) for m in lines) < 2100
     assert left_out and sum(int(m.split()[0]) for m in left_out) + logged == 1001
+
+
+@SHARED
+async def test_a_flood_of_progress_notifications_is_coalesced_into_few_progress_events(hostile: Any) -> None:
+    # Before: each of the server's 3,000 notifications was a ToolProgress event of the run, at the server's pace.
+    server, _, _ = hostile
+    events: list[ToolProgress] = []
+
+    def observe(event: Any) -> None:
+        if isinstance(event, ToolProgress):
+            events.append(event)
+
+    script = [Message.new(Role.ASSISTANT, [MessagePart.tool_call("p1", "flood_progress", {"count": 3000})]), "ok"]
+    server.progress_interval = 0.2
+    try:
+        started = time.monotonic()
+        run = await Agent(ScriptedClient(script), tools=[server], name="boss", observers=[observe]).run("Go.")
+        took = time.monotonic() - started
+    finally:
+        server.progress_interval = PROGRESS_INTERVAL
+    assert run.output == "ok" and "sent" in str(run.turns[0].tool_calls[0].result.output)
+    assert events, "the server's progress was not passed on"
+    assert len(events) <= took / 0.2 + 2 < 3000
+    # The newest is not lost: the last event is the server's last notification.
+    last = events[-1]
+    assert (last.progress, last.total, last.message) == (3000, 3000, "step 3000")
+    assert [e.progress for e in events] == sorted(e.progress for e in events)
+
+
+def test_progress_interval_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="progress_interval"):
+        MCPServerStdio(sys.executable, [HOSTILE], progress_interval=-1)
 
 
 @SHARED

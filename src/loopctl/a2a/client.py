@@ -12,7 +12,10 @@ artifacts, or of its reply message). Inside an agent's run it behaves as a local
   agent path ``"boss > remote"``, and ``conv.run(approvals={...})`` sends the decisions to the same remote
   task, which goes on where it stopped;
 - **cancellation**: a cancelled call (the run cancelled, a tool timeout) cancels the remote task
-  (``tasks/cancel``);
+  (``tasks/cancel``); cancelled before the remote named its task (the server chooses the id), the call waits
+  up to :data:`FIRST_EVENT_WAIT` seconds for the remote's first event to learn it. A run that ends without
+  calling the tool again for a call paused on a remote approval (cancelled, failed, or the call denied)
+  cancels the remote task that waited (:meth:`A2AAgent.cancel_paused`);
 - **progress**: the remote's ``working`` status messages reach the run's observers as
   :class:`~loopctl.engine.ToolProgress` (through :meth:`~loopctl.tool.ToolContext.report_progress`), at most
   one every ``progress_interval`` seconds: a burst is coalesced into its newest message, sent once the
@@ -21,9 +24,10 @@ artifacts, or of its reply message). Inside an agent's run it behaves as a local
   ``max_response_bytes`` (default 32 MiB), a call takes at most ``max_events`` stream events (default 10,000)
   and ``max_parts`` artifact parts (default 1,000); past any of them the call fails with
   :class:`A2ALimitExceeded`, naming the agent and the limit (the model reads it as the call's error, and the
-  remote task is cancelled). The text handed to the model is kept to ``max_result_chars`` (default 100,000,
+  remote task is cancelled). The answer handed to the model is kept to ``max_result_chars`` (default 100,000,
   as :attr:`~loopctl.engine.RunConfig.max_tool_output_chars`): a longer answer is cut in the middle with a
-  note saying how much was cut, and only its head and tail are held while it arrives;
+  note saying how much was cut, its text (only its head and tail are held while it arrives) or, for an answer
+  of data parts, their JSON text (the data as is when it fits);
 - **spans**: the request carries the current trace context (W3C ``traceparent``, with ``opentelemetry-api``),
   so the remote run's spans join the caller's trace under its ``execute_tool`` span.
 
@@ -36,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -45,6 +48,7 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
+import orjson
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.client.client import Client
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
@@ -61,8 +65,9 @@ from a2a.types import (
 )
 from google.protobuf import json_format, struct_pb2
 
+from loopctl._progress import ProgressGate
 from loopctl.agent._tools import safe_tool_name
-from loopctl.compact.textcut import clip, clip_known_ends
+from loopctl.compact.textcut import clip, clip_known_ends, clip_middle
 from loopctl.engine.permission import Approval, Approve, Deny, PendingApproval, deny_reason
 from loopctl.errors import LoopError
 from loopctl.message import ToolCallPart
@@ -70,6 +75,7 @@ from loopctl.response import Usage
 from loopctl.tool import ApprovalRequired, ToolContext, ToolInputError, ToolOutput
 
 __all__ = [
+    "FIRST_EVENT_WAIT",
     "MAX_DESCRIPTION_CHARS",
     "MAX_EVENTS",
     "MAX_PARTS",
@@ -99,6 +105,10 @@ MAX_PARTS = 1_000
 
 PROGRESS_INTERVAL = 0.25
 """Seconds between two progress reports a call forwards to the run's observers, by default."""
+
+FIRST_EVENT_WAIT = 2.0
+"""Seconds a call cancelled before the remote named its task waits for the remote's first event, to learn the task
+id that ``tasks/cancel`` needs (the server chooses it: a client cannot name a new task)."""
 
 MAX_CONTEXT_IDS = 10_000
 """The A2A context ids of calls in conversations without a store, and the paused remote tasks, remembered in this
@@ -214,43 +224,19 @@ class _Outcome:
         self.texts = _Text(self.limit)
 
 
-class _Progress:
-    """Progress reports of one call, at most one every ``interval`` seconds: one that comes sooner is held,
-    and replaced by the next; the newest is sent once the interval has passed (a timer), or at the call's end
-    (:meth:`flush`). :meth:`close` stops the timer (the call ended)."""
+class _Progress(ProgressGate):
+    """The progress reports of one call (the remote's ``working`` status messages), numbered, at most one every
+    ``interval`` seconds (:class:`~loopctl._progress.ProgressGate`)."""
 
-    __slots__ = ("_context", "_count", "_held", "_interval", "_last", "_timer")
+    __slots__ = ("_count",)
 
     def __init__(self, context: ToolContext[Any], interval: float) -> None:
-        self._context = context
-        self._interval = interval
-        self._last = float("-inf")
+        super().__init__(context.report_progress, interval)
         self._count = 0
-        self._held: str | None = None
-        self._timer: asyncio.TimerHandle | None = None
 
-    def report(self, message: str) -> None:
+    def say(self, message: str) -> None:
         self._count += 1
-        now = time.monotonic()
-        if now - self._last >= self._interval:
-            self._held = message
-            self.flush()
-        else:
-            self._held = message
-            if self._timer is None:  # the loop's clock is time.monotonic()
-                self._timer = asyncio.get_running_loop().call_later(self._last + self._interval - now, self.flush)
-
-    def flush(self) -> None:
-        self.close()
-        if self._held is not None:
-            held, self._held = self._held, None
-            self._last = time.monotonic()
-            self._context.report_progress(self._count, None, held)
-
-    def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.report(self._count, None, message)
 
 
 class A2AAgent:
@@ -263,7 +249,8 @@ class A2AAgent:
     Close it with :meth:`aclose` (or ``async with``).
 
     Limits on what the remote agent sends (module docstring; ``docs/a2a.md``, "Limits"):
-    ``max_result_chars`` (characters of the answer handed to the model, cut in the middle past it; default
+    ``max_result_chars`` (characters of the answer handed to the model, its text or its data parts' JSON text,
+    cut in the middle past it; default
     :data:`MAX_RESULT_CHARS`), ``max_response_bytes`` (bytes of one HTTP response; :data:`MAX_RESPONSE_BYTES`),
     ``max_events`` (stream events per call; :data:`MAX_EVENTS`), ``max_parts`` (artifact parts per call;
     :data:`MAX_PARTS`), and ``progress_interval`` (seconds between two progress reports forwarded to the run;
@@ -447,13 +434,15 @@ class A2AAgent:
             )
         outcome = _Outcome(self.max_result_chars)
         progress = _Progress(context, self.progress_interval)
+        named = asyncio.Event()  # the remote named its task (its first event)
+        # The stream is read by a task of its own, so that a call cancelled before the remote named its task
+        # can still read the first event for the task id to cancel (the protocol has the server choose it).
+        reader = asyncio.ensure_future(self._read(client, message, outcome, progress, named))
+        reader.add_done_callback(_retrieve)
         try:
-            async for event in client.send_message(SendMessageRequest(message=message)):
-                self._absorb(outcome, event, progress)
+            await asyncio.shield(reader)
         except asyncio.CancelledError:
-            task_id = outcome.task_id or resumed
-            if task_id and outcome.state not in _FINAL:
-                await _cancel_remote(client, task_id)
+            await asyncio.shield(self._give_up(client, reader, outcome, progress, named, resumed))
             raise
         except Exception as exc:
             over = _limit_in(exc)
@@ -463,6 +452,7 @@ class A2AAgent:
                 raise over from None
             return ToolOutput(f"The remote agent {self.name} failed: {_describe(exc)}", is_error=True)
         finally:
+            reader.cancel()
             progress.close()
             self._paused.pop(key, None)
         progress.flush()
@@ -481,11 +471,64 @@ class A2AAgent:
             if outcome.texts:
                 return outcome.texts.value()
             if outcome.data:
-                return outcome.data[0] if len(outcome.data) == 1 else outcome.data
+                return _bounded_data(outcome.data[0] if len(outcome.data) == 1 else outcome.data, self.max_result_chars)
             return _clip_text(outcome.said, self.max_result_chars)
         what = TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
         why = f": {_clip_text(outcome.said, self.max_result_chars)}" if outcome.said else ""
         return ToolOutput(f"The remote agent {self.name} did not finish its task ({what}){why}", is_error=True)
+
+    async def _read(
+        self, client: Client, message: Message, outcome: _Outcome, progress: _Progress, named: asyncio.Event
+    ) -> None:
+        """Send ``message`` and take the streamed events into ``outcome``; ``named`` is set once the remote has
+        named the task."""
+        async for event in client.send_message(SendMessageRequest(message=message)):
+            self._absorb(outcome, event, progress)
+            if outcome.task_id:
+                named.set()
+
+    async def _give_up(
+        self,
+        client: Client,
+        reader: asyncio.Future[None],
+        outcome: _Outcome,
+        progress: _Progress,
+        named: asyncio.Event,
+        resumed: str,
+    ) -> None:
+        """The call was cancelled: stop reading and cancel the remote task (``tasks/cancel``) unless it ended.
+        When the remote has not named its task yet, its first event is awaited for up to
+        :data:`FIRST_EVENT_WAIT` seconds (the reader goes on, reporting nothing more), for the task id."""
+        progress.stop()
+        try:
+            if not (outcome.task_id or resumed) and not reader.done():
+                first = asyncio.ensure_future(named.wait())
+                try:
+                    await asyncio.wait((first, reader), timeout=FIRST_EVENT_WAIT, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    first.cancel()
+        finally:
+            reader.cancel()
+        task_id = outcome.task_id or resumed
+        if task_id and outcome.state not in _FINAL:
+            await _cancel_remote(client, task_id)
+
+    async def cancel_paused(self, owner: object, call_id: str) -> None:
+        """Cancel the remote task that the paused call ``call_id`` of the conversation ``owner`` waits on
+        (``tasks/cancel``): the calling run ended without calling this tool again (it was cancelled or failed
+        first, or the call was denied), so nothing will answer the task. Nothing when no task waits (found
+        as :meth:`nested_pending` finds it); a failure is ignored (the remote may have dropped the task)."""
+        key = (_owner_key(owner), call_id)
+        paused = self._paused.pop(key, None)
+        try:
+            client = await self._sdk()
+            if paused is None:
+                paused = await self._find_paused(client, owner, call_id)
+                self._paused.pop(key, None)
+        except Exception:
+            return
+        if paused is not None:
+            await _cancel_remote(client, paused.task_id)
 
     def _absorb(self, outcome: _Outcome, event: Any, progress: _Progress) -> None:
         """Take one stream event into ``outcome``; a ``working`` status message goes to ``progress``. Raises
@@ -511,7 +554,7 @@ class A2AAgent:
                 outcome.said = "\n".join(get_text_parts(list(update.status.message.parts)))
                 outcome.status_data = get_data_parts(list(update.status.message.parts))
                 if outcome.state == TaskState.TASK_STATE_WORKING and outcome.said:
-                    progress.report(_clip_text(outcome.said, _MAX_PROGRESS_CHARS))
+                    progress.say(_clip_text(outcome.said, _MAX_PROGRESS_CHARS))
             _take_usage(outcome, update.metadata)
         elif kind == "artifact_update":
             artifact = event.artifact_update.artifact
@@ -602,6 +645,21 @@ def _clip_text(text: str, limit: int) -> str:
     held = _Text(limit)
     held.add(text)
     return held.value()
+
+
+def _bounded_data(value: Any, limit: int) -> Any:
+    """The data parts of an answer, ``value`` (a JSON value), as the model reads them within ``limit``
+    characters: ``value`` itself when its compact JSON text (what :func:`~loopctl.tool.to_tool_output` makes of
+    it) fits, else that text cut in the middle with a note saying how much was cut (as the answer's text is)."""
+    text = orjson.dumps(value).decode()
+    return value if len(text) <= limit else clip_middle(text, limit)
+
+
+def _retrieve(reader: asyncio.Future[None]) -> None:
+    """Read a finished reader's exception: one raised after the call stopped waiting for it (given up on)
+    is not "never retrieved"."""
+    if not reader.cancelled():
+        reader.exception()
 
 
 async def _cancel_remote(client: Client, task_id: str) -> None:

@@ -56,17 +56,20 @@ from a2a.types import (
     TaskStatus,
 )
 from google.protobuf import json_format, struct_pb2
+from starlette.applications import Starlette
 
+from loopctl._lazy import LazyModule
 from loopctl.agent import Agent
 from loopctl.engine.events import TurnFinished
 from loopctl.engine.machine import OutcomeKind
 from loopctl.engine.permission import Approval, Approve, Deny, PendingApproval
+from loopctl.engine.run import Run
 
 if TYPE_CHECKING:
-    from starlette.applications import Starlette
+    import loopctl.store
 
-    from loopctl.engine.run import Run
-    from loopctl.store import SessionStore
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = [
     "CANCELLED_ANSWER",
@@ -132,7 +135,7 @@ class AgentExecutor(_SDKExecutor):
         self,
         agent: Agent[Any, Any],
         *,
-        store: SessionStore | None = None,
+        store: loopctl.store.SessionStore | None = None,
         deps: Any = None,
         task_store: TaskStore | None = None,
     ) -> None:
@@ -323,7 +326,7 @@ def a2a_app(
     agent: Agent[Any, Any],
     url: str,
     *,
-    store: SessionStore | None = None,
+    store: loopctl.store.SessionStore | None = None,
     task_store: TaskStore | None = None,
     deps: Any = None,
     rpc_path: str = "/",
@@ -340,7 +343,6 @@ def a2a_app(
     request body read (default 32 MiB); a larger one is answered ``413`` with a JSON ``{"error": ...}`` before
     it is read whole, and a body that comes too slowly ``408`` (:class:`~loopctl.server_limits.BodyLimit`);
     ``None``: no limit in the app (a server in front of it applies one, as ``loopctl a2a serve`` does)."""
-    from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
     from loopctl.server_limits import BodyLimit, ServerLimits

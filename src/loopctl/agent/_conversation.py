@@ -37,7 +37,7 @@ from loopctl.engine.permission import Approval, Approve, PendingApproval
 from loopctl.engine.run import Run, Turn, count_new
 from loopctl.engine.streaming import RunStream
 from loopctl.errors import ApprovalError, SessionBusy, SessionNotFound
-from loopctl.message import Message, Role, ToolResultPart
+from loopctl.message import Message, Role, ToolCallPart, ToolResultPart
 from loopctl.response import Usage
 from loopctl.tool import ToolContext
 
@@ -378,6 +378,8 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
                 agent, machine, _ = _hand_over(agent, machine, committed=True)
             base = path or (agent.name,)
             before = machine.usage if machine.state is MachineState.AWAITING_APPROVAL else _ZERO
+            paused_on = machine.pending_approvals if machine.state is MachineState.AWAITING_APPROVAL else ()
+            waited = (agent, [p.call for p in paused_on])  # the calls the paused run waited on
             own: Mapping[str, Approval] | None = None
             nested: dict[str, dict[str, Approval]] = {}
             if approvals is not None:
@@ -447,6 +449,8 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
             self._current = agent
             if self.store is None:
                 self._machine = machine
+            if waited[1]:
+                await _release_abandoned(self, *waited, runs[0], machine)
             pending = await self._pending(machine, agent, base) if machine.pending_approvals else ()
             if len(runs) == 1:
                 # One loop's run: it is the agent's, once it names the agent and its pending calls as an agent's.
@@ -689,6 +693,26 @@ def _hand_over(
 
 
 # --- helpers ----------------------------------------------------------------------------------------------
+
+
+async def _release_abandoned(
+    conversation: Conversation[Any, Any],
+    agent: Agent[Any, Any],
+    waited: list[ToolCallPart],
+    run: Run[Any],
+    machine: LoopMachine,
+) -> None:
+    """A call the paused run waited on that this run answered without running its tool (the run was cancelled
+    or failed first, or the call was denied) is given up: a remote sub-agent's tool
+    (:class:`~loopctl.a2a.A2AAgent`, its ``cancel_paused``) cancels the remote task that waited on it."""
+    ran = {r.call.id for r in run.resumed_calls if r.ran}
+    still = {p.call.id for p in machine.pending_approvals}
+    for call in waited:
+        if call.id in ran or call.id in still:
+            continue
+        release = getattr(_tool_named(agent, call.name), "cancel_paused", None)
+        if release is not None:
+            await release(conversation, call.id)
 
 
 def _tool_named(agent: Agent[Any, Any], name: str) -> Any:

@@ -26,11 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from loopctl._lazy import LazyModule
 from loopctl.cli.inert import inert
 
 if TYPE_CHECKING:
-    from loopctl.mcp import Elicitation, ElicitationAnswer
-    from loopctl.mcp.elicitation import Field
+    import loopctl.mcp
+    import loopctl.mcp.elicitation
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = ["CAPTURE_CONTENT_VAR", "TerminalElicitation", "open_integrations", "start_otel"]
 
@@ -162,7 +165,7 @@ class TerminalElicitation:
         self.before_prompt = before_prompt
         self._lock = asyncio.Lock()
 
-    async def __call__(self, request: Elicitation) -> ElicitationAnswer:
+    async def __call__(self, request: loopctl.mcp.Elicitation) -> loopctl.mcp.ElicitationAnswer:
         """Ask ``request`` (see the class); returns the user's :class:`~loopctl.mcp.Accept`,
         :class:`~loopctl.mcp.Decline` or :class:`~loopctl.mcp.Cancel`."""
         from loopctl.mcp import Decline
@@ -177,7 +180,7 @@ class TerminalElicitation:
                 self.before_prompt()
             return await asyncio.to_thread(self.ask, request)
 
-    def ask(self, request: Elicitation) -> ElicitationAnswer:
+    def ask(self, request: loopctl.mcp.Elicitation) -> loopctl.mcp.ElicitationAnswer:
         """Ask ``request`` now, blocking (what :meth:`__call__` runs on its worker thread)."""
         from loopctl.mcp import Accept, Cancel, Decline
         from loopctl.mcp.elicitation import check_content, fields
@@ -209,7 +212,7 @@ class TerminalElicitation:
         choice: str = self.prompt(text, type=click.Choice(["a", "d", "c"]), default="d")
         return choice
 
-    def _field(self, f: Field) -> Any:
+    def _field(self, f: loopctl.mcp.elicitation.Field) -> Any:
         """One field's value (``None``: left empty)."""
         label = "  " + inert(f.title, one_line=True) + ("" if f.required else " (optional)")
         if f.description:

@@ -13,8 +13,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from loopctl._lazy import LazyModule
+
 if TYPE_CHECKING:
-    from loopctl.server_limits import ServerLimits
+    import loopctl.server_limits
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -161,7 +165,7 @@ def server_limit_options(*, max_body_bytes: int | None = None) -> Callable[[_F],
     return decorate
 
 
-def server_limits(options: Mapping[str, Any]) -> ServerLimits:
+def server_limits(options: Mapping[str, Any]) -> loopctl.server_limits.ServerLimits:
     """The :class:`~loopctl.server_limits.ServerLimits` the options of :func:`server_limit_options` give (the
     command's keyword arguments ``options``); ``click.UsageError`` naming the option ServerLimits refuses."""
     from loopctl.server_limits import ServerLimits

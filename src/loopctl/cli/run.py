@@ -25,6 +25,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from loopctl._lazy import LazyModule
 from loopctl.cli import DEMO_DELAY_VAR  # the command group's module, which imports this one only when it runs
 from loopctl.cli.inert import inert
 from loopctl.cli.options import resume_command
@@ -32,12 +33,14 @@ from loopctl.cli.report import CommandError, stderr, tokens, warn
 from loopctl.cli.sessions import store_option, store_spec
 
 if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `loopctl --help` stays quick
-    from loopctl.cli.autosave import Autosave
-    from loopctl.cli.render import Transcript
-    from loopctl.engine import Observer, SessionConfig
-    from loopctl.session import Session
-    from loopctl.tool import Tool, ToolProvider
-    from loopctl.tools.files import FileTools
+    import loopctl.cli.autosave
+    import loopctl.cli.render
+    import loopctl.engine
+    import loopctl.session
+    import loopctl.tool
+    import loopctl.tools.files
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = ["DEMO_DELAY_VAR", "RunOptions", "build_client", "build_observers", "build_tools", "file_tools", "run"]
 
@@ -187,7 +190,7 @@ async def _run(console: Console, o: RunOptions, saved: list[str], *, collect: bo
         _check_resume(o.resume, o.store_spec)
     target = RunTarget(o.store_spec, o.resume) if o.session_path is None and resume_file is None else None
     with contextlib.ExitStack() as held:
-        session: Session | None = None
+        session: loopctl.session.Session | None = None
         if resume_file is not None:
             held.enter_context(_locked(resume_file))
             session = Session.load(resume_file)
@@ -299,7 +302,7 @@ async def _run(console: Console, o: RunOptions, saved: list[str], *, collect: bo
 # --- the parts of a run ---------------------------------------------------------------------------------------
 
 
-def file_tools(root: Path, o: RunOptions) -> FileTools:
+def file_tools(root: Path, o: RunOptions) -> loopctl.tools.files.FileTools:
     """The file tools over ``root`` (``CommandError`` when it cannot be used).
 
     ``o`` is the command's options (:class:`RunOptions`: ``--yes``, ``--allow-protected-writes``).
@@ -312,7 +315,9 @@ def file_tools(root: Path, o: RunOptions) -> FileTools:
         raise CommandError(f"the root folder {_shown(root)} cannot be used ({exc.strerror}); pass --root") from None
 
 
-def build_tools(files: Iterable[Tool], providers: Sequence[ToolProvider] = ()) -> list[Tool | ToolProvider]:
+def build_tools(
+    files: Iterable[loopctl.tool.Tool], providers: Sequence[loopctl.tool.ToolProvider] = ()
+) -> list[loopctl.tool.Tool | loopctl.tool.ToolProvider]:
     """The tools the agent gets: the file tools, then the tool providers (``--mcp`` servers).
 
     ``files`` are the file tools (:func:`file_tools`, or the list of its tools).
@@ -356,8 +361,8 @@ async def build_client(model: str, base_url: str | None = None) -> AsyncIterator
 
 
 def build_observers(
-    console: Console, session: Session, path: Path | None, o: RunOptions
-) -> tuple[Transcript, Autosave | None, list[Observer]]:
+    console: Console, session: loopctl.session.Session, path: Path | None, o: RunOptions
+) -> tuple[loopctl.cli.render.Transcript, loopctl.cli.autosave.Autosave | None, list[loopctl.engine.Observer]]:
     """The transcript, the autosave of a session file at ``path`` (``None`` with the store, which the loop
     saves to itself), and the observers of the run in the order they are called (the autosave first, so what
     the transcript shows as done is saved).
@@ -379,7 +384,9 @@ def build_observers(
     return transcript, autosave, [autosave, transcript]
 
 
-def _session_for_run(session: Session | None, model: str, base_url: str | None, root: Path, o: RunOptions) -> Session:
+def _session_for_run(
+    session: loopctl.session.Session | None, model: str, base_url: str | None, root: Path, o: RunOptions
+) -> loopctl.session.Session:
     """The session this run saves: the resumed one (its metadata kept) or a new one, with this run's model,
     root and system prompt, and the CLI's own values in ``metadata["cli"]``."""
     from loopctl.cli.autosave import CLI_KEY, cli_values
@@ -431,7 +438,7 @@ async def model_sizes(
     return model_limits.input_window(window, max_tokens), max_tokens
 
 
-def _session_config(model: str, root: Path, system_prompt: str | None, window: int) -> SessionConfig:
+def _session_config(model: str, root: Path, system_prompt: str | None, window: int) -> loopctl.engine.SessionConfig:
     from loopctl.compact import PRESETS, ContextBudget
     from loopctl.engine import SessionConfig
 
@@ -471,7 +478,7 @@ def _model_spec(model: str | None) -> str:
     return model
 
 
-def _session_file(o: RunOptions, resume_file: Path | None, session: Session) -> Path:
+def _session_file(o: RunOptions, resume_file: Path | None, session: loopctl.session.Session) -> Path:
     """The session file the run saves to: the resumed file, or ``--session`` (a new file, made exclusively)."""
     from loopctl.cli.autosave import create_session_file
 
@@ -517,7 +524,7 @@ def _locked(path: Path) -> Iterator[None]:
         lock.__exit__(None, None, None)
 
 
-def _session_root(session: Session) -> Path | None:
+def _session_root(session: loopctl.session.Session) -> Path | None:
     """The root folder a session names: exactly, from the CLI's ``root_bytes`` when its name is not UTF-8."""
     from loopctl.cli.autosave import cli_values
 

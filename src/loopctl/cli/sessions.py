@@ -30,15 +30,18 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from loopctl._lazy import LazyModule
 from loopctl.cli.inert import inert
 from loopctl.cli.options import STORE_VAR, resume_command, store_option, store_spec
 from loopctl.cli.report import stderr, stdout
 from loopctl.errors import ConversationFileError, LoopError
 
 if TYPE_CHECKING:
-    from loopctl.session import Session
-    from loopctl.store import SessionStore
-    from loopctl.store.base import StoredSession
+    import loopctl.session
+    import loopctl.store
+    import loopctl.store.base
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = [
     "DEFAULT_STORE",
@@ -84,7 +87,7 @@ def is_postgres(spec: str) -> bool:
     return spec.startswith(("postgresql://", "postgres://")) or bool(re.match(r"^\s*\w+\s*=", spec))
 
 
-def open_store(spec: str | None = None) -> SessionStore:
+def open_store(spec: str | None = None) -> loopctl.store.SessionStore:
     """The store named by ``spec`` (see the module docstring), opened. Raises ``StoreError`` when it cannot
     be opened."""
     from loopctl.store import SQLiteStore
@@ -111,14 +114,14 @@ class RunTarget:
         self.spec = spec
         self.resume = resume
         self.session_id = resume if resume is not None else new_session_id()
-        self.store: SessionStore | None = None
+        self.store: loopctl.store.SessionStore | None = None
 
-    def _open(self) -> SessionStore:
+    def _open(self) -> loopctl.store.SessionStore:
         if self.store is None:
             self.store = open_store(self.spec)
         return self.store
 
-    def settings(self) -> Session:
+    def settings(self) -> loopctl.session.Session:
         """The resumed session's settings (model, root, system prompt) as a :class:`~loopctl.session.Session`
         (its machine is empty: the loop loads the messages). Raises ``SessionNotFound`` naming the store."""
         from loopctl.engine import LoopMachine
@@ -168,7 +171,7 @@ class RunTarget:
 
 
 @contextmanager
-def _store(ctx: click.Context) -> Iterator[SessionStore]:
+def _store(ctx: click.Context) -> Iterator[loopctl.store.SessionStore]:
     """The command's store, closed after the command; store and file errors end the command with exit 2."""
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
@@ -356,7 +359,7 @@ def verify(ctx: click.Context, session_id: str) -> None:
     console.print(Text(f"{inert(session_id)}: {length} messages, every hash matches"))
 
 
-def _rule_problems(loaded: StoredSession) -> list[str]:
+def _rule_problems(loaded: loopctl.store.base.StoredSession) -> list[str]:
     """The conversation-rule problems of a loaded session (``check_conversation``; at rest unless a run is in
     flight or paused), each naming the session, the node and the part."""
     from loopctl.message import check_conversation

@@ -16,12 +16,15 @@ from dataclasses import field
 from typing import TYPE_CHECKING
 
 from loopctl._frozen import dataclass
+from loopctl._lazy import LazyModule
 from loopctl.compact.counting import HeuristicTokenCounter, TokenCounter
 from loopctl.errors import CompactionOverflow
 from loopctl.message import Message
 
 if TYPE_CHECKING:
-    from loopctl.compact.truncate import Compactor
+    import loopctl.compact.truncate
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = ["ContextBudget", "PassOutcome", "PassReport", "Pressure"]
 
@@ -176,7 +179,9 @@ class ContextBudget:
         out = prune(messages, need=needed, counter=self.counter, protected_tail=self.protected_tail)
         return messages if all(a is b for a, b in zip(out, messages, strict=True)) else out
 
-    def compact(self, messages: Sequence[Message], compactor: Compactor | None = None) -> list[Message] | None:
+    def compact(
+        self, messages: Sequence[Message], compactor: loopctl.compact.truncate.Compactor | None = None
+    ) -> list[Message] | None:
         """Run a compactor that needs no model call (default :class:`~loopctl.compact.TruncatingCompactor`)
         down to :attr:`target_tokens`. Returns the new list, or ``None`` when the pass saved nothing
         (feed ``compaction_noop``). Raises :class:`~loopctl.errors.CompactionOverflow` when what must be kept

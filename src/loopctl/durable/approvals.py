@@ -41,7 +41,12 @@ from loopctl.durable._payloads import approvals_from_dict, approvals_to_dict, pe
 from loopctl.engine.loop import check_decisions
 from loopctl.engine.permission import Approval, PendingApproval
 from loopctl.errors import ApprovalError
-from loopctl.tool import ToolRegistry
+from loopctl.message import ToolCallPart
+from loopctl.tool import ToolRegistry, ToolSpend
+
+# AwaitedCall's __init__ (dataclasses writes it in this module) names the types of the fields it inherits:
+# typing.get_type_hints reads them here.
+_INHERITED_FIELD_TYPES = (ToolCallPart, ToolSpend)
 
 __all__ = [
     "AFTER_TOOLS",

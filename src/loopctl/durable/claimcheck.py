@@ -38,11 +38,14 @@ except ImportError as exc:  # the extra is not installed
         f"loopctl.durable.claimcheck needs the Temporal SDK: pip install 'pyloopctl[temporal]' ({exc})"
     ) from exc
 
+from loopctl._lazy import LazyModule
 from loopctl.errors import InvalidMessage, LoopError
 from loopctl.message.model import _dumps_bytes
 
 if TYPE_CHECKING:
-    from loopctl.store import SessionStore
+    import loopctl.store
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = ["BLOB_KEY", "BlobMissing", "BlobStore", "ClaimCheckCodec", "DirectoryBlobStore", "SessionStoreBlobs"]
 
@@ -120,7 +123,7 @@ class SessionStoreBlobs:
     bytes as those are (``docs/sessions.md``), and ``verify`` keeps checking only what sessions refer to.
     The store's own errors (:class:`~loopctl.errors.StoreError`) go through."""
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: loopctl.store.SessionStore) -> None:
         self.store = store
 
     async def put(self, blobs: Mapping[str, bytes]) -> None:

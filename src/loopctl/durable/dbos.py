@@ -46,13 +46,14 @@ import pickle
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 try:
     from dbos import DBOS, SetWorkflowID
 except ImportError as exc:  # the extra is not installed
     raise ImportError(f"loopctl.durable.dbos needs DBOS: pip install 'pyloopctl[dbos]' ({exc})") from exc
 
+from loopctl.agent import Agent
 from loopctl.agent._tools import AgentTool, _prompt
 from loopctl.compact import SummarizingCompactor
 from loopctl.durable._common import (
@@ -106,9 +107,6 @@ from loopctl.output import resolve as resolve_output
 from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import Usage
 from loopctl.tool import Tool, ToolInputError, ToolProvider, ToolRegistry
-
-if TYPE_CHECKING:
-    from loopctl.agent import Agent
 
 __all__ = [
     "APPROVALS_TOPIC",

@@ -48,7 +48,7 @@ import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 try:
     from temporalio import activity, workflow
@@ -61,6 +61,7 @@ except ImportError as exc:  # the extra is not installed
         f"loopctl.durable.temporal needs the Temporal SDK: pip install 'pyloopctl[temporal]' ({exc})"
     ) from exc
 
+from loopctl.agent import Agent
 from loopctl.agent._tools import AgentTool, _prompt
 from loopctl.compact import SummarizingCompactor
 from loopctl.durable._common import (
@@ -118,9 +119,6 @@ from loopctl.output import OutputSpec, OutputValidator
 from loopctl.providers.base import ModelClient, ModelRequest
 from loopctl.response import Usage
 from loopctl.tool import Tool, ToolInputError, ToolProvider, ToolRegistry
-
-if TYPE_CHECKING:
-    from loopctl.agent import Agent
 
 __all__ = [
     "APPROVE_SIGNAL",

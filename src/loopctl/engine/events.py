@@ -317,7 +317,7 @@ LoopEvent: TypeAlias = Union[
     OutputRetry,
     RunFinished,
     RunAborted,
-    "SubAgentEvent",
+    SubAgentEvent,
     AgentHandoff,
 ]
 """Any event an observer may see."""

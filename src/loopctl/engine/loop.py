@@ -45,6 +45,7 @@ from types import CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from loopctl._frozen import dataclass
+from loopctl._lazy import LazyModule
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor, clip_middle, message_tokens
 from loopctl.compact.provider import (
     AnthropicClearToolUses,
@@ -168,7 +169,9 @@ from loopctl.tool import (
 )
 
 if TYPE_CHECKING:
-    from loopctl.store import SessionBinding, SessionStore
+    import loopctl.store
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = ["BareLoop"]
 
@@ -226,9 +229,9 @@ class BareLoop:
         permission: PermissionCallback | None = None,
         hooks: Sequence[object] = (),
         machine: LoopMachine | None = None,
-        store: SessionStore | None = None,
+        store: loopctl.store.SessionStore | None = None,
         session_id: str | None = None,
-        binding: SessionBinding | None = None,
+        binding: loopctl.store.SessionBinding | None = None,
     ) -> None:
         self.client = client
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -238,7 +241,7 @@ class BareLoop:
         self.hooks = list(hooks)
         self._hooks = Hooks(self.hooks)
         self._run_observers: tuple[Observer, ...] = ()  # a streamed run's own observer, while it runs
-        self._binding: SessionBinding | None = binding  # already loaded: ``machine`` is what it holds
+        self._binding: loopctl.store.SessionBinding | None = binding  # already loaded: ``machine`` is what it holds
         if store is not None and binding is not None:
             raise ValueError("pass a store (and session_id) or a binding, not both")
         if store is not None:

@@ -47,6 +47,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types.version import is_version_at_least
 
 from loopctl._frozen import dataclass
+from loopctl._lazy import LazyModule
 from loopctl.agent import Agent
 from loopctl.agent._tools import safe_tool_name
 from loopctl.engine.events import ToolCallStarted, TurnFinished
@@ -61,14 +62,16 @@ from loopctl.engine.permission import (
     PermissionCallback,
     deny_reason,
 )
+from loopctl.engine.run import Run
 from loopctl.message import ImagePart, ToolCallPart
 from loopctl.response import Usage
 from loopctl.tool import ApprovalRequired, ModelRetry, Tool, ToolContext, ToolInputError, ToolOutput, ToolProvider
 from loopctl.tool import to_tool_output as normalize
 
 if TYPE_CHECKING:
-    from loopctl.engine.run import Run
-    from loopctl.store import SessionStore
+    import loopctl.store
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = ["APPROVAL_SCHEMA", "MAX_CONVERSATIONS", "USAGE_META_KEY", "ToolServer"]
 
@@ -137,7 +140,7 @@ class ToolServer(MCPServer[Any]):
         require_approval: Iterable[str] = (),
         annotations: Mapping[str, mcp_types.ToolAnnotations] | None = None,
         deps: Any = None,
-        store: SessionStore | None = None,
+        store: loopctl.store.SessionStore | None = None,
         timeout: float | None = None,
         **options: Any,
     ) -> None:

@@ -17,6 +17,9 @@ What it does, and why (the failures users of other frameworks report):
 - **A per-call timeout** (``timeout``, seconds): a call that hangs becomes an error result the model reads, the
   request is cancelled on the server, and the session stays usable. With ``progress_resets_timeout`` each
   progress notification of the call starts its timeout again.
+- **Progress at a bounded rate**: a call's progress notifications reach the run as
+  :class:`~loopctl.engine.ToolProgress` events at most one every ``progress_interval`` seconds (default 0.25):
+  a flood of them is coalesced into its newest, which always arrives.
 - **A cached tool list, refreshed on ``tools/list_changed``**: the notification of handshake-era sessions, or
   the ``subscriptions/listen`` stream of 2026-07-28 sessions. The new list takes effect at the next model call.
 - **One re-initialisation.** When the connection drops (the process died, the HTTP server went away) or the
@@ -44,6 +47,7 @@ import base64
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import inspect
 import logging
 import re
@@ -75,6 +79,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
 
 from loopctl._frozen import dataclass
+from loopctl._progress import ProgressGate
 from loopctl.errors import LoopError
 from loopctl.mcp.convert import exposed_names, to_tool_output
 from loopctl.mcp.elicitation import (
@@ -114,6 +119,9 @@ DEFAULT_TIMEOUT = 60.0
 """Seconds one tool call may take before it becomes an error result."""
 DEFAULT_CONNECT_TIMEOUT = 30.0
 """Seconds to start (or reach) a server, initialise the session and list its tools."""
+PROGRESS_INTERVAL = 0.25
+"""Seconds between two progress notifications of a call passed on to the run's observers, by default (as the A2A
+client's): a server may send them by the thousand."""
 REFRESH_SETTLE = 0.05
 """Seconds a tool-list refresh waits after a change notification, so that a burst of them is one listing."""
 
@@ -740,11 +748,13 @@ class BaseMCPServer:
 
     ``name``: for messages and logs. ``prefix``: the model sees ``{prefix}_{tool}``. ``timeout``: seconds per
     call (``None``: no limit; the engine's ``RunConfig.tool_timeout`` still applies); ``progress_resets_timeout``:
-    each progress notification of a call starts its timeout again. ``connect_timeout``: seconds to start,
-    initialise and list tools. ``retention`` / ``retention_by_tool``: the retention class of every result / of
-    the results of the named MCP tools (``docs/compaction.md``). ``mode``: the SDK's protocol negotiation
-    (``"auto"``: the 2026-07-28 protocol when the server offers it, else the initialize handshake;
-    ``"legacy"``: always the handshake).
+    each progress notification of a call starts its timeout again. ``progress_interval``: seconds between two
+    of a call's progress notifications passed on to the run (default :data:`PROGRESS_INTERVAL`; ``0``: each
+    one): a burst is coalesced into its newest, which arrives once the interval has passed or the call ended.
+    ``connect_timeout``: seconds to start, initialise and list tools. ``retention`` / ``retention_by_tool``:
+    the retention class of every result / of the results of the named MCP tools (``docs/compaction.md``).
+    ``mode``: the SDK's protocol negotiation (``"auto"``: the 2026-07-28 protocol when the server offers it,
+    else the initialize handshake; ``"legacy"``: always the handshake).
 
     Tools: ``allow_tools`` / ``deny_tools`` (MCP tool names) and ``tool_filter`` (a callable on the listed
     ``mcp_types.Tool``) decide which tools the model is offered; ``require_approval`` (:data:`ApprovalRule`)
@@ -780,6 +790,7 @@ class BaseMCPServer:
         roots: Sequence[str | Path | Root] | None = None,
         log_level: LogLevel | None = None,
         progress_resets_timeout: bool = False,
+        progress_interval: float = PROGRESS_INTERVAL,
         allow_tools: Collection[str] | None = None,
         deny_tools: Collection[str] = (),
         tool_filter: ToolFilter | None = None,
@@ -804,6 +815,11 @@ class BaseMCPServer:
         self._roots: tuple[Root, ...] | None = None if roots is None else tuple(Root.of(r) for r in roots)
         self.log_level = log_level
         self.progress_resets_timeout = progress_resets_timeout
+        if not progress_interval >= 0:
+            raise ValueError(
+                f"MCP server {name!r}: progress_interval must be 0 or more seconds, not {progress_interval}"
+            )
+        self.progress_interval = progress_interval
         self.allow_tools = None if allow_tools is None else frozenset(allow_tools)
         self.deny_tools = frozenset(deny_tools)
         self.tool_filter = tool_filter
@@ -1240,6 +1256,21 @@ class BaseMCPServer:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _call_once(self, tool: MCPTool, arguments: dict[str, Any], context: ToolContext[Any]) -> ToolOutput:
+        # The server's progress notifications reach the run at most one every progress_interval seconds; the
+        # newest is held and always arrives (by a timer, or here at the call's end).
+        gate = ProgressGate(functools.partial(_report, context), self.progress_interval)
+        try:
+            output = await self._send_call(tool, arguments, context, gate)
+        except BaseException:
+            gate.stop()
+            raise
+        gate.flush()
+        gate.stop()  # a notification after the result is not the call's progress any more
+        return output
+
+    async def _send_call(
+        self, tool: MCPTool, arguments: dict[str, Any], context: ToolContext[Any], gate: ProgressGate
+    ) -> ToolOutput:
         resets = self.progress_resets_timeout
 
         async def send(client: Client) -> Any:
@@ -1248,7 +1279,7 @@ class BaseMCPServer:
             def progress(done: float, total: float | None, message: str | None) -> None:
                 if resets and job is not None:
                     job.extend()
-                _report(context, done, total, message)
+                gate.report(done, total, message)
 
             if tool.as_task:
                 return await _call_as_task(

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import orjson
 
 from loopctl._frozen import dataclass
+from loopctl._lazy import LazyModule
 from loopctl.errors import (
     ContextOverflow,
     InvalidRequest,
@@ -105,7 +106,9 @@ from loopctl.stream import (
 from loopctl.tool import ForceTool, ToolChoice, ToolSchema
 
 if TYPE_CHECKING:  # the built-in tools' module is imported where a request or a reply has one
-    from loopctl.providers.native import NativeTool
+    import loopctl.providers.native
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = [
     "COMPATIBLE_REASONING",
@@ -198,7 +201,7 @@ def build_request(
     replay_reasoning_content: bool = False,
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
     output_format: OutputFormat | None = None,
-    native_tools: Sequence[NativeTool] = (),
+    native_tools: Sequence[loopctl.providers.native.NativeTool] = (),
     prompt_cache_key: str | None = None,
     prompt_cache_retention: PromptCacheRetention | None = None,
     prompt_cache_options: Mapping[str, Any] | None = None,
@@ -311,7 +314,7 @@ def _build(
     replay_reasoning_content: bool = False,
     tool_call_id_max_length: int = TOOL_CALL_ID_MAX_LENGTH,
     output_format: OutputFormat | None = None,
-    native_tools: Sequence[NativeTool] = (),
+    native_tools: Sequence[loopctl.providers.native.NativeTool] = (),
     prompt_cache_key: str | None = None,
     prompt_cache_retention: PromptCacheRetention | None = None,
     prompt_cache_options: Mapping[str, Any] | None = None,

@@ -21,15 +21,13 @@ import asyncio
 import contextlib
 import operator
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loopctl.engine.machine import LoopMachine, MachineState
 from loopctl.errors import ConcurrentUpdate, SessionNotFound, StoreError
 from loopctl.message import Message
+from loopctl.store.base import Appended, SessionStore, StoredSession
 from loopctl.store.state import SessionState
-
-if TYPE_CHECKING:
-    from loopctl.store.base import Appended, SessionStore, StoredSession
 
 __all__ = ["SessionBinding", "bind"]
 

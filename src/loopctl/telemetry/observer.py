@@ -36,7 +36,7 @@ import urllib.parse
 import warnings
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -76,15 +76,12 @@ try:
     from opentelemetry import context as _context
     from opentelemetry import metrics as _metrics
     from opentelemetry import trace as _trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 except ImportError:  # the [otel] extra is not installed: the observer records nothing
     _OTEL = False
 else:
     _OTEL = True
-
-if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
-    from opentelemetry.trace import Span, TracerProvider
 
 __all__ = ["OTelObserver"]
 

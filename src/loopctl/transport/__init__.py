@@ -26,10 +26,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from loopctl._lazy import LazyModule
 from loopctl.providers._spec import PREFIXES, parse_model_spec
 from loopctl.transport._http import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:  # the clients load on first use (a process that makes one client loads only its module)
+    import loopctl.transport
     from loopctl.transport.anthropic import AnthropicClient
     from loopctl.transport.gemini import GeminiClient
     from loopctl.transport.openai import OpenAIChatClient, OpenAIResponsesClient
@@ -39,6 +41,8 @@ if TYPE_CHECKING:  # the clients load on first use (a process that makes one cli
         OpenAIChatClient | OpenAIResponsesClient | OpenAIResponsesWebSocketClient | AnthropicClient | GeminiClient
     )
     """Any of the four clients (what :func:`from_string` returns)."""
+else:  # the annotation of from_string reads Client through the package, which loads it (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -89,7 +93,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def from_string(spec: str, **options: Any) -> Client:
+def from_string(spec: str, **options: Any) -> loopctl.transport.Client:
     """A client from ``"provider:model"``: prefixes ``openai:`` (Chat Completions, or any OpenAI-compatible
     server with ``base_url=``), ``openai-responses:``, ``openai-responses-ws:`` (the Responses WebSocket mode),
     ``anthropic:`` and ``gemini:``; the model keeps any

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from loopctl._lazy import LazyModule
 from loopctl.engine.events import (
     LoopEvent,
     ModelCallFailed,
@@ -93,13 +94,18 @@ from loopctl.ui._common import (
 )
 
 if TYPE_CHECKING:
-    from ag_ui.core import BaseEvent, RunAgentInput
-    from starlette.requests import Request
-    from starlette.responses import Response
+    import ag_ui.core
+    import starlette.requests
+    import starlette.responses
 
-    from loopctl.agent import Agent
-    from loopctl.engine import RunConfig
-    from loopctl.store import SessionStore
+    import loopctl.agent
+    import loopctl.engine
+    import loopctl.store
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    ag_ui = LazyModule("ag_ui")
+    loopctl = LazyModule("loopctl")
+    starlette = LazyModule("starlette")
+
 
 __all__ = ["APPROVAL_SCHEMA", "AGUIApp", "AGUIEvents", "FrontendTool", "read_run_input"]
 
@@ -151,7 +157,7 @@ class AGUIEvents:
     events; ``input`` is the request (echoed in ``RUN_STARTED``; its messages start the snapshot a discarded
     reply sends; its ``tools`` are the front end's)."""
 
-    def __init__(self, thread_id: str, run_id: str, input: RunAgentInput | None = None) -> None:  # noqa: A002
+    def __init__(self, thread_id: str, run_id: str, input: ag_ui.core.RunAgentInput | None = None) -> None:  # noqa: A002
         from ag_ui import core
 
         self.core = core
@@ -178,11 +184,11 @@ class AGUIEvents:
 
     # --- events ---------------------------------------------------------------------------------------------
 
-    def start(self) -> list[BaseEvent]:
+    def start(self) -> list[ag_ui.core.BaseEvent]:
         """``RUN_STARTED``."""
         return [self._ev("RunStartedEvent", thread_id=self.thread_id, run_id=self.run_id, input=self.input)]
 
-    def feed(self, event: LoopEvent) -> list[BaseEvent]:
+    def feed(self, event: LoopEvent) -> list[ag_ui.core.BaseEvent]:
         """The AG-UI events for ``event`` (often none)."""
         if isinstance(event, ModelStreamEvent):
             return self._stream_event(event)
@@ -209,7 +215,7 @@ class AGUIEvents:
             return self._sub_agent(event)
         return []
 
-    def end(self, run: Any) -> list[BaseEvent]:
+    def end(self, run: Any) -> list[ag_ui.core.BaseEvent]:
         """The events after the run ended with ``run`` (a :class:`~loopctl.engine.Run`)."""
         if self._finished:
             return []
@@ -280,7 +286,7 @@ class AGUIEvents:
         message = run.outcome.error or kind
         return [*out, self._ev("RunErrorEvent", message=message, code=kind, usage=usage)]
 
-    def fail(self, error: BaseException) -> list[BaseEvent]:
+    def fail(self, error: BaseException) -> list[ag_ui.core.BaseEvent]:
         """The events that end a run that raised ``error`` instead of returning."""
         if self._finished:
             return []
@@ -299,7 +305,7 @@ class AGUIEvents:
             return None
         return next((p.id for p in a.parts.values() if p.kind == "text"), None)
 
-    def _stream_event(self, event: ModelStreamEvent) -> list[BaseEvent]:
+    def _stream_event(self, event: ModelStreamEvent) -> list[ag_ui.core.BaseEvent]:
         e = event.event
         a = self._attempt
         if a is None:
@@ -346,7 +352,7 @@ class AGUIEvents:
             return self._closing(a.parts[e.index])
         return []
 
-    def _open_text(self, a: Attempt, index: int, text: str) -> list[BaseEvent]:
+    def _open_text(self, a: Attempt, index: int, text: str) -> list[ag_ui.core.BaseEvent]:
         pid = self._part_id(index)
         a.parts[index] = OpenPart(pid, "text")
         a.open.add(index)
@@ -355,7 +361,7 @@ class AGUIEvents:
             out.append(self._ev("TextMessageContentEvent", message_id=pid, delta=text))
         return out
 
-    def _open_reasoning(self, a: Attempt, index: int, text: str) -> list[BaseEvent]:
+    def _open_reasoning(self, a: Attempt, index: int, text: str) -> list[ag_ui.core.BaseEvent]:
         pid = self._part_id(index)
         a.parts[index] = OpenPart(pid, "reasoning")
         a.open.add(index)
@@ -367,7 +373,7 @@ class AGUIEvents:
             out.append(self._ev("ReasoningMessageContentEvent", message_id=pid, delta=text))
         return out
 
-    def _closing(self, part: OpenPart) -> list[BaseEvent]:
+    def _closing(self, part: OpenPart) -> list[ag_ui.core.BaseEvent]:
         if part.kind == "text":
             return [self._ev("TextMessageEndEvent", message_id=part.id)]
         if part.kind == "reasoning":
@@ -377,11 +383,11 @@ class AGUIEvents:
             ]
         return [self._ev("ToolCallEndEvent", tool_call_id=part.id)]
 
-    def _close_open(self, *, keep_tools: bool = False) -> list[BaseEvent]:
+    def _close_open(self, *, keep_tools: bool = False) -> list[ag_ui.core.BaseEvent]:
         a = self._attempt
         if a is None:
             return []
-        out: list[BaseEvent] = []
+        out: list[ag_ui.core.BaseEvent] = []
         for i in sorted(a.open):
             if keep_tools and a.parts[i].kind == "tool":
                 continue
@@ -389,14 +395,14 @@ class AGUIEvents:
             a.open.discard(i)
         return out
 
-    def _close_step(self) -> list[BaseEvent]:
+    def _close_step(self) -> list[ag_ui.core.BaseEvent]:
         out = self._close_open()
         if self._step is not None:
             out.append(self._ev("StepFinishedEvent", step_name=self._step))
             self._step = None
         return out
 
-    def _turn_finished(self, event: TurnFinished) -> list[BaseEvent]:
+    def _turn_finished(self, event: TurnFinished) -> list[ag_ui.core.BaseEvent]:
         a = self._attempt or Attempt(0)
         out = self._close_open(keep_tools=True)
         text_id: str | None = None
@@ -453,8 +459,8 @@ class AGUIEvents:
         )
         return out
 
-    def _tool_finished(self, call: ToolCallPart, result: ToolResultPart) -> list[BaseEvent]:
-        out: list[BaseEvent] = []
+    def _tool_finished(self, call: ToolCallPart, result: ToolResultPart) -> list[ag_ui.core.BaseEvent]:
+        out: list[ag_ui.core.BaseEvent] = []
         if call.id not in self._started_calls:  # a call of the run this one continues: announced again first
             out = [
                 self._ev("ToolCallStartEvent", tool_call_id=call.id, tool_call_name=call.name),
@@ -473,15 +479,15 @@ class AGUIEvents:
             self._ev("ToolCallResultEvent", message_id=mid, tool_call_id=call.id, content=content, role="tool"),
         ]
 
-    def _snapshot(self) -> BaseEvent:
+    def _snapshot(self) -> ag_ui.core.BaseEvent:
         before = list(self.input.messages) if self.input is not None else []
         return self.core.MessagesSnapshotEvent(messages=[*before, *self._committed])
 
-    def _sub_agent(self, event: SubAgentEvent) -> list[BaseEvent]:
+    def _sub_agent(self, event: SubAgentEvent) -> list[ag_ui.core.BaseEvent]:
         sub_id = f"{event.call_id}@{event.agent}"
         inner = event.event
         translator = self._sub.get(sub_id)
-        out: list[BaseEvent] = []
+        out: list[ag_ui.core.BaseEvent] = []
         if translator is None:
             if isinstance(inner, RunFinished):
                 return []
@@ -514,7 +520,7 @@ class AGUIEvents:
 # --- the request -------------------------------------------------------------------------------------------
 
 
-def read_run_input(body: Any) -> tuple[RunAgentInput, RunRequest]:
+def read_run_input(body: Any) -> tuple[ag_ui.core.RunAgentInput, RunRequest]:
     """The parsed ``RunAgentInput`` and what to run. Raises :class:`~loopctl.ui._common.BadRequest` saying
     what is wrong (the protocol package's validation message for a body that is no ``RunAgentInput``)."""
     from ag_ui.core import RunAgentInput
@@ -623,11 +629,11 @@ class AGUIApp(PostApp):
 
     def __init__(
         self,
-        agent: Agent[Any, Any],
+        agent: loopctl.agent.Agent[Any, Any],
         *,
-        store: SessionStore | None = None,
+        store: loopctl.store.SessionStore | None = None,
         deps: Any = None,
-        config: RunConfig | None = None,
+        config: loopctl.engine.RunConfig | None = None,
         keep: int = 1000,
         max_body_bytes: int = MAX_BODY_BYTES,
         body_timeout: float = BODY_TIMEOUT,
@@ -643,9 +649,11 @@ class AGUIApp(PostApp):
         self.max_body_bytes = max_body_bytes
         self.body_timeout = body_timeout
         self._encoder = EventEncoder()
-        self._with_tools: dict[tuple[Any, ...], Agent[Any, Any]] = {}  # the agent with a front end's tools
+        self._with_tools: dict[
+            tuple[Any, ...], loopctl.agent.Agent[Any, Any]
+        ] = {}  # the agent with a front end's tools
 
-    async def handle(self, request: Request) -> Response:
+    async def handle(self, request: starlette.requests.Request) -> starlette.responses.Response:
         """Answer one POST: ``request`` is a Starlette (or FastAPI) ``Request``; the response is the run's stream,
         or a JSON ``{"error": ...}`` with status 400 (a body that is no request of the protocol) or 409 (the
         conversation is running a run already)."""
@@ -688,7 +696,7 @@ class AGUIApp(PostApp):
             _CLIENT_RESULTS.reset(token)
         return StreamingResponse(_prepend(first, events), media_type="text/event-stream", headers=SSE_HEADERS)
 
-    def _agent_for(self, run_input: RunAgentInput) -> Agent[Any, Any]:
+    def _agent_for(self, run_input: ag_ui.core.RunAgentInput) -> loopctl.agent.Agent[Any, Any]:
         """The agent of this request: the app's, with the front end's tools (``run_input.tools``) added."""
         if not run_input.tools:
             return self.agent
@@ -769,7 +777,7 @@ class _SharedState:
     def _dump(value: Any) -> bytes:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
-    def changed(self) -> list[BaseEvent]:
+    def changed(self) -> list[ag_ui.core.BaseEvent]:
         if not self.active:
             return []
         snapshot = json_safe(self.deps.state)

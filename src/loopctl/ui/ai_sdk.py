@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from loopctl._lazy import LazyModule
 from loopctl.engine.events import (
     LoopEvent,
     ModelCallFailed,
@@ -87,12 +88,16 @@ from loopctl.ui._common import (
 )
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
-    from starlette.responses import Response
+    import starlette.requests
+    import starlette.responses
 
-    from loopctl.agent import Agent
-    from loopctl.engine import RunConfig
-    from loopctl.store import SessionStore
+    import loopctl.agent
+    import loopctl.engine
+    import loopctl.store
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
+    starlette = LazyModule("starlette")
+
 
 __all__ = ["UI_MESSAGE_STREAM_HEADERS", "AISDKApp", "UIMessageStream", "read_chat_request"]
 
@@ -535,11 +540,11 @@ class AISDKApp(PostApp):
 
     def __init__(
         self,
-        agent: Agent[Any, Any],
+        agent: loopctl.agent.Agent[Any, Any],
         *,
-        store: SessionStore | None = None,
+        store: loopctl.store.SessionStore | None = None,
         deps: Any = None,
-        config: RunConfig | None = None,
+        config: loopctl.engine.RunConfig | None = None,
         keep: int = 1000,
         max_body_bytes: int = MAX_BODY_BYTES,
         body_timeout: float = BODY_TIMEOUT,
@@ -553,7 +558,7 @@ class AISDKApp(PostApp):
         self.max_body_bytes = max_body_bytes
         self.body_timeout = body_timeout
 
-    async def handle(self, request: Request) -> Response:
+    async def handle(self, request: starlette.requests.Request) -> starlette.responses.Response:
         """Answer one POST: ``request`` is a Starlette (or FastAPI) ``Request``; the response is the run's stream,
         or a JSON ``{"error": ...}`` with status 400 (a body that is no request of the protocol) or 409 (the
         conversation is running a run already)."""
@@ -602,7 +607,7 @@ async def stream_run(
     conv: Any,
     wanted: RunRequest,
     deps: Any,
-    config: RunConfig | None,
+    config: loopctl.engine.RunConfig | None,
     encoder: UIMessageStream,
     *,
     observe: Callable[[LoopEvent], list[dict[str, Any]]] | None = None,

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from loopctl._lazy import LazyModule
 from loopctl.engine.events import LoopEvent, RunFinished, ToolCallStarted, TurnFinished
 from loopctl.message import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from loopctl.ui._common import (
@@ -64,10 +65,12 @@ from loopctl.ui._spans import WEB_SESSION, SpanCollector
 from loopctl.ui.ai_sdk import UI_MESSAGE_STREAM_HEADERS, UIMessageStream, read_chat_request, stream_run
 
 if TYPE_CHECKING:
-    from loopctl.agent import Agent
-    from loopctl.engine import RunConfig
-    from loopctl.store import SessionStore
-    from loopctl.tools.files import FileTools
+    import loopctl.agent
+    import loopctl.engine
+    import loopctl.store
+    import loopctl.tools.files
+else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
+    loopctl = LazyModule("loopctl")
 
 __all__ = ["CSP", "FORK_KEY", "STATIC_DIR", "WebSettings", "create_app", "loopback_hosts"]
 
@@ -107,8 +110,8 @@ class WebSettings:
     allowed_hosts: set[str] | None
     access_token: str | None = None
     session_defaults: Mapping[str, Any] = field(default_factory=dict)
-    files: FileTools | None = None
-    config: RunConfig | None = None
+    files: loopctl.tools.files.FileTools | None = None
+    config: loopctl.engine.RunConfig | None = None
     spans: SpanCollector | None = None
     dbos: Any = None
     asks_writes: bool = True
@@ -259,7 +262,9 @@ def _touch(table: dict[str, _T], sid: str, new: Callable[[], _T]) -> _T:
 
 
 class _Web:
-    def __init__(self, agent: Agent[Any, Any], store: SessionStore, settings: WebSettings) -> None:
+    def __init__(
+        self, agent: loopctl.agent.Agent[Any, Any], store: loopctl.store.SessionStore, settings: WebSettings
+    ) -> None:
         self.agent = agent
         self.store = store
         self.s = settings
@@ -721,7 +726,7 @@ async def _json(request: Any, limit: int) -> Any:
         raise BadRequest("the body is not JSON") from None
 
 
-def create_app(agent: Agent[Any, Any], store: SessionStore, settings: WebSettings) -> Any:
+def create_app(agent: loopctl.agent.Agent[Any, Any], store: loopctl.store.SessionStore, settings: WebSettings) -> Any:
     """The ``loopctl web`` app: ``agent``'s chat over ``store``, with the API of the module docstring and the
     built page, behind the security checks; ``settings`` (:class:`WebSettings`) say what it serves and to
     whom."""
