@@ -386,7 +386,9 @@ class _BuildsItsOwn(LoopMachine):
 
 @settings(max_examples=25, deadline=None)
 @given(
-    st.lists(st.lists(st.sampled_from(["plain", "with_context", "bad", "unknown"]), min_size=1, max_size=3), max_size=4),
+    st.lists(
+        st.lists(st.sampled_from(["plain", "with_context", "bad", "unknown"]), min_size=1, max_size=3), max_size=4
+    ),
     st.sampled_from(["parallel", "sequential"]),
 )
 def test_the_records_of_a_turn_kept_whole_are_those_settle_makes(replies: list[list[str]], dispatch: Any) -> None:
@@ -398,7 +400,9 @@ def test_the_records_of_a_turn_kept_whole_are_those_settle_makes(replies: list[l
     script: list[Any] = []
     for r, kinds in enumerate(replies):
         parts = tuple(
-            ToolCallPart(id=f"c{r}_{i}", name="nope" if k == "unknown" else "plain" if k == "bad" else k, input=inputs[k])
+            ToolCallPart(
+                id=f"c{r}_{i}", name="nope" if k == "unknown" else "plain" if k == "bad" else k, input=inputs[k]
+            )
             for i, k in enumerate(kinds)
         )
         script.append(Message(role=Role.ASSISTANT, parts=parts))
