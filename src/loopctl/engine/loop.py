@@ -813,7 +813,10 @@ class BareLoop:
                             emit(OutputRetry(step.turn, m.output_failures, check.error or ""))
                     open_turn = (step.turn, turn_input, reply, reply_usage, last_duration)
                     turn_input = []
-                    ran, decided = {}, set()
+                    if ran:
+                        ran = {}
+                    if decided:
+                        decided = set()
                     if m.state is not MachineState.AWAITING_TOOLS and msg.tool_calls():
                         # The machine answered every call itself (unknown tools, cut-off calls, repeats, the output
                         # tool), or a limit or a loop ended the run.
@@ -874,7 +877,7 @@ class BareLoop:
                         open_turn = None
                         m.context_tokens = before_results + message_tokens(self._counter, results_message)
                         turn_input = [results_message]
-                        ran, decided = {}, set()
+                        # ``ran`` and ``decided`` are read again only after the next reply, which starts them afresh.
                     else:
                         settle(reply_message, before_results)
                     if m.state is MachineState.AWAITING_APPROVAL:
@@ -1407,7 +1410,7 @@ class BareLoop:
         duration = self._now() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration, error))
-        return ToolCallRecord(call, result, duration, spent=spent, error=error)
+        return ToolCallRecord(call, result, duration, True, spent, error)
 
     def _repeatable(self, reply: Message) -> frozenset[str]:
         """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
