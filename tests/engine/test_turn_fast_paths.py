@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopctl.engine import BareLoop, RunConfig, SessionConfig
+from loopctl.engine import BareLoop, RunConfig, SessionConfig, ToolCallRecord
 from loopctl.engine.machine import LoopMachine
 from loopctl.errors import MachineStateError
 from loopctl.message import Message, MessageView, Role, TextPart, ToolCallPart, ToolResultPart
@@ -423,3 +423,33 @@ def test_the_records_of_a_turn_kept_whole_are_those_settle_makes(replies: list[l
     for turn, nxt in zip(a.turns, a.turns[1:], strict=False):  # each turn's records answer its calls, in order
         assert [r.call for r in turn.tool_calls] == list(turn.output.tool_calls())
         assert nxt.input[0].parts == tuple(r.result for r in turn.tool_calls)
+
+
+class _Replayed(BareLoop):
+    """A driver whose batches come back as a durable engine replays them: records read back from JSON, each
+    holding an equal copy of its call."""
+
+    async def _run_tools(self, step: Any, *args: Any, **kwargs: Any) -> Any:
+        done = await super()._run_tools(step, *args, **kwargs)
+        return [ToolCallRecord(r.call.model_copy(), r.result, r.duration, r.ran, r.spent, r.error) for r in done]
+
+
+@pytest.mark.parametrize("machine", [LoopMachine, _BuildsItsOwn])
+async def test_records_holding_copies_of_their_calls_take_the_general_path(machine: type[LoopMachine]) -> None:
+    """A record whose call is a copy (equal, another object) is recorded with the reply's own call, as
+    ``settle`` records it: the turn's records hold the reply's call objects whichever path made them."""
+    script = [
+        Message(
+            role=Role.ASSISTANT,
+            parts=(
+                ToolCallPart(id="a", name="plain", input={"text": "one"}),
+                ToolCallPart(id="b", name="plain", input={"text": "two"}),
+            ),
+        ),
+        Message.assistant("done"),
+    ]
+    loop = _Replayed.from_machine(machine(), ScriptedClient(script), [plain])
+    run = await loop.run("go", RunConfig(loop_detection=None, stream=False))
+    (turn, _) = run.turns
+    assert [r.result.output.root for r in turn.tool_calls] == ["ONE", "TWO"]
+    assert all(r.call is c for r, c in zip(turn.tool_calls, turn.output.tool_calls(), strict=True))

@@ -845,10 +845,17 @@ class BareLoop:
                     records: list[ToolCallRecord] = []
                     deferred: dict[str, str | None] = {}
                     batch_spend: ToolSpend | None = None
-                    for one in done:  # one pass: the records, the deferred calls, what the calls spent
+                    step_calls = step.calls
+                    # Whether each record holds the step's own call object, in its order (a durable engine's
+                    # records, read back from JSON, hold equal copies): the shortcut below needs it.
+                    own_calls = len(done) == len(step_calls)
+                    for i, one in enumerate(done):  # one pass: the records, the deferred calls, what they spent
                         if isinstance(one, ToolCallRecord):
                             records.append(one)
-                            ran[one.call.id] = one
+                            one_call = one.call
+                            ran[one_call.id] = one
+                            if own_calls and one_call is not step_calls[i]:
+                                own_calls = False
                         else:
                             deferred[one.id] = one.reason
                         if one.spent is not None:
@@ -865,13 +872,15 @@ class BareLoop:
                         usage = usage + batch_spend.usage
                     if (
                         results_message is not None
+                        and own_calls
                         and open_turn is not None
                         and open_turn[2].response.message is reply_message
                         and m.results_of(reply_message) is results_message
                     ):
                         # The machine kept the message given (``_commit_whole``): one result for each call of the
-                        # reply, in its order, each the result of the record made for it here. ``settle``'s
-                        # records would be these records, as they are (``_records``); its turn is made at once.
+                        # reply, in its order, each the result of the record made for it here, which holds that
+                        # call itself. ``settle``'s records would be these records, as they are (``_records``);
+                        # the turn is made at once.
                         index, made_of, answer, answer_usage, took = open_turn
                         turns.append(self._turn(index, made_of, answer, tuple(records), took, answer_usage))
                         open_turn = None
