@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopctl.engine import BareLoop, RunConfig, SessionConfig
+from loopctl.engine import BareLoop, RunConfig, SessionConfig, ToolCallRecord
 from loopctl.engine.machine import LoopMachine
 from loopctl.errors import MachineStateError
 from loopctl.message import Message, MessageView, Role, TextPart, ToolCallPart, ToolResultPart
@@ -371,3 +371,85 @@ def test_the_first_text_result_of_a_process_builds_its_model() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["hi", "True"]
+
+
+# --- the turn's records when the machine kept the results message given ------------------------------------
+
+
+class _BuildsItsOwn(LoopMachine):
+    """A machine that never keeps the results message given: it builds its own (``_commit_results``), so the
+    driver's general path (``settle``: the records made from the message the machine committed) runs."""
+
+    def _commit_whole(self, messages: Any) -> bool:
+        return False
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["plain", "with_context", "bad", "unknown"]), min_size=1, max_size=3), max_size=4
+    ),
+    st.sampled_from(["parallel", "sequential"]),
+)
+def test_the_records_of_a_turn_kept_whole_are_those_settle_makes(replies: list[list[str]], dispatch: Any) -> None:
+    """A turn whose results message the machine kept as given gets its records at once (the records made for
+    its calls, as they are): the same turns, records, messages and context size as the general path, which
+    reads them back from the message the machine committed. Replies drawn: each call a plain tool, one that
+    reads its context, bad input (the input model refuses it) or an unknown tool (the machine answers it)."""
+    inputs = {"plain": {"text": "a"}, "with_context": {"n": 1}, "bad": {"text": 3}, "unknown": {}}
+    script: list[Any] = []
+    for r, kinds in enumerate(replies):
+        parts = tuple(
+            ToolCallPart(
+                id=f"c{r}_{i}", name="nope" if k == "unknown" else "plain" if k == "bad" else k, input=inputs[k]
+            )
+            for i, k in enumerate(kinds)
+        )
+        script.append(Message(role=Role.ASSISTANT, parts=parts))
+    script.append(Message.assistant("done"))
+    cfg = RunConfig(tool_dispatch=dispatch, loop_detection=None, stream=False)
+    config = SessionConfig(context_window=100_000)
+
+    async def both() -> tuple[Any, Any, BareLoop, BareLoop]:
+        fast = BareLoop(ScriptedClient(list(script)), [plain, with_context], config)
+        general = BareLoop.from_machine(_BuildsItsOwn(), ScriptedClient(list(script)), [plain, with_context], config)
+        return await fast.run("go", cfg), await general.run("go", cfg), fast, general
+
+    a, b, fast, general = asyncio.run(both())
+    assert [m.to_dict() for m in a.messages] == [m.to_dict() for m in b.messages]
+    assert _record(a) == _record(b)
+    assert (a.output, a.outcome, a.usage) == (b.output, b.outcome, b.usage)
+    assert fast.machine.context_tokens == general.machine.context_tokens
+    for turn, nxt in zip(a.turns, a.turns[1:], strict=False):  # each turn's records answer its calls, in order
+        assert [r.call for r in turn.tool_calls] == list(turn.output.tool_calls())
+        assert nxt.input[0].parts == tuple(r.result for r in turn.tool_calls)
+
+
+class _Replayed(BareLoop):
+    """A driver whose batches come back as a durable engine replays them: records read back from JSON, each
+    holding an equal copy of its call."""
+
+    async def _run_tools(self, step: Any, *args: Any, **kwargs: Any) -> Any:
+        done = await super()._run_tools(step, *args, **kwargs)
+        return [ToolCallRecord(r.call.model_copy(), r.result, r.duration, r.ran, r.spent, r.error) for r in done]
+
+
+@pytest.mark.parametrize("machine", [LoopMachine, _BuildsItsOwn])
+async def test_records_holding_copies_of_their_calls_take_the_general_path(machine: type[LoopMachine]) -> None:
+    """A record whose call is a copy (equal, another object) is recorded with the reply's own call, as
+    ``settle`` records it: the turn's records hold the reply's call objects whichever path made them."""
+    script = [
+        Message(
+            role=Role.ASSISTANT,
+            parts=(
+                ToolCallPart(id="a", name="plain", input={"text": "one"}),
+                ToolCallPart(id="b", name="plain", input={"text": "two"}),
+            ),
+        ),
+        Message.assistant("done"),
+    ]
+    loop = _Replayed.from_machine(machine(), ScriptedClient(script), [plain])
+    run = await loop.run("go", RunConfig(loop_detection=None, stream=False))
+    (turn, _) = run.turns
+    assert [r.result.output.root for r in turn.tool_calls] == ["ONE", "TWO"]
+    assert all(r.call is c for r, c in zip(turn.tool_calls, turn.output.tool_calls(), strict=True))

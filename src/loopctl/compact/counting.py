@@ -357,10 +357,13 @@ class HeuristicTokenCounter:
     def _lookup(self, messages: Sequence[Message]) -> list[int]:
         out: list[int] = []
         append = out.append
-        tokens = self._tokens
         get = self._cache.get
         cache = self._cache
         measure = self._measure
+        p = self._preset
+        # _tokens(u) written out, the same arithmetic (calibration makes this pass over the whole history when
+        # the scale changed)
+        cpt, image_tokens, scale = p.chars_per_token, p.image_tokens, self.scale
         for m in messages:
             cached = get(id(m))
             if cached is not None and cached[0] is m:
@@ -368,7 +371,8 @@ class HeuristicTokenCounter:
             else:
                 u = measure(m)
                 cache[id(m)] = (m, u)
-            append(tokens(u))
+            measured = u.measured
+            append(measured if measured is not None else int((u.chars / cpt + u.images * image_tokens) * scale + 0.5))
         return out
 
     def _trim_cache(self, live: int, messages: Sequence[Message]) -> None:

@@ -666,8 +666,8 @@ class BareLoop:
         emit = self._emit if self.observers or self._run_observers else None
         turns: list[Turn] = []
         # The last reply's turn, made once its records are known (``settle``), or without any when none come
-        # (``flush``): (index, input, reply, duration).
-        open_turn: tuple[int, list[Message], ModelReply, float] | None = None
+        # (``flush``): (index, input, reply, the reply's usage, duration).
+        open_turn: tuple[int, list[Message], ModelReply, Usage, float] | None = None
         usage = Usage()
         tool_spend = ToolSpend()  # what tools spent on model calls of their own (sub-agents)
         turn_input: list[Message] = [] if resuming else [first]
@@ -707,8 +707,8 @@ class BareLoop:
                 results = dict(m.held_results) if m.state is MachineState.AWAITING_APPROVAL else {}
             records = self._records(reply, ran, results)
             if open_turn is not None and open_turn[2].response.message is reply:
-                index, made_of, answer, took = open_turn
-                turns.append(self._turn(index, made_of, answer, records, took))
+                index, made_of, answer, answer_usage, took = open_turn
+                turns.append(self._turn(index, made_of, answer, records, took, answer_usage))
                 open_turn = None
             elif turns and turns[-1].output is reply:
                 turns[-1] = _with_calls(turns[-1], records)
@@ -736,7 +736,7 @@ class BareLoop:
                     continue  # the save was refused: the machine ended the run
                 if isinstance(step, CallLLM):
                     if open_turn is not None:  # the last reply's turn, which got no records
-                        turns.append(self._turn(open_turn[0], open_turn[1], open_turn[2], (), open_turn[3]))
+                        turns.append(self._turn(*open_turn[:3], (), open_turn[4], open_turn[3]))
                         open_turn = None
                     t0 = now()
                     request = self._request(cfg, setup)
@@ -814,9 +814,12 @@ class BareLoop:
                         )
                         if check is not None and not check.ok:
                             emit(OutputRetry(step.turn, m.output_failures, check.error or ""))
-                    open_turn = (step.turn, turn_input, reply, last_duration)
+                    open_turn = (step.turn, turn_input, reply, reply_usage, last_duration)
                     turn_input = []
-                    ran, decided = {}, set()
+                    if ran:
+                        ran = {}
+                    if decided:
+                        decided = set()
                     if m.state is not MachineState.AWAITING_TOOLS and msg.tool_calls():
                         # The machine answered every call itself (unknown tools, cut-off calls, repeats, the output
                         # tool), or a limit or a loop ended the run.
@@ -845,24 +848,50 @@ class BareLoop:
                     records: list[ToolCallRecord] = []
                     deferred: dict[str, str | None] = {}
                     batch_spend: ToolSpend | None = None
-                    for one in done:  # one pass: the records, the deferred calls, what the calls spent
+                    step_calls = step.calls
+                    # Whether each record holds the step's own call object, in its order (a durable engine's
+                    # records, read back from JSON, hold equal copies): the shortcut below needs it.
+                    own_calls = len(done) == len(step_calls)
+                    for i, one in enumerate(done):  # one pass: the records, the deferred calls, what they spent
                         if isinstance(one, ToolCallRecord):
                             records.append(one)
-                            ran[one.call.id] = one
+                            one_call = one.call
+                            ran[one_call.id] = one
+                            if own_calls and one_call is not step_calls[i]:
+                                own_calls = False
                         else:
                             deferred[one.id] = one.reason
                         if one.spent is not None:
                             batch_spend = one.spent if batch_spend is None else batch_spend.plus(one.spent)
                     before_results = m.context_tokens
+                    results_message = _results_message(records) if records else None
                     m.tool_results(
-                        [_results_message(records)] if records else [],
+                        [results_message] if results_message is not None else [],
                         deferred=deferred,
                         spent=_run_usage(batch_spend) if batch_spend is not None else None,
                     )
                     if batch_spend is not None:
                         tool_spend = tool_spend.plus(batch_spend)
                         usage = usage + batch_spend.usage
-                    settle(reply_message, before_results)
+                    if (
+                        results_message is not None
+                        and own_calls
+                        and open_turn is not None
+                        and open_turn[2].response.message is reply_message
+                        and m.results_of(reply_message) is results_message
+                    ):
+                        # The machine kept the message given (``_commit_whole``): one result for each call of the
+                        # reply, in its order, each the result of the record made for it here, which holds that
+                        # call itself. ``settle``'s records would be these records, as they are (``_records``);
+                        # the turn is made at once.
+                        index, made_of, answer, answer_usage, took = open_turn
+                        turns.append(self._turn(index, made_of, answer, tuple(records), took, answer_usage))
+                        open_turn = None
+                        m.context_tokens = before_results + message_tokens(self._counter, results_message)
+                        turn_input = [results_message]
+                        # ``ran`` and ``decided`` are read again only after the next reply, which starts them afresh.
+                    else:
+                        settle(reply_message, before_results)
                     if m.state is MachineState.AWAITING_APPROVAL:
                         try:
                             decisions = await _race(self._await_approvals(m.pending_approvals), cancel)
@@ -907,7 +936,7 @@ class BareLoop:
                 emit(RunAborted(exc))
             raise
         if open_turn is not None:
-            turns.append(self._turn(open_turn[0], open_turn[1], open_turn[2], (), open_turn[3]))
+            turns.append(self._turn(*open_turn[:3], (), open_turn[4], open_turn[3]))
         outcome = m.outcome
         text = _answer_text(turns)
         if output_plan is None:
@@ -1045,20 +1074,25 @@ class BareLoop:
     def _request(self, cfg: RunConfig, setup: _Setup) -> ModelRequest:
         """The next model call's request: the whole conversation, the run's system text and tools, the
         generation settings."""
-        tools = self._request_tools(setup)
-        self._count_request(setup, tools)
-        return ModelRequest(
-            messages=self._machine.full_history(),
-            system=setup.system,
-            tools=tools,
-            max_tokens=cfg.max_tokens,
-            temperature=cfg.temperature,
-            stop=cfg.stop,
-            tool_choice=setup.tool_choice,
-            reasoning_effort=cfg.reasoning_effort,
-            extra=cfg.extra,
-            output_format=setup.output_format,
-            context_management=self._context_management(),
+        tools = self.tools.schemas  # read per call: an MCP server's list may change
+        if setup.extra_tools:
+            tools = (*tools, *setup.extra_tools)
+        key = self._request_key
+        if key is None or tools is not key[1] or setup.system is not key[0]:
+            self._count_request(setup, tools)
+        return ModelRequest(  # in the order of its fields (positional: cheaper to bind than keywords)
+            self._machine.full_history(),
+            setup.system,
+            tools,
+            cfg.max_tokens,
+            cfg.temperature,
+            cfg.stop,
+            setup.tool_choice,
+            cfg.reasoning_effort,
+            cfg.extra,
+            setup.output_format,
+            (),
+            self._context_management() if self._provider_compaction is not None else None,
         )
 
     def _context_management(self) -> RequestCompaction | None:
@@ -1153,14 +1187,6 @@ class BareLoop:
             if emit is not None:
                 emit(ModelStreamEvent(turn, event))
 
-        def count_failed(attempt: ModelClient) -> None:
-            nonlocal failed_usage, failed_cost
-            if reported is None:
-                return
-            failed_usage = failed_usage + reported
-            spent = _price(attempt, reported, attempt.model)
-            failed_cost = None if spent is None or failed_cost is None else failed_cost + spent
-
         if emit is not None:
             emit(
                 TurnStarted(
@@ -1194,7 +1220,10 @@ class BareLoop:
                     response = await (_race(coro, cancel) if cancel is not None else coro)
                     answered = current
                 except LoopError as exc:
-                    count_failed(current)
+                    if reported is not None:  # what the failed attempt had reported: billed, counted for limits
+                        failed_usage = failed_usage + reported
+                        spent = _price(current, reported, current.model)
+                        failed_cost = None if spent is None or failed_cost is None else failed_cost + spent
                     began = events > 0
                     if exc.retryable and attempt < cfg.max_retries:
                         attempt += 1
@@ -1393,7 +1422,7 @@ class BareLoop:
         duration = self._now() - t0
         if emit:
             emit(ToolCallFinished(turn, call, result, duration, error))
-        return ToolCallRecord(call, result, duration, spent=spent, error=error)
+        return ToolCallRecord(call, result, duration, True, spent, error)
 
     def _repeatable(self, reply: Message) -> frozenset[str]:
         """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
@@ -1700,19 +1729,21 @@ class BareLoop:
         reply: ModelReply,
         records: Sequence[ToolCallRecord],
         duration: float,
+        usage: Usage | None = None,
     ) -> Turn:
+        """The record of the turn ``reply`` answered (``usage``: ``reply.usage``, when the caller has it)."""
         response = reply.response
         return Turn(
-            index=index,
-            input=tuple(turn_input),
-            output=response.message,
-            tool_calls=tuple(records),
-            usage=reply.usage,
-            stop_reason=response.stop_reason,
-            duration=duration,
-            model=reply.model,
-            provider=reply.provider,
-            cost=reply.cost,
+            index,
+            tuple(turn_input),
+            response.message,
+            records if type(records) is tuple else tuple(records),
+            reply.usage if usage is None else usage,
+            response.stop_reason,
+            duration,
+            reply.model,
+            reply.provider,
+            reply.cost,
         )
 
 
