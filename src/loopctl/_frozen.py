@@ -3,7 +3,7 @@
 ``dataclasses`` writes each generated method of a class as source text and compiles it: six ``exec`` calls for
 a frozen class (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``), about
 half a million instructions each, which made creating loopctl's classes about a fifth of a CLI run's start
-(``docs/performance.md``, section 9). ``dataclass`` takes the same arguments and makes the same classes:
+(``docs/performance.md``, section 10). ``dataclass`` takes the same arguments and makes the same classes:
 for a frozen, slotted class it lets ``dataclasses`` do everything but write those methods (the fields, their
 defaults and checks, the slots, ``__match_args__``, ``__dataclass_fields__``, so ``fields``, ``replace`` and
 ``asdict`` work as before), compiles only the ``__init__``, and gives the class ``__repr__``, ``__eq__``,
