@@ -28,6 +28,9 @@ The suite runs in parallel: ``python3 make.py test`` starts several pytest-xdist
 * **Tests that must not run at the same time share a group**: ``@pytest.mark.xdist_group("name")`` puts them
   on one worker, one after the other (for something that cannot be had per worker: a fixed port, a global
   file). Prefer a resource per worker.
+* **Tests that run mypy share the group "mypy"** (``@pytest.mark.xdist_group("mypy")``): one worker runs them,
+  one after the other, on the checkout's ``.mypy_cache``, so loopctl and its libraries are type-checked from a
+  cold cache once, not by every worker at the same time (the docs blocks' check first: the longest).
 * ``worker_id`` (pytest-xdist's fixture: ``"gw0"``, ``"gw1"``..., ``"master"`` without workers) names
   per-worker things that must not collide across processes (a database, a queue).
 
@@ -63,6 +66,7 @@ as written, and a larger factor searches longer."""
 # killed writers, the durable engines' crash tests) go first, so that with pytest-xdist they run while the
 # many short tests fill the other workers, instead of making the suite's tail.
 SLOW_FIRST = (
+    "tests/test_docs_examples.py::test_docs_python_passes_mypy_strict",  # the "mypy" group: mypy from a cold cache
     "tests/test_bench.py",
     "tests/providers/test_incremental.py",
     "tests/providers/test_openai_responses_properties.py",
