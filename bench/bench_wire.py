@@ -629,10 +629,12 @@ def _sizes(base: str) -> list[int]:
         return sizes
 
 
-async def _series(driver: str, base: str, ns: list[int], max_run_s: float) -> list[dict[str, Any]]:
+async def _series(
+    driver: str, base: str, ns: list[int], max_run_s: float, batch_runs: int = 0
+) -> list[dict[str, Any]]:
     """W(n) for each n in this one process (after a W(2) warm-up); a size whose projected time from the
     previous one (per-call cost growing linearly with n) is over ``max_run_s`` is skipped, and so are the
-    larger ones."""
+    larger ones. ``batch_runs``: timed runs per size (0: enough for about 30 model calls)."""
     warm = SETUP[driver](2, base)
     assert await warm() == FINAL
     rows: list[dict[str, Any]] = []
@@ -644,7 +646,7 @@ async def _series(driver: str, base: str, ns: list[int], max_run_s: float) -> li
                 rows.append({"driver": driver, "n": n, "skipped": projected})
                 break
         run_once = SETUP[driver](n, base)
-        batch = max(1, 30 // (n + 1))
+        batch = batch_runs or max(1, 30 // (n + 1))
         if n <= 100:  # a fresh client's first run opens its connection and fills its caches: not timed
             assert await run_once() == FINAL
         _marks(base)
@@ -694,13 +696,15 @@ async def _conc(driver: str, k: int, n: int, base: str) -> dict[str, Any]:
 
 
 def worker(argv: list[str]) -> None:
-    """``--worker series DRIVER[,DRIVER...] BASE N,N,... MAX_RUN_S`` or ``--worker conc DRIVER K N BASE``: print
-    one JSON result (several drivers, one after the other in this process: the smoke run's shortcut)."""
+    """``--worker series DRIVER[,DRIVER...] BASE N,N,... MAX_RUN_S [BATCH_RUNS]`` or ``--worker conc DRIVER K N
+    BASE``: print one JSON result (several drivers, one after the other in this process: the smoke run's
+    shortcut)."""
     task, driver = argv[0], argv[1]
     res: Any
     if task == "series":
         ns, max_run_s = [int(x) for x in argv[3].split(",")], float(argv[4])
-        res = [row for d in driver.split(",") for row in asyncio.run(_series(d, argv[2], ns, max_run_s))]
+        batch_runs = int(argv[5]) if len(argv) > 5 else 0
+        res = [row for d in driver.split(",") for row in asyncio.run(_series(d, argv[2], ns, max_run_s, batch_runs))]
     else:
         res = asyncio.run(_conc(driver, int(argv[2]), int(argv[3]), argv[4]))
     print(json.dumps(res))
@@ -793,9 +797,12 @@ def main() -> None:
             sizes = ns if rep == 0 else [n for n in ns if n <= a.rep_max_n]
             if not sizes:  # --ns "": C(K) only
                 continue
-            # A smoke run measures nothing: every driver in one process, which saves a process start each.
+            # A smoke run measures nothing: every driver in one process, which saves a process start each, and
+            # two timed runs per size, not seven (in that one process each run's gc.collect() took 0.25 s: 20 s
+            # of the smoke run's 27 went to them).
             for batch in [",".join(drivers)] if a.smoke else drivers:
-                res = _run_worker(["series", batch, base, ",".join(map(str, sizes)), str(a.max_run_s)],
+                args = ["series", batch, base, ",".join(map(str, sizes)), str(a.max_run_s)]
+                res = _run_worker([*args, "2"] if a.smoke else args,
                                   timeout=a.max_run_s * 2 * len(sizes) + 120)  # fmt: skip
                 if res is None:
                     _smoke.fail(f"{batch}: W({','.join(map(str, sizes))})")

@@ -28,6 +28,12 @@ The suite runs in parallel: ``python3 make.py test`` starts several pytest-xdist
 * **Tests that must not run at the same time share a group**: ``@pytest.mark.xdist_group("name")`` puts them
   on one worker, one after the other (for something that cannot be had per worker: a fixed port, a global
   file). Prefer a resource per worker.
+* **A module whose tests share a module-scoped server runs on one worker** when it is listed in
+  :data:`ONE_WORKER_MODULES` (its tests get the group of their module): spread over the workers, each worker
+  started the module's servers again (``--dist loadgroup`` sends each other test on its own).
+* **Tests that run mypy share the group "mypy"** (``@pytest.mark.xdist_group("mypy")``): one worker runs them,
+  one after the other, on the checkout's ``.mypy_cache``, so loopctl and its libraries are type-checked from a
+  cold cache once, not by every worker at the same time (the docs blocks' check first: the longest).
 * ``worker_id`` (pytest-xdist's fixture: ``"gw0"``, ``"gw1"``..., ``"master"`` without workers) names
   per-worker things that must not collide across processes (a database, a queue).
 
@@ -63,6 +69,7 @@ as written, and a larger factor searches longer."""
 # killed writers, the durable engines' crash tests) go first, so that with pytest-xdist they run while the
 # many short tests fill the other workers, instead of making the suite's tail.
 SLOW_FIRST = (
+    "tests/test_docs_examples.py::test_docs_python_passes_mypy_strict",  # the "mypy" group: mypy from a cold cache
     "tests/test_bench.py",
     "tests/providers/test_incremental.py",
     "tests/providers/test_openai_responses_properties.py",
@@ -72,11 +79,30 @@ SLOW_FIRST = (
 )
 
 
+# Modules whose module-scoped fixtures start servers (a process or a thread each: 2-6 s apiece on a loaded
+# machine), so that they start once, not once per worker (with four workers, four times).
+ONE_WORKER_MODULES = (
+    "tests/a2a/test_a2a.py",  # a2a_url
+    "tests/a2a/test_a2a_hostile.py",  # a2a_url
+    "tests/a2a/test_client_limits.py",  # hostile_url
+    "tests/cli/test_server_limits.py",  # served: web, a2a and mcp, three processes
+    "tests/durable/test_temporal.py",  # scenarios
+    "tests/mcp/test_everything.py",  # everything_http
+    "tests/mcp/test_hostile.py",  # hostile
+    "tests/ui/test_web.py",  # server
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         return next((i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), len(SLOW_FIRST))
 
     items.sort(key=rank)  # stable: within a rank, tests keep their order
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        if module in ONE_WORKER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(module))
     scale = float(os.environ.get(HYPOTHESIS_SCALE_VAR) or 1)
     if scale == 1:
         return
@@ -91,6 +117,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         test._hypothesis_internal_use_settings = settings(  # type: ignore[union-attr]
             current, max_examples=max(10, round(current.max_examples * scale))
         )
+
+class _XdistGroupIds:
+    """``--dist loadgroup`` keeps the tests of one ``xdist_group`` on one worker by the group's name at the end
+    of their node ids (``...@name``, read by the scheduler). pytest-xdist 3.8 writes it to ``item._nodeid``,
+    which pytest 9 no longer reads (a node's id is ``item._id``): no group kept its tests together (the browser
+    tests started chromium on every worker). Runs after pytest-xdist's hook and adds the name where it is
+    missing."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):  # set on the workers of --dist loadgroup
+            return
+        for item in items:
+            marks = item.iter_markers("xdist_group")
+            names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+            if not names or item.nodeid.endswith(suffix := "@" + "_".join(names)):
+                continue
+            if hasattr(item, "_id"):  # pytest 9
+                from _pytest.nodeid import NodeId
+
+                item._id = NodeId.parse(item.nodeid + suffix)
+            else:
+                item._nodeid = item.nodeid + suffix
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_XdistGroupIds(), "loopctl-xdist-group-ids")
+
 
 TRAFFIC = Path(__file__).parent / "fixtures" / "provider-traffic"
 

@@ -221,6 +221,9 @@ def _mypy(folder: str) -> dict[str, list[str]]:
 TYPED = [(b.where, b.code) for b in TYPED_PYTHON] + [(f"examples/{p.name}", p.read_text()) for p in EXAMPLES]
 
 
+# One worker runs them (the "mypy" xdist group, tests/conftest.py): _mypy is cached per process, and each
+# worker that ran one of them type-checked every block, from a cold cache, at the same time.
+@pytest.mark.xdist_group("mypy")
 @pytest.mark.parametrize("where", [pytest.param(where, id=where) for where, _ in TYPED])
 def test_docs_python_passes_mypy_strict(where: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     # `from loopctl.providers import from_string` typed as object: the README's first snippet failed mypy.

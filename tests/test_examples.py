@@ -58,11 +58,13 @@ def test_the_readme_names_each_example(name: str) -> None:
     assert f"(examples/{name})" in readme or f"`examples/{name}`" in readme
 
 
+@pytest.mark.xdist_group("mypy")  # one worker runs mypy, on a warm cache (tests/conftest.py)
 def test_the_examples_type_check_strictly() -> None:
     done = mypy(*(f"examples/{name}" for name in EXAMPLES))
     assert (done.returncode, done.stdout) == (0, "")
 
 
+@pytest.mark.xdist_group("mypy")
 def test_run_output_is_typed_as_the_output_type_not_any(tmp_path: Path) -> None:
     # Without the typing, run.output is Any and the wrong assignments below pass unnoticed.
     wrong = tmp_path / "wrong.py"

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 GOOD = '''
@@ -57,6 +59,7 @@ e: int = GeminiClient("gemini-3-pro", timeout="soon")
 '''
 
 
+@pytest.mark.xdist_group("mypy")  # one worker runs mypy, on a warm cache (tests/conftest.py)
 def test_the_clients_type_check_from_loopctl_providers(tmp_path: Path) -> None:
     good, bad = tmp_path / "good.py", tmp_path / "bad.py"
     good.write_text(GOOD)
