@@ -295,7 +295,9 @@ async def test_a_held_progress_message_is_sent_once_the_interval_has_passed(host
         ended = time.monotonic()
     assert out == "done"
     assert got[-1][1:] == (200, "step 199")
-    assert ended - got[-1][0] > 1.0, "the newest progress waited for the call's end"
+    # Held until the end, it came within milliseconds of it; passed on by the timer, it comes 0.2 s after the
+    # burst reached the client (which, on a loaded machine, can take most of the remote's 2 s of silence).
+    assert ended - got[-1][0] > 0.25, "the newest progress waited for the call's end"
     assert len(got) <= 5
     assert [done for _, done, _ in got] == sorted(done for _, done, _ in got)
 
