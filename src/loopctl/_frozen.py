@@ -155,11 +155,16 @@ def _methods(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, eq: bool,
 
     values = _getter(names)
 
+    # A subclass that inherits these (one made by dataclasses without slots) may have more fields: as
+    # dataclasses' own pair, the state is every field of the instance's class.
     def getstate_(self: Any) -> list[Any]:
-        return list(values(self))
+        if type(self) is owner:
+            return list(values(self))
+        return [getattr(self, f.name) for f in dataclasses.fields(self)]
 
     def setstate_(self: Any, state: list[Any]) -> None:
-        for name, value in zip(names, state, strict=False):
+        own = names if type(self) is owner else [f.name for f in dataclasses.fields(self)]
+        for name, value in zip(own, state, strict=False):
             object.__setattr__(self, name, value)
 
     made: dict[str, Any] = {
