@@ -394,3 +394,27 @@ def test_a_subclass_made_by_dataclasses_keeps_its_own_fields_when_copied_or_pick
     for made in (copy.copy(child), copy.deepcopy(child), pickle.loads(pickle.dumps(child))):
         assert made.h == 5 and made.b == "y"
         assert made == child
+
+
+@pytest.mark.parametrize("make", BOTH, ids=["ours", "dataclasses"])
+def test_fields_named_as_the_init_names_its_own(make: Decorator) -> None:
+    """A field called ``self``, or as the names the made ``__init__`` used (a SyntaxError, and a factory
+    called over the value given, before)."""
+
+    @make(frozen=True, slots=True)
+    class Named:
+        self: int
+        _set_self: int = 2
+        _FACTORY: list[int] = dataclasses.field(default_factory=list)
+        _factory__FACTORY: int = 4
+
+        def __post_init__(self) -> None:
+            self._FACTORY.append(self.self)
+
+    named = Named(1, 3, [7], 5)
+    assert (named.self, named._set_self, named._FACTORY, named._factory__FACTORY) == (1, 3, [7, 1], 5)
+    assert Named(self=0)._FACTORY == [0]
+    assert (
+        str(inspect.signature(Named))
+        == "(self: 'int', _set_self: 'int' = 2, _FACTORY: 'list[int]' = <factory>, _factory__FACTORY: 'int' = 4) -> None"
+    )

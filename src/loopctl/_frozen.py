@@ -78,7 +78,10 @@ def _plain(cls: type) -> bool:
 def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
     """The ``__init__`` of the slotted dataclass ``cls``: the parameters, defaults and default factories that
     dataclasses gives it, each slot set through its descriptor, then ``__post_init__`` if the class has one."""
-    namespace: dict[str, Any] = {"_FACTORY": _FACTORY}
+    # Its other names are of dataclasses' own kind (``__dataclass_...``), not a field's (a field named
+    # ``_FACTORY`` took the marker's name before), and ``self`` is renamed when a field is called that.
+    namespace: dict[str, Any] = {"__dataclass_FACTORY__": _FACTORY}
+    me = "__dataclass_self__" if any(f.name == "self" for f in fields) else "self"
     args: list[str] = []
     body: list[str] = []
     annotations: dict[str, Any] = {}
@@ -87,28 +90,31 @@ def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable
         annotations[name] = f.type
         slot = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
         # A field kept in an instance dict (a base without slots) is set as dataclasses sets it.
-        namespace[f"_set_{name}"] = getattr(slot, "__set__", None) or (
+        namespace[f"__dataclass_set_{name}"] = getattr(slot, "__set__", None) or (
             lambda obj, value, _name=name: object.__setattr__(obj, _name, value)
         )
         if f.default is not dataclasses.MISSING:
-            namespace[f"_default_{name}"] = f.default
-            args.append(f"{name}=_default_{name}")
-            body.append(f"    _set_{name}(self, {name})")
+            namespace[f"__dataclass_default_{name}"] = f.default
+            args.append(f"{name}=__dataclass_default_{name}")
+            body.append(f"    __dataclass_set_{name}({me}, {name})")
         elif f.default_factory is not dataclasses.MISSING:
-            namespace[f"_factory_{name}"] = f.default_factory
-            args.append(f"{name}=_FACTORY")
-            body.append(f"    _set_{name}(self, _factory_{name}() if {name} is _FACTORY else {name})")
+            namespace[f"__dataclass_factory_{name}"] = f.default_factory
+            args.append(f"{name}=__dataclass_FACTORY__")
+            body.append(
+                f"    __dataclass_set_{name}({me}, __dataclass_factory_{name}()"
+                f" if {name} is __dataclass_FACTORY__ else {name})"
+            )
         else:
             args.append(name)
-            body.append(f"    _set_{name}(self, {name})")
+            body.append(f"    __dataclass_set_{name}({me}, {name})")
     if hasattr(cls, "__post_init__"):
-        body.append("    self.__post_init__()")
+        body.append(f"    {me}.__post_init__()")
     # As dataclasses does: the setters, factories and defaults are the closure of a maker function run in the
     # class's module, so that the __init__'s globals are the module's and typing.get_type_hints reads its
     # annotations there (they name the module's imports), as it does the __init__ dataclasses writes.
     source = (
         f"def __make_init__({', '.join(namespace)}):\n"
-        f" def __init__(self, {', '.join(args)}):\n"
+        f" def __init__({', '.join([me, *args])}):\n"
         + ("\n".join(f" {line}" for line in body) or "     pass")
         + "\n return __init__\n"
     )
