@@ -418,3 +418,17 @@ def test_fields_named_as_the_init_names_its_own(make: Decorator) -> None:
         str(inspect.signature(Named))
         == "(self: 'int', _set_self: 'int' = 2, _FACTORY: 'list[int]' = <factory>, _factory__FACTORY: 'int' = 4) -> None"
     )
+
+
+def test_a_class_without_a_docstring_gets_dataclasses_one() -> None:
+    """``Name(signature)``, as dataclasses writes it (before: ``Plain()``, and ``Sub``'s named only its base's
+    fields, as dataclasses had read the signature before the ``__init__`` was made)."""
+    for made in (OURS, THEIRS):
+        assert made["Plain"].__doc__ == (
+            "Plain(a: 'int', b: 'str' = 'x', c: 'tuple[int, ...]' = <factory>, d: 'float' = 0.0, e: 'Any' = None,"
+            " f: 'Any' = None)"
+        )
+        assert made["Sub"].__doc__ == made["Plain"].__doc__.replace("Plain", "Sub")[:-1] + ", g: 'int' = 7)"
+    from loopctl.response import Usage
+
+    assert Usage.__doc__ is not None and not Usage.__doc__.startswith("Usage(")  # its own, kept

@@ -261,6 +261,7 @@ def _dataclass(
     explicit_hash = not (class_hash is dataclasses.MISSING or (class_hash is None and "__eq__" in own))
     keep = {name: own[name] for name in ("__repr__", "__eq__", "__init__") if name in own}
     # A dataclass base makes dataclasses check frozen against frozen: it writes __setattr__ and __delattr__.
+    documented = bool(getattr(cls, "__doc__", None))
     subclass = any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:])
     made: type[Any] = dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=subclass, **options)
     fields = dataclasses.fields(made)
@@ -279,6 +280,12 @@ def _dataclass(
         type.__setattr__(made, name, fn)
     if init and "__init__" not in keep:
         type.__setattr__(made, "__init__", _init_for(made, fields))
+        if not documented:  # dataclasses wrote the docstring from the __init__ the class had then: its base's
+            try:
+                text = str(inspect.signature(made)).replace(" -> None", "")
+            except (TypeError, ValueError):  # as dataclasses: a signature it cannot read
+                text = ""
+            type.__setattr__(made, "__doc__", made.__name__ + text)
     params = made.__dict__["__dataclass_params__"]
     params.init, params.repr, params.eq, params.frozen = init, repr, eq, True
     return made
