@@ -432,3 +432,20 @@ def test_a_class_without_a_docstring_gets_dataclasses_one() -> None:
     from loopctl.response import Usage
 
     assert Usage.__doc__ is not None and not Usage.__doc__.startswith("Usage(")  # its own, kept
+
+
+@pytest.mark.parametrize("make", BOTH, ids=["ours", "dataclasses"])
+def test_equality_of_a_nan_field_is_this_pythons(make: Decorator) -> None:
+    """Two instances holding the same NaN: equal up to 3.12 (tuples compared, identity first), not from 3.13
+    (fields compared one by one); an instance is always equal to itself. The same for both makers."""
+
+    @make(frozen=True, slots=True)
+    class Nan:
+        a: float = math.nan
+        b: int = 0
+
+    one, two = Nan(), Nan()
+    assert one == one
+    assert (one == two) is (sys.version_info < (3, 13))
+    assert (one != two) is (sys.version_info >= (3, 13))
+    assert Nan(1.0, 1) != Nan(1.0, 2)

@@ -188,12 +188,28 @@ def _methods(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, eq: bool,
 
         made["__repr__"] = repr_fn
     if eq:
-        compared = _getter(tuple(f.name for f in fields if f.compare))
+        compared_names = tuple(f.name for f in fields if f.compare)
+        compared = _getter(compared_names)
 
         def eq_(self: Any, other: object) -> Any:  # bool, or NotImplemented for another class
             if other.__class__ is self.__class__:
                 return compared(self) == compared(other)
             return NotImplemented
+
+        if sys.version_info >= (3, 13):
+            # 3.13's __eq__ is ``self is other or (self.a == other.a and ...)``, no longer a comparison of
+            # tuples (which takes a value that is itself as equal: a NaN), and gives the comparison's own result.
+            def eq_(self: Any, other: object) -> Any:
+                if self is other:
+                    return True
+                if other.__class__ is self.__class__:
+                    result: Any = True
+                    for name in compared_names:
+                        result = getattr(self, name) == getattr(other, name)
+                        if not result:
+                            break
+                    return result
+                return NotImplemented
 
         hashed = _getter(tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
 
