@@ -4,6 +4,7 @@ every such class of loopctl against a twin made by ``dataclasses`` from its fiel
 
 from __future__ import annotations
 
+import abc
 import copy
 import dataclasses
 import importlib
@@ -449,3 +450,35 @@ def test_equality_of_a_nan_field_is_this_pythons(make: Decorator) -> None:
     assert (one == two) is (sys.version_info < (3, 13))
     assert (one != two) is (sys.version_info >= (3, 13))
     assert Nan(1.0, 1) != Nan(1.0, 2)
+
+
+@pytest.mark.parametrize("make", BOTH, ids=["ours", "dataclasses"])
+def test_the_methods_made_implement_an_abstract_base_s(make: Decorator) -> None:
+    """An ABC base's abstract ``__repr__`` and ``__hash__`` are implemented by the made ones (before: the
+    class stayed abstract, as dataclasses had updated its abstract methods before they were set)."""
+
+    class Shape(abc.ABC):
+        @abc.abstractmethod
+        def __repr__(self) -> str: ...
+
+        @abc.abstractmethod
+        def __hash__(self) -> int: ...
+
+        @abc.abstractmethod
+        def area(self) -> int: ...
+
+    @make(frozen=True, slots=True)
+    class Square(Shape):
+        side: int
+
+        def area(self) -> int:
+            return self.side**2
+
+    assert Square.__abstractmethods__ == frozenset()
+    assert repr(Square(2)).endswith("Square(side=2)") and hash(Square(2)) == hash((2,))
+
+    @make(frozen=True, slots=True)
+    class Partial(Shape):
+        side: int
+
+    assert Partial.__abstractmethods__ == frozenset({"area"})

@@ -25,6 +25,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import inspect
 import reprlib
@@ -304,6 +305,9 @@ def _dataclass(
             type.__setattr__(made, "__doc__", made.__name__ + text)
     params = made.__dict__["__dataclass_params__"]
     params.init, params.repr, params.eq, params.frozen = init, repr, eq, True
+    # dataclasses did this before the methods above were set: an abstract __repr__, __eq__ or __hash__ of an ABC
+    # base is implemented now.
+    abc.update_abstractmethods(made)
     return made
 
 
