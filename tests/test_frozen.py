@@ -15,6 +15,8 @@ import pkgutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import KW_ONLY as KeywordsAfter
+from dataclasses import InitVar as Scale
 from typing import Any, ClassVar
 
 import pytest
@@ -482,3 +484,29 @@ def test_the_methods_made_implement_an_abstract_base_s(make: Decorator) -> None:
         side: int
 
     assert Partial.__abstractmethods__ == frozenset({"area"})
+
+
+@pytest.mark.parametrize("make", BOTH, ids=["ours", "dataclasses"])
+def test_init_var_and_kw_only_under_another_name(make: Decorator) -> None:
+    """``InitVar`` and ``KW_ONLY`` imported under other names (string annotations: this module's
+    ``from __future__ import annotations``) are dataclasses' classes (before: a TypeError from the fast path,
+    which had looked for their names in the annotations' text)."""
+
+    @make(frozen=True, slots=True)
+    class Scaled:
+        a: int
+        scale: Scale[int] = 1
+
+        def __post_init__(self, scale: int) -> None:
+            object.__setattr__(self, "a", self.a * scale)
+
+    @make(frozen=True, slots=True)
+    class Keywords:
+        a: int
+        _: KeywordsAfter
+        b: int = 0
+
+    assert Scaled(2, 3).a == 6 and [f.name for f in _fields(Scaled)] == ["a"]
+    assert Keywords(1, b=2).b == 2
+    with pytest.raises(TypeError):
+        Keywords(1, 2)  # type: ignore[misc]

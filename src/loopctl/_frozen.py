@@ -28,6 +28,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import inspect
+import re
 import reprlib
 import sys
 from collections.abc import Callable
@@ -58,6 +59,10 @@ def _fits(fields: tuple[dataclasses.Field[Any], ...], every: dict[str, dataclass
     return not any(repr(getattr(f, "_field_type", None)) == "_FIELD_INITVAR" for f in every.values())
 
 
+_LEADING_NAME = re.compile(r"\s*(\w+)\s*(?:\[|$)")
+"""The name a string annotation starts with when no module is written before it (``IV`` of ``IV[int]``)."""
+
+
 def _plain(cls: type) -> bool:
     """Whether ``cls``, not yet a dataclass, will have only positional ``__init__`` fields (no ``InitVar``,
     ``KW_ONLY``, ``init=False`` or keyword-only field, its own or a dataclass base's): what :func:`_init_for`
@@ -66,9 +71,16 @@ def _plain(cls: type) -> bool:
         for f in getattr(base, "__dataclass_fields__", {}).values():
             if not f.init or f.kw_only is True or repr(getattr(f, "_field_type", None)) == "_FIELD_INITVAR":
                 return False
+    module = sys.modules.get(cls.__module__)
+    namespace = module.__dict__ if module is not None else {}
     for name, annotation in inspect.get_annotations(cls).items():
         text = annotation if isinstance(annotation, str) else repr(annotation)
         if "InitVar" in text or "KW_ONLY" in text:
+            return False
+        # A string naming them under another name (``from dataclasses import InitVar as IV``, then ``IV[int]``),
+        # which dataclasses finds in the class's module as this does.
+        leading = _LEADING_NAME.match(text)
+        if leading is not None and namespace.get(leading[1]) in (dataclasses.InitVar, dataclasses.KW_ONLY):
             return False
         value = cls.__dict__.get(name)
         if isinstance(value, dataclasses.Field) and (not value.init or value.kw_only is True):
