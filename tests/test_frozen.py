@@ -4,6 +4,7 @@ every such class of loopctl against a twin made by ``dataclasses`` from its fiel
 
 from __future__ import annotations
 
+import abc
 import copy
 import dataclasses
 import importlib
@@ -14,6 +15,8 @@ import pkgutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import KW_ONLY as KeywordsAfter
+from dataclasses import InitVar as Scale
 from typing import Any, ClassVar
 
 import pytest
@@ -377,3 +380,133 @@ def test_the_init_annotations_resolve_in_the_class_module() -> None:
         hints = typing.get_type_hints(cls.__init__)
         assert hints["return"] is type(None)
         assert set(hints) == {f.name for f in _fields(cls)} | {"return"}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Child(OURS["Plain"]):  # type: ignore[misc, valid-type]
+    """A subclass made by dataclasses, without slots, of a class made here (at module level: pickled)."""
+
+    h: int = 1
+
+
+def test_a_subclass_made_by_dataclasses_keeps_its_own_fields_when_copied_or_pickled() -> None:
+    """The state of a subclass that inherits the pickling pair is every field of its class, as with
+    dataclasses' own pair (before: only the base's fields, so the copy's ``h`` was the class default, 1)."""
+    child = _Child(2, "y", h=5)
+    assert child.__getstate__() == [2, "y", (), 0.0, None, None, 5]  # type: ignore[attr-defined]
+    for made in (copy.copy(child), copy.deepcopy(child), pickle.loads(pickle.dumps(child))):
+        assert made.h == 5 and made.b == "y"
+        assert made == child
+
+
+@pytest.mark.parametrize("make", BOTH, ids=["ours", "dataclasses"])
+def test_fields_named_as_the_init_names_its_own(make: Decorator) -> None:
+    """A field called ``self``, or as the names the made ``__init__`` used (a SyntaxError, and a factory
+    called over the value given, before)."""
+
+    @make(frozen=True, slots=True)
+    class Named:
+        self: int
+        _set_self: int = 2
+        _FACTORY: list[int] = dataclasses.field(default_factory=list)
+        _factory__FACTORY: int = 4
+
+        def __post_init__(self) -> None:
+            self._FACTORY.append(self.self)
+
+    named = Named(1, 3, [7], 5)
+    assert (named.self, named._set_self, named._FACTORY, named._factory__FACTORY) == (1, 3, [7, 1], 5)
+    assert Named(self=0)._FACTORY == [0]
+    assert (
+        str(inspect.signature(Named))
+        == "(self: 'int', _set_self: 'int' = 2, _FACTORY: 'list[int]' = <factory>, _factory__FACTORY: 'int' = 4) -> None"
+    )
+
+
+def test_a_class_without_a_docstring_gets_dataclasses_one() -> None:
+    """``Name(signature)``, as dataclasses writes it (before: ``Plain()``, and ``Sub``'s named only its base's
+    fields, as dataclasses had read the signature before the ``__init__`` was made)."""
+    for made in (OURS, THEIRS):
+        assert made["Plain"].__doc__ == (
+            "Plain(a: 'int', b: 'str' = 'x', c: 'tuple[int, ...]' = <factory>, d: 'float' = 0.0, e: 'Any' = None,"
+            " f: 'Any' = None)"
+        )
+        assert made["Sub"].__doc__ == made["Plain"].__doc__.replace("Plain", "Sub")[:-1] + ", g: 'int' = 7)"
+    from loopctl.response import Usage
+
+    assert Usage.__doc__ is not None and not Usage.__doc__.startswith("Usage(")  # its own, kept
+
+
+@pytest.mark.parametrize("make", BOTH, ids=["ours", "dataclasses"])
+def test_equality_of_a_nan_field_is_this_pythons(make: Decorator) -> None:
+    """Two instances holding the same NaN: equal up to 3.12 (tuples compared, identity first), not from 3.13
+    (fields compared one by one); an instance is always equal to itself. The same for both makers."""
+
+    @make(frozen=True, slots=True)
+    class Nan:
+        a: float = math.nan
+        b: int = 0
+
+    one, two = Nan(), Nan()
+    assert one == one
+    assert (one == two) is (sys.version_info < (3, 13))
+    assert (one != two) is (sys.version_info >= (3, 13))
+    assert Nan(1.0, 1) != Nan(1.0, 2)
+
+
+@pytest.mark.parametrize("make", BOTH, ids=["ours", "dataclasses"])
+def test_the_methods_made_implement_an_abstract_base_s(make: Decorator) -> None:
+    """An ABC base's abstract ``__repr__`` and ``__hash__`` are implemented by the made ones (before: the
+    class stayed abstract, as dataclasses had updated its abstract methods before they were set)."""
+
+    class Shape(abc.ABC):
+        @abc.abstractmethod
+        def __repr__(self) -> str: ...
+
+        @abc.abstractmethod
+        def __hash__(self) -> int: ...
+
+        @abc.abstractmethod
+        def area(self) -> int: ...
+
+    @make(frozen=True, slots=True)
+    class Square(Shape):
+        side: int
+
+        def area(self) -> int:
+            return self.side**2
+
+    assert Square.__abstractmethods__ == frozenset()
+    assert repr(Square(2)).endswith("Square(side=2)") and hash(Square(2)) == hash((2,))
+
+    @make(frozen=True, slots=True)
+    class Partial(Shape):
+        side: int
+
+    assert Partial.__abstractmethods__ == frozenset({"area"})
+
+
+@pytest.mark.parametrize("make", BOTH, ids=["ours", "dataclasses"])
+def test_init_var_and_kw_only_under_another_name(make: Decorator) -> None:
+    """``InitVar`` and ``KW_ONLY`` imported under other names (string annotations: this module's
+    ``from __future__ import annotations``) are dataclasses' classes (before: a TypeError from the fast path,
+    which had looked for their names in the annotations' text)."""
+
+    @make(frozen=True, slots=True)
+    class Scaled:
+        a: int
+        scale: Scale[int] = 1
+
+        def __post_init__(self, scale: int) -> None:
+            object.__setattr__(self, "a", self.a * scale)
+
+    @make(frozen=True, slots=True)
+    class Keywords:
+        a: int
+        _: KeywordsAfter
+        b: int = 0
+
+    assert Scaled(2, 3).a == 6 and [f.name for f in _fields(Scaled)] == ["a"]
+    assert Keywords(1, b=2).b == 2
+    with pytest.raises(TypeError):
+        Keywords(1, 2)  # type: ignore[misc]

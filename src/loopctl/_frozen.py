@@ -25,8 +25,10 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import inspect
+import re
 import reprlib
 import sys
 from collections.abc import Callable
@@ -57,6 +59,10 @@ def _fits(fields: tuple[dataclasses.Field[Any], ...], every: dict[str, dataclass
     return not any(repr(getattr(f, "_field_type", None)) == "_FIELD_INITVAR" for f in every.values())
 
 
+_LEADING_NAME = re.compile(r"\s*(\w+)\s*(?:\[|$)")
+"""The name a string annotation starts with when no module is written before it (``IV`` of ``IV[int]``)."""
+
+
 def _plain(cls: type) -> bool:
     """Whether ``cls``, not yet a dataclass, will have only positional ``__init__`` fields (no ``InitVar``,
     ``KW_ONLY``, ``init=False`` or keyword-only field, its own or a dataclass base's): what :func:`_init_for`
@@ -65,9 +71,16 @@ def _plain(cls: type) -> bool:
         for f in getattr(base, "__dataclass_fields__", {}).values():
             if not f.init or f.kw_only is True or repr(getattr(f, "_field_type", None)) == "_FIELD_INITVAR":
                 return False
+    module = sys.modules.get(cls.__module__)
+    namespace = module.__dict__ if module is not None else {}
     for name, annotation in inspect.get_annotations(cls).items():
         text = annotation if isinstance(annotation, str) else repr(annotation)
         if "InitVar" in text or "KW_ONLY" in text:
+            return False
+        # A string naming them under another name (``from dataclasses import InitVar as IV``, then ``IV[int]``),
+        # which dataclasses finds in the class's module as this does.
+        leading = _LEADING_NAME.match(text)
+        if leading is not None and namespace.get(leading[1]) in (dataclasses.InitVar, dataclasses.KW_ONLY):
             return False
         value = cls.__dict__.get(name)
         if isinstance(value, dataclasses.Field) and (not value.init or value.kw_only is True):
@@ -78,7 +91,10 @@ def _plain(cls: type) -> bool:
 def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
     """The ``__init__`` of the slotted dataclass ``cls``: the parameters, defaults and default factories that
     dataclasses gives it, each slot set through its descriptor, then ``__post_init__`` if the class has one."""
-    namespace: dict[str, Any] = {"_FACTORY": _FACTORY}
+    # Its other names are of dataclasses' own kind (``__dataclass_...``), not a field's (a field named
+    # ``_FACTORY`` took the marker's name before), and ``self`` is renamed when a field is called that.
+    namespace: dict[str, Any] = {"__dataclass_FACTORY__": _FACTORY}
+    me = "__dataclass_self__" if any(f.name == "self" for f in fields) else "self"
     args: list[str] = []
     body: list[str] = []
     annotations: dict[str, Any] = {}
@@ -87,28 +103,31 @@ def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable
         annotations[name] = f.type
         slot = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
         # A field kept in an instance dict (a base without slots) is set as dataclasses sets it.
-        namespace[f"_set_{name}"] = getattr(slot, "__set__", None) or (
+        namespace[f"__dataclass_set_{name}"] = getattr(slot, "__set__", None) or (
             lambda obj, value, _name=name: object.__setattr__(obj, _name, value)
         )
         if f.default is not dataclasses.MISSING:
-            namespace[f"_default_{name}"] = f.default
-            args.append(f"{name}=_default_{name}")
-            body.append(f"    _set_{name}(self, {name})")
+            namespace[f"__dataclass_default_{name}"] = f.default
+            args.append(f"{name}=__dataclass_default_{name}")
+            body.append(f"    __dataclass_set_{name}({me}, {name})")
         elif f.default_factory is not dataclasses.MISSING:
-            namespace[f"_factory_{name}"] = f.default_factory
-            args.append(f"{name}=_FACTORY")
-            body.append(f"    _set_{name}(self, _factory_{name}() if {name} is _FACTORY else {name})")
+            namespace[f"__dataclass_factory_{name}"] = f.default_factory
+            args.append(f"{name}=__dataclass_FACTORY__")
+            body.append(
+                f"    __dataclass_set_{name}({me}, __dataclass_factory_{name}()"
+                f" if {name} is __dataclass_FACTORY__ else {name})"
+            )
         else:
             args.append(name)
-            body.append(f"    _set_{name}(self, {name})")
+            body.append(f"    __dataclass_set_{name}({me}, {name})")
     if hasattr(cls, "__post_init__"):
-        body.append("    self.__post_init__()")
+        body.append(f"    {me}.__post_init__()")
     # As dataclasses does: the setters, factories and defaults are the closure of a maker function run in the
     # class's module, so that the __init__'s globals are the module's and typing.get_type_hints reads its
     # annotations there (they name the module's imports), as it does the __init__ dataclasses writes.
     source = (
         f"def __make_init__({', '.join(namespace)}):\n"
-        f" def __init__(self, {', '.join(args)}):\n"
+        f" def __init__({', '.join([me, *args])}):\n"
         + ("\n".join(f" {line}" for line in body) or "     pass")
         + "\n return __init__\n"
     )
@@ -155,11 +174,16 @@ def _methods(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, eq: bool,
 
     values = _getter(names)
 
+    # A subclass that inherits these (one made by dataclasses without slots) may have more fields: as
+    # dataclasses' own pair, the state is every field of the instance's class.
     def getstate_(self: Any) -> list[Any]:
-        return list(values(self))
+        if type(self) is owner:
+            return list(values(self))
+        return [getattr(self, f.name) for f in dataclasses.fields(self)]
 
     def setstate_(self: Any, state: list[Any]) -> None:
-        for name, value in zip(names, state, strict=False):
+        own = names if type(self) is owner else [f.name for f in dataclasses.fields(self)]
+        for name, value in zip(own, state, strict=False):
             object.__setattr__(self, name, value)
 
     made: dict[str, Any] = {
@@ -177,12 +201,28 @@ def _methods(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, eq: bool,
 
         made["__repr__"] = repr_fn
     if eq:
-        compared = _getter(tuple(f.name for f in fields if f.compare))
+        compared_names = tuple(f.name for f in fields if f.compare)
+        compared = _getter(compared_names)
 
         def eq_(self: Any, other: object) -> Any:  # bool, or NotImplemented for another class
             if other.__class__ is self.__class__:
                 return compared(self) == compared(other)
             return NotImplemented
+
+        if sys.version_info >= (3, 13):
+            # 3.13's __eq__ is ``self is other or (self.a == other.a and ...)``, no longer a comparison of
+            # tuples (which takes a value that is itself as equal: a NaN), and gives the comparison's own result.
+            def eq_(self: Any, other: object) -> Any:
+                if self is other:
+                    return True
+                if other.__class__ is self.__class__:
+                    result: Any = True
+                    for name in compared_names:
+                        result = getattr(self, name) == getattr(other, name)
+                        if not result:
+                            break
+                    return result
+                return NotImplemented
 
         hashed = _getter(tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
 
@@ -250,6 +290,7 @@ def _dataclass(
     explicit_hash = not (class_hash is dataclasses.MISSING or (class_hash is None and "__eq__" in own))
     keep = {name: own[name] for name in ("__repr__", "__eq__", "__init__") if name in own}
     # A dataclass base makes dataclasses check frozen against frozen: it writes __setattr__ and __delattr__.
+    documented = bool(getattr(cls, "__doc__", None))
     subclass = any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:])
     made: type[Any] = dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=subclass, **options)
     fields = dataclasses.fields(made)
@@ -268,8 +309,17 @@ def _dataclass(
         type.__setattr__(made, name, fn)
     if init and "__init__" not in keep:
         type.__setattr__(made, "__init__", _init_for(made, fields))
+        if not documented:  # dataclasses wrote the docstring from the __init__ the class had then: its base's
+            try:
+                text = str(inspect.signature(made)).replace(" -> None", "")
+            except (TypeError, ValueError):  # as dataclasses: a signature it cannot read
+                text = ""
+            type.__setattr__(made, "__doc__", made.__name__ + text)
     params = made.__dict__["__dataclass_params__"]
     params.init, params.repr, params.eq, params.frozen = init, repr, eq, True
+    # dataclasses did this before the methods above were set: an abstract __repr__, __eq__ or __hash__ of an ABC
+    # base is implemented now.
+    abc.update_abstractmethods(made)
     return made
 
 
