@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import inspect
 import re
 import reprlib
@@ -50,13 +51,11 @@ class _Factory:
 _FACTORY = _Factory()
 
 
-def _fits(fields: tuple[dataclasses.Field[Any], ...], every: dict[str, dataclasses.Field[Any]]) -> bool:
-    """Whether :func:`_init_for` can write the ``__init__`` of a class with these fields: every field an
-    ``__init__`` parameter, positional, and no ``InitVar`` pseudo-field (``ClassVar`` ones take no part)."""
-    if any(not f.init or f.kw_only for f in fields):
-        return False
-    # dataclasses marks a pseudo-field's kind with a private sentinel whose repr is its name.
-    return not any(repr(getattr(f, "_field_type", None)) == "_FIELD_INITVAR" for f in every.values())
+def _positional(f: dataclasses.Field[Any]) -> bool:
+    """Whether the (pseudo-)field ``f`` is what :func:`_init_for` writes, or takes no part in ``__init__``: an
+    ``__init__`` parameter, not keyword-only, not an ``InitVar`` (a ``ClassVar`` pseudo-field passes). dataclasses
+    marks a pseudo-field's kind with a private sentinel whose repr is its name."""
+    return f.init and f.kw_only is not True and repr(getattr(f, "_field_type", None)) != "_FIELD_INITVAR"
 
 
 _LEADING_NAME = re.compile(r"\s*(\w+)\s*(?:\[|$)")
@@ -68,9 +67,8 @@ def _plain(cls: type) -> bool:
     ``KW_ONLY``, ``init=False`` or keyword-only field, its own or a dataclass base's): what :func:`_init_for`
     writes. Read from the annotations and ``field()`` values before dataclasses processes them."""
     for base in cls.__mro__[1:]:
-        for f in getattr(base, "__dataclass_fields__", {}).values():
-            if not f.init or f.kw_only is True or repr(getattr(f, "_field_type", None)) == "_FIELD_INITVAR":
-                return False
+        if not all(_positional(f) for f in getattr(base, "__dataclass_fields__", {}).values()):
+            return False
     module = sys.modules.get(cls.__module__)
     namespace = module.__dict__ if module is not None else {}
     for name, annotation in inspect.get_annotations(cls).items():
@@ -204,11 +202,6 @@ def _methods(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, eq: bool,
         compared_names = tuple(f.name for f in fields if f.compare)
         compared = _getter(compared_names)
 
-        def eq_(self: Any, other: object) -> Any:  # bool, or NotImplemented for another class
-            if other.__class__ is self.__class__:
-                return compared(self) == compared(other)
-            return NotImplemented
-
         if sys.version_info >= (3, 13):
             # 3.13's __eq__ is ``self is other or (self.a == other.a and ...)``, no longer a comparison of
             # tuples (which takes a value that is itself as equal: a NaN), and gives the comparison's own result.
@@ -222,6 +215,13 @@ def _methods(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, eq: bool,
                         if not result:
                             break
                     return result
+                return NotImplemented
+
+        else:
+
+            def eq_(self: Any, other: object) -> Any:  # bool, or NotImplemented for another class
+                if other.__class__ is self.__class__:
+                    return compared(self) == compared(other)
                 return NotImplemented
 
         hashed = _getter(tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
@@ -255,46 +255,40 @@ def _dataclass(
 ) -> Any:
     """``dataclasses.dataclass``, the same arguments and results, cheaper for a frozen, slotted class (module
     docstring); anything else is dataclasses' own."""
+    options: dict[str, Any] = {
+        "init": init,
+        "repr": repr,
+        "eq": eq,
+        "order": order,
+        "unsafe_hash": unsafe_hash,
+        "frozen": frozen,
+        "match_args": match_args,
+        "kw_only": kw_only,
+        "slots": slots,
+        "weakref_slot": weakref_slot,
+    }
     if cls is None:
-        return lambda c: _dataclass(
-            c,
-            init=init,
-            repr=repr,
-            eq=eq,
-            order=order,
-            unsafe_hash=unsafe_hash,
-            frozen=frozen,
-            match_args=match_args,
-            kw_only=kw_only,
-            slots=slots,
-            weakref_slot=weakref_slot,
-        )
-    options: dict[str, Any] = {"match_args": match_args, "slots": slots, "weakref_slot": weakref_slot}
+        return functools.partial(_dataclass, **options)
     if not (frozen and slots) or order or unsafe_hash or kw_only or not _plain(cls):
-        return dataclasses.dataclass(
-            cls,
-            init=init,
-            repr=repr,
-            eq=eq,
-            order=order,
-            unsafe_hash=unsafe_hash,
-            frozen=frozen,
-            kw_only=kw_only,
-            **options,
-        )
-    own = cls.__dict__
+        return dataclasses.dataclass(cls, **options)
+    own = cls.__dict__  # what the class body wrote (dataclasses keeps it, and adds nothing it has)
     for name in ("__setattr__", "__delattr__"):
         if name in own:  # dataclasses' own refusal
             raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
     class_hash = own.get("__hash__", dataclasses.MISSING)
     explicit_hash = not (class_hash is dataclasses.MISSING or (class_hash is None and "__eq__" in own))
-    keep = {name: own[name] for name in ("__repr__", "__eq__", "__init__") if name in own}
+    documented = bool(cls.__doc__)
     # A dataclass base makes dataclasses check frozen against frozen: it writes __setattr__ and __delattr__.
-    documented = bool(getattr(cls, "__doc__", None))
     subclass = any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:])
-    made: type[Any] = dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=subclass, **options)
+    made: type[Any] = dataclasses.dataclass(
+        cls, **{**options, "init": False, "repr": False, "eq": False, "frozen": subclass}
+    )
     fields = dataclasses.fields(made)
-    if init and "__init__" not in keep and not _fits(fields, made.__dict__["__dataclass_fields__"]):
+    if (
+        init
+        and "__init__" not in own
+        and not all(_positional(f) for f in made.__dict__["__dataclass_fields__"].values())
+    ):
         raise TypeError(f"{cls.__name__}: a field that _plain did not see (InitVar, init=False or keyword-only)")
     methods = _methods(made, fields, eq=eq, repr_=repr)
     if subclass:
@@ -302,12 +296,9 @@ def _dataclass(
     if eq and explicit_hash:
         del methods["__hash__"]
     for name, fn in methods.items():
-        if name in ("__repr__", "__eq__") and name in keep:
-            continue
-        if name in ("__getstate__", "__setstate__") and name in made.__dict__ and made.__dict__[name] is own.get(name):
-            continue
-        type.__setattr__(made, name, fn)
-    if init and "__init__" not in keep:
+        if name == "__hash__" or name not in own:  # a body's __hash__ is None when it wrote __eq__ alone
+            type.__setattr__(made, name, fn)
+    if init and "__init__" not in own:
         type.__setattr__(made, "__init__", _init_for(made, fields))
         if not documented:  # dataclasses wrote the docstring from the __init__ the class had then: its base's
             try:
