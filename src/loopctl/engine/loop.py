@@ -175,6 +175,9 @@ else:  # the annotations' modules, imported when an annotation is read (loopctl.
 
 __all__ = ["BareLoop"]
 
+_OpenTurn = tuple[int, list[Message], ModelReply, Usage, float]
+"""A reply's turn before its records are known: its index, input, reply, the reply's usage, duration."""
+
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
@@ -667,7 +670,7 @@ class BareLoop:
         turns: list[Turn] = []
         # The last reply's turn, made once its records are known (``settle``), or without any when none come
         # (``flush``): (index, input, reply, the reply's usage, duration).
-        open_turn: tuple[int, list[Message], ModelReply, Usage, float] | None = None
+        open_turn: _OpenTurn | None = None
         usage = Usage()
         tool_spend = ToolSpend()  # what tools spent on model calls of their own (sub-agents)
         turn_input: list[Message] = [] if resuming else [first]
@@ -707,8 +710,7 @@ class BareLoop:
                 results = dict(m.held_results) if m.state is MachineState.AWAITING_APPROVAL else {}
             records = self._records(reply, ran, results)
             if open_turn is not None and open_turn[2].response.message is reply:
-                index, made_of, answer, answer_usage, took = open_turn
-                turns.append(self._turn(index, made_of, answer, records, took, answer_usage))
+                turns.append(self._turn(open_turn, records))
                 open_turn = None
             elif turns and turns[-1].output is reply:
                 turns[-1] = _with_calls(turns[-1], records)
@@ -736,7 +738,7 @@ class BareLoop:
                     continue  # the save was refused: the machine ended the run
                 if isinstance(step, CallLLM):
                     if open_turn is not None:  # the last reply's turn, which got no records
-                        turns.append(self._turn(*open_turn[:3], (), open_turn[4], open_turn[3]))
+                        turns.append(self._turn(open_turn, ()))
                         open_turn = None
                     t0 = now()
                     request = self._request(cfg, setup)
@@ -884,8 +886,7 @@ class BareLoop:
                         # reply, in its order, each the result of the record made for it here, which holds that
                         # call itself. ``settle``'s records would be these records, as they are (``_records``);
                         # the turn is made at once.
-                        index, made_of, answer, answer_usage, took = open_turn
-                        turns.append(self._turn(index, made_of, answer, tuple(records), took, answer_usage))
+                        turns.append(self._turn(open_turn, records))
                         open_turn = None
                         m.context_tokens = before_results + message_tokens(self._counter, results_message)
                         turn_input = [results_message]
@@ -936,7 +937,7 @@ class BareLoop:
                 emit(RunAborted(exc))
             raise
         if open_turn is not None:
-            turns.append(self._turn(*open_turn[:3], (), open_turn[4], open_turn[3]))
+            turns.append(self._turn(open_turn, ()))
         outcome = m.outcome
         text = _answer_text(turns)
         if output_plan is None:
@@ -1046,8 +1047,11 @@ class BareLoop:
         """Tell the counter what every request carries besides its messages (the system text and the tool
         schemas), when that changed."""
         tools = self._request_tools(setup) if tools is None else tools
+        known = self._request_key
+        if known is not None and known[0] is setup.system and known[1] is tools:
+            return  # the same objects as the last request's (compared by value only when they are not)
         key = (setup.system, tools)
-        if key != self._request_key:
+        if key != known:
             self._request_key = key
             set_request = getattr(self._counter, "set_request", None)
             if set_request is not None:
@@ -1074,12 +1078,8 @@ class BareLoop:
     def _request(self, cfg: RunConfig, setup: _Setup) -> ModelRequest:
         """The next model call's request: the whole conversation, the run's system text and tools, the
         generation settings."""
-        tools = self.tools.schemas  # read per call: an MCP server's list may change
-        if setup.extra_tools:
-            tools = (*tools, *setup.extra_tools)
-        key = self._request_key
-        if key is None or tools is not key[1] or setup.system is not key[0]:
-            self._count_request(setup, tools)
+        tools = self._request_tools(setup)
+        self._count_request(setup, tools)
         return ModelRequest(  # in the order of its fields (positional: cheaper to bind than keywords)
             self._machine.full_history(),
             setup.system,
@@ -1723,22 +1723,17 @@ class BareLoop:
     # --- helpers -------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _turn(
-        index: int,
-        turn_input: Sequence[Message],
-        reply: ModelReply,
-        records: Sequence[ToolCallRecord],
-        duration: float,
-        usage: Usage | None = None,
-    ) -> Turn:
-        """The record of the turn ``reply`` answered (``usage``: ``reply.usage``, when the caller has it)."""
+    def _turn(opened: _OpenTurn, records: Sequence[ToolCallRecord]) -> Turn:
+        """The record of the turn ``opened`` holds (its index, input, reply, the reply's usage, duration), with
+        the records of its calls."""
+        index, turn_input, reply, usage, duration = opened
         response = reply.response
-        return Turn(
+        return Turn(  # positional, in the order of its fields
             index,
             tuple(turn_input),
             response.message,
             records if type(records) is tuple else tuple(records),
-            reply.usage if usage is None else usage,
+            usage,
             response.stop_reason,
             duration,
             reply.model,
