@@ -7,7 +7,11 @@ import asyncio
 import time
 from collections.abc import Callable
 
-__all__ = ["ProgressGate"]
+__all__ = ["PROGRESS_INTERVAL", "ProgressGate"]
+
+PROGRESS_INTERVAL = 0.25
+"""Seconds between two progress reports of a call passed on to the run's observers, by default (the A2A and MCP
+clients' ``progress_interval``): a remote may send them by the thousand."""
 
 Deliver = Callable[[float, float | None, str | None], None]
 """Where a report goes: ``(progress, total, message)``, as :meth:`~loopctl.tool.ToolContext.report_progress`."""

@@ -65,7 +65,8 @@ from a2a.types import (
 )
 from google.protobuf import json_format, struct_pb2
 
-from loopctl._progress import ProgressGate
+from loopctl._aio import retrieve
+from loopctl._progress import PROGRESS_INTERVAL, ProgressGate
 from loopctl.agent._tools import safe_tool_name
 from loopctl.compact.textcut import clip, clip_known_ends, clip_middle
 from loopctl.engine.permission import Approval, Approve, Deny, PendingApproval, deny_reason
@@ -102,9 +103,6 @@ MAX_EVENTS = 10_000
 
 MAX_PARTS = 1_000
 """The artifact parts (text or data) one call takes, by default."""
-
-PROGRESS_INTERVAL = 0.25
-"""Seconds between two progress reports a call forwards to the run's observers, by default."""
 
 FIRST_EVENT_WAIT = 2.0
 """Seconds a call cancelled before the remote named its task waits for the remote's first event, to learn the task
@@ -438,7 +436,7 @@ class A2AAgent:
         # The stream is read by a task of its own, so that a call cancelled before the remote named its task
         # can still read the first event for the task id to cancel (the protocol has the server choose it).
         reader = asyncio.ensure_future(self._read(client, message, outcome, progress, named))
-        reader.add_done_callback(_retrieve)
+        reader.add_done_callback(retrieve)  # it may fail after the call gave it up
         try:
             await asyncio.shield(reader)
         except asyncio.CancelledError:
@@ -653,13 +651,6 @@ def _bounded_data(value: Any, limit: int) -> Any:
     it) fits, else that text cut in the middle with a note saying how much was cut (as the answer's text is)."""
     text = orjson.dumps(value).decode()
     return value if len(text) <= limit else clip_middle(text, limit)
-
-
-def _retrieve(reader: asyncio.Future[None]) -> None:
-    """Read a finished reader's exception: one raised after the call stopped waiting for it (given up on)
-    is not "never retrieved"."""
-    if not reader.cancelled():
-        reader.exception()
 
 
 async def _cancel_remote(client: Client, task_id: str) -> None:

@@ -44,6 +44,7 @@ from decimal import Decimal
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
+from loopctl._aio import retrieve
 from loopctl._frozen import dataclass
 from loopctl._lazy import LazyModule
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor, clip_middle, message_tokens
@@ -1885,7 +1886,7 @@ async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
     except asyncio.CancelledError:
         task.cancel()
         waiter.cancel()
-        task.add_done_callback(_retrieve)  # its CancelledError is ours; asyncio must not log it as lost
+        task.add_done_callback(retrieve)  # its CancelledError is ours; asyncio must not log it as lost
         raise
     if task in done:
         waiter.cancel()
@@ -1894,8 +1895,7 @@ async def _race(aw: Awaitable[_T], cancel: asyncio.Event | None) -> _T:
     # Wait for the cancelled task to unwind (its outcome no longer matters) without swallowing a
     # cancellation of our own.
     await asyncio.wait({task})
-    if not task.cancelled():
-        task.exception()  # retrieved, so asyncio does not log it as never retrieved
+    retrieve(task)
     raise _Cancelled
 
 
@@ -1928,11 +1928,6 @@ def _cancelling() -> bool:
     propagate only then; otherwise it came from inside an operation that was cancelled on its own."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 def _retry_delay(exc: LoopError, attempt: int, cfg: RunConfig) -> float:

@@ -79,7 +79,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
 
 from loopctl._frozen import dataclass
-from loopctl._progress import ProgressGate
+from loopctl._progress import PROGRESS_INTERVAL, ProgressGate
 from loopctl.errors import LoopError
 from loopctl.mcp.convert import exposed_names, to_tool_output
 from loopctl.mcp.elicitation import (
@@ -119,9 +119,6 @@ DEFAULT_TIMEOUT = 60.0
 """Seconds one tool call may take before it becomes an error result."""
 DEFAULT_CONNECT_TIMEOUT = 30.0
 """Seconds to start (or reach) a server, initialise the session and list its tools."""
-PROGRESS_INTERVAL = 0.25
-"""Seconds between two progress notifications of a call passed on to the run's observers, by default (as the A2A
-client's): a server may send them by the thousand."""
 REFRESH_SETTLE = 0.05
 """Seconds a tool-list refresh waits after a change notification, so that a burst of them is one listing."""
 
