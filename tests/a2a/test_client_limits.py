@@ -328,3 +328,26 @@ async def test_concurrent_first_calls_read_the_card_once(hostile_url: str) -> No
         assert await tool._sdk() is client
     assert outs == ["ok"] * 8
     assert len(cards) == 1, cards
+
+
+async def test_the_server_chooses_the_task_id_a_message_cannot_name_a_new_task(hostile_url: str) -> None:
+    """The protocol rule FIRST_EVENT_WAIT rests on (A2A specification, "Message" ``taskId``, and the a2a-sdk
+    server's request handler): a message that names a task the server does not have is refused, so a client
+    cannot choose the id of its new task up front and learns it only from the remote's first event."""
+    import uuid
+
+    from a2a.client import A2ACardResolver, ClientConfig, create_client
+    from a2a.types import Message as A2AMessage
+    from a2a.types import Part, SendMessageRequest
+    from a2a.types import Role as A2ARole
+
+    async with httpx.AsyncClient(timeout=10) as http:
+        card = await A2ACardResolver(http, hostile_url).get_agent_card()
+        client = await create_client(card, client_config=ClientConfig(httpx_client=http))
+        message = A2AMessage(
+            message_id=uuid.uuid4().hex, role=A2ARole.ROLE_USER, parts=[Part(text="ok")], task_id="chosen-by-client"
+        )
+        with pytest.raises(Exception, match="chosen-by-client") as refused:
+            async for _ in client.send_message(SendMessageRequest(message=message)):
+                pass
+    assert "exist" in str(refused.value) or "not found" in str(refused.value).lower()
