@@ -668,6 +668,18 @@ class BareLoop:
         self._count_request(setup)
         count = self._counter.count
         emit = self._emit if self.observers or self._run_observers else None
+        # A one-call batch of a plain function tool may skip the batch's three coroutines (``_run_tools``,
+        # ``_run_one``, ``_run_checked``) when nothing they add applies to this run: they are this class's own
+        # (a durable engine records its calls in them), nothing observes the run, no hook runs around a tool,
+        # and a tool's error is the model's to read. ``_direct_tool`` decides for each batch.
+        direct = (
+            emit is None
+            and cancel is None
+            and not cfg.raise_tool_errors
+            and "before_tool" not in self._hooks.active
+            and "after_tool" not in self._hooks.active
+            and _plain_batches(type(self))
+        )
         turns: list[Turn] = []
         # The last reply's turn, made once its records are known (``settle``), or without any when none come
         # (``flush``): (index, input, reply, the reply's usage, duration).
@@ -832,7 +844,28 @@ class BareLoop:
                     assert reply_message is not None
                     in_batch = (step, reply_message)
                     try:
-                        done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
+                        plain = self._direct_tool(step) if direct else None
+                        if plain is not None:
+                            # What ``_run_tools`` → ``_run_one`` → ``_run_checked`` make of this call when no
+                            # hook, permission check, observer or context applies (``_direct_tool``).
+                            call = step.calls[0]
+                            batch = self._batch = {}
+                            self._raised_at = None
+                            t0 = now()
+                            left = remaining(cfg.limits, self._machine.usage) if cfg.limits is not None else None
+                            try:
+                                result, tool_error = await self._execute(plain, call, call.input, cfg, None)
+                            except ApprovalRequired as exc:  # the tool deferred its own call
+                                one: ToolCallRecord | PendingApproval = PendingApproval(call, exc.reason, spent=None)
+                            else:
+                                if tool_error is not None:  # logged with the context the tool never saw
+                                    context = ToolContext(call.id, call.name, deps, usage, step.turn, left)
+                                    _log_tool_error(plain, call, tool_error, context)
+                                one = ToolCallRecord(call, result, now() - t0, True, None, tool_error)
+                            batch[call.id] = one
+                            done = [one]
+                        else:
+                            done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
                     except _Cancelled:
                         keep_batch("the run was cancelled")
                         m.cancel()
@@ -1425,6 +1458,20 @@ class BareLoop:
             emit(ToolCallFinished(turn, call, result, duration, error))
         return ToolCallRecord(call, result, duration, True, spent, error)
 
+    def _direct_tool(self, step: CallTools) -> FunctionTool[Any] | None:
+        """The tool of ``step``'s one call when ``_run`` may run it directly (``_execute``, without the batch's
+        coroutines): a :class:`~loopctl.tool.FunctionTool` whose function takes no ``ToolContext`` and that
+        does not require approval, the call not approved earlier, and no permission callback. ``None``
+        otherwise (the general path). The run's own conditions (no observer, no tool hooks, no cancel event,
+        tool errors not raised, this class's methods) are checked once by ``_run``."""
+        calls = step.calls
+        if len(calls) != 1 or step.approved or self.permission is not None:
+            return None
+        tool = self.tools.get(calls[0].name)
+        if type(tool) is not FunctionTool or tool._context_param is not None or tool.requires_approval is True:
+            return None
+        return tool
+
     def _repeatable(self, reply: Message) -> frozenset[str]:
         """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
         their calls out)."""
@@ -1806,6 +1853,17 @@ def check_decisions(approvals: Mapping[str, Approval], pending: Sequence[Pending
                     problem = f"it does not fit the schema of {call.name!r}: {exc}"
             if problem is not None:
                 raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
+
+
+def _plain_batches(cls: type[BareLoop]) -> bool:
+    """Whether ``cls`` runs a batch of tool calls with :class:`BareLoop`'s own methods (a durable engine
+    overrides some, to record each call): only then may ``_run`` take its direct path for one call."""
+    return (
+        cls._run_tools is BareLoop._run_tools
+        and cls._run_one is BareLoop._run_one
+        and cls._run_checked is BareLoop._run_checked
+        and cls._execute is BareLoop._execute
+    )
 
 
 def _results_message(records: Sequence[ToolCallRecord]) -> Message:
