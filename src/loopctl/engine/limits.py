@@ -235,6 +235,18 @@ class LimitHit:
         return cls(dimension, values[0], values[1], needed)
 
 
+def after_turn(spent: RunUsage, usage: Usage, cost: Decimal | None, tool_calls: int) -> RunUsage:
+    """``spent.with_reply(usage, cost).with_tool_calls(tool_calls)`` as one value: the spend after a reply
+    that used ``usage``, cost ``cost`` (``None``: unknown) and asked for ``tool_calls`` calls to run."""
+    return RunUsage(
+        spent.requests + 1,
+        spent.tool_calls + tool_calls,
+        spent.input_tokens + (usage.input_tokens or 0),  # tokens not reported cannot be counted
+        spent.output_tokens + (usage.output_tokens or 0),
+        None if cost is None or spent.cost is None else spent.cost + cost,
+    )
+
+
 def remaining(limits: UsageLimits | None, spent: RunUsage) -> UsageLimits | None:
     """What is left of ``limits`` once ``spent`` is spent (each dimension at least 0; a cost limit with an
     unknown spend stays as it was, and the run it is given to checks its own prices): the limits of a sub-agent's

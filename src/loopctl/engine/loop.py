@@ -864,6 +864,8 @@ class BareLoop:
                                 one = ToolCallRecord(call, result, now() - t0, True, None, tool_error)
                             batch[call.id] = one
                             done = [one]
+                            if type(one) is not ToolCallRecord:
+                                plain = None  # deferred: the general pass below
                         else:
                             done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
                     except _Cancelled:
@@ -882,30 +884,44 @@ class BareLoop:
                         continue
                     in_batch = None  # it came back whole (an error escaping it leaves it set, for its salvage)
                     records: list[ToolCallRecord] = []
-                    deferred: dict[str, str | None] = {}
                     batch_spend: ToolSpend | None = None
-                    step_calls = step.calls
-                    # Whether each record holds the step's own call object, in its order (a durable engine's
-                    # records, read back from JSON, hold equal copies): the shortcut below needs it.
-                    own_calls = len(done) == len(step_calls)
-                    for i, one in enumerate(done):  # one pass: the records, the deferred calls, what they spent
-                        if isinstance(one, ToolCallRecord):
-                            records.append(one)
-                            one_call = one.call
-                            ran[one_call.id] = one
-                            if own_calls and one_call is not step_calls[i]:
-                                own_calls = False
-                        else:
-                            deferred[one.id] = one.reason
-                        if one.spent is not None:
-                            batch_spend = one.spent if batch_spend is None else batch_spend.plus(one.spent)
-                    before_results = m.context_tokens
-                    results_message = _results_message(records) if records else None
-                    m.tool_results(
-                        [results_message] if results_message is not None else [],
-                        deferred=deferred,
-                        spent=_run_usage(batch_spend) if batch_spend is not None else None,
-                    )
+                    results_message: Message | None
+                    if plain is not None:
+                        # The direct path's one record, of the step's own call, nothing deferred or spent: what
+                        # the pass below makes of it, fed as ``tool_results`` feeds it when the machine keeps the
+                        # message given (``_feed_whole``; anything else: ``tool_results`` itself).
+                        record = cast(ToolCallRecord, done[0])
+                        records.append(record)
+                        ran[record.call.id] = record
+                        own_calls = True
+                        before_results = m.context_tokens
+                        results_message = _results_message(records)
+                        if not m._feed_whole(results_message):
+                            m.tool_results([results_message])
+                    else:
+                        deferred: dict[str, str | None] = {}
+                        step_calls = step.calls
+                        # Whether each record holds the step's own call object, in its order (a durable engine's
+                        # records, read back from JSON, hold equal copies): the shortcut below needs it.
+                        own_calls = len(done) == len(step_calls)
+                        for i, one in enumerate(done):  # one pass: the records, the deferred calls, what they spent
+                            if isinstance(one, ToolCallRecord):
+                                records.append(one)
+                                one_call = one.call
+                                ran[one_call.id] = one
+                                if own_calls and one_call is not step_calls[i]:
+                                    own_calls = False
+                            else:
+                                deferred[one.id] = one.reason
+                            if one.spent is not None:
+                                batch_spend = one.spent if batch_spend is None else batch_spend.plus(one.spent)
+                        before_results = m.context_tokens
+                        results_message = _results_message(records) if records else None
+                        m.tool_results(
+                            [results_message] if results_message is not None else [],
+                            deferred=deferred,
+                            spent=_run_usage(batch_spend) if batch_spend is not None else None,
+                        )
                     if batch_spend is not None:
                         tool_spend = tool_spend.plus(batch_spend)
                         usage = usage + batch_spend.usage

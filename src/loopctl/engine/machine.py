@@ -66,7 +66,7 @@ import orjson
 from pydantic import ValidationError
 
 from loopctl._frozen import dataclass
-from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits, cost_unknown, passed_after_reply
+from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits, after_turn, cost_unknown, passed_after_reply
 from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval, deny_reason, input_problem
 from loopctl.errors import (
     ConversationFileError,
@@ -648,6 +648,21 @@ class LoopMachine:
         self.turn += 1
         self.context_tokens = context_tokens
         self._overflow = None
+        if calls and output_check is None and self._limits is None:
+            # The common turn: calls to run, no typed output, no limits. Nothing reads the spend between the
+            # reply and its calls (the loop check does not): the reply and the calls counted as one value,
+            # what ``with_reply`` then ``with_tool_calls`` give.
+            if self._loop_k is not None and self._check_loops(calls, machine_results, to_run, frozenset(repeatable)):
+                self._spent = self._spent.with_reply(usage if usage is not None else _NO_USAGE, cost)
+                return
+            self._spent = after_turn(self._spent, usage if usage is not None else _NO_USAGE, cost, len(to_run))
+            self._calls = calls
+            self._machine_results = machine_results
+            if to_run:
+                self.state = MachineState.AWAITING_TOOLS
+            else:
+                self._commit_results([])
+            return
         self._spent = self._spent.with_reply(usage if usage is not None else _NO_USAGE, cost)
         if output_check is not None and not output_check.ok:
             self._output_failures += 1
@@ -821,9 +836,20 @@ class LoopMachine:
         result for each call of the step, in the model's order, each naming its tool, and nothing answered or
         deferred before. The message is the one :meth:`_commit_results` would build (the same parts, in the
         same order), so it is kept instead of built again. False (nothing changed) otherwise."""
-        if self._machine_results or self._deferred or type(messages) is not list or len(messages) != 1:
+        if type(messages) is not list or len(messages) != 1:
             return False
-        message = messages[0]
+        return self._commit_one(messages[0])
+
+    def _feed_whole(self, message: Message) -> bool:
+        """``tool_results([message])`` when the machine keeps ``message`` as given (:meth:`_commit_whole`): True
+        once fed; False, nothing changed, otherwise (the driver feeds :meth:`tool_results`, which decides).
+        ``BareLoop``'s one-call batches feed their results so, without the feed's list and keywords."""
+        return self.state is MachineState.AWAITING_TOOLS and self._commit_one(message)
+
+    def _commit_one(self, message: Message) -> bool:
+        """:meth:`_commit_whole` of one message."""
+        if self._machine_results or self._deferred:
+            return False
         if type(message) is not Message or message.role is not Role.USER:
             return False
         parts, calls = message.parts, self._calls
