@@ -438,18 +438,20 @@ class LoopMachine:
         gives the same ``Done``.
         """
         state = self.state
-        if state is MachineState.TERMINAL or state is MachineState.START or state is MachineState.AWAITING_APPROVAL:
+        if state is not MachineState.AWAITING_MODEL:  # the other states first, each step in its own branch
+            if state is MachineState.AWAITING_TOOLS:
+                answered, deferred = self._machine_results, self._deferred
+                if answered or deferred:
+                    calls = tuple(c for c in self._calls if c.id not in answered and c.id not in deferred)
+                else:
+                    calls = self._calls
+                approved = self._approved
+                return CallTools(self.turn, calls, dict(approved) if approved else {})
+            if state is MachineState.AWAITING_COMPACTION:
+                assert self._step is not None
+                return self._step
+            # TERMINAL, START, AWAITING_APPROVAL
             return Done(self._outcome)
-        if state is MachineState.AWAITING_TOOLS:
-            answered, deferred = self._machine_results, self._deferred
-            if answered or deferred:
-                calls = tuple(c for c in self._calls if c.id not in answered and c.id not in deferred)
-            else:
-                calls = self._calls
-            return CallTools(self.turn, calls, dict(self._approved))
-        if state is MachineState.AWAITING_COMPACTION:
-            assert self._step is not None
-            return self._step
         # AWAITING_MODEL
         if self._output_failures > policy.output_retries:
             self._end(Outcome(OutcomeKind.OUTPUT_INVALID, error=self._output_error), salvage=True)
