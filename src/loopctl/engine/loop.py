@@ -685,6 +685,9 @@ class BareLoop:
         # (``flush``): (index, input, reply, the reply's usage, duration).
         open_turn: _OpenTurn | None = None
         usage = Usage()
+        # The usages not yet added to ``usage`` (the replies', the tools' own), in order: added in one pass when
+        # ``usage`` is read (``_usage_sum``: what adding each in turn gives).
+        unsummed: list[Usage] = []
         tool_spend = ToolSpend()  # what tools spent on model calls of their own (sub-agents)
         turn_input: list[Message] = [] if resuming else [first]
         # The turn whose calls are being decided and run: what ran of it in this run, and the calls decided here.
@@ -778,7 +781,7 @@ class BareLoop:
                     last_duration = now() - t0
                     response = reply.response
                     reply_usage = reply.usage  # the failed attempts' too: they were billed
-                    usage = usage + reply_usage
+                    unsummed.append(reply_usage)
                     msg = response.message
                     check: OutputCheck | None = None
                     if output_plan is not None:
@@ -859,6 +862,8 @@ class BareLoop:
                                 one: ToolCallRecord | PendingApproval = PendingApproval(call, exc.reason, spent=None)
                             else:
                                 if tool_error is not None:  # logged with the context the tool never saw
+                                    if unsummed:
+                                        usage = _usage_sum(usage, unsummed)
                                     context = ToolContext(call.id, call.name, deps, usage, step.turn, left)
                                     _log_tool_error(plain, call, tool_error, context)
                                 one = ToolCallRecord(call, result, now() - t0, True, None, tool_error)
@@ -867,6 +872,8 @@ class BareLoop:
                             if type(one) is not ToolCallRecord:
                                 plain = None  # deferred: the general pass below
                         else:
+                            if unsummed:
+                                usage = _usage_sum(usage, unsummed)
                             done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
                     except _Cancelled:
                         keep_batch("the run was cancelled")
@@ -924,7 +931,7 @@ class BareLoop:
                         )
                     if batch_spend is not None:
                         tool_spend = tool_spend.plus(batch_spend)
-                        usage = usage + batch_spend.usage
+                        unsummed.append(batch_spend.usage)
                     if (
                         results_message is not None
                         and own_calls
@@ -988,6 +995,8 @@ class BareLoop:
             raise
         if open_turn is not None:
             turns.append(self._turn(open_turn, ()))
+        if unsummed:
+            usage = _usage_sum(usage, unsummed)
         outcome = m.outcome
         text = _answer_text(turns)
         if output_plan is None:
@@ -1869,6 +1878,41 @@ def check_decisions(approvals: Mapping[str, Approval], pending: Sequence[Pending
                     problem = f"it does not fit the schema of {call.name!r}: {exc}"
             if problem is not None:
                 raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
+
+
+def _usage_sum(start: Usage, more: list[Usage]) -> Usage:
+    """``start + more[0] + more[1] + ...`` (:meth:`Usage.__add__`: a count not reported adds nothing, ``start``
+    itself when none is), in one pass; empties ``more``."""
+    i, o, cr, cw, r, h = (
+        start.input_tokens,
+        start.output_tokens,
+        start.cache_read_tokens,
+        start.cache_write_tokens,
+        start.reasoning_tokens,
+        start.cache_write_1h_tokens,
+    )
+    reported = False
+    for u in more:
+        x = u.input_tokens
+        if x is not None:
+            i, reported = (x if i is None else i + x), True
+        x = u.output_tokens
+        if x is not None:
+            o, reported = (x if o is None else o + x), True
+        x = u.cache_read_tokens
+        if x is not None:
+            cr, reported = (x if cr is None else cr + x), True
+        x = u.cache_write_tokens
+        if x is not None:
+            cw, reported = (x if cw is None else cw + x), True
+        x = u.reasoning_tokens
+        if x is not None:
+            r, reported = (x if r is None else r + x), True
+        x = u.cache_write_1h_tokens
+        if x is not None:
+            h, reported = (x if h is None else h + x), True
+    more.clear()
+    return Usage(i, o, cr, cw, r, h) if reported else start
 
 
 def _plain_batches(cls: type[BareLoop]) -> bool:
