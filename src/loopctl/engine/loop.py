@@ -859,18 +859,19 @@ class BareLoop:
                             try:
                                 result, tool_error = await self._execute(plain, call, call.input, cfg, None)
                             except ApprovalRequired as exc:  # the tool deferred its own call
-                                one: ToolCallRecord | PendingApproval = PendingApproval(call, exc.reason, spent=None)
+                                deferred_call = PendingApproval(call, exc.reason, spent=None)
+                                batch[call.id] = deferred_call
+                                done: list[ToolCallRecord | PendingApproval] = [deferred_call]
+                                plain = None  # the general pass below
                             else:
                                 if tool_error is not None:  # logged with the context the tool never saw
                                     if unsummed:
                                         usage = _usage_sum(usage, unsummed)
                                     context = ToolContext(call.id, call.name, deps, usage, step.turn, left)
                                     _log_tool_error(plain, call, tool_error, context)
-                                one = ToolCallRecord(call, result, now() - t0, True, None, tool_error)
-                            batch[call.id] = one
-                            done = [one]
-                            if type(one) is not ToolCallRecord:
-                                plain = None  # deferred: the general pass below
+                                record = ToolCallRecord(call, result, now() - t0, True, None, tool_error)
+                                batch[call.id] = record
+                                done = [record]
                         else:
                             if unsummed:
                                 usage = _usage_sum(usage, unsummed)
@@ -897,8 +898,7 @@ class BareLoop:
                         # The direct path's one record, of the step's own call, nothing deferred or spent: what
                         # the pass below makes of it, fed as ``tool_results`` feeds it when the machine keeps the
                         # message given (``_feed_whole``; anything else: ``tool_results`` itself).
-                        record = cast(ToolCallRecord, done[0])
-                        records.append(record)
+                        records.append(record)  # done[0]
                         ran[record.call.id] = record
                         own_calls = True
                         before_results = m.context_tokens
