@@ -20,9 +20,10 @@ from loopctl.engine import BareLoop, RunConfig, SessionConfig, UsageLimits
 from loopctl.engine.limits import RunUsage, after_turn
 from loopctl.engine.loop import _usage_sum
 from loopctl.engine.machine import LoopMachine
-from loopctl.errors import MachineStateError
+from loopctl.errors import MachineStateError, ProviderError, RateLimited
 from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
 from loopctl.response import ModelResponse, Usage
+from loopctl.stream import UsageReported
 from loopctl.testing import ScriptedClient
 from loopctl.tool import ApprovalRequired, ModelRetry, ToolContext, tool
 
@@ -397,3 +398,67 @@ def test_a_usage_summed_in_one_pass_is_each_added_in_turn(start: Usage, more: li
     assert total == expected
     assert given_list == []  # emptied
     assert (total is start) == (expected is start)  # nothing reported: the start itself, as + gives it
+
+
+# --- a model call of one client without observers ---------------------------------------------------------
+
+
+class _Flaky:
+    """A client whose attempts fail as drawn (each reporting some usage before it fails, or none), then answer;
+    priced per token."""
+
+    provider = "flaky"
+    model = "m"
+
+    def __init__(self, plan: list[tuple[str, int | None]]) -> None:
+        self.plan = list(plan)
+
+    def price_usage(self, usage: Usage, model: str | None) -> Decimal | None:
+        return None if usage.input_tokens == 13 else Decimal(usage.input_tokens or 0) / 100
+
+    async def generate(self, request: Any, *, stream: bool = True, on_event: Any = None) -> ModelResponse:
+        kind, tokens = self.plan.pop(0) if self.plan else ("ok", 3)
+        if tokens is not None and on_event is not None:
+            on_event(UsageReported(Usage(tokens, 1)))
+        if kind == "retryable":
+            raise RateLimited("slow down", retry_after=0)
+        if kind == "fatal":
+            raise ProviderError("broken")
+        calls = len(request.messages) < 3
+        message = (
+            Message(role=Role.ASSISTANT, parts=(ToolCallPart(id="c", name="echo", input={"text": "x"}),))
+            if calls
+            else Message.assistant("done")
+        )
+        return ModelResponse(message, Usage(tokens, 2), model=None if tokens == 3 else "other")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["retryable", "fatal", "ok"]), st.none() | st.sampled_from([0, 5, 13])),
+        max_size=6,
+    ),
+    st.integers(0, 3),
+)
+def test_a_model_call_of_one_client_is_what_the_general_call_makes(
+    plan: list[tuple[str, int | None]], retries: int
+) -> None:
+    """Attempts drawn (retryable or fatal failures, each reporting usage before it fails or not, a usage of
+    unknown price): the call without observers (``_call_one_client``) gives the same turns, usage, cost,
+    outcome and error as the general ``_call_model`` (the same run watched by an observer)."""
+    cfg = RunConfig(loop_detection=None, stream=False, max_retries=retries, retry_initial_delay=0, retry_max_delay=0)
+
+    async def run(observers: list[Any]) -> Any:
+        return await BareLoop(_Flaky(plan), [echo], observers=observers).run("go", cfg)  # type: ignore[arg-type]
+
+    a, b = asyncio.run(run([])), asyncio.run(run([lambda event: None]))
+    assert _records(a) == _records(b)
+    assert (a.outcome, a.usage, a.output, type(a.error), str(a.error)) == (
+        b.outcome,
+        b.usage,
+        b.output,
+        type(b.error),
+        str(b.error),
+    )
+    assert [(t.cost, t.usage) for t in a.turns] == [(t.cost, t.usage) for t in b.turns]

@@ -680,6 +680,11 @@ class BareLoop:
             and "after_tool" not in self._hooks.active
             and _plain_batches(type(self))
         )
+        # Likewise a model call when ``_call_model`` is this class's own, nothing observes the run and no hook
+        # runs before it: ``_call_one_client`` directly, for a client that is not a fallback chain.
+        direct_model = (
+            emit is None and type(self)._call_model is BareLoop._call_model and "before_model" not in self._hooks.active
+        )
         turns: list[Turn] = []
         # The last reply's turn, made once its records are known (``settle``), or without any when none come
         # (``flush``): (index, input, reply, the reply's usage, duration).
@@ -759,7 +764,11 @@ class BareLoop:
                     t0 = now()
                     request = self._request(cfg, setup)
                     try:
-                        reply = await self._call_model(step.turn, request, cfg, cancel, emit)
+                        client = self.client
+                        if direct_model and not isinstance(client, FallbackClient):
+                            reply = await self._call_one_client(client, request, cfg, cancel)
+                        else:
+                            reply = await self._call_model(step.turn, request, cfg, cancel, emit)
                     except _Cancelled:
                         if emit:
                             emit(ModelCallFailed(step.turn, None, now() - t0))
@@ -1226,6 +1235,8 @@ class BareLoop:
         if "before_model" in hooks.active:
             request = await _race(hooks.before_model(request), cancel)
         client = self.client
+        if emit is None and not isinstance(client, FallbackClient):  # the common call
+            return await self._call_one_client(client, request, cfg, cancel)
         chain = client if isinstance(client, FallbackClient) else None
         clients = chain.clients if chain is not None else (client,)
         streamed: list[str] = []  # the text the attempt in flight streamed
@@ -1324,6 +1335,49 @@ class BareLoop:
         if failed_usage is not no_usage and failed_usage != no_usage:
             cost = None if cost is None or failed_cost is None else cost + failed_cost
         return ModelReply(response, answered.provider, model, cost, failed_usage)
+
+    async def _call_one_client(
+        self, client: ModelClient, request: ModelRequest, cfg: RunConfig, cancel: asyncio.Event | None
+    ) -> ModelReply:
+        """:meth:`_call_model` after its ``before_model`` hooks, for one client (not a fallback chain) and no
+        observer: what it does then, without what only an observer or a chain reads (the events and the text
+        an attempt streamed, the clients tried). The same retries, the same failed attempts' usage and cost."""
+        native = request.native_tools
+        tools = (*request.tools, *native) if native else request.tools
+        self._prefix_watch.check(request.messages, request.system, tools)  # a bust is told only to observers
+        reported: Usage | None = None  # the usage the attempt in flight reported last (a running total)
+
+        def on_event(event: StreamEvent) -> None:  # always: a failed attempt's usage is known only from its events
+            nonlocal reported
+            if isinstance(event, UsageReported):
+                reported = event.usage
+
+        failed_usage = _NO_USAGE  # what the attempts that failed had reported: billed, and counted for limits
+        failed_cost: Decimal | None = _ZERO
+        attempt = 0
+        while True:
+            reported = None
+            try:
+                coro = client.generate(request, stream=cfg.stream, on_event=on_event)
+                response = await (_race(coro, cancel) if cancel is not None else coro)
+                break
+            except LoopError as exc:
+                if reported is not None:  # what the failed attempt had reported: billed, counted for limits
+                    failed_usage = failed_usage + reported
+                    spent = _price(client, reported, client.model)
+                    failed_cost = None if spent is None or failed_cost is None else failed_cost + spent
+                if exc.retryable and attempt < cfg.max_retries:
+                    attempt += 1
+                    await _race(asyncio.sleep(_retry_delay(exc, attempt, cfg)), cancel)
+                    continue
+                raise
+        if "after_model" in self._hooks.active:
+            await _race(self._hooks.after_model(response), cancel)
+        model = response.model or client.model
+        cost = _price(client, response.usage, model)
+        if failed_usage is not _NO_USAGE and failed_usage != _NO_USAGE:
+            cost = None if cost is None or failed_cost is None else cost + failed_cost
+        return ModelReply(response, client.provider, model, cost, failed_usage)
 
     async def _check_reply(
         self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
