@@ -462,3 +462,22 @@ def test_a_model_call_of_one_client_is_what_the_general_call_makes(
         str(b.error),
     )
     assert [(t.cost, t.usage) for t in a.turns] == [(t.cost, t.usage) for t in b.turns]
+
+
+@pytest.mark.parametrize("names", [[""], ["t", ""], ["", "t"], ["t", "t"]], ids=["alone", "second", "first", "same_id"])
+def test_a_reply_with_a_nameless_call_or_one_id_twice_is_refused_however_many_calls_it_has(names: list[str]) -> None:
+    """One call is checked without the loop over ids (no id to see twice): a nameless call is refused alone as
+    among others, and the machine is left as it was."""
+    from loopctl.errors import ProviderProtocolError
+
+    m = LoopMachine()
+    m.accept_input("go")
+    before = m.to_json()
+    same = names == ["t", "t"]
+    reply = Message(
+        role=Role.ASSISTANT,
+        parts=tuple(ToolCallPart(id="a" if same else f"c{i}", name=n, input={}) for i, n in enumerate(names)),
+    )
+    with pytest.raises(ProviderProtocolError, match="same id twice" if same else "no name"):
+        m.model_response(reply, ["t"], 10)
+    assert m.to_json() == before

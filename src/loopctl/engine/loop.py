@@ -755,9 +755,9 @@ class BareLoop:
                 if cancel is not None and cancel.is_set():
                     m.cancel()
                 step = m.next_step(policy)
-                if isinstance(step, CallLLM) and self._binding is not None and await self._binding.save_turn(m):
-                    continue  # the save was refused: the machine ended the run
                 if isinstance(step, CallLLM):
+                    if self._binding is not None and await self._binding.save_turn(m):
+                        continue  # the save was refused: the machine ended the run
                     if open_turn is not None:  # the last reply's turn, which got no records
                         turns.append(self._turn(open_turn, ()))
                         open_turn = None
@@ -1146,8 +1146,12 @@ class BareLoop:
     def _request(self, cfg: RunConfig, setup: _Setup) -> ModelRequest:
         """The next model call's request: the whole conversation, the run's system text and tools, the
         generation settings."""
-        tools = self._request_tools(setup)
-        self._count_request(setup, tools)
+        tools = self.tools.schemas  # _request_tools and _count_request's shortcut, written out
+        if setup.extra_tools:
+            tools = (*tools, *setup.extra_tools)
+        known = self._request_key
+        if known is None or known[0] is not setup.system or known[1] is not tools:
+            self._count_request(setup, tools)
         return ModelRequest(  # in the order of its fields (positional: cheaper to bind than keywords)
             self._machine.full_history(),
             setup.system,

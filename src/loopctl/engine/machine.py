@@ -600,10 +600,13 @@ class LoopMachine:
         # Everything is worked out before anything changes: a bad argument leaves the machine as it was.
         machine_results: dict[str, ToolResultPart] = {}
         to_run: list[ToolCallPart] = []
-        invalid = dict(invalid_calls)
+        invalid = dict(invalid_calls) if invalid_calls != () else {}
         output_tool = self._output_tool
         checked = output_check.call_id if output_check is not None else None
-        if calls:
+        if len(calls) == 1:  # the loop below for one call: no id to see twice
+            if not calls[0].name:
+                raise ProviderProtocolError(f"the reply calls a tool with no name (call {calls[0].id!r})")
+        elif calls:
             seen: set[str] = set()
             for call in calls:
                 if not call.name:
@@ -616,6 +619,7 @@ class LoopMachine:
                         f"the reply calls tools under the same id twice ({call.id!r}); the calls cannot be run"
                     )
                 seen.add(call.id)
+        if calls:
             tools = available_tools if isinstance(available_tools, (set, frozenset)) else frozenset(available_tools)
             for call in calls:
                 if call.id in invalid:
