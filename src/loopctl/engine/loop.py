@@ -789,7 +789,8 @@ class BareLoop:
                         continue
                     last_duration = now() - t0
                     response = reply.response
-                    reply_usage = reply.usage  # the failed attempts' too: they were billed
+                    # The failed attempts' too: they were billed (``reply.usage``; the reply's own when none failed).
+                    reply_usage = response.usage if reply.failed_usage is _NO_USAGE else reply.usage
                     unsummed.append(reply_usage)
                     msg = response.message
                     check: OutputCheck | None = None
