@@ -510,3 +510,53 @@ def test_init_var_and_kw_only_under_another_name(make: Decorator) -> None:
     assert Keywords(1, b=2).b == 2
     with pytest.raises(TypeError):
         Keywords(1, 2)  # type: ignore[misc]
+
+
+def test_an_instance_of_the_class_itself_is_made_through_its_twin() -> None:
+    """A class whose base is ``object`` sets its slots on an instance of its twin (the same slots, no frozen
+    ``__setattr__``), then gives it its class: the instance is of the class, frozen, with the values given; an
+    instance of a subclass keeps its own class (its slots set through their descriptors)."""
+    import weakref
+
+    @dataclass(frozen=True, slots=True)
+    class Kinds:
+        type: str
+        items: list[int] = dataclasses.field(default_factory=list)
+        n: int = 3
+
+        def __post_init__(self) -> None:
+            self.items.append(self.n)
+
+    class Loose(Kinds):
+        __slots__ = ()
+
+    for cls in (Kinds, Loose):
+        made = cls("a", n=4)
+        assert type(made) is cls
+        assert (made.type, made.items, made.n) == ("a", [4], 4)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.n = 5  # type: ignore[misc]
+    assert "__dataclass_twin__" in Kinds.__init__.__code__.co_freevars
+    for name in ("Plain", "One", "Checked", "Identity"):
+        assert "__dataclass_twin__" in OURS[name].__init__.__code__.co_freevars
+    assert "__dataclass_twin__" not in OURS["Sub"].__init__.__code__.co_freevars  # a base of its own
+
+    @dataclass(frozen=True, slots=True, weakref_slot=True)
+    class Referenced:  # CPython refuses __class__ assignment between two classes with a __weakref__ slot
+        a: int
+
+    assert "__dataclass_twin__" not in Referenced.__init__.__code__.co_freevars
+    made_ref = Referenced(1)
+    assert weakref.ref(made_ref)() is made_ref
+    assert made_ref.a == 1
+
+    def refuse() -> list[int]:
+        raise RuntimeError("no list")
+
+    @dataclass(frozen=True, slots=True)
+    class Fails:
+        items: list[int] = dataclasses.field(default_factory=refuse)
+
+    with pytest.raises(RuntimeError, match="no list"):
+        Fails()
+    assert Fails([1]).items == [1]
