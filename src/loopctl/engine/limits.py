@@ -22,7 +22,7 @@ from dataclasses import fields
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, TypeAlias
 
-from loopctl._frozen import dataclass
+from loopctl._frozen import dataclass, hot
 from loopctl.response import Usage
 
 __all__ = ["LimitDimension", "LimitHit", "RunUsage", "UsageLimits", "remaining"]
@@ -97,6 +97,7 @@ class UsageLimits:
 
 
 @dataclass(frozen=True, slots=True)
+@hot  # made every turn: the cheaper __init__ (loopctl._frozen.hot)
 class RunUsage:
     """What a run has spent so far, as the machine counts it for its limits.
 

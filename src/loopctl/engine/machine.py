@@ -65,7 +65,7 @@ from typing import Any, TypeAlias, Union
 import orjson
 from pydantic import ValidationError
 
-from loopctl._frozen import dataclass
+from loopctl._frozen import dataclass, hot
 from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits, after_turn, cost_unknown, passed_after_reply
 from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval, deny_reason, input_problem
 from loopctl.errors import (
@@ -184,6 +184,7 @@ class CallLLM:
 
 
 @dataclass(frozen=True, slots=True)
+@hot  # made every turn: the cheaper __init__ (loopctl._frozen.hot)
 class CallTools:
     """Run these tool calls (in this order) and feed :meth:`LoopMachine.tool_results`.
 
