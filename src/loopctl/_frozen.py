@@ -182,12 +182,12 @@ _HOT: set[str] = set()  # the classes marked by ``hot`` before ``dataclass`` mad
 
 
 def hot(cls: _C) -> _C:
-    """Give ``cls``, a frozen, slotted class made by :func:`dataclass` whose base is ``object``, the ``__init__``
-    that builds an instance as one of its twin class (the same slots, no frozen ``__setattr__``) and then gives
-    it its class: the same parameters, defaults, factories and ``__post_init__``, about half the cost per field
-    of setting each slot through its descriptor (``docs/performance.md``, section 11). For the classes a turn
-    makes; not every class: that ``__init__``'s source is longer, and compiling it at import costs more than
-    most classes ever save. Any other class is returned as it is. Returns ``cls``.
+    """Give ``cls``, a frozen, slotted class made by this module's ``dataclass`` whose base is ``object``, the
+    ``__init__`` that builds an instance as one of its twin class (the same slots, no frozen ``__setattr__``)
+    and then gives it its class: the same parameters, defaults, factories and ``__post_init__``, about half
+    the cost per field of setting each slot through its descriptor (``docs/performance.md``, section 11). For
+    the classes a turn makes; not every class: that ``__init__``'s source is longer, and compiling it at import
+    costs more than most classes ever save. Any other class is returned as it is. Returns ``cls``.
 
     Under ``@dataclass`` (applied first) it marks the class, and ``dataclass`` writes that ``__init__`` at once;
     over it, it writes it again."""
