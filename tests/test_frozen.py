@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import loopctl
-from loopctl._frozen import dataclass
+from loopctl._frozen import dataclass, hot
 
 Decorator = Callable[..., Any]
 BOTH: list[Decorator] = [dataclass, dataclasses.dataclass]
@@ -98,7 +98,27 @@ def _definitions(make: Decorator) -> dict[str, type]:
     class NoMatch:
         a: int
 
-    return {c.__name__: c for c in (Plain, Empty, One, Checked, Own, EqOnly, Identity, Sub, NoMatch)}
+    @make(frozen=True, slots=True)
+    @hot  # marked, then made with the twin's __init__ (dataclasses' own class: untouched)
+    class HotInner:
+        a: int
+        type: str = "x"  # a field named as the builtin the __init__ tests the class with
+        seen: list[int] = dataclasses.field(default_factory=list)
+
+        def __post_init__(self) -> None:
+            if self.a < 0:
+                raise ValueError(f"a must not be negative, got {self.a}")
+            self.seen.append(self.a)
+
+    @hot  # made, then given the twin's __init__
+    @make(frozen=True, slots=True)
+    class HotOuter:
+        a: Any
+        b: tuple[int, ...] = dataclasses.field(default_factory=tuple)
+        c: float = dataclasses.field(default=0.0, compare=False)
+
+    classes = (Plain, Empty, One, Checked, Own, EqOnly, Identity, Sub, NoMatch, HotInner, HotOuter)
+    return {c.__name__: c for c in classes}
 
 
 OURS = _definitions(dataclass)
@@ -510,3 +530,80 @@ def test_init_var_and_kw_only_under_another_name(make: Decorator) -> None:
     assert Keywords(1, b=2).b == 2
     with pytest.raises(TypeError):
         Keywords(1, 2)  # type: ignore[misc]
+
+
+def _twinned(cls: type) -> bool:
+    return "__dataclass_twin__" in cls.__init__.__code__.co_freevars  # type: ignore[misc]
+
+
+def test_a_hot_class_is_made_through_its_twin() -> None:
+    """A class marked ``hot`` sets its slots on an instance of its twin (the same slots, no frozen
+    ``__setattr__``), then gives it its class: the instance is of the class, frozen, with the values given; an
+    instance of a subclass keeps its own class (its slots set through their descriptors); a failing default
+    factory fails the call; a class with a ``__weakref__`` slot or a base of its own keeps its descriptors."""
+    import weakref
+
+    assert _twinned(OURS["HotInner"]) and _twinned(OURS["HotOuter"])
+    assert not _twinned(OURS["Plain"])  # not marked: the shorter __init__
+    assert not _twinned(THEIRS["HotInner"]) and not _twinned(THEIRS["HotOuter"])  # dataclasses' own, untouched
+    for cls in (OURS["HotInner"], OURS["HotOuter"]):
+        assert str(inspect.signature(cls)) == str(inspect.signature(THEIRS[cls.__name__]))
+
+    @dataclass(frozen=True, slots=True)
+    @hot
+    class Kinds:
+        type: str
+        items: list[int] = dataclasses.field(default_factory=list)
+        n: int = 3
+
+        def __post_init__(self) -> None:
+            self.items.append(self.n)
+
+    class Loose(Kinds):
+        __slots__ = ()
+
+    for cls in (Kinds, Loose):
+        made = cls("a", n=4)
+        assert type(made) is cls
+        assert (made.type, made.items, made.n) == ("a", [4], 4)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.n = 5  # type: ignore[misc]
+
+    def refuse() -> list[int]:
+        raise RuntimeError("no list")
+
+    @dataclass(frozen=True, slots=True)
+    @hot
+    class Fails:
+        items: list[int] = dataclasses.field(default_factory=refuse)
+
+    with pytest.raises(RuntimeError, match="no list"):
+        Fails()
+    assert Fails([1]).items == [1]
+
+    @dataclass(frozen=True, slots=True, weakref_slot=True)
+    @hot
+    class Referenced:  # CPython refuses __class__ assignment between two classes with a __weakref__ slot
+        a: int
+
+    @dataclass(frozen=True, slots=True)
+    @hot
+    class Derived(Kinds):
+        m: int = 0
+
+    assert not _twinned(Referenced) and not _twinned(Derived)
+    made_ref = Referenced(1)
+    assert weakref.ref(made_ref)() is made_ref
+    assert Derived("b").m == 0
+
+
+def test_the_classes_a_turn_makes_are_hot() -> None:
+    from loopctl.engine.limits import RunUsage
+    from loopctl.engine.machine import CallTools
+    from loopctl.engine.run import ModelReply, ToolCallRecord, Turn
+    from loopctl.providers.base import ModelRequest
+    from loopctl.response import ModelResponse, Usage
+
+    for cls in (RunUsage, CallTools, ModelReply, ToolCallRecord, Turn, ModelRequest, ModelResponse, Usage):
+        assert _twinned(cls), cls
+        assert _made_by_us(cls)

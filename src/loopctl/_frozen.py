@@ -16,9 +16,14 @@ The ``__init__`` sets each field through its slot's descriptor (``Cls.name.__set
 ``object.__setattr__(self, name, value)`` as a frozen dataclass's does (a generic attribute lookup per field,
 which made building the values of a turn about a fifth of the engine's own cost of a turn:
 ``docs/performance.md``, section 7), with the same parameters, defaults and default factories, then calls
-``__post_init__``. One difference from Python 3.11's generated ``__setattr__``: assigning an attribute that is
-not a field raises ``FrozenInstanceError`` as the documentation says, where 3.11's slotted classes raised
-``TypeError`` from ``super()`` (its closure held the class from before the slots were added).
+``__post_init__``. The classes a turn makes are cheaper still (:func:`hot`): an instance of one is made an
+instance of its twin class (the same ``__slots__``, no ``__setattr__`` of its own) while its slots are set by
+plain assignment, then given its class back (``__class__`` assignment, which CPython allows between classes
+of the same layout): about half the cost again (section 11).
+
+One difference from Python 3.11's generated ``__setattr__``: assigning an attribute that is not a field raises
+``FrozenInstanceError`` as the documentation says, where 3.11's slotted classes raised ``TypeError`` from
+``super()`` (its closure held the class from before the slots were added).
 
 Pure: no I/O.
 """
@@ -34,7 +39,7 @@ import reprlib
 import sys
 from collections.abc import Callable
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 __all__ = ["dataclass"]
 
@@ -86,7 +91,7 @@ def _plain(cls: type) -> bool:
     return True
 
 
-def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
+def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, twin: bool = False) -> Callable[..., None]:
     """The ``__init__`` of the slotted dataclass ``cls``: the parameters, defaults and default factories that
     dataclasses gives it, each slot set through its descriptor, then ``__post_init__`` if the class has one."""
     # Its other names are of dataclasses' own kind (``__dataclass_...``), not a field's (a field named
@@ -118,6 +123,38 @@ def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable
         else:
             args.append(name)
             body.append(f"    __dataclass_set_{name}({me}, {name})")
+    # The twin's maker (``hot``): the class is made on the first instance.
+    make_twin = _twin(cls, fields) if twin else None
+    if make_twin is not None:
+        # An instance of the class itself (not of a subclass, whose type must stay its own) is made as an
+        # instance of its twin (the same slots, no frozen __setattr__), whose slots are set by plain
+        # assignment, then given its class: about half the cost of a descriptor's ``__set__`` per field. A
+        # subclass's instance gets each slot through its descriptor, by one shared function (the source stays
+        # about as short as before: compiling it is most of what making the class costs). The default
+        # factories run first: nothing can fail while the instance is the twin's.
+        setters = tuple(namespace.pop(f"__dataclass_set_{f.name}") for f in fields)
+        namespace["__dataclass_cls__"] = cls
+        namespace["__dataclass_twin__"] = None
+        namespace["__dataclass_make_twin__"] = make_twin
+        namespace["__dataclass_object_setattr__"] = object.__setattr__
+        namespace["__dataclass_type__"] = type  # a field may be called ``type``
+        namespace["__dataclass_set_all__"] = functools.partial(_set_all, setters)
+        body = [
+            "    nonlocal __dataclass_twin__",
+            *(
+                f"    {f.name} = __dataclass_factory_{f.name}() if {f.name} is __dataclass_FACTORY__ else {f.name}"
+                for f in fields
+                if f.default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING
+            ),
+            f"    if __dataclass_type__({me}) is __dataclass_cls__:",
+            "        if __dataclass_twin__ is None:",
+            "            __dataclass_twin__ = __dataclass_make_twin__()",
+            f"        __dataclass_object_setattr__({me}, '__class__', __dataclass_twin__)",
+            "        " + "; ".join(f"{me}.{f.name} = {f.name}" for f in fields),
+            f"        {me}.__class__ = __dataclass_cls__",
+            "    else:",
+            f"        __dataclass_set_all__({me}, ({', '.join(f.name for f in fields)},))",
+        ]
     if hasattr(cls, "__post_init__"):
         body.append(f"    {me}.__post_init__()")
     # As dataclasses does: the setters, factories and defaults are the closure of a maker function run in the
@@ -138,6 +175,63 @@ def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable
     annotations["return"] = None
     init.__annotations__ = annotations
     return init
+
+
+_C = TypeVar("_C", bound=type)
+_HOT: set[str] = set()  # the classes marked by ``hot`` before ``dataclass`` made them (module.qualname)
+
+
+def hot(cls: _C) -> _C:
+    """Give ``cls``, a frozen, slotted class made by this module's ``dataclass`` whose base is ``object``, the
+    ``__init__`` that builds an instance as one of its twin class (the same slots, no frozen ``__setattr__``)
+    and then gives it its class: the same parameters, defaults, factories and ``__post_init__``, about half
+    the cost per field of setting each slot through its descriptor (``docs/performance.md``, section 11). For
+    the classes a turn makes; not every class: that ``__init__``'s source is longer, and compiling it at import
+    costs more than most classes ever save. Any other class is returned as it is. Returns ``cls``.
+
+    Under ``@dataclass`` (applied first) it marks the class, and ``dataclass`` writes that ``__init__`` at once;
+    over it, it writes it again."""
+    own_setattr = getattr(cls.__dict__.get("__setattr__"), "__code__", None)
+    if "__dataclass_fields__" not in cls.__dict__:  # under @dataclass: marked, and made so by it (one compile)
+        _HOT.add(f"{cls.__module__}.{cls.__qualname__}")
+        return cls
+    if getattr(own_setattr, "co_filename", None) != __file__ or "__init__" not in cls.__dict__:
+        return cls  # not made here (or its body wrote its own __init__)
+    init = cls.__dict__["__init__"]
+    if getattr(getattr(init, "__code__", None), "co_filename", None) != "<string>":
+        return cls
+    fields = dataclasses.fields(cls)
+    if _twin(cls, fields) is not None:
+        made = _init_for(cls, fields, twin=True)
+        made.__doc__ = init.__doc__
+        type.__setattr__(cls, "__init__", made)
+    return cls
+
+
+def _set_all(setters: tuple[Callable[[Any, Any], None], ...], obj: Any, values: tuple[Any, ...]) -> None:
+    """Set each field of ``obj`` through its setter, in order (``__init__`` for an instance of a subclass)."""
+    for set_field, value in zip(setters, values, strict=True):
+        set_field(obj, value)
+
+
+def _twin(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[[], type] | None:
+    """The maker of a class whose instances have the layout of ``cls``'s (its base ``object``, the same
+    ``__slots__``) and no ``__setattr__`` of its own, so that an instance of one can be given the other's class
+    (``__class__`` assignment checks the layouts match); ``None`` when ``cls`` is not such a class (a base of
+    its own, a metaclass, a slot that is no field, a field that ``__init__``'s body could not name so, no
+    field)."""
+    slots = cls.__dict__.get("__slots__")
+    names = [f.name for f in fields]
+    if (
+        not names
+        or cls.__bases__ != (object,)
+        or type(cls) is not type
+        or type(slots) is not tuple
+        or list(slots) != names  # a __weakref__ slot after the fields: CPython refuses the assignment
+        or any(not n.isidentifier() or n.startswith("__") for n in names)
+    ):
+        return None
+    return lambda: type(cls.__name__, (object,), {"__slots__": slots, "__module__": cls.__module__, "__doc__": None})
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -299,7 +393,8 @@ def _dataclass(
         if name == "__hash__" or name not in own:  # a body's __hash__ is None when it wrote __eq__ alone
             type.__setattr__(made, name, fn)
     if init and "__init__" not in own:
-        type.__setattr__(made, "__init__", _init_for(made, fields))
+        twin = f"{made.__module__}.{made.__qualname__}" in _HOT
+        type.__setattr__(made, "__init__", _init_for(made, fields, twin=twin))
         if not documented:  # dataclasses wrote the docstring from the __init__ the class had then: its base's
             try:
                 text = str(inspect.signature(made)).replace(" -> None", "")

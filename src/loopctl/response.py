@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
-from loopctl._frozen import dataclass
+from loopctl._frozen import dataclass, hot
 from loopctl.message import Message
 
 __all__ = ["InvalidToolCall", "ModelResponse", "StopReason", "Usage"]
@@ -44,6 +44,7 @@ def _plus(a: int | None, b: int | None) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
+@hot  # made every turn: the cheaper __init__ (loopctl._frozen.hot)
 class Usage:
     """Token counts of one model call (or a sum of calls), in tokens; ``None`` where the provider did not report
     the count (an OpenAI-compatible server that sends no ``usage``, a stream cut before its usage chunk, a
@@ -152,6 +153,7 @@ class InvalidToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+@hot  # made every turn: the cheaper __init__ (loopctl._frozen.hot)
 class ModelResponse:
     """One model reply: the assistant :class:`~loopctl.message.Message`, its :class:`Usage`, the normalized
     :class:`StopReason` with the provider's raw value, the model that answered and the response id."""

@@ -380,7 +380,7 @@ class _BuildsItsOwn(LoopMachine):
     """A machine that never keeps the results message given: it builds its own (``_commit_results``), so the
     driver's general path (``settle``: the records made from the message the machine committed) runs."""
 
-    def _commit_whole(self, messages: Any) -> bool:
+    def _commit_one(self, message: Any) -> bool:  # what _commit_whole and _feed_whole keep a message by
         return False
 
 

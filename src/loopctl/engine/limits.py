@@ -22,7 +22,7 @@ from dataclasses import fields
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, TypeAlias
 
-from loopctl._frozen import dataclass
+from loopctl._frozen import dataclass, hot
 from loopctl.response import Usage
 
 __all__ = ["LimitDimension", "LimitHit", "RunUsage", "UsageLimits", "remaining"]
@@ -97,6 +97,7 @@ class UsageLimits:
 
 
 @dataclass(frozen=True, slots=True)
+@hot  # made every turn: the cheaper __init__ (loopctl._frozen.hot)
 class RunUsage:
     """What a run has spent so far, as the machine counts it for its limits.
 
@@ -233,6 +234,18 @@ class LimitHit:
         if not isinstance(needed, int) or isinstance(needed, bool) or needed < 0:
             raise ValueError(f"limit.needed must be a whole number >= 0, got {needed!r}")
         return cls(dimension, values[0], values[1], needed)
+
+
+def after_turn(spent: RunUsage, usage: Usage, cost: Decimal | None, tool_calls: int) -> RunUsage:
+    """``spent.with_reply(usage, cost).with_tool_calls(tool_calls)`` as one value: the spend after a reply
+    that used ``usage``, cost ``cost`` (``None``: unknown) and asked for ``tool_calls`` calls to run."""
+    return RunUsage(
+        spent.requests + 1,
+        spent.tool_calls + tool_calls,
+        spent.input_tokens + (usage.input_tokens or 0),  # tokens not reported cannot be counted
+        spent.output_tokens + (usage.output_tokens or 0),
+        None if cost is None or spent.cost is None else spent.cost + cost,
+    )
 
 
 def remaining(limits: UsageLimits | None, spent: RunUsage) -> UsageLimits | None:

@@ -668,11 +668,31 @@ class BareLoop:
         self._count_request(setup)
         count = self._counter.count
         emit = self._emit if self.observers or self._run_observers else None
+        # A one-call batch of a plain function tool may skip the batch's three coroutines (``_run_tools``,
+        # ``_run_one``, ``_run_checked``) when nothing they add applies to this run: they are this class's own
+        # (a durable engine records its calls in them), nothing observes the run, no hook runs around a tool,
+        # and a tool's error is the model's to read. ``_direct_tool`` decides for each batch.
+        direct = (
+            emit is None
+            and cancel is None
+            and not cfg.raise_tool_errors
+            and "before_tool" not in self._hooks.active
+            and "after_tool" not in self._hooks.active
+            and _plain_batches(type(self))
+        )
+        # Likewise a model call when ``_call_model`` is this class's own, nothing observes the run and no hook
+        # runs before it: ``_call_one_client`` directly, for a client that is not a fallback chain.
+        direct_model = (
+            emit is None and type(self)._call_model is BareLoop._call_model and "before_model" not in self._hooks.active
+        )
         turns: list[Turn] = []
         # The last reply's turn, made once its records are known (``settle``), or without any when none come
         # (``flush``): (index, input, reply, the reply's usage, duration).
         open_turn: _OpenTurn | None = None
         usage = Usage()
+        # The usages not yet added to ``usage`` (the replies', the tools' own), in order: added in one pass when
+        # ``usage`` is read (``_usage_sum``: what adding each in turn gives).
+        unsummed: list[Usage] = []
         tool_spend = ToolSpend()  # what tools spent on model calls of their own (sub-agents)
         turn_input: list[Message] = [] if resuming else [first]
         # The turn whose calls are being decided and run: what ran of it in this run, and the calls decided here.
@@ -735,16 +755,20 @@ class BareLoop:
                 if cancel is not None and cancel.is_set():
                     m.cancel()
                 step = m.next_step(policy)
-                if isinstance(step, CallLLM) and self._binding is not None and await self._binding.save_turn(m):
-                    continue  # the save was refused: the machine ended the run
                 if isinstance(step, CallLLM):
+                    if self._binding is not None and await self._binding.save_turn(m):
+                        continue  # the save was refused: the machine ended the run
                     if open_turn is not None:  # the last reply's turn, which got no records
                         turns.append(self._turn(open_turn, ()))
                         open_turn = None
                     t0 = now()
                     request = self._request(cfg, setup)
                     try:
-                        reply = await self._call_model(step.turn, request, cfg, cancel, emit)
+                        client = self.client
+                        if direct_model and not isinstance(client, FallbackClient):
+                            reply = await self._call_one_client(client, request, cfg, cancel)
+                        else:
+                            reply = await self._call_model(step.turn, request, cfg, cancel, emit)
                     except _Cancelled:
                         if emit:
                             emit(ModelCallFailed(step.turn, None, now() - t0))
@@ -765,8 +789,9 @@ class BareLoop:
                         continue
                     last_duration = now() - t0
                     response = reply.response
-                    reply_usage = reply.usage  # the failed attempts' too: they were billed
-                    usage = usage + reply_usage
+                    # The failed attempts' too: they were billed (``reply.usage``; the reply's own when none failed).
+                    reply_usage = response.usage if reply.failed_usage is _NO_USAGE else reply.usage
+                    unsummed.append(reply_usage)
                     msg = response.message
                     check: OutputCheck | None = None
                     if output_plan is not None:
@@ -832,7 +857,35 @@ class BareLoop:
                     assert reply_message is not None
                     in_batch = (step, reply_message)
                     try:
-                        done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
+                        plain = self._direct_tool(step) if direct else None
+                        if plain is not None:
+                            # What ``_run_tools`` → ``_run_one`` → ``_run_checked`` make of this call when no
+                            # hook, permission check, observer or context applies (``_direct_tool``).
+                            call = step.calls[0]
+                            batch = self._batch = {}
+                            self._raised_at = None
+                            t0 = now()
+                            left = remaining(cfg.limits, self._machine.usage) if cfg.limits is not None else None
+                            try:
+                                result, tool_error = await self._execute(plain, call, call.input, cfg, None)
+                            except ApprovalRequired as exc:  # the tool deferred its own call
+                                deferred_call = PendingApproval(call, exc.reason, spent=None)
+                                batch[call.id] = deferred_call
+                                done: list[ToolCallRecord | PendingApproval] = [deferred_call]
+                                plain = None  # the general pass below
+                            else:
+                                if tool_error is not None:  # logged with the context the tool never saw
+                                    if unsummed:
+                                        usage = _usage_sum(usage, unsummed)
+                                    context = ToolContext(call.id, call.name, deps, usage, step.turn, left)
+                                    _log_tool_error(plain, call, tool_error, context)
+                                record = ToolCallRecord(call, result, now() - t0, True, None, tool_error)
+                                batch[call.id] = record
+                                done = [record]
+                        else:
+                            if unsummed:
+                                usage = _usage_sum(usage, unsummed)
+                            done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
                     except _Cancelled:
                         keep_batch("the run was cancelled")
                         m.cancel()
@@ -849,33 +902,46 @@ class BareLoop:
                         continue
                     in_batch = None  # it came back whole (an error escaping it leaves it set, for its salvage)
                     records: list[ToolCallRecord] = []
-                    deferred: dict[str, str | None] = {}
                     batch_spend: ToolSpend | None = None
-                    step_calls = step.calls
-                    # Whether each record holds the step's own call object, in its order (a durable engine's
-                    # records, read back from JSON, hold equal copies): the shortcut below needs it.
-                    own_calls = len(done) == len(step_calls)
-                    for i, one in enumerate(done):  # one pass: the records, the deferred calls, what they spent
-                        if isinstance(one, ToolCallRecord):
-                            records.append(one)
-                            one_call = one.call
-                            ran[one_call.id] = one
-                            if own_calls and one_call is not step_calls[i]:
-                                own_calls = False
-                        else:
-                            deferred[one.id] = one.reason
-                        if one.spent is not None:
-                            batch_spend = one.spent if batch_spend is None else batch_spend.plus(one.spent)
-                    before_results = m.context_tokens
-                    results_message = _results_message(records) if records else None
-                    m.tool_results(
-                        [results_message] if results_message is not None else [],
-                        deferred=deferred,
-                        spent=_run_usage(batch_spend) if batch_spend is not None else None,
-                    )
+                    results_message: Message | None
+                    if plain is not None:
+                        # The direct path's one record, of the step's own call, nothing deferred or spent: what
+                        # the pass below makes of it, fed as ``tool_results`` feeds it when the machine keeps the
+                        # message given (``_feed_whole``; anything else: ``tool_results`` itself).
+                        records.append(record)  # done[0]
+                        ran[record.call.id] = record
+                        own_calls = True
+                        before_results = m.context_tokens
+                        results_message = _results_message(records)
+                        if not m._feed_whole(results_message):
+                            m.tool_results([results_message])
+                    else:
+                        deferred: dict[str, str | None] = {}
+                        step_calls = step.calls
+                        # Whether each record holds the step's own call object, in its order (a durable engine's
+                        # records, read back from JSON, hold equal copies): the shortcut below needs it.
+                        own_calls = len(done) == len(step_calls)
+                        for i, one in enumerate(done):  # one pass: the records, the deferred calls, what they spent
+                            if isinstance(one, ToolCallRecord):
+                                records.append(one)
+                                one_call = one.call
+                                ran[one_call.id] = one
+                                if own_calls and one_call is not step_calls[i]:
+                                    own_calls = False
+                            else:
+                                deferred[one.id] = one.reason
+                            if one.spent is not None:
+                                batch_spend = one.spent if batch_spend is None else batch_spend.plus(one.spent)
+                        before_results = m.context_tokens
+                        results_message = _results_message(records) if records else None
+                        m.tool_results(
+                            [results_message] if results_message is not None else [],
+                            deferred=deferred,
+                            spent=_run_usage(batch_spend) if batch_spend is not None else None,
+                        )
                     if batch_spend is not None:
                         tool_spend = tool_spend.plus(batch_spend)
-                        usage = usage + batch_spend.usage
+                        unsummed.append(batch_spend.usage)
                     if (
                         results_message is not None
                         and own_calls
@@ -939,6 +1005,8 @@ class BareLoop:
             raise
         if open_turn is not None:
             turns.append(self._turn(open_turn, ()))
+        if unsummed:
+            usage = _usage_sum(usage, unsummed)
         outcome = m.outcome
         text = _answer_text(turns)
         if output_plan is None:
@@ -1079,8 +1147,12 @@ class BareLoop:
     def _request(self, cfg: RunConfig, setup: _Setup) -> ModelRequest:
         """The next model call's request: the whole conversation, the run's system text and tools, the
         generation settings."""
-        tools = self._request_tools(setup)
-        self._count_request(setup, tools)
+        tools = self.tools.schemas  # _request_tools and _count_request's shortcut, written out
+        if setup.extra_tools:
+            tools = (*tools, *setup.extra_tools)
+        known = self._request_key
+        if known is None or known[0] is not setup.system or known[1] is not tools:
+            self._count_request(setup, tools)
         return ModelRequest(  # in the order of its fields (positional: cheaper to bind than keywords)
             self._machine.full_history(),
             setup.system,
@@ -1168,6 +1240,8 @@ class BareLoop:
         if "before_model" in hooks.active:
             request = await _race(hooks.before_model(request), cancel)
         client = self.client
+        if emit is None and not isinstance(client, FallbackClient):  # the common call
+            return await self._call_one_client(client, request, cfg, cancel)
         chain = client if isinstance(client, FallbackClient) else None
         clients = chain.clients if chain is not None else (client,)
         streamed: list[str] = []  # the text the attempt in flight streamed
@@ -1266,6 +1340,49 @@ class BareLoop:
         if failed_usage is not no_usage and failed_usage != no_usage:
             cost = None if cost is None or failed_cost is None else cost + failed_cost
         return ModelReply(response, answered.provider, model, cost, failed_usage)
+
+    async def _call_one_client(
+        self, client: ModelClient, request: ModelRequest, cfg: RunConfig, cancel: asyncio.Event | None
+    ) -> ModelReply:
+        """:meth:`_call_model` after its ``before_model`` hooks, for one client (not a fallback chain) and no
+        observer: what it does then, without what only an observer or a chain reads (the events and the text
+        an attempt streamed, the clients tried). The same retries, the same failed attempts' usage and cost."""
+        native = request.native_tools
+        tools = (*request.tools, *native) if native else request.tools
+        self._prefix_watch.check(request.messages, request.system, tools)  # a bust is told only to observers
+        reported: Usage | None = None  # the usage the attempt in flight reported last (a running total)
+
+        def on_event(event: StreamEvent) -> None:  # always: a failed attempt's usage is known only from its events
+            nonlocal reported
+            if isinstance(event, UsageReported):
+                reported = event.usage
+
+        failed_usage = _NO_USAGE  # what the attempts that failed had reported: billed, and counted for limits
+        failed_cost: Decimal | None = _ZERO
+        attempt = 0
+        while True:
+            reported = None
+            try:
+                coro = client.generate(request, stream=cfg.stream, on_event=on_event)
+                response = await (_race(coro, cancel) if cancel is not None else coro)
+                break
+            except LoopError as exc:
+                if reported is not None:  # what the failed attempt had reported: billed, counted for limits
+                    failed_usage = failed_usage + reported
+                    spent = _price(client, reported, client.model)
+                    failed_cost = None if spent is None or failed_cost is None else failed_cost + spent
+                if exc.retryable and attempt < cfg.max_retries:
+                    attempt += 1
+                    await _race(asyncio.sleep(_retry_delay(exc, attempt, cfg)), cancel)
+                    continue
+                raise
+        if "after_model" in self._hooks.active:
+            await _race(self._hooks.after_model(response), cancel)
+        model = response.model or client.model
+        cost = _price(client, response.usage, model)
+        if failed_usage is not _NO_USAGE and failed_usage != _NO_USAGE:
+            cost = None if cost is None or failed_cost is None else cost + failed_cost
+        return ModelReply(response, client.provider, model, cost, failed_usage)
 
     async def _check_reply(
         self, plan: OutputPlan, response: ModelResponse, validator: OutputValidator[Any] | None
@@ -1424,6 +1541,20 @@ class BareLoop:
         if emit:
             emit(ToolCallFinished(turn, call, result, duration, error))
         return ToolCallRecord(call, result, duration, True, spent, error)
+
+    def _direct_tool(self, step: CallTools) -> FunctionTool[Any] | None:
+        """The tool of ``step``'s one call when ``_run`` may run it directly (``_execute``, without the batch's
+        coroutines): a :class:`~loopctl.tool.FunctionTool` whose function takes no ``ToolContext`` and that
+        does not require approval, the call not approved earlier, and no permission callback. ``None``
+        otherwise (the general path). The run's own conditions (no observer, no tool hooks, no cancel event,
+        tool errors not raised, this class's methods) are checked once by ``_run``."""
+        calls = step.calls
+        if len(calls) != 1 or step.approved or self.permission is not None:
+            return None
+        tool = self.tools.get(calls[0].name)
+        if type(tool) is not FunctionTool or tool._context_param is not None or tool.requires_approval is True:
+            return None
+        return tool
 
     def _repeatable(self, reply: Message) -> frozenset[str]:
         """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
@@ -1806,6 +1937,52 @@ def check_decisions(approvals: Mapping[str, Approval], pending: Sequence[Pending
                     problem = f"it does not fit the schema of {call.name!r}: {exc}"
             if problem is not None:
                 raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
+
+
+def _usage_sum(start: Usage, more: list[Usage]) -> Usage:
+    """``start + more[0] + more[1] + ...`` (:meth:`Usage.__add__`: a count not reported adds nothing, ``start``
+    itself when none is), in one pass; empties ``more``."""
+    i, o, cr, cw, r, h = (
+        start.input_tokens,
+        start.output_tokens,
+        start.cache_read_tokens,
+        start.cache_write_tokens,
+        start.reasoning_tokens,
+        start.cache_write_1h_tokens,
+    )
+    reported = False
+    for u in more:
+        x = u.input_tokens
+        if x is not None:
+            i, reported = (x if i is None else i + x), True
+        x = u.output_tokens
+        if x is not None:
+            o, reported = (x if o is None else o + x), True
+        x = u.cache_read_tokens
+        if x is not None:
+            cr, reported = (x if cr is None else cr + x), True
+        x = u.cache_write_tokens
+        if x is not None:
+            cw, reported = (x if cw is None else cw + x), True
+        x = u.reasoning_tokens
+        if x is not None:
+            r, reported = (x if r is None else r + x), True
+        x = u.cache_write_1h_tokens
+        if x is not None:
+            h, reported = (x if h is None else h + x), True
+    more.clear()
+    return Usage(i, o, cr, cw, r, h) if reported else start
+
+
+def _plain_batches(cls: type[BareLoop]) -> bool:
+    """Whether ``cls`` runs a batch of tool calls with :class:`BareLoop`'s own methods (a durable engine
+    overrides some, to record each call): only then may ``_run`` take its direct path for one call."""
+    return (
+        cls._run_tools is BareLoop._run_tools
+        and cls._run_one is BareLoop._run_one
+        and cls._run_checked is BareLoop._run_checked
+        and cls._execute is BareLoop._execute
+    )
 
 
 def _results_message(records: Sequence[ToolCallRecord]) -> Message:

@@ -65,8 +65,8 @@ from typing import Any, TypeAlias, Union
 import orjson
 from pydantic import ValidationError
 
-from loopctl._frozen import dataclass
-from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits, cost_unknown, passed_after_reply
+from loopctl._frozen import dataclass, hot
+from loopctl.engine.limits import LimitHit, RunUsage, UsageLimits, after_turn, cost_unknown, passed_after_reply
 from loopctl.engine.permission import Approval, Approve, Deny, Modify, PendingApproval, deny_reason, input_problem
 from loopctl.errors import (
     ConversationFileError,
@@ -184,6 +184,7 @@ class CallLLM:
 
 
 @dataclass(frozen=True, slots=True)
+@hot  # made every turn: the cheaper __init__ (loopctl._frozen.hot)
 class CallTools:
     """Run these tool calls (in this order) and feed :meth:`LoopMachine.tool_results`.
 
@@ -438,18 +439,20 @@ class LoopMachine:
         gives the same ``Done``.
         """
         state = self.state
-        if state is MachineState.TERMINAL or state is MachineState.START or state is MachineState.AWAITING_APPROVAL:
+        if state is not MachineState.AWAITING_MODEL:  # the other states first, each step in its own branch
+            if state is MachineState.AWAITING_TOOLS:
+                answered, deferred = self._machine_results, self._deferred
+                if answered or deferred:
+                    calls = tuple(c for c in self._calls if c.id not in answered and c.id not in deferred)
+                else:
+                    calls = self._calls
+                approved = self._approved
+                return CallTools(self.turn, calls, dict(approved) if approved else {})
+            if state is MachineState.AWAITING_COMPACTION:
+                assert self._step is not None
+                return self._step
+            # TERMINAL, START, AWAITING_APPROVAL
             return Done(self._outcome)
-        if state is MachineState.AWAITING_TOOLS:
-            answered, deferred = self._machine_results, self._deferred
-            if answered or deferred:
-                calls = tuple(c for c in self._calls if c.id not in answered and c.id not in deferred)
-            else:
-                calls = self._calls
-            return CallTools(self.turn, calls, dict(self._approved))
-        if state is MachineState.AWAITING_COMPACTION:
-            assert self._step is not None
-            return self._step
         # AWAITING_MODEL
         if self._output_failures > policy.output_retries:
             self._end(Outcome(OutcomeKind.OUTPUT_INVALID, error=self._output_error), salvage=True)
@@ -598,10 +601,13 @@ class LoopMachine:
         # Everything is worked out before anything changes: a bad argument leaves the machine as it was.
         machine_results: dict[str, ToolResultPart] = {}
         to_run: list[ToolCallPart] = []
-        invalid = dict(invalid_calls)
+        invalid = dict(invalid_calls) if invalid_calls != () else {}
         output_tool = self._output_tool
         checked = output_check.call_id if output_check is not None else None
-        if calls:
+        if len(calls) == 1:  # the loop below for one call: no id to see twice
+            if not calls[0].name:
+                raise ProviderProtocolError(f"the reply calls a tool with no name (call {calls[0].id!r})")
+        elif calls:
             seen: set[str] = set()
             for call in calls:
                 if not call.name:
@@ -614,6 +620,7 @@ class LoopMachine:
                         f"the reply calls tools under the same id twice ({call.id!r}); the calls cannot be run"
                     )
                 seen.add(call.id)
+        if calls:
             tools = available_tools if isinstance(available_tools, (set, frozenset)) else frozenset(available_tools)
             for call in calls:
                 if call.id in invalid:
@@ -648,6 +655,21 @@ class LoopMachine:
         self.turn += 1
         self.context_tokens = context_tokens
         self._overflow = None
+        if calls and output_check is None and self._limits is None:
+            # The common turn: calls to run, no typed output, no limits. Nothing reads the spend between the
+            # reply and its calls (the loop check does not): the reply and the calls counted as one value,
+            # what ``with_reply`` then ``with_tool_calls`` give.
+            if self._loop_k is not None and self._check_loops(calls, machine_results, to_run, frozenset(repeatable)):
+                self._spent = self._spent.with_reply(usage if usage is not None else _NO_USAGE, cost)
+                return
+            self._spent = after_turn(self._spent, usage if usage is not None else _NO_USAGE, cost, len(to_run))
+            self._calls = calls
+            self._machine_results = machine_results
+            if to_run:
+                self.state = MachineState.AWAITING_TOOLS
+            else:
+                self._commit_results([])
+            return
         self._spent = self._spent.with_reply(usage if usage is not None else _NO_USAGE, cost)
         if output_check is not None and not output_check.ok:
             self._output_failures += 1
@@ -821,9 +843,20 @@ class LoopMachine:
         result for each call of the step, in the model's order, each naming its tool, and nothing answered or
         deferred before. The message is the one :meth:`_commit_results` would build (the same parts, in the
         same order), so it is kept instead of built again. False (nothing changed) otherwise."""
-        if self._machine_results or self._deferred or type(messages) is not list or len(messages) != 1:
+        if type(messages) is not list or len(messages) != 1:
             return False
-        message = messages[0]
+        return self._commit_one(messages[0])
+
+    def _feed_whole(self, message: Message) -> bool:
+        """``tool_results([message])`` when the machine keeps ``message`` as given (:meth:`_commit_whole`): True
+        once fed; False, nothing changed, otherwise (the driver feeds :meth:`tool_results`, which decides).
+        ``BareLoop``'s one-call batches feed their results so, without the feed's list and keywords."""
+        return self.state is MachineState.AWAITING_TOOLS and self._commit_one(message)
+
+    def _commit_one(self, message: Message) -> bool:
+        """:meth:`_commit_whole` of one message."""
+        if self._machine_results or self._deferred:
+            return False
         if type(message) is not Message or message.role is not Role.USER:
             return False
         parts, calls = message.parts, self._calls

@@ -12,7 +12,7 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
-from loopctl._frozen import dataclass
+from loopctl._frozen import dataclass, hot
 from loopctl.engine.machine import Outcome, OutcomeKind
 from loopctl.engine.permission import PendingApproval
 from loopctl.errors import (
@@ -38,6 +38,7 @@ __all__ = ["NO_OUTPUT", "ModelReply", "OutputT", "Run", "ToolCallRecord", "Turn"
 
 
 @dataclass(frozen=True, slots=True)
+@hot  # made every turn: the cheaper __init__ (loopctl._frozen.hot)
 class ToolCallRecord:
     """One tool call of a turn: the ``call``, its ``result``, and how long it ran (``duration``, seconds).
     ``ran`` is False when the machine or the permission callback answered it without running the tool.
@@ -56,6 +57,7 @@ class ToolCallRecord:
 
 
 @dataclass(frozen=True, slots=True)
+@hot  # made every turn: the cheaper __init__ (loopctl._frozen.hot)
 class ModelReply:
     """What one model call gave (the result of the driver's ``_call_model`` effect): the ``response``, the
     ``provider`` and ``model`` that answered (a fallback chain's client), and its ``cost`` in USD (``None``:
@@ -76,6 +78,7 @@ class ModelReply:
 
 
 @dataclass(frozen=True, slots=True)
+@hot  # made every turn: the cheaper __init__ (loopctl._frozen.hot)
 class Turn:
     """One model call: the messages added since the previous call (``input``: the user's input or the
     previous turn's tool results), the model's ``output``, the ``tool_calls`` it made with their results

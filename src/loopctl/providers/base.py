@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import orjson
 
-from loopctl._frozen import dataclass
+from loopctl._frozen import dataclass, hot
 from loopctl.errors import ProviderError, ProviderProtocolError
 from loopctl.message import Message
 from loopctl.message.model import _dumps_bytes
@@ -75,6 +75,7 @@ class OutputFormat:
 
 
 @dataclass(frozen=True, slots=True)
+@hot  # made every turn: the cheaper __init__ (loopctl._frozen.hot)
 class ModelRequest:
     """One model call, provider-neutral: the conversation, the system prompt, the tools and the generation
     settings. ``max_tokens`` is in tokens; ``temperature`` as the provider takes it; ``extra`` is merged into
