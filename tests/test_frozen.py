@@ -437,6 +437,30 @@ def test_a_class_without_a_docstring_gets_dataclasses_one() -> None:
     assert Usage.__doc__ is not None and not Usage.__doc__.startswith("Usage(")  # its own, kept
 
 
+def test_a_class_without_a_docstring_is_documented_without_reading_a_signature_from_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # dataclasses would write the docstring from the signature the class had before its __init__ was made
+    # (object's, read from its text by tokenize, whose first use compiles a large pattern: docs/performance.md,
+    # section 11), which this module then replaces anyway.
+    read: list[str] = []
+    from_text = inspect._signature_fromstr  # type: ignore[attr-defined]
+
+    def reading(cls: Any, obj: Any, s: str, *args: Any) -> Any:
+        read.append(s)
+        return from_text(cls, obj, s, *args)
+
+    monkeypatch.setattr(inspect, "_signature_fromstr", reading)
+
+    @dataclass(frozen=True, slots=True)
+    class Point:
+        x: int
+        y: int = 0
+
+    assert Point.__doc__ == "Point(x: 'int', y: 'int' = 0)"
+    assert read == []
+
+
 @pytest.mark.parametrize("make", BOTH, ids=["ours", "dataclasses"])
 def test_equality_of_a_nan_field_is_this_pythons(make: Decorator) -> None:
     """Two instances holding the same NaN: equal up to 3.12 (tuples compared, identity first), not from 3.13

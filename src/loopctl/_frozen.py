@@ -278,6 +278,11 @@ def _dataclass(
     class_hash = own.get("__hash__", dataclasses.MISSING)
     explicit_hash = not (class_hash is dataclasses.MISSING or (class_hash is None and "__eq__" in own))
     documented = bool(cls.__doc__)
+    if not documented and init and "__init__" not in own:
+        # Written below from the __init__ made here. Without one, dataclasses would write it from the signature of
+        # the __init__ the class has now, object's: read from its text by tokenize, whose first use compiles a
+        # large pattern (about 8 M instructions, docs/performance.md, section 11).
+        type.__setattr__(cls, "__doc__", cls.__name__)
     # A dataclass base makes dataclasses check frozen against frozen: it writes __setattr__ and __delattr__.
     subclass = any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:])
     made: type[Any] = dataclasses.dataclass(
