@@ -94,9 +94,14 @@ import json, os, sys
 root, seen = sys.argv[1:3]
 def hook(event, args):
     if event == "socket.connect":
-        overflow = sys.modules["loopctl.errors"]._overflow_numbers.cache_info().currsize
+        compiled = [
+            sys.modules[m].__dict__[f].cache_info().currsize
+            for m, f in (("loopctl.errors", "_overflow_numbers"), ("loopctl.providers._common", "_overflow"))
+        ]
+        inert = sys.modules.get("loopctl.cli.inert")
+        compiled.append(inert._patterns.cache_info().currsize if inert is not None else 0)
         with open(seen, "w") as f:
-            json.dump({"address": list(args[1]), "modules": sorted(sys.modules), "overflow": overflow}, f)
+            json.dump({"address": list(args[1]), "modules": sorted(sys.modules), "compiled": compiled}, f)
         os._exit(0)
 sys.addaudithook(hook)
 sys.argv = ["loopctl", "run", "List the files.", "--model", "demo", "--root", root, "--yes"]
@@ -122,8 +127,9 @@ def test_the_demo_run_loads_only_what_it_uses_before_its_first_request(tmp_path:
     assert not {m for m in loaded if any(m == d or m.startswith(d + ".") for d in DEMO_NEEDS_NOT)}
     # the real stack runs: the Chat Completions client and codec over httpx2, and the session store
     assert {"httpx2", "loopctl.transport.openai", "loopctl.providers.openai_chat", "loopctl.store.sqlite"} <= loaded
-    # the patterns that read a context overflow's numbers (OVERFLOW_NUMBERS) are compiled when an error is read
-    assert first["overflow"] == 0
+    # the patterns that read a context overflow (OVERFLOW_NUMBERS, is_context_overflow) are compiled when an error
+    # is read, and those that make text inert when the CLI first prints (docs/performance.md, section 11)
+    assert first["compiled"] == [0, 0, 0]
 
 
 def test_a_run_in_process_leaves_the_cyclic_collector_as_it_found_it(tmp_path: Path) -> None:
