@@ -63,11 +63,11 @@ def stderr() -> rich.console.Console:
 
 
 def run_console() -> rich.console.Console:
-    """The console ``loopctl run`` prints on: stdout, no highlighting, no hard wrapping;
-    made, and rich imported, when it is first used. Asking it whether it is a terminal (``is_terminal``: the
-    transcript's spinner does before each model call) makes it only when something could make it one: stdout
-    is a terminal, or ``FORCE_COLOR`` or ``TTY_COMPATIBLE`` is set. So a run whose output goes to a file or a
-    pipe imports rich only when it first prints (docs/performance.md, section 11)."""
+    """The console ``loopctl run`` prints on (stdout, no highlighting, no hard wrapping), made, and rich
+    imported, when it is first used. Asking it whether it is a terminal (``is_terminal``: the transcript's
+    spinner does before each model call) makes it only when something could make it one: stdout is a terminal,
+    or ``FORCE_COLOR`` or ``TTY_COMPATIBLE`` is set; otherwise the answer is rich's, ``False``. So a run whose
+    output goes to a file or a pipe imports rich only when it first prints (docs/performance.md, section 11)."""
     return cast("rich.console.Console", _WhenUsed({"highlight": False, "soft_wrap": True}))
 
 
