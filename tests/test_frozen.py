@@ -383,8 +383,73 @@ def test_the_fast_path_saves_the_compiles() -> None:
         "print(n[0])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    # Modules' and libraries' included: 1,149 with dataclasses' methods, 735 with these (Python 3.11).
-    assert int(out) < 900
+    # Modules' and libraries' included: 1,149 with dataclasses' methods, 735 with these, 601 with each shape of
+    # __init__ compiled once (Python 3.11).
+    assert int(out) < 650
+
+
+_COUNTS: list[int] = []  # the count of the compiles of the _compiles call under way, while one is
+
+
+def _count(event: str, args: tuple[Any, ...]) -> None:
+    if _COUNTS and event in ("compile", "exec"):
+        _COUNTS[-1] += 1
+
+
+def _compiles(make: Callable[[], Any]) -> tuple[Any, int]:
+    """What ``make()`` returns, and how many times it compiled or ran source text."""
+    if _count not in _HOOKED:  # an audit hook cannot be removed: added once, it counts only inside this call
+        sys.addaudithook(_count)
+        _HOOKED.append(_count)
+    _COUNTS.append(0)
+    try:
+        made = make()
+    finally:
+        count = _COUNTS.pop()
+    return made, count
+
+
+_HOOKED: list[Callable[[str, tuple[Any, ...]], None]] = []
+
+
+def test_classes_of_one_shape_share_the_compiled_init_under_their_own_names() -> None:
+    # The __init__ is compiled once per shape (how many fields, which have a default factory, a __post_init__)
+    # and given each class's names, defaults and setters (docs/performance.md, section 12).
+    def shaped(names: tuple[str, str, str, str], default: Any) -> type[Any]:
+        a, b, c, d = names
+        namespace: dict[str, Any] = {
+            "__annotations__": {a: "int", b: "str", c: "list[int]", d: "Any"},
+            c: dataclasses.field(default_factory=lambda: [9]),
+            d: default,
+            "__post_init__": lambda self: self.seen.append(getattr(self, a)),
+            "seen": [],
+            "__module__": __name__,
+        }
+        return dataclass(frozen=True, slots=True)(type("Shaped_" + a, (), namespace))
+
+    first, compiled = _compiles(lambda: shaped(("q1", "q2", "q3", "q4"), 0.5))
+    second, again = _compiles(lambda: shaped(("alpha", "beta", "gamma", "delta"), "d"))
+    assert compiled >= 1 and again == 0
+    made = second(beta="x", alpha=1)
+    assert (made.alpha, made.beta, made.gamma, made.delta) == (1, "x", [9], "d")
+    assert second.seen == [1] and first(2, "y", [3]).q3 == [3] and first.seen == [2]
+    assert str(inspect.signature(second)) == (
+        "(alpha: 'int', beta: 'str', gamma: 'list[int]' = <factory>, delta: 'Any' = 'd') -> None"
+    )
+    with pytest.raises(TypeError, match=r"Shaped_alpha.__init__\(\) missing 1 required positional argument: 'beta'"):
+        second(1)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'q1'"):
+        second(1, "x", q1=2)
+    assert second.__init__.__globals__ is sys.modules[__name__].__dict__
+
+
+def test_a_field_without_a_default_after_one_with_is_refused_as_before() -> None:
+    with pytest.raises(SyntaxError, match="non-default argument follows default argument"):
+
+        @dataclass(frozen=True, slots=True)
+        class Late:
+            a: int = 1
+            b: int  # type: ignore[misc]
 
 
 def test_the_init_annotations_resolve_in_the_class_module() -> None:
@@ -455,6 +520,30 @@ def test_a_class_without_a_docstring_gets_dataclasses_one() -> None:
     from loopctl.response import Usage
 
     assert Usage.__doc__ is not None and not Usage.__doc__.startswith("Usage(")  # its own, kept
+
+
+def test_a_class_without_a_docstring_is_documented_without_reading_a_signature_from_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # dataclasses would write the docstring from the signature the class had before its __init__ was made
+    # (object's, read from its text by tokenize, whose first use compiles a large pattern: docs/performance.md,
+    # section 12), which this module then replaces anyway.
+    read: list[str] = []
+    from_text = inspect._signature_fromstr  # type: ignore[attr-defined]
+
+    def reading(cls: Any, obj: Any, s: str, *args: Any) -> Any:
+        read.append(s)
+        return from_text(cls, obj, s, *args)
+
+    monkeypatch.setattr(inspect, "_signature_fromstr", reading)
+
+    @dataclass(frozen=True, slots=True)
+    class Point:
+        x: int
+        y: int = 0
+
+    assert Point.__doc__ == "Point(x: 'int', y: 'int' = 0)"
+    assert read == []
 
 
 @pytest.mark.parametrize("make", BOTH, ids=["ours", "dataclasses"])

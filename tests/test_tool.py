@@ -4,10 +4,13 @@ three docstring styles, Annotated descriptions; a tool that defers its own call;
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Annotated, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import Field
 
 from loopctl.engine import Approve, BareLoop, OutcomeKind, RunConfig, UsageLimits
@@ -216,3 +219,98 @@ def test_a_function_with_positional_only_parameters_runs() -> None:
     threaded = FunctionTool(add)
     assert asyncio.run(threaded.call({"a": 5}, None)) == 7  # type: ignore[arg-type]
     assert asyncio.run(FunctionTool(tagged).call({"text": "x"}, ToolContext("c9", "tagged"))) == "c9:x"
+
+
+# --- the docstring read as docstring_parser reads it -----------------------------------------------------------
+
+_DOC_LINES = (
+    "Summary line.",
+    "",
+    "A longer description, over",
+    "two lines.",
+    "Args:",
+    "    path: the file",
+    "    limit (int, optional): how many. Defaults to 3.",
+    "    *rest: the others",
+    "Returns:",
+    "    the text",
+    "Raises:",
+    "    ValueError: when it is bad",
+    "Yields:",
+    "Example:",
+    "    >>> read('x')",
+    "Note:",
+    "Attributes:",
+    ":param path: the file",
+    ":type path: str",
+    ":returns: the text",
+    "@param path: the file",
+    "@return: the text",
+    "Parameters",
+    "----------",
+    "path : str",
+    "    the file",
+    "Returns",
+    "-------",
+    ".. deprecated:: 1.0",
+    "  indented: text",
+    "-",
+    "..",
+    ":",
+    "@",
+    "weird: colon",
+    "\tTabbed:",
+    # whole sections, each style's
+    "Args:\n    path: the file\n    limit: how many",
+    "Parameters\n----------\npath : str\n    the file\nlimit : int, optional",
+    "Returns\n-------\nint\n    the count",
+    ":param path: the file\n:returns: the text",
+    "@param path: the file\n@return: the text",
+)
+
+
+def _read(doc: str, parse: Callable[[str], Any]) -> Any:
+    """What ``parse(doc)`` gives that a tool could see (or the error it raises: ``ParseError``, or another of
+    docstring_parser's own, as an ``IndexError`` for some reST)."""
+    try:
+        d = parse(doc)
+    except Exception as exc:  # compared, whatever it is
+        return (type(exc).__name__, str(exc))
+    meta = [
+        (type(m).__name__, m.args, m.description, *(getattr(m, a, None) for a in ("arg_name", "type_name", "default")))
+        for m in d.meta
+    ]
+    blanks = (d.blank_after_short_description, d.blank_after_long_description)
+    return d.style, d.short_description, d.long_description, blanks, meta
+
+
+def _agree(doc: str) -> None:
+    import docstring_parser
+
+    from loopctl.tool import _parsed
+
+    assert _read(doc, _parsed) == _read(doc, docstring_parser.parse), doc
+
+
+def test_a_docstring_is_read_as_docstring_parser_reads_it_for_every_docstring_of_loopctl_and_some_of_python() -> None:
+    # loopctl.tool._parsed skips the style parsers that cannot find a section (docs/performance.md, section 12)
+    import importlib
+    import inspect
+
+    names = ["loopctl.tool", "loopctl.tools.files", "loopctl.engine.loop", "loopctl.message.model", "loopctl.cli.run"]
+    modules = [importlib.import_module(n) for n in [*names, "inspect", "json", "pathlib", "re", "dataclasses"]]
+    docs = {
+        inspect.getdoc(obj) or ""
+        for module in modules
+        for obj in [module, *vars(module).values()]
+        if callable(obj) or inspect.ismodule(obj)
+    }
+    assert len(docs) > 200
+    for doc in docs:
+        _agree(doc)
+
+
+@given(st.lists(st.sampled_from(_DOC_LINES), max_size=12), st.sampled_from(["", "    ", "\t"]))
+@settings(max_examples=300, deadline=None)
+def test_a_docstring_is_read_as_docstring_parser_reads_it_for_drawn_docstrings(lines: list[str], indent: str) -> None:
+    _agree("\n".join(lines[:1] + [indent + line for line in lines[1:]]))

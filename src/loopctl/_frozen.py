@@ -6,7 +6,8 @@ half a million instructions each, which made creating loopctl's classes about a 
 (``docs/performance.md``, section 10). ``dataclass`` takes the same arguments and makes the same classes:
 for a frozen, slotted class it lets ``dataclasses`` do everything but write those methods (the fields, their
 defaults and checks, the slots, ``__match_args__``, ``__dataclass_fields__``, so ``fields``, ``replace`` and
-``asdict`` work as before), compiles only the ``__init__``, and gives the class ``__repr__``, ``__eq__``,
+``asdict`` work as before), compiles only the ``__init__`` (once for all the classes of one shape, given each
+class's field names: :func:`_init_for`), and gives the class ``__repr__``, ``__eq__``,
 ``__hash__``, ``__setattr__``, ``__delattr__`` and the pickling pair as closures over its field names, bound
 once, which return what the generated ones return (``tests/test_frozen.py`` compares every loopctl class made
 this way with a twin made by ``dataclasses``). Any other class is ``dataclasses``' own. Static tools (mypy,
@@ -34,9 +35,11 @@ import abc
 import dataclasses
 import functools
 import inspect
+import keyword
 import re
 import reprlib
 import sys
+import types
 from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -93,22 +96,107 @@ def _plain(cls: type) -> bool:
 
 def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, twin: bool = False) -> Callable[..., None]:
     """The ``__init__`` of the slotted dataclass ``cls``: the parameters, defaults and default factories that
-    dataclasses gives it, each slot set through its descriptor, then ``__post_init__`` if the class has one."""
+    dataclasses gives it, each slot set through its descriptor, then ``__post_init__`` if the class has one.
+
+    Its code is compiled once per shape (the number of fields, which have a default factory, whether there is a
+    ``__post_init__``: :func:`_init_code`) and given the class's field names as its parameters' names; the
+    setters and factories are its closure, the defaults its ``__defaults__``, the module's namespace its
+    globals, as in the function :func:`_init_from_source` writes (about half a million instructions each, for
+    the hundred classes a CLI run makes before its first request: docs/performance.md, section 12). Fields
+    whose names the code uses itself, or a field without a default after one with (the ``SyntaxError``
+    dataclasses' own ``TypeError`` stood for), or that are no names a parameter can have, go to
+    :func:`_init_from_source` (which fails as before for the last two), and so does a class :func:`hot` marked
+    (``twin``), whose ``__init__`` builds an instance as one of its twin class."""
+    names = [f.name for f in fields]
+    defaulted = [f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING for f in fields]
+    first_default = defaulted.index(True) if True in defaulted else len(fields)
+    if (
+        twin
+        or not all(defaulted[first_default:])
+        or any(n.startswith("__dataclass_") or not n.isidentifier() or keyword.iskeyword(n) for n in names)
+    ):
+        return _init_from_source(cls, fields, twin=twin)
+    me = "__dataclass_self__" if "self" in names else "self"
+    post_init = hasattr(cls, "__post_init__")
+    factories = tuple(f.default_factory is not dataclasses.MISSING for f in fields)
+    code = _init_code(factories, post_init).replace(co_varnames=(me, *names))
+    closed: dict[str, Any] = {"__dataclass_FACTORY__": _FACTORY}
+    for i, f in enumerate(fields):
+        closed[f"__dataclass_set_{i}"] = _setter(cls, f.name)
+        closed[f"__dataclass_factory_{i}"] = f.default_factory
+    defaults = tuple(_FACTORY if f.default is dataclasses.MISSING else f.default for f in fields[first_default:])
+    module = sys.modules.get(cls.__module__)
+    init: Callable[..., None] = types.FunctionType(
+        code,
+        module.__dict__ if module is not None else {},
+        "__init__",
+        defaults or None,
+        tuple(types.CellType(closed[name]) for name in code.co_freevars),
+    )
+    return _named(init, cls, fields)
+
+
+@functools.cache
+def _init_code(factories: tuple[bool, ...], post_init: bool) -> types.CodeType:
+    """The code of an ``__init__`` of ``len(factories)`` fields (``True``: the field has a default factory),
+    calling ``__post_init__`` when ``post_init``, with parameters named ``__dataclass_arg_N`` (renamed by
+    :func:`_init_for`) and free variables ``__dataclass_set_N`` (the field's setter), ``__dataclass_factory_N``
+    (its factory) and ``__dataclass_FACTORY__`` (the marker of a factory's default)."""
+    body: list[str] = []
+    free = ["__dataclass_FACTORY__"]
+    for i, factory in enumerate(factories):
+        free.append(f"__dataclass_set_{i}")
+        if factory:
+            free.append(f"__dataclass_factory_{i}")
+            body.append(
+                f"  __dataclass_set_{i}(self, __dataclass_factory_{i}()"
+                f" if __dataclass_arg_{i} is __dataclass_FACTORY__ else __dataclass_arg_{i})"
+            )
+        else:
+            body.append(f"  __dataclass_set_{i}(self, __dataclass_arg_{i})")
+    if post_init:
+        body.append("  self.__post_init__()")
+    args = ", ".join(["self", *(f"__dataclass_arg_{i}" for i in range(len(factories)))])
+    source = (
+        f"def __make_init__({', '.join(free)}):\n"
+        f" def __init__({args}):\n" + ("\n".join(body) or "  pass") + "\n return __init__\n"
+    )
+    made = compile(source, "<string>", "exec")
+    outer = next(c for c in made.co_consts if isinstance(c, types.CodeType))
+    return next(c for c in outer.co_consts if isinstance(c, types.CodeType))
+
+
+def _setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """How ``__init__`` sets the field ``name``: its slot's descriptor's ``__set__``; a field kept in an
+    instance dict (a base without slots) is set as dataclasses sets it."""
+    slot = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
+    return getattr(slot, "__set__", None) or (lambda obj, value, _name=name: object.__setattr__(obj, _name, value))
+
+
+def _named(init: Callable[..., None], cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
+    """``init`` named and annotated as the ``__init__`` of ``cls`` dataclasses writes."""
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    annotations: dict[str, Any] = {f.name: f.type for f in fields}
+    annotations["return"] = None
+    init.__annotations__ = annotations
+    return init
+
+
+def _init_from_source(
+    cls: type, fields: tuple[dataclasses.Field[Any], ...], *, twin: bool = False
+) -> Callable[..., None]:
+    """:func:`_init_for`'s ``__init__``, written as source text with the field names and compiled; with ``twin``,
+    the one :func:`hot` gives a class whose layout allows it (:func:`_twin`)."""
     # Its other names are of dataclasses' own kind (``__dataclass_...``), not a field's (a field named
     # ``_FACTORY`` took the marker's name before), and ``self`` is renamed when a field is called that.
     namespace: dict[str, Any] = {"__dataclass_FACTORY__": _FACTORY}
     me = "__dataclass_self__" if any(f.name == "self" for f in fields) else "self"
     args: list[str] = []
     body: list[str] = []
-    annotations: dict[str, Any] = {}
     for f in fields:
         name = f.name
-        annotations[name] = f.type
-        slot = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
-        # A field kept in an instance dict (a base without slots) is set as dataclasses sets it.
-        namespace[f"__dataclass_set_{name}"] = getattr(slot, "__set__", None) or (
-            lambda obj, value, _name=name: object.__setattr__(obj, _name, value)
-        )
+        namespace[f"__dataclass_set_{name}"] = _setter(cls, name)
         if f.default is not dataclasses.MISSING:
             namespace[f"__dataclass_default_{name}"] = f.default
             args.append(f"{name}=__dataclass_default_{name}")
@@ -169,12 +257,7 @@ def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, twin: bo
     module = sys.modules.get(cls.__module__)
     made: dict[str, Any] = {}
     exec(source, module.__dict__ if module is not None else {}, made)  # the programmer's own field names
-    init: Callable[..., None] = made["__make_init__"](**namespace)
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__module__ = cls.__module__
-    annotations["return"] = None
-    init.__annotations__ = annotations
-    return init
+    return _named(made["__make_init__"](**namespace), cls, fields)
 
 
 _C = TypeVar("_C", bound=type)
@@ -372,6 +455,11 @@ def _dataclass(
     class_hash = own.get("__hash__", dataclasses.MISSING)
     explicit_hash = not (class_hash is dataclasses.MISSING or (class_hash is None and "__eq__" in own))
     documented = bool(cls.__doc__)
+    if not documented and init and "__init__" not in own:
+        # Written below from the __init__ made here. Without one, dataclasses would write it from the signature of
+        # the __init__ the class has now, object's: read from its text by tokenize, whose first use compiles a
+        # large pattern (about 8 M instructions, docs/performance.md, section 12).
+        type.__setattr__(cls, "__doc__", cls.__name__)
     # A dataclass base makes dataclasses check frozen against frozen: it writes __setattr__ and __delattr__.
     subclass = any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:])
     made: type[Any] = dataclasses.dataclass(

@@ -12,8 +12,13 @@ import sys
 from pathlib import Path
 
 import click
+import pytest
+from rich.console import Console
 
 from loopctl.cli import COMMANDS, main
+from loopctl.cli.report import run_console
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # What the group itself needs: the report of errors, and the --store option the group and the commands share.
 CHEAP = {"loopctl.cli.report", "loopctl.cli.options"}
@@ -60,7 +65,8 @@ def test_the_short_helps_listed_are_the_commands_own() -> None:
 # without one), the clients and codecs of the other providers, the price data (read when a reply is priced),
 # what the file tools load when they first search or list (pathspec, regex) or preview a change (difflib), the
 # built-in provider tools (none is asked for), loopctl.testing's scripted clients (the demo is the fake server),
-# and rich's spinner (no terminal shows one here).
+# and rich: its output is not a terminal (no spinner) and nothing is printed before the first reply
+# (docs/performance.md, section 12).
 DEMO_NEEDS_NOT = (
     "openai",
     "anthropic",
@@ -69,7 +75,7 @@ DEMO_NEEDS_NOT = (
     "pathspec",
     "regex",
     "difflib",
-    "rich.status",
+    "rich",
     "loopctl.providers.native",
     "loopctl.testing.models",
     "loopctl.transport.anthropic",
@@ -88,9 +94,14 @@ import json, os, sys
 root, seen = sys.argv[1:3]
 def hook(event, args):
     if event == "socket.connect":
-        overflow = sys.modules["loopctl.errors"]._overflow_numbers.cache_info().currsize
+        compiled = [
+            sys.modules[m].__dict__[f].cache_info().currsize
+            for m, f in (("loopctl.errors", "_overflow_numbers"), ("loopctl.providers._common", "_overflow"))
+        ]
+        inert = sys.modules.get("loopctl.cli.inert")
+        compiled.append(inert._patterns.cache_info().currsize if inert is not None else 0)
         with open(seen, "w") as f:
-            json.dump({"address": list(args[1]), "modules": sorted(sys.modules), "overflow": overflow}, f)
+            json.dump({"address": list(args[1]), "modules": sorted(sys.modules), "compiled": compiled}, f)
         os._exit(0)
 sys.addaudithook(hook)
 sys.argv = ["loopctl", "run", "List the files.", "--model", "demo", "--root", root, "--yes"]
@@ -104,8 +115,9 @@ def test_the_demo_run_loads_only_what_it_uses_before_its_first_request(tmp_path:
     root.mkdir()
     (root / "notes.txt").write_text("TODO: a note\n")
     seen = tmp_path / "seen.json"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(LOOPCTL_DEMO_DELAY="0", LOOPCTL_STORE=str(tmp_path / "sessions.db"))
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    # this checkout's loopctl (not the one the environment installed), and nothing else from PYTHONPATH
+    env.update(LOOPCTL_DEMO_DELAY="0", LOOPCTL_STORE=str(tmp_path / "sessions.db"), PYTHONPATH=str(ROOT / "src"))
     subprocess.run(
         [sys.executable, "-c", _AT_FIRST_REQUEST, str(root), str(seen)], cwd=tmp_path, env=env, check=True, timeout=120
     )
@@ -115,8 +127,9 @@ def test_the_demo_run_loads_only_what_it_uses_before_its_first_request(tmp_path:
     assert not {m for m in loaded if any(m == d or m.startswith(d + ".") for d in DEMO_NEEDS_NOT)}
     # the real stack runs: the Chat Completions client and codec over httpx2, and the session store
     assert {"httpx2", "loopctl.transport.openai", "loopctl.providers.openai_chat", "loopctl.store.sqlite"} <= loaded
-    # the patterns that read a context overflow's numbers (OVERFLOW_NUMBERS) are compiled when an error is read
-    assert first["overflow"] == 0
+    # the patterns that read a context overflow (OVERFLOW_NUMBERS, is_context_overflow) are compiled when an error
+    # is read, and those that make text inert when the CLI first prints (docs/performance.md, section 12)
+    assert first["compiled"] == [0, 0, 0]
 
 
 def test_a_run_in_process_leaves_the_cyclic_collector_as_it_found_it(tmp_path: Path) -> None:
@@ -203,3 +216,47 @@ def test_a_command_asked_for_outside_main_is_loaded_without_a_freeze() -> None:
     assert command is not None and command.name == "show"
     assert gc.get_freeze_count() == 0
     assert gc.isenabled()
+
+
+def _made(console: Console) -> Console | None:
+    return object.__getattribute__(console, "_console")  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("environment", "tty"),
+    [({}, False), ({}, True), ({"FORCE_COLOR": "1"}, False), ({"FORCE_COLOR": ""}, True), ({"TTY_COMPATIBLE": "0"}, True)],
+)
+def test_the_run_console_says_what_riches_own_says_about_the_terminal(
+    monkeypatch: pytest.MonkeyPatch, environment: dict[str, str], tty: bool
+) -> None:
+    # `loopctl run`'s console is made when first used; the transcript asks it whether it is a terminal (to show
+    # its spinner) before the first request, and gets rich's own answer, the console made only when stdout is a
+    # terminal or an environment variable could make it one.
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    main_end, other_end = os.openpty()
+    if not tty:
+        os.close(other_end)
+    try:
+        with os.fdopen(other_end, "w") if tty else open(os.devnull, "w") as out:
+            monkeypatch.setattr(sys, "stdout", out)
+            console = run_console()
+            assert console.is_terminal is Console(highlight=False, soft_wrap=True).is_terminal
+            assert (_made(console) is not None) is (tty or bool(environment))
+    finally:
+        os.close(main_end)
+
+
+def test_the_run_console_is_a_rich_console_once_used(capsys: pytest.CaptureFixture[str]) -> None:
+    console = run_console()
+    assert _made(console) is None
+    console.print("[bold]saved[/bold]", end="")  # markup, as rich reads it
+    assert capsys.readouterr().out == "saved"
+    made = _made(console)
+    assert isinstance(made, Console)
+    console.quiet = True  # set on the console itself
+    assert made.quiet is True
+    console.print("not shown")
+    assert capsys.readouterr().out == ""

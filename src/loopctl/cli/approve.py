@@ -13,15 +13,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.text import Text
 
+from loopctl._lazy import LazyModule
 from loopctl.cli.inert import inert
 from loopctl.engine import Deny
 from loopctl.message import ToolCallPart
 from loopctl.tools.files import WRITE_TOOLS, ChangePreview, FileTools, PathOutsideRoot, ProtectedPath
+
+if TYPE_CHECKING:  # rich is imported when a change is shown (docs/performance.md, section 12)
+    import rich.console
+else:
+    rich = LazyModule("rich")
 
 __all__ = ["MAX_DIFF_LINES", "NO_TERMINAL", "Approval", "refused_anyway", "show_diff"]
 
@@ -39,7 +44,7 @@ class Approval:
     shown (the transcript stops its spinner). ``refused`` collects the reasons of the changes refused."""
 
     files: FileTools
-    console: Console
+    console: rich.console.Console
     yes: bool = False
     interactive: bool | None = None
     before_prompt: Callable[[], None] | None = None
@@ -67,6 +72,8 @@ class Approval:
         return Deny(reason)
 
     def _show(self, call: ToolCallPart, preview: ChangePreview | None) -> None:
+        from rich.text import Text
+
         c = self.console
         name = inert(call.name, one_line=True)
         if preview is None:
@@ -96,7 +103,7 @@ def refused_anyway(files: FileTools, call: ToolCallPart) -> bool:
     return False
 
 
-def show_diff(console: Console, call_input: object, preview: ChangePreview, indent: str = "  ") -> None:
+def show_diff(console: rich.console.Console, call_input: object, preview: ChangePreview, indent: str = "  ") -> None:
     """Print what a change would do under its heading, each line starting with ``indent``: the path the model
     wrote when it differs from the resolved one, then the diff (at most :data:`MAX_DIFF_LINES` lines, the rest
     counted), coloured as a diff, every line inert. ``loopctl run``'s prompt and ``loopctl approve`` both show
@@ -106,6 +113,8 @@ def show_diff(console: Console, call_input: object, preview: ChangePreview, inde
     the resolved one); ``preview`` is the change, from :meth:`FileTools.preview
     <loopctl.tools.files.FileTools.preview>`.
     """
+    from rich.text import Text
+
     asked = call_input.get("path") if isinstance(call_input, dict) else None
     if isinstance(asked, str) and asked not in (preview.path, f"./{preview.path}"):
         console.print(Text(f"{indent}(the model asked for {inert(asked, one_line=True)})", style="dim"))

@@ -12,6 +12,7 @@ hyphen, Hangul fillers, line and paragraph separators. :func:`inert` writes each
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["TAB_SIZE", "expand_tabs", "inert"]
@@ -25,14 +26,21 @@ TAB_SIZE = 8
 # vowel separator, zero-width space, LRM/RLM, line/paragraph separators, bidi embeddings/overrides and
 # isolates, word joiner and invisible operators, deprecated format controls, BOM, interlinear annotation,
 # and the tag characters.
-_UNSAFE = re.compile(
+_UNSAFE = (
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff"
     "\u00ad\u034f\u061c\u115f\u1160\u180e\u200b\u200e\u200f\u2028-\u202e\u2060-\u206f"
     "\u3164\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f]"
 )
 # Zero-width (non-)joiners are part of emoji sequences and of Indic and Persian writing, between two
 # non-ASCII characters; next to ASCII (or at an end) they only hide a difference ("notes\u200d.txt").
-_JOINER = re.compile("(?:(?<=[\x00-\x7f])|^)[\u200c\u200d]|[\u200c\u200d](?=[\x00-\x7f]|$)")
+_JOINER = "(?:(?<=[\x00-\x7f])|^)[\u200c\u200d]|[\u200c\u200d](?=[\x00-\x7f]|$)"
+
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """:data:`_UNSAFE` and :data:`_JOINER`, compiled when text is first made inert: ``loopctl run`` prints
+    nothing before its first request (docs/performance.md, section 12)."""
+    return re.compile(_UNSAFE), re.compile(_JOINER)
 _NEWLINE = re.compile("\n")
 
 
@@ -56,9 +64,10 @@ def inert(text: str, *, one_line: bool = False) -> str:
     anywhere else. Printable text, any script or emoji, is returned unchanged."""
     if not one_line:
         text = text.replace("\r\n", "\n")
-    out = _UNSAFE.sub(_escape, text)
+    unsafe, joiner = _patterns()
+    out = unsafe.sub(_escape, text)
     if "\u200c" in out or "\u200d" in out:
-        out = _JOINER.sub(_escape, out)
+        out = joiner.sub(_escape, out)
     if one_line and "\n" in out:
         out = _NEWLINE.sub(_escape, out)
     return out

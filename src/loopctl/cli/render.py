@@ -16,9 +16,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from rich.console import Console
-from rich.text import Text
 
+from loopctl._lazy import LazyModule
 from loopctl.cli.inert import expand_tabs, inert
 from loopctl.engine.events import (
     CompactionFinished,
@@ -36,8 +35,12 @@ from loopctl.engine.events import (
 from loopctl.message import ServerToolCallPart, ServerToolResultPart, TextPart, ThinkingPart, ToolResultPart
 from loopctl.stream import PartStarted, PartUpdated, TextDelta, ThinkingDelta
 
-if TYPE_CHECKING:  # the spinner's module is imported by Console.status, when a terminal shows one
+if TYPE_CHECKING:  # rich is imported when the transcript first prints (the spinner's module by Console.status,
+    # when a terminal shows one): a run whose output is not a terminal has printed nothing by its first request
+    import rich.console
     from rich.status import Status
+else:
+    rich = LazyModule("rich")
 
 __all__ = ["Transcript", "dollars", "message_text"]
 
@@ -108,8 +111,12 @@ class Transcript:
     reasoning out (``--hide-thinking``).
     """
 
-    def __init__(self, console: Console | None = None, *, show_thinking: bool = True) -> None:
-        self.console = console or Console(highlight=False, soft_wrap=True)
+    def __init__(self, console: rich.console.Console | None = None, *, show_thinking: bool = True) -> None:
+        if console is None:
+            from rich.console import Console
+
+            console = Console(highlight=False, soft_wrap=True)
+        self.console = console
         self.show_thinking = show_thinking
         self._status: Status | None = None
         self._mode: str | None = None  # "text" or "thinking" while a stream is being printed
@@ -118,6 +125,8 @@ class Transcript:
         self._server_calls: dict[str, ServerToolCallPart] = {}  # this turn's provider-side calls, by id
 
     def __call__(self, event: LoopEvent) -> None:
+        # rich's Text is imported by the branches that print: the events before the first model call (the run's
+        # and the turn's start) print nothing but a terminal's spinner (docs/performance.md, section 12)
         c = self.console
         if isinstance(event, TurnStarted):
             self._streamed = False
@@ -140,6 +149,8 @@ class Transcript:
             elif isinstance(e, ThinkingDelta):
                 self._thinking(e.text)
         elif isinstance(event, ModelCallRetry):
+            from rich.text import Text
+
             self._stop_spin()
             printed = self._mode is not None
             self._end_line()
@@ -153,6 +164,8 @@ class Transcript:
                 )
             )
         elif isinstance(event, ModelFallback):
+            from rich.text import Text
+
             self._stop_spin()
             printed = self._mode is not None
             self._end_line()
@@ -165,6 +178,8 @@ class Transcript:
                 )
             )
         elif isinstance(event, ToolCallDeferred):
+            from rich.text import Text
+
             self._stop_spin()
             self._end_line()
             why = f" ({_short(event.reason, 100)})" if event.reason else ""
@@ -185,6 +200,8 @@ class Transcript:
             self._server_calls = {}
             self._end_line()
         elif isinstance(event, ToolCallStarted):
+            from rich.text import Text
+
             self._stop_spin()
             self._end_line()
             args = _args(event.input)  # what runs: a modified call's new input, not the model's
@@ -194,6 +211,8 @@ class Transcript:
                 c.print(Text(f"  (input modified; the model asked for ({_args(event.call.input)}))", style="dim"))
             self._spin(f"running {name}…")
         elif isinstance(event, ToolCallFinished):
+            from rich.text import Text
+
             self._stop_spin()
             r = event.result
             mark, style = ("✗", "red") if r.is_error else ("✓", "green")
@@ -203,6 +222,8 @@ class Transcript:
             label = _label(event.call.name, event.call.input)
             c.print(Text(f"  {mark} {label}: {_short(text, 100)}  [{count}]", style=style))
         elif isinstance(event, CompactionFinished):
+            from rich.text import Text
+
             self._stop_spin()
             self._end_line()
             c.print(
@@ -217,6 +238,8 @@ class Transcript:
 
     def _server_result(self, result: ServerToolResultPart) -> None:
         """One line for a tool the provider ran: its call (when seen) and the start of what it returned."""
+        from rich.text import Text
+
         self._stop_spin()
         self._end_line()
         call = self._server_calls.get(result.call_id)
@@ -227,6 +250,8 @@ class Transcript:
         self.console.print(Text(text, style=style))
 
     def _text(self, text: str) -> None:
+        from rich.text import Text
+
         self._streamed = True
         if not text:
             return
@@ -238,6 +263,8 @@ class Transcript:
         self.console.print(Text(shown), end="")
 
     def _thinking(self, text: str) -> None:
+        from rich.text import Text
+
         self._streamed = True
         if not text or not self.show_thinking:
             return

@@ -22,17 +22,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.text import Text
 
 from loopctl._lazy import LazyModule
 from loopctl.cli import DEMO_DELAY_VAR  # the command group's module, which imports this one only when it runs
 from loopctl.cli.inert import inert
 from loopctl.cli.options import resume_command
-from loopctl.cli.report import CommandError, stderr, tokens, warn
+from loopctl.cli.report import CommandError, run_console, stderr, tokens, warn
 from loopctl.cli.sessions import store_option, store_spec
 
 if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `loopctl --help` stays quick
+    import rich.console  # when the run first prints (run_console)
+
     import loopctl.cli.autosave
     import loopctl.cli.render
     import loopctl.engine
@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the run's parts are imported when a run starts, so that `lo
     import loopctl.tools.files
 else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
     loopctl = LazyModule("loopctl")
+    rich = LazyModule("rich")
 
 __all__ = ["DEMO_DELAY_VAR", "RunOptions", "build_client", "build_observers", "build_tools", "file_tools", "run"]
 
@@ -140,7 +141,7 @@ def run(**opts: Any) -> None:
     """Run TASK with an agent that can list, read, search, write and edit files under --root."""
     opts["store_spec"] = store_spec()
     options = RunOptions(**{f.name: opts[f.name] for f in fields(RunOptions)})
-    console = Console(highlight=False, soft_wrap=True)
+    console = run_console()
     saved: list[str] = []  # where the session was saved, once it was
     # The start (imports, the client, the tools) makes many objects that live as long as the process and few
     # cycles: the cyclic collector is off until the loop starts (_started), then finds them in its permanent
@@ -153,6 +154,8 @@ def run(**opts: Any) -> None:
     # A second Ctrl-C: the run stopped at once, its salvaged session saved. asyncio.run raises CancelledError
     # instead of KeyboardInterrupt when the interrupted task was cancelled more than once (the two presses raced).
     except (KeyboardInterrupt, asyncio.CancelledError):
+        from rich.text import Text
+
         where = f"; the session is saved to {inert(saved[-1], one_line=True)}" if saved else ""
         stderr().print(Text(f"⏹ stopped{where}", style="yellow"))
         sys.exit(130)
@@ -172,7 +175,7 @@ def _started(collect: bool) -> None:
         gc.enable()
 
 
-async def _run(console: Console, o: RunOptions, saved: list[str], *, collect: bool = True) -> int:
+async def _run(console: rich.console.Console, o: RunOptions, saved: list[str], *, collect: bool = True) -> int:
     from loopctl.cli.approve import Approval
     from loopctl.cli.autosave import cli_values
     from loopctl.cli.sessions import RunTarget
@@ -277,6 +280,8 @@ async def _run(console: Console, o: RunOptions, saved: list[str], *, collect: bo
                         saved.append(str(path))
                     raise
                 transcript.close()
+                from rich.text import Text
+
                 if target is not None:
                     _summary(console, result, None, approval.refused)
                     sid = inert(target.session_id, one_line=True)
@@ -361,7 +366,7 @@ async def build_client(model: str, base_url: str | None = None) -> AsyncIterator
 
 
 def build_observers(
-    console: Console, session: loopctl.session.Session, path: Path | None, o: RunOptions
+    console: rich.console.Console, session: loopctl.session.Session, path: Path | None, o: RunOptions
 ) -> tuple[loopctl.cli.render.Transcript, loopctl.cli.autosave.Autosave | None, list[loopctl.engine.Observer]]:
     """The transcript, the autosave of a session file at ``path`` (``None`` with the store, which the loop
     saves to itself), and the observers of the run in the order they are called (the autosave first, so what
@@ -575,12 +580,14 @@ def _demo_delay() -> float:
 
 
 @contextlib.contextmanager
-def _sigint(cancel: asyncio.Event, console: Console) -> Iterator[None]:
+def _sigint(cancel: asyncio.Event, console: rich.console.Console) -> Iterator[None]:
     """Ctrl-C sets ``cancel`` (the run stops at its next await and keeps a coherent history); a second
     Ctrl-C interrupts at once."""
     loop = asyncio.get_running_loop()
 
     def on_sigint() -> None:
+        from rich.text import Text
+
         if cancel.is_set():
             loop.remove_signal_handler(signal.SIGINT)
             raise KeyboardInterrupt
@@ -604,7 +611,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def print_summary(
-    console: Console,
+    console: rich.console.Console,
     result: Any,
     refused: Sequence[str] = (),
     details: Sequence[tuple[str, str]] = (),
@@ -616,6 +623,8 @@ def print_summary(
     ``(line, style)`` pair, as given; then ``N turns · T tokens in (C cached) · O out · S s[ · $cost]``; then
     each reason in ``refused`` (the reasons file changes were refused) once. ``label`` opens the usage line
     (``loopctl approve``: ``"this continuation: "``). Text from the run is inert."""
+    from rich.text import Text
+
     from loopctl.cli.render import dollars
 
     u = result.usage
@@ -648,7 +657,9 @@ def print_summary(
         console.print(Text(f"  refused: {inert(reason, one_line=True)}", style="yellow"))
 
 
-def _summary(console: Console, result: Any, path: Path | None, refused: list[str]) -> None:
+def _summary(console: rich.console.Console, result: Any, path: Path | None, refused: list[str]) -> None:
+    from rich.text import Text
+
     print_summary(console, result, refused)
     if path is not None:
         shown = inert(str(path), one_line=True)

@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.text import Text
 
 from loopctl._lazy import LazyModule
 from loopctl.cli.inert import inert
@@ -36,12 +34,15 @@ from loopctl.cli.options import STORE_VAR, resume_command, store_option, store_s
 from loopctl.cli.report import stderr, stdout
 from loopctl.errors import ConversationFileError, LoopError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich: imported when a command prints (loopctl run imports this module before it does)
+    import rich.console
+
     import loopctl.session
     import loopctl.store
     import loopctl.store.base
 else:  # the annotations' modules, imported when an annotation is read (loopctl._lazy)
     loopctl = LazyModule("loopctl")
+    rich = LazyModule("rich")
 
 __all__ = [
     "DEFAULT_STORE",
@@ -173,6 +174,9 @@ class RunTarget:
 @contextmanager
 def _store(ctx: click.Context) -> Iterator[loopctl.store.SessionStore]:
     """The command's store, closed after the command; store and file errors end the command with exit 2."""
+    from rich.console import Console
+    from rich.text import Text
+
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
         store = open_store(store_spec())
@@ -197,12 +201,14 @@ def _require_store(ctx: click.Context, session_id: str) -> None:
     check_id(session_id)
     path = _absent_store(ctx)
     if path is not None:
+        from rich.text import Text
+
         message = f"error: no session {inert(repr(session_id))} (no store at {inert(str(path))})"
         stderr().print(Text(message, style="bold red"))
         sys.exit(2)
 
 
-def _console() -> Console:
+def _console() -> rich.console.Console:
     return stdout()
 
 
@@ -221,6 +227,8 @@ def sessions() -> None:
 @click.pass_context
 def list_sessions(ctx: click.Context) -> None:
     """Every session, the most recently changed first: id, messages, last outcome, model, last change."""
+    from rich.text import Text
+
     if _absent_store(ctx) is not None:
         _console().print("no sessions")
         return
@@ -247,6 +255,8 @@ def list_sessions(ctx: click.Context) -> None:
 @click.pass_context
 def show(ctx: click.Context, session_id: str, thinking: bool) -> None:
     """Print a session's messages, each with its index and node id."""
+    from rich.text import Text
+
     _require_store(ctx, session_id)
     with _store(ctx) as store:
         loaded = store.load(session_id)
@@ -288,6 +298,8 @@ def show(ctx: click.Context, session_id: str, thinking: bool) -> None:
 @click.pass_context
 def fork(ctx: click.Context, session_id: str, node: str | None, new_id: str | None) -> None:
     """Start a new session from SESSION_ID's messages (up to --at); the two then go their own ways."""
+    from rich.text import Text
+
     _require_store(ctx, session_id)
     with _store(ctx) as store:
         at = store.find_node(node) if node else None
@@ -310,6 +322,8 @@ def fork(ctx: click.Context, session_id: str, node: str | None, new_id: str | No
 def export_session(ctx: click.Context, session_id: str, file: Path) -> None:
     """Write a session to FILE as a session file (readable by loopctl show, loopctl run --resume FILE and
     loopctl sessions import)."""
+    from rich.text import Text
+
     _require_store(ctx, session_id)
     with _store(ctx) as store:
         try:
@@ -326,6 +340,8 @@ def export_session(ctx: click.Context, session_id: str, file: Path) -> None:
 @click.pass_context
 def import_session(ctx: click.Context, file: Path, new_id: str | None) -> None:
     """Store a session file (as loopctl run wrote them before the store) or a conversation file."""
+    from rich.text import Text
+
     with _store(ctx) as store:
         info = store.import_file(file, session_id=new_id)
     _console().print(
@@ -345,6 +361,8 @@ def verify(ctx: click.Context, session_id: str) -> None:
     match (exit 1), or say it is sound. A sound chain is checked against the conversation rules too: a session
     at rest must have every tool call answered, its last reply's too (a run continuing it would cut that reply
     off)."""
+    from rich.text import Text
+
     _require_store(ctx, session_id)
     with _store(ctx) as store:
         problems: list[object] = list(store.verify(session_id))

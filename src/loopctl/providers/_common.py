@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import functools
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -58,14 +59,18 @@ an output. Anthropic sends ``is_error: true``; Gemini puts a failure under the `
 # server-context.cpp), vLLM's "This model's maximum context length is ..." and "the model's context length is
 # only ..." (vllm/entrypoints/renderer.py, vllm/renderers/params.py), Ollama's "the prompt is longer than the
 # context length currently available to the model" (llm/llama_server.go) and "the input length exceeds the
-# context length" (server/routes.go).
-_OVERFLOW = re.compile(
+# context length" (server/routes.go). Compiled when an error is first read (docs/performance.md, section 12).
+_OVERFLOW = (
     r"context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|context window|"
     r"exceeds the maximum number of tokens|input token count.*exceeds|too many tokens|token limit reached|"
     r"exceed_context_size_error|exceeds the available context size|context length is only|"
-    r"longer than the context length|input length exceeds the context length",
-    re.IGNORECASE,
+    r"longer than the context length|input length exceeds the context length"
 )
+
+
+@functools.cache
+def _overflow() -> re.Pattern[str]:
+    return re.compile(_OVERFLOW, re.IGNORECASE)
 
 
 def is_zero_valued(value: Any) -> bool:
@@ -99,7 +104,7 @@ def is_zero_valued(value: Any) -> bool:
 
 def is_context_overflow(message: str | None, code: str | None = None) -> bool:
     """True when a provider's error text or code says the request is over the context window."""
-    return bool((code and _OVERFLOW.search(code)) or (message and _OVERFLOW.search(message)))
+    return bool((code and _overflow().search(code)) or (message and _overflow().search(message)))
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
