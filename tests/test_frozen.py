@@ -443,13 +443,26 @@ def test_classes_of_one_shape_share_the_compiled_init_under_their_own_names() ->
     assert second.__init__.__globals__ is sys.modules[__name__].__dict__
 
 
-def test_a_field_without_a_default_after_one_with_is_refused_as_before() -> None:
-    with pytest.raises(SyntaxError, match="non-default argument follows default argument"):
+@pytest.mark.parametrize("marked", [False, True])
+def test_a_field_without_a_default_after_one_with_is_refused_as_dataclasses_refuses_it(marked: bool) -> None:
+    """The ``TypeError`` dataclasses raises, with its message (not a ``SyntaxError`` from compiling the
+    ``__init__``), for a default value or factory, marked ``hot`` or not."""
+    errors: list[tuple[type[BaseException], str]] = []
+    for make in BOTH:
+        with pytest.raises(Exception) as caught:  # the two are compared below
 
-        @dataclass(frozen=True, slots=True)
-        class Late:
-            a: int = 1
-            b: int  # type: ignore[misc]
+            @make(frozen=True, slots=True)
+            @(hot if marked and make is dataclass else (lambda c: c))
+            class Late:
+                a: int
+                b: list[int] = dataclasses.field(default_factory=list)
+                c: int = 1
+                d: int  # type: ignore[misc]
+
+        errors.append((caught.type, str(caught.value)))
+    assert errors[0] == errors[1]
+    late = "non-default argument 'd' follows default argument"
+    assert errors[0] == (TypeError, late + (" 'c'" if sys.version_info >= (3, 13) else ""))
 
 
 def test_the_init_annotations_resolve_in_the_class_module() -> None:
