@@ -110,8 +110,9 @@ def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, twin: bo
     names = [f.name for f in fields]
     defaulted = [f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING for f in fields]
     first_default = defaulted.index(True) if True in defaulted else len(fields)
-    if not all(defaulted[first_default:]):
-        raise _late_default(fields)
+    late = _late_default(fields)
+    if late is not None:
+        raise late
     if twin or any(n.startswith("__dataclass_") or not n.isidentifier() or keyword.iskeyword(n) for n in names):
         return _init_from_source(cls, fields, twin=twin)
     me = "__dataclass_self__" if "self" in names else "self"
@@ -134,10 +135,11 @@ def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, twin: bo
     return _named(init, cls, fields)
 
 
-def _late_default(fields: tuple[dataclasses.Field[Any], ...]) -> TypeError:
-    """The ``TypeError`` ``dataclasses`` raises for ``fields`` (``__init__``'s, in order) when one without a default
-    follows one with (its message is this Python's: 3.13 names the field with the default too), not the
-    ``SyntaxError`` that compiling the ``__init__`` would raise. Only called when there is such a field."""
+def _late_default(fields: tuple[dataclasses.Field[Any], ...]) -> TypeError | None:
+    """The ``TypeError`` ``dataclasses`` raises for a class with an ``__init__`` (its own or made) whose ``fields``
+    (the ``__init__``'s, in order) have one without a default after one with (the message is this Python's:
+    3.13 names the field with the default too), not the ``SyntaxError`` that compiling the ``__init__`` would
+    raise; ``None`` when there is no such field."""
     seen: dataclasses.Field[Any] | None = None
     for f in fields:
         if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
@@ -146,7 +148,7 @@ def _late_default(fields: tuple[dataclasses.Field[Any], ...]) -> TypeError:
             if sys.version_info >= (3, 13):
                 return TypeError(f"non-default argument {f.name!r} follows default argument {seen.name!r}")
             return TypeError(f"non-default argument {f.name!r} follows default argument")
-    raise AssertionError("no field without a default follows one with")
+    return None
 
 
 @functools.cache
@@ -485,6 +487,9 @@ def _dataclass(
         and not all(_positional(f) for f in made.__dict__["__dataclass_fields__"].values())
     ):
         raise TypeError(f"{cls.__name__}: a field that _plain did not see (InitVar, init=False or keyword-only)")
+    late = _late_default(fields) if init else None
+    if late is not None:  # dataclasses refuses such a class even when its body wrote its own __init__
+        raise late
     methods = _methods(made, fields, eq=eq, repr_=repr)
     if subclass:
         del methods["__setattr__"], methods["__delattr__"]  # dataclasses wrote them, checks included
