@@ -443,13 +443,43 @@ def test_classes_of_one_shape_share_the_compiled_init_under_their_own_names() ->
     assert second.__init__.__globals__ is sys.modules[__name__].__dict__
 
 
-def test_a_field_without_a_default_after_one_with_is_refused_as_before() -> None:
-    with pytest.raises(SyntaxError, match="non-default argument follows default argument"):
+@pytest.mark.parametrize("kind", ["made", "hot", "own init"])
+def test_a_field_without_a_default_after_one_with_is_refused_as_dataclasses_refuses_it(kind: str) -> None:
+    """The ``TypeError`` dataclasses raises, with its message (not a ``SyntaxError`` from compiling the
+    ``__init__``), after a default value or factory: the ``__init__`` made, made ``hot``, or the class's own."""
+    errors: list[tuple[type[BaseException], str]] = []
+    for make in BOTH:
+        with pytest.raises(Exception) as caught:  # the two are compared below
 
-        @dataclass(frozen=True, slots=True)
+            @make(frozen=True, slots=True)
+            @(hot if kind == "hot" and make is dataclass else (lambda c: c))
+            class Late:
+                a: int
+                b: list[int] = dataclasses.field(default_factory=list)
+                c: int = 1
+                d: int  # type: ignore[misc]
+
+                if kind == "own init":
+
+                    def __init__(self) -> None:
+                        pass
+
+        errors.append((caught.type, str(caught.value)))
+    assert errors[0] == errors[1]
+    late = "non-default argument 'd' follows default argument"
+    assert errors[0] == (TypeError, late + (" 'c'" if sys.version_info >= (3, 13) else ""))
+
+
+def test_a_class_with_init_false_may_have_a_field_without_a_default_after_one_with() -> None:
+    """As dataclasses: no ``__init__``, no order to keep."""
+    for make in BOTH:
+
+        @make(frozen=True, slots=True, init=False)
         class Late:
             a: int = 1
             b: int  # type: ignore[misc]
+
+        assert [f.name for f in dataclasses.fields(Late)] == ["a", "b"]
 
 
 def test_the_init_annotations_resolve_in_the_class_module() -> None:

@@ -103,18 +103,17 @@ def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, twin: bo
     setters and factories are its closure, the defaults its ``__defaults__``, the module's namespace its
     globals, as in the function :func:`_init_from_source` writes (about half a million instructions each, for
     the hundred classes a CLI run makes before its first request: docs/performance.md, section 12). Fields
-    whose names the code uses itself, or a field without a default after one with (the ``SyntaxError``
-    dataclasses' own ``TypeError`` stood for), or that are no names a parameter can have, go to
-    :func:`_init_from_source` (which fails as before for the last two), and so does a class :func:`hot` marked
-    (``twin``), whose ``__init__`` builds an instance as one of its twin class."""
+    whose names the code uses itself, or that are no names a parameter can have, go to
+    :func:`_init_from_source` (which fails as before for the last), and so does a class :func:`hot` marked
+    (``twin``), whose ``__init__`` builds an instance as one of its twin class. A field without a default after
+    one with raises the ``TypeError`` dataclasses raises for it (:func:`_late_default`)."""
     names = [f.name for f in fields]
     defaulted = [f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING for f in fields]
     first_default = defaulted.index(True) if True in defaulted else len(fields)
-    if (
-        twin
-        or not all(defaulted[first_default:])
-        or any(n.startswith("__dataclass_") or not n.isidentifier() or keyword.iskeyword(n) for n in names)
-    ):
+    late = _late_default(fields)
+    if late is not None:
+        raise late
+    if twin or any(n.startswith("__dataclass_") or not n.isidentifier() or keyword.iskeyword(n) for n in names):
         return _init_from_source(cls, fields, twin=twin)
     me = "__dataclass_self__" if "self" in names else "self"
     post_init = hasattr(cls, "__post_init__")
@@ -134,6 +133,22 @@ def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, twin: bo
         tuple(types.CellType(closed[name]) for name in code.co_freevars),
     )
     return _named(init, cls, fields)
+
+
+def _late_default(fields: tuple[dataclasses.Field[Any], ...]) -> TypeError | None:
+    """The ``TypeError`` ``dataclasses`` raises for a class with an ``__init__`` (its own or made) whose ``fields``
+    (the ``__init__``'s, in order) have one without a default after one with (the message is this Python's:
+    3.13 names the field with the default too), not the ``SyntaxError`` that compiling the ``__init__`` would
+    raise; ``None`` when there is no such field."""
+    seen: dataclasses.Field[Any] | None = None
+    for f in fields:
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            seen = f
+        elif seen is not None:
+            if sys.version_info >= (3, 13):
+                return TypeError(f"non-default argument {f.name!r} follows default argument {seen.name!r}")
+            return TypeError(f"non-default argument {f.name!r} follows default argument")
+    return None
 
 
 @functools.cache
@@ -472,6 +487,9 @@ def _dataclass(
         and not all(_positional(f) for f in made.__dict__["__dataclass_fields__"].values())
     ):
         raise TypeError(f"{cls.__name__}: a field that _plain did not see (InitVar, init=False or keyword-only)")
+    late = _late_default(fields) if init else None
+    if late is not None:  # dataclasses refuses such a class even when its body wrote its own __init__
+        raise late
     methods = _methods(made, fields, eq=eq, repr_=repr)
     if subclass:
         del methods["__setattr__"], methods["__delattr__"]  # dataclasses wrote them, checks included
