@@ -1,7 +1,6 @@
 """The seventh round's per-turn shortcuts (docs/performance.md, section 11) give exactly what the general paths
 give: a one-call batch of a plain function tool run through ``_execute`` directly, the results message fed
-whole (``LoopMachine._feed_whole``), the reply and its calls counted as one ``RunUsage`` (``after_turn``), the
-run's usage summed in one pass (``_usage_sum``)."""
+whole (``LoopMachine._feed_whole``), the reply and its calls counted as one ``RunUsage`` (``after_turn``)."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from hypothesis import strategies as st
 
 from loopctl.engine import BareLoop, RunConfig, SessionConfig, UsageLimits
 from loopctl.engine.limits import RunUsage, after_turn
-from loopctl.engine.loop import _usage_sum
 from loopctl.engine.machine import LoopMachine
 from loopctl.errors import MachineStateError, ProviderError, RateLimited
 from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPart
@@ -26,6 +24,7 @@ from loopctl.response import ModelResponse, Usage
 from loopctl.stream import UsageReported
 from loopctl.testing import ScriptedClient
 from loopctl.tool import ApprovalRequired, ModelRetry, ToolContext, tool
+from tests.engine.test_turn_fast_paths import awaiting_tools
 
 # --- a run through the direct path against the same run through the batch's coroutines --------------------
 
@@ -276,14 +275,8 @@ def test_a_message_fed_whole_is_what_tool_results_makes_of_it(calls: list[str], 
         parts.append(TextPart(text="and"))
     message = Message(role=role, parts=tuple(parts)) if parts else Message(role=role, parts=(TextPart(text="-"),))
 
-    def machine() -> LoopMachine:
-        m = LoopMachine()
-        m.accept_input("go", loop_detection=None)
-        reply = Message(role=Role.ASSISTANT, parts=tuple(ToolCallPart(id=c, name="t", input={}) for c in calls))
-        m.model_response(reply, ["t"], 10)
-        return m
 
-    fused, fed = machine(), machine()
+    fused, fed = awaiting_tools(calls), awaiting_tools(calls)
     before = fused.to_json()
     if fused._feed_whole(message):
         fed.tool_results([message])
@@ -385,19 +378,6 @@ def test_after_turn_is_with_reply_then_with_tool_calls(
     spent: RunUsage, usage: Usage, cost: Decimal | None, calls: int
 ) -> None:
     assert after_turn(spent, usage, cost, calls) == spent.with_reply(usage, cost).with_tool_calls(calls)
-
-
-@settings(max_examples=300)
-@given(usages, st.lists(usages, max_size=6))
-def test_a_usage_summed_in_one_pass_is_each_added_in_turn(start: Usage, more: list[Usage]) -> None:
-    expected = start
-    for u in more:
-        expected = expected + u
-    given_list = list(more)
-    total = _usage_sum(start, given_list)
-    assert total == expected
-    assert given_list == []  # emptied
-    assert (total is start) == (expected is start)  # nothing reported: the start itself, as + gives it
 
 
 # --- a model call of one client without observers ---------------------------------------------------------

@@ -690,9 +690,6 @@ class BareLoop:
         # (``flush``): (index, input, reply, the reply's usage, duration).
         open_turn: _OpenTurn | None = None
         usage = Usage()
-        # The usages not yet added to ``usage`` (the replies', the tools' own), in order: added in one pass when
-        # ``usage`` is read (``_usage_sum``: what adding each in turn gives).
-        unsummed: list[Usage] = []
         tool_spend = ToolSpend()  # what tools spent on model calls of their own (sub-agents)
         turn_input: list[Message] = [] if resuming else [first]
         # The turn whose calls are being decided and run: what ran of it in this run, and the calls decided here.
@@ -791,7 +788,7 @@ class BareLoop:
                     response = reply.response
                     # The failed attempts' too: they were billed (``reply.usage``; the reply's own when none failed).
                     reply_usage = response.usage if reply.failed_usage is _NO_USAGE else reply.usage
-                    unsummed.append(reply_usage)
+                    usage = usage + reply_usage
                     msg = response.message
                     check: OutputCheck | None = None
                     if output_plan is not None:
@@ -859,32 +856,11 @@ class BareLoop:
                     try:
                         plain = self._direct_tool(step) if direct else None
                         if plain is not None:
-                            # What ``_run_tools`` → ``_run_one`` → ``_run_checked`` make of this call when no
-                            # hook, permission check, observer or context applies (``_direct_tool``).
-                            call = step.calls[0]
-                            batch = self._batch = {}
-                            self._raised_at = None
-                            t0 = now()
-                            left = remaining(cfg.limits, self._machine.usage) if cfg.limits is not None else None
-                            try:
-                                result, tool_error = await self._execute(plain, call, call.input, cfg, None)
-                            except ApprovalRequired as exc:  # the tool deferred its own call
-                                deferred_call = PendingApproval(call, exc.reason, spent=None)
-                                batch[call.id] = deferred_call
-                                done: list[ToolCallRecord | PendingApproval] = [deferred_call]
-                                plain = None  # the general pass below
-                            else:
-                                if tool_error is not None:  # logged with the context the tool never saw
-                                    if unsummed:
-                                        usage = _usage_sum(usage, unsummed)
-                                    context = ToolContext(call.id, call.name, deps, usage, step.turn, left)
-                                    _log_tool_error(plain, call, tool_error, context)
-                                record = ToolCallRecord(call, result, now() - t0, True, None, tool_error)
-                                batch[call.id] = record
-                                done = [record]
+                            direct_one = await self._run_direct(plain, step, cfg, deps, usage)
+                            if type(direct_one) is not ToolCallRecord:
+                                plain = None  # the tool deferred its own call: the general pass below
+                            done: list[ToolCallRecord | PendingApproval] = [direct_one]
                         else:
-                            if unsummed:
-                                usage = _usage_sum(usage, unsummed)
                             done = await self._run_tools(step, cfg, cancel, emit, deps, usage)
                     except _Cancelled:
                         keep_batch("the run was cancelled")
@@ -908,7 +884,9 @@ class BareLoop:
                         # The direct path's one record, of the step's own call, nothing deferred or spent: what
                         # the pass below makes of it, fed as ``tool_results`` feeds it when the machine keeps the
                         # message given (``_feed_whole``; anything else: ``tool_results`` itself).
-                        records.append(record)  # done[0]
+                        record = done[0]
+                        assert type(record) is ToolCallRecord  # plain: the direct call ran
+                        records.append(record)
                         ran[record.call.id] = record
                         own_calls = True
                         before_results = m.context_tokens
@@ -941,7 +919,7 @@ class BareLoop:
                         )
                     if batch_spend is not None:
                         tool_spend = tool_spend.plus(batch_spend)
-                        unsummed.append(batch_spend.usage)
+                        usage = usage + batch_spend.usage
                     if (
                         results_message is not None
                         and own_calls
@@ -1005,8 +983,6 @@ class BareLoop:
             raise
         if open_turn is not None:
             turns.append(self._turn(open_turn, ()))
-        if unsummed:
-            usage = _usage_sum(usage, unsummed)
         outcome = m.outcome
         text = _answer_text(turns)
         if output_plan is None:
@@ -1556,6 +1532,29 @@ class BareLoop:
             return None
         return tool
 
+    async def _run_direct(
+        self, tool: FunctionTool[Any], step: CallTools, cfg: RunConfig, deps: Any, usage: Usage
+    ) -> ToolCallRecord | PendingApproval:
+        """What :meth:`_run_tools` → :meth:`_run_one` → :meth:`_run_checked` make of ``step``'s one call when
+        :meth:`_direct_tool` chose ``tool`` for it and ``_run`` found nothing they add applies (no hook,
+        permission check, observer or context): ``_execute``'s result as the call's record, a tool's error
+        logged with the context it never saw (``usage``: the run's so far), or the call deferred by the tool
+        itself (``ApprovalRequired``)."""
+        call = step.calls[0]
+        batch = self._batch = {}
+        self._raised_at = None
+        t0 = self._now()
+        try:
+            result, error = await self._execute(tool, call, call.input, cfg, None)
+        except ApprovalRequired as exc:
+            pending = batch[call.id] = PendingApproval(call, exc.reason)
+            return pending
+        if error is not None:
+            left = remaining(cfg.limits, self._machine.usage) if cfg.limits is not None else None
+            _log_tool_error(tool, call, error, ToolContext(call.id, call.name, deps, usage, step.turn, left))
+        record = batch[call.id] = ToolCallRecord(call, result, self._now() - t0, True, None, error)
+        return record
+
     def _repeatable(self, reply: Message) -> frozenset[str]:
         """The tools called in ``reply`` whose ``repeatable`` attribute is ``True`` (loop detection leaves
         their calls out)."""
@@ -1937,41 +1936,6 @@ def check_decisions(approvals: Mapping[str, Approval], pending: Sequence[Pending
                     problem = f"it does not fit the schema of {call.name!r}: {exc}"
             if problem is not None:
                 raise ApprovalError(f"the input of Modify for call {call_id!r} ({call.name}) is refused: {problem}")
-
-
-def _usage_sum(start: Usage, more: list[Usage]) -> Usage:
-    """``start + more[0] + more[1] + ...`` (:meth:`Usage.__add__`: a count not reported adds nothing, ``start``
-    itself when none is), in one pass; empties ``more``."""
-    i, o, cr, cw, r, h = (
-        start.input_tokens,
-        start.output_tokens,
-        start.cache_read_tokens,
-        start.cache_write_tokens,
-        start.reasoning_tokens,
-        start.cache_write_1h_tokens,
-    )
-    reported = False
-    for u in more:
-        x = u.input_tokens
-        if x is not None:
-            i, reported = (x if i is None else i + x), True
-        x = u.output_tokens
-        if x is not None:
-            o, reported = (x if o is None else o + x), True
-        x = u.cache_read_tokens
-        if x is not None:
-            cr, reported = (x if cr is None else cr + x), True
-        x = u.cache_write_tokens
-        if x is not None:
-            cw, reported = (x if cw is None else cw + x), True
-        x = u.reasoning_tokens
-        if x is not None:
-            r, reported = (x if r is None else r + x), True
-        x = u.cache_write_1h_tokens
-        if x is not None:
-            h, reported = (x if h is None else h + x), True
-    more.clear()
-    return Usage(i, o, cr, cw, r, h) if reported else start
 
 
 def _plain_batches(cls: type[BareLoop]) -> bool:

@@ -655,49 +655,42 @@ class LoopMachine:
         self.turn += 1
         self.context_tokens = context_tokens
         self._overflow = None
-        if calls and output_check is None and self._limits is None:
-            # The common turn: calls to run, no typed output, no limits. Nothing reads the spend between the
-            # reply and its calls (the loop check does not): the reply and the calls counted as one value,
-            # what ``with_reply`` then ``with_tool_calls`` give.
-            if self._loop_k is not None and self._check_loops(calls, machine_results, to_run, frozenset(repeatable)):
-                self._spent = self._spent.with_reply(usage if usage is not None else _NO_USAGE, cost)
+        spend = usage if usage is not None else _NO_USAGE
+        # The common turn (calls to run, no typed output, no limits): nothing reads the spend between the reply
+        # and its calls (the loop check does not), so they are counted as one value below, what ``with_reply``
+        # then ``with_tool_calls`` give (``after_turn``).
+        common = bool(calls) and output_check is None and self._limits is None
+        if not common:
+            self._spent = self._spent.with_reply(spend, cost)
+            if output_check is not None and not output_check.ok:
+                self._output_failures += 1
+                self._output_error = output_check.problems or output_check.error
+            if not calls:
+                if stop_reason is StopReason.REFUSAL:
+                    self._end(Outcome(OutcomeKind.REFUSED), salvage=False)
+                elif stop_reason is StopReason.MAX_TOKENS:
+                    self._end(Outcome(OutcomeKind.MAX_TOKENS), salvage=False)
+                elif output_check is not None and not output_check.ok:
+                    self._output_prompt = output_check.error  # sent before the next call, if there is one
+                    self._end_past_limits()
+                else:
+                    self._end(Outcome(OutcomeKind.COMPLETED), salvage=False)
                 return
-            self._spent = after_turn(self._spent, usage if usage is not None else _NO_USAGE, cost, len(to_run))
-            self._calls = calls
-            self._machine_results = machine_results
-            if to_run:
-                self.state = MachineState.AWAITING_TOOLS
-            else:
+            if output_check is not None and output_check.ok and checked is not None:
+                # The final result is given: the other calls of the reply are answered, not run.
+                for call in to_run:
+                    text = f"Not run: the final result was already given by {output_tool}."
+                    machine_results[call.id] = _error(call, text)
+                self._calls = calls
+                self._machine_results = machine_results
                 self._commit_results([])
-            return
-        self._spent = self._spent.with_reply(usage if usage is not None else _NO_USAGE, cost)
-        if output_check is not None and not output_check.ok:
-            self._output_failures += 1
-            self._output_error = output_check.problems or output_check.error
-        if not calls:
-            if stop_reason is StopReason.REFUSAL:
-                self._end(Outcome(OutcomeKind.REFUSED), salvage=False)
-            elif stop_reason is StopReason.MAX_TOKENS:
-                self._end(Outcome(OutcomeKind.MAX_TOKENS), salvage=False)
-            elif output_check is not None and not output_check.ok:
-                self._output_prompt = output_check.error  # sent before the next call, if there is one
-                self._end_past_limits()
-            else:
                 self._end(Outcome(OutcomeKind.COMPLETED), salvage=False)
-            return
-        if output_check is not None and output_check.ok and checked is not None:
-            # The final result is given: the other calls of the reply are answered, not run.
-            for call in to_run:
-                text = f"Not run: the final result was already given by {output_tool}."
-                machine_results[call.id] = _error(call, text)
-            self._calls = calls
-            self._machine_results = machine_results
-            self._commit_results([])
-            self._end(Outcome(OutcomeKind.COMPLETED), salvage=False)
-            return
-        if self._limits is not None and self._end_past_limits():
-            return
+                return
+            if self._limits is not None and self._end_past_limits():
+                return
         if self._loop_k is not None and self._check_loops(calls, machine_results, to_run, frozenset(repeatable)):
+            if common:
+                self._spent = self._spent.with_reply(spend, cost)
             return
         limits = self._limits
         if (
@@ -708,7 +701,10 @@ class LoopMachine:
         ):
             self._end_at_limit(LimitHit("tool_calls", self._spent.tool_calls, limits.tool_calls, len(to_run)))
             return
-        self._spent = self._spent.with_tool_calls(len(to_run))
+        if common:
+            self._spent = after_turn(self._spent, spend, cost, len(to_run))
+        else:
+            self._spent = self._spent.with_tool_calls(len(to_run))
         self._calls = calls
         self._machine_results = machine_results
         if to_run:
