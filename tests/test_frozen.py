@@ -110,8 +110,8 @@ def _definitions(make: Decorator) -> dict[str, type]:
                 raise ValueError(f"a must not be negative, got {self.a}")
             self.seen.append(self.a)
 
-    @hot  # made, then given the twin's __init__
     @make(frozen=True, slots=True)
+    @hot
     class HotOuter:
         a: Any
         b: tuple[int, ...] = dataclasses.field(default_factory=tuple)
@@ -714,6 +714,18 @@ def test_a_hot_class_is_made_through_its_twin() -> None:
     made_ref = Referenced(1)
     assert weakref.ref(made_ref)() is made_ref
     assert Derived("b").m == 0
+
+
+def test_hot_over_dataclass_is_refused() -> None:
+    """``hot`` marks a class for ``dataclass`` to make; over a class made already it would do nothing, so it
+    refuses."""
+
+    @dataclass(frozen=True, slots=True)
+    class Made:
+        a: int
+
+    with pytest.raises(TypeError, match=r"hot goes under @dataclass, not over it: .*Made is made already"):
+        hot(Made)
 
 
 def test_the_classes_a_turn_makes_are_hot() -> None:

@@ -280,29 +280,17 @@ _HOT: set[str] = set()  # the classes marked by ``hot`` before ``dataclass`` mad
 
 
 def hot(cls: _C) -> _C:
-    """Give ``cls``, a frozen, slotted class made by this module's ``dataclass`` whose base is ``object``, the
-    ``__init__`` that builds an instance as one of its twin class (the same slots, no frozen ``__setattr__``)
-    and then gives it its class: the same parameters, defaults, factories and ``__post_init__``, about half
-    the cost per field of setting each slot through its descriptor (``docs/performance.md``, section 11). For
+    """Mark ``cls`` for the ``__init__`` that builds an instance as one of its twin class (the same slots, no
+    frozen ``__setattr__``) and then gives it its class: the same parameters, defaults, factories and
+    ``__post_init__``, about half the cost per field of setting each slot through its descriptor
+    (``docs/performance.md``, section 11). Applied under ``@dataclass``, which then writes that ``__init__``
+    for a frozen, slotted class whose base is ``object`` (any other class it makes as it would unmarked). For
     the classes a turn makes; not every class: that ``__init__``'s source is longer, and compiling it at import
-    costs more than most classes ever save. Any other class is returned as it is. Returns ``cls``.
-
-    Under ``@dataclass`` (applied first) it marks the class, and ``dataclass`` writes that ``__init__`` at once;
-    over it, it writes it again."""
-    own_setattr = getattr(cls.__dict__.get("__setattr__"), "__code__", None)
-    if "__dataclass_fields__" not in cls.__dict__:  # under @dataclass: marked, and made so by it (one compile)
-        _HOT.add(f"{cls.__module__}.{cls.__qualname__}")
-        return cls
-    if getattr(own_setattr, "co_filename", None) != __file__ or "__init__" not in cls.__dict__:
-        return cls  # not made here (or its body wrote its own __init__)
-    init = cls.__dict__["__init__"]
-    if getattr(getattr(init, "__code__", None), "co_filename", None) != "<string>":
-        return cls
-    fields = dataclasses.fields(cls)
-    if _twin(cls, fields) is not None:
-        made = _init_for(cls, fields, twin=True)
-        made.__doc__ = init.__doc__
-        type.__setattr__(cls, "__init__", made)
+    costs more than most classes ever save. Returns ``cls``; raises ``TypeError`` over ``@dataclass`` (the
+    class is made already)."""
+    if "__dataclass_fields__" in cls.__dict__:
+        raise TypeError(f"hot goes under @dataclass, not over it: {cls.__qualname__} is made already")
+    _HOT.add(f"{cls.__module__}.{cls.__qualname__}")
     return cls
 
 
