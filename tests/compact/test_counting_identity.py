@@ -1,9 +1,14 @@
-"""Calibration's test for the reply in the lists it keeps is by identity, as the walk it replaced was."""
+"""Calibration's test for the reply in the lists it keeps is by identity, as the walk it replaced was; a count
+after a calibration adds the reply to the report; the scale's refit."""
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from loopctl.compact.counting import HeuristicTokenCounter, _holds
 from loopctl.message import ImagePart, ImageSource, Message, Role, TextPart
+from tests.compact.strategies import long_conversations
 
 
 def test_holds_tests_identity_not_equality() -> None:
@@ -46,3 +51,51 @@ def test_the_counts_of_a_whole_pass_are_each_message_s_own() -> None:
     assert counter.tokens_each(conversation) == [counter.message_tokens(m) for m in conversation]
     assert counter.tokens_each(conversation)[-1] == 31
     assert counter._tokens(counter._units(image)) == counter.tokens_each([image])[0] > 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    conversation=long_conversations(min_turns=1, max_turns=12),
+    cut=st.integers(1, 40),
+    reported=st.integers(1, 200_000),
+    output_tokens=st.none() | st.integers(0, 5_000),
+    rounds=st.integers(1, 4),
+    system=st.none() | st.text(min_size=1, max_size=40),
+)
+def test_after_calibration_a_count_with_the_reply_is_the_report_plus_the_reply(
+    conversation: list[Message], cut: int, reported: int, output_tokens: int | None, rounds: int, system: str | None
+) -> None:
+    """The engine's shortcut after a calibration (``BareLoop._context_after_reply``): for the heuristic counter,
+    ``count([*sent, reply])`` is ``reported + message_tokens(reply)``, so it adds the reply instead of counting
+    the history again. Drawn over conversations, reports (scale refits included: several rounds, growing),
+    replies measured or not, and system prompts."""
+    counter = HeuristicTokenCounter(system=system)
+    reply = Message.assistant("the reply " * (cut % 7 + 1))
+    for i in range(rounds):
+        sent = conversation[: max(1, len(conversation) * (i + 1) // rounds)][: cut + 10 * i]
+        counter.calibrate(sent, reported * (i + 1), reply=reply, output_tokens=output_tokens)
+        assert counter.count([*sent, reply]) == reported * (i + 1) + counter.message_tokens(reply)
+
+
+def _refit_before(obs: list[tuple[float, int]], scale: float) -> float:
+    """``_refit_scale`` as it was written before it summed lists (generators): the scale it set."""
+    hs = [h for h, _ in obs]
+    if len(obs) < 2 or max(hs) - min(hs) < HeuristicTokenCounter.MIN_SPAN:
+        return scale
+    mean_h = sum(hs) / len(obs)
+    mean_r = sum(r for _, r in obs) / len(obs)
+    var = sum((h - mean_h) ** 2 for h in hs)
+    slope = sum((h - mean_h) * (r - mean_r) for h, r in obs) / var
+    low, high = HeuristicTokenCounter.SCALE_BOUNDS
+    return min(high, max(low, slope))
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 1e7, allow_nan=False), st.integers(-10_000, 10_000_000)), min_size=0, max_size=8)
+)
+def test_the_scale_refit_is_the_one_of_before(obs: list[tuple[float, int]]) -> None:
+    counter = HeuristicTokenCounter()
+    counter.scale = 1.1
+    counter._observations = list(obs)
+    counter._refit_scale()
+    assert counter.scale == _refit_before(obs, 1.1)

@@ -455,3 +455,39 @@ async def test_records_holding_copies_of_their_calls_take_the_general_path(machi
     (turn, _) = run.turns
     assert [r.result.output.root for r in turn.tool_calls] == ["ONE", "TWO"]
     assert all(r.call is c for r, c in zip(turn.tool_calls, turn.output.tool_calls(), strict=True))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    reports=st.lists(st.integers(1, 50_000), min_size=2, max_size=14),
+    outputs=st.lists(st.none() | st.integers(0, 3_000), min_size=14, max_size=14),
+    system=st.none() | st.text(min_size=1, max_size=30),
+)
+def test_the_context_after_each_reply_is_the_count_of_the_history(
+    reports: list[int], outputs: list[int | None], system: str | None
+) -> None:
+    """After every reply, calibrating or not (the reports drift: each one calibrates when the history grew by a
+    quarter), the run's context size is what its counter counts of the whole history: the size the engine
+    keeps after a calibration is the report plus the reply, without a second count of the history."""
+    from loopctl.response import ModelResponse, StopReason, Usage
+
+    seen: list[tuple[int, int]] = []
+    holder: list[BareLoop] = []
+
+    def reply(request: Any) -> ModelResponse:
+        loop = holder[0]
+        if len(request.messages) > 1:  # the context after the previous reply, against a fresh count of it
+            seen.append((loop._machine.context_tokens, loop._counter.count(loop._machine.full_history())))
+        i = (len(request.messages) - 1) // 2
+        usage = Usage(input_tokens=reports[i], output_tokens=outputs[i])
+        if i + 1 < len(reports):
+            msg = Message(role=Role.ASSISTANT, parts=(ToolCallPart(id=f"c{i}", name="plain", input={"text": "t" * i}),))
+            return ModelResponse(msg, usage, StopReason.TOOL_CALL)
+        return ModelResponse(Message.assistant("done"), usage, StopReason.END_TURN)
+
+    loop = BareLoop(ScriptedClient(reply), [plain], SessionConfig(system_prompt=system))
+    holder.append(loop)
+    run = asyncio.run(loop.run("go", RunConfig(loop_detection=None)))
+    assert run.output == "done"
+    assert len(seen) == len(reports) - 1
+    assert all(kept == counted for kept, counted in seen), seen

@@ -510,3 +510,25 @@ def test_mini_conversation_pairs_the_call_and_its_user_side_result() -> None:
     assert isinstance(result, ToolResultPart)
     assert result.call_id == conversation[1].tool_call_parts()[0][0] == "call_1"
     assert conversation[3].text_content() == "The file says: buy milk."
+
+
+def test_a_constructor_fills_the_instance_as_pydantic_s_own_does() -> None:
+    """The constructors call the class's validator on the new instance themselves (``_Value.__init__``,
+    ``Message.__init__``), as ``BaseModel.__init__`` does: the same value, the same fields set, and the class's
+    own subclass kept."""
+    call = ToolCallPart(id="c1", name="echo", input={"text": "x"})
+    assert call == ToolCallPart.model_validate({"id": "c1", "name": "echo", "input": {"text": "x"}})
+    assert call.model_fields_set == {"id", "name", "input"}
+    message = Message(role=Role.ASSISTANT, parts=(call,))
+    assert message.parts[0] is call  # an instance is kept, not validated again
+    assert message.model_fields_set == {"role", "parts"}
+    assert Message(role=Role.USER).parts == () and Message(role=Role.USER).model_fields_set == {"role", "parts"}
+    assert Message(role="user", parts=[TextPart(text="hi")]) == Message.user("hi")
+
+    class Tagged(Message):
+        pass
+
+    tagged = Tagged(role=Role.USER, parts=())
+    assert type(tagged) is Tagged and tagged.role is Role.USER
+    with pytest.raises(InvalidMessage, match=r"^parts\[0\]\.text: "):
+        Message(role=Role.USER, parts=[{"type": "text", "text": 5}])

@@ -416,8 +416,14 @@ class HeuristicTokenCounter:
             h, measured = self._calibrated_sums
         else:
             k, h, measured = 0, 0.0, 0
-        for m in msgs[k:]:
-            u = self._units(m)
+        cache = self._cache
+        for m in msgs[k:]:  # _units(m) written out: calibration passes over every message added since the last
+            cached = cache.get(id(m))
+            if cached is not None and cached[0] is m:
+                u = cached[1]
+            else:
+                u = self._measure(m)
+                cache[id(m)] = (m, u)
             if u.measured is None:
                 h += u.chars / cpt + u.images * image_tokens
             else:
@@ -447,13 +453,17 @@ class HeuristicTokenCounter:
 
     def _refit_scale(self) -> None:
         obs = self._observations
-        hs = [h for h, _ in obs]
-        if len(obs) < 2 or max(hs) - min(hs) < self.MIN_SPAN:
+        n = len(obs)
+        if n < 2:
             return
-        mean_h = sum(hs) / len(obs)
-        mean_r = sum(r for _, r in obs) / len(obs)
-        var = sum((h - mean_h) ** 2 for h in hs)
-        slope = sum((h - mean_h) * (r - mean_r) for h, r in obs) / var
+        hs = [h for h, _ in obs]
+        if max(hs) - min(hs) < self.MIN_SPAN:
+            return
+        # The sums over lists, not generators (the same values summed in the same order: the same result).
+        mean_h = sum(hs) / n
+        mean_r = sum([r for _, r in obs]) / n
+        var = sum([(h - mean_h) ** 2 for h in hs])
+        slope = sum([(h - mean_h) * (r - mean_r) for h, r in obs]) / var
         low, high = self.SCALE_BOUNDS
         self.scale = min(high, max(low, slope))
 

@@ -48,6 +48,7 @@ from loopctl._aio import retrieve
 from loopctl._frozen import dataclass
 from loopctl._lazy import LazyModule
 from loopctl.compact import Compactor, ContextBudget, SummarizingCompactor, clip_middle, message_tokens
+from loopctl.compact.counting import HeuristicTokenCounter
 from loopctl.compact.provider import (
     AnthropicClearToolUses,
     AnthropicCompaction,
@@ -1848,6 +1849,10 @@ class BareLoop:
             if self._calibrated_at < 0 or (drifted and len(sent) >= 1.25 * self._calibrated_at):
                 calibrate(sent, reported, reply=reply, output_tokens=usage.output_tokens)
                 self._calibrated_at = len(sent)
+                if type(counter) is HeuristicTokenCounter:
+                    # Calibrated, its count of ``sent`` is ``reported`` (> 0), and its count is additive:
+                    # ``count([*sent, reply])`` without the pass over the history.
+                    return reported + counter.message_tokens(reply)
                 return counter.count([*sent, reply])
         return estimate + message_tokens(counter, reply)
 
