@@ -16,6 +16,7 @@ import pytest
 from loopctl.errors import UnsupportedContent
 from loopctl.message import Message, MessagePart, Role, TextPart
 from loopctl.providers import anthropic, gemini, openai_chat, openai_responses
+from loopctl.providers._common import check_pairing
 
 CODECS = {"anthropic": anthropic, "gemini": gemini, "openai_chat": openai_chat, "openai_responses": openai_responses}
 MODEL = {"anthropic": "claude-x", "gemini": "gemini-2.5-flash", "openai_chat": "gpt-4o", "openai_responses": "gpt-5"}
@@ -160,3 +161,23 @@ def test_tool_names_the_api_accepts_pass(name: str, good: str) -> None:
     from loopctl.tool import ToolSchema
 
     build(name, [Message.user("go")], tools=[ToolSchema(good)])
+
+
+@pytest.mark.parametrize(
+    ("messages", "start", "last"),
+    [
+        ([], 0, -1),
+        ([Message.user("go")], 0, -1),
+        ([Message.user("go"), Message.assistant("hi")], 0, 1),
+        ([Message.user("go"), calls("c1"), results("c1")], 0, 1),
+        ([Message.user("go"), calls("c1"), results("c1"), calls("c2"), results("c2")], 0, 3),
+        ([Message.user("go"), calls("c1"), results("c1"), calls("c2"), results("c2")], 1, 3),
+        ([Message.user("go"), calls("c1"), results("c1"), calls("c2"), results("c2")], 3, 3),
+        ([Message.user("go"), calls("c1"), results("c1"), Message.user("more"), Message.user("again")], 1, 1),
+        ([Message.user("go"), Message.assistant("a"), Message.user("b"), Message.assistant("c")], 0, 3),
+    ],
+)
+def test_the_pairing_check_returns_its_last_assistant_message(messages: list[Message], start: int, last: int) -> None:
+    """Where the next incremental check may start (``ScriptedClient`` keeps it): the last assistant message at or
+    after ``start``, -1 when there is none."""
+    assert check_pairing(messages, "test", start) == last

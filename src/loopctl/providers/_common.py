@@ -232,7 +232,7 @@ def rewrite_tool_id(call_id: str, *, max_len: int = 64, pattern: re.Pattern[str]
     return f"{cleaned[:keep]}_{digest}" if keep else digest[:max_len]
 
 
-def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> None:
+def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> int:
     """Raise :class:`~loopctl.errors.UnsupportedContent` naming the path of the first tool call or result that
     breaks the pairing every provider enforces, so a request it would refuse is never sent.
 
@@ -255,6 +255,9 @@ def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> None
     ``start`` (the index of an assistant message, or 0) checks ``messages[start:]`` only, paths still counted
     from the start: what an incremental build does when ``messages[:start + 1]`` passed before (the pairing
     state starts afresh at every assistant message once the turn before it is known to be answered).
+
+    Returns the index of the last assistant message in ``messages[start:]`` (-1 when there is none): where the
+    next incremental check of a conversation that continues this one may start.
     """
     calls: dict[str, None] = {}  # the latest assistant message's call ids, in order (the error names the first)
     answered: set[str] = set()
@@ -315,6 +318,7 @@ def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> None
             ConversationRule.UNANSWERED_TOOL_CALL,
             api,
         )
+    return turn
 
 
 def _part_path(messages: Sequence[Message], mi: int, call_id: str, kind: type, nth: int = 0) -> str:

@@ -136,10 +136,8 @@ class ScriptedClient:
             else:
                 continues = isinstance(sound, list) and all(map(operator.is_, messages[:n], sound))
             start = n - 1 if continues else 0
-        check_pairing(messages, "ScriptedClient, as every provider,", start)
-        last = length - 1
-        while last >= 0 and messages[last].role is not Role.ASSISTANT:
-            last -= 1
+        # The last reply: at or after ``start``, which is the last reply of the sound part when there is one.
+        last = check_pairing(messages, "ScriptedClient, as every provider,", start)
         if view is not None:
             self._sound = view  # a snapshot: its first ``last + 1`` messages are the sound ones
         else:
