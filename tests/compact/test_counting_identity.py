@@ -3,6 +3,8 @@ after a calibration adds the reply to the report; the scale's refit."""
 
 from __future__ import annotations
 
+import copy
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -99,3 +101,23 @@ def test_the_scale_refit_is_the_one_of_before(obs: list[tuple[float, int]]) -> N
     counter._observations = list(obs)
     counter._refit_scale()
     assert counter.scale == _refit_before(obs, 1.1)
+
+
+def test_calibrations_of_a_growing_history_count_as_reported_through_refits() -> None:
+    """Calibrations one after another on a history that grows (what the engine does), with reports that make
+    the scale refit and then hold: after each, the history counts as reported, and the counts kept for it are
+    each message's own, whether calibration reused the last counts (nothing counted between) or not."""
+    counter = HeuristicTokenCounter(system="sys")
+    history = [Message.user("start " * 40)]
+    for i in range(30):
+        history.append(Message.assistant(f"answer {i} " * (30 + 17 * i)))
+        history.append(Message.user(f"more {i} " * (25 + 13 * i)))
+        reported = 500 + 900 * i if i < 20 else 500 + 1400 * i  # a change of slope: the scale moves
+        if i == 12:
+            counter.count(history[:3])  # something else counted between two calibrations
+        counter.calibrate(history, reported)
+        # Checked on a shallow copy: counting on the counter itself would be "something counted between".
+        probe = copy.copy(counter)
+        assert probe.count(history) == reported, i
+        assert probe.tokens_each(history) == [probe.message_tokens(m) for m in history], i
+    assert counter.scale != 1.0  # the refits ran

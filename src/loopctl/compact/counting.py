@@ -147,11 +147,14 @@ def _content_units(output: ToolContent) -> tuple[int, int]:
 @dataclass(slots=True)  # not frozen: made twice a turn, and a frozen init costs a call per field; never changed
 class _Units:
     """What one message weighs before the ratio is applied (characters, weighted, and images), or its
-    measured size in tokens when calibration learned it from the provider (``measured``)."""
+    measured size in tokens when calibration learned it from the provider (``measured``); ``weight`` is its
+    estimate before the calibrated scale (``chars / chars_per_token + images * image_tokens`` of the counter's
+    preset), worked out once."""
 
     chars: int
     images: int
     measured: int | None = None
+    weight: float = 0.0
 
 
 class HeuristicTokenCounter:
@@ -296,13 +299,12 @@ class HeuristicTokenCounter:
                 chars += _text_units(part.summary) + p.part_overhead
         if thinking and (has_calls or p.count_final_thinking or message.role is not Role.ASSISTANT):
             chars += thinking
-        return _Units(chars, images)
+        return _Units(chars, images, None, chars / p.chars_per_token + images * p.image_tokens)
 
     def _tokens(self, u: _Units) -> int:
         if u.measured is not None:
             return u.measured
-        p = self._preset
-        return int((u.chars / p.chars_per_token + u.images * p.image_tokens) * self.scale + 0.5)
+        return int(u.weight * self.scale + 0.5)
 
     def message_tokens(self, message: Message) -> int:
         """The tokens ``message`` adds to a conversation (calibrated scale applied, no fixed part); for a
@@ -316,8 +318,7 @@ class HeuristicTokenCounter:
             self._cache[id(message)] = (message, u)
         if u.measured is not None:
             return u.measured
-        p = self._preset
-        return int((u.chars / p.chars_per_token + u.images * p.image_tokens) * self.scale + 0.5)
+        return int(u.weight * self.scale + 0.5)
 
     def measure(self, message: Message) -> int:
         """:meth:`message_tokens` of ``message`` computed afresh, without the cache (for messages a pass is
@@ -360,10 +361,9 @@ class HeuristicTokenCounter:
         get = self._cache.get
         cache = self._cache
         measure = self._measure
-        p = self._preset
         # _tokens(u) written out, the same arithmetic (calibration makes this pass over the whole history when
         # the scale changed)
-        cpt, image_tokens, scale = p.chars_per_token, p.image_tokens, self.scale
+        scale = self.scale
         for m in messages:
             cached = get(id(m))
             if cached is not None and cached[0] is m:
@@ -372,7 +372,7 @@ class HeuristicTokenCounter:
                 u = measure(m)
                 cache[id(m)] = (m, u)
             measured = u.measured
-            append(measured if measured is not None else int((u.chars / cpt + u.images * image_tokens) * scale + 0.5))
+            append(measured if measured is not None else int(u.weight * scale + 0.5))
         return out
 
     def _trim_cache(self, live: int, messages: Sequence[Message]) -> None:
@@ -407,8 +407,6 @@ class HeuristicTokenCounter:
         """
         if input_tokens < 0:
             raise ValueError(f"input_tokens must be >= 0, got {input_tokens}")
-        cpt = self.preset.chars_per_token
-        image_tokens = self.preset.image_tokens
         msgs = messages if isinstance(messages, list) else list(messages)
         done = self._calibrated
         k = len(done)
@@ -417,6 +415,7 @@ class HeuristicTokenCounter:
         else:
             k, h, measured = 0, 0.0, 0
         cache = self._cache
+        added: list[_Units] = []  # the units of msgs[k:], in order
         for m in msgs[k:]:  # _units(m) written out: calibration passes over every message added since the last
             cached = cache.get(id(m))
             if cached is not None and cached[0] is m:
@@ -424,23 +423,37 @@ class HeuristicTokenCounter:
             else:
                 u = self._measure(m)
                 cache[id(m)] = (m, u)
+            added.append(u)
             if u.measured is None:
-                h += u.chars / cpt + u.images * image_tokens
+                h += u.weight
             else:
                 measured += u.measured
-        self._calibrated = msgs[:]
+        # Kept as the last list counted too (below): both are only ever replaced, never changed.
+        calibrated = self._calibrated = msgs[:]
         self._calibrated_sums = (h, measured)
-        h += self._fixed_units / cpt
+        h += self._fixed_units / self.preset.chars_per_token
         # The scale is fitted on the estimated part only; replies measured earlier are exact.
         self._observations = [*self._observations[-(self.HISTORY - 1) :], (h, input_tokens - measured)]
         scale = self.scale
         self._refit_scale()
-        if self.scale != scale:
-            self._forget_last()
-        self.offset = input_tokens - self._scaled_fixed() - sum(self.tokens_each(messages))
+        if self.scale == scale and k and self._last is done:
+            # Nothing was counted since the last calibration, whose counts (``_last_tokens``) hold for msgs[:k] at
+            # this scale: ``tokens_each(msgs)`` is those and the added messages' (the units just read).
+            scale = self.scale
+            tokens = self._last_tokens + [
+                u.measured if u.measured is not None else int(u.weight * scale + 0.5) for u in added
+            ]
+            self._last_tokens = tokens
+            self._trim_cache(len(msgs), msgs)
+        else:
+            if self.scale != scale:
+                self._forget_last()
+            tokens = self.tokens_each(msgs)
+        self._last = calibrated
+        self.offset = input_tokens - self._scaled_fixed() - sum(tokens)
         if reply is not None and output_tokens is not None and self._counts_reply_thinking(reply):
             u = self._units(reply)
-            self._cache[id(reply)] = (reply, _Units(u.chars, u.images, max(0, output_tokens)))
+            self._cache[id(reply)] = (reply, _Units(u.chars, u.images, max(0, output_tokens), u.weight))
             if _holds(self._last, reply):
                 self._forget_last()
             if _holds(self._calibrated, reply):
