@@ -248,19 +248,24 @@ async def test_invalid_tool_input_goes_back_to_the_model_naming_the_field() -> N
 
 
 async def test_parallel_calls_finishing_out_of_order_are_committed_in_call_order() -> None:
+    # The calls finish in the order b, c, a whatever the machine's load: each waits for the one before it to
+    # finish (sleeps of different lengths raced when starting the three took longer than their difference).
     order: list[str] = []
+    finished = {name: asyncio.Event() for name in "abc"}
 
     @tool
-    async def slow(name: str, delay: float) -> str:
-        """Sleeps, then returns its name."""
-        await asyncio.sleep(delay)
+    async def slow(name: str, after: str) -> str:
+        """Waits for the call named ``after`` to finish (none: ""), then returns its name."""
+        if after:
+            await asyncio.wait_for(finished[after].wait(), 30)
         order.append(name)
+        finished[name].set()
         return name
 
     reply = calls(
-        ("a", "slow", {"name": "a", "delay": 0.06}),
-        ("b", "slow", {"name": "b", "delay": 0.0}),
-        ("c", "slow", {"name": "c", "delay": 0.03}),
+        ("a", "slow", {"name": "a", "after": "c"}),
+        ("b", "slow", {"name": "b", "after": ""}),
+        ("c", "slow", {"name": "c", "after": "b"}),
     )
     loop = BareLoop(ScriptedClient([reply, "ok"]), [slow])
     await loop.run("go")
