@@ -92,6 +92,9 @@ class ScriptedClient:
         # machine's view it was), and how many of them that is.
         self._sound: object = None
         self._sound_len = 0
+        # The length of the last request when it was a machine's view whose last reply has a message after it
+        # (so the check found every call of that reply answered); 0 otherwise.
+        self._closed = 0
 
     async def generate(
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
@@ -124,7 +127,9 @@ class ScriptedClient:
         that passed are not checked again while the next request continues them. A request made from a
         :class:`~loopctl.engine.LoopMachine` (a :class:`~loopctl.message.MessageView`) continues the last one
         when it :meth:`~loopctl.message.MessageView.extends` it, an O(1) test; any other sequence when it
-        starts with the same message objects (one identity comparison per message)."""
+        starts with the same message objects (one identity comparison per message). A view that continues a
+        view whose last reply had a message after it, with a reply next, is checked from that reply: the
+        pairing check starts afresh at a reply whose previous reply's calls were all answered, as they were."""
         n = self._sound_len
         sound = self._sound
         view = messages if type(messages) is MessageView else None
@@ -133,11 +138,15 @@ class ScriptedClient:
         if n and length >= n:
             if view is not None:
                 continues = view.extends(sound)
+                closed = self._closed
+                if continues and closed and length > closed and messages[closed].role is Role.ASSISTANT:
+                    n = closed + 1
             else:
                 continues = isinstance(sound, list) and all(map(operator.is_, messages[:n], sound))
             start = n - 1 if continues else 0
         # The last reply: at or after ``start``, which is the last reply of the sound part when there is one.
         last = check_pairing(messages, "ScriptedClient, as every provider,", start)
+        self._closed = length if view is not None and 0 <= last < length - 1 else 0
         if view is not None:
             self._sound = view  # a snapshot: its first ``last + 1`` messages are the sound ones
         else:
