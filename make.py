@@ -178,6 +178,9 @@ SYSTEM_TOOLS: dict[str, SystemTool] = {
     "node": SystemTool(lambda: shutil.which("node") and shutil.which("npm"), ("nodejs", "npm")),
     # tests/ui: the browser tests of `loopctl web` drive Debian's chromium with Playwright (no browser download)
     "chromium": SystemTool(lambda: shutil.which("chromium"), ("chromium",), "LOOPCTL_SKIP_BROWSER"),
+    # bench/bench_engine.py --instructions counts instructions per model call under valgrind's cachegrind; its
+    # smoke run (tests/test_bench.py) counts one W(3) where valgrind is installed, and must in CI
+    "valgrind": SystemTool(lambda: shutil.which("valgrind"), ("valgrind",)),
 }
 
 

@@ -20,6 +20,13 @@ imported). Telemetry is off everywhere.
 
 The peer harness is looked up in $LOOPCTL_PEER_HARNESS, then ../shared/bench next to the checkout; without
 it (or without the peers installed) only loopctl is measured.
+
+``--instructions`` counts instead of timing: the instructions per model call of loopctl (and of
+``--before-src``'s, and of the floor) under valgrind's cachegrind, which repeat to the instruction from run to
+run where wall and CPU times on a shared machine move by tens of percent (docs/performance.md, sections 9 to
+13): a process makes the W(2) warm-up then K runs of W(N) (K = ``--instr-k``, by default 3 up to N = 100 and 1
+above), less the same process making none, over K x (N + 1) model calls; ``PYTHONHASHSEED=0``. Needs
+``valgrind`` (Debian's package; ``make.py test`` installs it in CI, where the smoke run counts W(3)).
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ import gc
 import importlib.util
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -339,14 +348,85 @@ def run_worker(args: list[str], timeout: float = 900) -> dict[str, Any] | None:
     return None
 
 
+async def task_runs(fw: str, n: int, k: int) -> None:
+    """The W(2) warm-up, then ``k`` runs of W(``n``): what ``--instructions`` counts (nothing timed)."""
+    warm = _adapter(fw, 2)
+    await warm()
+    run_once = _adapter(fw, n)
+    c0 = _tool_calls()
+    for _ in range(k):
+        out, _msgs = await run_once()
+        assert out == FINAL, out
+    assert _tool_calls() - c0 == k * n
+
+
 def worker(argv: list[str]) -> None:
     fw, task, *nums = argv
     ns = [int(x) for x in nums]
     if task == "series":
         res = asyncio.run(task_series(fw, ns))
+    elif task == "runs":
+        asyncio.run(task_runs(fw, ns[0], ns[1]))
+        return
     else:
         res = asyncio.run(task_conc(fw, ns[0], ns[1]))
     print("RESULT " + json.dumps(res), flush=True)
+
+
+def _instructions_run(fw: str, n: int, k: int) -> int | None:
+    """The instructions (cachegrind's ``I refs``) of a worker process making the W(2) warm-up and ``k`` runs of
+    W(``n``) with ``fw``; ``None`` when it failed (said)."""
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    if fw == BEFORE:
+        env["LOOPCTL_SRC"] = BEFORE_SRC
+    cmd = [
+        "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+        sys.executable, str(Path(__file__).resolve()), "--worker", fw, "runs", str(n), str(k),
+    ]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", p.stderr)
+    if found and p.returncode == 0:
+        return int(found[1].replace(",", ""))
+    print(f"  ! {fw} W({n}) x {k} under cachegrind: exit {p.returncode}\n{p.stderr[-2000:]}", flush=True)
+    return None
+
+
+def instructions(fw: str, n: int, k: int) -> float | None:
+    """Instructions per model call of W(``n``) with ``fw``: (the warm-up and ``k`` runs) less (the warm-up
+    alone), over ``k * (n + 1)`` model calls."""
+    with_runs, without = _instructions_run(fw, n, k), _instructions_run(fw, n, 0)
+    if with_runs is None or without is None:
+        return None
+    return (with_runs - without) / (k * (n + 1))
+
+
+def instruction_table(fws: list[str], ns: list[int], k: int | None) -> None:
+    """Print the instructions per model call of each of ``fws`` at each N (``k``: runs per count; ``None``: 3
+    up to N = 100, else 1), with loopctl's ratio to its ``--before-src`` and what the engine adds to the floor."""
+    print(
+        "\nInstructions per model call (valgrind cachegrind, PYTHONHASHSEED=0): the W(2) warm-up then K runs of "
+        "W(N), less the warm-up alone, over K x (N + 1) model calls"
+    )
+    print(f"{'framework':<15}{'N':>6}{'K':>4}{'instructions':>14}")
+    got: dict[tuple[str, int], float] = {}
+    for n in ns:
+        runs = k if k is not None else (3 if n <= 100 else 1)
+        for fw in fws:
+            per_call = instructions(fw, n, runs)
+            if per_call is None:
+                _smoke.fail(f"{fw}: instructions of W({n})")
+                continue
+            got[fw, n] = per_call
+            print(f"{fw:<15}{n:>6}{runs:>4}{per_call:>14,.0f}", flush=True)
+    for n in ns:
+        ours = got.get(("loopctl", n))
+        before, least = got.get((BEFORE, n)), got.get((FLOOR, n))
+        if ours is not None and before:
+            print(f"  N={n:<5} loopctl / loopctl@before {ours / before:.3f}")
+        if ours is not None and least is not None:
+            print(
+                f"  N={n:<5} the engine adds {ours - least:,.0f} instructions a model call to the floor's {least:,.0f}"
+            )
 
 
 def main() -> None:
@@ -362,6 +442,12 @@ def main() -> None:
     ap.add_argument("--no-conc-peers", action="store_true", help="skip the peers' C(K) (slow: 35-90 s each)")
     ap.add_argument("--before-src", default="", help="also measure loopctl from this src folder (loopctl@before)")
     ap.add_argument("--no-floor", action="store_true", help="skip the floor: a turn's essential work alone")
+    ap.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per model call under valgrind's cachegrind instead of timing (repeatable)",
+    )
+    ap.add_argument("--instr-k", type=int, default=None, help="runs of W(N) per count (default: 3 up to N=100, else 1)")
     _smoke.add_flag(ap)
     a = ap.parse_args()
     if a.smoke:
@@ -371,6 +457,20 @@ def main() -> None:
     mine = ["loopctl", *([BEFORE] if a.before_src else [])]
     floor = [] if a.no_floor else [FLOOR]
     ns = [int(x) for x in a.ns.split(",")]
+    if a.instructions or a.smoke:
+        if shutil.which("valgrind") is None:
+            if a.instructions:
+                sys.exit("--instructions needs valgrind (Debian: apt-get install valgrind)")
+            print("instructions not counted: valgrind is not installed", flush=True)
+            if os.environ.get("CI") == "true":  # make.py test installs it there: the count must run
+                _smoke.fail("valgrind is not installed in CI")
+        elif a.smoke:  # loopctl alone, one run of W(3): the counting works (each count is two processes)
+            instruction_table(["loopctl"], [3], 1)
+        else:
+            instruction_table([*mine, *floor], ns, a.instr_k)
+        if a.instructions:
+            _smoke.finish()
+            return
     peer_ns = [int(x) for x in a.peer_ns.split(",")]
     peers = [p for p in a.peers.split(",") if p]
     if H is None:

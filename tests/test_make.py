@@ -250,6 +250,12 @@ def test_node_is_a_system_tool_installed_with_the_others() -> None:
     assert tool.packages == ("nodejs", "npm") and tool.skip_var is None
 
 
+def test_valgrind_is_a_system_tool_for_the_bench_s_instruction_counts() -> None:
+    """``bench/bench_engine.py --instructions`` (and its smoke run in CI) counts under valgrind's cachegrind."""
+    tool = make().SYSTEM_TOOLS["valgrind"]
+    assert tool.packages == ("valgrind",) and tool.skip_var is None
+
+
 def test_the_reference_servers_are_installed_with_npm_ci_once_per_lock_file(tmp_path: Path) -> None:
     run = Recorder()
     m = make()
