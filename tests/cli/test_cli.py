@@ -19,9 +19,10 @@ from click.testing import CliRunner
 
 from loopctl.cli import DEMO_DELAY_VAR, main
 from loopctl.engine import MachineState, OutcomeKind
-from loopctl.message import Message, MessagePart, Role, ToolResultPart, check_conversation
+from loopctl.message import Message, MessagePart, Role, TextPart, ToolResultPart, check_conversation
 from loopctl.session import Session
 from loopctl.testing import FakeProviderServer
+from loopctl.testing.demo import DemoScript
 from loopctl.testing.server import RecordedRequest
 from tests.testing.test_demo import EXPECTED_TODO_MD
 
@@ -381,13 +382,30 @@ def test_a_bad_demo_delay_exits_2_naming_the_variable(project: Path, tmp_path: P
 # --- Ctrl-C -------------------------------------------------------------------------------------------------
 
 
-def test_ctrl_c_cancels_with_exit_130_and_saves_a_coherent_session(project: Path, tmp_path: Path) -> None:
-    session = tmp_path / "s.json"
+READING = "Reading the files, slowly."
+
+
+class LongReads(DemoScript):
+    """The demo model, whose second reply (the reads) starts with the line :data:`READING`, then streams 600
+    more lines (1,200 events, a minute at 0.05 s an event) before its calls: a Ctrl-C sent once that line
+    shows lands while the reply streams, however late a loaded machine lets the test send it."""
+
+    def respond(self, request: RecordedRequest) -> Message:
+        message = super().respond(request)
+        if "read_file" not in [call.name for call in message.tool_calls()]:
+            return message
+        lines = [TextPart(text=READING + "\n"), *(TextPart(text=f"still reading ({i})\n") for i in range(600))]
+        return Message.new(Role.ASSISTANT, [*lines, *message.parts])
+
+
+def run_until_reading(project: Path, tmp_path: Path, session: Path) -> tuple[subprocess.Popen[str], list[str]]:
+    """``loopctl run --model demo`` in a process, its second reply streaming (:class:`LongReads`): the process
+    and the lines it printed up to :data:`READING`."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "loopctl", "run", TASK, "--model", "demo", "--root", str(project), "--yes",
          "--session", str(session)],
         cwd=tmp_path,
-        env=env(**{DEMO_DELAY_VAR: "0.05"}),  # slow enough to interrupt the second reply as it streams
+        env=env_playing(tmp_path, "tests.cli.test_cli:LongReads", **{DEMO_DELAY_VAR: "0.05"}),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -398,9 +416,19 @@ def test_ctrl_c_cancels_with_exit_130_and_saves_a_coherent_session(project: Path
     started = time.monotonic()
     for line in proc.stdout:
         seen.append(line.rstrip())
-        if line.startswith("  ✓ list_files"):
+        if line.startswith(READING):
             break
         assert time.monotonic() - started < 120, seen  # a hang guard (process starts are slow on a loaded machine)
+    assert seen[-1:] == [READING], seen  # the process ended before its second reply streamed
+    return proc, seen
+
+
+def test_ctrl_c_cancels_with_exit_130_and_saves_a_coherent_session(project: Path, tmp_path: Path) -> None:
+    # Before: Ctrl-C was sent once the first tool's line showed, while the demo's second reply streamed (about a
+    # second at 0.05 s an event); on a loaded machine it came after that reply had ended. Now it is sent once the
+    # second reply's first line shows, and that reply streams for a minute.
+    session = tmp_path / "s.json"
+    proc, seen = run_until_reading(project, tmp_path, session)
     proc.send_signal(signal.SIGINT)  # the second model call is streaming now
     rest, err = proc.communicate(timeout=30)
     out = seen + lines(rest)
@@ -528,16 +556,7 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130_and_still_saves_a_coherent_
     # It exited 1 with click's "Aborted!", and the session file kept the last autosave (a run stopped in the
     # middle of its tools), not the salvaged conversation.
     session = tmp_path / "s.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loopctl", "run", TASK, "--model", "demo", "--root", str(project), "--yes",
-         "--session", str(session)],
-        cwd=tmp_path, env=env(**{DEMO_DELAY_VAR: "0.05"}), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("  ✓ list_files"):
-            break
+    proc, _ = run_until_reading(project, tmp_path, session)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
