@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -608,6 +609,13 @@ class Backtracker:
         return Message.new(Role.ASSISTANT, [MessagePart.tool_call("c1", "search", {"pattern": "(a|aa)+$"})])
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) the process ``pid`` has used so far, from Linux's ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_ctrl_c_stops_a_run_stuck_in_a_catastrophic_search(tmp_path: Path) -> None:
     # re held the GIL while it backtracked: the event loop froze, Ctrl-C could not fire, and the process went
     # on for as long as the search did.
@@ -622,14 +630,25 @@ def test_ctrl_c_stops_a_run_stuck_in_a_catastrophic_search(tmp_path: Path) -> No
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     for line in proc.stdout:
         if line.startswith("→ search"):
             break
-    time.sleep(0.5)  # well inside the search
-    sent = time.monotonic()
+    # Well inside the search: it has matched for 0.5 s of CPU (a fixed 0.5 s of wall time was not, on a loaded
+    # machine). Read in CPU time too, what it used after Ctrl-C: a loaded machine stretches the wall time.
+    searching = cpu_seconds(proc.pid)
+    deadline = time.monotonic() + 60
+    while (sent := cpu_seconds(proc.pid)) - searching < 0.5:
+        assert time.monotonic() < deadline and proc.poll() is None, "the search did not run"
+        time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=30)
-    assert time.monotonic() - sent < 10  # not the 40 s of matching (a margin for a loaded CI machine)
+    try:
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # still matching after a minute: not left running (nothing once it has ended)
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = used.ru_utime + used.ru_stime - children.ru_utime - children.ru_stime
+    assert total - sent < 10  # not the 40 s of matching
     assert proc.returncode == 130
     assert "● cancelled" in rest
     saved = Session.load(session).machine
