@@ -13,7 +13,8 @@ Messages (the text of the user's message):
   ``completed`` with the artifact ``"done"``;
 - ``resets N``: ``N`` artifact updates of ten parts, each followed by the task itself (no artifacts), then
   ``completed`` with the artifact ``"done"``;
-- ``burst N``: ``N`` ``working`` status updates at once, then nothing for 2 s, then ``completed`` (``"done"``);
+- ``burst N``: ``N`` ``working`` status updates at once, then nothing until ``POST /release`` (at most 60 s),
+  then ``completed`` (``"done"``);
 - ``late N``: nothing for ``N`` milliseconds, then the task (its first event), then ``working``, then waits
   (until cancelled);
 - ``silent``: nothing at all, not even the task, until it is cancelled;
@@ -22,12 +23,14 @@ Messages (the text of the user's message):
 - an answer on a task in ``input-required``: nothing at all, until the task is cancelled;
 - anything else: the artifact ``"ok"``.
 
-Cancelled tasks are recorded: ``GET /cancelled`` lists their ids.
+Cancelled tasks are recorded: ``GET /cancelled`` lists their ids. ``POST /release`` ends the silence of a
+``burst`` (the next one's, when none waits yet).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 
 import uvicorn
@@ -45,6 +48,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 CANCELLED: list[str] = []
+RELEASED = asyncio.Event()
+"""Set by ``POST /release``: a ``burst`` waiting in silence completes (and clears it)."""
 
 
 class Hostile(AgentExecutor):
@@ -92,10 +97,12 @@ class Hostile(AgentExecutor):
                 await event_queue.enqueue_event(Task(id=task_id, context_id=context_id, status=status))
             await updater.add_artifact([Part(text="done")], name="answer", last_chunk=True)
             await updater.complete()
-        elif what == "burst":  # n status updates at once, then nothing for 2 s, then completed
+        elif what == "burst":  # n status updates at once, then nothing until released, then completed
             for i in range(n):
                 await updater.start_work(updater.new_agent_message([Part(text=f"step {i}")]))
-            await asyncio.sleep(2)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(RELEASED.wait(), 60)
+            RELEASED.clear()
             await updater.add_artifact([Part(text="done")], name="answer", last_chunk=True)
             await updater.complete()
         elif what == "late":
@@ -133,10 +140,15 @@ def app(url: str, description: str = "Sends back more than asked.") -> Starlette
     async def cancelled(request: Request) -> JSONResponse:
         return JSONResponse(CANCELLED)
 
+    async def release(request: Request) -> JSONResponse:
+        RELEASED.set()
+        return JSONResponse(True)
+
     routes = [
         *create_agent_card_routes(card),
         *create_jsonrpc_routes(handler, rpc_url="/"),
         Route("/cancelled", cancelled),
+        Route("/release", release, methods=["POST"]),
     ]
     return Starlette(routes=routes)
 

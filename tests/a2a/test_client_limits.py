@@ -283,22 +283,38 @@ async def test_a_huge_card_description_is_cut_for_the_model(tmp_path: Path) -> N
 
 
 async def test_a_held_progress_message_is_sent_once_the_interval_has_passed(hostile_url: str) -> None:
-    # A burst of status updates, then the remote works 2 s in silence. Before: the burst's newest message was
-    # held until another update came or the call ended, so the observers showed an old step all that time.
+    # A burst of status updates, then the remote works in silence until the test releases it. Before: the
+    # burst's newest message was held until another update came or the call ended, so the observers showed an
+    # old step all that time. (The remote's silence was 2 s, and the test read the newest message's time
+    # against the call's end: on a loaded machine the burst took most of those 2 s to reach the client.)
+    interval = 0.2
     got: list[tuple[float, float, str | None]] = []
+    newest = asyncio.Event()
 
     def progress(done: float, total: float | None, message: str | None) -> None:
         got.append((time.monotonic(), done, message))
+        if message == "step 199":
+            newest.set()
 
-    async with A2AAgent(hostile_url, name="hostile", progress_interval=0.2) as tool:
-        out = await tool.call({"input": "burst 200"}, ToolContext("c1", tool.name, _progress=progress))
-        ended = time.monotonic()
+    async with A2AAgent(hostile_url, name="hostile", progress_interval=interval) as tool:
+        context = ToolContext("c1", tool.name, _progress=progress)
+        running = asyncio.ensure_future(tool.call({"input": "burst 200"}, context))
+        try:
+            # Held until the call's end, it would not come before the release: the wait times out.
+            await asyncio.wait_for(newest.wait(), 30)
+            came_first = not running.done()
+        except TimeoutError:
+            came_first = False
+        finally:
+            async with httpx.AsyncClient() as http:
+                (await http.post(hostile_url + "release")).raise_for_status()
+        out = await running
+    assert came_first, "the newest progress waited for the call's end"
     assert out == "done"
     assert got[-1][1:] == (200, "step 199")
-    # Held until the end, it came within milliseconds of it; passed on by the timer, it comes 0.2 s after the
-    # burst reached the client (which, on a loaded machine, can take most of the remote's 2 s of silence).
-    assert ended - got[-1][0] > 0.25, "the newest progress waited for the call's end"
-    assert len(got) <= 5
+    # Passed on at most one every interval: as many as the burst's time at the client allows, not 200 (the
+    # first one is passed on at once, and one more for rounding).
+    assert len(got) <= 2 + (got[-1][0] - got[0][0]) / interval, got
     assert [done for _, done, _ in got] == sorted(done for _, done, _ in got)
 
 

@@ -22,11 +22,13 @@ from loopctl.cli.autosave import (
     lock_session,
 )
 from loopctl.engine import BareLoop, LoopEvent, LoopMachine, MachineState, OutcomeKind, RunConfig, ToolCallFinished
-from loopctl.message import Message, MessagePart, Role, ToolCallPart, ToolResultPart, check_conversation
+from loopctl.message import Message, MessagePart, Role, TextPart, ToolCallPart, ToolResultPart, check_conversation
 from loopctl.session import Session
 from loopctl.testing import ScriptedClient
+from loopctl.testing.demo import DemoScript
+from loopctl.testing.server import RecordedRequest
 from loopctl.tools.files import FileTools
-from tests.cli.test_cli import DEMO_DELAY_VAR, SAMPLE, TASK, env, loopctl
+from tests.cli.test_cli import DEMO_DELAY_VAR, SAMPLE, TASK, env_playing, loopctl
 from tests.testing.test_demo import EXPECTED_TODO_MD
 
 CALLS = [
@@ -188,6 +190,20 @@ KILL_AFTER = [
 ]
 
 
+class LongDone(DemoScript):
+    """The demo model, whose final answer streams 600 more lines after its first (24 s at 0.02 s an event): its
+    first line shows while it streams. (The demo's one-line answer showed only once the run had completed, so
+    the kill raced the process's exit, which a loaded machine could let it win.)"""
+
+    def respond(self, request: RecordedRequest) -> Message:
+        message = super().respond(request)
+        texts = [p.text for p in message.parts if isinstance(p, TextPart)]
+        if message.tool_calls() or not texts or not texts[0].startswith("Done."):
+            return message
+        more = [TextPart(text=f"\nmore ({i})") for i in range(600)]
+        return Message.new(Role.ASSISTANT, [*message.parts, *more])
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 @pytest.mark.parametrize("mark", KILL_AFTER)
 def test_a_run_killed_with_sigkill_resumes_and_never_forgets_the_write(mark: str, tmp_path: Path) -> None:
@@ -199,8 +215,8 @@ def test_a_run_killed_with_sigkill_resumes_and_never_forgets_the_write(mark: str
     proc = subprocess.Popen(
         [sys.executable, "-m", "loopctl", "run", TASK, "--model", "demo", "--root", str(project), "--yes",
          "--session", str(session)],
-        cwd=tmp_path, env=env(**{DEMO_DELAY_VAR: "0.02"}), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, text=True,
+        cwd=tmp_path, env=env_playing(tmp_path, "tests.cli.test_autosave:LongDone", **{DEMO_DELAY_VAR: "0.02"}),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
     started = time.monotonic()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -19,9 +20,10 @@ from click.testing import CliRunner
 
 from loopctl.cli import DEMO_DELAY_VAR, main
 from loopctl.engine import MachineState, OutcomeKind
-from loopctl.message import Message, MessagePart, Role, ToolResultPart, check_conversation
+from loopctl.message import Message, MessagePart, Role, TextPart, ToolResultPart, check_conversation
 from loopctl.session import Session
 from loopctl.testing import FakeProviderServer
+from loopctl.testing.demo import DemoScript
 from loopctl.testing.server import RecordedRequest
 from tests.testing.test_demo import EXPECTED_TODO_MD
 
@@ -381,13 +383,30 @@ def test_a_bad_demo_delay_exits_2_naming_the_variable(project: Path, tmp_path: P
 # --- Ctrl-C -------------------------------------------------------------------------------------------------
 
 
-def test_ctrl_c_cancels_with_exit_130_and_saves_a_coherent_session(project: Path, tmp_path: Path) -> None:
-    session = tmp_path / "s.json"
+READING = "Reading the files, slowly."
+
+
+class LongReads(DemoScript):
+    """The demo model, whose second reply (the reads) starts with the line :data:`READING`, then streams 600
+    more lines (1,200 events, a minute at 0.05 s an event) before its calls: a Ctrl-C sent once that line
+    shows lands while the reply streams, however late a loaded machine lets the test send it."""
+
+    def respond(self, request: RecordedRequest) -> Message:
+        message = super().respond(request)
+        if "read_file" not in [call.name for call in message.tool_calls()]:
+            return message
+        lines = [TextPart(text=READING + "\n"), *(TextPart(text=f"still reading ({i})\n") for i in range(600))]
+        return Message.new(Role.ASSISTANT, [*lines, *message.parts])
+
+
+def run_until_reading(project: Path, tmp_path: Path, session: Path) -> tuple[subprocess.Popen[str], list[str]]:
+    """``loopctl run --model demo`` in a process, its second reply streaming (:class:`LongReads`): the process
+    and the lines it printed up to :data:`READING`."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "loopctl", "run", TASK, "--model", "demo", "--root", str(project), "--yes",
          "--session", str(session)],
         cwd=tmp_path,
-        env=env(**{DEMO_DELAY_VAR: "0.05"}),  # slow enough to interrupt the second reply as it streams
+        env=env_playing(tmp_path, "tests.cli.test_cli:LongReads", **{DEMO_DELAY_VAR: "0.05"}),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -398,9 +417,19 @@ def test_ctrl_c_cancels_with_exit_130_and_saves_a_coherent_session(project: Path
     started = time.monotonic()
     for line in proc.stdout:
         seen.append(line.rstrip())
-        if line.startswith("  ✓ list_files"):
+        if line.startswith(READING):
             break
         assert time.monotonic() - started < 120, seen  # a hang guard (process starts are slow on a loaded machine)
+    assert seen[-1:] == [READING], seen  # the process ended before its second reply streamed
+    return proc, seen
+
+
+def test_ctrl_c_cancels_with_exit_130_and_saves_a_coherent_session(project: Path, tmp_path: Path) -> None:
+    # Before: Ctrl-C was sent once the first tool's line showed, while the demo's second reply streamed (about a
+    # second at 0.05 s an event); on a loaded machine it came after that reply had ended. Now it is sent once the
+    # second reply's first line shows, and that reply streams for a minute.
+    session = tmp_path / "s.json"
+    proc, seen = run_until_reading(project, tmp_path, session)
     proc.send_signal(signal.SIGINT)  # the second model call is streaming now
     rest, err = proc.communicate(timeout=30)
     out = seen + lines(rest)
@@ -528,16 +557,7 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130_and_still_saves_a_coherent_
     # It exited 1 with click's "Aborted!", and the session file kept the last autosave (a run stopped in the
     # middle of its tools), not the salvaged conversation.
     session = tmp_path / "s.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loopctl", "run", TASK, "--model", "demo", "--root", str(project), "--yes",
-         "--session", str(session)],
-        cwd=tmp_path, env=env(**{DEMO_DELAY_VAR: "0.05"}), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("  ✓ list_files"):
-            break
+    proc, _ = run_until_reading(project, tmp_path, session)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
@@ -589,6 +609,13 @@ class Backtracker:
         return Message.new(Role.ASSISTANT, [MessagePart.tool_call("c1", "search", {"pattern": "(a|aa)+$"})])
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) the process ``pid`` has used so far, from Linux's ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_ctrl_c_stops_a_run_stuck_in_a_catastrophic_search(tmp_path: Path) -> None:
     # re held the GIL while it backtracked: the event loop froze, Ctrl-C could not fire, and the process went
     # on for as long as the search did.
@@ -603,14 +630,25 @@ def test_ctrl_c_stops_a_run_stuck_in_a_catastrophic_search(tmp_path: Path) -> No
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     for line in proc.stdout:
         if line.startswith("→ search"):
             break
-    time.sleep(0.5)  # well inside the search
-    sent = time.monotonic()
+    # Well inside the search: it has matched for 0.5 s of CPU (a fixed 0.5 s of wall time was not, on a loaded
+    # machine). Read in CPU time too, what it used after Ctrl-C: a loaded machine stretches the wall time.
+    searching = cpu_seconds(proc.pid)
+    deadline = time.monotonic() + 60
+    while (sent := cpu_seconds(proc.pid)) - searching < 0.5:
+        assert time.monotonic() < deadline and proc.poll() is None, "the search did not run"
+        time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=30)
-    assert time.monotonic() - sent < 10  # not the 40 s of matching (a margin for a loaded CI machine)
+    try:
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # still matching after a minute: not left running (nothing once it has ended)
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = used.ru_utime + used.ru_stime - children.ru_utime - children.ru_stime
+    assert total - sent < 10  # not the 40 s of matching
     assert proc.returncode == 130
     assert "● cancelled" in rest
     saved = Session.load(session).machine

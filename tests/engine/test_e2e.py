@@ -8,7 +8,7 @@ import asyncio
 import base64
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -92,7 +92,9 @@ def calls(*specs: tuple[str, str, dict[str, Any]], text: str | None = None) -> M
 class Session:
     """One ``BareLoop`` over a real client of ``kind`` and a fake server playing ``script``."""
 
-    def __init__(self, kind: str, script: Sequence[Any], tools: Sequence[Any] = (), **server: Any) -> None:
+    def __init__(
+        self, kind: str, script: Sequence[Any] | Callable[..., Any], tools: Sequence[Any] = (), **server: Any
+    ) -> None:
         self.kind = kind
         self.server = FakeProviderServer(script, **server)
         self.tools = tools
@@ -173,10 +175,20 @@ async def test_a_tool_that_raises_becomes_an_error_result_the_model_reads(kind: 
 
 
 async def test_a_tool_that_hangs_past_its_timeout_becomes_an_error_result(kind: str) -> None:
-    s = Session(kind, [calls(("c1", "hang", {"seconds": 30})), "ok"], [hang])
-    started = time.perf_counter()
+    # Timed from the tool's start, not the run's: the run's first import of the provider's SDK took over 10 s
+    # on a loaded machine.
+    started: list[float] = []
+
+    @tool(name="hang")
+    async def hanging(seconds: float) -> str:
+        """Sleeps."""
+        started.append(time.perf_counter())
+        await asyncio.sleep(seconds)
+        return "woke"
+
+    s = Session(kind, [calls(("c1", "hang", {"seconds": 30})), "ok"], [hanging])
     run = await s.run(config=RunConfig(tool_timeout=0.05))
-    assert time.perf_counter() - started < 10  # not the tool's 30 s (a margin for a loaded CI machine)
+    assert time.perf_counter() - started[0] < 10  # not the tool's 30 s (a margin for a loaded CI machine)
     assert run.ok
     error_result(s, "Tool 'hang' timed out after 0.05 s and was stopped.")
 
@@ -268,10 +280,18 @@ async def test_a_cancel_mid_tool_keeps_the_turn_with_the_call_in_flight_answered
 
 
 async def test_a_rate_limit_then_success_is_retried_after_the_providers_wait(kind: str) -> None:
-    s = Session(kind, [ErrorReply.rate_limited(retry_after=0.2), "fine"])
-    started = time.perf_counter()
+    # Timed between the two requests' arrivals, not over the run: the run's first import of the provider's SDK
+    # can take seconds on a loaded machine.
+    arrived: list[float] = []
+    replies = iter([ErrorReply.rate_limited(retry_after=0.2), "fine"])
+
+    def timed(body: Any) -> Any:
+        arrived.append(time.perf_counter())
+        return next(replies)
+
+    s = Session(kind, timed)
     run = await s.run()
-    elapsed = time.perf_counter() - started
+    elapsed = arrived[1] - arrived[0]
     assert (run.outcome.kind, run.output) == (OutcomeKind.COMPLETED, "fine")
     retries = [e for e in s.events if isinstance(e, ModelCallRetry)]
     assert [(e.turn, e.attempt, type(e.error), e.delay) for e in retries] == [(1, 1, RateLimited, 0.2)]
