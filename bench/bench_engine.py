@@ -10,7 +10,8 @@ adapters for the peers this script imports (so the peers run exactly as measured
 - The floor: W(N)'s turn with its essential work alone (the reply, the pairing check, the tool, its result made
   as the engine makes it, both messages counted; ``setup_floor``), so what the engine adds to a turn shows.
 
-Each measurement runs in a fresh subprocess after a W(2) warm-up. Reported: per-turn overhead (wall / model
+Each measurement runs in a fresh subprocess after a W(2) warm-up, the repetitions interleaved (each framework
+once in each repetition, so a machine's drifting speed moves all alike). Reported: per-turn overhead (wall / model
 calls), the mean time of one turn over the first and the last 10% of turns, peak RSS, C(K) wall time,
 loopctl's ratio to each peer, and the cold ``import loopctl`` time (and whether any provider SDK got
 imported). Telemetry is off everywhere.
@@ -496,10 +497,14 @@ def main() -> None:
     print(f"cold `from loopctl.engine import BareLoop`: {eng['median_ms']:.1f} ms (median of 5)")
 
     series: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    for fw in [*mine, *floor, *peers]:
-        sizes = ns if fw in mine or fw in floor else peer_ns
-        series[fw] = {n: [] for n in sizes}
-        for _ in range(a.reps):
+    fws = [*mine, *floor, *peers]
+    for fw in fws:
+        series[fw] = {n: [] for n in (ns if fw in mine or fw in floor else peer_ns)}
+    # Repetition by repetition, each framework once in each: a machine whose speed drifts during the run (a
+    # shared one's does, by tens of percent) moves every framework's figures alike, not those measured last.
+    for _ in range(a.reps):
+        for fw in fws:
+            sizes = list(series[fw])
             r = run_worker([fw, "series", *map(str, sizes)])
             if r:
                 for row in r["rows"]:
@@ -548,17 +553,26 @@ def main() -> None:
                     f"{(ours - least) * 1e3:.3f} ms a turn (loopctl / floor {ours / least:.2f})"
                 )
 
-    print(f"\nC({a.k}): {a.k} concurrent W(5) runs on one event loop")
+    print(f"\nC({a.k}): {a.k} concurrent W(5) runs on one event loop (loopctl's: median of {a.reps} processes)")
     conc: dict[str, float] = {}
-    for fw in [*mine, *([] if a.no_conc_peers else peers)]:
-        r = run_worker([fw, "conc", str(a.k), "5"], 1800)
-        if not r:
-            _smoke.fail(f"{fw}: C({a.k})")
-        if r:
-            conc[fw] = r["wall"]
+    runs: dict[str, list[dict[str, Any]]] = {}
+    conc_fws = [*mine, *([] if a.no_conc_peers else peers)]
+    for rep in range(a.reps):  # loopctl's (and --before-src's) repeated, interleaved; a peer's once (35-90 s)
+        for fw in conc_fws:
+            if rep and fw not in mine:
+                continue
+            r = run_worker([fw, "conc", str(a.k), "5"], 1800)
+            if r:
+                runs.setdefault(fw, []).append(r)
+            else:
+                _smoke.fail(f"{fw}: C({a.k})")
+    for fw in conc_fws:
+        if fw in runs:
+            wall = med([r["wall"] for r in runs[fw]])
+            rss = med([r["rss_kb"] for r in runs[fw]])
+            conc[fw] = wall
             print(
-                f"  {fw:<15} {r['wall']:8.2f} s   {r['wall'] / (a.k * 6) * 1e3:.3f} ms/model call   "
-                f"peak RSS {r['rss_kb'] / a.k:.0f} KB/run"
+                f"  {fw:<15} {wall:8.2f} s   {wall / (a.k * 6) * 1e3:.3f} ms/model call   peak RSS {rss / a.k:.0f} KB/run"
             )
     if "loopctl" in conc:
         for p in [*mine[1:], *peers]:
