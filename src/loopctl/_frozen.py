@@ -105,14 +105,11 @@ def _init_for(cls: type, fields: tuple[dataclasses.Field[Any], ...], *, twin: bo
     the hundred classes a CLI run makes before its first request: docs/performance.md, section 12). Fields
     whose names the code uses itself, or that are no names a parameter can have, go to
     :func:`_init_from_source` (which fails as before for the last), and so does a class :func:`hot` marked
-    (``twin``), whose ``__init__`` builds an instance as one of its twin class. A field without a default after
-    one with raises the ``TypeError`` dataclasses raises for it (:func:`_late_default`)."""
+    (``twin``), whose ``__init__`` builds an instance as one of its twin class. ``fields`` are in an order
+    dataclasses accepts (:func:`_dataclass` refuses a field without a default after one with: :func:`_late_default`)."""
     names = [f.name for f in fields]
     defaulted = [f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING for f in fields]
     first_default = defaulted.index(True) if True in defaulted else len(fields)
-    late = _late_default(fields)
-    if late is not None:
-        raise late
     if twin or any(n.startswith("__dataclass_") or not n.isidentifier() or keyword.iskeyword(n) for n in names):
         return _init_from_source(cls, fields, twin=twin)
     me = "__dataclass_self__" if "self" in names else "self"

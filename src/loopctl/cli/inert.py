@@ -41,6 +41,8 @@ def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     """:data:`_UNSAFE` and :data:`_JOINER`, compiled when text is first made inert: ``loopctl run`` prints
     nothing before its first request (docs/performance.md, section 12)."""
     return re.compile(_UNSAFE), re.compile(_JOINER)
+
+
 _NEWLINE = re.compile("\n")
 
 

@@ -11,6 +11,7 @@ of it can move the cursor, hide text or reach the clipboard.
 
 from __future__ import annotations
 
+import functools
 import json
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,7 @@ from loopctl.stream import PartStarted, PartUpdated, TextDelta, ThinkingDelta
 if TYPE_CHECKING:  # rich is imported when the transcript first prints (the spinner's module by Console.status,
     # when a terminal shows one): a run whose output is not a terminal has printed nothing by its first request
     import rich.console
+    import rich.text
     from rich.status import Status
 else:
     rich = LazyModule("rich")
@@ -249,9 +251,15 @@ class Transcript:
         text = f"{mark} {label}{where} at {_short(result.provider, 30)}: {_short(result.output, 100)}"
         self.console.print(Text(text, style=style))
 
-    def _text(self, text: str) -> None:
+    @functools.cached_property
+    def _stream_text(self) -> type[rich.text.Text]:
+        """rich's ``Text``, imported once the transcript first prints a stream's text (read per delta: not an
+        import statement each time)."""
         from rich.text import Text
 
+        return Text
+
+    def _text(self, text: str) -> None:
         self._streamed = True
         if not text:
             return
@@ -260,11 +268,9 @@ class Transcript:
             self._end_line()
             self._mode = "text"
         shown, self._column = expand_tabs(inert(text), self._column)
-        self.console.print(Text(shown), end="")
+        self.console.print(self._stream_text(shown), end="")
 
     def _thinking(self, text: str) -> None:
-        from rich.text import Text
-
         self._streamed = True
         if not text or not self.show_thinking:
             return
@@ -273,7 +279,7 @@ class Transcript:
             self._end_line()
             self._mode = "thinking"
         shown, self._column = expand_tabs(inert(text), self._column)
-        self.console.print(Text(shown, style="dim italic"), end="")
+        self.console.print(self._stream_text(shown, style="dim italic"), end="")
 
     def _spin(self, label: str) -> None:
         if not self.console.is_terminal:

@@ -174,10 +174,9 @@ class RunTarget:
 @contextmanager
 def _store(ctx: click.Context) -> Iterator[loopctl.store.SessionStore]:
     """The command's store, closed after the command; store and file errors end the command with exit 2."""
-    from rich.console import Console
     from rich.text import Text
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = stderr()
     try:
         store = open_store(store_spec())
         try:

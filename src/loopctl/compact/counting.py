@@ -439,7 +439,6 @@ class HeuristicTokenCounter:
         if self.scale == scale and k and self._last is done:
             # Nothing was counted since the last calibration, whose counts (``_last_tokens``) hold for msgs[:k] at
             # this scale: ``tokens_each(msgs)`` is those and the added messages' (the units just read).
-            scale = self.scale
             tokens = self._last_tokens + [
                 u.measured if u.measured is not None else int(u.weight * scale + 0.5) for u in added
             ]

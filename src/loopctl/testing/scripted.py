@@ -92,9 +92,6 @@ class ScriptedClient:
         # machine's view it was), and how many of them that is.
         self._sound: object = None
         self._sound_len = 0
-        # The length of the last request when it was a machine's view whose last reply has a message after it
-        # (so the check found every call of that reply answered); 0 otherwise.
-        self._closed = 0
 
     async def generate(
         self, request: ModelRequest, *, stream: bool = True, on_event: EventCallback | None = None
@@ -138,15 +135,16 @@ class ScriptedClient:
         if n and length >= n:
             if view is not None:
                 continues = view.extends(sound)
-                closed = self._closed
-                if continues and closed and length > closed and messages[closed].role is Role.ASSISTANT:
-                    n = closed + 1
+                # The view before (``sound``, a snapshot) had a message after its last reply, so that reply's
+                # calls were all found answered: a reply right after it starts the pairing afresh there.
+                before = len(sound) if continues else 0  # type: ignore[arg-type]  # a MessageView: extends says so
+                if n < before < length and messages[before].role is Role.ASSISTANT:
+                    n = before + 1
             else:
                 continues = isinstance(sound, list) and all(map(operator.is_, messages[:n], sound))
             start = n - 1 if continues else 0
         # The last reply: at or after ``start``, which is the last reply of the sound part when there is one.
         last = check_pairing(messages, "ScriptedClient, as every provider,", start)
-        self._closed = length if view is not None and 0 <= last < length - 1 else 0
         if view is not None:
             self._sound = view  # a snapshot: its first ``last + 1`` messages are the sound ones
         else:
