@@ -105,3 +105,30 @@ def test_a_feed_allocates_in_proportion_to_its_chunk_not_to_the_line_so_far() ->
     assert events == [ServerSentEvent("message", "y" * 2_000_000)]
     assert largest < 20 * chunk, largest
     assert joined >= 2_000_000  # the one join (and the event's data), at the end
+
+
+def test_data_lines_keep_all_but_one_leading_space_and_other_fields_are_not_data() -> None:
+    stream = b"data:\n\ndata:  two\ndataX: not data\ndata\n\n: c\nevent: e\ndata: x\n\n"
+    assert decode([stream]) == [
+        ServerSentEvent("message", ""),
+        ServerSentEvent("message", " two\n"),
+        ServerSentEvent("e", "x"),
+    ]
+
+
+@given(st.lists(st.integers(min_value=0), max_size=12))
+def test_bytes_that_are_not_utf8_read_as_replacement_characters_in_any_chunking(cuts: list[int]) -> None:
+    stream = b"data: a\xffb\xe6\xbc\n\ndata: \xf0\x9f\x99\x82\n\n"
+    assert decode(split(stream, cuts)) == [
+        ServerSentEvent("message", "a\ufffdb\ufffd"),
+        ServerSentEvent("message", "\U0001f642"),
+    ]
+
+
+def test_close_reports_a_stream_cut_inside_a_character() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: x\n\n\xe6\xbc") == [ServerSentEvent("message", "x")]
+    assert decoder.close() is True
+    whole = SSEDecoder()
+    assert whole.feed(b"data: x\n\n") == [ServerSentEvent("message", "x")]
+    assert whole.close() is False

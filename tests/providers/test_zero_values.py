@@ -14,6 +14,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loopctl.message import Message, TextPart, ThinkingPart, ToolCallPart
 from loopctl.providers import anthropic, gemini, openai_chat, openai_responses
@@ -146,3 +148,23 @@ def test_an_anthropic_reply_beside_a_null_error_is_the_reply() -> None:
     assert anthropic.parse_response(body).message == Message.assistant("Hi.")
     with pytest.raises(Exception, match="no content list"):
         anthropic.parse_response({"type": "message", "error": {"type": "", "message": ""}})
+
+
+_JSON_LEAF = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from([0.0, 1.5]), st.sampled_from(["", "x"])
+)
+_JSON = st.recursive(
+    _JSON_LEAF,
+    lambda inner: (
+        st.lists(inner, max_size=2)
+        | st.dictionaries(st.sampled_from(["id", "function", "arguments", "name", "index", "type"]), inner, max_size=4)
+    ),
+    max_leaves=8,
+)
+
+
+@given(_JSON)
+def test_a_tool_call_delta_has_content_exactly_when_it_is_an_object_that_is_not_zero_valued(value: Any) -> None:
+    # _has_content reads the answer off a non-empty id or arguments string before the whole check.
+    expected = isinstance(value, dict) and not is_zero_valued(value)
+    assert openai_chat._has_content(value) is expected

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard
 
 import orjson
 
@@ -788,12 +788,18 @@ def _content_chunks(content: list[Any]) -> list[tuple[Literal["text", "thinking"
     return out
 
 
+def _is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """Whether ``value`` is a JSON object: a ``dict`` (what JSON decodes to) tested first, then any mapping (an
+    ABC check, several times the cost)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _first_choice(choices: Any) -> Mapping[str, Any] | None:
     """The choice with ``index`` 0 (loopctl asks for one completion; ``n > 1`` extras are ignored)."""
     if not isinstance(choices, list):
         return None
     for choice in choices:
-        if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+        if (type(choice) is dict or isinstance(choice, Mapping)) and choice.get("index", 0) == 0:
             return choice
     return None
 
@@ -806,12 +812,28 @@ def _reasoning_of(fields: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _has_content(call: Any) -> bool:
+    """Whether a ``tool_calls`` entry of a stream delta is a call's content: ``isinstance(call, Mapping) and not
+    is_zero_valued(call)``, read off the entry's ``id`` or ``function.arguments`` when either is a non-empty
+    string (a value that is not zero-valued, so neither is the entry), as nearly every delta carries one."""
+    if type(call) is dict:
+        call_id = call.get("id")
+        if type(call_id) is str and call_id:
+            return True
+        function = call.get("function")
+        if type(function) is dict:
+            arguments = function.get("arguments")
+            if type(arguments) is str and arguments:
+                return True
+    return isinstance(call, Mapping) and not is_zero_valued(call)
+
+
 def _function_of(call: Mapping[str, Any]) -> Mapping[str, Any]:
     kind = call.get("type") or "function"  # absent, null or "" (zero-valued): a function call
     if kind != "function":
         raise ProviderProtocolError(f"unknown tool call type {kind!r} in the reply", provider=PROVIDER)
     function = call.get("function") or {}
-    if not isinstance(function, Mapping):
+    if type(function) is not dict and not isinstance(function, Mapping):
         raise ProviderProtocolError("tool_calls[].function is not an object", provider=PROVIDER)
     return function
 
@@ -840,14 +862,14 @@ def _usage(usage: Any) -> Usage:
     ``completion_tokens`` the reasoning ones (``completion_tokens_details.reasoning_tokens``); DeepSeek's
     ``prompt_cache_hit_tokens`` stands in when ``cached_tokens`` is absent. Chat reports no cache writes.
     """
-    if not isinstance(usage, Mapping):
+    if type(usage) is not dict and not isinstance(usage, Mapping):
         return Usage()
     prompt_details = usage.get("prompt_tokens_details")
     completion_details = usage.get("completion_tokens_details")
-    cached = _count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, Mapping) else None
+    cached = _count(prompt_details.get("cached_tokens")) if _is_object(prompt_details) else None
     if not cached:
         cached = _count(usage.get("prompt_cache_hit_tokens")) or cached
-    reasoning = _count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else None
+    reasoning = _count(completion_details.get("reasoning_tokens")) if _is_object(completion_details) else None
     return Usage(
         input_tokens=_count(usage.get("prompt_tokens")),
         output_tokens=_count(usage.get("completion_tokens")),
@@ -941,13 +963,13 @@ class StreamDecoder(SSEStreamDecoder):
         choice = _first_choice(chunk.get("choices"))
         if choice is not None:
             delta = choice.get("delta")
-            if isinstance(delta, Mapping):
+            if type(delta) is dict or isinstance(delta, Mapping):
                 self._delta(delta, out)
             finish = _str(choice.get("finish_reason"))
             if finish:
                 self._finish_reason = finish
         usage = chunk.get("usage")
-        if isinstance(usage, Mapping):
+        if type(usage) is dict or isinstance(usage, Mapping):
             out.append(UsageReported(_usage(usage)))
         return out
 
@@ -975,10 +997,10 @@ class StreamDecoder(SSEStreamDecoder):
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
-                if isinstance(call, Mapping) and not is_zero_valued(call):
+                if _has_content(call):
                     self._tool_call(call, out)
         legacy = delta.get("function_call")
-        if isinstance(legacy, Mapping) and not is_zero_valued(legacy):
+        if legacy is not None and isinstance(legacy, Mapping) and not is_zero_valued(legacy):
             self._tool_call({"index": -1, "type": "function", "function": legacy}, out)
 
     def _part(self, kind: Literal["text", "thinking"], out: list[StreamEvent]) -> int:

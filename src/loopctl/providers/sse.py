@@ -38,10 +38,12 @@ class SSEDecoder:
     reports whether an incomplete event was dropped.
     """
 
-    __slots__ = ("_data", "_event", "_id", "_pending", "_pending_cr", "_started", "_text", "_utf8")
+    __slots__ = ("_data", "_event", "_id", "_pending", "_pending_cr", "_started", "_tail", "_text")
 
     def __init__(self) -> None:
-        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # The bytes of a UTF-8 character the last chunk ended inside of (what an incremental decoder buffers;
+        # ``codecs.utf_8_decode`` directly, without the decoder object's Python frames per chunk).
+        self._tail = b""
         # The pieces of the line not yet ended, joined once when its line end arrives: a long line fed in
         # small chunks costs time linear in its length (joining on every chunk was quadratic).
         self._pending: list[str] = []
@@ -57,7 +59,10 @@ class SSEDecoder:
 
         Cost: linear in the chunk's length (each character is scanned for line ends once, and a line split
         over many chunks is joined once, when it ends)."""
-        text = self._utf8.decode(chunk)
+        if self._tail:
+            chunk = self._tail + chunk
+        text, used = codecs.utf_8_decode(chunk, "replace", False)
+        self._tail = chunk[used:]
         if not self._started and text:
             self._started = True
             if text[0] == "\ufeff":
@@ -93,14 +98,24 @@ class SSEDecoder:
             self._pending.append(rest)
         events: list[ServerSentEvent] = []
         for line in lines:
-            event = self._line(line)
-            if event is not None:
-                events.append(event)
+            # The lines of a typical stream, read here (what _line does with them, without a call per line):
+            # "data:" fields, and the empty line that dispatches the event.
+            if not line:
+                if self._data:
+                    events.append(ServerSentEvent(self._event or "message", "\n".join(self._data), self._id))
+                    self._data = []
+                self._event = ""
+            elif line.startswith("data:"):
+                self._text = True
+                self._data.append(line[6:] if line.startswith(" ", 5) else line[5:])
+            else:
+                self._line(line)  # a comment or another field: never an event
         return events
 
     def close(self) -> bool:
         """End of stream. Returns True if an incomplete event (no closing empty line) was discarded."""
-        tail = self._utf8.decode(b"", final=True)
+        tail = codecs.utf_8_decode(self._tail, "replace", True)[0]
+        self._tail = b""
         incomplete = bool(self._pending or tail or self._data or self._event)
         self._pending = []
         self._data = []
