@@ -204,3 +204,31 @@ def test_the_prefix_reuse_counts_as_the_general_path(ops: list[tuple[Any, ...]])
             fast_count = fast.count(given)
             _general(general)
             assert fast_count == general.count(given), op
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 400), min_size=2, max_size=8),
+    at=st.integers(0, 7),
+    reports=st.lists(st.tuples(st.integers(1, 90_000), st.integers(0, 5_000)), min_size=1, max_size=4),
+)
+def test_a_reply_that_is_also_one_of_the_messages_sent_keeps_the_count_the_report(
+    sizes: list[int], at: int, reports: list[tuple[int, int]]
+) -> None:
+    """A reply given to ``calibrate`` that is one of the messages sent too (the same object: a script that gives
+    one reply twice) is measured there as well: ``count(messages)`` is still the report and
+    ``count([*messages, reply])`` the report plus the reply (the engine's shortcut after a calibration), through
+    calibrations that measure it again at other sizes. Before, the offset was worked out with its size before
+    this calibration (the engine's context then differed from a count of the history by the difference)."""
+    history = [
+        Message(role=Role.ASSISTANT, parts=(ToolCallPart(id=f"c{i}", name="f", input={"n": "x" * n}),))
+        if i % 2
+        else Message.user("q " * n)
+        for i, n in enumerate(sizes)
+    ]
+    reply = history[at % len(history)]
+    counter = HeuristicTokenCounter(system="sys")
+    for reported, output_tokens in reports:
+        counter.calibrate(history, reported, reply=reply, output_tokens=output_tokens)
+        assert counter.count(history) == reported
+        assert counter.count([*history, reply]) == reported + counter.message_tokens(reply)

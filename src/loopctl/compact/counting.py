@@ -463,11 +463,15 @@ class HeuristicTokenCounter:
         if reply is not None and output_tokens is not None and self._counts_reply_thinking(reply):
             u = self._units(reply)
             self._cache[id(reply)] = (reply, _Units(u.chars, u.images, max(0, output_tokens), u.weight))
-            if _holds(self._last, reply):
-                self._forget_last()
-            if _holds(self._calibrated, reply):
+            if _holds(calibrated, reply):
+                # The reply is one of the messages sent too (the same object sent again, as a script that gives
+                # one reply twice does): it counts at its new size there as well, so the offset is worked out
+                # again, for ``count(messages)`` to be the report (and ``count([*messages, reply])`` the report
+                # plus the reply, which the engine takes without a count).
                 self._calibrated = []
                 self._calibrated_view = None
+                self._forget_last()
+                self.offset = input_tokens - self._scaled_fixed() - sum(self.tokens_each(msgs))
 
     def _counts_reply_thinking(self, reply: Message) -> bool:
         has_thinking = any(isinstance(p, ThinkingPart) for p in reply.parts)
