@@ -15,6 +15,7 @@ import binascii
 import enum
 import json
 import math
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import FrozenInstanceError
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Self, TypeAlias, TypeVar, Union, cast
@@ -1106,7 +1107,22 @@ def _text_constructor(cls: type[MessagePart], text: str) -> TextPart:
     return TextPart(text=text)
 
 
-MessagePart.text = classmethod(_text_constructor)  # type: ignore[assignment,method-assign]
+class _TextConstructor:
+    """``MessagePart.text``: :func:`_text_constructor` as a classmethod, except on a class that has a ``text``
+    field (``TextPart``, ``ThinkingPart``, and any subclass of theirs), which has no such class attribute, as
+    pydantic gives a field none. A subclass made after this module (a user's) then inherits its ``text`` field
+    as declared (required, a strict string that refuses a lone surrogate): pydantic takes a class attribute it
+    finds on a base for the default of a field the class does not annotate itself, and the classmethod made
+    the field optional, unchecked, its default the bound constructor."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        cls = owner if owner is not None else type(obj)
+        if obj is None and "text" in getattr(cls, "__pydantic_fields__", ()):
+            raise AttributeError(f"type object {cls.__name__!r} has no attribute 'text'")
+        return types.MethodType(_text_constructor, cls)
+
+
+MessagePart.text = _TextConstructor()  # type: ignore[assignment,method-assign]
 
 
 # --- JSON helpers ------------------------------------------------------------------------------------------
