@@ -385,10 +385,13 @@ class HeuristicTokenCounter:
     def _trim_cache(self, live: int, messages: Sequence[Message]) -> None:
         # The cache holds strong references (pydantic models hash by value, and tool inputs are unhashable
         # dicts, so a WeakKeyDictionary is not an option). Once it grows well past the conversation just
-        # counted, keep only that conversation's entries: older ones belong to messages a pass replaced.
+        # counted, keep only that conversation's entries: older ones belong to messages a pass replaced. The
+        # replies calibration measured are kept whatever was counted (a pass's candidate, a short list): their
+        # size is known only from their report, and the conversation they are in may be counted next (one per
+        # calibration: few).
         if len(self._cache) > 2 * live + 4096:
             keep = {id(m) for m in messages}
-            self._cache = {k: v for k, v in self._cache.items() if k in keep}
+            self._cache = {k: v for k, v in self._cache.items() if k in keep or v[1].measured is not None}
 
     # --- calibration -----------------------------------------------------------------------------------
 
