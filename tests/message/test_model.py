@@ -8,6 +8,7 @@ classes", "A mini conversation") and ``spec/python-api.md`` ("Types", "Construct
 from __future__ import annotations
 
 import enum
+import warnings
 from dataclasses import FrozenInstanceError
 
 import pytest
@@ -556,6 +557,16 @@ def test_a_subclass_of_a_part_with_text_keeps_its_text_field_as_declared() -> No
             kind(text=5)
         assert kind(text="hi").text == "hi"
     assert Quoted(text="hi").to_dict() == {"type": "text", "text": "hi"}
+
+    with warnings.catch_warnings():  # pydantic: the field shadows the base's constructor, as it is meant to
+        warnings.simplefilter("ignore")
+
+        class Note(MessagePart):  # a part class of its own that declares a text field
+            text: str
+
+    assert Note.model_fields["text"].is_required()
+    with pytest.raises(InvalidMessage, match=r"^text: a value is required here"):
+        Note()
     # The constructor is still there where no field is called ``text``.
     assert MessagePart.text("hi") == TextPart(text="hi") == ImagePart.text("hi")
     assert not hasattr(TextPart, "text") and TextPart(text="a").text == "a"

@@ -1109,15 +1109,18 @@ def _text_constructor(cls: type[MessagePart], text: str) -> TextPart:
 
 class _TextConstructor:
     """``MessagePart.text``: :func:`_text_constructor` as a classmethod, except on a class that has a ``text``
-    field (``TextPart``, ``ThinkingPart``, and any subclass of theirs), which has no such class attribute, as
-    pydantic gives a field none. A subclass made after this module (a user's) then inherits its ``text`` field
-    as declared (required, a strict string that refuses a lone surrogate): pydantic takes a class attribute it
-    finds on a base for the default of a field the class does not annotate itself, and the classmethod made
-    the field optional, unchecked, its default the bound constructor."""
+    field (``TextPart``, ``ThinkingPart``, any subclass of theirs, a part class that declares one), which has
+    no such class attribute, as pydantic gives a field none. A class made after this module (a user's) then
+    has its ``text`` field as declared (required, a strict string that refuses a lone surrogate): pydantic
+    takes a class attribute it finds on a base for the default of a field, and the classmethod made the field
+    optional, its default the bound constructor."""
 
     def __get__(self, obj: object, owner: type | None = None) -> Any:
         cls = owner if owner is not None else type(obj)
-        if obj is None and "text" in getattr(cls, "__pydantic_fields__", ()):
+        if obj is None and (
+            "text" in getattr(cls, "__pydantic_fields__", ())
+            or any("text" in vars(k).get("__annotations__", ()) for k in cls.__mro__)  # a class being made
+        ):
             raise AttributeError(f"type object {cls.__name__!r} has no attribute 'text'")
         return types.MethodType(_text_constructor, cls)
 
