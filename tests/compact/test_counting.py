@@ -142,6 +142,22 @@ def test_cache_does_not_grow_without_bound() -> None:
     assert len(counter._cache) <= 2 * 1000 + 4096
 
 
+def test_a_trim_of_the_cache_keeps_the_sizes_calibration_measured() -> None:
+    """The cache is trimmed to the list just counted once it holds far more; a reply whose size calibration
+    measured keeps it through a count of another list (a pass's candidate, a short list): the conversation
+    counts the same before and after. Before, the trim dropped it, and the reply counted at its estimate."""
+    conversation = [user(f"message {i}") for i in range(4_100)]
+    reply = Message.assistant("an answer " * 40)
+    counter = HeuristicTokenCounter()
+    counter.calibrate(conversation, 50_000, reply=reply, output_tokens=999)
+    whole = [*conversation, reply]
+    assert counter.count(whole) == 50_999
+    counter.count([user("a candidate")])  # trims: the cache held 4,101 entries
+    assert len(counter._cache) == 2  # the candidate and the measured reply
+    assert counter.message_tokens(reply) == 999
+    assert counter.count(whole) == 50_999
+
+
 def test_unknown_preset_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown counter preset 'cohere'"):
         HeuristicTokenCounter("cohere")

@@ -4,12 +4,14 @@ after a calibration adds the reply to the report; the scale's refit."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopctl.compact.counting import HeuristicTokenCounter, _holds
-from loopctl.message import ImagePart, ImageSource, Message, Role, TextPart
+from loopctl.message import ImagePart, ImageSource, Message, MessageView, Role, TextPart, ToolCallPart
 from tests.compact.strategies import long_conversations
 
 
@@ -121,3 +123,112 @@ def test_calibrations_of_a_growing_history_count_as_reported_through_refits() ->
         assert probe.count(history) == reported, i
         assert probe.tokens_each(history) == [probe.message_tokens(m) for m in history], i
     assert counter.scale != 1.0  # the refits ran
+
+
+def _reply(i: int) -> Message:
+    """An assistant message with a call (calibration measures it), the same value for the same ``i``."""
+    return Message(
+        role=Role.ASSISTANT,
+        parts=(TextPart(text=f"step {i} " * (i + 3)), ToolCallPart(id=f"c{i}", name="f", input={"i": i})),
+    )
+
+
+def _pool() -> list[Message]:
+    """Messages in fours: a question, a reply, and their equal copies that are other objects (a session read
+    back, a compaction's copy): ``pool[i]``'s twin is ``pool[i ^ 2]``."""
+    out: list[Message] = []
+    for i in range(2):
+        for _ in range(2):
+            out.append(Message.user(f"question {i} " * (10 * i + 2)))
+            out.append(_reply(i))
+    return out
+
+
+def _general(counter: HeuristicTokenCounter) -> None:
+    """Make ``counter``'s next count and calibration take the general path: no last list to start from."""
+    counter._forget_last()
+    counter._calibrated = []
+    counter._calibrated_view = None
+
+
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(0, 7)),
+        st.tuples(st.just("twin"), st.integers(0, 15)),  # a new list, one message replaced by its equal twin
+        st.tuples(st.just("count"), st.booleans(), st.integers(0, 12)),  # the view, or a list of its first n
+        st.tuples(
+            st.just("calibrate"),
+            st.booleans(),
+            st.integers(1, 60_000),
+            st.none() | st.integers(0, 7),  # the reply: pool[i] (appended next, or not)
+            st.none() | st.integers(0, 3_000),
+        ),
+    ),
+    max_size=14,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_ops)
+def test_the_prefix_reuse_counts_as_the_general_path(ops: list[tuple[Any, ...]]) -> None:
+    """``tokens_each``'s and ``calibrate``'s reuse of the last list's counts (by identity, in O(1) for views of
+    one list) against a counter that always takes the general path: the same counts, scale and offset, for
+    drawn histories that grow (views of one list, as the engine's requests), are copied with a message
+    replaced by an equal copy of another object (a calibrated reply's copy is not the one measured), counted
+    as lists or views, calibrated with replies measured or not."""
+    pool = _pool()
+    fast, general = HeuristicTokenCounter(system="sys"), HeuristicTokenCounter(system="sys")
+    items: list[Message] = [pool[0]]
+    for op in ops:
+        if op[0] == "append":
+            items.append(pool[op[1]])
+            continue
+        if op[0] == "twin":
+            items = list(items)
+            at = op[1] % len(items)
+            items[at] = pool[next(i for i, m in enumerate(pool) if m is items[at]) ^ 2]
+            continue
+        view = MessageView(items, len(items))
+        given: Sequence[Message] = view if op[1] else list(items[: max(1, len(items) - op[2] % 3)])
+        if op[0] == "count":
+            _general(general)
+            assert fast.tokens_each(given) == general.tokens_each(given), op
+        else:
+            _, _, reported, reply, output_tokens = op
+            _general(general)
+            for counter in (fast, general):
+                counter.calibrate(
+                    given, reported, reply=None if reply is None else pool[reply], output_tokens=output_tokens
+                )
+            assert (fast.scale, fast.offset) == (general.scale, general.offset), op
+            fast_count = fast.count(given)
+            _general(general)
+            assert fast_count == general.count(given), op
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 400), min_size=2, max_size=8),
+    at=st.integers(0, 7),
+    reports=st.lists(st.tuples(st.integers(1, 90_000), st.integers(0, 5_000)), min_size=1, max_size=4),
+)
+def test_a_reply_that_is_also_one_of_the_messages_sent_keeps_the_count_the_report(
+    sizes: list[int], at: int, reports: list[tuple[int, int]]
+) -> None:
+    """A reply given to ``calibrate`` that is one of the messages sent too (the same object: a script that gives
+    one reply twice) is measured there as well: ``count(messages)`` is still the report and
+    ``count([*messages, reply])`` the report plus the reply (the engine's shortcut after a calibration), through
+    calibrations that measure it again at other sizes. Before, the offset was worked out with its size before
+    this calibration (the engine's context then differed from a count of the history by the difference)."""
+    history = [
+        Message(role=Role.ASSISTANT, parts=(ToolCallPart(id=f"c{i}", name="f", input={"n": "x" * n}),))
+        if i % 2
+        else Message.user("q " * n)
+        for i, n in enumerate(sizes)
+    ]
+    reply = history[at % len(history)]
+    counter = HeuristicTokenCounter(system="sys")
+    for reported, output_tokens in reports:
+        counter.calibrate(history, reported, reply=reply, output_tokens=output_tokens)
+        assert counter.count(history) == reported
+        assert counter.count([*history, reply]) == reported + counter.message_tokens(reply)

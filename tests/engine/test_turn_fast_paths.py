@@ -491,3 +491,34 @@ def test_the_context_after_each_reply_is_the_count_of_the_history(
     assert run.output == "done"
     assert len(seen) == len(reports) - 1
     assert all(kept == counted for kept, counted in seen), seen
+
+
+@settings(max_examples=20, deadline=None)
+@given(outputs=st.lists(st.integers(0, 3_000), min_size=4, max_size=4), growth=st.integers(2, 6))
+def test_the_context_after_a_reply_given_twice_is_the_count_of_the_history(outputs: list[int], growth: int) -> None:
+    """A script that gives one reply object again and again (its call answered each time: the id may be used
+    again in a later turn): each calibration measures the reply while it is also one of the messages sent. The
+    context the run keeps after each reply (the report plus the reply, without a count) is what the counter
+    counts of the whole history, as when each reply is another object."""
+    from loopctl.response import ModelResponse, StopReason, Usage
+
+    again = Message(role=Role.ASSISTANT, parts=(ToolCallPart(id="c1", name="plain", input={"text": "t" * 300}),))
+    seen: list[tuple[int, int]] = []
+    holder: list[BareLoop] = []
+
+    def reply(request: Any) -> ModelResponse:
+        loop = holder[0]
+        if len(request.messages) > 1:
+            seen.append((loop._machine.context_tokens, loop._counter.count(loop._machine.full_history())))
+        i = len(seen)
+        usage = Usage(input_tokens=100 * growth**i, output_tokens=outputs[i])  # drifts: each one calibrates
+        if i < 3:
+            return ModelResponse(again, usage, StopReason.TOOL_CALL)
+        return ModelResponse(Message.assistant("done"), usage, StopReason.END_TURN)
+
+    loop = BareLoop(ScriptedClient(reply), [plain])
+    holder.append(loop)
+    run = asyncio.run(loop.run("go", RunConfig(loop_detection=None)))
+    assert run.output == "done"
+    assert len(seen) == 3
+    assert all(kept == counted for kept, counted in seen), seen

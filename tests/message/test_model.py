@@ -8,6 +8,7 @@ classes", "A mini conversation") and ``spec/python-api.md`` ("Types", "Construct
 from __future__ import annotations
 
 import enum
+import warnings
 from dataclasses import FrozenInstanceError
 
 import pytest
@@ -532,3 +533,40 @@ def test_a_constructor_fills_the_instance_as_pydantic_s_own_does() -> None:
     assert type(tagged) is Tagged and tagged.role is Role.USER
     with pytest.raises(InvalidMessage, match=r"^parts\[0\]\.text: "):
         Message(role=Role.USER, parts=[{"type": "text", "text": 5}])
+
+
+def test_a_subclass_of_a_part_with_text_keeps_its_text_field_as_declared() -> None:
+    """A subclass of ``TextPart`` or ``ThinkingPart`` made after the module (a user's) inherits ``text`` as declared:
+    required, a strict string that refuses a lone surrogate, from the constructor and ``from_dict`` alike. Before,
+    pydantic took the constructor ``MessagePart.text`` (a class attribute of the base) for the field's default:
+    ``text`` was optional and unchecked (``SubText()`` held the bound constructor, which no JSON writer takes)."""
+
+    class Quoted(TextPart):
+        pass
+
+    class Mulled(ThinkingPart):
+        pass
+
+    for kind in (Quoted, Mulled):
+        assert kind.model_fields["text"].is_required()
+        with pytest.raises(InvalidMessage, match=r"^text: a value is required here"):
+            kind()
+        with pytest.raises(InvalidMessage, match=r"^text: expected a string that is valid Unicode"):
+            kind(text="\ud800")
+        with pytest.raises(InvalidMessage, match=r"^text: "):
+            kind(text=5)
+        assert kind(text="hi").text == "hi"
+    assert Quoted(text="hi").to_dict() == {"type": "text", "text": "hi"}
+
+    with warnings.catch_warnings():  # pydantic: the field shadows the base's constructor, as it is meant to
+        warnings.simplefilter("ignore")
+
+        class Note(MessagePart):  # a part class of its own that declares a text field
+            text: str
+
+    assert Note.model_fields["text"].is_required()
+    with pytest.raises(InvalidMessage, match=r"^text: a value is required here"):
+        Note()
+    # The constructor is still there where no field is called ``text``.
+    assert MessagePart.text("hi") == TextPart(text="hi") == ImagePart.text("hi")
+    assert not hasattr(TextPart, "text") and TextPart(text="a").text == "a"

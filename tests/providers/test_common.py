@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from loopctl.errors import UnsupportedContent
-from loopctl.message import Message, MessagePart, Role, TextPart
+from loopctl.message import Message, MessagePart, Role, TextPart, ToolCallPart, ToolResultPart, check_conversation
 from loopctl.providers import anthropic, gemini, openai_chat, openai_responses
 from loopctl.providers._common import check_pairing
 
@@ -181,3 +181,33 @@ def test_the_pairing_check_returns_its_last_assistant_message(messages: list[Mes
     """Where the next incremental check may start (``ScriptedClient`` keeps it): the last assistant message at or
     after ``start``, -1 when there is none."""
     assert check_pairing(messages, "test", start) == last
+
+
+class _TracedCall(ToolCallPart):
+    """A call part of an application's own kind (it may carry what it traces); a call to every codec."""
+
+
+class _TracedResult(ToolResultPart):
+    """A result part of an application's own kind."""
+
+
+@pytest.mark.parametrize("name", sorted(CODECS))
+def test_calls_and_results_of_a_subclass_pair_as_the_parts_themselves(name: str) -> None:
+    """A call or result made by a subclass of ``ToolCallPart`` / ``ToolResultPart`` pairs as the parts themselves
+    (``check_conversation``, the machine and the codecs read them with ``isinstance``): a paired conversation
+    is sent, and a broken one refused naming the subclass's part. Before, the pairing check read only the exact
+    classes: a result answering a subclass's call was refused as answering none, and a subclass's result
+    left its call unanswered."""
+    call = Message(role=Role.ASSISTANT, parts=(_TracedCall(id="c1", name="read", input={"path": "a"}),))
+    answer = Message(role=Role.USER, parts=(_TracedResult(call_id="c1", name="read", output="text"),))
+    paired = [Message.user("go"), call, answer, Message.assistant("done")]
+    assert check_conversation(paired) == []
+    assert check_pairing(paired, "test") == 3
+    build(name, paired)
+    build(name, [Message.user("go"), call, results("c1")])
+    build(name, [Message.user("go"), calls("c1"), answer])
+    unanswered = [Message.user("go"), call, Message.assistant("done")]
+    with pytest.raises(UnsupportedContent, match=r"^messages\[1\]\.parts\[0\]: tool call 'c1' has no result"):
+        build(name, unanswered)
+    with pytest.raises(UnsupportedContent, match=r"^messages\[2\]\.parts\[1\]: tool call 'c1' is answered twice"):
+        check_pairing([Message.user("go"), call, Message(role=Role.USER, parts=(*answer.parts, *answer.parts))], "t")

@@ -34,6 +34,7 @@ from loopctl.message import (
     ToolContent,
     ToolResultPart,
 )
+from loopctl.message.view import MessageView
 from loopctl.tool import ToolSchema
 
 __all__ = [
@@ -202,14 +203,18 @@ class HeuristicTokenCounter:
         self._observations: list[tuple[float, int]] = []
         self._cache: dict[int, tuple[Message, _Units]] = {}
         # The last list counted and its per-message tokens: the engine's history grows by appending, so the
-        # next count usually starts with the same objects, checked at C speed (list equality tries identity
-        # first) instead of one dictionary lookup per message.
+        # next count usually starts with the same objects (by identity: an equal message that is another object
+        # is not the one a calibration measured), known in O(1) when both are views of the machine's list
+        # (``_last_view``, the view it was copied from, or None), else checked at C speed, instead of one
+        # dictionary lookup per message.
         self._last: list[Message] = []
         self._last_tokens: list[int] = []
+        self._last_view: MessageView | None = None
         # The same for calibration: the last list calibrated on, with the sum of its estimated size (heuristic
         # tokens, unscaled) and of its measured replies' sizes, so a calibration costs O(new messages).
         self._calibrated: list[Message] = []
         self._calibrated_sums: tuple[float, int] = (0.0, 0)
+        self._calibrated_view: MessageView | None = None
         self._system: str | None = None
         self._tools: tuple[ToolSchema, ...] = ()
         self._fixed_units = 0
@@ -346,12 +351,14 @@ class HeuristicTokenCounter:
         msgs = messages if isinstance(messages, list) else list(messages)
         last = self._last
         k = len(last)
-        if k and len(msgs) >= k and msgs[:k] == last:
+        view = messages if type(messages) is MessageView else None
+        if k and len(msgs) >= k and _starts_with(msgs, view, last, self._last_view):
             out = self._last_tokens + self._lookup(msgs[k:])
         else:
             out = self._lookup(msgs)
         self._last = msgs[:]
         self._last_tokens = out
+        self._last_view = view
         self._trim_cache(len(msgs), msgs)
         return out
 
@@ -378,10 +385,13 @@ class HeuristicTokenCounter:
     def _trim_cache(self, live: int, messages: Sequence[Message]) -> None:
         # The cache holds strong references (pydantic models hash by value, and tool inputs are unhashable
         # dicts, so a WeakKeyDictionary is not an option). Once it grows well past the conversation just
-        # counted, keep only that conversation's entries: older ones belong to messages a pass replaced.
+        # counted, keep only that conversation's entries: older ones belong to messages a pass replaced. The
+        # replies calibration measured are kept whatever was counted (a pass's candidate, a short list): their
+        # size is known only from their report, and the conversation they are in may be counted next (one per
+        # calibration: few).
         if len(self._cache) > 2 * live + 4096:
             keep = {id(m) for m in messages}
-            self._cache = {k: v for k, v in self._cache.items() if k in keep}
+            self._cache = {k: v for k, v in self._cache.items() if k in keep or v[1].measured is not None}
 
     # --- calibration -----------------------------------------------------------------------------------
 
@@ -408,9 +418,10 @@ class HeuristicTokenCounter:
         if input_tokens < 0:
             raise ValueError(f"input_tokens must be >= 0, got {input_tokens}")
         msgs = messages if isinstance(messages, list) else list(messages)
+        view = messages if type(messages) is MessageView else None
         done = self._calibrated
         k = len(done)
-        if k and len(msgs) >= k and msgs[:k] == done:
+        if k and len(msgs) >= k and _starts_with(msgs, view, done, self._calibrated_view):
             h, measured = self._calibrated_sums
         else:
             k, h, measured = 0, 0.0, 0
@@ -431,6 +442,7 @@ class HeuristicTokenCounter:
         # Kept as the last list counted too (below): both are only ever replaced, never changed.
         calibrated = self._calibrated = msgs[:]
         self._calibrated_sums = (h, measured)
+        self._calibrated_view = view
         h += self._fixed_units / self.preset.chars_per_token
         # The scale is fitted on the estimated part only; replies measured earlier are exact.
         self._observations = [*self._observations[-(self.HISTORY - 1) :], (h, input_tokens - measured)]
@@ -449,14 +461,20 @@ class HeuristicTokenCounter:
                 self._forget_last()
             tokens = self.tokens_each(msgs)
         self._last = calibrated
+        self._last_view = view
         self.offset = input_tokens - self._scaled_fixed() - sum(tokens)
         if reply is not None and output_tokens is not None and self._counts_reply_thinking(reply):
             u = self._units(reply)
             self._cache[id(reply)] = (reply, _Units(u.chars, u.images, max(0, output_tokens), u.weight))
-            if _holds(self._last, reply):
-                self._forget_last()
-            if _holds(self._calibrated, reply):
+            if _holds(calibrated, reply):
+                # The reply is one of the messages sent too (the same object sent again, as a script that gives
+                # one reply twice does): it counts at its new size there as well, so the offset is worked out
+                # again, for ``count(messages)`` to be the report (and ``count([*messages, reply])`` the report
+                # plus the reply, which the engine takes without a count).
                 self._calibrated = []
+                self._calibrated_view = None
+                self._forget_last()
+                self.offset = input_tokens - self._scaled_fixed() - sum(self.tokens_each(msgs))
 
     def _counts_reply_thinking(self, reply: Message) -> bool:
         has_thinking = any(isinstance(p, ThinkingPart) for p in reply.parts)
@@ -482,6 +500,7 @@ class HeuristicTokenCounter:
     def _forget_last(self) -> None:
         self._last = []
         self._last_tokens = []
+        self._last_view = None
 
     def reset_calibration(self) -> None:
         """Forget every observation: scale 1, offset 0 (for example after switching models)."""
@@ -502,6 +521,19 @@ class HeuristicTokenCounter:
         if key not in PRESETS:
             raise ValueError(f"unknown counter preset {provider!r}; expected one of {sorted(PRESETS)}")
         return replace(PRESETS[key], **changes) if changes else PRESETS[key]
+
+
+def _starts_with(
+    msgs: list[Message], view: MessageView | None, earlier: list[Message], earlier_view: MessageView | None
+) -> bool:
+    """Whether ``msgs`` (at least as long as ``earlier``) starts with ``earlier``'s message objects: in O(1) when
+    ``msgs`` was copied from a view (``view``) that :meth:`~loopctl.message.MessageView.extends` the one
+    ``earlier`` was copied from (``earlier_view``), else one identity test per message, at C speed. Not list
+    equality: an equal message that is another object may count otherwise (a calibrated reply counts at its
+    measured size, an equal copy of it at its estimate)."""
+    if view is not None and earlier_view is not None and view.extends(earlier_view):
+        return True
+    return all(map(is_, msgs, earlier))
 
 
 def _holds(messages: list[Message], message: Message) -> bool:

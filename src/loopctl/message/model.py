@@ -15,6 +15,7 @@ import binascii
 import enum
 import json
 import math
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import FrozenInstanceError
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Self, TypeAlias, TypeVar, Union, cast
@@ -1106,7 +1107,25 @@ def _text_constructor(cls: type[MessagePart], text: str) -> TextPart:
     return TextPart(text=text)
 
 
-MessagePart.text = classmethod(_text_constructor)  # type: ignore[assignment,method-assign]
+class _TextConstructor:
+    """``MessagePart.text``: :func:`_text_constructor` as a classmethod, except on a class that has a ``text``
+    field (``TextPart``, ``ThinkingPart``, any subclass of theirs, a part class that declares one), which has
+    no such class attribute, as pydantic gives a field none. A class made after this module (a user's) then
+    has its ``text`` field as declared (required, a strict string that refuses a lone surrogate): pydantic
+    takes a class attribute it finds on a base for the default of a field, and the classmethod made the field
+    optional, its default the bound constructor."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        cls = owner if owner is not None else type(obj)
+        if obj is None and (
+            "text" in getattr(cls, "__pydantic_fields__", ())
+            or any("text" in vars(k).get("__annotations__", ()) for k in cls.__mro__)  # a class being made
+        ):
+            raise AttributeError(f"type object {cls.__name__!r} has no attribute 'text'")
+        return types.MethodType(_text_constructor, cls)
+
+
+MessagePart.text = _TextConstructor()  # type: ignore[assignment,method-assign]
 
 
 # --- JSON helpers ------------------------------------------------------------------------------------------

@@ -279,7 +279,7 @@ def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> int:
                 answered = set()
             turn = mi
             for part in message.parts:
-                if type(part) is ToolCallPart:
+                if isinstance(part, ToolCallPart):  # a subclass's call is a call (as the codecs send it)
                     if part.id in calls:
                         raise _pairing_error(
                             _part_path(messages, mi, part.id, ToolCallPart, nth=1),
@@ -290,7 +290,7 @@ def check_pairing(messages: Sequence[Message], api: str, start: int = 0) -> int:
                     calls[part.id] = None
         elif role is user:
             for pi, part in enumerate(message.parts):
-                if type(part) is ToolResultPart:
+                if isinstance(part, ToolResultPart):
                     call_id = part.call_id
                     if call_id not in calls:
                         raise _pairing_error(
@@ -326,7 +326,7 @@ def _part_path(messages: Sequence[Message], mi: int, call_id: str, kind: type, n
     for an error, so the pass over good conversations keeps no indices)."""
     seen = 0
     for pi, part in enumerate(messages[mi].parts):
-        if type(part) is kind and getattr(part, "id" if kind is ToolCallPart else "call_id") == call_id:
+        if isinstance(part, kind) and getattr(part, "id" if kind is ToolCallPart else "call_id") == call_id:
             if seen == nth:
                 return f"messages[{mi}].parts[{pi}]"
             seen += 1
