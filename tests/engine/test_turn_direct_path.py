@@ -23,22 +23,20 @@ from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPar
 from loopctl.response import ModelResponse, Usage
 from loopctl.stream import UsageReported
 from loopctl.testing import ScriptedClient
-from loopctl.tool import ApprovalRequired, ModelRetry, ToolContext, tool
+from loopctl.tool import ModelRetry, tool
 from tests.engine.test_turn_fast_paths import awaiting_tools
+from tests.engine.turns import (
+    GeneralBatches,
+    defers,
+    echo,
+    fails,
+    guarded,
+    numbers,
+    turn_records,
+    with_context,
+)
 
 # --- a run through the direct path against the same run through the batch's coroutines --------------------
-
-
-@tool
-async def echo(text: str) -> str:
-    """Echo."""
-    return text
-
-
-@tool
-async def fails(text: str) -> str:
-    """Raises."""
-    raise ValueError(f"no {text}")
 
 
 @tool
@@ -61,40 +59,8 @@ async def too_slow(text: str) -> str:
     return text
 
 
-@tool
-async def defers(text: str) -> str:
-    """Defers its own call."""
-    raise ApprovalRequired(f"ask about {text}")
-
-
-@tool
-async def numbers(text: str) -> dict[str, Any]:
-    """A result that is not text."""
-    return {"n": len(text)}
-
-
-@tool(requires_approval=True)
-async def guarded(text: str) -> str:
-    """Needs approval."""
-    return text
-
-
-@tool
-async def with_context(ctx: ToolContext[Any], text: str) -> str:
-    """Reads its context."""
-    return f"{ctx.call_id} {ctx.turn} {text}"
-
-
 TOOLS = [echo, fails, retry, waits, too_slow, defers, numbers, guarded, with_context]
 KINDS = [t.name for t in TOOLS] + ["bad_input", "unknown", "two_calls", "text"]
-
-
-class _General(BareLoop):
-    """The same loop with a batch method of its own (as a durable engine has): every batch goes through
-    ``_run_tools``, ``_run_one``, ``_run_checked`` and ``_execute``."""
-
-    async def _run_one(self, *args: Any, **kwargs: Any) -> Any:
-        return await super()._run_one(*args, **kwargs)
 
 
 def _reply(turn: int, kind: str, usage: Usage) -> ModelResponse:
@@ -112,23 +78,6 @@ def _reply(turn: int, kind: str, usage: Usage) -> ModelResponse:
     else:
         parts = (call(0, kind),)
     return ModelResponse(Message(role=Role.ASSISTANT, parts=parts), usage)
-
-
-def _records(run: Any) -> list[Any]:
-    return [
-        (
-            t.index,
-            [m.to_dict() for m in t.input],
-            t.output.to_dict(),
-            [(r.call.to_dict(), r.result.to_dict(), r.ran, r.spent, type(r.error), str(r.error)) for r in t.tool_calls],
-            t.usage,
-            t.stop_reason,
-            t.model,
-            t.provider,
-            t.cost,
-        )
-        for t in run.turns
-    ]
 
 
 usages = st.builds(
@@ -178,9 +127,9 @@ def test_a_one_call_batch_run_directly_is_recorded_as_the_general_path_records_i
         finally:
             logger.removeHandler(handler)
 
-    (a, fast, a_log), (b, general, b_log) = asyncio.run(run(BareLoop)), asyncio.run(run(_General))
+    (a, fast, a_log), (b, general, b_log) = asyncio.run(run(BareLoop)), asyncio.run(run(GeneralBatches))
     assert [m.to_dict() for m in a.messages] == [m.to_dict() for m in b.messages]
-    assert _records(a) == _records(b)
+    assert turn_records(a) == turn_records(b)
     assert (a.output, a.outcome, a.usage, a.error is None) == (b.output, b.outcome, b.usage, b.error is None)
     assert [p.call for p in a.pending_approvals] == [p.call for p in b.pending_approvals]
     assert [(p.id, p.reason) for p in a.pending_approvals] == [(p.id, p.reason) for p in b.pending_approvals]
@@ -251,7 +200,7 @@ def test_a_run_cancelled_while_a_direct_call_waits_keeps_its_turn() -> None:
             await task
         return [m.to_dict() for m in loop.history]
 
-    fast, general = asyncio.run(main(BareLoop)), asyncio.run(main(_General))
+    fast, general = asyncio.run(main(BareLoop)), asyncio.run(main(GeneralBatches))
     assert fast == general
     assert fast[-1]["parts"][0]["output"].startswith("Not known whether it ran")
 
@@ -433,7 +382,7 @@ def test_a_model_call_of_one_client_is_what_the_general_call_makes(
         return await BareLoop(_Flaky(plan), [echo], observers=observers).run("go", cfg)  # type: ignore[arg-type]
 
     a, b = asyncio.run(run([])), asyncio.run(run([lambda event: None]))
-    assert _records(a) == _records(b)
+    assert turn_records(a) == turn_records(b)
     assert (a.outcome, a.usage, a.output, type(a.error), str(a.error)) == (
         b.outcome,
         b.usage,

@@ -22,6 +22,7 @@ from loopctl.message import Message, MessageView, Role, TextPart, ToolCallPart, 
 from loopctl.providers.cache import PrefixWatch
 from loopctl.testing import ScriptedClient
 from loopctl.tool import FunctionTool, ModelRetry, ToolContext, tool
+from tests.engine.turns import turn_records
 
 # --- the prefix watch ------------------------------------------------------------------------------------
 
@@ -317,23 +318,6 @@ async def with_context(ctx: ToolContext[Any], n: int) -> str:
     return f"{ctx.call_id} turn {ctx.turn} n {n}"
 
 
-def _record(run: Any) -> list[Any]:
-    return [
-        (
-            t.index,
-            [m.to_dict() for m in t.input],
-            t.output.to_dict(),
-            [(r.call.to_dict(), r.result.to_dict(), r.ran, r.spent, type(r.error)) for r in t.tool_calls],
-            t.usage,
-            t.stop_reason,
-            t.model,
-            t.provider,
-            t.cost,
-        )
-        for t in run.turns
-    ]
-
-
 @pytest.mark.parametrize("dispatch", ["parallel", "sequential"])
 async def test_a_run_without_observers_records_what_a_run_with_them_records(dispatch: Any) -> None:
     events: list[Any] = []
@@ -343,7 +327,7 @@ async def test_a_run_without_observers_records_what_a_run_with_them_records(disp
     watched = BareLoop(ScriptedClient(_script()), [plain, with_context], config, observers=[events.append])
     a, b = await quiet.run("go", cfg), await watched.run("go", cfg)
     assert [m.to_dict() for m in a.messages] == [m.to_dict() for m in b.messages]
-    assert _record(a) == _record(b)
+    assert turn_records(a) == turn_records(b)
     assert (a.output, a.outcome, a.usage) == (b.output, b.outcome, b.usage)
     assert any(type(e).__name__ == "ToolProgress" for e in events)
     assert quiet.machine.context_tokens == watched.machine.context_tokens
@@ -419,7 +403,7 @@ def test_the_records_of_a_turn_kept_whole_are_those_settle_makes(replies: list[l
 
     a, b, fast, general = asyncio.run(both())
     assert [m.to_dict() for m in a.messages] == [m.to_dict() for m in b.messages]
-    assert _record(a) == _record(b)
+    assert turn_records(a) == turn_records(b)
     assert (a.output, a.outcome, a.usage) == (b.output, b.outcome, b.usage)
     assert fast.machine.context_tokens == general.machine.context_tokens
     for turn, nxt in zip(a.turns, a.turns[1:], strict=False):  # each turn's records answer its calls, in order

@@ -21,7 +21,8 @@ from loopctl.message import Message, Role, TextPart, ToolCallPart, ToolResultPar
 from loopctl.providers import ModelRequest
 from loopctl.response import ModelResponse, StopReason, Usage
 from loopctl.testing import ScriptedClient
-from loopctl.tool import ApprovalRequired, ToolContext, tool
+from loopctl.tool import tool
+from tests.engine.turns import GeneralBatches, defers, echo, fails, guarded, numbers, turn_records, with_context
 
 counts = st.none() | st.integers(min_value=-(2**40), max_value=2**40)
 usages = st.builds(Usage, counts, counts, counts, counts, counts) | st.just(Usage()) | st.just(Usage(0, 0, 0, 0, 0))
@@ -110,42 +111,6 @@ async def test_a_run_records_each_call_with_its_result_and_usage() -> None:
 # --- every shortcut at once, against every way of turning them off -------------------------------------------
 
 
-@tool
-async def echo(text: str) -> str:
-    """Echo."""
-    return text
-
-
-@tool
-async def fails(text: str) -> str:
-    """Raises."""
-    raise ValueError(f"no {text}")
-
-
-@tool
-async def defers(text: str) -> str:
-    """Defers its own call."""
-    raise ApprovalRequired(f"ask about {text}")
-
-
-@tool
-async def numbers(text: str) -> dict[str, int]:
-    """A result that is not text."""
-    return {"n": len(text)}
-
-
-@tool
-async def with_context(ctx: ToolContext[Any], text: str) -> str:
-    """Reads its context."""
-    return f"{ctx.call_id} {text}"
-
-
-@tool(requires_approval=True)
-async def guarded(text: str) -> str:
-    """Needs approval."""
-    return text
-
-
 _TOOLS = [echo, fails, defers, numbers, with_context, guarded]
 
 
@@ -172,11 +137,6 @@ class _BuildsItsOwn(LoopMachine):
 class _OwnCallModel(BareLoop):
     async def _call_model(self, *args: Any, **kwargs: Any) -> Any:
         return await super()._call_model(*args, **kwargs)
-
-
-class _OwnRunOne(BareLoop):
-    async def _run_one(self, *args: Any, **kwargs: Any) -> Any:
-        return await super()._run_one(*args, **kwargs)
 
 
 class _Counter(HeuristicTokenCounter):
@@ -227,7 +187,7 @@ async def _runs(way: str, responses: list[ModelResponse], cfg: RunConfig, window
         return next(script, ModelResponse(Message.assistant("end"), Usage(1, 1)))
 
     counter = _Counter() if way == "counter" else HeuristicTokenCounter()
-    kind = {"own_call_model": _OwnCallModel, "own_run_one": _OwnRunOne}.get(way, BareLoop)
+    kind = {"own_call_model": _OwnCallModel, "own_run_one": GeneralBatches}.get(way, BareLoop)
     loop = kind(
         ScriptedClient(answer, price=("1", "2")),
         _TOOLS,
@@ -251,23 +211,7 @@ def _observed(run: Any, loop: BareLoop, contexts: list[int]) -> dict[str, Any]:
     return {
         "messages": [m.to_dict() for m in run.messages],
         "new": [m.to_dict() for m in run.new_messages()],
-        "turns": [
-            (
-                t.index,
-                [m.to_dict() for m in t.input],
-                t.output.to_dict(),
-                [
-                    (r.call.to_dict(), r.result.to_dict(), r.ran, r.spent, type(r.error), str(r.error))
-                    for r in t.tool_calls
-                ],
-                t.usage,
-                t.stop_reason,
-                t.model,
-                t.provider,
-                t.cost,
-            )
-            for t in run.turns
-        ],
+        "turns": turn_records(run),
         "resumed": [(r.call.to_dict(), r.result.to_dict(), r.ran) for r in run.resumed_calls],
         "usage": (run.usage, run.cost),
         "outcome": (run.outcome, type(run.error), str(run.error), [(p.id, p.reason) for p in run.pending_approvals]),

@@ -98,8 +98,8 @@ class SSEDecoder:
             self._pending.append(rest)
         events: list[ServerSentEvent] = []
         for line in lines:
-            # The lines of a typical stream, read here (what _line does with them, without a call per line):
-            # "data:" fields, and the empty line that dispatches the event.
+            # The empty line that dispatches an event and the "data:" lines are read here, without a call per
+            # line (a typical stream has no other); the rest in _field.
             if not line:
                 if self._data:
                     events.append(ServerSentEvent(self._event or "message", "\n".join(self._data), self._id))
@@ -109,7 +109,7 @@ class SSEDecoder:
                 self._text = True
                 self._data.append(line[6:] if line.startswith(" ", 5) else line[5:])
             else:
-                self._line(line)  # a comment or another field: never an event
+                self._field(line)
         return events
 
     def close(self) -> bool:
@@ -127,17 +127,11 @@ class SSEDecoder:
         """True once any ``data``/``event`` field was read: the body really is an event stream."""
         return self._text
 
-    def _line(self, line: str) -> ServerSentEvent | None:
-        if not line:
-            if not self._data:
-                self._event = ""
-                return None
-            event = ServerSentEvent(self._event or "message", "\n".join(self._data), self._id)
-            self._data = []
-            self._event = ""
-            return event
+    def _field(self, line: str) -> None:
+        """Read a line that is neither empty nor a ``data:`` line (both read in :meth:`feed`): a comment, or a
+        field (``data`` with no colon, ``event``, ``id``, ``retry`` or an unknown one). Never an event."""
         if line[0] == ":":
-            return None
+            return
         colon = line.find(":")
         if colon == -1:
             name, value = line, ""
@@ -155,4 +149,3 @@ class SSEDecoder:
         elif name == "id" and "\0" not in value:
             self._id = value
         # "retry" and unknown fields are ignored, as the standard says.
-        return None
