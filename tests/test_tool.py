@@ -17,7 +17,16 @@ from loopctl.engine import Approve, BareLoop, OutcomeKind, RunConfig, UsageLimit
 from loopctl.message import Message, MessagePart, Role, ToolResultPart
 from loopctl.response import Usage
 from loopctl.testing import ScriptedClient
-from loopctl.tool import ApprovalRequired, FunctionTool, ModelRetry, ToolContext, ToolOutput, tool
+from loopctl.tool import (
+    ApprovalRequired,
+    FunctionTool,
+    ModelRetry,
+    ToolContext,
+    ToolOutput,
+    ToolRegistry,
+    schema_of,
+    tool,
+)
 
 
 def _call(name: str, args: dict[str, object], call_id: str = "c1") -> Message:
@@ -314,3 +323,26 @@ def test_a_docstring_is_read_as_docstring_parser_reads_it_for_every_docstring_of
 @settings(max_examples=300, deadline=None)
 def test_a_docstring_is_read_as_docstring_parser_reads_it_for_drawn_docstrings(lines: list[str], indent: str) -> None:
     _agree("\n".join(lines[:1] + [indent + line for line in lines[1:]]))
+
+
+def test_a_function_tools_schema_is_one_object_until_a_field_it_was_made_of_is_replaced() -> None:
+    # A client converts a request's tools once per schema object (RequestCache.tools): each BareLoop or agent
+    # run rebuilds its registry, so a new ToolSchema per run converted the same tools again every run.
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return key
+
+    first = schema_of(lookup)
+    assert schema_of(lookup) is first
+    assert ToolRegistry([lookup]).schemas[0] is first
+    lookup.description = "Look a key up, case-blind."
+    changed = schema_of(lookup)
+    assert changed is not first
+    assert (changed.name, changed.description, changed.input_schema) == (
+        "lookup",
+        "Look a key up, case-blind.",
+        first.input_schema,
+    )
+    lookup.input_schema = {"type": "object", "properties": {}}
+    assert schema_of(lookup).input_schema == {"type": "object", "properties": {}}

@@ -384,7 +384,20 @@ class Tool(Protocol[ToolDepsT_contra]):
 
 
 def schema_of(t: Tool) -> ToolSchema:
-    """The :class:`ToolSchema` of a tool."""
+    """The :class:`ToolSchema` of a tool: for a :class:`FunctionTool`, the same object each time while its
+    ``name``, ``description`` and ``input_schema`` are the same objects, so that what a client converts once per
+    tool schema (the request's tools array) is converted once per tool, not once per loop or agent run."""
+    if type(t) is FunctionTool:
+        held = t._schema
+        if (
+            held is not None
+            and held.name is t.name
+            and held.description is t.description
+            and held.input_schema is t.input_schema
+        ):
+            return held
+        held = t._schema = ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
+        return held
     return ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
 
 
@@ -415,6 +428,7 @@ class FunctionTool(Generic[ToolDepsT_contra]):
         "_model",
         "_plain",
         "_positional",
+        "_schema",
         "deps_type",
         "description",
         "input_schema",
@@ -456,6 +470,7 @@ class FunctionTool(Generic[ToolDepsT_contra]):
         repeatable: bool = False,
     ) -> None:
         self._fn = fn
+        self._schema: ToolSchema | None = None  # schema_of's, kept while the fields it was made of are unchanged
         self._is_async = inspect.iscoroutinefunction(fn)
         self._inline = inline
         self.requires_approval = requires_approval

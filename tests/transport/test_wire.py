@@ -95,6 +95,30 @@ async def test_custom_headers_and_base_url_reach_the_server(kind: str) -> None:
     assert received.api is not None  # the base URL and the endpoint path were joined right
 
 
+async def test_a_pool_handed_in_keeps_its_own_headers_and_each_request_carries_the_clients() -> None:
+    # A pool the client made sends the client's headers as its defaults (merged once, not per call); a pool the
+    # caller handed in is shared with their code, so it must not start sending the API key to other hosts.
+    import httpx2
+
+    from loopctl.transport import GeminiClient
+
+    with FakeProviderServer(["one", "two"]) as server:
+        async with httpx2.AsyncClient(headers={"x-app": "mine"}) as pool:
+            client = GeminiClient("gemini-test", api_key="g-key", base_url=server.base_url, http_client=pool)
+            await client.generate(ModelRequest(messages=[Message.user("hi")]), stream=True)
+            await client.generate(ModelRequest(messages=[Message.user("hi")]), stream=False)
+            assert dict(pool.headers) == {**dict(httpx2.AsyncClient().headers), "x-app": "mine"}
+        own = GeminiClient("gemini-test", api_key="g-key", base_url=server.base_url)
+        assert own._http.headers["x-goog-api-key"] == "g-key"
+        await own.aclose()
+    assert [r.headers["x-goog-api-key"] for r in server.requests] == ["g-key", "g-key"]
+    assert [r.headers["x-app"] for r in server.requests] == ["mine", "mine"]
+    assert [(r.path.rpartition("/")[2], dict(r.query), r.stream) for r in server.requests] == [
+        ("gemini-test:streamGenerateContent", {"alt": "sse"}, True),
+        ("gemini-test:generateContent", {}, False),
+    ]
+
+
 @every_client
 async def test_calls_share_one_kept_alive_connection(kind: str) -> None:
     connections = 0
