@@ -92,3 +92,40 @@ def test_loads_exact_reads_what_the_standard_library_reads(value: Any, ascii_onl
 def test_loads_exact_keeps_integers_of_any_size(text: str) -> None:
     assert _typed(loads_exact(text)) == _typed(json.loads(text))
     assert _typed(loads_exact(text.encode())) == _typed(json.loads(text))
+
+
+@given(_wide_json, st.text(min_size=1, max_size=12), st.sampled_from([None, "fc_1"]), st.integers(1, 4))
+def test_a_streamed_call_is_the_part_its_constructor_makes_of_the_same_arguments(
+    value: Any, call_id: str, item_id: str | None, pieces: int
+) -> None:
+    # The accumulator builds the finished call without validating its input again (parse_arguments already
+    # read it as the validation would keep it): the part must be the one the constructor makes, field for
+    # field, with the same JSON and the same fields set.
+    text = json.dumps(value)
+    acc = StreamAccumulator("test")
+    acc.add(PartStarted(0, ToolCallPart(id=call_id, name="t", input={}, item_id=item_id)))
+    size = -(-len(text) // pieces)
+    for start in range(0, len(text), size):
+        acc.add(ToolCallDelta(0, text[start : start + size]))
+    acc.add(ResponseFinished(StopReason.TOOL_CALL))
+    (part,) = acc.finish().message.parts
+    expected = ToolCallPart(id=call_id, name="t", input=json.loads(text), item_id=item_id)
+    assert type(part) is ToolCallPart
+    assert part == expected
+    assert _typed(part.input) == _typed(expected.input)
+    assert part.to_dict() == expected.to_dict()
+    assert part.model_dump_json() == expected.model_dump_json()
+    assert part.model_fields_set == expected.model_validate(expected.model_dump()).model_fields_set
+
+
+def test_a_subclass_of_a_tool_call_part_keeps_its_own_validation_when_its_call_finishes() -> None:
+    class Tagged(ToolCallPart):
+        tag: str = "x"
+
+    acc = StreamAccumulator("test")
+    acc.add(PartStarted(0, Tagged(id="c1", name="t", input={}, tag="kept")))
+    acc.add(ToolCallDelta(0, '{"n": 1}'))
+    acc.add(ResponseFinished(StopReason.TOOL_CALL))
+    (part,) = acc.finish().message.parts
+    assert type(part) is Tagged
+    assert (part.input, part.tag) == ({"n": 1}, "kept")

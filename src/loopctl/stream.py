@@ -33,7 +33,7 @@ from loopctl.message import (
     ThinkingPart,
     ToolCallPart,
 )
-from loopctl.message.model import MAX_INPUT_DEPTH, json_depth
+from loopctl.message.model import MAX_INPUT_DEPTH, assemble, json_depth
 from loopctl.response import InvalidToolCall, ModelResponse, StopReason, Usage
 
 __all__ = [
@@ -261,7 +261,22 @@ class StreamAccumulator:
                     value, error = parse_arguments(joined)
                     if error is not None:
                         invalid.append(InvalidToolCall(part.id, part.name, joined, error))
-                    part = part.model_copy(update={"input": value})
+                    if type(part) is ToolCallPart:
+                        # What parse_arguments returns is what the input's validation would keep: a fresh
+                        # value of the JSON types read by orjson (which refuses lone surrogates, NaN and
+                        # infinities), no deeper than MAX_INPUT_DEPTH; the other fields were validated when
+                        # the part started.
+                        part = assemble(
+                            ToolCallPart,
+                            type="tool_call",
+                            id=part.id,
+                            name=part.name,
+                            input=value,
+                            item_id=part.item_id,
+                            provider=part.provider,
+                        )
+                    else:
+                        part = part.model_copy(update={"input": value})
             parts.append(part)
         return Message(role=Role.ASSISTANT, parts=tuple(parts)), invalid
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -342,8 +342,9 @@ def build_request_from(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Options:
+class _Options(NamedTuple):
+    """What changes how a message converts; part of the cache key (a tuple: hashed and compared in C)."""
+
     response_parts: bool  # images of tool results inside functionResponse.parts
     fallback: bool  # SKIP_SIGNATURE on an unsigned first functionCall of a model turn
 

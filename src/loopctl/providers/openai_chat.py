@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeGuard
 
 import orjson
 
@@ -148,9 +148,9 @@ ImageDetail = Literal["auto", "low", "high"]
 # --- building requests -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Options:
-    """What changes how a message converts; part of the cache key."""
+class _Options(NamedTuple):
+    """What changes how a message converts; part of the cache key (a tuple: hashed and compared in C on every
+    cache lookup, where a dataclass's ``__hash__`` and ``__eq__`` ran as Python, eleven times a call)."""
 
     system_role: SystemRole
     image_detail: ImageDetail | None
@@ -607,11 +607,17 @@ def _convert_assistant(message: Message, path: str, opts: _Options) -> _Piece:
 
 def _tool_reply(part: ToolResultPart, path: str, opts: _Options) -> _ToolReply:
     call_id = rewrite_tool_id(part.call_id, max_len=opts.tool_call_id_max_length)
-    for oi, sub in enumerate(part.output.parts):
-        if not isinstance(sub, (TextPart, ImagePart)):
-            raise _unsupported(sub, f"{path}.output[{oi}]", "a tool result")
-    text = str(part.output)
-    images = part.output.images()
+    output = part.output
+    root = output.root
+    images: tuple[ImagePart, ...] = ()
+    if isinstance(root, str):  # the text form (``output.parts`` would make a TextPart of it, validated again)
+        text = root
+    else:
+        for oi, sub in enumerate(root):
+            if not isinstance(sub, (TextPart, ImagePart)):
+                raise _unsupported(sub, f"{path}.output[{oi}]", "a tool result")
+        text = str(output)
+        images = output.images()
     if part.failed():
         text = TOOL_ERROR_MARKER + text
     moved: tuple[dict[str, Any], ...] = ()
@@ -635,11 +641,16 @@ def _image_url(part: ImagePart, opts: _Options) -> dict[str, Any]:
     return {"type": "image_url", "image_url": image_url}
 
 
+_ARGUMENTS = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+"""What ``json.dumps(value, ensure_ascii=False, allow_nan=False)`` writes with, made once (``dumps`` makes an
+encoder on every call given any option)."""
+
+
 def _arguments(value: Any, path: str) -> str:
     # Python's default separators (", ", ": ") are the spacing OpenAI's models write, so a replayed call
     # reads as the model wrote it (the recorded follow-ups match byte for byte).
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return _ARGUMENTS.encode(value)
     except (TypeError, ValueError) as exc:
         raise UnsupportedContent(f"{path}: tool-call input is not a JSON value ({exc})") from None
 
