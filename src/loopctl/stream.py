@@ -154,6 +154,9 @@ StreamEvent: TypeAlias = Union[
 """Any of the stream events above."""
 
 
+_NO_USAGE = Usage()  # frozen: one value serves every accumulator before its first report
+
+
 class StreamAccumulator:
     """Builds a :class:`~loopctl.response.ModelResponse` from :data:`StreamEvent` values.
 
@@ -168,7 +171,7 @@ class StreamAccumulator:
         self._provider = provider
         self._parts: list[MessagePart] = []
         self._chunks: list[list[str] | None] = []
-        self._usage = Usage()
+        self._usage = _NO_USAGE
         self._stop: StopReason | None = None
         self._raw_stop: str | None = None
         self._id: str | None = None

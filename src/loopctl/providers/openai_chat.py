@@ -55,7 +55,7 @@ from loopctl.message import (
     ToolCallPart,
     ToolResultPart,
 )
-from loopctl.message.model import _dumps_bytes
+from loopctl.message.model import _dumps_bytes, assemble
 from loopctl.providers._common import (
     TOOL_ERROR_MARKER,
     check_pairing,
@@ -1044,7 +1044,11 @@ class StreamDecoder(SSEStreamDecoder):
         if index is None:
             call_id = call_id or _derived_id(self._response_id, len(self._call_ids))
             name = _str(function.get("name")) or ""
-            index = self._start("tool_call", ToolCallPart(id=call_id, name=name, input={}), out)
+            # Both strings were read by orjson, which refuses a lone surrogate: valid as the part's fields are.
+            part = assemble(
+                ToolCallPart, type="tool_call", id=call_id, name=name, input={}, item_id=None, provider=None
+            )
+            index = self._start("tool_call", part, out)
             self._call_ids[call_id] = index
         if wire_index is not None:
             self._calls_by_index[wire_index] = index
