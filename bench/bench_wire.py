@@ -634,7 +634,8 @@ async def _series(
 ) -> list[dict[str, Any]]:
     """W(n) for each n in this one process (after a W(2) warm-up); a size whose projected time from the
     previous one (per-call cost growing linearly with n) is over ``max_run_s`` is skipped, and so are the
-    larger ones. ``batch_runs``: timed runs per size (0: enough for about 30 model calls)."""
+    larger ones. ``batch_runs``: timed runs per size (0: enough for about 100 model calls: at N=10 nine runs, whose
+    median holds where two runs' swung by half with the machine)."""
     warm = SETUP[driver](2, base)
     assert await warm() == FINAL
     rows: list[dict[str, Any]] = []
@@ -646,7 +647,7 @@ async def _series(
                 rows.append({"driver": driver, "n": n, "skipped": projected})
                 break
         run_once = SETUP[driver](n, base)
-        batch = batch_runs or max(1, 30 // (n + 1))
+        batch = batch_runs or max(1, 100 // (n + 1))
         if n <= 100:  # a fresh client's first run opens its connection and fills its caches: not timed
             assert await run_once() == FINAL
         _marks(base)
