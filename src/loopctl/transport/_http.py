@@ -12,7 +12,7 @@ retries) is on this path.
 from __future__ import annotations
 
 import dataclasses
-import importlib
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from types import ModuleType
@@ -39,18 +39,17 @@ REDACTED = "[redacted]"
 
 def _library_of(http: Any) -> ModuleType:
     """The HTTP library the pool ``http`` comes from: httpx2 (the client the official SDKs use, and loopctl's),
-    or httpx (an older SDK's pool, or one a caller passed), read from the pool's own package so that no HTTP
-    library is imported that the process does not use."""
-    package = type(http).__module__.partition(".")[0]
-    try:
-        library = importlib.import_module(package)
-    except ImportError:
-        library = None
-    if library is None or not hasattr(library, "TimeoutException"):
-        import httpx2
+    or httpx (an older SDK's pool, or one a caller passed). It is the package of the first class of the pool's
+    own classes (an SDK's pool is a subclass, ``openai.DefaultAsyncHttpxClient``) that has the library's
+    ``TimeoutException`` and ``URL``, read from the modules already loaded, so that no HTTP library is imported
+    that the process does not use; httpx2 when none has."""
+    for cls in type(http).__mro__:
+        library = sys.modules.get(cls.__module__.partition(".")[0])
+        if library is not None and hasattr(library, "TimeoutException") and hasattr(library, "URL"):
+            return library
+    import httpx2
 
-        return httpx2
-    return library
+    return httpx2
 
 
 def _describe(exc: BaseException) -> str:
@@ -112,8 +111,8 @@ class HTTPClient:
         self._timeout_errors, self._transport_errors = (library.TimeoutException,), (library.TransportError,)
         # Parsed and merged once, not on every call (about 27 us a call with fifteen headers): the URLs as the
         # pool's own URL type, and, in a pool this client made, the headers as the pool's default headers.
-        parse = getattr(library, "URL", None) if library.__name__ == type(http).__module__.partition(".")[0] else None
-        self._targets = (parse(url), parse(stream_url)) if callable(parse) else (url, stream_url)
+        parsed = isinstance(http, library.AsyncClient)
+        self._targets = (library.URL(url), library.URL(stream_url)) if parsed else (url, stream_url)
         self._pooled = own
         if own:
             http.headers.update(self._headers)
