@@ -193,7 +193,8 @@ def test_incremental_bytes_equal_a_fresh_build(
     source = data.draw(strategies.conversations(max_turns=10))
     steps = data.draw(timelines())
     options = data.draw(st.composite(option_strategy)())
-    cache = RequestCache()
+    # A byte budget that drops prefixes as the conversation and its fork take turns (0 keeps only the latest).
+    cache = RequestCache(max_bytes=data.draw(st.sampled_from([32 << 20, 0, 600])))
     current: list[Message] = source[:1]
     taken = 1
     other: list[Message] | None = None  # a fork of the conversation, sent interleaved
@@ -226,6 +227,13 @@ def test_incremental_bytes_equal_a_fresh_build(
             assert _incremental(codec, conversation, options, cache) == _fresh(codec, conversation, options)
         # The same request again: the prefix kept by the call just made is reused.
         assert _incremental(codec, current, options, cache) == _fresh(codec, current, options)
+        _check_held_bytes(cache)
+
+
+def _check_held_bytes(cache: RequestCache) -> None:
+    kept = list(cache._prefixes.values())
+    assert cache.held_bytes == sum(len(chunk) for p in kept for chunk in p.chunks)
+    assert len(kept) <= 1 or cache.held_bytes <= cache.max_bytes
 
 
 def _tool_loop(turns: int, *, thinking: bool = False) -> list[Message]:
@@ -291,6 +299,33 @@ def test_concurrent_conversations_keep_one_prefix_each() -> None:
             )
     assert len(cache) == 3
     assert [p.start for p in cache._prefixes.values()] == [9, 9, 9]
+
+
+def test_a_byte_budget_drops_the_least_recently_used_conversations_and_keeps_the_latest() -> None:
+    # Each finished conversation's prefix (its messages and bytes) stayed until 1,024 newer ones came: a
+    # client shared by many conversations held about 73 KB for each finished 20-turn one.
+    loops = [_tool_loop(5) for _ in range(4)]
+    sizes = []
+    for messages in loops:
+        alone = RequestCache()
+        openai_chat.encode_request(messages, model="m", cache=alone)
+        sizes.append(alone.held_bytes)
+    assert len(set(sizes)) == 1 and sizes[0] > 0
+    cache = RequestCache(max_bytes=2 * sizes[0])
+    for messages in loops:
+        for n in range(1, len(messages) + 1):
+            assert openai_chat.encode_request(messages[:n], model="m", cache=cache) == _dumps_bytes(
+                openai_chat.build_request(messages[:n], model="m")
+            )
+    assert len(cache) == 2
+    kept = list(cache._prefixes.values())
+    assert [p.messages[0] is m[0] for p, m in zip(kept, loops[2:], strict=True)] == [True, True]
+    assert cache.held_bytes == 2 * sizes[0]
+    tight = RequestCache(max_bytes=1)
+    openai_chat.encode_request(loops[0], model="m", cache=tight)
+    assert (len(tight), tight.held_bytes) == (1, sizes[0])  # the latest is kept, however large
+    tight.forget(loops[0])
+    assert (len(tight), tight.held_bytes) == (0, 0)
 
 
 def test_a_call_whose_tools_fail_leaves_the_kept_prefix_as_it_was() -> None:

@@ -364,16 +364,24 @@ class RequestCache:
     previous request of that conversation (messages are immutable) continues it, and only the messages from
     the prefix's ``start`` on are converted, checked and written. Anything else (a compaction, an edited or
     removed message, a fork, other options) lays the conversation out afresh. The bytes are the same either
-    way (the codecs' property tests check it). At most :attr:`max_conversations` prefixes are kept (least
-    recently used dropped). Pure: no I/O.
+    way (the codecs' property tests check it). At most :attr:`max_conversations` prefixes are kept, and
+    prefixes of at most :attr:`max_bytes` written bytes in all (the messages they hold take several times
+    that: a finished 20-turn conversation of 200-character tool calls holds about 11 KB of bytes and 73 KB in
+    all), the least recently used dropped first; the most recent one is always kept, however large, so a
+    single long conversation stays incremental. Pure: no I/O.
     """
 
-    __slots__ = ("_prefixes", "_tools", "conversions", "max_conversations")
+    __slots__ = ("_bytes", "_prefixes", "_sizes", "_tools", "conversions", "max_bytes", "max_conversations")
 
-    def __init__(self, max_conversations: int = 1024) -> None:
+    def __init__(self, max_conversations: int = 1024, max_bytes: int = 32 << 20) -> None:
         self.conversions = ConversionCache()
         self.max_conversations = max_conversations
+        self.max_bytes = max_bytes
+        """The written bytes (summed over the kept prefixes' ``chunks``) past which the least recently used
+        conversations are dropped: 32 MiB by default."""
         self._prefixes: OrderedDict[int, LaidOutPrefix] = OrderedDict()
+        self._sizes: dict[int, int] = {}  # the bytes of each kept prefix's chunks, by the same key
+        self._bytes = 0  # their sum
         self._tools: dict[Any, tuple[tuple[Any, ...], Any]] = {}
 
     def prefix(self, messages: Sequence[Message], key: Any) -> LaidOutPrefix | None:
@@ -394,14 +402,34 @@ class RequestCache:
         return found
 
     def keep(self, prefix: LaidOutPrefix) -> None:
-        """Store ``prefix`` (it replaces the one of the same conversation)."""
+        """Store ``prefix`` (it replaces the one of the same conversation), then drop the least recently used
+        prefixes past :attr:`max_conversations` or :attr:`max_bytes`."""
         if not prefix.messages:
             return
         k = id(prefix.messages[0])
+        old = self._prefixes.get(k)
+        chunks = prefix.chunks
+        if old is not None:
+            before = self._sizes.pop(k)
+            self._bytes -= before
+            n = len(old.chunks)
+            # The usual case, an append: the new chunks start with the old ones (the same objects), so only
+            # the added ones are measured.
+            if n and len(chunks) >= n and chunks[n - 1] is old.chunks[-1]:
+                size = before + sum(map(len, chunks[n:]))
+            else:
+                size = sum(map(len, chunks))
+        else:
+            size = sum(map(len, chunks))
         self._prefixes[k] = prefix
         self._prefixes.move_to_end(k)
-        while len(self._prefixes) > self.max_conversations:
-            self._prefixes.popitem(last=False)
+        self._sizes[k] = size
+        self._bytes += size
+        while len(self._prefixes) > self.max_conversations or (
+            self._bytes > self.max_bytes and len(self._prefixes) > 1
+        ):
+            dropped, _ = self._prefixes.popitem(last=False)
+            self._bytes -= self._sizes.pop(dropped)
 
     def forget(self, messages: Sequence[Message]) -> None:
         """Drop the prefix stored for the conversation that starts with ``messages[0]``."""
@@ -409,6 +437,7 @@ class RequestCache:
             found = self._prefixes.get(id(messages[0]))
             if found is not None and found.messages[0] is messages[0]:
                 del self._prefixes[id(messages[0])]
+                self._bytes -= self._sizes.pop(id(messages[0]))
 
     def tools(self, key: Any, tools: Sequence[Any], convert: Callable[[], Any]) -> Any:
         """``convert()``, the converted form of ``tools`` under ``key``, made once while the same tool objects
@@ -422,6 +451,11 @@ class RequestCache:
             self._tools.clear()
         self._tools[key] = (tuple(tools), value)
         return value
+
+    @property
+    def held_bytes(self) -> int:
+        """The written bytes of the kept prefixes (what :attr:`max_bytes` bounds)."""
+        return self._bytes
 
     def __len__(self) -> int:
         return len(self._prefixes)
