@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import sys
 from typing import Any
 
 import pytest
@@ -117,6 +118,33 @@ async def test_a_pool_handed_in_keeps_its_own_headers_and_each_request_carries_t
         ("gemini-test:streamGenerateContent", {"alt": "sse"}, True),
         ("gemini-test:generateContent", {}, False),
     ]
+
+
+async def test_a_pool_from_a_package_that_reexports_another_librarys_names_is_typed_by_its_own_library(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The pool's library was the first package in its classes' modules with a TimeoutException and a URL: a
+    # helper package re-exporting httpx2's names, whose pool is an httpx client, was taken for a library and
+    # the client could not be made (AttributeError: no TransportError), or typed errors by the wrong library.
+    import types
+
+    import httpx
+    import httpx2
+
+    from loopctl.transport import GeminiClient
+
+    helper = types.ModuleType("wrapkit")
+    helper.URL = httpx2.URL  # type: ignore[attr-defined]
+    helper.TimeoutException = httpx2.TimeoutException  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "wrapkit", helper)
+    pool_class = type("Pool", (httpx.AsyncClient,), {"__module__": "wrapkit"})
+    async with pool_class() as pool:
+        client = GeminiClient(
+            "gemini-test", api_key="g-key", base_url=f"http://127.0.0.1:{free_port()}", http_client=pool
+        )
+        assert client._transport_errors == (httpx.TransportError,)
+        with pytest.raises(ConnectionFailed):
+            await client.generate(ModelRequest(messages=[Message.user("hi")]))
 
 
 @every_client
