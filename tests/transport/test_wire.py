@@ -147,6 +147,28 @@ async def test_a_pool_from_a_package_that_reexports_another_librarys_names_is_ty
             await client.generate(ModelRequest(messages=[Message.user("hi")]))
 
 
+async def test_a_tool_schema_edited_in_place_between_two_runs_reaches_the_wire_edited() -> None:
+    # A FunctionTool's ToolSchema is one object across runs and the client keeps its tools' conversion per
+    # schema object: an enum added to the tool's input_schema in place was not sent on the next run.
+    from loopctl.transport import OpenAIChatClient
+
+    @tool
+    def pick(colour: str) -> str:
+        """Pick a colour."""
+        return colour
+
+    with FakeProviderServer(["one", "two"]) as server:
+        client = OpenAIChatClient.without_sdk("gpt-test", base_url=server.openai_base_url, api_key="k")
+        await BareLoop(client, [pick]).run("first")
+        pick.input_schema["properties"]["colour"]["enum"] = ["red", "blue"]  # type: ignore[index]
+        await BareLoop(client, [pick]).run("second")
+        await client.aclose()
+    assert [r.body["tools"][0]["function"]["parameters"]["properties"]["colour"] for r in server.requests] == [
+        {"type": "string"},
+        {"type": "string", "enum": ["red", "blue"]},
+    ]
+
+
 @every_client
 async def test_calls_share_one_kept_alive_connection(kind: str) -> None:
     connections = 0
