@@ -297,11 +297,17 @@ _LONG_RUN = b"0" * 19
 def loads_exact(text: str | bytes | bytearray) -> Any:
     """JSON text as Python values, integers of any size kept exactly (orjson reads one past 64 bits as a
     lossy float, so such text is read again by the standard library). Raises ``orjson.JSONDecodeError`` for
-    text that is not JSON, including NaN/Infinity literals and lone surrogates, as orjson does."""
+    text that is not JSON, including NaN/Infinity literals and lone surrogates, as orjson does, and for text
+    with such an integer nested deeper than the standard library can read (about a thousand levels, less the
+    caller's stack; orjson stops at 1,024)."""
     value = orjson.loads(text)
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if len(raw) >= 19 and _LONG_RUN in raw.translate(_DIGIT_OR_NOT):
-        return json.loads(text)  # orjson accepted it, so it holds no NaN, Infinity or lone surrogate
+        try:
+            return json.loads(text)  # orjson accepted it, so it holds no NaN, Infinity or lone surrogate
+        except RecursionError:  # the standard library's reader recurses per level: a typed refusal, not a crash
+            doc = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
+            raise orjson.JSONDecodeError("nested too deep to read its integers exactly", doc, 0) from None
     return value
 
 
