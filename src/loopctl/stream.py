@@ -314,11 +314,15 @@ def loads_exact(text: str | bytes | bytearray) -> Any:
 def dumps_exact(value: Any) -> str:
     """Compact JSON text of a JSON value, integers of any size written exactly (orjson refuses one past 64
     bits, so such a value is written by the standard library, in the same compact shape). Raises
-    ``TypeError`` or ``ValueError`` for a value JSON cannot hold."""
+    ``TypeError`` or ``ValueError`` for a value JSON cannot hold, or nested deeper than the standard library
+    can write (about a thousand levels: orjson writes 254 and reads 1,024, so a value it read may be one)."""
     try:
         return orjson.dumps(value).decode()
     except orjson.JSONEncodeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        try:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except RecursionError:  # the standard library's writer recurses per level: a typed refusal, not a crash
+            raise ValueError("nested too deep to write as JSON") from None
 
 
 def parse_arguments(text: str) -> tuple[Any, str | None]:
