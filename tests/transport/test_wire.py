@@ -169,6 +169,49 @@ async def test_a_tool_schema_edited_in_place_between_two_runs_reaches_the_wire_e
     ]
 
 
+async def test_beta_flags_a_request_needs_replace_the_pools_given_header_once_whatever_its_case() -> None:
+    # The client's headers are the pool's defaults; a request that needs beta flags sends its own
+    # anthropic-beta, which must replace the default (given here as "Anthropic-Beta") rather than go beside
+    # it: one header line per request, read off the raw request.
+    from loopctl.providers.native import RemoteMCP
+    from loopctl.transport import AnthropicClient
+
+    heads: list[list[tuple[str, str]]] = []
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            lines = [line.decode().split(":", 1) for line in head.split(b"\r\n")[1:] if line]
+            fields = [(name.lower(), value.strip()) for name, value in lines]
+            heads.append(fields)
+            await reader.readexactly(int(dict(fields)["content-length"]))
+            writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+            await writer.drain()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = AnthropicClient(
+        "claude-test", api_key="a-key", base_url=f"http://127.0.0.1:{port}", default_headers={"Anthropic-Beta": "given"}
+    )
+    mcp = RemoteMCP("wiki", "https://mcp.example/mcp")
+    for native in ((mcp,), (), (mcp,)):
+        with pytest.raises(ProviderError):
+            await client.generate(ModelRequest(messages=[Message.user("hi")], native_tools=native), stream=False)
+    await client.aclose()
+    server.close()
+    assert [[v for k, v in head if k == "anthropic-beta"] for head in heads] == [
+        ["given,mcp-client-2025-04-04"],
+        ["given"],
+        ["given,mcp-client-2025-04-04"],
+    ]
+    keys = [[v for k, v in head if k in ("x-api-key", "authorization")] for head in heads]
+    assert [len(sent) for sent in keys] == [1, 1, 1]  # the SDK's one credential header (its form is the SDK's)
+    assert all(sent[0].endswith("a-key") for sent in keys)
+
+
 @every_client
 async def test_calls_share_one_kept_alive_connection(kind: str) -> None:
     connections = 0
