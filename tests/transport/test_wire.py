@@ -96,19 +96,23 @@ async def test_custom_headers_and_base_url_reach_the_server(kind: str) -> None:
     assert received.api is not None  # the base URL and the endpoint path were joined right
 
 
-async def test_a_pool_handed_in_keeps_its_own_headers_and_each_request_carries_the_clients() -> None:
+@pytest.mark.parametrize("library", ["httpx2", "httpx"])
+async def test_a_pool_handed_in_keeps_its_own_headers_and_each_request_carries_the_clients(library: str) -> None:
     # A pool the client made sends the client's headers as its defaults (merged once, not per call); a pool the
     # caller handed in is shared with their code, so it must not start sending the API key to other hosts.
-    import httpx2
+    # An httpx pool (the older library, of the same API) is handed in as an httpx2 one is.
+    import importlib
 
     from loopctl.transport import GeminiClient
 
+    http = importlib.import_module(library)
     with FakeProviderServer(["one", "two"]) as server:
-        async with httpx2.AsyncClient(headers={"x-app": "mine"}) as pool:
+        async with http.AsyncClient(headers={"x-app": "mine"}) as pool:
             client = GeminiClient("gemini-test", api_key="g-key", base_url=server.base_url, http_client=pool)
+            assert isinstance(client._targets[0], http.URL)  # parsed once, by the pool's own library
             await client.generate(ModelRequest(messages=[Message.user("hi")]), stream=True)
             await client.generate(ModelRequest(messages=[Message.user("hi")]), stream=False)
-            assert dict(pool.headers) == {**dict(httpx2.AsyncClient().headers), "x-app": "mine"}
+            assert dict(pool.headers) == {**dict(http.AsyncClient().headers), "x-app": "mine"}
         own = GeminiClient("gemini-test", api_key="g-key", base_url=server.base_url)
         assert own._http.headers["x-goog-api-key"] == "g-key"
         await own.aclose()
