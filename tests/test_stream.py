@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loopctl.errors import ProviderProtocolError
 from loopctl.message import ToolCallPart
 from loopctl.message.model import MAX_INPUT_DEPTH
+from loopctl.providers import openai_chat
 from loopctl.response import StopReason
-from loopctl.stream import PartStarted, ResponseFinished, StreamAccumulator, ToolCallDelta, loads_exact, parse_arguments
+from loopctl.stream import (
+    PartStarted,
+    ResponseFinished,
+    StreamAccumulator,
+    ToolCallDelta,
+    dumps_exact,
+    loads_exact,
+    parse_arguments,
+)
 
 
 def test_arguments_nested_deeper_than_a_tool_input_may_be_are_an_invalid_call() -> None:
@@ -129,3 +141,45 @@ def test_a_subclass_of_a_tool_call_part_keeps_its_own_validation_when_its_call_f
     (part,) = acc.finish().message.parts
     assert type(part) is Tagged
     assert (part.input, part.tag) == ({"n": 1}, "kept")
+
+
+def test_an_integer_past_64_bits_nested_too_deep_for_the_standard_library_is_a_typed_refusal() -> None:
+    # orjson reads up to 1,024 levels; text it accepted that holds an integer past 64 bits is read again by
+    # json.loads, which recursed past the interpreter's limit: a RecursionError escaped parse_arguments and
+    # every stream decoder (a model's or a server's nested reply crashed the call, untyped).
+    text = "[" * 1020 + "12345678901234567890123" + "]" * 1020
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)  # the interpreter's default (a test runner may raise it)
+    try:
+        with pytest.raises(orjson.JSONDecodeError, match="nested too deep"):
+            loads_exact(text)
+        with pytest.raises(orjson.JSONDecodeError, match="nested too deep"):
+            loads_exact(text.encode())
+        value, error = parse_arguments(text)
+        assert value == {}
+        assert error is not None and error.startswith("arguments are not valid JSON: nested too deep")
+        decoder = openai_chat.StreamDecoder()
+        event = '{"id":"r","choices":[{"index":0,"delta":{"tool_calls":[]}}],"x":' + text + "}"
+        with pytest.raises(ProviderProtocolError, match="a stream event is not JSON"):
+            decoder.feed(f"data: {event}\n\n".encode())
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def test_arguments_sent_as_an_object_nested_too_deep_for_the_standard_library_are_a_typed_refusal() -> None:
+    # A compatible server's arguments object is written back to text by dumps_exact: orjson writes 254 levels,
+    # json.dumps recursed past the interpreter's limit, and a RecursionError escaped the Chat decoder.
+    depth = 1000
+    deep = '{"a":' * depth + "1" + "}" * depth
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)  # the interpreter's default (a test runner may raise it)
+    try:
+        with pytest.raises(ValueError, match="nested too deep to write as JSON"):
+            dumps_exact(orjson.loads(deep))
+        call = '{"index":0,"id":"c1","function":{"name":"t","arguments":' + deep + "}}"
+        event = '{"id":"r","choices":[{"index":0,"delta":{"tool_calls":[' + call + "]}}]}"
+        with pytest.raises(ProviderProtocolError, match="nested too deep to write as JSON"):
+            openai_chat.StreamDecoder().feed(f"data: {event}\n\n".encode())
+    finally:
+        sys.setrecursionlimit(limit)
+    assert dumps_exact({"n": 2**70, "s": "é"}) == '{"n":1180591620717411303424,"s":"é"}'

@@ -346,3 +346,34 @@ def test_a_function_tools_schema_is_one_object_until_a_field_it_was_made_of_is_r
     )
     lookup.input_schema = {"type": "object", "properties": {}}
     assert schema_of(lookup).input_schema == {"type": "object", "properties": {}}
+
+
+def test_a_function_tools_schema_edited_in_place_is_a_new_schema_of_the_new_contents() -> None:
+    # The schema object was kept while the input_schema dict was the same object: an enum added in place
+    # between two runs kept the old ToolSchema, so a client's tools conversion (kept per schema object)
+    # sent the old schema again.
+    @tool
+    def pick(colour: str) -> str:
+        """Pick a colour."""
+        return colour
+
+    first = schema_of(pick)
+    pick.input_schema["properties"]["colour"]["enum"] = ["red", "blue"]  # type: ignore[index]
+    changed = schema_of(pick)
+    assert changed is not first
+    assert changed.input_schema["properties"]["colour"] == {"type": "string", "enum": ["red", "blue"]}
+    assert schema_of(pick) is changed  # unchanged since: the same object again
+    pick.input_schema["properties"]["colour"]["enum"][0] = True  # type: ignore[index]
+    assert schema_of(pick) is not changed  # 1 == True, but not the same JSON
+
+
+def test_a_function_tool_whose_schema_orjson_cannot_write_gets_a_fresh_schema_each_time() -> None:
+    @tool
+    def count(n: int) -> str:
+        """Count."""
+        return str(n)
+
+    count.input_schema["properties"]["n"]["maximum"] = 2**70  # type: ignore[index]
+    first = schema_of(count)
+    assert first.input_schema["properties"]["n"]["maximum"] == 2**70
+    assert schema_of(count) is not first

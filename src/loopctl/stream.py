@@ -297,22 +297,32 @@ _LONG_RUN = b"0" * 19
 def loads_exact(text: str | bytes | bytearray) -> Any:
     """JSON text as Python values, integers of any size kept exactly (orjson reads one past 64 bits as a
     lossy float, so such text is read again by the standard library). Raises ``orjson.JSONDecodeError`` for
-    text that is not JSON, including NaN/Infinity literals and lone surrogates, as orjson does."""
+    text that is not JSON, including NaN/Infinity literals and lone surrogates, as orjson does, and for text
+    with such an integer nested deeper than the standard library can read (about a thousand levels, less the
+    caller's stack; orjson stops at 1,024)."""
     value = orjson.loads(text)
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if len(raw) >= 19 and _LONG_RUN in raw.translate(_DIGIT_OR_NOT):
-        return json.loads(text)  # orjson accepted it, so it holds no NaN, Infinity or lone surrogate
+        try:
+            return json.loads(text)  # orjson accepted it, so it holds no NaN, Infinity or lone surrogate
+        except RecursionError:  # the standard library's reader recurses per level: a typed refusal, not a crash
+            doc = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
+            raise orjson.JSONDecodeError("nested too deep to read its integers exactly", doc, 0) from None
     return value
 
 
 def dumps_exact(value: Any) -> str:
     """Compact JSON text of a JSON value, integers of any size written exactly (orjson refuses one past 64
     bits, so such a value is written by the standard library, in the same compact shape). Raises
-    ``TypeError`` or ``ValueError`` for a value JSON cannot hold."""
+    ``TypeError`` or ``ValueError`` for a value JSON cannot hold, or nested deeper than the standard library
+    can write (about a thousand levels: orjson writes 254 and reads 1,024, so a value it read may be one)."""
     try:
         return orjson.dumps(value).decode()
     except orjson.JSONEncodeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        try:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except RecursionError:  # the standard library's writer recurses per level: a typed refusal, not a crash
+            raise ValueError("nested too deep to write as JSON") from None
 
 
 def parse_arguments(text: str) -> tuple[Any, str | None]:

@@ -385,18 +385,30 @@ class Tool(Protocol[ToolDepsT_contra]):
 
 def schema_of(t: Tool) -> ToolSchema:
     """The :class:`ToolSchema` of a tool: for a :class:`FunctionTool`, the same object each time while its
-    ``name``, ``description`` and ``input_schema`` are the same objects, so that what a client converts once per
-    tool schema (the request's tools array) is converted once per tool, not once per loop or agent run."""
+    ``name``, ``description`` and ``input_schema`` are the same objects and the schema's contents are what they
+    were (a schema edited in place, a new ``enum`` for one, makes a new object), so that what a client converts
+    once per tool schema (the request's tools array) is converted once per tool, not once per loop or agent
+    run."""
     if type(t) is FunctionTool:
-        held = t._schema
-        if (
-            held is not None
-            and held.name is t.name
-            and held.description is t.description
-            and held.input_schema is t.input_schema
-        ):
-            return held
-        held = t._schema = ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
+        input_schema = t.input_schema
+        try:
+            # Its JSON, exactly (True, 1 and 1.0 differ; key order counts): a client's conversion of the
+            # tools is kept while the schema object is the same, so an edit in place must make a new one.
+            written = orjson.dumps(input_schema)
+        except TypeError:  # not what orjson writes (a Mapping that is no dict, a big integer): made anew
+            return ToolSchema(name=t.name, description=t.description, input_schema=input_schema)
+        kept = t._schema
+        if kept is not None:
+            held, held_written = kept
+            if (
+                held.name is t.name
+                and held.description is t.description
+                and held.input_schema is input_schema
+                and held_written == written
+            ):
+                return held
+        held = ToolSchema(name=t.name, description=t.description, input_schema=input_schema)
+        t._schema = (held, written)
         return held
     return ToolSchema(name=t.name, description=t.description, input_schema=t.input_schema)
 
@@ -470,7 +482,8 @@ class FunctionTool(Generic[ToolDepsT_contra]):
         repeatable: bool = False,
     ) -> None:
         self._fn = fn
-        self._schema: ToolSchema | None = None  # schema_of's, kept while the fields it was made of are unchanged
+        # schema_of's, and its input schema's JSON, kept while the fields it was made of are unchanged
+        self._schema: tuple[ToolSchema, bytes] | None = None
         self._is_async = inspect.iscoroutinefunction(fn)
         self._inline = inline
         self.requires_approval = requires_approval

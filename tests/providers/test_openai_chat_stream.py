@@ -357,3 +357,27 @@ class TestErrors:
         decoder.feed(b'{"choices": []}')
         with pytest.raises(ProviderProtocolError):
             decoder.finish()
+
+
+@pytest.mark.parametrize("arguments", ["", '{"a": 1}'])
+def test_a_calls_starting_part_is_the_one_its_constructor_makes_fields_set_and_all(arguments: str) -> None:
+    # The starting part is assembled without validation; it had every field marked as set, where the
+    # constructor it replaced sets id, name and input: model_dump(exclude_unset=True) of the started part,
+    # and of a call that got no arguments (which finishes as that part), had gained type, item_id and provider.
+    import pickle
+
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "t", "arguments": arguments}}
+    first = {"id": "r", "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+    last = {"id": "r", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    decoder = openai_chat.StreamDecoder()
+    events = decoder.feed(f"data: {json.dumps(first)}\n\ndata: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode())
+    (started,) = [e.part for e in events if isinstance(e, PartStarted)]
+    made = ToolCallPart(id="c1", name="t", input={})
+    assert started == made
+    assert started.model_fields_set == made.model_fields_set == {"id", "name", "input"}
+    assert started.model_dump(exclude_unset=True) == {"id": "c1", "name": "t", "input": {}}
+    assert pickle.loads(pickle.dumps(started)).model_fields_set == {"id", "name", "input"}
+    (finished,) = decoder.finish().message.parts
+    assert finished == ToolCallPart(id="c1", name="t", input=json.loads(arguments or "{}"))
+    if not arguments:
+        assert finished.model_dump(exclude_unset=True) == {"id": "c1", "name": "t", "input": {}}

@@ -494,3 +494,22 @@ def test_tool_call_delta_events_carry_the_fragments() -> None:
         )
     )
     assert [e for e in got if isinstance(e, ToolCallDelta)] == [ToolCallDelta(0, "{"), ToolCallDelta(0, "}")]
+
+
+def test_a_websocket_event_with_a_byte_that_is_not_utf8_decodes_as_the_same_event_over_sse() -> None:
+    # feed_event decoded bytes strictly, outside its error handling: a binary WebSocket frame holding a stray
+    # byte raised a bare UnicodeDecodeError out of the WebSocket client; the SSE path reads it as U+FFFD.
+    from pathlib import Path
+
+    from loopctl.providers.openai_responses import StreamDecoder
+
+    recorded = Path(__file__).parents[1] / "fixtures/provider-traffic/openai/responses-text-stream.response.sse"
+    payloads = [line[6:] for line in recorded.read_bytes().splitlines() if line.startswith(b"data: ")]
+    payloads = [p.replace(b'"delta":"', b'"delta":"\\u00e9\xff', 1) if b"output_text.delta" in p else p for p in payloads]
+    over_ws, over_sse = StreamDecoder(), StreamDecoder()
+    ws_events = [e for p in payloads for e in over_ws.feed_event(p)]
+    sse_events = [e for p in payloads for e in over_sse.feed(b"data: " + p + b"\n\n")]
+    assert ws_events == sse_events
+    message = over_ws.finish().message
+    assert message == over_sse.finish().message
+    assert "\u00e9\ufffd" in message.text_content()

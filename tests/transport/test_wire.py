@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import sys
 from typing import Any
 
 import pytest
@@ -95,19 +96,23 @@ async def test_custom_headers_and_base_url_reach_the_server(kind: str) -> None:
     assert received.api is not None  # the base URL and the endpoint path were joined right
 
 
-async def test_a_pool_handed_in_keeps_its_own_headers_and_each_request_carries_the_clients() -> None:
+@pytest.mark.parametrize("library", ["httpx2", "httpx"])
+async def test_a_pool_handed_in_keeps_its_own_headers_and_each_request_carries_the_clients(library: str) -> None:
     # A pool the client made sends the client's headers as its defaults (merged once, not per call); a pool the
     # caller handed in is shared with their code, so it must not start sending the API key to other hosts.
-    import httpx2
+    # An httpx pool (the older library, of the same API) is handed in as an httpx2 one is.
+    import importlib
 
     from loopctl.transport import GeminiClient
 
+    http = importlib.import_module(library)
     with FakeProviderServer(["one", "two"]) as server:
-        async with httpx2.AsyncClient(headers={"x-app": "mine"}) as pool:
+        async with http.AsyncClient(headers={"x-app": "mine"}) as pool:
             client = GeminiClient("gemini-test", api_key="g-key", base_url=server.base_url, http_client=pool)
+            assert isinstance(client._targets[0], http.URL)  # parsed once, by the pool's own library
             await client.generate(ModelRequest(messages=[Message.user("hi")]), stream=True)
             await client.generate(ModelRequest(messages=[Message.user("hi")]), stream=False)
-            assert dict(pool.headers) == {**dict(httpx2.AsyncClient().headers), "x-app": "mine"}
+            assert dict(pool.headers) == {**dict(http.AsyncClient().headers), "x-app": "mine"}
         own = GeminiClient("gemini-test", api_key="g-key", base_url=server.base_url)
         assert own._http.headers["x-goog-api-key"] == "g-key"
         await own.aclose()
@@ -117,6 +122,98 @@ async def test_a_pool_handed_in_keeps_its_own_headers_and_each_request_carries_t
         ("gemini-test:streamGenerateContent", {"alt": "sse"}, True),
         ("gemini-test:generateContent", {}, False),
     ]
+
+
+async def test_a_pool_from_a_package_that_reexports_another_librarys_names_is_typed_by_its_own_library(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The pool's library was the first package in its classes' modules with a TimeoutException and a URL: a
+    # helper package re-exporting httpx2's names, whose pool is an httpx client, was taken for a library and
+    # the client could not be made (AttributeError: no TransportError), or typed errors by the wrong library.
+    import types
+
+    import httpx
+    import httpx2
+
+    from loopctl.transport import GeminiClient
+
+    helper = types.ModuleType("wrapkit")
+    helper.URL = httpx2.URL  # type: ignore[attr-defined]
+    helper.TimeoutException = httpx2.TimeoutException  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "wrapkit", helper)
+    pool_class = type("Pool", (httpx.AsyncClient,), {"__module__": "wrapkit"})
+    async with pool_class() as pool:
+        client = GeminiClient(
+            "gemini-test", api_key="g-key", base_url=f"http://127.0.0.1:{free_port()}", http_client=pool
+        )
+        assert client._transport_errors == (httpx.TransportError,)
+        with pytest.raises(ConnectionFailed):
+            await client.generate(ModelRequest(messages=[Message.user("hi")]))
+
+
+async def test_a_tool_schema_edited_in_place_between_two_runs_reaches_the_wire_edited() -> None:
+    # A FunctionTool's ToolSchema is one object across runs and the client keeps its tools' conversion per
+    # schema object: an enum added to the tool's input_schema in place was not sent on the next run.
+    from loopctl.transport import OpenAIChatClient
+
+    @tool
+    def pick(colour: str) -> str:
+        """Pick a colour."""
+        return colour
+
+    with FakeProviderServer(["one", "two"]) as server:
+        client = OpenAIChatClient.without_sdk("gpt-test", base_url=server.openai_base_url, api_key="k")
+        await BareLoop(client, [pick]).run("first")
+        pick.input_schema["properties"]["colour"]["enum"] = ["red", "blue"]  # type: ignore[index]
+        await BareLoop(client, [pick]).run("second")
+        await client.aclose()
+    assert [r.body["tools"][0]["function"]["parameters"]["properties"]["colour"] for r in server.requests] == [
+        {"type": "string"},
+        {"type": "string", "enum": ["red", "blue"]},
+    ]
+
+
+async def test_beta_flags_a_request_needs_replace_the_pools_given_header_once_whatever_its_case() -> None:
+    # The client's headers are the pool's defaults; a request that needs beta flags sends its own
+    # anthropic-beta, which must replace the default (given here as "Anthropic-Beta") rather than go beside
+    # it: one header line per request, read off the raw request.
+    from loopctl.providers.native import RemoteMCP
+    from loopctl.transport import AnthropicClient
+
+    heads: list[list[tuple[str, str]]] = []
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            lines = [line.decode().split(":", 1) for line in head.split(b"\r\n")[1:] if line]
+            fields = [(name.lower(), value.strip()) for name, value in lines]
+            heads.append(fields)
+            await reader.readexactly(int(dict(fields)["content-length"]))
+            writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+            await writer.drain()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = AnthropicClient(
+        "claude-test", api_key="a-key", base_url=f"http://127.0.0.1:{port}", default_headers={"Anthropic-Beta": "given"}
+    )
+    mcp = RemoteMCP("wiki", "https://mcp.example/mcp")
+    for native in ((mcp,), (), (mcp,)):
+        with pytest.raises(ProviderError):
+            await client.generate(ModelRequest(messages=[Message.user("hi")], native_tools=native), stream=False)
+    await client.aclose()
+    server.close()
+    assert [[v for k, v in head if k == "anthropic-beta"] for head in heads] == [
+        ["given,mcp-client-2025-04-04"],
+        ["given"],
+        ["given,mcp-client-2025-04-04"],
+    ]
+    keys = [[v for k, v in head if k in ("x-api-key", "authorization")] for head in heads]
+    assert [len(sent) for sent in keys] == [1, 1, 1]  # the SDK's one credential header (its form is the SDK's)
+    assert all(sent[0].endswith("a-key") for sent in keys)
 
 
 @every_client

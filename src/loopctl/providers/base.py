@@ -231,9 +231,10 @@ class SSEStreamDecoder:
         """Decode one event that arrived whole, without SSE framing (a WebSocket message: the Responses API's
         WebSocket mode sends each stream event as one JSON text message) and return its neutral events.
 
-        ``data`` is the event's JSON text (or its UTF-8 bytes).
+        ``data`` is the event's JSON text (or its UTF-8 bytes; a byte that is not UTF-8 reads as U+FFFD, as in
+        :meth:`feed`).
         """
-        text = data.decode() if isinstance(data, (bytes, bytearray)) else data
+        text = data.decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else data
         try:
             events = self.on_event(ServerSentEvent("message", text))
             for event in events:

@@ -1048,6 +1048,9 @@ class StreamDecoder(SSEStreamDecoder):
             part = assemble(
                 ToolCallPart, type="tool_call", id=call_id, name=name, input={}, item_id=None, provider=None
             )
+            # The fields the constructor call ``ToolCallPart(id=, name=, input={})`` sets (``model_fields_set``,
+            # ``model_dump(exclude_unset=True)``: a call that gets no arguments finishes as this part).
+            object.__setattr__(part, "__pydantic_fields_set__", {"id", "name", "input"})
             index = self._start("tool_call", part, out)
             self._call_ids[call_id] = index
         if wire_index is not None:

@@ -39,13 +39,13 @@ REDACTED = "[redacted]"
 
 def _library_of(http: Any) -> ModuleType:
     """The HTTP library the pool ``http`` comes from: httpx2 (the client the official SDKs use, and loopctl's),
-    or httpx (an older SDK's pool, or one a caller passed). It is the package of the first class of the pool's
-    own classes (an SDK's pool is a subclass, ``openai.DefaultAsyncHttpxClient``) that has the library's
-    ``TimeoutException`` and ``URL``, read from the modules already loaded, so that no HTTP library is imported
-    that the process does not use; httpx2 when none has."""
+    or httpx (an older SDK's pool, or one a caller passed). It is the package whose own ``AsyncClient`` is one
+    of the pool's classes (an SDK's pool is a subclass, ``openai.DefaultAsyncHttpxClient``; a package that
+    merely re-exports some of a library's names is not taken for it), read from the modules already loaded,
+    so that no HTTP library is imported that the process does not use; httpx2 when none is."""
     for cls in type(http).__mro__:
         library = sys.modules.get(cls.__module__.partition(".")[0])
-        if library is not None and hasattr(library, "TimeoutException") and hasattr(library, "URL"):
+        if library is not None and getattr(library, "AsyncClient", None) is cls:
             return library
     import httpx2
 
