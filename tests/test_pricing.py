@@ -20,6 +20,7 @@ from loopctl.providers import anthropic, gemini, openai_chat, openai_responses
 from loopctl.response import ModelResponse, Usage
 from loopctl.testing import ScriptedClient
 from loopctl.tool import tool
+from tests.transport.test_one_stack import loaded_after
 
 TRAFFIC = Path(__file__).parent / "fixtures" / "provider-traffic"
 MILLION = Decimal(1_000_000)
@@ -95,6 +96,37 @@ def test_cached_tokens_are_cheaper_than_uncached_ones() -> None:
 )
 def test_an_unknown_price_is_none_never_a_guess(model: str | None, provider: str, api_url: str | None) -> None:
     assert price(Usage(1000, 100), model, provider=provider, api_url=api_url) is None
+
+
+@pytest.mark.parametrize(
+    "api_url",
+    [
+        "http://127.0.0.1:8080/v1/chat/completions",
+        "http://localhost:11434/v1/chat/completions",
+        "http://[::1]:8000/v1/messages",
+        "https://10.0.0.5/v1/responses",
+        "http://llm.localhost/v1/chat/completions",
+    ],
+)
+def test_a_server_of_ones_own_is_known_without_loading_the_price_data(api_url: str) -> None:
+    # A run against a local server (llama.cpp, Ollama, a test server) loaded genai-prices and its whole price
+    # data (about 44,000 objects, a quarter of a second) to find that no provider's API is at that URL.
+    code = (
+        "from loopctl.pricing import price\n"
+        "from loopctl.response import Usage\n"
+        f"assert price(Usage(1000, 100), 'gpt-4o', provider='openai', api_url={api_url!r}) is None"
+    )
+    assert loaded_after(code, ("genai_prices",)) == []
+
+
+def test_a_host_that_is_no_ip_address_is_looked_up_in_the_price_data() -> None:
+    code = (
+        "from loopctl.pricing import price\n"
+        "from loopctl.response import Usage\n"
+        "assert price(Usage(1000, 100), 'gpt-4o', provider='openai', api_url='https://gw.example.com/v1') is None\n"
+        "assert price(Usage(1000, 100), 'gpt-4o', provider='openai', api_url='https://api.openai.com/v1') > 0"
+    )
+    assert loaded_after(code, ("genai_prices",)) == ["genai_prices"]
 
 
 def test_the_providers_own_api_keeps_its_price() -> None:

@@ -10,7 +10,8 @@ answer is ``None``, never a guess:
 - ``genai-prices`` is not installed;
 - the provider is not one ``genai-prices`` prices (the test doubles' ``"scripted"``), or the client talks to
   a server of its own (an OpenAI-compatible server at a ``base_url`` other than the provider's own API:
-  the same model name there is not the provider's price);
+  the same model name there is not the provider's price; at ``localhost`` or an IP address this is known
+  without loading the price data);
 - the model is not in the price data;
 - the provider did not report the input or the output tokens (``None`` in the usage); cache counts it did not
   report are taken as no cache use;
@@ -23,10 +24,12 @@ that answered. Pure apart from reading the package's data once, on the first cal
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import datetime
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from loopctl.response import Usage
 
@@ -74,6 +77,8 @@ def price(
     provider_id = PROVIDER_IDS.get(provider)
     if provider_id is None or not model:
         return None
+    if api_url is not None and _own_server(api_url):
+        return None  # decided without loading the price data (about 44,000 objects, a quarter of a second)
     lib = _prices()
     if lib is None:
         return None
@@ -107,6 +112,21 @@ def price(
         return None
     total: Decimal = calculation.total_price
     return total
+
+
+@lru_cache(maxsize=64)
+def _own_server(api_url: str) -> bool:
+    """Whether ``api_url`` names a server of one's own: its host is ``localhost`` (or a name under it) or an IP
+    address, which no provider's API is (``genai-prices`` matches every provider's API by its domain name), so
+    the provider's price never applies there: a local llama.cpp, Ollama or vLLM server, a test server."""
+    host = urlsplit(api_url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 @lru_cache(maxsize=64)
