@@ -98,16 +98,16 @@ def test_an_unknown_price_is_none_never_a_guess(model: str | None, provider: str
     assert price(Usage(1000, 100), model, provider=provider, api_url=api_url) is None
 
 
-@pytest.mark.parametrize(
-    "api_url",
-    [
-        "http://127.0.0.1:8080/v1/chat/completions",
-        "http://localhost:11434/v1/chat/completions",
-        "http://[::1]:8000/v1/messages",
-        "https://10.0.0.5/v1/responses",
-        "http://llm.localhost/v1/chat/completions",
-    ],
-)
+LOCAL_URLS = [
+    "http://127.0.0.1:8080/v1/chat/completions",
+    "http://localhost:11434/v1/chat/completions",
+    "http://[::1]:8000/v1/messages",
+    "https://10.0.0.5/v1/responses",
+    "http://llm.localhost/v1/chat/completions",
+]
+
+
+@pytest.mark.parametrize("api_url", LOCAL_URLS)
 def test_a_server_of_ones_own_is_known_without_loading_the_price_data(api_url: str) -> None:
     # A run against a local server (llama.cpp, Ollama, a test server) loaded genai-prices and its whole price
     # data (about 44,000 objects, a quarter of a second) to find that no provider's API is at that URL.
@@ -117,6 +117,14 @@ def test_a_server_of_ones_own_is_known_without_loading_the_price_data(api_url: s
         f"assert price(Usage(1000, 100), 'gpt-4o', provider='openai', api_url={api_url!r}) is None"
     )
     assert loaded_after(code, ("genai_prices",)) == []
+
+
+@pytest.mark.parametrize("api_url", LOCAL_URLS)
+def test_the_price_data_itself_has_no_provider_at_a_local_host(api_url: str) -> None:
+    # The rule the shortcut above relies on: genai-prices finds a provider's API by its domain name
+    # (each provider's api_pattern), so no provider is found at localhost or an IP address.
+    with pytest.raises(LookupError):
+        get_snapshot().find_provider(None, None, api_url)
 
 
 def test_a_host_that_is_no_ip_address_is_looked_up_in_the_price_data() -> None:

@@ -1282,14 +1282,16 @@ def _invalid(exc: ValidationError, prefix: str, *, tagged_root: bool = False) ->
 _T = TypeVar("_T", bound=BaseModel)
 
 
-def assemble(cls: type[_T], **fields: Any) -> _T:
+def assemble(cls: type[_T], *, set_fields: Iterable[str] | None = None, **fields: Any) -> _T:
     """A value of ``cls`` made of ``fields`` without validating them again: for the engine's own values built
     from values that were validated where they entered (a message of the tool results it was given, a result
     of the call's own id and name and a checked content). ``fields`` must name every field, each holding what
-    validation would have made of it (a ``tuple`` of parts, a :class:`ToolContent`...)."""
+    validation would have made of it (a ``tuple`` of parts, a :class:`ToolContent`...). ``set_fields`` names
+    the fields the constructor call it stands for would have been given (``model_fields_set``, what
+    ``model_dump(exclude_unset=True)`` writes); every field when ``None``."""
     value = cls.__new__(cls)
     _set(value, "__dict__", fields)
-    _set(value, "__pydantic_fields_set__", set(fields))
+    _set(value, "__pydantic_fields_set__", set(fields if set_fields is None else set_fields))
     _set(value, "__pydantic_extra__", None)
     _set(value, "__pydantic_private__", None)
     return value

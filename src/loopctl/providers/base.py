@@ -409,17 +409,14 @@ class RequestCache:
             return
         k = id(prefix.messages[0])
         old = self._prefixes.get(k)
-        chunks = prefix.chunks
-        if old is not None:
-            before = self._sizes.pop(k)
-            self._bytes -= before
-            n = len(old.chunks)
-            # The usual case, an append: the new chunks start with the old ones (the same objects), so only
-            # the added ones are measured.
-            if n and len(chunks) >= n and chunks[n - 1] is old.chunks[-1]:
-                size = before + sum(map(len, chunks[n:]))
-            else:
-                size = sum(map(len, chunks))
+        before = self._sizes.pop(k, 0)
+        self._bytes -= before
+        chunks, held = prefix.chunks, (old.chunks if old is not None else ())
+        n = len(held)
+        # The usual case, an append: the new chunks start with the old ones (the same objects), so only the added
+        # ones are measured.
+        if n and len(chunks) >= n and chunks[n - 1] is held[-1]:
+            size = before + sum(map(len, chunks[n:]))
         else:
             size = sum(map(len, chunks))
         self._prefixes[k] = prefix

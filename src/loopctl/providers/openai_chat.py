@@ -912,6 +912,9 @@ def _stop_reason(raw: str | None, *, has_calls: bool, refused: bool) -> StopReas
 # --- streams -----------------------------------------------------------------------------------------------
 
 
+_STARTED_CALL_FIELDS = ("id", "name", "input")
+
+
 class StreamDecoder(SSEStreamDecoder):
     """Decodes a Chat Completions SSE stream (``chat.completion.chunk`` objects) into neutral stream events.
 
@@ -1044,13 +1047,18 @@ class StreamDecoder(SSEStreamDecoder):
         if index is None:
             call_id = call_id or _derived_id(self._response_id, len(self._call_ids))
             name = _str(function.get("name")) or ""
-            # Both strings were read by orjson, which refuses a lone surrogate: valid as the part's fields are.
+            # ``ToolCallPart(id=call_id, name=name, input={})`` unvalidated: both strings were read by orjson,
+            # which refuses a lone surrogate (a call that gets no arguments finishes as this part).
             part = assemble(
-                ToolCallPart, type="tool_call", id=call_id, name=name, input={}, item_id=None, provider=None
+                ToolCallPart,
+                set_fields=_STARTED_CALL_FIELDS,
+                type="tool_call",
+                id=call_id,
+                name=name,
+                input={},
+                item_id=None,
+                provider=None,
             )
-            # The fields the constructor call ``ToolCallPart(id=, name=, input={})`` sets (``model_fields_set``,
-            # ``model_dump(exclude_unset=True)``: a call that gets no arguments finishes as this part).
-            object.__setattr__(part, "__pydantic_fields_set__", {"id", "name", "input"})
             index = self._start("tool_call", part, out)
             self._call_ids[call_id] = index
         if wire_index is not None:

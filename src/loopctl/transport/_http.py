@@ -94,7 +94,6 @@ class HTTPClient:
         self._headers: dict[str, str] = {}
         self._urls: tuple[str, str] = ("", "")  # (whole reply, streamed reply)
         self._targets: tuple[Any, Any] = ("", "")  # the same, parsed once by the pool's library
-        self._pooled = False  # whether the pool itself sends self._headers (a pool this client made)
         self._secret = b""
         self._timeout_errors: tuple[type[BaseException], ...] = ()
         self._transport_errors: tuple[type[BaseException], ...] = ()
@@ -113,7 +112,6 @@ class HTTPClient:
         # pool's own URL type, and, in a pool this client made, the headers as the pool's default headers.
         parsed = isinstance(http, library.AsyncClient)
         self._targets = (library.URL(url), library.URL(stream_url)) if parsed else (url, stream_url)
-        self._pooled = own
         if own:
             http.headers.update(self._headers)
 
@@ -185,7 +183,7 @@ class HTTPClient:
                     "POST",
                     self._targets[stream],
                     content=content,
-                    headers=None if self._pooled and headers is self._headers else headers,
+                    headers=None if self._own_http and headers is self._headers else headers,
                 ),
                 stream=True,
             )
