@@ -791,6 +791,7 @@ def main() -> None:
         base = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
         print(f"machine: {_machine()}\nversions: {_versions()}\nserver: {base} (bench/wire_server.py, own process)")
         got: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        paired: dict[tuple[str, int], list[tuple[dict[str, Any], dict[str, Any]]]] = {}  # (driver's, floor's)
         notes: list[str] = []
         # Repetitions go round the drivers (the machine's load drifts); sizes up to --rep-max-n are repeated
         # --reps times, larger ones run long enough to be measured once.
@@ -801,7 +802,15 @@ def main() -> None:
             # A smoke run measures nothing: every driver in one process, which saves a process start each, and
             # two timed runs per size, not seven (in that one process each run's gc.collect() took 0.25 s: 20 s
             # of the smoke run's 27 went to them).
-            for batch in [",".join(drivers)] if a.smoke else drivers:
+            # Each driver's floor is measured again just before it, in a process of its own: the ratio is then
+            # of two runs seconds apart. The machine's speed drifts by up to half over the minutes a round takes,
+            # which moved the ratio of two medians by as much.
+            plan = [[",".join(drivers), ""]] if a.smoke else [
+                step for d in drivers for step in
+                ([[LIMIT_OF[d], d], [d, ""]] if LIMIT_OF[d] != d and LIMIT_OF[d] in drivers else [[d, ""]])
+            ]  # fmt: skip
+            floors: dict[int, dict[str, Any]] = {}
+            for batch, floor_for in plan:
                 args = ["series", batch, base, ",".join(map(str, sizes)), str(a.max_run_s)]
                 res = _run_worker([*args, "2"] if a.smoke else args,
                                   timeout=a.max_run_s * 2 * len(sizes) + 120)  # fmt: skip
@@ -810,15 +819,22 @@ def main() -> None:
                 for r in res or ():
                     driver = r["driver"]
                     if "skipped" in r:
-                        if rep == 0:
+                        if rep == 0 and not floor_for:
                             notes.append(f"{driver}: W({r['n']}) and larger not run: projected {r['skipped']:.0f} s "
                                          f"for one run (over --max-run-s {a.max_run_s:.0f})")  # fmt: skip
                         continue
                     got.setdefault((driver, r["n"]), []).append(r)
-                    print(f"  rep {rep + 1} {driver:24s} W({r['n']:4d}) {r['wall'] / r['calls'] * 1e3:8.2f} ms/call "
+                    if floor_for:
+                        floors[r["n"]] = r
+                    elif LIMIT_OF[driver] != driver and r["n"] in floors:
+                        paired.setdefault((driver, r["n"]), []).append((r, floors[r["n"]]))
+                    label = f"{driver} (before {floor_for})" if floor_for else driver
+                    print(f"  rep {rep + 1} {label:34s} W({r['n']:4d}) {r['wall'] / r['calls'] * 1e3:8.2f} ms/call "
                           f"(CPU {r['cpu'] / r['calls'] * 1e3:7.2f})  first {r['first'] * 1e3:6.2f} last "
                           f"{r['last'] * 1e3:6.2f}  {r['bytes']:9.0f} B/call  "
                           f"[{time.perf_counter() - t_start:4.0f} s]", flush=True)  # fmt: skip
+                if not floor_for:
+                    floors = {}
         rows = {key: _median_row(rs) for key, rs in got.items()}
         conc: dict[str, dict[str, Any]] = {}
         if a.k:
@@ -833,7 +849,7 @@ def main() -> None:
     finally:
         server.kill()
         server.wait()
-    report = _report(rows, conc, drivers, ns, a.k, notes, time.perf_counter() - t_start)
+    report = _report(rows, paired, conc, drivers, ns, a.k, notes, time.perf_counter() - t_start)
     print("\n" + report)
     if a.json:
         Path(a.json).write_text(json.dumps({"rows": [rows[k] for k in rows], "conc": conc, "notes": notes}, indent=1))
@@ -852,8 +868,24 @@ def _ms(r: dict[str, Any] | None, key: str = "wall") -> float | None:
     return r[key] / r["calls"] * 1e3 if r else None
 
 
+def _ratio(
+    rows: dict[tuple[str, int], dict[str, Any]],
+    paired: dict[tuple[str, int], list[tuple[dict[str, Any], dict[str, Any]]]],
+    d: str,
+    n: int,
+    key: str,
+) -> float | None:
+    """``d``'s time over its floor's at ``n``: the median of each repetition's ratio to the floor measured just
+    before it, or (no such pairs: a smoke run, or no floor asked for) the ratio of the two medians."""
+    if pairs := paired.get((d, n)):
+        return float(statistics.median(mine[key] / floor[key] for mine, floor in pairs))
+    ms, lim = _ms(rows.get((d, n)), key), _ms(rows.get((LIMIT_OF[d], n)), key)
+    return ms / lim if ms is not None and lim else None
+
+
 def _report(
     rows: dict[tuple[str, int], dict[str, Any]],
+    paired: dict[tuple[str, int], list[tuple[dict[str, Any], dict[str, Any]]]],
     conc: dict[str, dict[str, Any]],
     drivers: list[str],
     ns: list[int],
@@ -864,7 +896,8 @@ def _report(
     out = [f"# bench_wire: ms per model call over HTTP ({time.strftime('%Y-%m-%d')}, {_machine()})", ""]
     for key, title in (("wall", "wall time"), ("cpu", "CPU time of the client process")):
         out += [f"ms per model call, {title} (median of the repetitions; × limit: the driver over the no-SDK "
-                "floor of its format at the same N):", ""]  # fmt: skip
+                "floor of its format at the same N, the median of each repetition's ratio to the floor run just "
+                "before it):", ""]  # fmt: skip
         head = " | ".join(f"N={n}" for n in ns)
         flat = " | call @end / @start (largest N) |" if key == "wall" else " |"
         out.append(f"| driver | {head} | × limit at each N{flat}")
@@ -872,9 +905,9 @@ def _report(
         for d in drivers:
             cells, ratios = [], []
             for n in ns:
-                ms, lim = _ms(rows.get((d, n)), key), _ms(rows.get((LIMIT_OF[d], n)), key)
+                ms, over = _ms(rows.get((d, n)), key), _ratio(rows, paired, d, n, key)
                 cells.append(f"{ms:.2f}" if ms is not None else "–")
-                ratios.append(f"{ms / lim:.1f}" if ms is not None and lim else "–")
+                ratios.append(f"{over:.1f}" if over is not None else "–")
             line = f"| {d} | " + " | ".join(cells) + f" | {' / '.join(ratios)} |"
             if key == "wall":
                 big = max((n for n in ns if (d, n) in rows), default=None)
