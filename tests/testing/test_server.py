@@ -599,3 +599,19 @@ def test_closing_interrupts_a_pending_delay() -> None:
     server.close()  # returns promptly: the delay waits on the stop signal
     caller.join(timeout=5)
     assert not caller.is_alive()
+
+
+def test_a_header_sent_twice_is_recorded_with_both_values_in_order() -> None:
+    # The record kept the last value of a repeated header, which hid a client sending one twice.
+    with FakeProviderServer(["ok"]) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
+        body = b'{"model": "m", "messages": []}'
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nUser-Agent: one/1\r\nuser-agent: two/2\r\n"
+            b"X-Single: s\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        assert sock.recv(12) == b"HTTP/1.1 200"
+    (recorded,) = server.requests
+    assert recorded.headers["user-agent"] == "one/1, two/2"
+    assert recorded.headers["x-single"] == "s"

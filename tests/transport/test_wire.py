@@ -96,6 +96,37 @@ async def test_custom_headers_and_base_url_reach_the_server(kind: str) -> None:
     assert received.api is not None  # the base URL and the endpoint path were joined right
 
 
+@every_client
+async def test_a_header_given_in_another_case_replaces_the_clients_own_and_is_sent_once(kind: str) -> None:
+    # A name is one header whatever its case. The SDKs lay a caller's default_headers over their own as a plain
+    # dict, so `user-agent` went out beside `User-Agent` (two values of a field that takes one), and a Gemini
+    # `Content-Type` beside the client's `content-type`.
+    given = {"user-agent": "my-app/1.0", "Content-Type": "application/json; charset=utf-8", "X-Team": "blue"}
+    with FakeProviderServer(["ok"]) as server:
+        client = make_client(kind, server, default_headers=given)
+        await client.generate(ModelRequest(messages=[Message.user("hi")], max_tokens=10), stream=False)
+        await client.aclose()
+    (received,) = server.requests
+    assert received.headers["user-agent"] == "my-app/1.0"
+    # The SDKs lay the caller's headers last; Gemini's client lays its key and content type over them.
+    own = "application/json" if kind == "gemini" else "application/json; charset=utf-8"
+    assert received.headers["content-type"] == own
+    assert received.headers["x-team"] == "blue"
+
+
+def test_merge_headers_folds_names_by_case_the_later_layer_winning_in_its_own_spelling() -> None:
+    from loopctl.transport._http import merge_headers
+
+    omit = object()  # the SDKs' marker for a header they leave out
+    merged = merge_headers(
+        {"User-Agent": "sdk/1", "Accept": "application/json", "X-Drop": "v"},
+        {"user-agent": "mine/2", "x-drop": omit, "ACCEPT": "text/plain"},
+        {"Authorization": "Bearer k"},
+    )
+    assert merged == {"user-agent": "mine/2", "ACCEPT": "text/plain", "Authorization": "Bearer k"}
+    assert merge_headers() == {}
+
+
 @pytest.mark.parametrize("library", ["httpx2", "httpx"])
 async def test_a_pool_handed_in_keeps_its_own_headers_and_each_request_carries_the_clients(library: str) -> None:
     # A pool the client made sends the client's headers as its defaults (merged once, not per call); a pool the

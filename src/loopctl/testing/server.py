@@ -80,9 +80,10 @@ class RecordedRequest:
     """One request the server received.
 
     ``path`` has no query string (``query`` holds it, first value per name); ``headers`` have lower-case
-    names; ``body`` is the parsed JSON (``None`` when the body is not JSON); ``api`` is the wire format the
-    path selected (``None`` for an unknown path); ``model`` comes from the body or, for Gemini, the path;
-    ``stream`` tells whether a streamed reply was asked for.
+    names, and a name sent more than once has its values joined by ``", "`` in the order sent (RFC 9110,
+    section 5.3), so a header sent twice shows; ``body`` is the parsed JSON (``None`` when the body is not
+    JSON); ``api`` is the wire format the path selected (``None`` for an unknown path); ``model`` comes from
+    the body or, for Gemini, the path; ``stream`` tells whether a streamed reply was asked for.
     """
 
     method: str
@@ -96,6 +97,15 @@ class RecordedRequest:
     stream: bool
     websocket: bool = False
     """True for a ``response.create`` message of the Responses API's WebSocket mode (``method`` is ``"WS"``)."""
+
+
+def _header_map(lines: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """A request's header lines as one value per lower-cased name, repeated names' values joined by ``", "``."""
+    headers: dict[str, str] = {}
+    for name, value in lines:
+        key = name.lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return headers
 
 
 @runtime_checkable
@@ -728,7 +738,7 @@ class _Handler(BaseHTTPRequestHandler):
             method="WS",
             path=url.path,
             query=dict(parse_qsl(url.query)),
-            headers={k.lower(): v for k, v in self.headers.items()},
+            headers=_header_map(self.headers.items()),
             body=body,
             raw=raw,
             api="openai-responses",
@@ -789,7 +799,7 @@ class _Handler(BaseHTTPRequestHandler):
             method=self.command,
             path=url.path,
             query=query,
-            headers={k.lower(): v for k, v in self.headers.items()},
+            headers=_header_map(self.headers.items()),
             body=body,
             raw=raw,
             api=api,

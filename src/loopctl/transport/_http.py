@@ -26,7 +26,7 @@ from loopctl.providers.base import EventCallback, ModelRequest, RequestCache, ma
 from loopctl.response import ModelResponse
 from loopctl.stream import loads_exact
 
-__all__ = ["DEFAULT_TIMEOUT", "HTTPClient"]
+__all__ = ["DEFAULT_TIMEOUT", "HTTPClient", "merge_headers"]
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds the client waits for a connection, or for the next bytes of a reply, before
@@ -50,6 +50,24 @@ def _library_of(http: Any) -> ModuleType:
     import httpx2
 
     return httpx2
+
+
+def merge_headers(*layers: Mapping[str, Any]) -> dict[str, str]:
+    """The headers of ``layers`` laid one over the next, the later winning: a name is one header whatever its
+    case (RFC 9110, section 5.1), so a caller's ``user-agent`` replaces the SDK's ``User-Agent`` rather than
+    going out beside it, and keeps the caller's spelling. Values that are not strings (the SDKs' ``Omit``
+    marker for a header they leave out) are dropped, and drop any earlier value of that name."""
+    merged: dict[str, str] = {}
+    spelled: dict[str, str] = {}  # lower-cased name -> the spelling in ``merged``
+    for layer in layers:
+        for name, value in layer.items():
+            lower = name.lower()
+            if (old := spelled.pop(lower, None)) is not None:
+                del merged[old]
+            if isinstance(value, str):
+                merged[name] = value
+                spelled[lower] = name
+    return merged
 
 
 def _describe(exc: BaseException) -> str:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+from loopctl.transport._http import merge_headers
+
 __all__ = ["import_sdk", "sdk_headers"]
 
 
@@ -29,8 +31,7 @@ def import_sdk(module: str, extra: str) -> ModuleType:
 def sdk_headers(client: Any, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The headers ``client`` (an ``AsyncOpenAI`` or ``AsyncAnthropic``) sends with every request it makes
     with an API key, read once from its public ``default_headers`` and ``auth_headers``; values the SDK
-    leaves out (its ``Omit`` marker) are dropped. ``extra`` is laid over them."""
-    merged: dict[str, Any] = {**client.default_headers, **client.auth_headers}
-    headers = {name: value for name, value in merged.items() if isinstance(value, str)}
-    headers.update(extra or {})
-    return headers
+    leaves out (its ``Omit`` marker) are dropped. ``extra`` is laid over them. A name is one header whatever
+    its case (:func:`~loopctl.transport._http.merge_headers`): a caller's ``user-agent`` among the SDK's
+    ``default_headers`` replaces its ``User-Agent``, where the SDK itself would send both."""
+    return merge_headers(client.default_headers, client.auth_headers, extra or {})

@@ -27,7 +27,7 @@ from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.providers.native import NativeTool
 from loopctl.response import ModelResponse
 from loopctl.stream import loads_exact
-from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
+from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient, merge_headers
 
 __all__ = ["ExplicitCache", "GeminiClient"]
 
@@ -106,7 +106,7 @@ class GeminiClient(HTTPClient):
         base = (base_url or os.environ.get("GEMINI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         root = f"{base}/{api_version}/models/{model}"
         self._caches_url = f"{base}/{api_version}/cachedContents"
-        headers = {**(default_headers or {}), "x-goog-api-key": key, "content-type": "application/json"}
+        headers = merge_headers(default_headers or {}, {"x-goog-api-key": key, "content-type": "application/json"})
         self._connect(
             http_client or httpx2.AsyncClient(timeout=timeout),
             own=http_client is None,

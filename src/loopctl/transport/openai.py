@@ -29,7 +29,7 @@ from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.response import ModelResponse, Usage
 from loopctl.stream import loads_exact
 from loopctl.transport._chain import Chains, Link, lost_state
-from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
+from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient, merge_headers
 from loopctl.transport._sdk import import_sdk, sdk_headers
 
 if TYPE_CHECKING:  # the built-in tools' module is imported where a request has one
@@ -156,12 +156,11 @@ class OpenAIChatClient(_OpenAIClient):
         client = cls.__new__(cls)
         HTTPClient.__init__(client, model, codec_options)
         client._base_url = base_url
-        headers = {
-            "Accept": "application/json",
-            "Content-Type": "application/json",
-            **(default_headers or {}),
-            "Authorization": f"Bearer {api_key}",
-        }
+        headers = merge_headers(
+            {"Accept": "application/json", "Content-Type": "application/json"},
+            default_headers or {},
+            {"Authorization": f"Bearer {api_key}"},
+        )
         limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
         verify: ssl.SSLContext | bool = True
         if urlsplit(base_url).scheme == "http":
