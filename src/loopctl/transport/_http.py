@@ -70,6 +70,19 @@ def merge_headers(*layers: Mapping[str, Any]) -> dict[str, str]:
     return merged
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _other_origin(url: Any, target: Any) -> bool:
+    """Whether a redirect from ``url`` to ``target`` (two of the pool's ``URL``: httpx2's or httpx's) leaves the
+    origin: another scheme, host or port, an upgrade from ``http`` to ``https`` on the same host with the
+    default ports excepted (the rule httpx2 and httpx apply to ``Authorization``)."""
+    here = (url.scheme, url.host, url.port or _DEFAULT_PORTS.get(url.scheme))
+    there = (target.scheme, target.host, target.port or _DEFAULT_PORTS.get(target.scheme))
+    upgrade = here[1] == there[1] and (here[0], here[2], there[0], there[2]) == ("http", 80, "https", 443)
+    return here != there and not upgrade
+
+
 def _describe(exc: BaseException) -> str:
     # The HTTP client's ReadTimeout and kin often carry no text.
     return str(exc) or type(exc).__name__
@@ -196,6 +209,7 @@ class HTTPClient:
         http = self._http
         headers = self.request_headers(request)
         try:
+            # Redirects are followed here, not by the pool: a header holding the key must not go to another host.
             raw = await http.send(
                 http.build_request(
                     "POST",
@@ -204,14 +218,24 @@ class HTTPClient:
                     headers=None if self._own_http and headers is self._headers else headers,
                 ),
                 stream=True,
+                follow_redirects=False,
             )
+            if raw.next_request is not None and http.follow_redirects:
+                raw = await self._redirected(http, raw, stream=True)
         except self._timeout_errors as exc:
             raise ProviderTimeout(f"no reply in time ({_describe(exc)})", provider=self.provider) from None
         except self._transport_errors as exc:
             raise ConnectionFailed(f"cannot reach the provider ({_describe(exc)})", provider=self.provider) from None
         try:
             # Past the headers: reading errors are typed as a stall or a cut, never as ConnectionFailed.
-            if raw.status_code >= 400:
+            if raw.status_code >= 300:
+                if raw.status_code < 400:  # a redirect the pool does not follow: no reply to decode
+                    where = raw.headers.get("location", "nowhere")
+                    raise ProviderProtocolError(
+                        f"HTTP {raw.status_code}, a redirect to {where!r}, not followed (the HTTP client follows "
+                        "no redirects)",
+                        provider=self.provider,
+                    )
                 body = self._redact(await self._read(raw.aread()))
                 # The codecs read no clock: "now" turns a Retry-After HTTP-date into seconds.
                 error: ProviderError = self.codec.error_from_http(
@@ -226,6 +250,42 @@ class HTTPClient:
             raise
         finally:
             await raw.aclose()
+
+    async def _post(self, url: str, content: bytes) -> Any:
+        """The pool's whole reply to a POST of ``content`` to ``url`` (another endpoint than the model call's:
+        a cache, a conversation) with the client's headers, redirects followed as :meth:`generate` follows
+        them. The pool's errors are left to the caller."""
+        http = self._http
+        raw = await http.send(
+            http.build_request("POST", url, content=content, headers=self._headers), follow_redirects=False
+        )
+        if raw.next_request is not None and http.follow_redirects:
+            raw = await self._redirected(http, raw, stream=False)
+        return raw
+
+    async def _redirected(self, http: Any, raw: Any, *, stream: bool) -> Any:
+        """The reply at the end of the redirects ``raw`` starts, for a pool that follows redirects: each next
+        request as the pool's library builds it (the method and body a 301, 302, 303, 307 or 308 calls for, no
+        ``Authorization`` to another origin), less every header holding the API key when it leaves the origin
+        (the library strips only ``Authorization``, where Gemini sends its key in ``x-goog-api-key``, and a
+        caller's ``default_headers`` may carry it too; an upgrade from ``http`` to ``https`` on the same host
+        keeps them, as the library keeps ``Authorization``). More than the pool's ``max_redirects`` is a
+        :class:`~loopctl.errors.ProviderProtocolError`."""
+        secret = self._secret.decode()
+        for _ in range(http.max_redirects):
+            request = raw.next_request
+            await raw.aclose()
+            if secret and _other_origin(raw.request.url, request.url):
+                for name in [name for name, value in request.headers.items() if secret in value]:
+                    del request.headers[name]
+            raw = await http.send(request, stream=stream, follow_redirects=False)
+            if raw.next_request is None:
+                return raw
+        await raw.aclose()
+        where = str(raw.next_request.url).replace(secret, REDACTED) if secret else str(raw.next_request.url)
+        raise ProviderProtocolError(
+            f"more than {http.max_redirects} redirects (the last to {where})", provider=self.provider
+        )
 
     async def _decode_stream(self, chunks: AsyncIterator[bytes], on_event: EventCallback | None) -> ModelResponse:
         decoder = self.codec.StreamDecoder()

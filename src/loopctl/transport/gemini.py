@@ -208,7 +208,7 @@ class GeminiClient(HTTPClient):
         """``POST cachedContents``; the new cache's name, or ``None`` when the server refused it (too small for
         the model, a model without explicit caching): the request is then sent whole."""
         try:
-            raw = await self._http.post(self._caches_url, content=_dumps_bytes(body), headers=self._headers)
+            raw = await self._post(self._caches_url, _dumps_bytes(body))
         except self._transport_errors:
             return None
         if raw.status_code >= 400:

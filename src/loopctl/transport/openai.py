@@ -280,7 +280,7 @@ class OpenAIResponsesClient(_OpenAIClient):
         """``POST /v1/conversations`` (platform.openai.com/docs/api-reference/conversations/create): a new,
         empty conversation; its id. Errors are typed as a model call's."""
         try:
-            raw = await self._http.post(self._conversations_url, content=b"{}", headers=self._headers)
+            raw = await self._post(self._conversations_url, b"{}")
         except self._timeout_errors as exc:
             raise ProviderTimeout(f"no reply in time ({exc})", provider=self.provider) from None
         except self._transport_errors as exc:
@@ -306,7 +306,7 @@ class OpenAIResponsesClient(_OpenAIClient):
             request.messages, model=self.model, system=request.system, instructions=instructions, **options
         )
         try:
-            raw = await self._http.post(self._compact_url, content=_dumps_bytes(body), headers=self._headers)
+            raw = await self._post(self._compact_url, _dumps_bytes(body))
         except self._timeout_errors as exc:
             raise ProviderTimeout(f"no reply in time ({exc})", provider=self.provider) from None
         except self._transport_errors as exc:
