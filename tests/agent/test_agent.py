@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +125,52 @@ async def test_on_busy_wait_queues_the_second_run_after_the_first() -> None:
     a, b = await asyncio.gather(conv.run("first"), conv.run("second"))
     assert (a.output, b.output) == ("one", "two")
     assert [_text(m) for m in client.requests[1].messages] == ["first", "one", "second"]
+
+
+def test_on_busy_wait_queues_runs_of_one_session_from_several_threads(tmp_path: Path) -> None:
+    # A threaded web server calling run_sync per request: each thread runs its own event loop. A waiting run
+    # is woken on its own loop (it was an asyncio.Event of another loop: RuntimeError, and a thread hung).
+    agent = Agent(ScriptedClient(lambda request: Delay(0.05, f"answer {len(request.messages)}")), name="a")
+    outputs: list[str] = []
+    errors: list[BaseException] = []
+    with SQLiteStore(tmp_path / "t.db") as store:
+
+        def worker(i: int) -> None:
+            try:
+                outputs.append(agent.session("shared", store=store, on_busy="wait").run_sync(f"q{i}").output)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert errors == [] and not any(t.is_alive() for t in threads)
+        # One after another: each run saw the turns of those before it.
+        assert sorted(outputs) == ["answer 1", "answer 3", "answer 5"]
+        assert len(store.load("shared").messages) == 6
+
+
+def test_a_run_of_a_busy_session_from_another_thread_is_refused(tmp_path: Path) -> None:
+    agent = Agent(ScriptedClient([Delay(0.3, "slow"), "never"]), name="a")
+    with SQLiteStore(tmp_path / "r.db") as store:
+        started = threading.Event()
+        first: list[str] = []
+
+        def worker() -> None:
+            started.set()
+            first.append(agent.session("s", store=store).run_sync("first").output)
+
+        thread = threading.Thread(target=worker, daemon=True)
+        thread.start()
+        started.wait(5)
+        time.sleep(0.1)
+        with pytest.raises(SessionBusy, match="'s'"):
+            agent.session("s", store=store).run_sync("second")
+        thread.join(10)
+        assert first == ["slow"]
+        assert len(store.load("s").messages) == 2
 
 
 async def test_a_second_run_on_a_busy_bare_loop_raises_session_busy() -> None:

@@ -11,6 +11,8 @@ sub-agent tools which conversation, event stream and limits they run under.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
@@ -55,9 +57,49 @@ AGENT_KEY = "loopctl.agent"
 """The session metadata key naming the agent that answered last (after a handoff, the conversation goes on
 with it)."""
 
-_BUSY: dict[tuple[object, ...], asyncio.Event | None] = {}
+_BUSY: dict[tuple[object, ...], list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
 """The conversations running now, in this process: (store identity, session id) or (conversation identity,),
-with the event that runs waiting for it wait on (made when the first one waits)."""
+with the runs waiting for each (their event loop and the future each waits on). Runs of one session may come
+from several threads (``run_sync`` in a threaded web server), each on an event loop of its own: the registry
+is guarded by :data:`_BUSY_LOCK` and a waiter is woken through its own loop (``call_soon_threadsafe``)."""
+
+_BUSY_LOCK = threading.Lock()
+
+
+async def _enter(key: tuple[object, ...], conversation: Conversation[Any, Any]) -> None:
+    """Mark conversation ``key`` running, once no other run holds it. Raises
+    :class:`~loopctl.errors.SessionBusy` when one does and ``conversation.on_busy`` is ``"refuse"``; with
+    ``"wait"``, waits for it (the runs woken at its end try again, the first one through goes)."""
+    while True:
+        with _BUSY_LOCK:
+            waiters = _BUSY.get(key)
+            if waiters is None:
+                _BUSY[key] = []
+                return
+            if conversation.on_busy == "refuse":
+                raise SessionBusy(
+                    f"conversation {conversation.session_id or '(in memory)'!r} is running a run already: wait for "
+                    "it, or run on another session (agent.session(..., on_busy='wait') waits its turn)",
+                    session_id=conversation.session_id,
+                )
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+            waiters.append((loop, waiter))
+        await waiter
+
+
+def _leave(key: tuple[object, ...]) -> None:
+    """Mark conversation ``key`` no longer running and wake the runs waiting for it, on their own loops."""
+    with _BUSY_LOCK:
+        waiters = _BUSY.pop(key, [])
+    for loop, waiter in waiters:
+        with contextlib.suppress(RuntimeError):  # a loop closed meanwhile: nothing waits there any more
+            loop.call_soon_threadsafe(_wake, waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():  # a waiter cancelled meanwhile is done
+        waiter.set_result(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,18 +397,7 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
         """The run, and what its machines counted of it (for a sub-agent's parent; zero for a run without one).
         One at a time per conversation."""
         key = (id(self.store), self.session_id) if self.store is not None else (id(self),)
-        while key in _BUSY:
-            if self.on_busy == "refuse":
-                raise SessionBusy(
-                    f"conversation {self.session_id or '(in memory)'!r} is running a run already: wait for it, or "
-                    "run on another session (agent.session(..., on_busy='wait') waits its turn)",
-                    session_id=self.session_id,
-                )
-            waiting = _BUSY[key]
-            if waiting is None:
-                waiting = _BUSY[key] = asyncio.Event()
-            await waiting.wait()
-        _BUSY[key] = None
+        await _enter(key, self)
         try:
             if self.store is None:
                 binding, machine = None, self._machine if self._machine is not None else LoopMachine()
@@ -463,9 +494,7 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
                 dispatcher.emit(RunFinished(final))
             return final, spent
         finally:
-            waiting = _BUSY.pop(key, None)
-            if waiting is not None:
-                waiting.set()
+            _leave(key)
 
     async def _load(self) -> tuple[SessionBinding | None, LoopMachine]:
         """The conversation's binding to its session (``None`` in memory) and machine."""
