@@ -241,6 +241,36 @@ def test_run_sync_with_a_model_string_closes_its_client(monkeypatch: pytest.Monk
         assert agent.run_sync("b").output == "two"  # a fresh event loop: a fresh client, not the closed one
 
 
+def test_run_sync_closes_the_clients_its_sub_agents_and_handoff_targets_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sub-agent's or a handoff target's client made from a model string on run_sync's event loop was left
+    # open when the loop ended (its pool's sockets unclosed: a ResourceWarning per run of a sync web app).
+    clients: dict[str, Any] = {}
+
+    def remember(*agents: Agent[Any, Any]) -> Any:
+        @tool
+        async def mark() -> str:
+            """Remember the clients the agents use on this loop."""
+            clients.update({a.name: a.client() for a in agents})
+            return "marked"
+
+        return mark
+
+    def call(call_id: str, name: str, args: dict[str, str] | None = None) -> Message:
+        return Message.new(Role.ASSISTANT, [MessagePart.tool_call(call_id, name, args or {})])
+
+    with FakeProviderServer(["researched", "billing here"]) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        researcher = Agent("openai:gpt-4o-mini", name="researcher", description="Researches.")
+        billing = Agent("openai:gpt-4o-mini", name="billing")
+        script = [call("m", "mark"), call("r1", "researcher", {"input": "look"}), call("t1", "transfer_to_billing")]
+        boss = Agent(ScriptedClient(script), tools=[remember(researcher, billing), researcher], handoffs=[billing])
+        run = boss.run_sync("go")
+        assert (run.agent, run.output) == ("billing", "billing here")
+        assert clients["researcher"] is not clients["billing"]
+        assert [clients[n]._http.is_closed for n in ("researcher", "billing")] == [True, True]
+
+
 async def test_runs_of_a_conversation_go_on_where_the_last_ended_in_memory_and_in_a_store(tmp_path: Path) -> None:
     for store in (None, SQLiteStore(tmp_path / "c.db")):
         client = ScriptedClient(["a1", "a2"])

@@ -300,6 +300,24 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
                 if close is not None:
                     await close()
 
+    def reachable(self) -> tuple[Agent[Any, Any], ...]:
+        """This agent and every agent a run of it may run: its sub-agents and handoff targets, theirs, and so
+        on (each once)."""
+        seen: list[Agent[Any, Any]] = [self]
+        for agent in seen:  # grows as it is read: breadth first
+            for tool in agent.tool_list:
+                sub = getattr(tool, "agent", None)
+                if isinstance(sub, Agent) and all(sub is not a for a in seen):
+                    seen.append(sub)
+            seen.extend(a for a in agent.handoff_targets() if all(a is not b for b in seen))
+        return tuple(seen)
+
+    async def aclose_reachable(self) -> None:
+        """:meth:`aclose` on every agent of :meth:`reachable`: what ``run_sync`` does as its event loop ends,
+        so a sub-agent's or a handoff target's client made from a model string is closed too."""
+        for agent in self.reachable():
+            await agent.aclose()
+
     # --- conversations --------------------------------------------------------------------------------------
 
     def session(
@@ -482,7 +500,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         approvals: Mapping[str, Approval] | None = None,
         config: RunConfig | None = None,
     ) -> Run[Any]:
-        """:meth:`run` on a fresh event loop (a client made from a model string is closed at the end). Raises
+        """:meth:`run` on a fresh event loop (the clients made from model strings, the sub-agents' and handoff
+        targets' included, are closed at the end). Raises
         ``RuntimeError`` inside a running event loop."""
         try:
             asyncio.get_running_loop()
@@ -497,7 +516,9 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
                     prompt, history=history, session=session, deps=deps, approvals=approvals, config=config
                 )
             finally:
-                await self.aclose()
+                await self.aclose_reachable()
+                if session is not None and session.root is not self:
+                    await session.root.aclose_reachable()
 
         return asyncio.run(go())
 

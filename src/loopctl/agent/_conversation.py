@@ -331,8 +331,8 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
                 run, _ = await self._run(prompt, approvals, deps, config, None, None, None, None)
                 return run
             finally:
-                await self._current.aclose()
-                await self.root.aclose()
+                await self.root.aclose_reachable()
+                await self._current.aclose()  # reachable from the root, but for a conversation moved to it
 
         return asyncio.run(go())
 
