@@ -352,3 +352,29 @@ async def test_a_sub_agent_run_by_a_plain_loop_that_needs_approval_says_so_inste
     assert run.ok and ran == []
     result = run.turns[0].tool_calls[0].result
     assert result.is_error and "needs approval of delete" in str(result.output)
+
+
+async def test_a_sub_agents_session_has_a_usable_id_under_a_long_session_id_or_an_odd_call_id(tmp_path: Path) -> None:
+    # <session id>/<call id> past 200 characters (a long session id with Anthropic's call id after it, sub-agents
+    # nested deep), or holding a control character, was no session id: every call of the sub-agent failed with
+    # "Tool 'researcher' failed: ValueError: invalid session id ...".
+    long_id, long_call = "u" * 180, "toolu_01A09q90qw90lq917835lq9"
+    boss, _, _ = pair(
+        [call("k1", "delete", {"path": "/tmp/x"}), "Deleted.", "Found."],
+        [call(long_call, "researcher", {"input": "delete /tmp/x"}), "Cleaned up.", call("c\n1", "researcher", {"input": "find"}), "Done."],
+    )  # fmt: skip
+    with SQLiteStore(tmp_path / "ids.db") as store:
+        conv = boss.session(long_id, store=store)
+        paused = await conv.run("Clean up")
+        assert [p.id for p in paused.pending_approvals] == [f"{long_call}/k1"]
+        run = await conv.run(approvals={f"{long_call}/k1": Approve()})  # the paused child found again
+        assert (run.output, ran) == ("Cleaned up.", ["delete /tmp/x"])
+        again = await conv.run("Find")
+        assert again.output == "Done." and not again.turns[0].tool_calls[0].result.is_error
+        children = [(i.id, store.load(i.id)) for i in store.sessions() if i.id != long_id]
+        children.sort(key=lambda child: str(child[1].state.metadata[PARENT_KEY]["call"]))
+        assert [(len(sid), c.state.metadata[PARENT_KEY]["call"], texts(c.messages)) for sid, c in children] == [
+            (200, "c\n1", ["find", "Found."]),
+            (200, long_call, ["delete /tmp/x", "result:deleted /tmp/x", "Deleted."]),
+        ]
+        assert all(sid.startswith(long_id[:160]) and "~" in sid for sid, _ in children)  # readable, then a digest

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -606,8 +607,8 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
     async def _child(self, tool: AgentTool[Any], call_id: str, *, resume: bool) -> Conversation[Any, Any] | None:
         """The conversation of the sub-agent run by call ``call_id``: the paused one (``resume``; ``None`` when
         there is none), or a new one. A stored conversation's sub-agent has a session of its own in the same
-        store, ``<session id>/<call id>`` (``.2``, ``.3``... when a call id came back), linked to this one in its
-        metadata (:data:`PARENT_KEY`)."""
+        store, ``<session id>/<call id>`` (``.2``, ``.3``... when a call id came back; :func:`_usable_id` when
+        that is no session id), linked to this one in its metadata (:data:`PARENT_KEY`)."""
         if self.store is None:
             found = self._children.get(call_id)
             if resume:
@@ -617,7 +618,7 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
             return child
         assert self.session_id is not None
         base = f"{self.session_id}/{call_id}"
-        ids = [base]
+        ids = [_usable_id(base)]
         latest: str | None = None
         for n in range(2, 10_000):
             try:
@@ -625,7 +626,7 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
             except SessionNotFound:
                 break
             latest = ids[-1]
-            ids.append(f"{base}.{n}")
+            ids.append(_usable_id(f"{base}.{n}"))
         if resume:
             if latest is None:
                 return None
@@ -634,6 +635,20 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
             sid = ids[-1]
         link = {"session": self.session_id, "call": call_id, "agent": tool.agent.name}
         return Conversation(tool.agent, sid, store=self.store, parent=link)
+
+
+def _usable_id(text: str) -> str:
+    """``text`` when it is a usable session id; else (a parent's long id with the model's call id after it,
+    sub-agents nested deep, a call id with a control character) an id made of it that is one, the same each
+    time: its printable start, ``~`` and a digest of the whole text."""
+    from loopctl.store.base import _MAX_ID, check_session_id
+
+    try:
+        return check_session_id(text)
+    except ValueError:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        head = "".join(c if c.isprintable() else "_" for c in text)[: _MAX_ID - len(digest) - 1].strip()
+        return f"{head}~{digest}" if head else digest
 
 
 # --- sub-agents -------------------------------------------------------------------------------------------
