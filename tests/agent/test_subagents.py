@@ -378,3 +378,21 @@ async def test_a_sub_agents_session_has_a_usable_id_under_a_long_session_id_or_a
             (200, long_call, ["delete /tmp/x", "result:deleted /tmp/x", "Deleted."]),
         ]
         assert all(sid.startswith(long_id[:160]) and "~" in sid for sid, _ in children)  # readable, then a digest
+
+
+async def test_an_in_memory_conversation_keeps_only_its_paused_sub_agents() -> None:
+    # Each call of a sub-agent made a conversation the parent's in-memory conversation kept for good (with all
+    # its messages): a long chat leaked one per call. Only a paused one can be continued, so only those stay.
+    script = [call(f"p{i}", "researcher", {"input": f"look {i}"}) for i in range(3)]
+    boss, _, _ = pair(
+        ["Found 0.", "Found 1.", "Found 2.", call("k1", "delete", {"path": "/tmp/x"}), "Deleted."],
+        [script[0], "ok 0", script[1], "ok 1", script[2], "ok 2", call("p3", "researcher", {"input": "rm"}), "Gone."],
+    )
+    conv = boss.session("chat")
+    for i in range(3):
+        assert (await conv.run(f"q{i}")).output == f"ok {i}"
+    assert conv._children == {}
+    paused = await conv.run("Delete /tmp/x")
+    assert [p.id for p in paused.pending_approvals] == ["p3/k1"] and list(conv._children) == ["p3"]
+    done = await conv.run(approvals={"p3/k1": Approve()})
+    assert (done.output, ran, conv._children) == ("Gone.", ["delete /tmp/x"], {})

@@ -481,6 +481,9 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
             self._current = agent
             if self.store is None:
                 self._machine = machine
+                if self._children:  # only a paused sub-agent is ever continued: the others' messages go
+                    waiting = {p.call.id for p in machine.pending_approvals}
+                    self._children = {k: c for k, c in self._children.items() if k in waiting}
             if waited[1]:
                 await _release_abandoned(self, *waited, runs[0], machine)
             pending = await self._pending(machine, agent, base) if machine.pending_approvals else ()
