@@ -271,6 +271,20 @@ def test_run_sync_closes_the_clients_its_sub_agents_and_handoff_targets_made(mon
         assert [clients[n]._http.is_closed for n in ("researcher", "billing")] == [True, True]
 
 
+async def test_a_run_on_a_conversation_of_another_agent_is_refused() -> None:
+    # support.run(session=billing.session(...)) ran billing (its model, tools and instructions), silently.
+    support = Agent(ScriptedClient(["support here"]), name="support")
+    billing_client = ScriptedClient(["billing here"])
+    billing = Agent(billing_client, name="billing")
+    conv = billing.session("x")
+    with pytest.raises(ValueError, match="conversation of the agent 'billing', not of 'support'"):
+        await support.run("hi", session=conv)
+    with pytest.raises(ValueError, match="not of 'support'"):
+        support.stream("hi", session=conv)
+    assert billing_client.calls == 0 and conv.history == ()
+    assert (await billing.run("hi", session=conv)).output == "billing here"
+
+
 async def test_runs_of_a_conversation_go_on_where_the_last_ended_in_memory_and_in_a_store(tmp_path: Path) -> None:
     for store in (None, SQLiteStore(tmp_path / "c.db")):
         client = ScriptedClient(["a1", "a2"])

@@ -458,13 +458,10 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         ``config`` replaces the agent's run settings for this run; ``cancel`` stops it.
 
         Raises :class:`~loopctl.errors.SessionBusy` when ``session`` is running already, ``ValueError`` for
-        both ``history`` and ``session``, or a ``history`` whose last tool calls have no results, and
+        both ``history`` and ``session``, a ``session`` of another agent, or a ``history`` whose last tool calls
+        have no results, and
         :class:`~loopctl.errors.ApprovalError` for ``approvals`` without a session that is paused."""
-        from loopctl.agent._conversation import Conversation
-
-        if session is not None and history is not None:
-            raise ValueError("pass history= or session=, not both")
-        conv = session if session is not None else Conversation(self, None, history=history)
+        conv = self._conversation(history, session)
         run, _ = await conv._run(prompt, approvals, deps, config, cancel, None, None, None)
         return run
 
@@ -563,12 +560,27 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             run = await stream.result()
 
         The arguments are :meth:`run`'s. Leaving the block early cancels the run (sub-agents included)."""
+        return self._conversation(history, session).stream(prompt, deps=deps, approvals=approvals, config=config)
+
+    def _conversation(
+        self, history: Sequence[Message] | None, session: Conversation[Any, Any] | None
+    ) -> Conversation[Any, Any]:
+        """The conversation a run of :meth:`run` or :meth:`stream` goes on: ``session``, or one made of
+        ``history``. Raises ``ValueError`` for both, and for a ``session`` of another agent (it would run that
+        agent, not this one)."""
         from loopctl.agent._conversation import Conversation
 
         if session is not None and history is not None:
             raise ValueError("pass history= or session=, not both")
-        conv = session if session is not None else Conversation(self, None, history=history)
-        return conv.stream(prompt, deps=deps, approvals=approvals, config=config)
+        if session is None:
+            return Conversation(self, None, history=history)
+        if session.root is not self:
+            raise ValueError(
+                f"session= is a conversation of the agent {session.root.name!r}, not of {self.name!r} (a run "
+                "would be that agent's): run it with session.run(...), or make one of this agent's with "
+                "agent.session(...)"
+            )
+        return session
 
 
 def _check_deps(deps_type: Any, tool: object) -> None:
