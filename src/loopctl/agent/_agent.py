@@ -513,9 +513,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
                     prompt, history=history, session=session, deps=deps, approvals=approvals, config=config
                 )
             finally:
-                await self.aclose_reachable()
-                if session is not None and session.root is not self:
-                    await session.root.aclose_reachable()
+                await self.aclose_reachable()  # a session= is this agent's (run refuses another's)
 
         return asyncio.run(go())
 
