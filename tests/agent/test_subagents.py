@@ -396,3 +396,33 @@ async def test_an_in_memory_conversation_keeps_only_its_paused_sub_agents() -> N
     assert [p.id for p in paused.pending_approvals] == ["p3/k1"] and list(conv._children) == ["p3"]
     done = await conv.run(approvals={"p3/k1": Approve()})
     assert (done.output, ran, conv._children) == ("Gone.", ["delete /tmp/x"], {})
+
+
+async def test_a_loop_run_inside_a_tool_of_the_agent_keeps_its_sub_agents_to_itself(tmp_path: Path) -> None:
+    # A tool of an agent with sub-agents inherits the agent's scope: a plain BareLoop it ran took the agent's
+    # conversation for its own sub-agent's (a session "<session>/p1" linked to the agent's call p1, which ran
+    # the tool; its events in the agent's stream as "boss > helper" of call p1).
+    from loopctl.engine import BareLoop
+
+    helper_client = ScriptedClient(["helper answer"])
+    helper = Agent(helper_client, name="helper", description="Helps.")
+
+    @tool
+    async def summarize(text: str) -> str:
+        """Summarize, with a loop of its own."""
+        inner = BareLoop(ScriptedClient([call("p1", "helper", {"input": text}), "summary"]), [helper.as_tool()])
+        return (await inner.run("summarize")).output
+
+    researcher = Agent(ScriptedClient([]), name="researcher", description="Finds things.")
+    boss = Agent(
+        ScriptedClient([call("p1", "summarize", {"text": "notes"}), "Done."]), tools=[summarize, researcher], name="boss"
+    )
+    with SQLiteStore(tmp_path / "scope.db") as store:
+        conv = boss.session("s", store=store)
+        async with conv.stream("go") as stream:
+            events = [e async for e in stream]
+            run = await stream.result()
+        assert (run.output, str(run.turns[0].tool_calls[0].result.output)) == ("Done.", "summary")
+        assert [e for e in events if isinstance(e, SubAgentEvent)] == []
+        assert [i.id for i in store.sessions()] == ["s"]
+        assert texts(helper_client.requests[0].messages) == ["notes"]

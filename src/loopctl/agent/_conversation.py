@@ -661,6 +661,8 @@ async def run_sub_agent(tool: AgentTool[Any], prompt: str, context: ToolContext[
     """Run (or continue) ``tool``'s sub-agent for the call of ``context``; its spend is recorded on the
     context. Returns its run and, when it paused, what it waits on."""
     scope = _SCOPE.get()
+    if scope is not None and not _calls_of(scope.loop, context):
+        scope = None  # a call of another loop (a plain BareLoop run inside one of the agent's tools): not its own
     deps = tool.sub_deps(context.deps)
     if scope is None:  # called by a plain BareLoop: a fresh conversation each time, events not forwarded
         child: Conversation[Any, Any] = Conversation(tool.agent, None)
@@ -682,6 +684,16 @@ async def run_sub_agent(tool: AgentTool[Any], prompt: str, context: ToolContext[
         names = ", ".join(f"{p.call.name} ({p.id})" for p in run.pending_approvals)
         waiting = f"the agent {tool.agent.name} awaits approval of {names}"
     return run, waiting
+
+
+def _calls_of(loop: BareLoop, context: ToolContext[Any]) -> bool:
+    """Whether ``context``'s call is one of the calls ``loop`` runs now (of its last reply). A tool of the agent
+    inherits the agent's scope, and a loop it runs of its own must not take the agent's conversation for its
+    sub-agents' (their sessions, events, limits)."""
+    reply = loop.machine.last_message()
+    if reply is None or reply.role is not Role.ASSISTANT:
+        return False
+    return any(c.id == context.call_id and c.name == context.name for c in reply.tool_calls())
 
 
 # --- handoffs ---------------------------------------------------------------------------------------------
