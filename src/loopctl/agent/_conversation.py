@@ -660,9 +660,7 @@ def _usable_id(text: str) -> str:
 async def run_sub_agent(tool: AgentTool[Any], prompt: str, context: ToolContext[Any]) -> tuple[Run[Any], str | None]:
     """Run (or continue) ``tool``'s sub-agent for the call of ``context``; its spend is recorded on the
     context. Returns its run and, when it paused, what it waits on."""
-    scope = _SCOPE.get()
-    if scope is not None and not _calls_of(scope.loop, context):
-        scope = None  # a call of another loop (a plain BareLoop run inside one of the agent's tools): not its own
+    scope = scope_of(context)
     deps = tool.sub_deps(context.deps)
     if scope is None:  # called by a plain BareLoop: a fresh conversation each time, events not forwarded
         child: Conversation[Any, Any] = Conversation(tool.agent, None)
@@ -686,14 +684,20 @@ async def run_sub_agent(tool: AgentTool[Any], prompt: str, context: ToolContext[
     return run, waiting
 
 
-def _calls_of(loop: BareLoop, context: ToolContext[Any]) -> bool:
-    """Whether ``context``'s call is one of the calls ``loop`` runs now (of its last reply). A tool of the agent
-    inherits the agent's scope, and a loop it runs of its own must not take the agent's conversation for its
-    sub-agents' (their sessions, events, limits)."""
-    reply = loop.machine.last_message()
+def scope_of(context: ToolContext[Any]) -> _Scope | None:
+    """The scope of the agent's run whose loop runs ``context``'s call (one of the calls of its last reply), or
+    ``None``. A tool of the agent inherits the agent's scope, and a loop it runs of its own (a plain
+    :class:`~loopctl.engine.BareLoop`) must not take the agent's conversation for its sub-agents' (their
+    sessions, events, limits)."""
+    scope = _SCOPE.get()
+    if scope is None:
+        return None
+    reply = scope.loop.machine.last_message()
     if reply is None or reply.role is not Role.ASSISTANT:
-        return False
-    return any(c.id == context.call_id and c.name == context.name for c in reply.tool_calls())
+        return None
+    if any(c.id == context.call_id and c.name == context.name for c in reply.tool_calls()):
+        return scope
+    return None
 
 
 # --- handoffs ---------------------------------------------------------------------------------------------
