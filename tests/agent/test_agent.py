@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,52 @@ async def test_on_busy_wait_queues_the_second_run_after_the_first() -> None:
     assert [_text(m) for m in client.requests[1].messages] == ["first", "one", "second"]
 
 
+def test_on_busy_wait_queues_runs_of_one_session_from_several_threads(tmp_path: Path) -> None:
+    # A threaded web server calling run_sync per request: each thread runs its own event loop. A waiting run
+    # is woken on its own loop (it was an asyncio.Event of another loop: RuntimeError, and a thread hung).
+    agent = Agent(ScriptedClient(lambda request: Delay(0.05, f"answer {len(request.messages)}")), name="a")
+    outputs: list[str] = []
+    errors: list[BaseException] = []
+    with SQLiteStore(tmp_path / "t.db") as store:
+
+        def worker(i: int) -> None:
+            try:
+                outputs.append(agent.session("shared", store=store, on_busy="wait").run_sync(f"q{i}").output)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert errors == [] and not any(t.is_alive() for t in threads)
+        # One after another: each run saw the turns of those before it.
+        assert sorted(outputs) == ["answer 1", "answer 3", "answer 5"]
+        assert len(store.load("shared").messages) == 6
+
+
+def test_a_run_of_a_busy_session_from_another_thread_is_refused(tmp_path: Path) -> None:
+    agent = Agent(ScriptedClient([Delay(0.3, "slow"), "never"]), name="a")
+    with SQLiteStore(tmp_path / "r.db") as store:
+        started = threading.Event()
+        first: list[str] = []
+
+        def worker() -> None:
+            started.set()
+            first.append(agent.session("s", store=store).run_sync("first").output)
+
+        thread = threading.Thread(target=worker, daemon=True)
+        thread.start()
+        started.wait(5)
+        time.sleep(0.1)
+        with pytest.raises(SessionBusy, match="'s'"):
+            agent.session("s", store=store).run_sync("second")
+        thread.join(10)
+        assert first == ["slow"]
+        assert len(store.load("s").messages) == 2
+
+
 async def test_a_second_run_on_a_busy_bare_loop_raises_session_busy() -> None:
     loop = BareLoop(ScriptedClient([Delay(0.2, "x"), "y"]))
     first = asyncio.ensure_future(loop.run("one"))
@@ -191,6 +239,50 @@ def test_run_sync_with_a_model_string_closes_its_client(monkeypatch: pytest.Monk
         agent = Agent("openai:gpt-4o-mini")
         assert agent.run_sync("a").output == "one"
         assert agent.run_sync("b").output == "two"  # a fresh event loop: a fresh client, not the closed one
+
+
+def test_run_sync_closes_the_clients_its_sub_agents_and_handoff_targets_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sub-agent's or a handoff target's client made from a model string on run_sync's event loop was left
+    # open when the loop ended (its pool's sockets unclosed: a ResourceWarning per run of a sync web app).
+    clients: dict[str, Any] = {}
+
+    def remember(*agents: Agent[Any, Any]) -> Any:
+        @tool
+        async def mark() -> str:
+            """Remember the clients the agents use on this loop."""
+            clients.update({a.name: a.client() for a in agents})
+            return "marked"
+
+        return mark
+
+    def call(call_id: str, name: str, args: dict[str, str] | None = None) -> Message:
+        return Message.new(Role.ASSISTANT, [MessagePart.tool_call(call_id, name, args or {})])
+
+    with FakeProviderServer(["researched", "billing here"]) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        researcher = Agent("openai:gpt-4o-mini", name="researcher", description="Researches.")
+        billing = Agent("openai:gpt-4o-mini", name="billing")
+        script = [call("m", "mark"), call("r1", "researcher", {"input": "look"}), call("t1", "transfer_to_billing")]
+        boss = Agent(ScriptedClient(script), tools=[remember(researcher, billing), researcher], handoffs=[billing])
+        run = boss.run_sync("go")
+        assert (run.agent, run.output) == ("billing", "billing here")
+        assert clients["researcher"] is not clients["billing"]
+        assert [clients[n]._http.is_closed for n in ("researcher", "billing")] == [True, True]
+
+
+async def test_a_run_on_a_conversation_of_another_agent_is_refused() -> None:
+    # support.run(session=billing.session(...)) ran billing (its model, tools and instructions), silently.
+    support = Agent(ScriptedClient(["support here"]), name="support")
+    billing_client = ScriptedClient(["billing here"])
+    billing = Agent(billing_client, name="billing")
+    conv = billing.session("x")
+    with pytest.raises(ValueError, match="conversation of the agent 'billing', not of 'support'"):
+        await support.run("hi", session=conv)
+    with pytest.raises(ValueError, match="not of 'support'"):
+        support.stream("hi", session=conv)
+    assert billing_client.calls == 0 and conv.history == ()
+    assert (await billing.run("hi", session=conv)).output == "billing here"
 
 
 async def test_runs_of_a_conversation_go_on_where_the_last_ended_in_memory_and_in_a_store(tmp_path: Path) -> None:

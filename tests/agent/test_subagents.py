@@ -352,3 +352,77 @@ async def test_a_sub_agent_run_by_a_plain_loop_that_needs_approval_says_so_inste
     assert run.ok and ran == []
     result = run.turns[0].tool_calls[0].result
     assert result.is_error and "needs approval of delete" in str(result.output)
+
+
+async def test_a_sub_agents_session_has_a_usable_id_under_a_long_session_id_or_an_odd_call_id(tmp_path: Path) -> None:
+    # <session id>/<call id> past 200 characters (a long session id with Anthropic's call id after it, sub-agents
+    # nested deep), or holding a control character, was no session id: every call of the sub-agent failed with
+    # "Tool 'researcher' failed: ValueError: invalid session id ...".
+    long_id, long_call = "u" * 180, "toolu_01A09q90qw90lq917835lq9"
+    boss, _, _ = pair(
+        [call("k1", "delete", {"path": "/tmp/x"}), "Deleted.", "Found."],
+        [call(long_call, "researcher", {"input": "delete /tmp/x"}), "Cleaned up.", call("c\n1", "researcher", {"input": "find"}), "Done."],
+    )  # fmt: skip
+    with SQLiteStore(tmp_path / "ids.db") as store:
+        conv = boss.session(long_id, store=store)
+        paused = await conv.run("Clean up")
+        assert [p.id for p in paused.pending_approvals] == [f"{long_call}/k1"]
+        run = await conv.run(approvals={f"{long_call}/k1": Approve()})  # the paused child found again
+        assert (run.output, ran) == ("Cleaned up.", ["delete /tmp/x"])
+        again = await conv.run("Find")
+        assert again.output == "Done." and not again.turns[0].tool_calls[0].result.is_error
+        children = [(i.id, store.load(i.id)) for i in store.sessions() if i.id != long_id]
+        children.sort(key=lambda child: str(child[1].state.metadata[PARENT_KEY]["call"]))
+        assert [(len(sid), c.state.metadata[PARENT_KEY]["call"], texts(c.messages)) for sid, c in children] == [
+            (200, "c\n1", ["find", "Found."]),
+            (200, long_call, ["delete /tmp/x", "result:deleted /tmp/x", "Deleted."]),
+        ]
+        assert all(sid.startswith(long_id[:160]) and "~" in sid for sid, _ in children)  # readable, then a digest
+
+
+async def test_an_in_memory_conversation_keeps_only_its_paused_sub_agents() -> None:
+    # Each call of a sub-agent made a conversation the parent's in-memory conversation kept for good (with all
+    # its messages): a long chat leaked one per call. Only a paused one can be continued, so only those stay.
+    script = [call(f"p{i}", "researcher", {"input": f"look {i}"}) for i in range(3)]
+    boss, _, _ = pair(
+        ["Found 0.", "Found 1.", "Found 2.", call("k1", "delete", {"path": "/tmp/x"}), "Deleted."],
+        [script[0], "ok 0", script[1], "ok 1", script[2], "ok 2", call("p3", "researcher", {"input": "rm"}), "Gone."],
+    )
+    conv = boss.session("chat")
+    for i in range(3):
+        assert (await conv.run(f"q{i}")).output == f"ok {i}"
+    assert conv._children == {}
+    paused = await conv.run("Delete /tmp/x")
+    assert [p.id for p in paused.pending_approvals] == ["p3/k1"] and list(conv._children) == ["p3"]
+    done = await conv.run(approvals={"p3/k1": Approve()})
+    assert (done.output, ran, conv._children) == ("Gone.", ["delete /tmp/x"], {})
+
+
+async def test_a_loop_run_inside_a_tool_of_the_agent_keeps_its_sub_agents_to_itself(tmp_path: Path) -> None:
+    # A tool of an agent with sub-agents inherits the agent's scope: a plain BareLoop it ran took the agent's
+    # conversation for its own sub-agent's (a session "<session>/p1" linked to the agent's call p1, which ran
+    # the tool; its events in the agent's stream as "boss > helper" of call p1).
+    from loopctl.engine import BareLoop
+
+    helper_client = ScriptedClient(["helper answer"])
+    helper = Agent(helper_client, name="helper", description="Helps.")
+
+    @tool
+    async def summarize(text: str) -> str:
+        """Summarize, with a loop of its own."""
+        inner = BareLoop(ScriptedClient([call("p1", "helper", {"input": text}), "summary"]), [helper.as_tool()])
+        return (await inner.run("summarize")).output
+
+    researcher = Agent(ScriptedClient([]), name="researcher", description="Finds things.")
+    boss = Agent(
+        ScriptedClient([call("p1", "summarize", {"text": "notes"}), "Done."]), tools=[summarize, researcher], name="boss"
+    )
+    with SQLiteStore(tmp_path / "scope.db") as store:
+        conv = boss.session("s", store=store)
+        async with conv.stream("go") as stream:
+            events = [e async for e in stream]
+            run = await stream.result()
+        assert (run.output, str(run.turns[0].tool_calls[0].result.output)) == ("Done.", "summary")
+        assert [e for e in events if isinstance(e, SubAgentEvent)] == []
+        assert [i.id for i in store.sessions()] == ["s"]
+        assert texts(helper_client.requests[0].messages) == ["notes"]

@@ -407,10 +407,10 @@ class A2AAgent:
         on its paused remote task) and give the answer: the remote agent's text or JSON, or an error output.
         Raises :class:`~loopctl.tool.ApprovalRequired` when the remote task waits on approvals inside an
         agent's run."""
-        from loopctl.agent._conversation import _SCOPE
+        from loopctl.agent._conversation import scope_of
 
         prompt = _prompt(input)
-        scope = _SCOPE.get()
+        scope = scope_of(context)
         owner: object = scope.conversation if scope is not None else None
         decisions = scope.nested.get(context.call_id) if scope is not None else None
         key = (_owner_key(owner), context.call_id)

@@ -300,6 +300,24 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
                 if close is not None:
                     await close()
 
+    def reachable(self) -> tuple[Agent[Any, Any], ...]:
+        """This agent and every agent a run of it may run: its sub-agents and handoff targets, theirs, and so
+        on (each once)."""
+        seen: list[Agent[Any, Any]] = [self]
+        for agent in seen:  # grows as it is read: breadth first
+            for tool in agent.tool_list:
+                sub = getattr(tool, "agent", None)
+                if isinstance(sub, Agent) and all(sub is not a for a in seen):
+                    seen.append(sub)
+            seen.extend(a for a in agent.handoff_targets() if all(a is not b for b in seen))
+        return tuple(seen)
+
+    async def aclose_reachable(self) -> None:
+        """:meth:`aclose` on every agent of :meth:`reachable`: what ``run_sync`` does as its event loop ends,
+        so a sub-agent's or a handoff target's client made from a model string is closed too."""
+        for agent in self.reachable():
+            await agent.aclose()
+
     # --- conversations --------------------------------------------------------------------------------------
 
     def session(
@@ -440,13 +458,10 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         ``config`` replaces the agent's run settings for this run; ``cancel`` stops it.
 
         Raises :class:`~loopctl.errors.SessionBusy` when ``session`` is running already, ``ValueError`` for
-        both ``history`` and ``session``, or a ``history`` whose last tool calls have no results, and
+        both ``history`` and ``session``, a ``session`` of another agent, or a ``history`` whose last tool calls
+        have no results, and
         :class:`~loopctl.errors.ApprovalError` for ``approvals`` without a session that is paused."""
-        from loopctl.agent._conversation import Conversation
-
-        if session is not None and history is not None:
-            raise ValueError("pass history= or session=, not both")
-        conv = session if session is not None else Conversation(self, None, history=history)
+        conv = self._conversation(history, session)
         run, _ = await conv._run(prompt, approvals, deps, config, cancel, None, None, None)
         return run
 
@@ -482,7 +497,8 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
         approvals: Mapping[str, Approval] | None = None,
         config: RunConfig | None = None,
     ) -> Run[Any]:
-        """:meth:`run` on a fresh event loop (a client made from a model string is closed at the end). Raises
+        """:meth:`run` on a fresh event loop (the clients made from model strings, the sub-agents' and handoff
+        targets' included, are closed at the end). Raises
         ``RuntimeError`` inside a running event loop."""
         try:
             asyncio.get_running_loop()
@@ -497,7 +513,7 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
                     prompt, history=history, session=session, deps=deps, approvals=approvals, config=config
                 )
             finally:
-                await self.aclose()
+                await self.aclose_reachable()  # a session= is this agent's (run refuses another's)
 
         return asyncio.run(go())
 
@@ -542,12 +558,27 @@ class Agent(Generic[AgentDepsT, AgentOutputT]):
             run = await stream.result()
 
         The arguments are :meth:`run`'s. Leaving the block early cancels the run (sub-agents included)."""
+        return self._conversation(history, session).stream(prompt, deps=deps, approvals=approvals, config=config)
+
+    def _conversation(
+        self, history: Sequence[Message] | None, session: Conversation[Any, Any] | None
+    ) -> Conversation[Any, Any]:
+        """The conversation a run of :meth:`run` or :meth:`stream` goes on: ``session``, or one made of
+        ``history``. Raises ``ValueError`` for both, and for a ``session`` of another agent (it would run that
+        agent, not this one)."""
         from loopctl.agent._conversation import Conversation
 
         if session is not None and history is not None:
             raise ValueError("pass history= or session=, not both")
-        conv = session if session is not None else Conversation(self, None, history=history)
-        return conv.stream(prompt, deps=deps, approvals=approvals, config=config)
+        if session is None:
+            return Conversation(self, None, history=history)
+        if session.root is not self:
+            raise ValueError(
+                f"session= is a conversation of the agent {session.root.name!r}, not of {self.name!r} (a run "
+                "would be that agent's): run it with session.run(...), or make one of this agent's with "
+                "agent.session(...)"
+            )
+        return session
 
 
 def _check_deps(deps_type: Any, tool: object) -> None:

@@ -11,6 +11,9 @@ sub-agent tools which conversation, event stream and limits they run under.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
@@ -55,9 +58,49 @@ AGENT_KEY = "loopctl.agent"
 """The session metadata key naming the agent that answered last (after a handoff, the conversation goes on
 with it)."""
 
-_BUSY: dict[tuple[object, ...], asyncio.Event | None] = {}
+_BUSY: dict[tuple[object, ...], list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
 """The conversations running now, in this process: (store identity, session id) or (conversation identity,),
-with the event that runs waiting for it wait on (made when the first one waits)."""
+with the runs waiting for each (their event loop and the future each waits on). Runs of one session may come
+from several threads (``run_sync`` in a threaded web server), each on an event loop of its own: the registry
+is guarded by :data:`_BUSY_LOCK` and a waiter is woken through its own loop (``call_soon_threadsafe``)."""
+
+_BUSY_LOCK = threading.Lock()
+
+
+async def _enter(key: tuple[object, ...], conversation: Conversation[Any, Any]) -> None:
+    """Mark conversation ``key`` running, once no other run holds it. Raises
+    :class:`~loopctl.errors.SessionBusy` when one does and ``conversation.on_busy`` is ``"refuse"``; with
+    ``"wait"``, waits for it (the runs woken at its end try again, the first one through goes)."""
+    while True:
+        with _BUSY_LOCK:
+            waiters = _BUSY.get(key)
+            if waiters is None:
+                _BUSY[key] = []
+                return
+            if conversation.on_busy == "refuse":
+                raise SessionBusy(
+                    f"conversation {conversation.session_id or '(in memory)'!r} is running a run already: wait for "
+                    "it, or run on another session (agent.session(..., on_busy='wait') waits its turn)",
+                    session_id=conversation.session_id,
+                )
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+            waiters.append((loop, waiter))
+        await waiter
+
+
+def _leave(key: tuple[object, ...]) -> None:
+    """Mark conversation ``key`` no longer running and wake the runs waiting for it, on their own loops."""
+    with _BUSY_LOCK:
+        waiters = _BUSY.pop(key, [])
+    for loop, waiter in waiters:
+        with contextlib.suppress(RuntimeError):  # a loop closed meanwhile: nothing waits there any more
+            loop.call_soon_threadsafe(_wake, waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():  # a waiter cancelled meanwhile is done
+        waiter.set_result(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,8 +332,8 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
                 run, _ = await self._run(prompt, approvals, deps, config, None, None, None, None)
                 return run
             finally:
-                await self._current.aclose()
-                await self.root.aclose()
+                await self.root.aclose_reachable()
+                await self._current.aclose()  # reachable from the root, but for a conversation moved to it
 
         return asyncio.run(go())
 
@@ -355,18 +398,7 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
         """The run, and what its machines counted of it (for a sub-agent's parent; zero for a run without one).
         One at a time per conversation."""
         key = (id(self.store), self.session_id) if self.store is not None else (id(self),)
-        while key in _BUSY:
-            if self.on_busy == "refuse":
-                raise SessionBusy(
-                    f"conversation {self.session_id or '(in memory)'!r} is running a run already: wait for it, or "
-                    "run on another session (agent.session(..., on_busy='wait') waits its turn)",
-                    session_id=self.session_id,
-                )
-            waiting = _BUSY[key]
-            if waiting is None:
-                waiting = _BUSY[key] = asyncio.Event()
-            await waiting.wait()
-        _BUSY[key] = None
+        await _enter(key, self)
         try:
             if self.store is None:
                 binding, machine = None, self._machine if self._machine is not None else LoopMachine()
@@ -449,6 +481,9 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
             self._current = agent
             if self.store is None:
                 self._machine = machine
+                if self._children:  # only a paused sub-agent is ever continued: the others' messages go
+                    waiting = {p.call.id for p in machine.pending_approvals}
+                    self._children = {k: c for k, c in self._children.items() if k in waiting}
             if waited[1]:
                 await _release_abandoned(self, *waited, runs[0], machine)
             pending = await self._pending(machine, agent, base) if machine.pending_approvals else ()
@@ -463,9 +498,7 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
                 dispatcher.emit(RunFinished(final))
             return final, spent
         finally:
-            waiting = _BUSY.pop(key, None)
-            if waiting is not None:
-                waiting.set()
+            _leave(key)
 
     async def _load(self) -> tuple[SessionBinding | None, LoopMachine]:
         """The conversation's binding to its session (``None`` in memory) and machine."""
@@ -577,8 +610,8 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
     async def _child(self, tool: AgentTool[Any], call_id: str, *, resume: bool) -> Conversation[Any, Any] | None:
         """The conversation of the sub-agent run by call ``call_id``: the paused one (``resume``; ``None`` when
         there is none), or a new one. A stored conversation's sub-agent has a session of its own in the same
-        store, ``<session id>/<call id>`` (``.2``, ``.3``... when a call id came back), linked to this one in its
-        metadata (:data:`PARENT_KEY`)."""
+        store, ``<session id>/<call id>`` (``.2``, ``.3``... when a call id came back; :func:`_usable_id` when
+        that is no session id), linked to this one in its metadata (:data:`PARENT_KEY`)."""
         if self.store is None:
             found = self._children.get(call_id)
             if resume:
@@ -588,7 +621,7 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
             return child
         assert self.session_id is not None
         base = f"{self.session_id}/{call_id}"
-        ids = [base]
+        ids = [_usable_id(base)]
         latest: str | None = None
         for n in range(2, 10_000):
             try:
@@ -596,7 +629,7 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
             except SessionNotFound:
                 break
             latest = ids[-1]
-            ids.append(f"{base}.{n}")
+            ids.append(_usable_id(f"{base}.{n}"))
         if resume:
             if latest is None:
                 return None
@@ -607,13 +640,27 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
         return Conversation(tool.agent, sid, store=self.store, parent=link)
 
 
+def _usable_id(text: str) -> str:
+    """``text`` when it is a usable session id; else (a parent's long id with the model's call id after it,
+    sub-agents nested deep, a call id with a control character) an id made of it that is one, the same each
+    time: its printable start, ``~`` and a digest of the whole text."""
+    from loopctl.store.base import _MAX_ID, check_session_id
+
+    try:
+        return check_session_id(text)
+    except ValueError:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        head = "".join(c if c.isprintable() else "_" for c in text)[: _MAX_ID - len(digest) - 1].strip()
+        return f"{head}~{digest}" if head else digest
+
+
 # --- sub-agents -------------------------------------------------------------------------------------------
 
 
 async def run_sub_agent(tool: AgentTool[Any], prompt: str, context: ToolContext[Any]) -> tuple[Run[Any], str | None]:
     """Run (or continue) ``tool``'s sub-agent for the call of ``context``; its spend is recorded on the
     context. Returns its run and, when it paused, what it waits on."""
-    scope = _SCOPE.get()
+    scope = scope_of(context)
     deps = tool.sub_deps(context.deps)
     if scope is None:  # called by a plain BareLoop: a fresh conversation each time, events not forwarded
         child: Conversation[Any, Any] = Conversation(tool.agent, None)
@@ -635,6 +682,22 @@ async def run_sub_agent(tool: AgentTool[Any], prompt: str, context: ToolContext[
         names = ", ".join(f"{p.call.name} ({p.id})" for p in run.pending_approvals)
         waiting = f"the agent {tool.agent.name} awaits approval of {names}"
     return run, waiting
+
+
+def scope_of(context: ToolContext[Any]) -> _Scope | None:
+    """The scope of the agent's run whose loop runs ``context``'s call (one of the calls of its last reply), or
+    ``None``. A tool of the agent inherits the agent's scope, and a loop it runs of its own (a plain
+    :class:`~loopctl.engine.BareLoop`) must not take the agent's conversation for its sub-agents' (their
+    sessions, events, limits)."""
+    scope = _SCOPE.get()
+    if scope is None:
+        return None
+    reply = scope.loop.machine.last_message()
+    if reply is None or reply.role is not Role.ASSISTANT:
+        return None
+    if any(c.id == context.call_id and c.name == context.name for c in reply.tool_calls()):
+        return scope
+    return None
 
 
 # --- handoffs ---------------------------------------------------------------------------------------------
