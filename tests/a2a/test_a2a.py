@@ -264,3 +264,36 @@ def test_a_remote_run_with_unknown_token_counts_counts_them_as_unknown() -> None
     _record(context, json_format.MessageToDict(metadata))
     assert context.spent is not None
     assert (context.spent.usage, context.spent.requests, context.spent.cost) == (Usage(), 1, None)
+
+
+async def test_a_loop_run_inside_a_tool_of_the_agent_keeps_its_remote_context_to_itself(
+    a2a_url: str, tmp_path: Path
+) -> None:
+    # A tool of an agent inherits the agent's scope: a plain BareLoop it ran took the agent's conversation as the
+    # owner of its remote call, so its call p1 went on the remote context "<session>/p1" of the agent's own call
+    # p1 (the remote saw the agent's earlier task there: "seen 2").
+    from loopctl.engine import BareLoop
+    from loopctl.tool import tool
+
+    remote = await A2AAgent.connect(a2a_url)
+
+    @tool
+    async def delegate(text: str) -> str:
+        """Hand the text on, with a loop of its own."""
+        inner = BareLoop(ScriptedClient([call("p1", "helper", {"input": text}), "relayed"]), [remote])
+        run = await inner.run("relay")
+        return str(run.turns[0].tool_calls[0].result.output)
+
+    boss = Agent(
+        ScriptedClient([call("p1", "helper", {"input": "first"}), "Asked.", call("p1", "delegate", {"text": "second"}),
+                        "Delegated."]),
+        tools=[remote, delegate],
+        name="boss",
+    )  # fmt: skip
+    with SQLiteStore(tmp_path / "scope.db") as store:
+        conv = boss.session(f"scope-{uuid.uuid4().hex[:8]}", store=store)
+        first = await conv.run("Ask.")
+        second = await conv.run("Delegate.")
+    await remote.aclose()
+    assert str(first.turns[0].tool_calls[0].result.output) == "seen 1: first"
+    assert str(second.turns[0].tool_calls[0].result.output) == "seen 1: second"
