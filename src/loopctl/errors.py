@@ -365,7 +365,8 @@ class HookFailed(LoopError):
 class ApprovalError(LoopError, ValueError):
     """Approvals that do not fit the loop's run: ``approvals=`` for a loop whose run is not paused, a call id
     that awaits no approval, a decision of the wrong type, or new input given to a paused run without
-    deciding it (decide its calls, or end it with ``loop.machine.cancel()``)."""
+    deciding it (decide its calls, denying them all to drop them, or, on a
+    :class:`~loopctl.engine.BareLoop`, end it with ``loop.machine.cancel()``)."""
 
 
 class CostUnknown(LoopError):

@@ -169,8 +169,10 @@ async def test_approvals_that_do_not_fit_are_refused_before_anything_runs() -> N
         await loop.run(approvals={"w1": Approve()})
     await loop.run("write")
     saved = loop.machine.to_json()
-    with pytest.raises(ApprovalError, match=r"paused, awaiting approval of w1 \(write\)"):
+    with pytest.raises(ApprovalError, match=r"paused, awaiting approval of w1 \(write\)") as refused:
         await loop.run("something else")
+    # The way out for an agent's conversation too, which has no machine to cancel.
+    assert "(Deny every call to drop them;" in str(refused.value)
     with pytest.raises(ApprovalError, match="call 'nope' does not await approval"):
         await loop.run(approvals={"nope": Approve()})
     with pytest.raises(ApprovalError, match="the decision for call 'w1' is True"):

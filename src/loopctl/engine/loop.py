@@ -1043,8 +1043,9 @@ class BareLoop:
             if paused:
                 pending = ", ".join(f"{p.id} ({p.name})" for p in m.pending_approvals)
                 raise ApprovalError(
-                    f"the loop's run is paused, awaiting approval of {pending}: continue it with "
-                    "run(approvals={call_id: Approve() | Deny(reason) | Modify(input)}), or end it with "
+                    f"the run is paused, awaiting approval of {pending}: continue it with "
+                    "run(approvals={call_id: Approve() | Deny(reason) | Modify(input)}) (Deny every call to drop "
+                    "them; the model then answers without their results), or, on a BareLoop, end it with "
                     "loop.machine.cancel() before giving new input"
                 )
             if input is None:
