@@ -3,6 +3,7 @@ click's errors and ours, a model spec with no model name, the version and the di
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from loopctl import __version__
+from loopctl.cli.report import CommandError
+from loopctl.cli.run import build_client
 from loopctl.message import Message, MessagePart, Role
 from loopctl.session import Session
 from loopctl.testing import FakeProviderServer, LocalServer
@@ -118,6 +121,27 @@ def test_a_provider_with_no_model_name_says_so(spec: str, project: Path, tmp_pat
         2,
         [f"error: --model {spec} has no model name: write {prefix}:MODEL (for example {example[prefix]})"],
     )
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem", "hint"),
+    [
+        ("dmeo", "unknown model spec 'dmeo'", "; did you mean 'demo'?"),
+        ("demo2", "unknown model spec 'demo2'", "; did you mean 'demo'?"),
+        ("Demo", "unknown model spec 'Demo'", "; did you mean 'demo'?"),  # not the library's word on "demo"
+        ("mode", "unknown model spec 'mode'", ""),
+    ],
+)
+def test_a_model_spec_close_to_demo_suggests_it(spec: str, problem: str, hint: str) -> None:
+    # A typo of "demo" got the list of providers and no suggestion.
+    async def client() -> None:
+        async with build_client(spec):
+            pass
+
+    with pytest.raises(CommandError) as caught:
+        asyncio.run(client())
+    known = "openai:MODEL, openai-responses:MODEL, openai-responses-ws:MODEL, anthropic:MODEL, gemini:MODEL"
+    assert caught.value.message == f'{problem}; expected one of {known}, or "demo"{hint}'
 
 
 @pytest.mark.parametrize(

@@ -342,8 +342,17 @@ async def build_client(model: str, base_url: str | None = None) -> AsyncIterator
         try:
             client = from_string(model, **options)
         except InvalidModelSpec as exc:  # an unknown prefix: the user's typo, not a crash
-            hint = f"; did you mean {exc.suggestion!r}?" if exc.suggestion is not None else ""
-            raise CommandError(f'{exc.problem}; expected one of {", ".join(exc.known)}, or "demo"{hint}') from None
+            import difflib
+
+            from loopctl.providers._spec import DEMO_IN_CODE
+
+            problem, suggestion = exc.problem, exc.suggestion
+            if suggestion is None and difflib.get_close_matches(model.strip().lower(), ["demo"]):
+                suggestion = "demo"  # --model Demo, dmeo, demo2
+            if problem == DEMO_IN_CODE:  # the library's word on "Demo", which the command line takes as "demo"
+                problem = f"unknown model spec {model!r}"
+            hint = f"; did you mean {suggestion!r}?" if suggestion is not None else ""
+            raise CommandError(f'{problem}; expected one of {", ".join(exc.known)}, or "demo"{hint}') from None
         try:
             yield client
         finally:
