@@ -218,14 +218,6 @@ async def _run(console: rich.console.Console, o: RunOptions, saved: list[str], *
             try:
                 if path is not None and created:
                     held.enter_context(_locked(path))
-                if target is not None:
-                    target.open(
-                        model=model,
-                        root=session_obj.root or "",
-                        system_prompt=session_obj.system_prompt,
-                        metadata=session_obj.metadata,
-                    )
-                    stack.callback(target.close)
                 from loopctl.cli.integrations import TerminalElicitation, open_integrations
 
                 asking = TerminalElicitation()  # the MCP servers' questions to the user
@@ -240,6 +232,14 @@ async def _run(console: rich.console.Console, o: RunOptions, saved: list[str], *
                     elicitation=asking,
                     sampling=client,
                 )
+                if target is not None:  # after the MCP servers: one that does not start leaves no empty session
+                    stack.callback(target.close)
+                    target.open(
+                        model=model,
+                        root=session_obj.root or "",
+                        system_prompt=session_obj.system_prompt,
+                        metadata=session_obj.metadata,
+                    )
             except BaseException:
                 if path is not None and created:  # nothing ran: leave no empty session file behind
                     with contextlib.suppress(OSError):
