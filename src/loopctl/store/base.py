@@ -846,7 +846,7 @@ class SessionStore(abc.ABC):
         hex."""
         p = prefix.strip().lower()
         if len(p) < 4 or len(p) > 64 or any(c not in "0123456789abcdef" for c in p):
-            raise ValueError(f"invalid node id {prefix!r}: expected at least 4 of its hex digits")
+            raise ValueError(f"invalid node id {prefix!r}: expected 4 to 64 of its hex digits (0-9, a-f)")
         low = bytes.fromhex((p + "0" * 64)[:64])
         high = bytes.fromhex((p + "f" * 64)[:64])
         with self._read() as tx:
