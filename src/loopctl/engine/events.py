@@ -327,7 +327,7 @@ Observer: TypeAlias = Callable[[LoopEvent], None]
 
 
 def _deprecated_alias(qualname: str) -> type[ModelCallRetry]:
-    """:class:`ModelCallRetry`, after a :class:`DeprecationWarning` that ``qualname`` (the old name the caller
+    """:class:`ModelCallRetry`, after a ``DeprecationWarning`` that ``qualname`` (the old name the caller
     read: ``"loopctl.engine.ModelRetry"``...) is now ``ModelCallRetry``.
 
     The warning is attributed to the line of the caller's code that read the name (this package's
