@@ -330,6 +330,30 @@ def build_tools(
     return [*files, *providers]
 
 
+_BASE_URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "gemini": "GEMINI_BASE_URL"}  # else OPENAI_BASE_URL
+
+
+def _check_base_url(model: str, base_url: str | None) -> None:
+    """``CommandError`` when the base URL the client would use (``base_url``, else the provider's variable:
+    ``OPENAI_BASE_URL``...) is not an ``http://`` or ``https://`` URL with a host. Such a URL
+    (``localhost:11434/v1``, the scheme left out) failed every request as "cannot reach the provider", each
+    retried, for seconds."""
+    from urllib.parse import urlsplit
+
+    variable = _BASE_URL_VARIABLES.get(model.partition(":")[0], "OPENAI_BASE_URL")
+    url, name = (base_url, "--base-url") if base_url else (os.environ.get(variable), variable)
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an invalid port or IPv6 address
+        ok = False
+    if not ok:
+        hint = f"; did you mean {'http://' + url!r}?" if "://" not in url else ""
+        raise CommandError(f"{name} {url!r} is not an http:// or https:// URL{hint}")
+
+
 @contextlib.asynccontextmanager
 async def build_client(model: str, base_url: str | None = None) -> AsyncIterator[Any]:
     """The model client for ``model`` (``base_url`` passed on when given); ``demo`` starts the fake provider
@@ -338,6 +362,7 @@ async def build_client(model: str, base_url: str | None = None) -> AsyncIterator
     from loopctl.providers import from_string
 
     if model != "demo":
+        _check_base_url(model, base_url)
         options = {"base_url": base_url} if base_url else {}
         try:
             client = from_string(model, **options)
