@@ -201,6 +201,20 @@ def new_session_id() -> str:
     return f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
+def check_store(store: object) -> None:
+    """Raise ``TypeError`` when ``store`` is a path or a URL (a ``str`` or an ``os.PathLike``) rather than a
+    :class:`SessionStore`, naming the store to make of it: ``store="sessions.db"``, as the command line's
+    ``--store`` takes it, failed at the first run with ``AttributeError: 'str' object has no attribute
+    'load'``."""
+    if isinstance(store, (str, os.PathLike)):
+        text = os.fspath(store)
+        kind = "PostgresStore" if str(text).startswith(("postgresql://", "postgres://")) else "SQLiteStore"
+        raise TypeError(
+            f"store={text!r} is a {'URL' if kind == 'PostgresStore' else 'path'}, not a session store: "
+            f"pass {kind}({text!r}) (from loopctl.store)"
+        )
+
+
 def check_session_id(session_id: object) -> str:
     """``session_id`` when it is a usable id (1 to 200 printable characters, no surrounding spaces); raises
     ``ValueError`` otherwise."""
