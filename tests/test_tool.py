@@ -4,6 +4,7 @@ three docstring styles, Annotated descriptions; a tool that defers its own call;
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Annotated, Any
@@ -190,6 +191,28 @@ def test_the_model_retry_event_is_now_model_call_retry_and_the_old_name_warns() 
     with pytest.warns(DeprecationWarning, match="ModelCallRetry"):
         assert loopctl.engine.events.ModelRetry is ModelCallRetry  # type: ignore[attr-defined]
     assert issubclass(ModelRetry, Exception)  # loopctl.tool.ModelRetry: the exception a tool raises
+
+
+@pytest.mark.parametrize(
+    ("statement", "old_name"),
+    [
+        ("from loopctl.engine import ModelRetry", "loopctl.engine.ModelRetry"),
+        ("import loopctl.engine\nloopctl.engine.ModelRetry", "loopctl.engine.ModelRetry"),
+        ("from loopctl.engine.events import ModelRetry", "loopctl.engine.events.ModelRetry"),
+    ],
+)
+def test_the_old_event_name_warns_once_at_the_line_that_reads_it(statement: str, old_name: str) -> None:
+    # The warning named loopctl/engine/__init__.py as its place, which Python's default filters hide
+    # (they show a DeprecationWarning only when __main__ triggers it): `from loopctl.engine import
+    # ModelRetry` in a script warned nobody. And the import's own hasattr warned a second time.
+    code = compile(statement, "user_script.py", "exec")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(code, {"__name__": "__main__"})
+    assert [(w.category, w.filename, w.lineno) for w in caught] == [
+        (DeprecationWarning, "user_script.py", statement.count("\n") + 1)
+    ]
+    assert str(caught[0].message).startswith(f"{old_name} is now ModelCallRetry")
 
 
 def test_a_tool_with_no_description_is_logged_once_when_made(caplog: pytest.LogCaptureFixture) -> None:

@@ -54,6 +54,16 @@ def test_run_resume_of_an_id_that_cannot_name_a_session_is_one_line(session_id: 
     assert list(empty.iterdir()) == []
 
 
+@pytest.mark.parametrize("option", [["--mcp", "/nonexistent/server --flag"], ["--mcp-url", "http://127.0.0.1:9/mcp"]])
+def test_a_run_whose_mcp_server_does_not_start_stores_no_session(option: list[str], empty: Path) -> None:
+    # The session was created before the MCP servers started: each such failure left an empty session ("0 msgs
+    # idle") in `loopctl sessions list`.
+    code, out = invoke("run", "go", "--model", "demo", "--root", str(empty), *option)
+    assert code == 2
+    assert out[0].startswith("error: MCP server ") and "could not be started or reached" in out[0]
+    assert list(empty.iterdir()) == []  # no store made, so no session in it
+
+
 def test_run_resume_of_nothing_says_so_rather_than_naming_an_id_nobody_typed(empty: Path) -> None:
     # It said "no session '20250101-120000-3f9a1c' in SQLiteStore(...)": a fresh id, made up for "".
     code, out = invoke("run", "go", "--model", "demo", "--root", str(empty), "--resume", "")

@@ -3,6 +3,7 @@ click's errors and ours, a model spec with no model name, the version and the di
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from loopctl import __version__
+from loopctl.cli.report import CommandError
+from loopctl.cli.run import build_client
 from loopctl.message import Message, MessagePart, Role
 from loopctl.session import Session
 from loopctl.testing import FakeProviderServer, LocalServer
@@ -118,6 +121,59 @@ def test_a_provider_with_no_model_name_says_so(spec: str, project: Path, tmp_pat
         2,
         [f"error: --model {spec} has no model name: write {prefix}:MODEL (for example {example[prefix]})"],
     )
+
+
+@pytest.mark.parametrize(
+    ("spec", "base_url", "variables", "message"),
+    [
+        ("openai:llama3", "localhost:11434/v1", {}, "--base-url 'localhost:11434/v1' is not an http:// or https:// "
+         "URL; did you mean 'http://localhost:11434/v1'?"),
+        ("anthropic:claude", "ftp://gateway/v1", {}, "--base-url 'ftp://gateway/v1' is not an http:// or https:// URL"),
+        ("openai:llama3", None, {"OPENAI_BASE_URL": "127.0.0.1:8000/v1"}, "OPENAI_BASE_URL '127.0.0.1:8000/v1' is not "
+         "an http:// or https:// URL; did you mean 'http://127.0.0.1:8000/v1'?"),
+        ("gemini:gemini-2.5-flash", None, {"GEMINI_BASE_URL": "http://"}, "GEMINI_BASE_URL 'http://' is not an "
+         "http:// or https:// URL"),
+    ],
+)  # fmt: skip
+def test_a_base_url_that_is_not_an_http_url_is_refused_before_any_request(
+    spec: str, base_url: str | None, variables: dict[str, str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It went to the client: every request failed as "cannot reach the provider (Request URL is missing an
+    # 'http://' or 'https://' protocol.)", retried four times, about 9 s before the run failed (exit 1).
+    for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GEMINI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("GEMINI_API_KEY", "k")
+
+    async def client() -> None:
+        async with build_client(spec, base_url):
+            pass
+
+    with pytest.raises(CommandError) as caught:
+        asyncio.run(client())
+    assert caught.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem", "hint"),
+    [
+        ("dmeo", "unknown model spec 'dmeo'", "; did you mean 'demo'?"),
+        ("demo2", "unknown model spec 'demo2'", "; did you mean 'demo'?"),
+        ("Demo", "unknown model spec 'Demo'", "; did you mean 'demo'?"),  # not the library's word on "demo"
+        ("mode", "unknown model spec 'mode'", ""),
+    ],
+)
+def test_a_model_spec_close_to_demo_suggests_it(spec: str, problem: str, hint: str) -> None:
+    # A typo of "demo" got the list of providers and no suggestion.
+    async def client() -> None:
+        async with build_client(spec):
+            pass
+
+    with pytest.raises(CommandError) as caught:
+        asyncio.run(client())
+    known = "openai:MODEL, openai-responses:MODEL, openai-responses-ws:MODEL, anthropic:MODEL, gemini:MODEL"
+    assert caught.value.message == f'{problem}; expected one of {known}, or "demo"{hint}'
 
 
 @pytest.mark.parametrize(

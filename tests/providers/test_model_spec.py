@@ -7,7 +7,7 @@ import pytest
 from loopctl import Agent
 from loopctl.errors import InvalidModelSpec
 from loopctl.providers import from_string
-from loopctl.providers._spec import PREFIXES, parse_model_spec
+from loopctl.providers._spec import DEMO_IN_CODE, PREFIXES, parse_model_spec
 
 KNOWN = "expected one of openai:MODEL, openai-responses:MODEL, openai-responses-ws:MODEL, anthropic:MODEL, gemini:MODEL"
 
@@ -59,3 +59,16 @@ def test_an_agent_refuses_a_bad_model_string_when_it_is_made() -> None:
     with pytest.raises(InvalidModelSpec, match="did you mean 'openai:gpt-4o'"):
         Agent("gpt-4o")
     Agent("openai:gpt-4o")  # no key needed to make one: the client is made on first use
+
+
+@pytest.mark.parametrize("spec", ["demo", "Demo"])
+def test_the_command_lines_demo_in_code_says_what_plays_the_model(spec: str) -> None:
+    # Agent("demo"), after `loopctl run --model demo`, said only "unknown model spec 'demo'".
+    with pytest.raises(InvalidModelSpec) as caught:
+        Agent(spec)
+    assert (caught.value.problem, caught.value.suggestion) == (DEMO_IN_CODE, None)
+    assert str(caught.value) == (
+        "'demo' is the scripted model of the command line (loopctl run --model demo), not a model string of the "
+        "library: in code, loopctl.testing's TestModel() or ScriptedClient([...]) plays the model with no key "
+        f"(docs/guides/testing.md); {KNOWN}"
+    )

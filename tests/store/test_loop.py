@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -332,3 +333,35 @@ def test_a_save_cut_off_twice_is_settled_by_the_next_save_on_another_event_loop(
     assert [m.text_content() for m in loaded.messages] == ["first"]
     assert loaded.state.outcome == "cancelled"
     assert len(writes) == 2 and binding.revision == loaded.revision
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("sessions.db", "store='sessions.db' is a path, not a session store: pass SQLiteStore('sessions.db')"),
+        (Path("s.db"), "store='s.db' is a path, not a session store: pass SQLiteStore('s.db')"),
+        ("postgresql://app@db/agents", "store='postgresql://app@db/agents' is a URL, not a session store: pass "
+         "PostgresStore('postgresql://app@db/agents')"),
+    ],
+)  # fmt: skip
+def test_a_path_given_as_the_store_is_refused_when_made_naming_the_store_to_make(
+    given: object, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # store="sessions.db" (as the command line's --store takes it) was accepted, and the first run failed with
+    # AttributeError: 'str' object has no attribute 'load' ('aload' through an agent's session).
+    from loopctl import Agent
+
+    monkeypatch.chdir(tmp_path)
+    expected = f"{message} (from loopctl.store)"
+    agent = Agent(ScriptedClient(["hi"]))
+    makers: list[Callable[[], object]] = [
+        lambda: BareLoop(ScriptedClient(["hi"]), store=given, session_id="s"),  # type: ignore[arg-type]
+        lambda: agent.session("s", store=given),  # type: ignore[arg-type]
+        lambda: agent.to_ai_sdk(store=given),  # type: ignore[arg-type]
+        lambda: agent.to_ag_ui(store=given),  # type: ignore[arg-type]
+    ]
+    for make in makers:
+        with pytest.raises(TypeError) as caught:
+            make()
+        assert str(caught.value) == expected
+    assert list(tmp_path.iterdir()) == []  # nothing made of the path

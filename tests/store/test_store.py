@@ -349,8 +349,10 @@ def test_a_node_is_found_by_a_prefix_of_its_id(store: SessionStore) -> None:
     done = store.append("s", [Message.user("a"), Message.user("b")], expected_head=None)
     assert done.head is not None
     assert store.find_node(done.head[:8].upper()) == done.head
-    with pytest.raises(ValueError, match="at least 4"):
-        store.find_node("ab")
+    for bad in ("ab", "zzzz", "x" * 65):  # "zzzz" was told it needed "at least 4" digits, which it had
+        with pytest.raises(ValueError) as caught:
+            store.find_node(bad)
+        assert str(caught.value) == f"invalid node id {bad!r}: expected 4 to 64 of its hex digits (0-9, a-f)"
     with pytest.raises(SessionNotFound):
         store.find_node("0000000")
 

@@ -139,6 +139,9 @@ class AgentExecutor(_SDKExecutor):
         deps: Any = None,
         task_store: TaskStore | None = None,
     ) -> None:
+        from loopctl.store.base import check_store
+
+        check_store(store)
         self.agent = agent
         self.store = store
         self.deps = deps

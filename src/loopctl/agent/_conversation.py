@@ -207,8 +207,9 @@ class Conversation(Generic[AgentDepsT, AgentOutputT]):
         self.root = agent
         self.store = store
         if store is not None:
-            from loopctl.store.base import check_session_id, new_session_id
+            from loopctl.store.base import check_session_id, check_store, new_session_id
 
+            check_store(store)
             session_id = check_session_id(session_id) if session_id is not None else new_session_id()
         self.session_id = session_id
         self.on_busy = on_busy

@@ -218,14 +218,6 @@ async def _run(console: rich.console.Console, o: RunOptions, saved: list[str], *
             try:
                 if path is not None and created:
                     held.enter_context(_locked(path))
-                if target is not None:
-                    target.open(
-                        model=model,
-                        root=session_obj.root or "",
-                        system_prompt=session_obj.system_prompt,
-                        metadata=session_obj.metadata,
-                    )
-                    stack.callback(target.close)
                 from loopctl.cli.integrations import TerminalElicitation, open_integrations
 
                 asking = TerminalElicitation()  # the MCP servers' questions to the user
@@ -240,6 +232,14 @@ async def _run(console: rich.console.Console, o: RunOptions, saved: list[str], *
                     elicitation=asking,
                     sampling=client,
                 )
+                if target is not None:  # after the MCP servers: one that does not start leaves no empty session
+                    stack.callback(target.close)
+                    target.open(
+                        model=model,
+                        root=session_obj.root or "",
+                        system_prompt=session_obj.system_prompt,
+                        metadata=session_obj.metadata,
+                    )
             except BaseException:
                 if path is not None and created:  # nothing ran: leave no empty session file behind
                     with contextlib.suppress(OSError):
@@ -330,6 +330,30 @@ def build_tools(
     return [*files, *providers]
 
 
+_BASE_URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "gemini": "GEMINI_BASE_URL"}  # else OPENAI_BASE_URL
+
+
+def _check_base_url(model: str, base_url: str | None) -> None:
+    """``CommandError`` when the base URL the client would use (``base_url``, else the provider's variable:
+    ``OPENAI_BASE_URL``...) is not an ``http://`` or ``https://`` URL with a host. Such a URL
+    (``localhost:11434/v1``, the scheme left out) failed every request as "cannot reach the provider", each
+    retried, for seconds."""
+    from urllib.parse import urlsplit
+
+    variable = _BASE_URL_VARIABLES.get(model.partition(":")[0], "OPENAI_BASE_URL")
+    url, name = (base_url, "--base-url") if base_url else (os.environ.get(variable), variable)
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an invalid port or IPv6 address
+        ok = False
+    if not ok:
+        hint = f"; did you mean {'http://' + url!r}?" if "://" not in url else ""
+        raise CommandError(f"{name} {url!r} is not an http:// or https:// URL{hint}")
+
+
 @contextlib.asynccontextmanager
 async def build_client(model: str, base_url: str | None = None) -> AsyncIterator[Any]:
     """The model client for ``model`` (``base_url`` passed on when given); ``demo`` starts the fake provider
@@ -338,12 +362,22 @@ async def build_client(model: str, base_url: str | None = None) -> AsyncIterator
     from loopctl.providers import from_string
 
     if model != "demo":
+        _check_base_url(model, base_url)
         options = {"base_url": base_url} if base_url else {}
         try:
             client = from_string(model, **options)
         except InvalidModelSpec as exc:  # an unknown prefix: the user's typo, not a crash
-            hint = f"; did you mean {exc.suggestion!r}?" if exc.suggestion is not None else ""
-            raise CommandError(f'{exc.problem}; expected one of {", ".join(exc.known)}, or "demo"{hint}') from None
+            import difflib
+
+            from loopctl.providers._spec import DEMO_IN_CODE
+
+            problem, suggestion = exc.problem, exc.suggestion
+            if suggestion is None and difflib.get_close_matches(model.strip().lower(), ["demo"]):
+                suggestion = "demo"  # --model Demo, dmeo, demo2
+            if problem == DEMO_IN_CODE:  # the library's word on "Demo", which the command line takes as "demo"
+                problem = f"unknown model spec {model!r}"
+            hint = f"; did you mean {suggestion!r}?" if suggestion is not None else ""
+            raise CommandError(f'{problem}; expected one of {", ".join(exc.known)}, or "demo"{hint}') from None
         try:
             yield client
         finally:

@@ -134,5 +134,5 @@ def __getattr__(name: str) -> object:
     if name == "ModelRetry":  # the event's name before 0.2: a deprecated alias of ModelCallRetry
         from loopctl.engine import events
 
-        return events.__getattr__(name)
+        return events._deprecated_alias(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -326,15 +326,33 @@ Observer: TypeAlias = Callable[[LoopEvent], None]
 """A callable that takes each :data:`LoopEvent`."""
 
 
+def _deprecated_alias(qualname: str) -> type[ModelCallRetry]:
+    """:class:`ModelCallRetry`, after a ``DeprecationWarning`` that ``qualname`` (the old name the caller
+    read: ``"loopctl.engine.ModelRetry"``...) is now ``ModelCallRetry``.
+
+    The warning is attributed to the line of the caller's code that read the name (this package's
+    ``__getattr__`` frames skipped), so Python's default filters, which show a ``DeprecationWarning`` only
+    when ``__main__`` triggers it, show it to a script that uses the old name. The import system's own look
+    (``hasattr`` in ``from loopctl.engine import ModelRetry``, before the statement reads the name) does not
+    warn: the read that follows does, once.
+    """
+    import sys
+    import warnings
+
+    level, frame = 2, sys._getframe(1)  # level 1 is this function, 2 the __getattr__ that called it
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("loopctl.engine"):
+        frame, level = frame.f_back, level + 1
+    if "importlib" in frame.f_code.co_filename and "_bootstrap" in frame.f_code.co_filename:
+        return ModelCallRetry
+    warnings.warn(
+        f"{qualname} is now ModelCallRetry (ModelRetry names the exception a tool raises: loopctl.tool.ModelRetry)",
+        DeprecationWarning,
+        stacklevel=level,
+    )
+    return ModelCallRetry
+
+
 def __getattr__(name: str) -> Any:
     if name == "ModelRetry":  # the event's name before 0.2
-        import warnings
-
-        warnings.warn(
-            "loopctl.engine.events.ModelRetry is now ModelCallRetry (ModelRetry names the exception a tool "
-            "raises: loopctl.tool.ModelRetry)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return ModelCallRetry
+        return _deprecated_alias(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -250,8 +250,10 @@ class BareLoop:
         if store is not None and binding is not None:
             raise ValueError("pass a store (and session_id) or a binding, not both")
         if store is not None:
+            from loopctl.store.base import check_store
             from loopctl.store.binding import bind
 
+            check_store(store)
             self._binding, machine = bind(store, session_id, machine, system_prompt=self.config.system_prompt)
         self._machine = machine or LoopMachine()
         self._budget = _make_budget(self.config, client)

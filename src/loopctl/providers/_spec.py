@@ -16,6 +16,13 @@ EXAMPLES = {
 }
 """A model string of each provider, for messages."""
 
+DEMO_IN_CODE = (
+    "'demo' is the scripted model of the command line (loopctl run --model demo), not a model string of the "
+    "library: in code, loopctl.testing's TestModel() or ScriptedClient([...]) plays the model with no key "
+    "(docs/guides/testing.md)"
+)
+"""What :func:`parse_model_spec` says of ``"demo"``, which only the command line takes."""
+
 # Other frameworks' provider prefixes (pydantic-ai's ``google-gla:``, ``openai-chat:``...) that mean one of ours.
 _ALIASES = {
     "openai-chat": "openai",
@@ -44,8 +51,9 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
     (``openai:org/model:tag``).
 
     Raises :class:`~loopctl.errors.InvalidModelSpec` for a provider that is not one of :data:`PREFIXES` or
-    an empty model name, with a suggestion where the string is another framework's spelling of one of ours
-    (``"gpt-5"`` → ``"openai:gpt-5"``, ``"google-gla:gemini-2.5-flash"`` → ``"gemini:gemini-2.5-flash"``).
+    an empty model name (and for ``"demo"``, saying what plays the model in code), with a suggestion where
+    the string is another framework's spelling of one of ours (``"gpt-5"`` → ``"openai:gpt-5"``,
+    ``"google-gla:gemini-2.5-flash"`` → ``"gemini:gemini-2.5-flash"``).
     """
     known = tuple(f"{p}:MODEL" for p in PREFIXES)
     prefix, sep, model = spec.partition(":")
@@ -54,6 +62,8 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
             problem = f"model spec {spec!r} has no model name (for example {EXAMPLES[prefix]})"
             raise InvalidModelSpec(spec, problem, known=known)
         return prefix, model
+    if spec.strip().lower() == "demo":
+        raise InvalidModelSpec(spec, DEMO_IN_CODE, known=known)
     raise InvalidModelSpec(spec, f"unknown model spec {spec!r}", known=known, suggestion=_suggest(spec))
 
 

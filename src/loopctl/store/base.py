@@ -201,6 +201,20 @@ def new_session_id() -> str:
     return f"{datetime.datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
+def check_store(store: object) -> None:
+    """Raise ``TypeError`` when ``store`` is a path or a URL (a ``str`` or an ``os.PathLike``) rather than a
+    :class:`SessionStore`, naming the store to make of it: ``store="sessions.db"``, as the command line's
+    ``--store`` takes it, failed at the first run with ``AttributeError: 'str' object has no attribute
+    'load'``."""
+    if isinstance(store, (str, os.PathLike)):
+        text = os.fspath(store)
+        kind = "PostgresStore" if str(text).startswith(("postgresql://", "postgres://")) else "SQLiteStore"
+        raise TypeError(
+            f"store={text!r} is a {'URL' if kind == 'PostgresStore' else 'path'}, not a session store: "
+            f"pass {kind}({text!r}) (from loopctl.store)"
+        )
+
+
 def check_session_id(session_id: object) -> str:
     """``session_id`` when it is a usable id (1 to 200 printable characters, no surrounding spaces); raises
     ``ValueError`` otherwise."""
@@ -846,7 +860,7 @@ class SessionStore(abc.ABC):
         hex."""
         p = prefix.strip().lower()
         if len(p) < 4 or len(p) > 64 or any(c not in "0123456789abcdef" for c in p):
-            raise ValueError(f"invalid node id {prefix!r}: expected at least 4 of its hex digits")
+            raise ValueError(f"invalid node id {prefix!r}: expected 4 to 64 of its hex digits (0-9, a-f)")
         low = bytes.fromhex((p + "0" * 64)[:64])
         high = bytes.fromhex((p + "f" * 64)[:64])
         with self._read() as tx:

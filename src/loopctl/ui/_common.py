@@ -241,6 +241,9 @@ class Conversations:
     ``keep`` conversations held in memory (the least recently used is dropped first)."""
 
     def __init__(self, agent: Agent[Any, Any], store: SessionStore | None, keep: int = 1000) -> None:
+        from loopctl.store.base import check_store
+
+        check_store(store)  # to_ai_sdk(store="chats.db") is refused when made, not at its first request
         self.agent = agent
         self.store = store
         self.keep = keep
