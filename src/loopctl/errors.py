@@ -44,6 +44,7 @@ __all__ = [
     "FallbackExhausted",
     "FallbackFailed",
     "HookFailed",
+    "InvalidBaseURL",
     "InvalidConversation",
     "InvalidMessage",
     "InvalidModelSpec",
@@ -157,6 +158,25 @@ class InvalidModelSpec(LoopError, ValueError):
         self.suggestion = suggestion
         hint = f"; did you mean {suggestion!r}?" if suggestion is not None else ""
         super().__init__(f"{problem}; expected one of {', '.join(known)}{hint}")
+
+
+class InvalidBaseURL(LoopError, ValueError):
+    """A client's base URL (given, or from ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL`` or ``GEMINI_BASE_URL``)
+    that is not an ``http://`` or ``https://`` URL with a host, raised when the client is made.
+
+    Such a URL (``localhost:11434/v1``, the scheme left out) otherwise failed every request as
+    :class:`ConnectionFailed`, each retried. :attr:`url` is the URL, :attr:`source` where it came from
+    (``"base_url"``, or the environment variable's name), and :attr:`suggestion` the URL it most likely meant
+    (``http://`` put in front), or ``None``.
+    """
+
+    def __init__(self, url: str, suggestion: str | None = None, *, source: str = "base_url") -> None:
+        self.url = url
+        self.suggestion = suggestion
+        self.source = source
+        hint = f"; did you mean {suggestion!r}?" if suggestion is not None else ""
+        where = "" if source == "base_url" else f" (from {source})"
+        super().__init__(f"base URL {url!r}{where} is not an http:// or https:// URL with a host{hint}")
 
 
 class ConversationFileError(LoopError, ValueError):

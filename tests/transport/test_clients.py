@@ -13,6 +13,7 @@ from loopctl.errors import (
     AuthenticationError,
     ConnectionFailed,
     ContextOverflow,
+    InvalidBaseURL,
     InvalidRequest,
     MissingAPIKey,
     ModelNotFound,
@@ -421,6 +422,28 @@ async def test_the_key_and_base_url_come_from_the_providers_usual_variables(
         await client.aclose()
     assert reply.message.text_content() == "from the environment"
     assert key_sent(kind, server.requests[0].headers) == "env-key"
+
+
+@every_client
+@pytest.mark.parametrize(
+    ("url", "suggestion"),
+    [("localhost:11434/v1", "http://localhost:11434/v1"), ("ftp://host/v1", None), ("http://", None),
+     ("http://[::1/v1", None)],
+)  # fmt: skip
+def test_a_base_url_that_is_not_an_http_url_is_refused_when_the_client_is_made(
+    kind: str, url: str, suggestion: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 'localhost:11434/v1' (the scheme left out) was sent to as given: every request ConnectionFailed, retried.
+    with pytest.raises(InvalidBaseURL) as given:
+        from_string(f"{kind}:{MODEL_OF[kind]}", base_url=url, api_key="k")
+    assert (given.value.url, given.value.suggestion, given.value.source) == (url, suggestion, "base_url")
+    assert "is not an http:// or https:// URL with a host" in str(given.value)
+    key_var, url_var = ENV[kind]
+    monkeypatch.setenv(key_var, "env-key")
+    monkeypatch.setenv(url_var, url)
+    with pytest.raises(InvalidBaseURL, match=f"from {url_var}") as read:
+        from_string(f"{kind}:{MODEL_OF[kind]}")
+    assert read.value.source == url_var
 
 
 def test_google_api_key_wins_over_gemini_api_key(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -335,23 +335,21 @@ _BASE_URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "gemini": "GEMINI_BASE
 
 def _check_base_url(model: str, base_url: str | None) -> None:
     """``CommandError`` when the base URL the client would use (``base_url``, else the provider's variable:
-    ``OPENAI_BASE_URL``...) is not an ``http://`` or ``https://`` URL with a host. Such a URL
-    (``localhost:11434/v1``, the scheme left out) failed every request as "cannot reach the provider", each
-    retried, for seconds."""
-    from urllib.parse import urlsplit
+    ``OPENAI_BASE_URL``...) is not an ``http://`` or ``https://`` URL with a host
+    (:func:`loopctl.transport._http.check_base_url`), named as the user gave it: checked before the client is
+    made, so the message names ``--base-url`` or the variable."""
+    from loopctl.errors import InvalidBaseURL
+    from loopctl.transport._http import check_base_url
 
     variable = _BASE_URL_VARIABLES.get(model.partition(":")[0], "OPENAI_BASE_URL")
     url, name = (base_url, "--base-url") if base_url else (os.environ.get(variable), variable)
     if not url:
         return
     try:
-        parts = urlsplit(url)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:  # an invalid port or IPv6 address
-        ok = False
-    if not ok:
-        hint = f"; did you mean {'http://' + url!r}?" if "://" not in url else ""
-        raise CommandError(f"{name} {url!r} is not an http:// or https:// URL{hint}")
+        check_base_url(url)
+    except InvalidBaseURL as exc:
+        hint = f"; did you mean {exc.suggestion!r}?" if exc.suggestion is not None else ""
+        raise CommandError(f"{name} {url!r} is not an http:// or https:// URL{hint}") from None
 
 
 @contextlib.asynccontextmanager

@@ -11,22 +11,31 @@ retries) is on this path.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
-from loopctl.errors import ConnectionFailed, ProviderError, ProviderProtocolError, ProviderTimeout, StreamTruncated
+from loopctl.errors import (
+    ConnectionFailed,
+    InvalidBaseURL,
+    ProviderError,
+    ProviderProtocolError,
+    ProviderTimeout,
+    StreamTruncated,
+)
 from loopctl.message.model import _dumps_bytes
 from loopctl.providers.base import EventCallback, ModelRequest, RequestCache, malformed_reply
 from loopctl.response import ModelResponse
 from loopctl.stream import loads_exact
 
-__all__ = ["DEFAULT_TIMEOUT", "HTTPClient", "merge_headers"]
+__all__ = ["DEFAULT_TIMEOUT", "HTTPClient", "check_base_url", "merge_headers"]
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds the client waits for a connection, or for the next bytes of a reply, before
@@ -68,6 +77,25 @@ def merge_headers(*layers: Mapping[str, Any]) -> dict[str, str]:
                 merged[name] = value
                 spelled[lower] = name
     return merged
+
+
+def check_base_url(url: str, source: str = "base_url") -> str:
+    """``url`` when it is an ``http://`` or ``https://`` URL with a host; else raises
+    :class:`~loopctl.errors.InvalidBaseURL`, suggesting ``http://`` in front of one written without a scheme
+    (``localhost:11434/v1``). ``source`` says where the URL came from (``"base_url"``, or the environment
+    variable read). The clients check their base URL with it when they are made."""
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # a port that is not a number, a bad IPv6 address
+        ok = False
+    if ok:
+        return url
+    suggestion = None
+    if "://" not in url:
+        with contextlib.suppress(ValueError):
+            suggestion = f"http://{url}" if urlsplit(f"http://{url}").hostname else None
+    raise InvalidBaseURL(url, suggestion, source=source)
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}

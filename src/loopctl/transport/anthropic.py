@@ -15,7 +15,7 @@ from loopctl.errors import MissingAPIKey
 from loopctl.providers import anthropic
 from loopctl.providers.base import ModelRequest
 from loopctl.providers.native import NativeTool
-from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient
+from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient, check_base_url
 from loopctl.transport._sdk import import_sdk, sdk_headers
 
 __all__ = ["AnthropicClient"]
@@ -53,6 +53,8 @@ class AnthropicClient(HTTPClient):
         super().__init__(model, codec_options, native_tools)
         sdk = import_sdk("anthropic", "anthropic")
         base = base_url or os.environ.get("ANTHROPIC_BASE_URL")
+        if base:
+            check_base_url(base, "base_url" if base_url else "ANTHROPIC_BASE_URL")
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         # A server of one's own (llama.cpp's Anthropic-compatible endpoint, a gateway) usually needs no key, as
         # for the OpenAI clients: with a base URL and no key, the request goes without one.

@@ -27,7 +27,7 @@ from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.providers.native import NativeTool
 from loopctl.response import ModelResponse
 from loopctl.stream import loads_exact
-from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient, merge_headers
+from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient, check_base_url, merge_headers
 
 __all__ = ["ExplicitCache", "GeminiClient"]
 
@@ -103,7 +103,8 @@ class GeminiClient(HTTPClient):
         key = api_key or os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")
         if not key:
             raise MissingAPIKey("gemini", "GOOGLE_API_KEY or GEMINI_API_KEY")
-        base = (base_url or os.environ.get("GEMINI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        given = base_url or os.environ.get("GEMINI_BASE_URL") or DEFAULT_BASE_URL
+        base = check_base_url(given, "base_url" if base_url else "GEMINI_BASE_URL").rstrip("/")
         root = f"{base}/{api_version}/models/{model}"
         self._caches_url = f"{base}/{api_version}/cachedContents"
         headers = merge_headers(default_headers or {}, {"x-goog-api-key": key, "content-type": "application/json"})

@@ -29,7 +29,7 @@ from loopctl.providers.base import EventCallback, ModelRequest
 from loopctl.response import ModelResponse, Usage
 from loopctl.stream import loads_exact
 from loopctl.transport._chain import Chains, Link, lost_state
-from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient, merge_headers
+from loopctl.transport._http import DEFAULT_TIMEOUT, HTTPClient, check_base_url, merge_headers
 from loopctl.transport._sdk import import_sdk, sdk_headers
 
 if TYPE_CHECKING:  # the built-in tools' module is imported where a request has one
@@ -69,6 +69,8 @@ class _OpenAIClient(HTTPClient):
         super().__init__(model, codec_options, native_tools)
         sdk = import_sdk("openai", "openai")
         base = base_url or os.environ.get("OPENAI_BASE_URL")
+        if base:
+            check_base_url(base, "base_url" if base_url else "OPENAI_BASE_URL")
         if not base or urlsplit(base).hostname == "api.openai.com":
             # OpenAI's own API: requests of one conversation share a prompt_cache_key, so they reach the
             # machines holding their prefix (platform.openai.com/docs/guides/prompt-caching); a compatible
@@ -155,7 +157,7 @@ class OpenAIChatClient(_OpenAIClient):
 
         client = cls.__new__(cls)
         HTTPClient.__init__(client, model, codec_options)
-        client._base_url = base_url
+        client._base_url = check_base_url(base_url)
         headers = merge_headers(
             {"Accept": "application/json", "Content-Type": "application/json"},
             default_headers or {},
