@@ -569,7 +569,7 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130_and_still_saves_a_coherent_
         (130, [f"⏹ stopped; the session is saved to {session}"]),
         (130, []),
         (-signal.SIGINT, []),
-    ]
+    ], f"exit {proc.returncode}, stderr:\n{err}"  # the whole traceback, where the comparison cuts it short
     saved = Session.load(session)
     assert saved.machine.state is MachineState.TERMINAL
     assert check_conversation(list(saved.machine.history)) == []
