@@ -409,6 +409,10 @@ def instruction_table(fws: list[str], ns: list[int], k: int | None) -> None:
         "W(N), less the warm-up alone, over K x (N + 1) model calls"
     )
     print(f"{'framework':<15}{'N':>6}{'K':>4}{'instructions':>14}")
+    for fw in fws:  # writes the bytecode caches a source changed since (or never run) lacks, outside the count
+        env = dict(os.environ, LOOPCTL_SRC=BEFORE_SRC) if fw == BEFORE else None
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", fw, "runs", "2", "0"]
+        subprocess.run(cmd, capture_output=True, env=env, check=False)
     got: dict[tuple[str, int], float] = {}
     for n in ns:
         runs = k if k is not None else (3 if n <= 100 else 1)
