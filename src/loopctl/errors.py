@@ -162,7 +162,8 @@ class InvalidModelSpec(LoopError, ValueError):
 
 class InvalidBaseURL(LoopError, ValueError):
     """A client's base URL (given, or from ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL`` or ``GEMINI_BASE_URL``)
-    that is not an ``http://`` or ``https://`` URL with a host, raised when the client is made.
+    that is not an ``http://`` or ``https://`` URL with a host (a port that is not a number, spaces around it:
+    the SDK sent to ``%20http://...``), raised when the client is made.
 
     Such a URL (``localhost:11434/v1``, the scheme left out) otherwise failed every request as
     :class:`ConnectionFailed`, each retried. :attr:`url` is the URL, :attr:`source` where it came from
@@ -176,7 +177,10 @@ class InvalidBaseURL(LoopError, ValueError):
         self.source = source
         hint = f"; did you mean {suggestion!r}?" if suggestion is not None else ""
         where = "" if source == "base_url" else f" (from {source})"
-        super().__init__(f"base URL {url!r}{where} is not an http:// or https:// URL with a host{hint}")
+        super().__init__(
+            f"base URL {url!r}{where} is not an http:// or https:// URL with a host (a port, if any, a number; "
+            f"no spaces around it){hint}"
+        )
 
 
 class ConversationFileError(LoopError, ValueError):

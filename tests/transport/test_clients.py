@@ -428,16 +428,17 @@ async def test_the_key_and_base_url_come_from_the_providers_usual_variables(
 @pytest.mark.parametrize(
     ("url", "suggestion"),
     [("localhost:11434/v1", "http://localhost:11434/v1"), ("ftp://host/v1", None), ("http://", None),
-     ("http://[::1/v1", None)],
+     ("http://[::1/v1", None), ("http://host:port/v1", None), (" http://host/v1", "http://host/v1")],
 )  # fmt: skip
 def test_a_base_url_that_is_not_an_http_url_is_refused_when_the_client_is_made(
     kind: str, url: str, suggestion: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 'localhost:11434/v1' (the scheme left out) was sent to as given: every request ConnectionFailed, retried.
+    # 'localhost:11434/v1' (the scheme left out) was sent to as given: every request ConnectionFailed, retried;
+    # ' http://host/v1' went to '%20http://host/v1/...'; 'http://host:port/v1' raised httpx2's own InvalidURL.
     with pytest.raises(InvalidBaseURL) as given:
         from_string(f"{kind}:{MODEL_OF[kind]}", base_url=url, api_key="k")
     assert (given.value.url, given.value.suggestion, given.value.source) == (url, suggestion, "base_url")
-    assert "is not an http:// or https:// URL with a host" in str(given.value)
+    assert "is not an http:// or https:// URL with a host (a port, if any, a number" in str(given.value)
     key_var, url_var = ENV[kind]
     monkeypatch.setenv(key_var, "env-key")
     monkeypatch.setenv(url_var, url)

@@ -11,7 +11,6 @@ retries) is on this path.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import sys
 import time
@@ -82,20 +81,32 @@ def merge_headers(*layers: Mapping[str, Any]) -> dict[str, str]:
 def check_base_url(url: str, source: str = "base_url") -> str:
     """``url`` when it is an ``http://`` or ``https://`` URL with a host; else raises
     :class:`~loopctl.errors.InvalidBaseURL`, suggesting ``http://`` in front of one written without a scheme
-    (``localhost:11434/v1``). ``source`` says where the URL came from (``"base_url"``, or the environment
+    (``localhost:11434/v1``), or the URL without the spaces around it. ``source`` says where the URL came
+    from (``"base_url"``, or the environment
     variable read). The clients check their base URL with it when they are made."""
     try:
         parts = urlsplit(url)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:  # a port that is not a number, a bad IPv6 address
+        parts.port  # noqa: B018 - reading it checks it: a port that is not a number raises ValueError
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and url == url.strip()
+    except ValueError:  # a port that is not a number or out of range, a bad IPv6 address
         ok = False
     if ok:
         return url
     suggestion = None
-    if "://" not in url:
-        with contextlib.suppress(ValueError):
-            suggestion = f"http://{url}" if urlsplit(f"http://{url}").hostname else None
+    if url != url.strip():  # urlsplit reads past the spaces; the SDK sent to '%20http://...'
+        suggestion = check_base_url(url.strip(), source) if _valid(url.strip()) else None
+    elif "://" not in url and _valid(f"http://{url}"):
+        suggestion = f"http://{url}"
     raise InvalidBaseURL(url, suggestion, source=source)
+
+
+def _valid(url: str) -> bool:
+    """Whether :func:`check_base_url` takes ``url``."""
+    try:
+        check_base_url(url)
+    except InvalidBaseURL:
+        return False
+    return True
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
