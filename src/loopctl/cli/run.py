@@ -330,28 +330,6 @@ def build_tools(
     return [*files, *providers]
 
 
-_BASE_URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "gemini": "GEMINI_BASE_URL"}  # else OPENAI_BASE_URL
-
-
-def _check_base_url(model: str, base_url: str | None) -> None:
-    """``CommandError`` when the base URL the client would use (``base_url``, else the provider's variable:
-    ``OPENAI_BASE_URL``...) is not an ``http://`` or ``https://`` URL with a host
-    (:func:`loopctl.transport._http.check_base_url`), named as the user gave it: checked before the client is
-    made, so the message names ``--base-url`` or the variable."""
-    from loopctl.errors import InvalidBaseURL
-    from loopctl.transport._http import check_base_url
-
-    variable = _BASE_URL_VARIABLES.get(model.partition(":")[0], "OPENAI_BASE_URL")
-    url, name = (base_url, "--base-url") if base_url else (os.environ.get(variable), variable)
-    if not url:
-        return
-    try:
-        check_base_url(url)
-    except InvalidBaseURL as exc:
-        hint = f"; did you mean {exc.suggestion!r}?" if exc.suggestion is not None else ""
-        raise CommandError(f"{name} {url!r} is not an http:// or https:// URL{hint}") from None
-
-
 @contextlib.asynccontextmanager
 async def build_client(model: str, base_url: str | None = None) -> AsyncIterator[Any]:
     """The model client for ``model`` (``base_url`` passed on when given); ``demo`` starts the fake provider
@@ -360,10 +338,15 @@ async def build_client(model: str, base_url: str | None = None) -> AsyncIterator
     from loopctl.providers import from_string
 
     if model != "demo":
-        _check_base_url(model, base_url)
+        from loopctl.errors import InvalidBaseURL
+
         options = {"base_url": base_url} if base_url else {}
         try:
             client = from_string(model, **options)
+        except InvalidBaseURL as exc:  # refused when the client is made: named as the user gave it
+            name = "--base-url" if exc.source == "base_url" else exc.source
+            hint = f"; did you mean {exc.suggestion!r}?" if exc.suggestion is not None else ""
+            raise CommandError(f"{name} {exc.url!r} is not an http:// or https:// URL{hint}") from None
         except InvalidModelSpec as exc:  # an unknown prefix: the user's typo, not a crash
             import difflib
 

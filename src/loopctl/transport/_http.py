@@ -82,8 +82,8 @@ def check_base_url(url: str, source: str = "base_url") -> str:
     """``url`` when it is an ``http://`` or ``https://`` URL with a host; else raises
     :class:`~loopctl.errors.InvalidBaseURL`, suggesting ``http://`` in front of one written without a scheme
     (``localhost:11434/v1``), or the URL without the spaces around it. ``source`` says where the URL came
-    from (``"base_url"``, or the environment
-    variable read). The clients check their base URL with it when they are made."""
+    from (``"base_url"``, or the environment variable read). The clients check their base URL with it when
+    they are made."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - reading it checks it: a port that is not a number raises ValueError
@@ -92,12 +92,9 @@ def check_base_url(url: str, source: str = "base_url") -> str:
         ok = False
     if ok:
         return url
-    suggestion = None
-    if url != url.strip():  # urlsplit reads past the spaces; the SDK sent to '%20http://...'
-        suggestion = check_base_url(url.strip(), source) if _valid(url.strip()) else None
-    elif "://" not in url and _valid(f"http://{url}"):
-        suggestion = f"http://{url}"
-    raise InvalidBaseURL(url, suggestion, source=source)
+    # urlsplit reads past spaces around the URL, where the SDK sent to '%20http://...'.
+    likely = url.strip() if url != url.strip() else f"http://{url}" if "://" not in url else None
+    raise InvalidBaseURL(url, likely if likely is not None and _valid(likely) else None, source=source)
 
 
 def _valid(url: str) -> bool:
@@ -321,9 +318,10 @@ class HTTPClient:
             if raw.next_request is None:
                 return raw
         await raw.aclose()
-        where = str(raw.next_request.url).replace(secret, REDACTED) if secret else str(raw.next_request.url)
+        where = str(raw.next_request.url)
+        where = where.replace(secret, REDACTED) if secret else where
         raise ProviderProtocolError(
-            f"more than {http.max_redirects} redirects (the last to {where})", provider=self.provider
+            f"more than {http.max_redirects} redirects (the last to {where!r})", provider=self.provider
         )
 
     async def _decode_stream(self, chunks: AsyncIterator[bytes], on_event: EventCallback | None) -> ModelResponse:
